@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# backplane_add_plugin(<name>
+#   SOURCES <files...>
+#   [PROVIDES <registered names...>]   # e.g. device_api.foo target.build.foo
+#   [DEVICE_TYPES <device type names...>]
+#   [VERSION <text>] [VENDOR <text>]
+#   [OUTPUT_DIR <dir>]                 # default: the build tree's lib/backplane/plugins
+#   [ALLOW_UNDEFINED])                 # test-only: skip -z defs
+#
+# Builds lib backplane_<name> as a shared module with hidden visibility (only the entry
+# point is exported), compiled against the SDK headers only -- a plugin never links
+# libbackplane -- and writes the manifest <name>.bpplugin.json beside it so the core can
+# list the plugin without loading it.
+set(BACKPLANE_ABI_VERSION "1.0")
+
+function(backplane_add_plugin name)
+  cmake_parse_arguments(ARG "ALLOW_UNDEFINED" "VERSION;VENDOR;OUTPUT_DIR"
+                        "SOURCES;PROVIDES;DEVICE_TYPES" ${ARGN})
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "backplane_add_plugin(${name}): SOURCES is required")
+  endif()
+  if(NOT ARG_VERSION)
+    set(ARG_VERSION ${PROJECT_VERSION})
+  endif()
+  if(NOT ARG_OUTPUT_DIR)
+    set(ARG_OUTPUT_DIR ${BACKPLANE_PLUGIN_OUTPUT_DIR})
+  endif()
+  set(target backplane_${name})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE Backplane::sdk Threads::Threads)
+  target_compile_definitions(${target} PRIVATE BACKPLANE_PLUGIN=1)
+  set_target_properties(${target} PROPERTIES
+    CXX_VISIBILITY_PRESET hidden
+    C_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    PREFIX "lib"
+    LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
+  if(NOT ARG_ALLOW_UNDEFINED AND NOT BACKPLANE_SANITIZE)
+    target_link_options(${target} PRIVATE -Wl,-z,defs)
+  endif()
+  if(COMMAND backplane_set_warnings)
+    backplane_set_warnings(${target})
+  endif()
+
+  set(provides "")
+  foreach(p IN LISTS ARG_PROVIDES)
+    string(APPEND provides "\"${p}\", ")
+  endforeach()
+  string(REGEX REPLACE ", $" "" provides "${provides}")
+  set(types "")
+  foreach(t IN LISTS ARG_DEVICE_TYPES)
+    string(APPEND types "\"${t}\", ")
+  endforeach()
+  string(REGEX REPLACE ", $" "" types "${types}")
+  file(GENERATE OUTPUT ${ARG_OUTPUT_DIR}/${name}.bpplugin.json CONTENT
+"{
+  \"manifest_version\": 1,
+  \"name\": \"${name}\",
+  \"library\": \"$<TARGET_FILE_NAME:${target}>\",
+  \"abi_version\": \"${BACKPLANE_ABI_VERSION}\",
+  \"version\": \"${ARG_VERSION}\",
+  \"vendor\": \"${ARG_VENDOR}\",
+  \"provides\": [${provides}],
+  \"device_types\": [${types}]
+}
+")
+  set_property(TARGET ${target} PROPERTY BACKPLANE_MANIFEST ${ARG_OUTPUT_DIR}/${name}.bpplugin.json)
+endfunction()

@@ -1,0 +1,609 @@
+// SPDX-License-Identifier: Apache-2.0
+// The C++ host API: a header-only layer over c_api.h. It adds no ABI: every call goes
+// through the host function table (bp_host_api_t), so the same header serves host
+// applications (which link libbackplane) and plugins (which get the table at init and
+// define BACKPLANE_PLUGIN before including this header; the SDK does that).
+//
+// Errors become backplane::Error exceptions here; the edge wrappers (Function::FromCallable,
+// the SDK's entry points) turn exceptions back into statuses before anything crosses the C
+// boundary.
+#ifndef BACKPLANE_BACKPLANE_HPP_
+#define BACKPLANE_BACKPLANE_HPP_
+
+#include <backplane/c_api.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace backplane {
+
+namespace detail {
+#ifdef BACKPLANE_PLUGIN
+// Set by the SDK's entry point before the plugin does anything else.
+inline const bp_host_api_t* g_host_api = nullptr;
+inline const bp_host_api_t* Api() { return g_host_api; }
+#else
+inline const bp_host_api_t* Api() {
+  static const bp_host_api_t* api = bp_host_api();
+  return api;
+}
+#endif
+}  // namespace detail
+
+// An error that crossed (or will cross) the C boundary: a bp_error_kind_t and a message.
+class Error : public std::runtime_error {
+ public:
+  Error(bp_status_t kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  bp_status_t kind() const { return kind_; }
+
+ private:
+  bp_status_t kind_;
+};
+
+// Throws the calling thread's last error if `status` is not BP_OK.
+inline void Check(bp_status_t status) {
+  if (status == BP_OK) return;
+  const char* message = nullptr;
+  bp_status_t kind = status;
+  detail::Api()->error_last(&kind, &message);
+  throw Error(status, message != nullptr ? message : "unknown error");
+}
+
+// Runs `body` and converts any exception into a status and the error slot. Used at every
+// place where C++ code is called from C.
+template <typename Body>
+bp_status_t CatchAtEdge(Body&& body) noexcept {
+  try {
+    body();
+    return BP_OK;
+  } catch (const Error& e) {
+    return detail::Api()->error_set(e.kind(), e.what());
+  } catch (const std::bad_alloc&) {
+    return detail::Api()->error_set(BP_ERR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return detail::Api()->error_set(BP_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return detail::Api()->error_set(BP_ERR_INTERNAL, "unknown C++ exception");
+  }
+}
+
+// An owning reference to a bp_object_t.
+class ObjectRef {
+ public:
+  ObjectRef() = default;
+  // Adopts an owned reference.
+  static ObjectRef Adopt(bp_object_t* obj) {
+    ObjectRef r;
+    r.obj_ = obj;
+    return r;
+  }
+  // Takes a new reference to a borrowed object.
+  static ObjectRef Borrow(bp_object_t* obj) {
+    detail::Api()->object_retain(obj);
+    return Adopt(obj);
+  }
+  ObjectRef(const ObjectRef& other) : obj_(other.obj_) { detail::Api()->object_retain(obj_); }
+  ObjectRef(ObjectRef&& other) noexcept : obj_(std::exchange(other.obj_, nullptr)) {}
+  ObjectRef& operator=(ObjectRef other) noexcept {
+    std::swap(obj_, other.obj_);
+    return *this;
+  }
+  ~ObjectRef() {
+    if (obj_ != nullptr) detail::Api()->object_release(obj_);
+  }
+  bp_object_t* get() const { return obj_; }
+  // Gives up ownership without releasing.
+  bp_object_t* release() { return std::exchange(obj_, nullptr); }
+  explicit operator bool() const { return obj_ != nullptr; }
+  int32_t type() const {
+    int32_t t = 0;
+    Check(detail::Api()->object_type(obj_, &t));
+    return t;
+  }
+
+ private:
+  bp_object_t* obj_ = nullptr;
+};
+
+// Creates a string object.
+inline ObjectRef MakeString(std::string_view text) {
+  bp_object_t* out = nullptr;
+  Check(detail::Api()->string_create(text.data(), text.size(), &out));
+  return ObjectRef::Adopt(out);
+}
+
+// Reads a string object.
+inline std::string GetString(const bp_object_t* str) {
+  const char* data = nullptr;
+  size_t size = 0;
+  Check(detail::Api()->string_get(str, &data, &size));
+  return std::string(data, size);
+}
+
+// Reads an array of string objects.
+inline std::vector<std::string> GetStringArray(const bp_object_t* array) {
+  size_t n = 0;
+  Check(detail::Api()->array_size(array, &n));
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t v;
+    Check(detail::Api()->array_get(array, i, &v));
+    if (v.type != BP_VALUE_OBJECT) throw Error(BP_ERR_TYPE, "array element is not a string");
+    out.push_back(GetString(v.u.v_obj));
+  }
+  return out;
+}
+
+namespace detail {
+inline std::string ValueTypeName(const bp_value_t& v) {
+  static const char* const kNames[] = {"none",  "int",    "float", "pointer", "device",
+                                       "dtype", "tensor", "str",   "object"};
+  if (v.type >= 0 && v.type <= BP_VALUE_OBJECT) return kNames[v.type];
+  return "unknown(" + std::to_string(v.type) + ")";
+}
+inline int32_t ObjectTypeOf(const bp_value_t& v) {
+  int32_t t = 0;
+  if (v.type == BP_VALUE_OBJECT) Api()->object_type(v.u.v_obj, &t);
+  return t;
+}
+[[noreturn]] inline void ThrowType(const char* expected, const bp_value_t& v) {
+  throw Error(BP_ERR_TYPE, std::string("expected ") + expected + " value, got " + ValueTypeName(v));
+}
+inline int64_t ValueAsInt(const bp_value_t& v) {
+  if (v.type != BP_VALUE_INT) ThrowType("an int", v);
+  return v.u.v_int64;
+}
+inline double ValueAsFloat(const bp_value_t& v) {
+  if (v.type == BP_VALUE_INT) return static_cast<double>(v.u.v_int64);
+  if (v.type != BP_VALUE_FLOAT) ThrowType("a float", v);
+  return v.u.v_float64;
+}
+inline void* ValueAsPtr(const bp_value_t& v) {
+  if (v.type != BP_VALUE_PTR) ThrowType("a pointer", v);
+  return v.u.v_ptr;
+}
+inline std::string ValueAsString(const bp_value_t& v) {
+  if (v.type == BP_VALUE_STR) return v.u.v_str;
+  if (ObjectTypeOf(v) != BP_OBJECT_STRING) ThrowType("a string", v);
+  return GetString(v.u.v_obj);
+}
+}  // namespace detail
+
+// An owned value: a result or an attribute. Releases an object it holds.
+class Any {
+ public:
+  Any() { value_.type = BP_VALUE_NONE; value_.u.v_int64 = 0; }
+  // Adopts a value whose object reference (if any) is owned.
+  explicit Any(const bp_value_t& owned) : value_(owned) {}
+  Any(const Any& other) : value_(other.value_) {
+    if (value_.type == BP_VALUE_OBJECT) detail::Api()->object_retain(value_.u.v_obj);
+  }
+  Any(Any&& other) noexcept : value_(other.value_) { other.value_.type = BP_VALUE_NONE; }
+  Any& operator=(Any other) noexcept {
+    std::swap(value_, other.value_);
+    return *this;
+  }
+  ~Any() {
+    if (value_.type == BP_VALUE_OBJECT) detail::Api()->object_release(value_.u.v_obj);
+  }
+  int32_t type() const { return value_.type; }
+  bool is_none() const { return value_.type == BP_VALUE_NONE; }
+  const bp_value_t& raw() const { return value_; }
+  // Gives the value away with its reference.
+  bp_value_t release() {
+    bp_value_t v = value_;
+    value_.type = BP_VALUE_NONE;
+    return v;
+  }
+
+  int64_t AsInt() const { return detail::ValueAsInt(value_); }
+  double AsFloat() const { return detail::ValueAsFloat(value_); }
+  void* AsPtr() const { return detail::ValueAsPtr(value_); }
+  std::string AsString() const { return detail::ValueAsString(value_); }
+  ObjectRef AsObject() const {
+    if (value_.type != BP_VALUE_OBJECT) detail::ThrowType("an object", value_);
+    return ObjectRef::Borrow(value_.u.v_obj);
+  }
+  // A readable rendering: "—" for none, numbers and strings as they are.
+  std::string ToString() const {
+    switch (value_.type) {
+      case BP_VALUE_NONE: return "\xE2\x80\x94";
+      case BP_VALUE_INT: return std::to_string(value_.u.v_int64);
+      case BP_VALUE_FLOAT: return std::to_string(value_.u.v_float64);
+      case BP_VALUE_STR: return value_.u.v_str;
+      case BP_VALUE_OBJECT:
+        return detail::ObjectTypeOf(value_) == BP_OBJECT_STRING ? GetString(value_.u.v_obj) : "<object>";
+      default: return "<" + TypeName() + ">";
+    }
+  }
+  std::string TypeName() const { return detail::ValueTypeName(value_); }
+
+
+ private:
+  bp_value_t value_;
+};
+
+namespace detail {
+// Borrowed argument conversion; the argument must outlive the call.
+inline bp_value_t ArgValue(bp_value_type_t type) {
+  bp_value_t v;
+  v.type = type;
+  v.reserved0 = 0;
+  v.u.v_int64 = 0;
+  return v;
+}
+template <typename T>
+bp_value_t ToArg(const T& x) {
+  if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_enum_v<T>) {
+    bp_value_t v = ArgValue(BP_VALUE_INT);
+    v.u.v_int64 = static_cast<int64_t>(x);
+    return v;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    bp_value_t v = ArgValue(BP_VALUE_FLOAT);
+    v.u.v_float64 = static_cast<double>(x);
+    return v;
+  } else if constexpr (std::is_same_v<T, DLDevice>) {
+    bp_value_t v = ArgValue(BP_VALUE_DEVICE);
+    v.u.v_device = x;
+    return v;
+  } else if constexpr (std::is_same_v<T, DLDataType>) {
+    bp_value_t v = ArgValue(BP_VALUE_DTYPE);
+    v.u.v_dtype = x;
+    return v;
+  } else if constexpr (std::is_same_v<T, DLTensor*>) {
+    bp_value_t v = ArgValue(BP_VALUE_TENSOR);
+    v.u.v_tensor = x;
+    return v;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    bp_value_t v = ArgValue(BP_VALUE_STR);
+    v.u.v_str = x.c_str();
+    return v;
+  } else if constexpr (std::is_convertible_v<T, const char*>) {
+    bp_value_t v = ArgValue(BP_VALUE_STR);
+    v.u.v_str = x;
+    return v;
+  } else if constexpr (std::is_same_v<T, ObjectRef>) {
+    bp_value_t v = ArgValue(BP_VALUE_OBJECT);
+    v.u.v_obj = x.get();
+    return v;
+  } else if constexpr (std::is_same_v<T, Any>) {
+    return x.raw();
+  } else if constexpr (std::is_pointer_v<T>) {
+    bp_value_t v = ArgValue(BP_VALUE_PTR);
+    v.u.v_ptr = const_cast<void*>(static_cast<const void*>(x));
+    return v;
+  } else {
+    static_assert(sizeof(T) == 0, "no conversion of this type to a Backplane value");
+  }
+}
+}  // namespace detail
+
+// The arguments of a packed call, as seen by a function's body.
+class PackedArgs {
+ public:
+  PackedArgs(const bp_value_t* args, int32_t n) : args_(args), n_(n) {}
+  int32_t size() const { return n_; }
+  const bp_value_t& operator[](int32_t i) const {
+    if (i < 0 || i >= n_) {
+      throw Error(BP_ERR_INVALID_ARGUMENT, "argument " + std::to_string(i) + " requested but only " +
+                                               std::to_string(n_) + " were passed");
+    }
+    return args_[i];
+  }
+  int64_t Int(int32_t i) const { return detail::ValueAsInt((*this)[i]); }
+  double Float(int32_t i) const { return detail::ValueAsFloat((*this)[i]); }
+  std::string String(int32_t i) const { return detail::ValueAsString((*this)[i]); }
+  void* Ptr(int32_t i) const { return detail::ValueAsPtr((*this)[i]); }
+
+ private:
+  const bp_value_t* args_;
+  int32_t n_;
+};
+
+// A packed function object.
+class Function {
+ public:
+  Function() = default;
+  explicit Function(ObjectRef obj) : obj_(std::move(obj)) {}
+
+  // Wraps a C++ callable `Any(PackedArgs)` as a function object; exceptions it throws
+  // become statuses at the C edge.
+  template <typename Callable>
+  static Function FromCallable(Callable callable) {
+    using Holder = std::function<Any(PackedArgs)>;
+    auto* holder = new Holder(std::move(callable));
+    bp_object_t* out = nullptr;
+    bp_status_t st = detail::Api()->function_create(
+        [](void* resource, const bp_value_t* args, int32_t n, bp_value_t* out_result) {
+          return CatchAtEdge([&] {
+            Any result = (*static_cast<Holder*>(resource))(PackedArgs(args, n));
+            *out_result = result.release();
+          });
+        },
+        holder, [](void* resource) { delete static_cast<Holder*>(resource); }, &out);
+    if (st != BP_OK) {
+      delete holder;
+      Check(st);
+    }
+    return Function(ObjectRef::Adopt(out));
+  }
+
+  // Looks a function up in the global registry; throws if absent.
+  static Function Get(const std::string& name) {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->registry_get(name.c_str(), &out));
+    return Function(ObjectRef::Adopt(out));
+  }
+
+  // Calls with the raw value array.
+  Any CallPacked(const bp_value_t* args, int32_t n) const {
+    bp_value_t out;
+    Check(detail::Api()->function_call(obj_.get(), args, n, &out));
+    return Any(out);
+  }
+
+  // Calls with typed arguments.
+  template <typename... Args>
+  Any operator()(const Args&... args) const {
+    if constexpr (sizeof...(Args) == 0) {
+      return CallPacked(nullptr, 0);
+    } else {
+      const bp_value_t values[] = {detail::ToArg(args)...};
+      return CallPacked(values, static_cast<int32_t>(sizeof...(Args)));
+    }
+  }
+
+  const ObjectRef& object() const { return obj_; }
+  explicit operator bool() const { return static_cast<bool>(obj_); }
+
+ private:
+  ObjectRef obj_;
+};
+
+// The global function registry.
+struct Registry {
+  static void Set(const std::string& name, const Function& f, bool allow_override = false) {
+    Check(detail::Api()->registry_set(name.c_str(), f.object().get(), allow_override ? 1 : 0));
+  }
+  static Function Get(const std::string& name) { return Function::Get(name); }
+  // Returns an empty Function if `name` is not registered.
+  static Function TryGet(const std::string& name) {
+    bp_object_t* out = nullptr;
+    if (detail::Api()->registry_get(name.c_str(), &out) != BP_OK) {
+      detail::Api()->error_clear();
+      return Function();
+    }
+    return Function(ObjectRef::Adopt(out));
+  }
+  static void Remove(const std::string& name) { Check(detail::Api()->registry_remove(name.c_str())); }
+  static std::vector<std::string> List() {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->registry_list(&out));
+    ObjectRef names = ObjectRef::Adopt(out);
+    return GetStringArray(names.get());
+  }
+};
+
+// Device type names and ids.
+inline int32_t DeviceTypeFromName(const std::string& name) {
+  int32_t id = 0;
+  Check(detail::Api()->device_type_from_name(name.c_str(), &id));
+  return id;
+}
+inline std::string DeviceTypeName(int32_t type) {
+  const char* name = nullptr;
+  Check(detail::Api()->device_type_name(type, &name));
+  return name;
+}
+
+// A DLDevice with names. Device("cpu", 0) or Device::Parse("cpu:0").
+struct Device {
+  DLDevice dl{kDLCPU, 0};
+
+  Device() = default;
+  explicit Device(DLDevice d) : dl(d) {}
+  Device(const std::string& type_name, int32_t id) : dl{static_cast<DLDeviceType>(DeviceTypeFromName(type_name)), id} {}
+  // "cpu", "cpu:1", "opencl:0".
+  static Device Parse(const std::string& text) {
+    auto colon = text.find(':');
+    std::string name = text.substr(0, colon);
+    int32_t id = 0;
+    if (colon != std::string::npos) {
+      const std::string digits = text.substr(colon + 1);
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+        throw Error(BP_ERR_INVALID_ARGUMENT, "device '" + text + "': expected NAME or NAME:ID with a decimal ID, e.g. cpu:0");
+      }
+      id = std::stoi(digits);
+    }
+    return Device(name, id);
+  }
+  std::string TypeName() const { return DeviceTypeName(dl.device_type); }
+  std::string ToString() const { return TypeName() + ":" + std::to_string(dl.device_id); }
+  bool operator==(const Device& o) const { return dl.device_type == o.dl.device_type && dl.device_id == o.dl.device_id; }
+};
+
+inline DLDataType MakeDType(uint8_t code, uint8_t bits, uint16_t lanes = 1) {
+  DLDataType t;
+  t.code = code;
+  t.bits = bits;
+  t.lanes = lanes;
+  return t;
+}
+inline DLDataType Float32() { return MakeDType(kDLFloat, 32); }
+inline DLDataType UInt8() { return MakeDType(kDLUInt, 8); }
+
+// Stream RAII handle: created on a device, freed on destruction. A device with a single
+// queue gives the null stream, which is valid everywhere.
+class Stream {
+ public:
+  Stream() = default;
+  explicit Stream(Device dev) : dev_(dev) { Check(detail::Api()->device_stream_create(dev.dl, &handle_)); owned_ = true; }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  Stream(Stream&& o) noexcept : dev_(o.dev_), handle_(std::exchange(o.handle_, nullptr)), owned_(std::exchange(o.owned_, false)) {}
+  Stream& operator=(Stream&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      dev_ = o.dev_;
+      handle_ = std::exchange(o.handle_, nullptr);
+      owned_ = std::exchange(o.owned_, false);
+    }
+    return *this;
+  }
+  ~Stream() { Reset(); }
+  bp_stream_t handle() const { return handle_; }
+  Device device() const { return dev_; }
+  void Sync() const { Check(detail::Api()->device_stream_sync(dev_.dl, handle_)); }
+  void SetActive() const { Check(detail::Api()->device_stream_set(dev_.dl, handle_)); }
+  // `this` waits for the work queued on `src` now.
+  void WaitFor(const Stream& src) const {
+    Check(detail::Api()->device_sync_stream_from_to(dev_.dl, src.handle_, handle_));
+  }
+
+ private:
+  void Reset() noexcept {
+    if (owned_ && handle_ != nullptr) detail::Api()->device_stream_free(dev_.dl, handle_);
+    handle_ = nullptr;
+    owned_ = false;
+  }
+  Device dev_;
+  bp_stream_t handle_ = nullptr;
+  bool owned_ = false;
+};
+
+// The DeviceAPI of a device type, called through the core (defaults and checks applied).
+class DeviceAPI {
+ public:
+  // Finds the DeviceAPI for `dev`'s type, loading its plugin on first use. Throws with the
+  // device type and the plugins that were looked at when none provides it.
+  static DeviceAPI Get(Device dev) {
+    const bp_device_api_t* table = nullptr;
+    Check(detail::Api()->device_api_get(dev.dl.device_type, &table));
+    return DeviceAPI(dev, table);
+  }
+  const bp_device_api_t* table() const { return table_; }
+  Device device() const { return dev_; }
+
+  // The attribute, or a none Any where it cannot be queried or does not apply.
+  Any GetAttr(bp_device_attr_kind_t kind) const {
+    bp_value_t out;
+    Check(detail::Api()->device_get_attr(dev_.dl, kind, &out));
+    return Any(out);
+  }
+  bool Exists() const {
+    Any v = GetAttr(BP_ATTR_EXIST);
+    return !v.is_none() && v.AsInt() != 0;
+  }
+  void SetDevice() const { Check(detail::Api()->device_set(dev_.dl)); }
+  void* AllocDataSpace(size_t nbytes, size_t alignment, DLDataType hint) const {
+    void* p = nullptr;
+    Check(detail::Api()->device_alloc_data_space(dev_.dl, nbytes, alignment, hint, &p));
+    return p;
+  }
+  void FreeDataSpace(void* p) const { Check(detail::Api()->device_free_data_space(dev_.dl, p)); }
+  void* AllocWorkspace(size_t nbytes, DLDataType hint = UInt8()) const {
+    void* p = nullptr;
+    Check(detail::Api()->device_alloc_workspace(dev_.dl, nbytes, hint, &p));
+    return p;
+  }
+  void FreeWorkspace(void* p) const { Check(detail::Api()->device_free_workspace(dev_.dl, p)); }
+  void StreamSync(bp_stream_t s = nullptr) const { Check(detail::Api()->device_stream_sync(dev_.dl, s)); }
+
+ private:
+  DeviceAPI(Device dev, const bp_device_api_t* table) : dev_(dev), table_(table) {}
+  Device dev_;
+  const bp_device_api_t* table_;
+};
+
+// Copies between any two tensors (see bp_device_copy_data_from_to).
+inline void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream = nullptr) {
+  Check(detail::Api()->device_copy_data_from_to(from, to, stream));
+}
+
+// A refcounted tensor that owns its data space (the seed's NDArray).
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(ObjectRef obj) : obj_(std::move(obj)) {
+    Check(detail::Api()->tensor_get(obj_.get(), &dl_));
+  }
+  // Allocates a compact tensor on `dev`.
+  static Tensor Empty(const std::vector<int64_t>& shape, DLDataType dtype, Device dev) {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->tensor_empty(static_cast<int32_t>(shape.size()), shape.data(), dtype, dev.dl, &out));
+    return Tensor(ObjectRef::Adopt(out));
+  }
+  DLTensor* dl() const { return dl_; }
+  Device device() const { return Device(dl_->device); }
+  DLDataType dtype() const { return dl_->dtype; }
+  std::vector<int64_t> shape() const { return std::vector<int64_t>(dl_->shape, dl_->shape + dl_->ndim); }
+  size_t NumElements() const {
+    size_t n = 1;
+    for (int i = 0; i < dl_->ndim; ++i) n *= static_cast<size_t>(dl_->shape[i]);
+    return n;
+  }
+  size_t NumBytes() const { return NumElements() * ((dl_->dtype.bits * dl_->dtype.lanes + 7) / 8); }
+
+  // Copies `nbytes` of host memory in, then waits: the seed's nd.array flow.
+  void CopyFromBytes(const void* data, size_t nbytes, bp_stream_t stream = nullptr) const {
+    CheckBytes(nbytes);
+    DLTensor src = HostView(const_cast<void*>(data));
+    CopyDataFromTo(&src, dl_, stream);
+    Check(detail::Api()->device_stream_sync(dl_->device, stream));
+  }
+  // Copies the tensor out to host memory and waits.
+  void CopyToBytes(void* data, size_t nbytes, bp_stream_t stream = nullptr) const {
+    CheckBytes(nbytes);
+    DLTensor dst = HostView(data);
+    CopyDataFromTo(dl_, &dst, stream);
+    Check(detail::Api()->device_stream_sync(dl_->device, stream));
+  }
+  template <typename T>
+  void CopyFrom(const std::vector<T>& host) const { CopyFromBytes(host.data(), host.size() * sizeof(T)); }
+  template <typename T>
+  std::vector<T> ToVector() const {
+    std::vector<T> out(NumBytes() / sizeof(T));
+    CopyToBytes(out.data(), out.size() * sizeof(T));
+    return out;
+  }
+  // A copy of this tensor on `dev`.
+  Tensor CopyTo(Device dev) const {
+    Tensor out = Empty(shape(), dtype(), dev);
+    CopyDataFromTo(dl_, out.dl_, nullptr);
+    Check(detail::Api()->device_stream_sync(dev.dl, nullptr));
+    if (!(dev == device())) Check(detail::Api()->device_stream_sync(dl_->device, nullptr));
+    return out;
+  }
+  const ObjectRef& object() const { return obj_; }
+
+ private:
+  void CheckBytes(size_t nbytes) const {
+    if (nbytes != NumBytes()) {
+      throw Error(BP_ERR_INVALID_ARGUMENT, "tensor copy: host buffer has " + std::to_string(nbytes) +
+                                               " bytes but the tensor holds " + std::to_string(NumBytes()) +
+                                               "; pass a buffer of exactly the tensor's size");
+    }
+  }
+  DLTensor HostView(void* data) const {
+    DLTensor t = *dl_;
+    t.data = data;
+    t.device = DLDevice{kDLCPU, 0};
+    t.strides = nullptr;
+    t.byte_offset = 0;
+    return t;
+  }
+  ObjectRef obj_;
+  DLTensor* dl_ = nullptr;
+};
+
+}  // namespace backplane
+
+#endif  // BACKPLANE_BACKPLANE_HPP_
