@@ -1,1 +1,380 @@
 // SPDX-License-Identifier: Apache-2.0
+// DeviceAPI lookup and the bp_device_* entry points, with the seed's defaults: workspace
+// falls back to data space, a device without streams uses the null stream, and copies
+// between two different devices are staged through the host.
+#include "device_api.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "device_type.h"
+#include "object.h"
+#include "plugin_loader.h"
+#include "registry.h"
+
+namespace backplane::core {
+namespace {
+
+// The size of a 1.0 table: the smallest a plugin may hand us.
+constexpr size_t kMinTableSize = offsetof(bp_device_api_t, sync_stream_from_to) +
+                                 sizeof(bp_device_api_t::sync_stream_from_to);
+
+class DeviceAPIManager {
+ public:
+  const bp_device_api_t& Get(int32_t type) {
+    if (type >= 0 && type < BP_DEVICE_TYPE_MAX) {
+      const bp_device_api_t* t = tables_[type].load(std::memory_order_acquire);
+      if (t != nullptr) return *t;
+    }
+    return Load(type);
+  }
+
+ private:
+  const bp_device_api_t& Load(int32_t type) {
+    const char* name = DeviceTypeName(type);
+    if (name == nullptr) {
+      // Discovery registers the device types that manifests declare: do it, then retry.
+      PluginLoader::Global().EnsureDiscovered();
+      name = DeviceTypeName(type);
+    }
+    if (name == nullptr) {
+      Fail(BP_ERR_NOT_FOUND, "device type id " + std::to_string(type) +
+                                 " is not known; known: " + KnownDeviceTypes());
+    }
+    const std::string fname = std::string("device_api.") + name;
+    Ref func = Registry::Global().Find(fname);
+    if (!func) {
+      std::string looked_at = PluginLoader::Global().LoadProviderOf(fname);
+      func = Registry::Global().Find(fname);
+      if (!func) {
+        Fail(BP_ERR_NOT_FOUND, std::string("no DeviceAPI for device type '") + name + "' (id " +
+                                   std::to_string(type) + "): no plugin registered '" + fname +
+                                   "'" + looked_at +
+                                   ". Put the plugin's folder on BACKPLANE_PLUGIN_PATH or pass "
+                                   "it to the host; `backplane info` shows what was found");
+      }
+    }
+    const std::string owner = Registry::Global().OwnerOf(fname);
+    bp_value_t v = CallFunction(func.get(), nullptr, 0, fname);
+    if (v.type != BP_VALUE_PTR || v.u.v_ptr == nullptr) {
+      if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
+      Fail(BP_ERR_PLUGIN, fname + " (" + owner +
+                              ") must return a pointer to a bp_device_api_t, but returned "
+                              "something else");
+    }
+    const auto* table = static_cast<const bp_device_api_t*>(v.u.v_ptr);
+    const std::string who = fname + " (" + owner + ")";
+    if (table->struct_size < kMinTableSize) {
+      Fail(BP_ERR_VERSION_MISMATCH,
+           who + ": its bp_device_api_t has struct_size " + std::to_string(table->struct_size) +
+               " but ABI 1.0 needs at least " + std::to_string(kMinTableSize) +
+               "; rebuild the plugin against the Backplane SDK");
+    }
+    auto copy = std::make_unique<bp_device_api_t>();
+    std::memset(copy.get(), 0, sizeof(bp_device_api_t));
+    std::memcpy(copy.get(), table, std::min(table->struct_size, sizeof(bp_device_api_t)));
+    copy->struct_size = sizeof(bp_device_api_t);
+    const char* missing = nullptr;
+    if (copy->get_attr == nullptr) missing = "get_attr";
+    if (copy->alloc_data_space == nullptr) missing = "alloc_data_space";
+    if (copy->free_data_space == nullptr) missing = "free_data_space";
+    if (copy->copy_data_from_to == nullptr) missing = "copy_data_from_to";
+    if (copy->stream_sync == nullptr) missing = "stream_sync";
+    if (copy->create_stream != nullptr && copy->free_stream == nullptr) missing = "free_stream";
+    if (missing != nullptr) {
+      Fail(BP_ERR_PLUGIN, who + ": the required entry '" + missing +
+                              "' of its bp_device_api_t is null; the SDK's DeviceAPI base class "
+                              "fills every entry");
+    }
+    std::lock_guard lock(mu_);
+    const bp_device_api_t* existing = tables_[type].load(std::memory_order_acquire);
+    if (existing != nullptr) return *existing;
+    const bp_device_api_t* published = copy.release();  // lives as long as the process
+    tables_[type].store(published, std::memory_order_release);
+    return *published;
+  }
+
+  std::mutex mu_;
+  std::array<std::atomic<const bp_device_api_t*>, BP_DEVICE_TYPE_MAX> tables_{};
+};
+
+DeviceAPIManager& Manager() {
+  static DeviceAPIManager* m = new DeviceAPIManager();
+  return *m;
+}
+
+std::string DevName(DLDevice dev) {
+  const char* n = DeviceTypeName(dev.device_type);
+  return (n != nullptr ? std::string(n) : "type" + std::to_string(dev.device_type)) + ":" +
+         std::to_string(dev.device_id);
+}
+
+// Calls a table entry, turning its failure into a CoreError that names the device.
+template <typename Fn, typename... Args>
+void Call(DLDevice dev, const char* entry, Fn fn, Args... args) {
+  const uint64_t seq = ErrorSequence();
+  bp_status_t st;
+  try {
+    st = fn(args...);
+  } catch (...) {
+    StatusFromCurrentException();
+    Fail(BP_ERR_PLUGIN, DevName(dev) + " " + entry + ": threw a C++ exception (" +
+                            LastErrorMessage() + ")");
+  }
+  if (st != BP_OK) CheckPluginStatus(st, seq, DevName(dev) + " " + entry);
+}
+
+const bp_device_api_t& ApiFor(DLDevice dev) {
+  if (dev.device_id < 0) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "device " + DevName(dev) + ": the device id is negative");
+  }
+  return Manager().Get(dev.device_type);
+}
+
+bool IsCompact(const DLTensor& t) {
+  if (t.strides == nullptr) return true;
+  int64_t expected = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+void CheckTensor(const DLTensor* t, const char* which) {
+  if (t == nullptr) Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which + " is null");
+  if (t->ndim < 0 || (t->ndim > 0 && t->shape == nullptr)) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which + " has a bad shape");
+  }
+  if (!IsCompact(*t)) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which +
+                                      " is strided; only compact tensors can be copied");
+  }
+  if (t->data == nullptr) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which + " has null data");
+  }
+}
+
+void CopyOnOneAPI(const DLTensor* from, const DLTensor* to, bp_stream_t stream, DLDevice dev) {
+  const bp_device_api_t& api = ApiFor(dev);
+  Call(dev, "copy_data_from_to", api.copy_data_from_to, api.self, from, to, stream);
+}
+
+void StreamSync(DLDevice dev, bp_stream_t stream) {
+  const bp_device_api_t& api = ApiFor(dev);
+  Call(dev, "stream_sync", api.stream_sync, api.self, dev, stream);
+}
+
+}  // namespace
+
+const bp_device_api_t& GetDeviceAPI(int32_t device_type) { return Manager().Get(device_type); }
+
+size_t TensorBytes(const DLTensor& t, const char* what) {
+  if (t.dtype.bits == 0 || t.dtype.lanes == 0) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string(what) + ": dtype has 0 bits or 0 lanes");
+  }
+  __uint128_t n = (static_cast<__uint128_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) {
+      Fail(BP_ERR_INVALID_ARGUMENT, std::string(what) + ": dimension " + std::to_string(i) +
+                                        " is negative (" + std::to_string(t.shape[i]) + ")");
+    }
+    n *= static_cast<uint64_t>(t.shape[i]);
+    if (n > (static_cast<__uint128_t>(1) << 62)) {
+      Fail(BP_ERR_INVALID_ARGUMENT, std::string(what) + ": the tensor's size overflows");
+    }
+  }
+  return static_cast<size_t>(n);
+}
+
+}  // namespace backplane::core
+
+using namespace backplane::core;  // NOLINT: the C entry points below only
+
+extern "C" {
+
+BP_EXPORT bp_status_t bp_device_api_get(int32_t device_type, const bp_device_api_t** out_api) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_api != nullptr, "out_api is null");
+  *out_api = &GetDeviceAPI(device_type);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_get_attr(DLDevice dev, int32_t kind, bp_value_t* out_value) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_value != nullptr, "out_value is null");
+  BP_REQUIRE_ARG(kind >= 0, "the attribute kind is negative");
+  const bp_device_api_t& api = ApiFor(dev);
+  bp_value_t v;
+  v.type = BP_VALUE_NONE;
+  v.reserved0 = 0;
+  v.u.v_int64 = 0;
+  Call(dev, "get_attr", api.get_attr, api.self, dev, kind, &v);
+  if (v.type < BP_VALUE_NONE || v.type > BP_VALUE_OBJECT || v.type == BP_VALUE_TENSOR ||
+      v.type == BP_VALUE_STR) {
+    Fail(BP_ERR_PLUGIN, DevName(dev) + " get_attr(" + std::to_string(kind) +
+                            "): returned a value of type " + std::to_string(v.type) +
+                            "; attributes are none, int, float or a string object");
+  }
+  *out_value = v;
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key,
+                                             bp_value_t* out_value) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_value != nullptr, "out_value is null");
+  BP_REQUIRE_ARG(key != nullptr, "key is null");
+  const bp_device_api_t& api = ApiFor(dev);
+  out_value->type = BP_VALUE_NONE;
+  out_value->u.v_int64 = 0;
+  if (api.get_property == nullptr) return BP_OK;
+  Call(dev, "get_property", api.get_property, api.self, dev, key, out_value);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_set(DLDevice dev) {
+  BP_API_BEGIN
+  const bp_device_api_t& api = ApiFor(dev);
+  if (api.set_device != nullptr) Call(dev, "set_device", api.set_device, api.self, dev);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_alloc_data_space(DLDevice dev, size_t nbytes, size_t alignment,
+                                                 DLDataType type_hint, void** out_data) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_data != nullptr, "out_data is null");
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "alloc_data_space on " + DevName(dev) + ": alignment " +
+                                      std::to_string(alignment) + " is not a power of two");
+  }
+  const bp_device_api_t& api = ApiFor(dev);
+  Call(dev, "alloc_data_space", api.alloc_data_space, api.self, dev, nbytes, alignment,
+       type_hint, out_data);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_free_data_space(DLDevice dev, void* data) {
+  BP_API_BEGIN
+  const bp_device_api_t& api = ApiFor(dev);
+  Call(dev, "free_data_space", api.free_data_space, api.self, dev, data);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_alloc_workspace(DLDevice dev, size_t nbytes,
+                                                DLDataType type_hint, void** out_data) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_data != nullptr, "out_data is null");
+  const bp_device_api_t& api = ApiFor(dev);
+  if (api.alloc_workspace != nullptr) {
+    Call(dev, "alloc_workspace", api.alloc_workspace, api.self, dev, nbytes, type_hint, out_data);
+  } else {
+    Call(dev, "alloc_data_space", api.alloc_data_space, api.self, dev, nbytes, size_t{64},
+         type_hint, out_data);
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_free_workspace(DLDevice dev, void* data) {
+  BP_API_BEGIN
+  const bp_device_api_t& api = ApiFor(dev);
+  // Both halves of a pair fall back together, so a block goes back where it came from.
+  if (api.alloc_workspace != nullptr && api.free_workspace != nullptr) {
+    Call(dev, "free_workspace", api.free_workspace, api.self, dev, data);
+  } else {
+    Call(dev, "free_data_space", api.free_data_space, api.self, dev, data);
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_copy_data_from_to(const DLTensor* from, const DLTensor* to,
+                                                  bp_stream_t stream) {
+  BP_API_BEGIN
+  CheckTensor(from, "source");
+  CheckTensor(to, "destination");
+  const size_t from_bytes = TensorBytes(*from, "copy source");
+  const size_t to_bytes = TensorBytes(*to, "copy destination");
+  if (from_bytes != to_bytes) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "copy from " + DevName(from->device) + " to " +
+                                      DevName(to->device) + ": the source holds " +
+                                      std::to_string(from_bytes) + " bytes but the destination " +
+                                      std::to_string(to_bytes) + "; sizes must match");
+  }
+  const bool from_cpu = from->device.device_type == kDLCPU;
+  const bool to_cpu = to->device.device_type == kDLCPU;
+  if (from_cpu || to_cpu || from->device.device_type == to->device.device_type) {
+    // One DeviceAPI serves the copy: the non-CPU side's, or the shared type's.
+    CopyOnOneAPI(from, to, stream, to_cpu ? from->device : to->device);
+    return BP_OK;
+  }
+  // Two different device types: stage through host memory.
+  std::unique_ptr<void, decltype(&std::free)> staging(
+      std::aligned_alloc(64, (from_bytes + 63) / 64 * 64 + 64), &std::free);
+  if (!staging) Fail(BP_ERR_OUT_OF_MEMORY, "copy: no host memory for a staging buffer");
+  DLTensor host = *from;
+  host.data = staging.get();
+  host.device = DLDevice{kDLCPU, 0};
+  host.strides = nullptr;
+  host.byte_offset = 0;
+  CopyOnOneAPI(from, &host, nullptr, from->device);
+  StreamSync(from->device, nullptr);
+  CopyOnOneAPI(&host, to, stream, to->device);
+  StreamSync(to->device, stream);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_stream_create(DLDevice dev, bp_stream_t* out_stream) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_stream != nullptr, "out_stream is null");
+  const bp_device_api_t& api = ApiFor(dev);
+  *out_stream = nullptr;
+  if (api.create_stream != nullptr) {
+    Call(dev, "create_stream", api.create_stream, api.self, dev, out_stream);
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_stream_free(DLDevice dev, bp_stream_t stream) {
+  BP_API_BEGIN
+  const bp_device_api_t& api = ApiFor(dev);
+  if (stream != nullptr && api.free_stream != nullptr) {
+    Call(dev, "free_stream", api.free_stream, api.self, dev, stream);
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_stream_set(DLDevice dev, bp_stream_t stream) {
+  BP_API_BEGIN
+  const bp_device_api_t& api = ApiFor(dev);
+  if (api.set_stream != nullptr) {
+    Call(dev, "set_stream", api.set_stream, api.self, dev, stream);
+  } else if (stream != nullptr) {
+    Fail(BP_ERR_UNSUPPORTED, DevName(dev) + ": its DeviceAPI has no set_stream, so only the "
+                                            "null stream can be active");
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_stream_sync(DLDevice dev, bp_stream_t stream) {
+  BP_API_BEGIN
+  StreamSync(dev, stream);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_sync_stream_from_to(DLDevice dev, bp_stream_t src,
+                                                    bp_stream_t dst) {
+  BP_API_BEGIN
+  const bp_device_api_t& api = ApiFor(dev);
+  if (api.sync_stream_from_to != nullptr) {
+    Call(dev, "sync_stream_from_to", api.sync_stream_from_to, api.self, dev, src, dst);
+  } else {
+    StreamSync(dev, src);  // the seed's ordering, achieved by waiting on the host
+  }
+  BP_API_END
+}
+
+}  // extern "C"

@@ -1,1 +1,204 @@
 // SPDX-License-Identifier: Apache-2.0
+// Objects: strings, bytes, arrays and functions, and their C entry points.
+#include "object.h"
+
+#include <cstring>
+
+namespace backplane::core {
+
+ArrayObject::~ArrayObject() {
+  for (bp_value_t& v : values) {
+    if (v.type == BP_VALUE_OBJECT && v.u.v_obj != nullptr) v.u.v_obj->Release();
+  }
+}
+
+const char* ObjectTypeName(int32_t type) {
+  switch (type) {
+    case BP_OBJECT_STRING: return "string";
+    case BP_OBJECT_BYTES: return "bytes";
+    case BP_OBJECT_FUNCTION: return "function";
+    case BP_OBJECT_TENSOR: return "tensor";
+    case BP_OBJECT_ARRAY: return "array";
+    default: return "unknown";
+  }
+}
+
+bp_object_t* NewString(std::string text) { return new StringObject(std::move(text)); }
+
+bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t n,
+                        const std::string& what) {
+  const auto& f = As<FunctionObject>(func, BP_OBJECT_FUNCTION, what);
+  bp_value_t out;
+  out.type = BP_VALUE_NONE;
+  out.reserved0 = 0;
+  out.u.v_int64 = 0;
+  const uint64_t seq = ErrorSequence();
+  bp_status_t st;
+  try {
+    st = f.body(f.resource, args, n, &out);
+  } catch (...) {
+    // A function written without the SDK's edge wrapper let an exception out.
+    StatusFromCurrentException();
+    Fail(BP_ERR_PLUGIN, what + ": threw a C++ exception across the C boundary (" +
+                            LastErrorMessage() + "); wrap the body with CatchAtEdge");
+  }
+  CheckPluginStatus(st, seq, what);
+  return out;
+}
+
+}  // namespace backplane::core
+
+using namespace backplane::core;  // NOLINT: the C entry points below only
+
+
+extern "C" {
+
+BP_EXPORT bp_status_t bp_object_retain(bp_object_t* obj) {
+  if (obj != nullptr) obj->Retain();
+  return BP_OK;
+}
+
+BP_EXPORT bp_status_t bp_object_release(bp_object_t* obj) {
+  BP_API_BEGIN
+  if (obj != nullptr) obj->Release();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_object_type(const bp_object_t* obj, int32_t* out_type) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(obj != nullptr, "the object is null");
+  BP_REQUIRE_ARG(out_type != nullptr, "out_type is null");
+  *out_type = obj->type();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_string_create(const char* data, size_t size, bp_object_t** out_str) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(data != nullptr || size == 0, "data is null but size is not 0");
+  BP_REQUIRE_ARG(out_str != nullptr, "out_str is null");
+  *out_str = NewString(std::string(data == nullptr ? "" : data, size));
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_string_get(const bp_object_t* str, const char** out_data,
+                                    size_t* out_size) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_data != nullptr, "out_data is null");
+  const auto& s = As<StringObject>(str, BP_OBJECT_STRING, "bp_string_get");
+  *out_data = s.text.c_str();
+  if (out_size != nullptr) *out_size = s.text.size();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_bytes_create(const void* data, size_t size, bp_object_t** out_bytes) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(data != nullptr || size == 0, "data is null but size is not 0");
+  BP_REQUIRE_ARG(out_bytes != nullptr, "out_bytes is null");
+  *out_bytes = new BytesObject(std::string(static_cast<const char*>(data), size));
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_bytes_get(const bp_object_t* bytes, const void** out_data,
+                                   size_t* out_size) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_data != nullptr && out_size != nullptr, "out_data or out_size is null");
+  const auto& b = As<BytesObject>(bytes, BP_OBJECT_BYTES, "bp_bytes_get");
+  *out_data = b.data.data();
+  *out_size = b.data.size();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_array_create(const bp_value_t* values, size_t size,
+                                      bp_object_t** out_array) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(values != nullptr || size == 0, "values is null but size is not 0");
+  BP_REQUIRE_ARG(out_array != nullptr, "out_array is null");
+  Ref array = Ref::Adopt(new ArrayObject());
+  auto& vals = static_cast<ArrayObject*>(array.get())->values;
+  vals.reserve(size);
+  for (size_t i = 0; i < size; ++i) {
+    bp_value_t v = values[i];
+    if (v.type == BP_VALUE_TENSOR) {
+      Fail(BP_ERR_INVALID_ARGUMENT, "bp_array_create: element " + std::to_string(i) +
+                                        " is a borrowed DLTensor*; store a tensor object instead");
+    }
+    if (v.type < BP_VALUE_NONE || v.type > BP_VALUE_OBJECT) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           "bp_array_create: element " + std::to_string(i) + " has unknown type " +
+               std::to_string(v.type));
+    }
+    if (v.type == BP_VALUE_STR) {
+      BP_REQUIRE_ARG(v.u.v_str != nullptr, "a string element is null");
+      v.type = BP_VALUE_OBJECT;
+      v.u.v_obj = NewString(values[i].u.v_str);
+    } else if (v.type == BP_VALUE_OBJECT) {
+      BP_REQUIRE_ARG(v.u.v_obj != nullptr, "an object element is null");
+      v.u.v_obj->Retain();
+    }
+    vals.push_back(v);
+  }
+  *out_array = array.release();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_array_size(const bp_object_t* array, size_t* out_size) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_size != nullptr, "out_size is null");
+  *out_size = As<ArrayObject>(array, BP_OBJECT_ARRAY, "bp_array_size").values.size();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_array_get(const bp_object_t* array, size_t index, bp_value_t* out_value) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_value != nullptr, "out_value is null");
+  const auto& vals = As<ArrayObject>(array, BP_OBJECT_ARRAY, "bp_array_get").values;
+  if (index >= vals.size()) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "bp_array_get: index " + std::to_string(index) +
+                                      " is out of range for an array of " +
+                                      std::to_string(vals.size()) + " elements");
+  }
+  *out_value = vals[index];
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_function_create(bp_packed_fn_t body, void* resource,
+                                         void (*resource_deleter)(void* resource),
+                                         bp_object_t** out_func) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(body != nullptr, "body is null");
+  BP_REQUIRE_ARG(out_func != nullptr, "out_func is null");
+  *out_func = new FunctionObject(body, resource, resource_deleter);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_function_call(const bp_object_t* func, const bp_value_t* args,
+                                       int32_t num_args, bp_value_t* out_result) {
+  // The hot path: no allocation, one indirect call.
+  if (func == nullptr || func->type() != BP_OBJECT_FUNCTION || out_result == nullptr ||
+      num_args < 0 || (args == nullptr && num_args != 0)) {
+    return SetError(BP_ERR_INVALID_ARGUMENT,
+                    "bp_function_call: expected a function object, a result slot and "
+                    "num_args >= 0 with args for each");
+  }
+  const auto& f = static_cast<const FunctionObject&>(*func);
+  out_result->type = BP_VALUE_NONE;
+  out_result->u.v_int64 = 0;
+  const uint64_t seq = ErrorSequence();
+  bp_status_t st;
+  try {
+    st = f.body(f.resource, args, num_args, out_result);
+  } catch (...) {
+    // A body written without the SDK's edge wrapper let an exception out: contain it.
+    StatusFromCurrentException();
+    return SetError(BP_ERR_PLUGIN, "a function threw a C++ exception across the C boundary (" +
+                                       LastErrorMessage() + "); wrap its body with CatchAtEdge");
+  }
+  if (st == BP_OK) return BP_OK;
+  if (ErrorSequence() == seq) {
+    return SetError(st, std::string("a function failed (") + bp_error_kind_name(st) +
+                            ") without setting an error message");
+  }
+  return st;
+}
+
+}  // extern "C"

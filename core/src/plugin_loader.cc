@@ -1,1 +1,519 @@
 // SPDX-License-Identifier: Apache-2.0
+// Plugin discovery and loading.
+//
+// Order of the search path (docs/discovery.md): folders the host passes, then
+// BACKPLANE_PLUGIN_PATH (read with secure_getenv, so ignored in setuid/setgid programs),
+// then the install's lib/backplane/plugins (found relative to libbackplane itself, so a
+// moved install still works), then the build tree's plugin folder when libbackplane runs
+// from the build tree. Never the current directory: relative entries are ignored.
+#include "plugin_loader.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <boost/dll/shared_library.hpp>
+#include <boost/filesystem.hpp>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "device_type.h"
+#include "manifest.h"
+
+namespace fs = boost::filesystem;
+
+namespace backplane::core {
+
+struct PluginRecord {
+  std::string name;
+  std::string library;  // canonical path
+  std::string manifest;
+  bp_plugin_state_t state = BP_PLUGIN_DISCOVERED;
+  bool loading = false;
+  bp_status_t error_kind = BP_OK;
+  std::string reason;  // why skipped; warnings for a loaded one
+  std::string abi_version;
+  std::string version;
+  std::string vendor;
+  std::vector<std::string> provides;
+  std::vector<std::string> device_types;
+  std::optional<boost::dll::shared_library> lib;
+};
+
+namespace {
+
+thread_local PluginInit* t_current_init = nullptr;
+
+// "folder /x is world-writable (mode 0777) ..." or empty.
+std::string WorldWritable(const std::string& path, const char* what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  if ((st.st_mode & S_IWOTH) == 0) return "";
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return std::string(what) + " " + path + " is world-writable (mode " + mode +
+         "): anyone could replace the code it holds, so it is refused; remove write "
+         "permission for others (chmod o-w " + path + ")";
+}
+
+std::string Canonical(const std::string& path) {
+  boost::system::error_code ec;
+  fs::path p = fs::canonical(path, ec);
+  return ec ? std::string() : p.string();
+}
+
+// The folder that holds libbackplane itself.
+std::string CoreLibraryDir() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&bp_host_api), &info) == 0 || info.dli_fname == nullptr) {
+    return "";
+  }
+  std::string lib = Canonical(info.dli_fname);
+  return lib.empty() ? "" : fs::path(lib).parent_path().string();
+}
+
+// The dlerror part of Boost.DLL's message, which is what a person needs.
+std::string DlMessage(const std::exception& e) {
+  std::string what = e.what();
+  const std::string marker = "dlerror system message: ";
+  auto pos = what.find(marker);
+  if (pos == std::string::npos) return what;
+  std::string msg = what.substr(pos + marker.size());
+  auto end = msg.rfind(')');
+  if (end != std::string::npos) msg = msg.substr(0, end);
+  auto paren = msg.rfind(')');
+  (void)paren;
+  return msg;
+}
+
+std::string StateName(bp_plugin_state_t s) {
+  switch (s) {
+    case BP_PLUGIN_DISCOVERED: return "discovered";
+    case BP_PLUGIN_LOADED: return "loaded";
+    default: return "skipped";
+  }
+}
+
+std::string NameFromLibrary(const std::string& path) {
+  std::string stem = fs::path(path).filename().string();
+  if (stem.rfind("libbackplane_", 0) == 0) stem = stem.substr(13);
+  else if (stem.rfind("lib", 0) == 0) stem = stem.substr(3);
+  auto dot = stem.find('.');
+  return dot == std::string::npos ? stem : stem.substr(0, dot);
+}
+
+}  // namespace
+
+PluginInit* CurrentPluginInit() { return t_current_init; }
+
+PluginLoader& PluginLoader::Global() {
+  // Never destroyed: loaded plugins stay mapped until the process ends, since objects and
+  // threads they created may still run their code during static destruction.
+  static PluginLoader* loader = new PluginLoader();
+  return *loader;
+}
+
+PluginLoader::~PluginLoader() = default;
+
+void PluginLoader::AddPath(const std::string& folder) {
+  if (folder.empty() || folder[0] != '/') {
+    Fail(BP_ERR_INVALID_ARGUMENT, "plugin folder '" + folder +
+                                      "' is not an absolute path; plugins are never searched "
+                                      "relative to the current directory, so pass an absolute "
+                                      "path");
+  }
+  std::lock_guard lock(mu_);
+  if (std::find(extra_paths_.begin(), extra_paths_.end(), folder) == extra_paths_.end()) {
+    extra_paths_.push_back(folder);
+  }
+  discovered_ = false;  // the next use discovers again, adding what the new folder holds
+}
+
+void PluginLoader::EnsureDiscovered() {
+  std::lock_guard lock(mu_);
+  if (!discovered_) DiscoverLocked();
+}
+
+void PluginLoader::Discover() {
+  std::lock_guard lock(mu_);
+  DiscoverLocked();
+}
+
+void PluginLoader::DiscoverLocked() {
+  discovered_ = true;
+  folders_.clear();
+  for (const auto& p : extra_paths_) ScanFolder(p, "host");
+  if (const char* env = secure_getenv("BACKPLANE_PLUGIN_PATH")) {
+    std::string value = env;
+    size_t start = 0;
+    while (start <= value.size()) {
+      size_t end = value.find(':', start);
+      if (end == std::string::npos) end = value.size();
+      std::string entry = value.substr(start, end - start);
+      if (!entry.empty()) {
+        if (entry[0] == '/') {
+          ScanFolder(entry, "BACKPLANE_PLUGIN_PATH");
+        } else {
+          folders_.push_back({entry, "BACKPLANE_PLUGIN_PATH",
+                              "ignored: a relative entry; only absolute folders are searched"});
+        }
+      }
+      start = end + 1;
+    }
+  }
+  const std::string lib_dir = CoreLibraryDir();
+  if (!lib_dir.empty()) ScanFolder(lib_dir + "/backplane/plugins", "install");
+  if (!lib_dir.empty() && lib_dir == Canonical(BACKPLANE_BUILD_LIB_DIR)) {
+    ScanFolder(BACKPLANE_BUILD_PLUGIN_DIR, "build tree");
+  }
+}
+
+void PluginLoader::ScanFolder(const std::string& folder, const std::string& origin) {
+  const std::string canon = Canonical(folder);
+  if (canon.empty() || !fs::is_directory(canon)) {
+    folders_.push_back({folder, origin, "missing"});
+    return;
+  }
+  for (const auto& f : folders_) {
+    if (Canonical(f.path) == canon && f.status.rfind("ok", 0) == 0) {
+      folders_.push_back({folder, origin, "already searched as " + f.path});
+      return;
+    }
+  }
+  const std::string refusal = WorldWritable(canon, "folder");
+  folders_.push_back({folder, origin, refusal.empty() ? "ok" : "refused: " + refusal});
+  std::vector<std::string> manifests;
+  boost::system::error_code ec;
+  for (fs::directory_iterator it(canon, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::string suffix = kManifestSuffix;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      manifests.push_back(it->path().string());
+    }
+  }
+  std::sort(manifests.begin(), manifests.end());
+  for (const auto& m : manifests) AddManifest(m, refusal);
+}
+
+void PluginLoader::AddManifest(const std::string& manifest_path,
+                               const std::string& folder_refusal) {
+  for (const auto& p : plugins_) {
+    if (p->manifest == manifest_path) return;  // seen in an earlier discovery
+  }
+  auto rec = std::make_unique<PluginRecord>();
+  rec->manifest = manifest_path;
+  std::string fname = fs::path(manifest_path).filename().string();
+  rec->name = fname.substr(0, fname.size() - std::string(kManifestSuffix).size());
+  auto skip = [&](const std::string& reason) {
+    rec->state = BP_PLUGIN_SKIPPED;
+    rec->error_kind = BP_ERR_PLUGIN;
+    rec->reason = reason;
+    plugins_.push_back(std::move(rec));
+  };
+  if (!folder_refusal.empty()) return skip(folder_refusal);
+  if (std::string r = WorldWritable(manifest_path, "manifest"); !r.empty()) return skip(r);
+  Manifest m;
+  try {
+    m = ReadManifest(manifest_path);
+  } catch (const CoreError& e) {
+    return skip(e.what());
+  }
+  rec->name = m.name;
+  rec->abi_version = m.abi_version;
+  rec->version = m.version;
+  rec->vendor = m.vendor;
+  rec->provides = m.provides;
+  rec->device_types = m.device_types;
+  const std::string lib_path = fs::path(manifest_path).parent_path().string() + "/" + m.library;
+  rec->library = Canonical(lib_path);
+  if (rec->library.empty()) {
+    rec->library = lib_path;
+    return skip("the library " + lib_path + " named by manifest " + manifest_path +
+                " does not exist; reinstall the plugin or remove its manifest");
+  }
+  if (std::string r = WorldWritable(rec->library, "library"); !r.empty()) return skip(r);
+  if (FindByLibrary(rec->library) != nullptr) return;  // the same library found twice
+  for (const auto& p : plugins_) {
+    if (p->name == rec->name && p->state != BP_PLUGIN_SKIPPED) {
+      return skip("another plugin named '" + rec->name + "' was found first (" + p->library +
+                  "), earlier in the search path; this one is ignored");
+    }
+  }
+  for (const auto& t : rec->device_types) {
+    try {
+      RegisterDeviceType(t);
+    } catch (const CoreError& e) {
+      return skip(std::string("manifest ") + manifest_path + ": " + e.what());
+    }
+  }
+  plugins_.push_back(std::move(rec));
+}
+
+PluginRecord* PluginLoader::FindByLibrary(const std::string& canonical_library) {
+  for (auto& p : plugins_) {
+    if (p->library == canonical_library) return p.get();
+  }
+  return nullptr;
+}
+
+void PluginLoader::Load(PluginRecord& rec) {
+  if (rec.state != BP_PLUGIN_DISCOVERED || rec.loading) return;
+  rec.loading = true;
+  PluginInit init{rec.name, {}};
+  auto fail = [&](bp_status_t kind, const std::string& reason) {
+    // Undo every registration the plugin made, newest first.
+    for (auto it = init.registered.rbegin(); it != init.registered.rend(); ++it) {
+      Registry::Global().Restore(it->first, std::move(it->second));
+    }
+    rec.state = BP_PLUGIN_SKIPPED;
+    rec.error_kind = kind;
+    rec.reason = reason;
+    rec.loading = false;
+  };
+  if (std::string r = WorldWritable(rec.library, "library"); !r.empty()) {
+    return fail(BP_ERR_PLUGIN, r);
+  }
+  boost::dll::shared_library lib;
+  try {
+    lib.load(rec.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    return fail(BP_ERR_PLUGIN, "the library cannot be loaded: " + DlMessage(e));
+  }
+  if (!lib.has(BP_PLUGIN_ENTRY_SYMBOL)) {
+    return fail(BP_ERR_PLUGIN, std::string("the library does not export the entry point '") +
+                                   BP_PLUGIN_ENTRY_SYMBOL +
+                                   "'; define it with the SDK's BACKPLANE_PLUGIN_ENTRY, or "
+                                   "export it as extern \"C\" with default visibility");
+  }
+  auto entry = lib.get<bp_status_t(const bp_host_api_t*, bp_plugin_info_t*)>(
+      BP_PLUGIN_ENTRY_SYMBOL);
+  rec.lib = std::move(lib);  // from here on its code may be referenced: keep it mapped
+
+  bp_plugin_info_t info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  PluginInit* outer = t_current_init;
+  t_current_init = &init;
+  const uint64_t seq = ErrorSequence();
+  bp_status_t st = BP_OK;
+  std::string thrown;
+  try {
+    st = entry(bp_host_api(), &info);
+  } catch (const std::exception& e) {
+    thrown = e.what();
+  } catch (...) {
+    thrown = "an exception that is not a std::exception";
+  }
+  t_current_init = outer;
+  const std::string message = (st != BP_OK && ErrorSequence() != seq) ? LastErrorMessage() : "";
+
+  const std::string host_version = VersionText(BP_ABI_VERSION_MAJOR, BP_ABI_VERSION_MINOR);
+  const std::string plugin_version = VersionText(info.abi_major, info.abi_minor);
+  if (!thrown.empty()) {
+    return fail(BP_ERR_PLUGIN, "bp_plugin_init threw a C++ exception across the C boundary (" +
+                                   thrown + "); the entry point must catch and return a "
+                                            "status (the SDK's BACKPLANE_PLUGIN_ENTRY does)");
+  }
+  if (info.abi_major != 0 && info.abi_major != BP_ABI_VERSION_MAJOR) {
+    return fail(BP_ERR_VERSION_MISMATCH,
+                "the plugin speaks Backplane ABI " + plugin_version + " but this host speaks " +
+                    host_version + "; another major version is incompatible: use a build of "
+                                   "the plugin made with the Backplane " +
+                    std::to_string(BP_ABI_VERSION_MAJOR) + ".x SDK");
+  }
+  if (info.abi_major == BP_ABI_VERSION_MAJOR && info.abi_minor > BP_ABI_VERSION_MINOR) {
+    return fail(BP_ERR_VERSION_MISMATCH,
+                "the plugin needs Backplane ABI " + plugin_version + " but this host provides " +
+                    host_version + "; upgrade Backplane to a release with ABI " +
+                    plugin_version + " or later, or use a plugin built for " + host_version);
+  }
+  if (st != BP_OK) {
+    std::string why = message.empty() ? std::string("no message was given") : message;
+    return fail(st, std::string("bp_plugin_init failed (") + bp_error_kind_name(st) + "): " + why);
+  }
+  if (info.abi_major == 0) {
+    return fail(BP_ERR_VERSION_MISMATCH,
+                "bp_plugin_init succeeded but did not say which ABI version it speaks "
+                "(abi_major is 0); fill out_info with BP_ABI_VERSION_MAJOR and _MINOR");
+  }
+  if (info.name != nullptr && !rec.manifest.empty() && rec.name != info.name) {
+    return fail(BP_ERR_PLUGIN, std::string("the library calls itself '") + info.name +
+                                   "' but its manifest says '" + rec.name +
+                                   "'; regenerate the manifest with backplane_add_plugin");
+  }
+  if (info.name != nullptr && rec.manifest.empty()) rec.name = info.name;
+  rec.abi_version = plugin_version;
+  if (info.version != nullptr) rec.version = info.version;
+  if (info.vendor != nullptr) rec.vendor = info.vendor;
+  std::string warnings;
+  for (const auto& name : rec.provides) {
+    if (!Registry::Global().Find(name)) {
+      warnings += (warnings.empty() ? "" : "; ") + std::string("its manifest declares '") + name +
+                  "' but it did not register it";
+    }
+  }
+  if (rec.manifest.empty()) {
+    for (const auto& [name, previous] : init.registered) rec.provides.push_back(name);
+  }
+  rec.reason = warnings;
+  rec.state = BP_PLUGIN_LOADED;
+  rec.loading = false;
+}
+
+void PluginLoader::LoadAll() {
+  std::lock_guard lock(mu_);
+  if (!discovered_) DiscoverLocked();
+  for (size_t i = 0; i < plugins_.size(); ++i) Load(*plugins_[i]);
+}
+
+void PluginLoader::LoadLibrary(const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (!discovered_) DiscoverLocked();
+  const std::string canon = Canonical(path);
+  if (canon.empty() || !fs::is_regular_file(canon)) {
+    Fail(BP_ERR_NOT_FOUND, "plugin library " + path + " does not exist or is not a file");
+  }
+  PluginRecord* rec = FindByLibrary(canon);
+  if (rec == nullptr) {
+    // Not discovered: use a manifest beside it if there is one that names it.
+    const std::string folder = fs::path(canon).parent_path().string();
+    const std::string refusal = WorldWritable(folder, "folder");
+    boost::system::error_code ec;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string f = it->path().string();
+      if (f.size() > std::string(kManifestSuffix).size() &&
+          f.compare(f.size() - std::string(kManifestSuffix).size(), std::string::npos,
+                    kManifestSuffix) == 0) {
+        try {
+          if (Canonical(folder + "/" + ReadManifest(f).library) == canon) AddManifest(f, refusal);
+        } catch (const CoreError&) {
+          // An unrelated broken manifest: not this library's business.
+        }
+      }
+    }
+    rec = FindByLibrary(canon);
+    if (rec == nullptr) {
+      auto r = std::make_unique<PluginRecord>();
+      r->name = NameFromLibrary(canon);
+      r->library = canon;
+      if (!refusal.empty()) {
+        r->state = BP_PLUGIN_SKIPPED;
+        r->error_kind = BP_ERR_PLUGIN;
+        r->reason = refusal;
+      }
+      plugins_.push_back(std::move(r));
+      rec = plugins_.back().get();
+    }
+  }
+  Load(*rec);
+  if (rec->state == BP_PLUGIN_SKIPPED) {
+    Fail(rec->error_kind, "plugin '" + rec->name + "' (" + rec->library + ") was not loaded: " +
+                              rec->reason);
+  }
+}
+
+std::string PluginLoader::LookedAt(const std::vector<PluginRecord*>& recs) const {
+  std::string out;
+  for (const auto* p : recs) {
+    if (!out.empty()) out += ", ";
+    out += p->name + " [" + StateName(p->state);
+    if (p->state == BP_PLUGIN_SKIPPED) out += ": " + p->reason;
+    out += "]";
+  }
+  return out.empty() ? " (no plugin was found on the search path)"
+                     : " (plugins looked at: " + out + ")";
+}
+
+std::string PluginLoader::LoadProviderOf(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!discovered_) DiscoverLocked();
+  std::vector<PluginRecord*> all;
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    PluginRecord& p = *plugins_[i];
+    all.push_back(&p);
+    if (std::find(p.provides.begin(), p.provides.end(), name) != p.provides.end()) {
+      Load(p);
+      if (Registry::Global().Find(name)) return "";
+    }
+  }
+  return LookedAt(all);
+}
+
+std::vector<std::string> PluginLoader::DeclaredNames() {
+  std::lock_guard lock(mu_);
+  if (!discovered_) DiscoverLocked();
+  std::vector<std::string> names;
+  for (const auto& p : plugins_) {
+    if (p->state == BP_PLUGIN_DISCOVERED) {
+      names.insert(names.end(), p->provides.begin(), p->provides.end());
+    }
+  }
+  return names;
+}
+
+std::string PluginLoader::ToJson() {
+  std::lock_guard lock(mu_);
+  if (!discovered_) DiscoverLocked();
+  nlohmann::json out;
+  out["search_path"] = nlohmann::json::array();
+  for (const auto& f : folders_) {
+    out["search_path"].push_back({{"path", f.path}, {"origin", f.origin}, {"status", f.status}});
+  }
+  out["plugins"] = nlohmann::json::array();
+  auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  for (const auto& p : plugins_) {
+    out["plugins"].push_back({{"name", p->name},
+                              {"library", or_null(p->library)},
+                              {"manifest", or_null(p->manifest)},
+                              {"state", StateName(p->state)},
+                              {"reason", or_null(p->reason)},
+                              {"abi_version", or_null(p->abi_version)},
+                              {"version", or_null(p->version)},
+                              {"vendor", or_null(p->vendor)},
+                              {"provides", p->provides},
+                              {"device_types", p->device_types}});
+  }
+  return out.dump(2);
+}
+
+}  // namespace backplane::core
+
+using namespace backplane::core;  // NOLINT: the C entry points below only
+
+extern "C" {
+
+BP_EXPORT bp_status_t bp_plugin_path_add(const char* folder) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(folder != nullptr, "folder is null");
+  PluginLoader::Global().AddPath(folder);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_plugins_discover(void) {
+  BP_API_BEGIN
+  PluginLoader::Global().Discover();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_plugins_load_all(void) {
+  BP_API_BEGIN
+  PluginLoader::Global().LoadAll();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_plugin_load(const char* library_path) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(library_path != nullptr, "library_path is null");
+  PluginLoader::Global().LoadLibrary(library_path);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_plugins_list(bp_object_t** out_json) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_json != nullptr, "out_json is null");
+  *out_json = NewString(PluginLoader::Global().ToJson());
+  BP_API_END
+}
+
+}  // extern "C"

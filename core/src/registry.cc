@@ -1,1 +1,160 @@
 // SPDX-License-Identifier: Apache-2.0
+// The global function registry and its C entry points.
+#include "registry.h"
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+
+#include "plugin_loader.h"
+
+namespace backplane::core {
+
+Registry& Registry::Global() {
+  // Never destroyed: function objects may point into plugins, which outlive static
+  // destruction order.
+  static Registry* registry = new Registry();
+  return *registry;
+}
+
+std::optional<Registry::Entry> Registry::Set(const std::string& name, bp_object_t* func,
+                                             bool allow_override, const std::string& owner) {
+  std::unique_lock lock(mu_);
+  auto it = map_.find(name);
+  std::optional<Entry> previous;
+  if (it != map_.end()) {
+    if (!allow_override) {
+      Fail(BP_ERR_ALREADY_EXISTS, "function '" + name + "' is already registered by " +
+                                      it->second.owner + "; " + owner +
+                                      " cannot register it again (pass allow_override to "
+                                      "replace it on purpose, or choose another name)");
+    }
+    previous = std::move(it->second);
+    it->second = Entry{Ref::Share(func), owner};
+  } else {
+    map_.emplace(name, Entry{Ref::Share(func), owner});
+  }
+  return previous;
+}
+
+Ref Registry::Find(const std::string& name) const {
+  std::shared_lock lock(mu_);
+  auto it = map_.find(name);
+  return it == map_.end() ? Ref() : it->second.func;
+}
+
+std::optional<Registry::Entry> Registry::Take(const std::string& name) {
+  std::optional<Entry> taken;
+  {
+    std::unique_lock lock(mu_);
+    auto it = map_.find(name);
+    if (it == map_.end()) return std::nullopt;
+    taken = std::move(it->second);
+    map_.erase(it);
+  }
+  return taken;
+}
+
+void Registry::Restore(const std::string& name, std::optional<Entry> previous) {
+  std::optional<Entry> dropped;  // released outside the lock: its deleter may call back in
+  {
+    std::unique_lock lock(mu_);
+    auto it = map_.find(name);
+    if (it != map_.end()) {
+      dropped = std::move(it->second);
+      map_.erase(it);
+    }
+    if (previous) map_.emplace(name, std::move(*previous));
+  }
+}
+
+std::vector<std::string> Registry::Names() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::string> names;
+  names.reserve(map_.size());
+  for (const auto& [name, entry] : map_) names.push_back(name);
+  return names;
+}
+
+std::string Registry::OwnerOf(const std::string& name) const {
+  std::shared_lock lock(mu_);
+  auto it = map_.find(name);
+  return it == map_.end() ? std::string() : it->second.owner;
+}
+
+}  // namespace backplane::core
+
+using namespace backplane::core;  // NOLINT: the C entry points below only
+
+namespace {
+void CheckName(const char* name, const char* fn) {
+  if (name == nullptr || name[0] == '\0') {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string(fn) + ": the function name is null or empty");
+  }
+}
+}  // namespace
+
+extern "C" {
+
+BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func,
+                                      int32_t allow_override) {
+  BP_API_BEGIN
+  CheckName(name, "bp_registry_set");
+  As<FunctionObject>(func, BP_OBJECT_FUNCTION, std::string("bp_registry_set('") + name + "')");
+  PluginInit* init = CurrentPluginInit();
+  const std::string owner = init != nullptr ? "plugin '" + init->plugin_name + "'" : "the host";
+  auto previous = Registry::Global().Set(name, func, allow_override != 0, owner);
+  if (init != nullptr) init->registered.push_back({name, std::move(previous)});
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_registry_get(const char* name, bp_object_t** out_func) {
+  BP_API_BEGIN
+  CheckName(name, "bp_registry_get");
+  BP_REQUIRE_ARG(out_func != nullptr, "out_func is null");
+  Ref f = Registry::Global().Find(name);
+  if (!f) {
+    // A discovered plugin may declare the name: load it on first use.
+    std::string looked_at = PluginLoader::Global().LoadProviderOf(name);
+    f = Registry::Global().Find(name);
+    if (!f) {
+      Fail(BP_ERR_NOT_FOUND, std::string("function '") + name + "' is not registered" +
+                                 looked_at +
+                                 "; run `backplane info` to list the registered functions");
+    }
+  }
+  *out_func = f.release();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_registry_remove(const char* name) {
+  BP_API_BEGIN
+  CheckName(name, "bp_registry_remove");
+  if (!Registry::Global().Take(name)) {
+    Fail(BP_ERR_NOT_FOUND, std::string("bp_registry_remove: function '") + name +
+                               "' is not registered");
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_registry_list(bp_object_t** out_names) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_names != nullptr, "out_names is null");
+  std::set<std::string> names;
+  for (auto& n : Registry::Global().Names()) names.insert(std::move(n));
+  for (auto& n : PluginLoader::Global().DeclaredNames()) names.insert(std::move(n));
+  std::vector<bp_value_t> values;
+  values.reserve(names.size());
+  for (const auto& n : names) {
+    bp_value_t v;
+    v.type = BP_VALUE_STR;
+    v.reserved0 = 0;
+    v.u.v_str = n.c_str();
+    values.push_back(v);
+  }
+  bp_status_t st = bp_array_create(values.data(), values.size(), out_names);
+  if (st != BP_OK) return st;
+  BP_API_END
+}
+
+}  // extern "C"

@@ -270,7 +270,8 @@ typedef struct bp_device_api {
   bp_status_t (*get_attr)(void* self, DLDevice dev, int32_t kind, bp_value_t* out_value);
   /* Optional: string-keyed properties beyond the enum; NONE for unknown keys. */
   bp_status_t (*get_property)(void* self, DLDevice dev, const char* key, bp_value_t* out_value);
-  /* Makes `dev` the active device of the calling thread. */
+  /* Optional: makes `dev` the active device of the calling thread; null means the device
+   * needs no activation. */
   bp_status_t (*set_device)(void* self, DLDevice dev);
   /* Allocates data space: transferable to/from the host. `alignment` is a power of two;
    * `type_hint` is the dtype that will live there. *out_data may be an opaque handle. A

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DeviceAPI manager: finds the table for a device type through "device_api.<name>",
+// checks it once, and keeps a full-size copy so missing trailing entries read as null.
+#ifndef BACKPLANE_CORE_DEVICE_API_H_
+#define BACKPLANE_CORE_DEVICE_API_H_
+
+#include "common.h"
+
+namespace backplane::core {
+
+// The table for `device_type`; throws NOT_FOUND naming the type and the plugins seen.
+const bp_device_api_t& GetDeviceAPI(int32_t device_type);
+
+// Bytes of a compact tensor; throws on overflow or a bad dtype.
+size_t TensorBytes(const DLTensor& t, const char* what);
+
+}  // namespace backplane::core
+
+#endif  // BACKPLANE_CORE_DEVICE_API_H_

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// The core's object model. bp_object_t is opaque outside the core; inside, every object
+// derives from it, carries an atomic refcount and is deleted by the core that made it.
+#ifndef BACKPLANE_CORE_OBJECT_H_
+#define BACKPLANE_CORE_OBJECT_H_
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "common.h"
+
+struct bp_object {
+  explicit bp_object(int32_t type) : type_(type) {}
+  virtual ~bp_object() = default;
+  bp_object(const bp_object&) = delete;
+  bp_object& operator=(const bp_object&) = delete;
+
+  void Retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  int32_t type() const { return type_; }
+
+ private:
+  std::atomic<int64_t> refs_{1};
+  const int32_t type_;
+};
+
+namespace backplane::core {
+
+struct StringObject final : bp_object {
+  explicit StringObject(std::string s) : bp_object(BP_OBJECT_STRING), text(std::move(s)) {}
+  const std::string text;
+};
+
+struct BytesObject final : bp_object {
+  explicit BytesObject(std::string b) : bp_object(BP_OBJECT_BYTES), data(std::move(b)) {}
+  const std::string data;
+};
+
+struct ArrayObject final : bp_object {
+  ArrayObject() : bp_object(BP_OBJECT_ARRAY) {}
+  ~ArrayObject() override;
+  std::vector<bp_value_t> values;  // object values hold one reference each
+};
+
+struct FunctionObject final : bp_object {
+  FunctionObject(bp_packed_fn_t b, void* r, void (*d)(void*))
+      : bp_object(BP_OBJECT_FUNCTION), body(b), resource(r), deleter(d) {}
+  ~FunctionObject() override {
+    if (deleter != nullptr) deleter(resource);
+  }
+  const bp_packed_fn_t body;
+  void* const resource;
+  void (*const deleter)(void*);
+};
+
+// "string", "function", ...
+const char* ObjectTypeName(int32_t type);
+
+// Returns `obj` as T after checking its type; throws naming `what`.
+template <typename T>
+const T& As(const bp_object_t* obj, int32_t type, const std::string& what) {
+  if (obj == nullptr) Fail(BP_ERR_INVALID_ARGUMENT, what + ": the object is null");
+  if (obj->type() != type) {
+    Fail(BP_ERR_TYPE, what + ": expected a " + ObjectTypeName(type) + " object, got a " +
+                          ObjectTypeName(obj->type()) + " object");
+  }
+  return static_cast<const T&>(*obj);
+}
+
+// An owning pointer to an object, for core-internal use.
+class Ref {
+ public:
+  Ref() = default;
+  static Ref Adopt(bp_object_t* o) { Ref r; r.obj_ = o; return r; }
+  static Ref Share(bp_object_t* o) { if (o) o->Retain(); return Adopt(o); }
+  Ref(const Ref& o) : obj_(o.obj_) { if (obj_) obj_->Retain(); }
+  Ref(Ref&& o) noexcept : obj_(o.obj_) { o.obj_ = nullptr; }
+  Ref& operator=(Ref o) noexcept { std::swap(obj_, o.obj_); return *this; }
+  ~Ref() { if (obj_) obj_->Release(); }
+  bp_object_t* get() const { return obj_; }
+  bp_object_t* release() { bp_object_t* o = obj_; obj_ = nullptr; return o; }
+  explicit operator bool() const { return obj_ != nullptr; }
+
+ private:
+  bp_object_t* obj_ = nullptr;
+};
+
+// Makes a string object (owned).
+bp_object_t* NewString(std::string text);
+
+// Calls a function object, checking its status; `what` names it in errors.
+bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t n,
+                        const std::string& what);
+
+}  // namespace backplane::core
+
+#endif  // BACKPLANE_CORE_OBJECT_H_

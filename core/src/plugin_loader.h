@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plugin discovery and loading: search folders in the documented order, manifests read
+// without loading, libraries loaded (Boost.DLL) on first use of a name they declare.
+#ifndef BACKPLANE_CORE_PLUGIN_LOADER_H_
+#define BACKPLANE_CORE_PLUGIN_LOADER_H_
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "registry.h"
+
+namespace backplane::core {
+
+// What a plugin registered while its bp_plugin_init runs, for rollback on failure.
+struct PluginInit {
+  std::string plugin_name;
+  std::vector<std::pair<std::string, std::optional<Registry::Entry>>> registered;
+};
+
+// The init running on this thread, or null.
+PluginInit* CurrentPluginInit();
+
+struct PluginRecord;
+
+class PluginLoader {
+ public:
+  static PluginLoader& Global();
+
+  // Adds a folder searched first (in the order added); it must be absolute.
+  void AddPath(const std::string& folder);
+  // Discovers once; later calls do nothing.
+  void EnsureDiscovered();
+  // Scans every search folder and reads the manifests found; loads nothing.
+  void Discover();
+  // Loads every discovered plugin; failures are recorded, not thrown.
+  void LoadAll();
+  // Loads one library now; throws that plugin's failure.
+  void LoadLibrary(const std::string& path);
+  // Loads the discovered plugins that declare `name`. Returns a " (plugins looked at: ...)"
+  // note for error messages.
+  std::string LoadProviderOf(const std::string& name);
+  // Names that discovered, unloaded plugins declare.
+  std::vector<std::string> DeclaredNames();
+  // The search path and every plugin, as JSON text (see bp_plugins_list).
+  std::string ToJson();
+
+  ~PluginLoader();
+
+ private:
+  struct Folder {
+    std::string path;
+    std::string origin;
+    std::string status;
+  };
+
+  void DiscoverLocked();
+  void ScanFolder(const std::string& folder, const std::string& origin);
+  void AddManifest(const std::string& manifest_path, const std::string& folder_refusal);
+  void Load(PluginRecord& rec);
+  PluginRecord* FindByLibrary(const std::string& canonical_library);
+  std::string LookedAt(const std::vector<PluginRecord*>& recs) const;
+
+  std::recursive_mutex mu_;
+  bool discovered_ = false;
+  std::vector<std::string> extra_paths_;
+  std::vector<Folder> folders_;
+  std::vector<std::unique_ptr<PluginRecord>> plugins_;
+};
+
+}  // namespace backplane::core
+
+#endif  // BACKPLANE_CORE_PLUGIN_LOADER_H_

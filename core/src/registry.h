@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// The global function registry: names to function objects, each with its owner (the
+// plugin whose init registered it, or "host").
+#ifndef BACKPLANE_CORE_REGISTRY_H_
+#define BACKPLANE_CORE_REGISTRY_H_
+
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "object.h"
+
+namespace backplane::core {
+
+class Registry {
+ public:
+  struct Entry {
+    Ref func;
+    std::string owner;
+  };
+
+  static Registry& Global();
+
+  // Registers; throws ALREADY_EXISTS naming the owner unless allow_override. Returns the
+  // entry it replaced, if any (for rollback).
+  std::optional<Entry> Set(const std::string& name, bp_object_t* func, bool allow_override,
+                           const std::string& owner);
+  // The function, or a null Ref. Never loads a plugin.
+  Ref Find(const std::string& name) const;
+  // Removes and returns the entry (nullopt if absent).
+  std::optional<Entry> Take(const std::string& name);
+  // Puts back an entry taken or replaced during a failed plugin init.
+  void Restore(const std::string& name, std::optional<Entry> previous);
+  std::vector<std::string> Names() const;
+  std::string OwnerOf(const std::string& name) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, Entry> map_;
+};
+
+}  // namespace backplane::core
+
+#endif  // BACKPLANE_CORE_REGISTRY_H_
