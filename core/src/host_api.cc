@@ -39,6 +39,7 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .device_type_name = bp_device_type_name,
       .device_api_get = bp_device_api_get,
       .device_get_attr = bp_device_get_attr,
+      .device_get_property = bp_device_get_property,
       .device_set = bp_device_set,
       .device_alloc_data_space = bp_device_alloc_data_space,
       .device_free_data_space = bp_device_free_data_space,

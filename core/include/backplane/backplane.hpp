@@ -498,6 +498,12 @@ class DeviceAPI {
     Check(detail::Api()->device_get_attr(dev_.dl, kind, &out));
     return Any(out);
   }
+  // A string-keyed property beyond the enum, or none.
+  Any GetProperty(const std::string& key) const {
+    bp_value_t out;
+    Check(detail::Api()->device_get_property(dev_.dl, key.c_str(), &out));
+    return Any(out);
+  }
   bool Exists() const {
     Any v = GetAttr(BP_ATTR_EXIST);
     return !v.is_none() && v.AsInt() != 0;

@@ -387,6 +387,7 @@ typedef struct bp_host_api {
 
   bp_status_t (*device_api_get)(int32_t device_type, const bp_device_api_t** out_api);
   bp_status_t (*device_get_attr)(DLDevice dev, int32_t kind, bp_value_t* out_value);
+  bp_status_t (*device_get_property)(DLDevice dev, const char* key, bp_value_t* out_value);
   bp_status_t (*device_set)(DLDevice dev);
   bp_status_t (*device_alloc_data_space)(DLDevice dev, size_t nbytes, size_t alignment,
                                          DLDataType type_hint, void** out_data);

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pins the layout of every ABI struct: a change here is an ABI break that needs a new major
+// (or, for a field appended at the end, a new minor and an abi-changelog entry).
+#include <backplane/c_api.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+
+namespace {
+
+constexpr size_t kPtr = sizeof(void*);
+
+TEST(AbiLayout, ValueIsSixteenBytes) {
+  EXPECT_EQ(sizeof(bp_value_t), 16u);
+  EXPECT_EQ(offsetof(bp_value_t, type), 0u);
+  EXPECT_EQ(offsetof(bp_value_t, u), 8u);
+}
+
+TEST(AbiLayout, DeviceApiTable) {
+  EXPECT_EQ(offsetof(bp_device_api_t, struct_size), 0u);
+  EXPECT_EQ(offsetof(bp_device_api_t, self), 1 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, get_attr), 2 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, get_property), 3 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, set_device), 4 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, alloc_data_space), 5 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, free_data_space), 6 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, alloc_workspace), 7 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, free_workspace), 8 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, copy_data_from_to), 9 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, create_stream), 10 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, free_stream), 11 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, set_stream), 12 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, stream_sync), 13 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, sync_stream_from_to), 14 * kPtr);
+  EXPECT_EQ(sizeof(bp_device_api_t), 15 * kPtr);
+}
+
+TEST(AbiLayout, HostApiTable) {
+  EXPECT_EQ(offsetof(bp_host_api_t, struct_size), 0u);
+  EXPECT_EQ(offsetof(bp_host_api_t, abi_major), kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, abi_minor), kPtr + 4);
+  EXPECT_EQ(offsetof(bp_host_api_t, error_set), 2 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, function_call), 16 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, device_api_get), 24 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, device_get_property), 26 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, tensor_get), 39 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 40 * kPtr);
+}
+
+TEST(AbiLayout, PluginInfo) {
+  EXPECT_EQ(offsetof(bp_plugin_info_t, struct_size), 0u);
+  EXPECT_EQ(offsetof(bp_plugin_info_t, abi_major), kPtr);
+  EXPECT_EQ(offsetof(bp_plugin_info_t, abi_minor), kPtr + 4);
+  EXPECT_EQ(offsetof(bp_plugin_info_t, name), 2 * kPtr);
+  EXPECT_EQ(offsetof(bp_plugin_info_t, version), 3 * kPtr);
+  EXPECT_EQ(offsetof(bp_plugin_info_t, vendor), 4 * kPtr);
+  EXPECT_EQ(sizeof(bp_plugin_info_t), 5 * kPtr);
+}
+
+TEST(AbiLayout, EnumValuesMatchTvmAndDlpack) {
+  // TVM's DeviceAttrKind numbering, so TVM users read the same numbers.
+  EXPECT_EQ(BP_ATTR_EXIST, 0);
+  EXPECT_EQ(BP_ATTR_COMPUTE_VERSION, 4);
+  EXPECT_EQ(BP_ATTR_MAX_THREAD_DIMENSIONS, 8);
+  EXPECT_EQ(BP_ATTR_L2_CACHE_SIZE_BYTES, 13);
+  EXPECT_EQ(BP_ATTR_IMAGE_PITCH_ALIGNMENT, 16);
+  EXPECT_GT(BP_DEVICE_TYPE_FIRST_DYNAMIC, kDLExtDev);
+}
+
+TEST(AbiLayout, HostTableIsFullyPopulated) {
+  const bp_host_api_t* api = bp_host_api();
+  ASSERT_EQ(api->struct_size, sizeof(bp_host_api_t));
+  const auto* slots = reinterpret_cast<void* const*>(reinterpret_cast<const char*>(api) + 2 * kPtr);
+  for (size_t i = 0; i < (sizeof(bp_host_api_t) - 2 * kPtr) / kPtr; ++i) {
+    EXPECT_NE(slots[i], nullptr) << "host table entry " << i << " is null";
+  }
+}
+
+}  // namespace

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: Apache-2.0
+// The core's DeviceAPI manager and bp_device_* defaults, driven by test-double DeviceAPI
+// tables the test registers itself (the failures here -- a short table, a missing entry, a
+// garbage attribute -- cannot be produced by a well-built plugin, so doubles stand in).
+#include <backplane/backplane.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace bp = backplane;
+
+namespace {
+
+// Host-memory backed device with counters, minimal table: no workspace, no streams.
+struct Counters {
+  std::atomic<int> alloc{0}, free{0}, sync{0}, copy{0};
+};
+
+bp_status_t MinGetAttr(void*, DLDevice dev, int32_t kind, bp_value_t* out) {
+  if (kind == BP_ATTR_EXIST) {
+    out->type = BP_VALUE_INT;
+    out->u.v_int64 = dev.device_id == 0;
+  }
+  return BP_OK;
+}
+bp_status_t MinAlloc(void* self, DLDevice, size_t nbytes, size_t alignment, DLDataType,
+                     void** out) {
+  ++static_cast<Counters*>(self)->alloc;
+  *out = std::aligned_alloc(alignment, (nbytes + alignment - 1) / alignment * alignment + alignment);
+  return BP_OK;
+}
+bp_status_t MinFree(void* self, DLDevice, void* p) {
+  ++static_cast<Counters*>(self)->free;
+  std::free(p);
+  return BP_OK;
+}
+bp_status_t MinCopy(void* self, const DLTensor* from, const DLTensor* to, bp_stream_t) {
+  ++static_cast<Counters*>(self)->copy;
+  size_t n = (from->dtype.bits * from->dtype.lanes + 7) / 8;
+  for (int i = 0; i < from->ndim; ++i) n *= from->shape[i];
+  std::memcpy(static_cast<char*>(to->data) + to->byte_offset,
+              static_cast<const char*>(from->data) + from->byte_offset, n);
+  return BP_OK;
+}
+bp_status_t MinSync(void* self, DLDevice, bp_stream_t) {
+  ++static_cast<Counters*>(self)->sync;
+  return BP_OK;
+}
+
+bp_device_api_t MinimalTable(Counters* c) {
+  bp_device_api_t t;
+  std::memset(&t, 0, sizeof(t));
+  t.struct_size = sizeof(t);
+  t.self = c;
+  t.get_attr = MinGetAttr;
+  t.alloc_data_space = MinAlloc;
+  t.free_data_space = MinFree;
+  t.copy_data_from_to = MinCopy;
+  t.stream_sync = MinSync;
+  return t;
+}
+
+// Registers device type `name` with `table` as its DeviceAPI; returns the type id.
+int32_t Install(const std::string& name, const bp_device_api_t* table) {
+  int32_t id = 0;
+  EXPECT_EQ(bp_device_type_register(name.c_str(), &id), BP_OK);
+  bp::Registry::Set("device_api." + name, bp::Function::FromCallable([table](bp::PackedArgs) {
+                      bp_value_t v;
+                      v.type = BP_VALUE_PTR;
+                      v.u.v_ptr = const_cast<bp_device_api_t*>(table);
+                      return bp::Any(v);
+                    }));
+  return id;
+}
+
+std::string Message() {
+  const char* msg = nullptr;
+  bp_error_last(nullptr, &msg);
+  return msg;
+}
+
+TEST(DeviceAPI, WorkspaceFallsBackToDataSpaceAndStreamsToNull) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  const int32_t id = Install("td_minimal", &table);
+  bp::DeviceAPI api = bp::DeviceAPI::Get(bp::Device(DLDevice{static_cast<DLDeviceType>(id), 0}));
+  EXPECT_TRUE(api.Exists());
+  EXPECT_TRUE(api.GetAttr(BP_ATTR_WARP_SIZE).is_none());
+  EXPECT_TRUE(api.GetProperty("anything").is_none());  // no get_property entry: none
+  void* w = api.AllocWorkspace(1000);
+  EXPECT_EQ(c.alloc.load(), 1);
+  api.FreeWorkspace(w);
+  EXPECT_EQ(c.free.load(), 1);
+  api.SetDevice();  // a null set_device is a no-op
+  bp::Stream s(api.device());
+  EXPECT_EQ(s.handle(), nullptr);
+  s.SetActive();  // the null stream may always be made active
+  bp::Stream s2(api.device());
+  s2.WaitFor(s);  // no sync_stream_from_to: the core waits on the source
+  EXPECT_EQ(c.sync.load(), 1);
+  EXPECT_EQ(bp_device_stream_set(api.device().dl, reinterpret_cast<bp_stream_t>(0x10)),
+            BP_ERR_UNSUPPORTED);
+  EXPECT_NE(Message().find("no set_stream"), std::string::npos);
+}
+
+TEST(DeviceAPI, ShortTableIsRefusedWithSizes) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  table.struct_size = 3 * sizeof(void*);
+  const int32_t id = Install("td_short", &table);
+  const bp_device_api_t* out = nullptr;
+  EXPECT_EQ(bp_device_api_get(id, &out), BP_ERR_VERSION_MISMATCH);
+  EXPECT_NE(Message().find("struct_size 24 but ABI 1.0 needs at least 120"), std::string::npos)
+      << Message();
+}
+
+TEST(DeviceAPI, LongerTableFromNewerMinorIsAccepted) {
+  static Counters c;
+  struct Longer {
+    bp_device_api_t base;
+    void* future_entry;
+  };
+  static Longer table{MinimalTable(&c), reinterpret_cast<void*>(0x1)};
+  table.base.struct_size = sizeof(Longer);
+  const int32_t id = Install("td_longer", &table.base);
+  const bp_device_api_t* out = nullptr;
+  ASSERT_EQ(bp_device_api_get(id, &out), BP_OK);
+  EXPECT_EQ(out->struct_size, sizeof(bp_device_api_t));
+  EXPECT_EQ(out->alloc_data_space, MinAlloc);
+}
+
+TEST(DeviceAPI, MissingRequiredEntryIsNamed) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  table.copy_data_from_to = nullptr;
+  const int32_t id = Install("td_missing", &table);
+  const bp_device_api_t* out = nullptr;
+  EXPECT_EQ(bp_device_api_get(id, &out), BP_ERR_PLUGIN);
+  EXPECT_NE(Message().find("required entry 'copy_data_from_to'"), std::string::npos) << Message();
+}
+
+bp_status_t GarbageAttr(void*, DLDevice, int32_t, bp_value_t* out) {
+  out->type = 77;
+  return BP_OK;
+}
+
+TEST(DeviceAPI, GarbageAttributeIsRejected) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  table.get_attr = GarbageAttr;
+  const int32_t id = Install("td_garbage", &table);
+  bp_value_t v;
+  EXPECT_EQ(bp_device_get_attr(DLDevice{static_cast<DLDeviceType>(id), 0}, 0, &v), BP_ERR_PLUGIN);
+  EXPECT_NE(Message().find("returned a value of type 77"), std::string::npos) << Message();
+}
+
+TEST(DeviceAPI, UnknownTypeAndMissingPluginNameTheType) {
+  const bp_device_api_t* out = nullptr;
+  EXPECT_EQ(bp_device_api_get(199, &out), BP_ERR_NOT_FOUND);
+  EXPECT_NE(Message().find("device type id 199 is not known"), std::string::npos);
+  int32_t id = 0;
+  ASSERT_EQ(bp_device_type_register("td_no_plugin", &id), BP_OK);
+  EXPECT_EQ(bp_device_api_get(id, &out), BP_ERR_NOT_FOUND);
+  EXPECT_NE(Message().find("no DeviceAPI for device type 'td_no_plugin'"), std::string::npos);
+  // Names the plugins it looked at, or says none was found.
+  EXPECT_TRUE(Message().find("(plugins looked at: ") != std::string::npos ||
+              Message().find("(no plugin was found on the search path)") != std::string::npos)
+      << Message();
+  EXPECT_NE(Message().find("BACKPLANE_PLUGIN_PATH"), std::string::npos);
+  bp_object_t* t = nullptr;
+  const int64_t shape[] = {4};
+  EXPECT_EQ(bp_tensor_empty(1, shape, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
+            BP_ERR_NOT_FOUND);
+}
+
+TEST(DeviceAPI, CopyChecksSizesAndLayout) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  const int32_t id = Install("td_copycheck", &table);
+  const DLDevice dev{static_cast<DLDeviceType>(id), 0};
+  auto a = bp::Tensor::Empty({4, 4}, bp::Float32(), bp::Device(dev));
+  auto b = bp::Tensor::Empty({3, 4}, bp::Float32(), bp::Device(dev));
+  EXPECT_EQ(bp_device_copy_data_from_to(a.dl(), b.dl(), nullptr), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("the source holds 64 bytes but the destination 48"), std::string::npos)
+      << Message();
+  DLTensor strided = *a.dl();
+  int64_t strides[] = {1, 4};
+  strided.strides = strides;
+  EXPECT_EQ(bp_device_copy_data_from_to(&strided, a.dl(), nullptr), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("strided"), std::string::npos);
+  EXPECT_EQ(bp_device_copy_data_from_to(nullptr, a.dl(), nullptr), BP_ERR_INVALID_ARGUMENT);
+  std::vector<float> host(7);
+  EXPECT_THROW(a.CopyFrom(host), bp::Error);
+}
+
+TEST(DeviceAPI, CopyBetweenTwoDeviceTypesIsStagedThroughTheHost) {
+  static Counters ca, cb;
+  static bp_device_api_t ta = MinimalTable(&ca), tb = MinimalTable(&cb);
+  const int32_t ida = Install("td_stage_a", &ta);
+  const int32_t idb = Install("td_stage_b", &tb);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-100, 100);
+  std::vector<float> data(1031);
+  for (auto& x : data) x = dist(rng);
+  auto a = bp::Tensor::Empty({1031}, bp::Float32(), bp::Device(DLDevice{static_cast<DLDeviceType>(ida), 0}));
+  a.CopyFrom(data);
+  auto b = a.CopyTo(bp::Device(DLDevice{static_cast<DLDeviceType>(idb), 0}));
+  EXPECT_EQ(b.ToVector<float>(), data);
+  EXPECT_GE(ca.copy.load(), 2);  // host->a, a->staging
+  EXPECT_GE(cb.copy.load(), 2);  // staging->b, b->host
+}
+
+TEST(DeviceAPI, TensorFreesItsDataSpace) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  const int32_t id = Install("td_tensor_free", &table);
+  {
+    auto t = bp::Tensor::Empty({2, 3, 5}, bp::MakeDType(kDLInt, 16), bp::Device(DLDevice{static_cast<DLDeviceType>(id), 0}));
+    EXPECT_EQ(t.NumBytes(), 60u);
+    EXPECT_EQ(c.alloc.load(), 1);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.dl()->data) % 64, 0u);
+  }
+  EXPECT_EQ(c.free.load(), 1);
+  bp_object_t* t = nullptr;
+  const int64_t negative[] = {2, -1};
+  EXPECT_EQ(bp_tensor_empty(2, negative, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
+            BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("dimension 1 is negative"), std::string::npos);
+  const int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(bp_tensor_empty(2, huge, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
+            BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("overflows"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: Apache-2.0
+// Objects, values and packed functions through the C ABI and the C++ host API.
+#include <backplane/backplane.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bp = backplane;
+
+namespace {
+
+std::string LastMessage() {
+  const char* msg = nullptr;
+  bp_error_last(nullptr, &msg);
+  return msg;
+}
+
+TEST(Object, StringKeepsBytesIncludingNul) {
+  const std::string text("caf\xC3\xA9\0tail", 10);
+  bp_object_t* s = nullptr;
+  ASSERT_EQ(bp_string_create(text.data(), text.size(), &s), BP_OK);
+  const char* data = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(bp_string_get(s, &data, &size), BP_OK);
+  EXPECT_EQ(std::string(data, size), text);
+  EXPECT_EQ(data[size], '\0');
+  int32_t type = 0;
+  EXPECT_EQ(bp_object_type(s, &type), BP_OK);
+  EXPECT_EQ(type, BP_OBJECT_STRING);
+  bp_object_release(s);
+}
+
+TEST(Object, BytesRoundTripRandomData) {
+  std::mt19937 rng(7);
+  std::vector<unsigned char> data(4097);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  bp_object_t* b = nullptr;
+  ASSERT_EQ(bp_bytes_create(data.data(), data.size(), &b), BP_OK);
+  const void* out = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(bp_bytes_get(b, &out, &size), BP_OK);
+  ASSERT_EQ(size, data.size());
+  EXPECT_EQ(std::memcmp(out, data.data(), size), 0);
+  bp_object_release(b);
+}
+
+TEST(Object, WrongTypeIsATypeErrorNamingBoth) {
+  bp::ObjectRef s = bp::MakeString("x");
+  const void* out = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(bp_bytes_get(s.get(), &out, &size), BP_ERR_TYPE);
+  EXPECT_NE(LastMessage().find("expected a bytes object, got a string object"), std::string::npos)
+      << LastMessage();
+}
+
+TEST(Object, NullArgumentsAreErrorsNotCrashes) {
+  EXPECT_EQ(bp_string_create(nullptr, 3, nullptr), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bp_string_get(nullptr, nullptr, nullptr), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bp_array_get(nullptr, 0, nullptr), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bp_function_call(nullptr, nullptr, 0, nullptr), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bp_object_release(nullptr), BP_OK);
+}
+
+TEST(Object, ArrayCopiesStringsAndRetainsObjects) {
+  bp::ObjectRef inner = bp::MakeString("inner");
+  std::string transient = "transient";
+  bp_value_t vals[3];
+  vals[0].type = BP_VALUE_INT;
+  vals[0].u.v_int64 = -42;
+  vals[1].type = BP_VALUE_STR;
+  vals[1].u.v_str = transient.c_str();
+  vals[2].type = BP_VALUE_OBJECT;
+  vals[2].u.v_obj = inner.get();
+  bp_object_t* arr = nullptr;
+  ASSERT_EQ(bp_array_create(vals, 3, &arr), BP_OK);
+  transient.assign("overwritten");
+  inner = bp::ObjectRef();  // the array still holds a reference
+  size_t n = 0;
+  ASSERT_EQ(bp_array_size(arr, &n), BP_OK);
+  ASSERT_EQ(n, 3u);
+  bp_value_t v;
+  ASSERT_EQ(bp_array_get(arr, 0, &v), BP_OK);
+  EXPECT_EQ(v.u.v_int64, -42);
+  ASSERT_EQ(bp_array_get(arr, 1, &v), BP_OK);
+  EXPECT_EQ(bp::GetString(v.u.v_obj), "transient");
+  ASSERT_EQ(bp_array_get(arr, 2, &v), BP_OK);
+  EXPECT_EQ(bp::GetString(v.u.v_obj), "inner");
+  EXPECT_EQ(bp_array_get(arr, 3, &v), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(LastMessage().find("index 3 is out of range for an array of 3"), std::string::npos);
+  bp_object_release(arr);
+}
+
+TEST(Function, TypedCallAndResult) {
+  auto f = bp::Function::FromCallable([](bp::PackedArgs args) {
+    bp_value_t r;
+    r.type = BP_VALUE_FLOAT;
+    r.u.v_float64 = static_cast<double>(args.Int(0)) * args.Float(1);
+    return bp::Any(r);
+  });
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100; ++i) {
+    int64_t a = static_cast<int64_t>(rng() % 100000) - 50000;
+    double b = std::uniform_real_distribution<double>(-5, 5)(rng);
+    EXPECT_DOUBLE_EQ(f(a, b).AsFloat(), static_cast<double>(a) * b);
+  }
+}
+
+TEST(Function, ExceptionBecomesStatusWithMessage) {
+  auto f = bp::Function::FromCallable([](bp::PackedArgs) -> bp::Any {
+    throw std::runtime_error("kernel 'saxpy' needs 3 arguments");
+  });
+  try {
+    f();
+    FAIL() << "expected an error";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INTERNAL);
+    EXPECT_NE(std::string(e.what()).find("kernel 'saxpy' needs 3 arguments"), std::string::npos);
+  }
+}
+
+TEST(Function, WrongArgumentTypeNamesBoth) {
+  auto f = bp::Function::FromCallable([](bp::PackedArgs args) {
+    (void)args.Int(0);
+    return bp::Any();
+  });
+  try {
+    f("not an int");
+    FAIL() << "expected an error";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_TYPE);
+    EXPECT_NE(std::string(e.what()).find("expected an int value, got str"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A raw C body that throws (written without the SDK's edge wrapper) is contained.
+bp_status_t ThrowingBody(void*, const bp_value_t*, int32_t, bp_value_t*) {
+  throw std::logic_error("raw body threw");
+}
+
+TEST(Function, RawThrowingBodyIsContained) {
+  bp_object_t* f = nullptr;
+  ASSERT_EQ(bp_function_create(ThrowingBody, nullptr, nullptr, &f), BP_OK);
+  bp_value_t out;
+  EXPECT_EQ(bp_function_call(f, nullptr, 0, &out), BP_ERR_PLUGIN);
+  EXPECT_NE(LastMessage().find("raw body threw"), std::string::npos) << LastMessage();
+  bp_object_release(f);
+}
+
+bp_status_t SilentFailure(void*, const bp_value_t*, int32_t, bp_value_t*) { return BP_ERR_DEVICE; }
+
+TEST(Function, FailureWithoutMessageIsExplained) {
+  bp_error_clear();
+  bp_object_t* f = nullptr;
+  ASSERT_EQ(bp_function_create(SilentFailure, nullptr, nullptr, &f), BP_OK);
+  bp_value_t out;
+  EXPECT_EQ(bp_function_call(f, nullptr, 0, &out), BP_ERR_DEVICE);
+  EXPECT_NE(LastMessage().find("without setting an error message"), std::string::npos);
+  bp_object_release(f);
+}
+
+TEST(Function, ResourceDeleterRunsOnceWhenLastReferenceGoes) {
+  static std::atomic<int> deleted{0};
+  deleted = 0;
+  bp_object_t* f = nullptr;
+  int resource = 5;
+  ASSERT_EQ(bp_function_create([](void*, const bp_value_t*, int32_t, bp_value_t*) { return 0; },
+                               &resource, [](void* r) { deleted += *static_cast<int*>(r); }, &f),
+            BP_OK);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([f] {
+      for (int i = 0; i < 1000; ++i) {
+        bp_object_retain(f);
+        bp_object_release(f);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(deleted.load(), 0);
+  bp_object_release(f);
+  EXPECT_EQ(deleted.load(), 5);
+}
+
+TEST(Error, SlotIsPerThread) {
+  bp_error_set(BP_ERR_NOT_FOUND, "main thread error");
+  std::thread([] {
+    bp_status_t kind = -1;
+    const char* msg = nullptr;
+    bp_error_last(&kind, &msg);
+    EXPECT_EQ(kind, BP_OK);
+    EXPECT_STREQ(msg, "");
+    bp_error_set(BP_ERR_DEVICE, "worker error");
+  }).join();
+  bp_status_t kind = 0;
+  const char* msg = nullptr;
+  bp_error_last(&kind, &msg);
+  EXPECT_EQ(kind, BP_ERR_NOT_FOUND);
+  EXPECT_STREQ(msg, "main thread error");
+  bp_error_clear();
+  bp_error_last(&kind, &msg);
+  EXPECT_EQ(kind, BP_OK);
+}
+
+TEST(Error, KindNames) {
+  EXPECT_STREQ(bp_error_kind_name(BP_ERR_VERSION_MISMATCH), "version mismatch");
+  EXPECT_STREQ(bp_error_kind_name(12345), "unknown error kind");
+}
+
+}  // namespace
