@@ -23,8 +23,10 @@ function(backplane_add_plugin name)
   if(NOT ARG_VERSION)
     set(ARG_VERSION ${PROJECT_VERSION})
   endif()
+  set(install_plugin OFF)
   if(NOT ARG_OUTPUT_DIR)
     set(ARG_OUTPUT_DIR ${BACKPLANE_PLUGIN_OUTPUT_DIR})
+    set(install_plugin ON)  # test plugins, which name their own folder, are not installed
   endif()
   set(target backplane_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
@@ -65,5 +67,10 @@ function(backplane_add_plugin name)
   \"device_types\": [${types}]
 }
 ")
+  if(install_plugin)
+    install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/backplane/plugins)
+    install(FILES ${ARG_OUTPUT_DIR}/${name}.bpplugin.json
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/backplane/plugins)
+  endif()
   set_property(TARGET ${target} PROPERTY BACKPLANE_MANIFEST ${ARG_OUTPUT_DIR}/${name}.bpplugin.json)
 endfunction()
