@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Sets up a Debian 12 machine for Backplane and runs the main job or the tests.
+#   bash cmake/bootstrap.sh demo   install what is missing, build (release), run the demo
+#   bash cmake/bootstrap.sh test   install what is missing, build and run every test
+#                                  (release, then the asan preset: ASan + UBSan + LSan)
+# Safe to run again: installs only what is missing and rebuilds incrementally.
+set -euo pipefail
+
+mode="${1:-demo}"
+case "$mode" in
+  demo | test) ;;
+  *)
+    echo "usage: bash cmake/bootstrap.sh demo|test" >&2
+    exit 2
+    ;;
+esac
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+# Every Debian package the build and the tests need.
+packages=(
+  cmake ninja-build g++ pkg-config file
+  libboost-dev libboost-filesystem-dev libdlpack-dev
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "==> installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+jobs="$(nproc)"
+
+build() {
+  local preset="$1"
+  echo "==> configuring and building the '$preset' preset"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+}
+
+if [ "$mode" = demo ]; then
+  build release
+  echo "==> build/release/bin/backplane info"
+  exec build/release/bin/backplane info
+fi
+
+build release
+echo "==> tests (release)"
+ctest --preset release
+
+build asan
+echo "==> tests (asan: AddressSanitizer, UndefinedBehaviorSanitizer, LeakSanitizer)"
+ctest --preset asan
+echo "==> all tests passed"
