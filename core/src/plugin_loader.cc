@@ -79,11 +79,8 @@ std::string DlMessage(const std::exception& e) {
   auto pos = what.find(marker);
   if (pos == std::string::npos) return what;
   std::string msg = what.substr(pos + marker.size());
-  auto end = msg.rfind(')');
-  if (end != std::string::npos) msg = msg.substr(0, end);
-  auto paren = msg.rfind(')');
-  (void)paren;
-  return msg;
+  auto end = msg.rfind(')');  // Boost.DLL closes its parenthesis around the dlerror text
+  return end == std::string::npos ? msg : msg.substr(0, end);
 }
 
 std::string StateName(bp_plugin_state_t s) {
