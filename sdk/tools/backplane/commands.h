@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// The subcommands of the `backplane` tool. Each lives in its own file and adds itself to
+// the top-level CLI::App; main() runs the one the user chose.
+#ifndef BACKPLANE_TOOLS_COMMANDS_H_
+#define BACKPLANE_TOOLS_COMMANDS_H_
+
+#include <functional>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace backplane::cli {
+
+// Exit codes shared by every subcommand.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;  // the command ran and something it needed failed
+constexpr int kExitUsage = 2;    // the user asked for something that cannot be done
+
+// A subcommand: the CLI11 sub-app that holds its options, and what to do when it is chosen
+// (returns the process exit code; may throw backplane::Error or std::exception, which
+// main() reports). The options the sub-app parses live in state the action captures.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+// `backplane info`: plugins, device types, devices and their attributes, global functions.
+Command AddInfoCommand(CLI::App& parent);
+
+// Later subcommands (target, build, run, demo) add an Add<Name>Command here and one line
+// in main.cc.
+
+}  // namespace backplane::cli
+
+#endif  // BACKPLANE_TOOLS_COMMANDS_H_

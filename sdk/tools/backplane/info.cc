@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: Apache-2.0
+// `backplane info`: discovers and loads every plugin, then reports the search path, the
+// plugins (loaded, or skipped and why), the device types, every device with every attribute
+// and the registered global functions, as tables or (--json) as one JSON document.
+//
+// The report is collected once into a JSON value and both outputs are rendered from it, so
+// the tables and the JSON always say the same thing.
+#include <backplane/c_api.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <backplane/backplane.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "table.h"
+
+namespace backplane::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Devices of one type are enumerated from id 0 while BP_ATTR_EXIST says 1, up to this many.
+constexpr int32_t kMaxDevicesPerType = 64;
+
+// How "none" (not supported / not applicable) reads in the tables.
+constexpr const char* kNone = "\xE2\x80\x94";  // U+2014 em dash
+
+// The attribute names, indexed by bp_device_attr_kind_t (TVM's DeviceAttrKind, snake_case).
+constexpr std::array<const char*, BP_ATTR_COUNT> kAttrNames = {
+    "exist",
+    "max_threads_per_block",
+    "warp_size",
+    "max_shared_memory_per_block",
+    "compute_version",
+    "device_name",
+    "max_clock_rate",
+    "multi_processor_count",
+    "max_thread_dimensions",
+    "max_registers_per_block",
+    "gcn_arch",
+    "api_version",
+    "driver_version",
+    "l2_cache_size_bytes",
+    "total_global_memory",
+    "available_global_memory",
+    "image_pitch_alignment",
+};
+
+struct InfoOptions {
+  bool json = false;
+  std::vector<std::string> plugin_paths;
+};
+
+// --plugin-path must name an existing folder; the message says what was expected. A
+// relative folder the user typed is made absolute here: the core searches only absolute
+// folders, so that nothing is ever found relative to the current directory by accident.
+std::string CheckPluginFolder(std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return "folder '" + path +
+           "' does not exist; pass a folder that holds plugin libraries and their "
+           ".bpplugin.json manifests";
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return "'" + path + "' is not a folder; pass the folder that holds the plugin, not a file";
+  }
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (!ec) path = absolute.lexically_normal().string();
+  return {};
+}
+
+// Reads the calling thread's error message after a failed call.
+std::string LastErrorMessage() {
+  const char* message = nullptr;
+  bp_error_last(nullptr, &message);
+  return message != nullptr && *message != '\0' ? message : "no message recorded";
+}
+
+// An attribute value as JSON: null for none, numbers and strings as they are.
+Json ValueToJson(const Any& value) {
+  switch (value.type()) {
+    case BP_VALUE_NONE:
+      return nullptr;
+    case BP_VALUE_INT:
+      return value.AsInt();
+    case BP_VALUE_FLOAT:
+      return value.AsFloat();
+    case BP_VALUE_STR:
+    case BP_VALUE_OBJECT:
+      return value.ToString();
+    default:
+      return "<" + value.TypeName() + ">";
+  }
+}
+
+// The plugin whose manifest declares `name` among the functions it provides, or null. A
+// skipped plugin registered nothing, so it cannot be the provider (another plugin or the
+// host registered the name instead, and the report must not credit the skipped one).
+Json ProviderOf(const Json& plugins, const std::string& name) {
+  for (const Json& plugin : plugins) {
+    if (plugin.value("state", "") == "skipped") continue;
+    const Json* provides = plugin.contains("provides") ? &plugin["provides"] : nullptr;
+    if (provides == nullptr || !provides->is_array()) continue;
+    for (const Json& provided : *provides) {
+      if (provided.is_string() && provided.get<std::string>() == name)
+        return plugin.value("name", "");
+    }
+  }
+  return nullptr;
+}
+
+// Every device of `type` with every attribute. Errors are recorded in the report, never
+// thrown: one misbehaving plugin must not hide the rest.
+void CollectDevices(int32_t type, const std::string& type_name, Json& type_entry, Json& devices) {
+  int32_t count = 0;
+  for (int32_t id = 0; id < kMaxDevicesPerType; ++id) {
+    const std::string device_name = type_name + ":" + std::to_string(id);
+    std::optional<DeviceAPI> api;
+    try {
+      api = DeviceAPI::Get(Device(DLDevice{static_cast<DLDeviceType>(type), id}));
+      if (!api->Exists()) break;
+    } catch (const std::exception& e) {
+      type_entry["error"] = (id == 0 ? std::string("its DeviceAPI is unavailable: ")
+                                     : "asking whether " + device_name + " exists failed: ") +
+                            e.what();
+      break;
+    }
+    Json attributes = Json::object();
+    Json errors = Json::object();
+    for (int32_t kind = 0; kind < BP_ATTR_COUNT; ++kind) {
+      const char* attr_name = kAttrNames[static_cast<size_t>(kind)];
+      try {
+        attributes[attr_name] = ValueToJson(api->GetAttr(static_cast<bp_device_attr_kind_t>(kind)));
+      } catch (const std::exception& e) {
+        attributes[attr_name] = nullptr;
+        errors[attr_name] = e.what();
+      }
+    }
+    devices.push_back(Json{{"device", device_name},
+                           {"type", type_name},
+                           {"id", id},
+                           {"attributes", std::move(attributes)},
+                           {"errors", std::move(errors)}});
+    ++count;
+  }
+  type_entry["device_count"] = count;
+}
+
+// Gathers the whole report. Plugins must have been discovered and loaded.
+Json CollectReport() {
+  Json report;
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  Check(bp_abi_version(&major, &minor));
+  report["backplane"] = {
+      {"version", BACKPLANE_VERSION},
+      {"abi_version", std::to_string(major) + "." + std::to_string(minor)},
+  };
+
+  bp_object_t* list_obj = nullptr;
+  Check(bp_plugins_list(&list_obj));
+  ObjectRef list_ref = ObjectRef::Adopt(list_obj);
+  std::string list_text = GetString(list_ref.get());
+  Json listing = Json::parse(list_text, nullptr, /*allow_exceptions=*/false);
+  if (listing.is_discarded() || !listing.is_object()) {
+    throw Error(BP_ERR_INTERNAL,
+                "bp_plugins_list returned text that is not a JSON object (a bug in libbackplane; "
+                "please report it): " +
+                    list_text.substr(0, 200));
+  }
+  // Built as locals and moved in at the end: adding a key to an ordered_json may move the
+  // values already in it, so references into `report` would dangle.
+  Json plugins = listing.value("plugins", Json::array());
+
+  std::vector<std::string> functions = Registry::List();
+  std::set<std::string> function_set(functions.begin(), functions.end());
+
+  std::vector<int32_t> types(BP_DEVICE_TYPE_MAX);
+  size_t type_count = 0;
+  Check(bp_device_type_list(types.data(), types.size(), &type_count));
+  types.resize(std::min(type_count, types.size()));
+  std::sort(types.begin(), types.end());
+
+  Json device_types = Json::array();
+  Json devices = Json::array();
+  for (int32_t type : types) {
+    std::string name = DeviceTypeName(type);
+    std::string api_name = "device_api." + name;
+    bool has_api = function_set.count(api_name) != 0;
+    Json entry{{"id", type},
+               {"name", name},
+               {"device_api", has_api},
+               {"plugin", ProviderOf(plugins, api_name)},
+               {"device_count", nullptr},
+               {"error", nullptr}};
+    if (has_api) CollectDevices(type, name, entry, devices);
+    device_types.push_back(std::move(entry));
+  }
+
+  Json function_entries = Json::array();
+  for (const std::string& name : functions) {
+    function_entries.push_back(Json{{"name", name}, {"plugin", ProviderOf(plugins, name)}});
+  }
+  report["search_path"] = listing.value("search_path", Json::array());
+  report["plugins"] = std::move(plugins);
+  report["device_types"] = std::move(device_types);
+  report["devices"] = std::move(devices);
+  report["functions"] = std::move(function_entries);
+  return report;
+}
+
+// ---- Rendering as text --------------------------------------------------------------------
+
+std::string Text(const Json& value) {
+  if (value.is_null()) return kNone;
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();
+}
+
+std::string Field(const Json& object, const char* key) {
+  return object.contains(key) ? Text(object[key]) : kNone;
+}
+
+// "34359738368 (32.0 GiB)"; plain below 1 KiB.
+std::string WithBinaryUnit(int64_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  std::string text = std::to_string(bytes);
+  if (bytes < 1024) return text;
+  double scaled = static_cast<double>(bytes);
+  int unit = -1;
+  while (scaled >= 1024.0 && unit < 3) {
+    scaled /= 1024.0;
+    ++unit;
+  }
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), " (%.1f %s)", scaled, kUnits[unit]);
+  return text + buffer;
+}
+
+std::string AttributeText(const std::string& name, const Json& value) {
+  if (!value.is_number_integer()) return Text(value);
+  int64_t n = value.get<int64_t>();
+  if (name == "max_shared_memory_per_block" || name == "l2_cache_size_bytes" ||
+      name == "total_global_memory" || name == "available_global_memory") {
+    return WithBinaryUnit(n);
+  }
+  if (name == "max_clock_rate") {
+    char buffer[48];
+    std::snprintf(buffer, sizeof(buffer), "%lld kHz (%.2f GHz)", static_cast<long long>(n),
+                  static_cast<double>(n) / 1e6);
+    return buffer;
+  }
+  return std::to_string(n);
+}
+
+void Heading(std::ostream& out, const std::string& text) { out << '\n' << text << '\n'; }
+
+void PrintReport(const Json& report, std::ostream& out) {
+  const size_t width = OutputWidth();
+  out << "Backplane " << Text(report["backplane"]["version"]) << " (ABI "
+      << Text(report["backplane"]["abi_version"]) << ")\n";
+
+  // Each folder is {"path", "origin", "status"}; a bare string is a path alone.
+  const Json& path = report["search_path"];
+  Heading(out, "Plugin search path (searched in this order)");
+  if (path.empty()) {
+    out << "  (no folders)\n";
+  } else {
+    Table path_table({"#", "FOLDER", "FROM", "STATUS"});
+    for (size_t i = 0; i < path.size(); ++i) {
+      const Json& folder = path[i];
+      if (folder.is_object()) {
+        path_table.AddRow({std::to_string(i + 1), Field(folder, "path"), Field(folder, "origin"),
+                           Field(folder, "status")});
+      } else {
+        path_table.AddRow({std::to_string(i + 1), Text(folder), kNone, kNone});
+      }
+    }
+    path_table.Print(out, 2, width);
+  }
+
+  const Json& plugins = report["plugins"];
+  size_t loaded = 0;
+  size_t skipped = 0;
+  for (const Json& p : plugins) {
+    std::string state = p.value("state", "");
+    loaded += state == "loaded";
+    skipped += state == "skipped";
+  }
+  Heading(out, "Plugins: " + std::to_string(plugins.size()) + " found, " + std::to_string(loaded) +
+                   " loaded, " + std::to_string(skipped) + " skipped");
+  if (plugins.empty()) {
+    out << "  No plugins found. Pass --plugin-path DIR or set BACKPLANE_PLUGIN_PATH to a folder\n"
+           "  holding plugin libraries and their .bpplugin.json manifests.\n";
+  } else {
+    Table table({"NAME", "STATE", "ABI", "VERSION", "LIBRARY"});
+    for (const Json& p : plugins) {
+      std::string library = Field(p, "library");
+      if (library == kNone) library = "manifest " + Field(p, "manifest");
+      table.AddRow({Field(p, "name"), Field(p, "state"), Field(p, "abi_version"),
+                    Field(p, "version"), library});
+      if (p.value("state", "") == "skipped") {
+        std::string reason = Field(p, "reason");
+        table.AddNote("reason: " +
+                      (reason == kNone || reason.empty() ? "(none recorded)" : reason));
+      }
+    }
+    table.Print(out, 2, width);
+  }
+
+  const Json& types = report["device_types"];
+  size_t with_api = 0;
+  for (const Json& t : types) with_api += t.value("device_api", false);
+  Heading(out, "Device types: " + std::to_string(types.size()) + " known, " +
+                   std::to_string(with_api) + " with a DeviceAPI");
+  Table type_table({"ID", "NAME", "DEVICEAPI FROM", "DEVICES"});
+  for (const Json& t : types) {
+    std::string from = kNone;
+    if (t.value("device_api", false)) {
+      from =
+          t["plugin"].is_null() ? std::string("(no loaded plugin declares it)") : Text(t["plugin"]);
+    }
+    type_table.AddRow({Text(t["id"]), Text(t["name"]), from, Field(t, "device_count")});
+    if (!t["error"].is_null()) type_table.AddNote("error: " + Text(t["error"]));
+  }
+  type_table.Print(out, 2, width);
+
+  const Json& devices = report["devices"];
+  Heading(out, "Devices: " + std::to_string(devices.size()) + " (" + kNone +
+                   " = not supported or not applicable)");
+  if (devices.empty()) out << "  No devices: no loaded plugin reports one.\n";
+  for (const Json& d : devices) {
+    out << "\n  " << Text(d["device"]) << '\n';
+    Table attr_table({"ATTRIBUTE", "VALUE"});
+    for (const auto& [name, value] : d["attributes"].items()) {
+      attr_table.AddRow({name, AttributeText(name, value)});
+      if (d["errors"].contains(name)) attr_table.AddNote("error: " + Text(d["errors"][name]));
+    }
+    attr_table.Print(out, 4, width);
+  }
+
+  const Json& functions = report["functions"];
+  Heading(out, "Global functions: " + std::to_string(functions.size()) + " registered");
+  Table fn_table({"NAME", "PLUGIN"});
+  for (const Json& f : functions) fn_table.AddRow({Text(f["name"]), Text(f["plugin"])});
+  if (functions.empty()) {
+    out << "  (none)\n";
+  } else {
+    fn_table.Print(out, 2, width);
+  }
+}
+
+int RunInfo(const InfoOptions& options) {
+  for (const std::string& folder : options.plugin_paths) {
+    if (bp_plugin_path_add(folder.c_str()) != BP_OK) {
+      std::cerr << "backplane info: cannot add plugin folder '" << folder
+                << "': " << LastErrorMessage() << '\n';
+      return kExitUsage;
+    }
+  }
+  // Discovery and loading record each plugin's failure in the listing; a non-OK status
+  // here means the core itself could not do the work.
+  Check(bp_plugins_discover());
+  Check(bp_plugins_load_all());
+  Json report = CollectReport();
+  if (options.json) {
+    std::cout << report.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+  } else {
+    PrintReport(report, std::cout);
+  }
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "backplane info: could not write the report to standard output\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command AddInfoCommand(CLI::App& parent) {
+  auto options = std::make_shared<InfoOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "info",
+      "Show the plugins found (loaded, or skipped and why), the device types, every device "
+      "with its attributes, and the global functions");
+  app->add_flag("--json", options->json, "Print the same report as one JSON document");
+  app->add_option("--plugin-path", options->plugin_paths,
+                  "Search DIR for plugins before BACKPLANE_PLUGIN_PATH and the install's "
+                  "folder (repeat for several folders)")
+      ->type_name("DIR")
+      ->allow_extra_args(false)
+      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  return Command{app, [options] { return RunInfo(*options); }};
+}
+
+}  // namespace backplane::cli

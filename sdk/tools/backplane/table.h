@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plain-text tables and wrapped text for the `backplane` tool's human-readable output.
+#ifndef BACKPLANE_TOOLS_TABLE_H_
+#define BACKPLANE_TOOLS_TABLE_H_
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace backplane::cli {
+
+// The number of terminal columns `text` takes: one per UTF-8 code point (the tool prints
+// no wide or combining characters, so this is exact for its output).
+size_t DisplayWidth(std::string_view text);
+
+// The width to lay text out for: the terminal's when stdout is one, else $COLUMNS, else 100;
+// never less than 60.
+size_t OutputWidth();
+
+// Splits `text` into lines of at most `width` columns, breaking at spaces where it can and
+// inside a word only when the word alone is longer than a line.
+std::vector<std::string> WrapText(std::string_view text, size_t width);
+
+// A table with a heading row, aligned columns and optional notes: a line of free text
+// printed under a row across the table's width and wrapped to fit (used for reasons).
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headings);
+
+  // Adds a row; missing cells are empty and extra cells are an error (std::invalid_argument).
+  void AddRow(std::vector<std::string> cells);
+  // Adds a note under the last row, e.g. "reason: ...". Needs a row before it.
+  void AddNote(std::string note);
+
+  // Prints the table indented by `indent` spaces, wrapping notes to `width` columns.
+  void Print(std::ostream& out, size_t indent, size_t width) const;
+
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  struct Row {
+    std::vector<std::string> cells;
+    std::vector<std::string> notes;
+  };
+  std::vector<std::string> headings_;
+  std::vector<Row> rows_;
+};
+
+}  // namespace backplane::cli
+
+#endif  // BACKPLANE_TOOLS_TABLE_H_
