@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+// bench_backplane: runs the benchmarks (Google Benchmark's usual flags apply), then prints a
+// summary: each Backplane path as a ratio to its baseline measured in this run, with its goal.
+//
+// Extra flags (removed before Google Benchmark sees the command line):
+//   --bp_summary_json=FILE     also write the summary as JSON to FILE
+//   --bp_fail_on_missed_goal   exit 1 when a measured pair misses its goal
+// With repetitions, the summary uses each benchmark's median. The exit code is 1 when a
+// benchmark failed (it reports why), so CI notices a path that stopped working.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_pairs.h"
+
+namespace backplane::bench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct Figure {
+  double ns_per_iteration = 0;
+  bool from_median = false;
+};
+
+// The console output as usual, and each benchmark's time per iteration kept for the summary.
+class SummaryReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred) {
+        errors_[run.run_name.function_name] = run.error_message;
+        continue;
+      }
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      if (run.run_type == Run::RT_Aggregate && !median) continue;
+      Figure& figure = figures_[run.run_name.function_name];
+      if (figure.from_median && !median) continue;  // a median, once seen, wins
+      const double seconds =
+          run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
+      figure.ns_per_iteration = seconds * 1e9;
+      figure.from_median = median;
+    }
+  }
+
+  std::optional<Figure> Find(const std::string& name) const {
+    auto it = figures_.find(name);
+    if (it == figures_.end()) return std::nullopt;
+    return it->second;
+  }
+  const std::map<std::string, std::string>& errors() const { return errors_; }
+  std::string ErrorOf(const std::string& name) const {
+    auto it = errors_.find(name);
+    return it == errors_.end() ? std::string() : it->second;
+  }
+
+ private:
+  std::map<std::string, Figure> figures_;
+  std::map<std::string, std::string> errors_;
+};
+
+std::string Format(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), format, value);
+  return buffer;
+}
+
+// "12.3 ns", "4.56 ms", "9.87 GB/s".
+std::string Absolute(const Pair& pair, double ns) {
+  switch (pair.measure) {
+    case Measure::kTimePerCall:
+      return Format("%.2f ns", ns);
+    case Measure::kElapsedTime:
+      return Format("%.3f ms", ns / 1e6);
+    case Measure::kBandwidth:
+      return Format("%.2f GB/s", static_cast<double>(pair.bytes) / ns);
+  }
+  return {};
+}
+
+std::string GoalText(const Pair& pair) {
+  switch (pair.measure) {
+    case Measure::kTimePerCall:
+      return Format("<= %.0f ns", pair.goal);
+    case Measure::kElapsedTime:
+      return Format("<= %.0f ms", pair.goal);
+    case Measure::kBandwidth:
+      return Format(">= %.0f%% of baseline", pair.goal * 100);
+  }
+  return {};
+}
+
+// Builds the summary of every pair and prints it; returns whether every measured pair met
+// its goal.
+bool Summarize(const SummaryReporter& reporter, Json* summary) {
+  std::vector<std::vector<std::string>> rows = {
+      {"MEASURE", "BACKPLANE", "BASELINE", "RATIO", "GOAL", "MET"}};
+  bool all_met = true;
+  *summary = Json::array();
+  for (const Pair& pair : kPairs) {
+    std::optional<Figure> ours = reporter.Find(pair.benchmark);
+    std::optional<Figure> base = reporter.Find(pair.baseline);
+    Json entry{{"measure", pair.label},
+               {"benchmark", pair.benchmark},
+               {"baseline", pair.baseline},
+               {"baseline_is", pair.baseline_label},
+               {"goal", GoalText(pair)}};
+    if (!ours || !base) {
+      std::string error = reporter.ErrorOf(pair.benchmark);
+      if (error.empty()) error = reporter.ErrorOf(pair.baseline);
+      std::string why = error.empty() ? "not run (filtered out)" : "failed: " + error;
+      rows.push_back({pair.label, why, "", "", GoalText(pair), "-"});
+      entry["status"] = why;
+      summary->push_back(std::move(entry));
+      continue;
+    }
+    // For times the ratio is ours / baseline (lower is better); for bandwidth it is the
+    // fraction of the baseline's bandwidth we reach (higher is better).
+    double ratio = pair.measure == Measure::kBandwidth
+                       ? base->ns_per_iteration / ours->ns_per_iteration
+                       : ours->ns_per_iteration / base->ns_per_iteration;
+    bool met = false;
+    switch (pair.measure) {
+      case Measure::kTimePerCall:
+        met = ours->ns_per_iteration <= pair.goal;
+        break;
+      case Measure::kElapsedTime:
+        met = ours->ns_per_iteration / 1e6 <= pair.goal;
+        break;
+      case Measure::kBandwidth:
+        met = ratio >= pair.goal;
+        break;
+    }
+    all_met = all_met && met;
+    std::string ratio_text = pair.measure == Measure::kBandwidth ? Format("%.1f%%", ratio * 100)
+                                                                 : Format("%.2fx", ratio);
+    rows.push_back({pair.label, Absolute(pair, ours->ns_per_iteration),
+                    Absolute(pair, base->ns_per_iteration) + " (" + pair.baseline_label + ")",
+                    ratio_text, GoalText(pair), met ? "yes" : "NO"});
+    entry["value"] = Absolute(pair, ours->ns_per_iteration);
+    entry["baseline_value"] = Absolute(pair, base->ns_per_iteration);
+    entry["ns_per_iteration"] = ours->ns_per_iteration;
+    entry["baseline_ns_per_iteration"] = base->ns_per_iteration;
+    entry["ratio"] = ratio;
+    entry["met"] = met;
+    summary->push_back(std::move(entry));
+  }
+
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::cout << "\nSummary (ratio: time = Backplane / baseline, bandwidth = Backplane as % of "
+               "baseline; both measured in this run)\n";
+  for (const auto& row : rows) {
+    std::cout << "  ";
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::cout << row[c];
+      if (c + 1 < row.size()) std::cout << std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << '\n';
+  }
+  return all_met;
+}
+
+}  // namespace
+}  // namespace backplane::bench
+
+int main(int argc, char** argv) {
+  std::string summary_path;
+  bool fail_on_missed_goal = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const char* kSummaryFlag = "--bp_summary_json=";
+    if (std::strncmp(argv[i], kSummaryFlag, std::strlen(kSummaryFlag)) == 0) {
+      summary_path = argv[i] + std::strlen(kSummaryFlag);
+      if (summary_path.empty()) {
+        std::cerr << "bench_backplane: --bp_summary_json= needs a file name, e.g. "
+                     "--bp_summary_json=summary.json\n";
+        return 2;
+      }
+    } else if (std::strcmp(argv[i], "--bp_fail_on_missed_goal") == 0) {
+      fail_on_missed_goal = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int bench_argc = static_cast<int>(args.size());
+  benchmark::Initialize(&bench_argc, args.data());
+  if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return 2;
+
+  backplane::bench::SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  backplane::bench::Json summary;
+  bool all_met = backplane::bench::Summarize(reporter, &summary);
+  if (!summary_path.empty()) {
+    std::ofstream out(summary_path);
+    out << summary.dump(2) << '\n';
+    if (!out) {
+      std::cerr << "bench_backplane: cannot write the summary to '" << summary_path
+                << "'; check that its folder exists and is writable\n";
+      return 1;
+    }
+  }
+  if (!reporter.errors().empty()) {
+    std::cerr << "\nbench_backplane: " << reporter.errors().size() << " benchmark(s) failed:\n";
+    for (const auto& [name, message] : reporter.errors()) {
+      std::cerr << "  " << name << ": " << message << '\n';
+    }
+    return 1;
+  }
+  return fail_on_missed_goal && !all_met ? 1 : 0;
+}
