@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: Apache-2.0
+// backplane::sdk::DeviceAPI: the seed's DeviceAPI class for plugin authors.
+//
+// A backend derives from DeviceAPI, overrides the virtual methods in ordinary C++ (errors
+// are thrown as backplane::Error) and registers one instance with RegisterDeviceAPI. The
+// base class owns the C table (bp_device_api_t) whose entries are trampolines: each checks
+// its pointer arguments, calls the virtual method and turns any exception into a status and
+// the error slot, so no exception ever crosses the C boundary.
+//
+// Lifetime: the core keeps the table and the instance until the process ends, so an
+// instance is a function-local static (or otherwise outlives every use).
+#ifndef BACKPLANE_SDK_DEVICE_API_HPP_
+#define BACKPLANE_SDK_DEVICE_API_HPP_
+
+#include <backplane/sdk/plugin.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace backplane {
+namespace sdk {
+
+// The alignment of workspace allocations when a backend does not say otherwise.
+constexpr size_t kDefaultWorkspaceAlignment = 64;
+
+// Bytes held by a compact tensor: elements times the element size.
+inline size_t TensorBytes(const DLTensor* t) {
+  size_t n = 1;
+  for (int32_t i = 0; i < t->ndim; ++i) n *= static_cast<size_t>(t->shape[i]);
+  return n * ((static_cast<size_t>(t->dtype.bits) * t->dtype.lanes + 7) / 8);
+}
+
+// True when `t` is row-major compact: no strides, or strides that equal the compact ones
+// (dimensions of extent 1 may have any stride).
+inline bool IsCompact(const DLTensor* t) {
+  if (t->strides == nullptr) return true;
+  int64_t expected = 1;
+  for (int32_t i = t->ndim - 1; i >= 0; --i) {
+    if (t->shape[i] != 1 && t->strides[i] != expected) return false;
+    expected *= t->shape[i];
+  }
+  return true;
+}
+
+// The base class of a backend's DeviceAPI. Methods take the device they act on; a backend
+// with one device per type checks dev.device_id itself.
+class DeviceAPI {
+ public:
+  // Which optional table entries the backend provides. An entry left out is null in the
+  // table and the core applies the seed's default (workspace falls back to data space,
+  // create_stream gives the null stream, sync_stream_from_to syncs the source stream).
+  struct Entries {
+    bool property = true;
+    bool workspace = true;
+    bool streams = true;  // create_stream, free_stream, set_stream
+    bool sync_stream_from_to = true;
+  };
+
+  DeviceAPI() : DeviceAPI(Entries{}) {}
+  explicit DeviceAPI(const Entries& entries);
+  virtual ~DeviceAPI() = default;
+  DeviceAPI(const DeviceAPI&) = delete;
+  DeviceAPI& operator=(const DeviceAPI&) = delete;
+
+  // The attribute `kind` of `dev`, or a none Any (NoneValue()) when it cannot be queried or
+  // does not apply. A device id past the end answers kExist = 0 and none for the rest.
+  virtual Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) = 0;
+  // String-keyed properties beyond the enum; none for keys the backend does not know.
+  virtual Any GetProperty(DLDevice dev, const std::string& key);
+  // Makes `dev` the calling thread's active device.
+  virtual void SetDevice(DLDevice dev) = 0;
+  // Data space: memory that can be copied to and from the host. The result may be an
+  // opaque handle. A zero-size request gives a valid handle that FreeDataSpace accepts.
+  // Throw BP_ERR_OUT_OF_MEMORY when the device cannot hold `nbytes`.
+  virtual void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
+                               DLDataType type_hint) = 0;
+  virtual void FreeDataSpace(DLDevice dev, void* ptr) = 0;
+  // Workspace: scratch memory within an operator. By default it is data space aligned to
+  // kDefaultWorkspaceAlignment, as the seed says.
+  virtual void* AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType type_hint);
+  virtual void FreeWorkspace(DLDevice dev, void* ptr);
+  // Copies `from` to `to` (same byte size, compact), honouring byte_offset, queued on
+  // `stream` of the non-CPU side. The host side must be read before returning.
+  virtual void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) = 0;
+  // A new stream; the default, for single-queue devices, is the null stream.
+  virtual bp_stream_t CreateStream(DLDevice dev);
+  // Frees a stream from CreateStream. The default accepts only the null stream.
+  virtual void FreeStream(DLDevice dev, bp_stream_t stream);
+  // Makes `stream` the active stream of `dev`; the default does nothing.
+  virtual void SetStream(DLDevice dev, bp_stream_t stream);
+  // Returns once all work submitted to `stream` before the call has completed.
+  virtual void StreamSync(DLDevice dev, bp_stream_t stream) = 0;
+  // `dst` may not proceed past its queued work until `src` has finished the work queued
+  // now. The default waits for `src` on the calling thread.
+  virtual void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst);
+
+  // The C table for the core; `self` is this object. Valid while the object lives.
+  const bp_device_api_t* table() const { return &table_; }
+
+ private:
+  static bp_status_t GetAttrEntry(void* self, DLDevice dev, int32_t kind, bp_value_t* out);
+  static bp_status_t GetPropertyEntry(void* self, DLDevice dev, const char* key, bp_value_t* out);
+  static bp_status_t SetDeviceEntry(void* self, DLDevice dev);
+  static bp_status_t AllocDataSpaceEntry(void* self, DLDevice dev, size_t nbytes, size_t alignment,
+                                         DLDataType type_hint, void** out);
+  static bp_status_t FreeDataSpaceEntry(void* self, DLDevice dev, void* data);
+  static bp_status_t AllocWorkspaceEntry(void* self, DLDevice dev, size_t nbytes,
+                                         DLDataType type_hint, void** out);
+  static bp_status_t FreeWorkspaceEntry(void* self, DLDevice dev, void* data);
+  static bp_status_t CopyDataFromToEntry(void* self, const DLTensor* from, const DLTensor* to,
+                                         bp_stream_t stream);
+  static bp_status_t CreateStreamEntry(void* self, DLDevice dev, bp_stream_t* out);
+  static bp_status_t FreeStreamEntry(void* self, DLDevice dev, bp_stream_t stream);
+  static bp_status_t SetStreamEntry(void* self, DLDevice dev, bp_stream_t stream);
+  static bp_status_t StreamSyncEntry(void* self, DLDevice dev, bp_stream_t stream);
+  static bp_status_t SyncStreamFromToEntry(void* self, DLDevice dev, bp_stream_t src,
+                                           bp_stream_t dst);
+
+  static DeviceAPI* Self(void* self) { return static_cast<DeviceAPI*>(self); }
+  [[noreturn]] static void NullArgument(const char* entry, const char* what) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                std::string("DeviceAPI ") + entry + ": " + what + " is null; pass a valid pointer");
+  }
+
+  bp_device_api_t table_;
+};
+
+// Registers `api` as the DeviceAPI of device type `type_name`: the global function
+// "device_api.<type_name>" returning its table as BP_VALUE_PTR. `api` must outlive every
+// use (see the lifetime note above).
+inline void RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api) {
+  void* table = const_cast<bp_device_api_t*>(api->table());
+  RegisterFunction("device_api." + type_name, [table](PackedArgs) { return PtrValue(table); });
+}
+
+// ---- implementation ---------------------------------------------------------------------
+
+inline DeviceAPI::DeviceAPI(const Entries& e)
+    : table_{
+          .struct_size = sizeof(bp_device_api_t),
+          .self = this,
+          .get_attr = &GetAttrEntry,
+          .get_property = e.property ? &GetPropertyEntry : nullptr,
+          .set_device = &SetDeviceEntry,
+          .alloc_data_space = &AllocDataSpaceEntry,
+          .free_data_space = &FreeDataSpaceEntry,
+          .alloc_workspace = e.workspace ? &AllocWorkspaceEntry : nullptr,
+          .free_workspace = e.workspace ? &FreeWorkspaceEntry : nullptr,
+          .copy_data_from_to = &CopyDataFromToEntry,
+          .create_stream = e.streams ? &CreateStreamEntry : nullptr,
+          .free_stream = e.streams ? &FreeStreamEntry : nullptr,
+          .set_stream = e.streams ? &SetStreamEntry : nullptr,
+          .stream_sync = &StreamSyncEntry,
+          .sync_stream_from_to = e.sync_stream_from_to ? &SyncStreamFromToEntry : nullptr,
+      } {}
+
+inline Any DeviceAPI::GetProperty(DLDevice, const std::string&) { return NoneValue(); }
+
+inline void* DeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType type_hint) {
+  return AllocDataSpace(dev, nbytes, kDefaultWorkspaceAlignment, type_hint);
+}
+
+inline void DeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) { FreeDataSpace(dev, ptr); }
+
+inline bp_stream_t DeviceAPI::CreateStream(DLDevice) { return nullptr; }
+
+inline void DeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
+  BACKPLANE_REQUIRE(stream == nullptr, BP_ERR_INVALID_ARGUMENT,
+                    DeviceString(dev) + " has a single queue and never created stream " +
+                        PointerString(stream) +
+                        "; only the null stream exists, and it needs no freeing");
+}
+
+inline void DeviceAPI::SetStream(DLDevice, bp_stream_t) {}
+
+inline void DeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t) {
+  StreamSync(dev, src);
+}
+
+inline bp_status_t DeviceAPI::GetAttrEntry(void* self, DLDevice dev, int32_t kind,
+                                           bp_value_t* out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("get_attr", "out_value");
+    // A kind from a newer minor than this plugin knows is "not supported".
+    Any value = (kind >= 0 && kind < BP_ATTR_COUNT)
+                    ? Self(self)->GetAttr(dev, static_cast<bp_device_attr_kind_t>(kind))
+                    : NoneValue();
+    *out = value.release();
+  });
+}
+
+inline bp_status_t DeviceAPI::GetPropertyEntry(void* self, DLDevice dev, const char* key,
+                                               bp_value_t* out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("get_property", "out_value");
+    if (key == nullptr) NullArgument("get_property", "key");
+    *out = Self(self)->GetProperty(dev, key).release();
+  });
+}
+
+inline bp_status_t DeviceAPI::SetDeviceEntry(void* self, DLDevice dev) {
+  return CatchAtEdge([&] { Self(self)->SetDevice(dev); });
+}
+
+inline bp_status_t DeviceAPI::AllocDataSpaceEntry(void* self, DLDevice dev, size_t nbytes,
+                                                  size_t alignment, DLDataType type_hint,
+                                                  void** out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("alloc_data_space", "out_data");
+    BACKPLANE_REQUIRE(alignment != 0 && (alignment & (alignment - 1)) == 0, BP_ERR_INVALID_ARGUMENT,
+                      "alloc_data_space on " + DeviceString(dev) + ": alignment " +
+                          std::to_string(alignment) +
+                          " is not a power of two; pass 1, 2, 4, "
+                          "... (64 suits every dtype)");
+    *out = Self(self)->AllocDataSpace(dev, nbytes, alignment, type_hint);
+  });
+}
+
+inline bp_status_t DeviceAPI::FreeDataSpaceEntry(void* self, DLDevice dev, void* data) {
+  return CatchAtEdge([&] { Self(self)->FreeDataSpace(dev, data); });
+}
+
+inline bp_status_t DeviceAPI::AllocWorkspaceEntry(void* self, DLDevice dev, size_t nbytes,
+                                                  DLDataType type_hint, void** out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("alloc_workspace", "out_data");
+    *out = Self(self)->AllocWorkspace(dev, nbytes, type_hint);
+  });
+}
+
+inline bp_status_t DeviceAPI::FreeWorkspaceEntry(void* self, DLDevice dev, void* data) {
+  return CatchAtEdge([&] { Self(self)->FreeWorkspace(dev, data); });
+}
+
+inline bp_status_t DeviceAPI::CopyDataFromToEntry(void* self, const DLTensor* from,
+                                                  const DLTensor* to, bp_stream_t stream) {
+  return CatchAtEdge([&] {
+    if (from == nullptr) NullArgument("copy_data_from_to", "from");
+    if (to == nullptr) NullArgument("copy_data_from_to", "to");
+    Self(self)->CopyDataFromTo(from, to, stream);
+  });
+}
+
+inline bp_status_t DeviceAPI::CreateStreamEntry(void* self, DLDevice dev, bp_stream_t* out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("create_stream", "out_stream");
+    *out = Self(self)->CreateStream(dev);
+  });
+}
+
+inline bp_status_t DeviceAPI::FreeStreamEntry(void* self, DLDevice dev, bp_stream_t stream) {
+  return CatchAtEdge([&] { Self(self)->FreeStream(dev, stream); });
+}
+
+inline bp_status_t DeviceAPI::SetStreamEntry(void* self, DLDevice dev, bp_stream_t stream) {
+  return CatchAtEdge([&] { Self(self)->SetStream(dev, stream); });
+}
+
+inline bp_status_t DeviceAPI::StreamSyncEntry(void* self, DLDevice dev, bp_stream_t stream) {
+  return CatchAtEdge([&] { Self(self)->StreamSync(dev, stream); });
+}
+
+inline bp_status_t DeviceAPI::SyncStreamFromToEntry(void* self, DLDevice dev, bp_stream_t src,
+                                                    bp_stream_t dst) {
+  return CatchAtEdge([&] { Self(self)->SyncStreamFromTo(dev, src, dst); });
+}
+
+}  // namespace sdk
+}  // namespace backplane
+
+#endif  // BACKPLANE_SDK_DEVICE_API_HPP_
