@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fake accelerator's DeviceAPI: device type "fakeacc" (a fresh id), devices 0 and 1.
+//
+// It exists to prove that nothing above a DeviceAPI assumes a CPU pointer or a synchronous
+// copy: data space is an opaque handle into the device's arena, and every copy runs later
+// on a stream's worker thread (each created stream has one, and each device's null stream
+// has its own). A host-to-device copy snapshots the host bytes before it returns; a
+// device-to-host copy writes the host buffer when the worker gets to it, so the caller
+// must stream_sync. It provides no workspace entries, so the core's fallback to data space
+// is exercised.
+#ifndef BACKPLANE_TESTS_PLUGINS_TESTING_FAKEACC_DEVICE_API_H_
+#define BACKPLANE_TESTS_PLUGINS_TESTING_FAKEACC_DEVICE_API_H_
+
+#include <backplane/sdk/device_api.hpp>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "arena.h"
+#include "stream.h"
+
+namespace backplane {
+namespace fakeacc {
+
+class FakeAccDeviceAPI final : public sdk::DeviceAPI {
+ public:
+  static constexpr int32_t kNumDevices = 2;
+  // The device memory each device pretends to have.
+  static constexpr uint64_t kCapacityBytes = uint64_t{1} << 30;
+
+  explicit FakeAccDeviceAPI(int32_t device_type);
+  ~FakeAccDeviceAPI() override;
+
+  // The instance, created on the first call with the registered device type id.
+  static FakeAccDeviceAPI* Global(int32_t device_type);
+
+  Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
+  // "memory" = "opaque handles"; "live_allocations" = data spaces alive on the device.
+  Any GetProperty(DLDevice dev, const std::string& key) override;
+  void SetDevice(DLDevice dev) override;
+  void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
+                       DLDataType type_hint) override;
+  void FreeDataSpace(DLDevice dev, void* ptr) override;
+  void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
+  bp_stream_t CreateStream(DLDevice dev) override;
+  void FreeStream(DLDevice dev, bp_stream_t stream) override;
+  void SetStream(DLDevice dev, bp_stream_t stream) override;
+  void StreamSync(DLDevice dev, bp_stream_t stream) override;
+  void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
+
+  // Test helpers behind the fakeacc.* global functions.
+  void HoldStream(DLDevice dev, bp_stream_t stream);
+  void ReleaseStream(DLDevice dev, bp_stream_t stream);
+  int64_t LiveAllocations(DLDevice dev);
+
+  int32_t device_type() const { return device_type_; }
+
+ private:
+  struct Device {
+    std::unique_ptr<Arena> arena;
+    std::shared_ptr<Stream> null_stream;  // created on first use
+  };
+
+  // Throws BP_ERR_NOT_FOUND unless `dev` is fakeacc:0 or fakeacc:1.
+  Device& CheckDevice(DLDevice dev);
+  // The stream behind a handle of `dev` (null: the device's null stream).
+  std::shared_ptr<Stream> GetStream(DLDevice dev, bp_stream_t handle);
+
+  const int32_t device_type_;
+  Device devices_[kNumDevices];
+  std::mutex mu_;  // null streams and the stream table
+  uint64_t next_stream_serial_ = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<Stream>> streams_;
+};
+
+}  // namespace fakeacc
+}  // namespace backplane
+
+#endif  // BACKPLANE_TESTS_PLUGINS_TESTING_FAKEACC_DEVICE_API_H_
