@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fake accelerator through the core: a device type registered at run time, opaque
+// memory, attributes, and the core's workspace fallback for a table without workspace.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fakeacc_util.h"
+
+namespace {
+
+using bptest::Capture;
+using bptest::FakeAccTest;
+
+TEST_F(FakeAccTest, DeviceTypeIsAFreshIdThatMapsBothWays) {
+  EXPECT_GE(type_, BP_DEVICE_TYPE_FIRST_DYNAMIC);
+  EXPECT_LT(type_, BP_DEVICE_TYPE_MAX);
+  EXPECT_EQ(backplane::DeviceTypeName(type_), "fakeacc");
+  EXPECT_EQ(Device(1).ToString(), "fakeacc:1");
+  EXPECT_EQ(backplane::Device::Parse("fakeacc:1").dl.device_type, type_);
+}
+
+TEST_F(FakeAccTest, Attributes) {
+  auto api0 = backplane::DeviceAPI::Get(Device(0));
+  EXPECT_TRUE(api0.Exists());
+  EXPECT_TRUE(backplane::DeviceAPI::Get(Device(1)).Exists());
+  EXPECT_FALSE(backplane::DeviceAPI::Get(Device(2)).Exists());
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_DEVICE_NAME).AsString(), "Backplane fake accelerator 0");
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_WARP_SIZE).AsInt(), 8);
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_MAX_THREAD_DIMENSIONS).AsString(), "[256, 256, 64]");
+  EXPECT_TRUE(api0.GetAttr(BP_ATTR_MAX_CLOCK_RATE).is_none());
+  EXPECT_TRUE(api0.GetAttr(BP_ATTR_GCN_ARCH).is_none());
+  for (int32_t kind = 1; kind < BP_ATTR_COUNT; ++kind) {
+    bp_value_t v;
+    ASSERT_EQ(bp_device_get_attr(Dev(2), kind, &v), BP_OK);
+    EXPECT_EQ(v.type, BP_VALUE_NONE) << "fakeacc:2 kind " << kind;
+  }
+  // Available memory follows allocations.
+  const int64_t total = api0.GetAttr(BP_ATTR_TOTAL_GLOBAL_MEMORY).AsInt();
+  const int64_t before = api0.GetAttr(BP_ATTR_AVAILABLE_GLOBAL_MEMORY).AsInt();
+  EXPECT_EQ(total, int64_t{1} << 30);
+  void* p = Alloc(0, 12345);
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_AVAILABLE_GLOBAL_MEMORY).AsInt(), before - 12345);
+  Free(0, p);
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_AVAILABLE_GLOBAL_MEMORY).AsInt(), before);
+}
+
+TEST_F(FakeAccTest, DataSpaceIsAnOpaqueHandle) {
+  void* a = Alloc(0, 256);
+  void* b = Alloc(1, 0);
+  // Tagged ids with a non-canonical top byte: never a host address.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) >> 56, 0xFAu);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) >> 56, 0xFAu);
+  EXPECT_EQ(Live(0), 1);
+  EXPECT_EQ(Live(1), 1);
+  Free(0, a);
+  Free(1, b);
+  EXPECT_EQ(Live(0), 0);
+  EXPECT_EQ(Live(1), 0);
+}
+
+TEST_F(FakeAccTest, BadHandlesAreInvalidArgumentsNotCrashes) {
+  void* a = Alloc(0, 64);
+  std::vector<uint8_t> host(64, 1);
+  int64_t shape = 64;
+  // A host pointer where a handle belongs.
+  DLTensor from = bptest::ByteView(host.data(), bptest::CpuDevice(), &shape, 0);
+  DLTensor to = bptest::ByteView(host.data(), Dev(0), &shape, 0);
+  auto s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("host pointer"), std::string::npos) << s;
+  // A handle of device 0 used on device 1.
+  to = bptest::ByteView(a, Dev(1), &shape, 0);
+  s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("fakeacc:1"), std::string::npos) << s;
+  // Past the end of the allocation.
+  to = bptest::ByteView(a, Dev(0), &shape, 1);
+  s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("64 bytes"), std::string::npos) << s;
+  // Freed twice, and never allocated.
+  Free(0, a);
+  s = Capture(bp_device_free_data_space(Dev(0), a));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  s = Capture(bp_device_free_data_space(Dev(0), reinterpret_cast<void*>(0xFA000000000000FFull)));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  to = bptest::ByteView(a, Dev(0), &shape, 0);
+  s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_EQ(Live(0), 0);
+}
+
+TEST_F(FakeAccTest, DeviceOutOfRangeIsNotFound) {
+  void* p = nullptr;
+  auto s = Capture(bp_device_alloc_data_space(Dev(2), 16, 64, backplane::UInt8(), &p));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  EXPECT_NE(s.message.find("fakeacc:2"), std::string::npos) << s;
+  s = Capture(bp_device_set(Dev(5)));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  EXPECT_TRUE(Capture(bp_device_set(Dev(1))).ok());
+}
+
+TEST_F(FakeAccTest, OutOfDeviceMemoryIsAnErrorWithTheNumbers) {
+  void* p = nullptr;
+  auto s = Capture(bp_device_alloc_data_space(Dev(0), size_t{2} << 30, 64, backplane::UInt8(), &p));
+  EXPECT_EQ(s.kind, BP_ERR_OUT_OF_MEMORY) << s;
+  EXPECT_NE(s.message.find("fakeacc:0"), std::string::npos) << s;
+  EXPECT_NE(s.message.find(std::to_string(size_t{2} << 30)), std::string::npos) << s;
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(Live(0), 0);
+}
+
+TEST_F(FakeAccTest, WorkspaceFallsBackToDataSpace) {
+  const bp_device_api_t* api = backplane::DeviceAPI::Get(Device(0)).table();
+  ASSERT_EQ(api->alloc_workspace, nullptr) << "fakeacc must leave workspace to the core";
+  ASSERT_EQ(api->free_workspace, nullptr);
+  void* w = nullptr;
+  ASSERT_TRUE(Capture(bp_device_alloc_workspace(Dev(0), 300, backplane::UInt8(), &w)).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w) >> 56, 0xFAu);
+  EXPECT_EQ(Live(0), 1) << "the workspace should come from data space";
+  // It is real device memory: a round trip through it works.
+  const auto data = bptest::RandomBytes(300, 5);
+  std::vector<uint8_t> back(300);
+  ToDevice(data.data(), 0, w, 300);
+  ToHost(0, w, back.data(), 300);
+  Sync(0);
+  EXPECT_EQ(back, data);
+  ASSERT_TRUE(Capture(bp_device_free_workspace(Dev(0), w)).ok());
+  EXPECT_EQ(Live(0), 0);
+}
+
+TEST_F(FakeAccTest, ByteOffsetsOnBothSidesAndWithinTheDevice) {
+  const size_t n = 1001;
+  const auto data = bptest::RandomBytes(n, 9);
+  void* a = Alloc(0, n + 100);
+  void* b = Alloc(0, n + 50);
+  std::vector<uint8_t> zeros(n + 100, 0);
+  ToDevice(zeros.data(), 0, a, n + 100);
+  ToDevice(data.data(), 0, a, n, 37);
+  // Device to device within fakeacc:0, from offset 37 to offset 11.
+  int64_t shape = static_cast<int64_t>(n);
+  DLTensor from = bptest::ByteView(a, Dev(0), &shape, 37);
+  DLTensor to = bptest::ByteView(b, Dev(0), &shape, 11);
+  backplane::Check(bp_device_copy_data_from_to(&from, &to, nullptr));
+  std::vector<uint8_t> out(n), whole(n + 100);
+  ToHost(0, b, out.data(), n, 11);
+  ToHost(0, a, whole.data(), n + 100);
+  Sync(0);
+  EXPECT_EQ(out, data);
+  std::vector<uint8_t> expected(n + 100, 0);
+  std::memcpy(expected.data() + 37, data.data(), n);
+  EXPECT_EQ(whole, expected) << "bytes outside the copied range changed";
+  Free(0, a);
+  Free(0, b);
+}
+
+TEST_F(FakeAccTest, TensorRoundTripCpuToBothDevicesAndBack) {
+  for (auto shape : std::vector<std::vector<int64_t>>{{1}, {7}, {3, 17}, {2, 3, 257}}) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    const std::vector<float> ref = bptest::RandomFloats(n, static_cast<uint32_t>(n));
+    auto host = backplane::Tensor::Empty(shape, backplane::Float32(), backplane::Device());
+    host.CopyFrom(ref);
+    auto on0 = host.CopyTo(Device(0));
+    auto on1 = on0.CopyTo(Device(1));
+    auto back0 = on1.CopyTo(Device(0));
+    EXPECT_EQ(on0.device(), Device(0));
+    EXPECT_EQ(on1.device(), Device(1));
+    EXPECT_EQ(on1.ToVector<float>(), ref);
+    EXPECT_EQ(back0.CopyTo(backplane::Device()).ToVector<float>(), ref);
+    EXPECT_EQ(on0.ToVector<float>(), ref);
+  }
+  EXPECT_EQ(Live(0), 0) << "tensors must free their data space";
+  EXPECT_EQ(Live(1), 0);
+}
+
+TEST_F(FakeAccTest, TensorCopyFromReplacesContents) {
+  auto t = backplane::Tensor::Empty({4, 100}, backplane::Float32(), Device(1));
+  const auto first = bptest::RandomFloats(400, 1);
+  const auto second = bptest::RandomFloats(400, 2);
+  t.CopyFrom(first);
+  EXPECT_EQ(t.ToVector<float>(), first);
+  t.CopyFrom(second);
+  EXPECT_EQ(t.ToVector<float>(), second);
+  // Wrong host size is refused with the sizes.
+  EXPECT_THROW(t.CopyFrom(std::vector<float>(3)), backplane::Error);
+}
+
+}  // namespace

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+// Discovery from folders the host passes: manifests listed without loading, lazy loading on
+// first use of a name, world-writable folders and files refused, and the same library found
+// twice loaded once.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "../test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using bptest::Capture;
+using bptest::ScratchDir;
+
+// The plugin records whose library lies in `folder`.
+std::vector<nlohmann::json> RecordsIn(const std::string& folder) {
+  std::vector<nlohmann::json> out;
+  const std::string canon = fs::canonical(folder).string();
+  const nlohmann::json list = bptest::PluginList();
+  for (const auto& p : list["plugins"]) {
+    const std::string lib = p["library"].is_string() ? p["library"].get<std::string>() : "";
+    const std::string manifest = p["manifest"].is_string() ? p["manifest"].get<std::string>() : "";
+    if (lib.rfind(canon + "/", 0) == 0 || manifest.rfind(folder + "/", 0) == 0 ||
+        manifest.rfind(canon + "/", 0) == 0) {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+TEST(Discovery, ListsPluginsWithoutLoadingThem) {
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  const auto hello = bptest::PluginRecords("hello");
+  ASSERT_EQ(hello.size(), 1u) << bptest::PluginList().dump(2);
+  EXPECT_EQ(hello[0]["state"], "discovered");
+  EXPECT_EQ(hello[0]["provides"], nlohmann::json::array({"testing.hello"}));
+  const auto fake = bptest::PluginRecords("fakeacc");
+  ASSERT_EQ(fake.size(), 1u);
+  EXPECT_EQ(fake[0]["state"], "discovered");
+  EXPECT_EQ(fake[0]["device_types"], nlohmann::json::array({"fakeacc"}));
+  // Declared names are listed before their plugin is loaded.
+  const auto names = backplane::Registry::List();
+  EXPECT_NE(std::find(names.begin(), names.end(), "testing.hello"), names.end());
+  // The folder heads the search path, ahead of the build tree's.
+  const auto path = bptest::PluginList()["search_path"];
+  ASSERT_GE(path.size(), 1u);
+  EXPECT_EQ(path[0]["path"], bptest::TestPluginDir());
+}
+
+TEST(Discovery, APluginLoadsOnFirstUseOfItsName) {
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  ASSERT_EQ(bptest::PluginRecords("hello").at(0)["state"], "discovered");
+  bp_object_t* f = nullptr;
+  ASSERT_TRUE(Capture(bp_registry_get("testing.hello", &f)).ok());
+  backplane::Function hello(backplane::ObjectRef::Adopt(f));
+  EXPECT_EQ(hello().AsString(), "hello, world");
+  EXPECT_EQ(hello("lazy").AsString(), "hello, lazy");
+  EXPECT_EQ(bptest::PluginRecords("hello").at(0)["state"], "loaded");
+  // Nothing else was loaded on the way, in particular no broken plugin.
+  for (const char* other :
+       {"fakeacc", "broken_no_entry", "broken_init_throws", "broken_undefined_symbol"}) {
+    EXPECT_EQ(bptest::PluginRecords(other).at(0)["state"], "discovered") << other;
+  }
+}
+
+TEST(Discovery, ADeviceTypeLoadsItsPluginOnFirstUse) {
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  // The manifest's device type is known before the plugin loads...
+  const int32_t type = backplane::DeviceTypeFromName("fakeacc");
+  EXPECT_EQ(bptest::PluginRecords("fakeacc").at(0)["state"], "discovered");
+  // ...and the first use of the device loads it, keeping that id.
+  const auto ref = bptest::RandomFloats(64, 11);
+  auto t = backplane::Tensor::Empty(
+      {64}, backplane::Float32(), backplane::Device(DLDevice{static_cast<DLDeviceType>(type), 1}));
+  t.CopyFrom(ref);
+  EXPECT_EQ(t.ToVector<float>(), ref);
+  EXPECT_EQ(bptest::PluginRecords("fakeacc").at(0)["state"], "loaded");
+  EXPECT_EQ(backplane::DeviceTypeFromName("fakeacc"), type);
+}
+
+TEST(Discovery, AMissingNameSaysWhatWasLookedAt) {
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  bp_object_t* f = nullptr;
+  const auto s = Capture(bp_registry_get("testing.nobody_provides_this", &f));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  EXPECT_NE(s.message.find("testing.nobody_provides_this"), std::string::npos) << s;
+}
+
+TEST(Discovery, AWorldWritableFolderIsRefused) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("hello", dir.path());
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  ASSERT_TRUE(Capture(bp_plugins_load_all()).ok());
+  const auto json = bptest::PluginList();
+  EXPECT_NE(json.dump().find("world-writable"), std::string::npos) << json.dump(2);
+  for (const auto& rec : RecordsIn(dir.path())) {
+    EXPECT_NE(rec["state"], "loaded") << rec.dump(2);
+    EXPECT_NE(rec["reason"].get<std::string>().find("world-writable"), std::string::npos);
+  }
+  EXPECT_FALSE(static_cast<bool>(backplane::Registry::TryGet("testing.hello")))
+      << "code from a world-writable folder was loaded";
+  // The explicit path is refused as well.
+  const auto s = Capture(bp_plugin_load((dir.path() + "/libbackplane_hello.so").c_str()));
+  EXPECT_NE(s.kind, BP_OK);
+  EXPECT_NE(s.message.find("world-writable"), std::string::npos) << s;
+}
+
+TEST(Discovery, AWorldWritableLibraryIsRefused) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("hello", dir.path());
+  const std::string lib = dir.path() + "/libbackplane_hello.so";
+  ASSERT_EQ(chmod(lib.c_str(), 0757), 0);
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  ASSERT_TRUE(Capture(bp_plugins_load_all()).ok());
+  const auto records = RecordsIn(dir.path());
+  ASSERT_EQ(records.size(), 1u) << bptest::PluginList().dump(2);
+  EXPECT_EQ(records[0]["state"], "skipped");
+  EXPECT_NE(records[0]["reason"].get<std::string>().find("world-writable"), std::string::npos)
+      << records[0].dump(2);
+  EXPECT_NE(records[0]["reason"].get<std::string>().find(lib), std::string::npos)
+      << "the reason should name the file";
+  EXPECT_FALSE(static_cast<bool>(backplane::Registry::TryGet("testing.hello")));
+  const auto s = Capture(bp_plugin_load(lib.c_str()));
+  EXPECT_NE(s.kind, BP_OK);
+  EXPECT_NE(s.message.find("world-writable"), std::string::npos) << s;
+}
+
+TEST(Discovery, TheSameLibraryFoundTwiceLoadsOnce) {
+  ScratchDir a, b;
+  bptest::CopyTestPlugin("hello", a.path());
+  // b holds symlinks to a's files: the same library under another path.
+  fs::create_symlink(a.path() + "/libbackplane_hello.so", b.path() + "/libbackplane_hello.so");
+  fs::create_symlink(a.path() + "/hello.bpplugin.json", b.path() + "/hello.bpplugin.json");
+  ASSERT_TRUE(Capture(bp_plugin_path_add(a.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugin_path_add(b.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugin_path_add(a.path().c_str())).ok());  // and a twice
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  ASSERT_TRUE(Capture(bp_plugins_load_all()).ok());
+  const auto records = bptest::PluginRecords("hello");
+  int loaded = 0;
+  for (const auto& r : records) {
+    if (r["state"] == "loaded") ++loaded;
+    if (r["reason"].is_string()) {
+      EXPECT_EQ(r["reason"].get<std::string>().find("already registered"), std::string::npos)
+          << "the second copy was initialised: " << r.dump(2);
+    }
+  }
+  EXPECT_EQ(loaded, 1) << bptest::PluginList().dump(2);
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")().AsString(), "hello, world");
+  // Loading it by either path again is a no-op, not a failure.
+  EXPECT_TRUE(Capture(bp_plugin_load((b.path() + "/libbackplane_hello.so").c_str())).ok());
+  EXPECT_TRUE(Capture(bp_plugin_load((a.path() + "/libbackplane_hello.so").c_str())).ok());
+  EXPECT_EQ(bptest::PluginRecords("hello").size(), records.size());
+}
+
+TEST(Discovery, ARelativeFolderIsRefused) {
+  const auto s = Capture(bp_plugin_path_add("relative/plugins"));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("relative/plugins"), std::string::npos) << s;
+}
+
+}  // namespace
