@@ -8,6 +8,7 @@
 // With repetitions, the summary uses each benchmark's median. The exit code is 1 when a
 // benchmark failed (it reports why), so CI notices a path that stopped working.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -34,6 +35,8 @@ struct Figure {
 // The console output as usual, and each benchmark's time per iteration kept for the summary.
 class SummaryReporter : public benchmark::ConsoleReporter {
  public:
+  explicit SummaryReporter(OutputOptions options) : ConsoleReporter(options) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
@@ -67,6 +70,21 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   std::map<std::string, Figure> figures_;
   std::map<std::string, std::string> errors_;
 };
+
+// Google Benchmark applies --benchmark_color only to the reporter it creates itself; a
+// custom display reporter has to honour it here (auto: colour when stdout is a terminal).
+benchmark::ConsoleReporter::OutputOptions ConsoleOptions(int argc, char** argv) {
+  std::string color = "auto";
+  const std::string flag = "--benchmark_color=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], flag.c_str(), flag.size()) == 0) color = argv[i] + flag.size();
+  }
+  bool use_color = isatty(STDOUT_FILENO) != 0;
+  if (color == "true" || color == "yes" || color == "1") use_color = true;
+  if (color == "false" || color == "no" || color == "0") use_color = false;
+  return use_color ? benchmark::ConsoleReporter::OO_ColorTabular
+                   : benchmark::ConsoleReporter::OO_Tabular;
+}
 
 std::string Format(const char* format, double value) {
   char buffer[64];
@@ -198,7 +216,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&bench_argc, args.data());
   if (benchmark::ReportUnrecognizedArguments(bench_argc, args.data())) return 2;
 
-  backplane::bench::SummaryReporter reporter;
+  backplane::bench::SummaryReporter reporter(backplane::bench::ConsoleOptions(argc, argv));
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
