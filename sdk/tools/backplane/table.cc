@@ -18,19 +18,10 @@ constexpr size_t kDefaultWidth = 100;
 constexpr size_t kColumnGap = 2;
 // Notes sit this far right of the table's left edge, so they read as part of the row above.
 constexpr size_t kNoteIndent = 4;
+// Text is never wrapped narrower than this, however little room a table leaves.
+constexpr size_t kMinWrapWidth = 20;
 
 bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
-
-// The byte length of the longest prefix of `text` that fits in `columns` columns.
-size_t PrefixBytes(std::string_view text, size_t columns) {
-  size_t seen = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (IsContinuationByte(text[i])) continue;
-    if (seen == columns) return i;
-    ++seen;
-  }
-  return text.size();
-}
 
 void PrintPadded(std::ostream& out, const std::string& text, size_t width) {
   out << text;
@@ -60,7 +51,6 @@ size_t OutputWidth() {
 }
 
 std::vector<std::string> WrapText(std::string_view text, size_t width) {
-  width = std::max<size_t>(width, 1);
   std::vector<std::string> lines;
   std::string line;
   size_t line_width = 0;
@@ -79,14 +69,6 @@ std::vector<std::string> WrapText(std::string_view text, size_t width) {
       continue;
     }
     if (line_width > 0) lines.push_back(std::exchange(line, std::string()));
-    line_width = 0;
-    // A word longer than a line is cut; the rest starts the next line.
-    while (word_width > width) {
-      size_t cut = PrefixBytes(word, width);
-      lines.emplace_back(word.substr(0, cut));
-      word.remove_prefix(cut);
-      word_width -= width;
-    }
     line = std::string(word);
     line_width = word_width;
   }
@@ -112,35 +94,44 @@ void Table::AddNote(std::string note) {
 }
 
 void Table::Print(std::ostream& out, size_t indent, size_t width) const {
-  std::vector<size_t> widths(headings_.size());
-  for (size_t c = 0; c < headings_.size(); ++c) widths[c] = DisplayWidth(headings_[c]);
+  const size_t columns = headings_.size();
+  std::vector<size_t> widths(columns);
+  for (size_t c = 0; c < columns; ++c) widths[c] = DisplayWidth(headings_[c]);
   for (const Row& row : rows_) {
-    for (size_t c = 0; c < row.cells.size(); ++c) {
+    for (size_t c = 0; c < columns; ++c) {
       widths[c] = std::max(widths[c], DisplayWidth(row.cells[c]));
     }
   }
+  // Where the last column starts, and how wide it may be before the line passes `width`.
+  size_t last_start = indent;
+  for (size_t c = 0; c + 1 < columns; ++c) last_start += widths[c] + kColumnGap;
+  const size_t last_room = width > last_start + kMinWrapWidth ? width - last_start : kMinWrapWidth;
+  widths[columns - 1] = std::min(widths[columns - 1], last_room);
+
   const std::string margin(indent, ' ');
   auto print_line = [&](const std::vector<std::string>& cells) {
+    std::vector<std::string> last = WrapText(cells[columns - 1], last_room);
     out << margin;
-    for (size_t c = 0; c < cells.size(); ++c) {
-      if (c + 1 == cells.size()) {
-        out << cells[c];  // no trailing padding on the last column
-      } else {
-        PrintPadded(out, cells[c], widths[c] + kColumnGap);
-      }
+    for (size_t c = 0; c + 1 < columns; ++c) PrintPadded(out, cells[c], widths[c] + kColumnGap);
+    out << last[0] << '\n';
+    for (size_t i = 1; i < last.size(); ++i) {
+      out << std::string(last_start, ' ') << last[i] << '\n';
     }
-    out << '\n';
   };
   print_line(headings_);
   std::vector<std::string> rules;
-  for (size_t c = 0; c < headings_.size(); ++c) {
+  for (size_t c = 0; c < columns; ++c) {
     std::string rule;
     for (size_t i = 0; i < widths[c]; ++i) rule += "\xE2\x94\x80";  // U+2500 box line
     rules.push_back(std::move(rule));
   }
-  print_line(rules);
+  out << margin;
+  for (size_t c = 0; c < columns; ++c) {
+    out << rules[c] << (c + 1 < columns ? std::string(kColumnGap, ' ') : "\n");
+  }
   const std::string note_margin(indent + kNoteIndent, ' ');
-  const size_t note_width = width > indent + kNoteIndent + 20 ? width - indent - kNoteIndent : 20;
+  const size_t note_width =
+      width > indent + kNoteIndent + kMinWrapWidth ? width - indent - kNoteIndent : kMinWrapWidth;
   for (const Row& row : rows_) {
     print_line(row.cells);
     for (const std::string& note : row.notes) {

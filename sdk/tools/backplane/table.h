@@ -19,12 +19,15 @@ size_t DisplayWidth(std::string_view text);
 // never less than 60.
 size_t OutputWidth();
 
-// Splits `text` into lines of at most `width` columns, breaking at spaces where it can and
-// inside a word only when the word alone is longer than a line.
+// Splits `text` into lines of at most `width` columns, breaking at spaces. A word longer
+// than a line (a long path, typically) gets a line of its own and is never cut, so it can
+// still be copied whole.
 std::vector<std::string> WrapText(std::string_view text, size_t width);
 
 // A table with a heading row, aligned columns and optional notes: a line of free text
-// printed under a row across the table's width and wrapped to fit (used for reasons).
+// printed under a row across the table's width and wrapped to fit (used for reasons). The
+// last column wraps too when a row would pass the output width, its continuation lines
+// aligned under the column.
 class Table {
  public:
   explicit Table(std::vector<std::string> headings);
