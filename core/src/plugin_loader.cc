@@ -160,7 +160,10 @@ void PluginLoader::DiscoverLocked() {
   }
   const std::string lib_dir = CoreLibraryDir();
   if (!lib_dir.empty()) ScanFolder(lib_dir + "/backplane/plugins", "install");
-  if (!lib_dir.empty() && lib_dir == Canonical(BACKPLANE_BUILD_LIB_DIR)) {
+  // The build tree mirrors the install layout, so its plugin folder is usually the one just
+  // searched; it is listed separately only when it differs.
+  if (!lib_dir.empty() && lib_dir == Canonical(BACKPLANE_BUILD_LIB_DIR) &&
+      Canonical(BACKPLANE_BUILD_PLUGIN_DIR) != Canonical(lib_dir + "/backplane/plugins")) {
     ScanFolder(BACKPLANE_BUILD_PLUGIN_DIR, "build tree");
   }
 }
@@ -435,6 +438,22 @@ std::string PluginLoader::LoadProviderOf(const std::string& name) {
     }
   }
   return LookedAt(all);
+}
+
+std::string PluginLoader::OtherDeclarer(const std::string& name, const std::string& plugin) {
+  std::lock_guard lock(mu_);
+  auto declares = [&](const PluginRecord& p) {
+    return std::find(p.provides.begin(), p.provides.end(), name) != p.provides.end();
+  };
+  std::string other;
+  for (const auto& p : plugins_) {
+    if (p->name == plugin) {
+      if (declares(*p)) return "";
+    } else if (other.empty() && p->state != BP_PLUGIN_SKIPPED && declares(*p)) {
+      other = p->name;
+    }
+  }
+  return other;
 }
 
 std::vector<std::string> PluginLoader::DeclaredNames() {

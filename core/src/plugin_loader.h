@@ -43,6 +43,9 @@ class PluginLoader {
   // Loads the discovered plugins that declare `name`. Returns a " (plugins looked at: ...)"
   // note for error messages.
   std::string LoadProviderOf(const std::string& name);
+  // The plugin other than `plugin` whose manifest declares `name`, when `plugin` itself does
+  // not declare it; empty otherwise. Manifests are the record of who owns a name.
+  std::string OtherDeclarer(const std::string& name, const std::string& plugin);
   // Names that discovered, unloaded plugins declare.
   std::vector<std::string> DeclaredNames();
   // The search path and every plugin, as JSON text (see bp_plugins_list).

@@ -102,6 +102,18 @@ BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func,
   CheckName(name, "bp_registry_set");
   As<FunctionObject>(func, BP_OBJECT_FUNCTION, std::string("bp_registry_set('") + name + "')");
   PluginInit* init = CurrentPluginInit();
+  if (init != nullptr) {
+    // A plugin may not take a name that another plugin's manifest declares: otherwise a
+    // plugin earlier on the search path could capture, say, device_api.cpu by loading first.
+    const std::string declarer = PluginLoader::Global().OtherDeclarer(name, init->plugin_name);
+    if (!declarer.empty()) {
+      Fail(BP_ERR_ALREADY_EXISTS,
+           std::string("function '") + name + "' is declared by plugin '" + declarer +
+               "' in its manifest; plugin '" + init->plugin_name +
+               "' does not declare it, so it cannot register it (a plugin registers the names "
+               "its manifest \"provides\"; choose another name)");
+    }
+  }
   const std::string owner = init != nullptr ? "plugin '" + init->plugin_name + "'" : "the host";
   auto previous = Registry::Global().Set(name, func, allow_override != 0, owner);
   if (init != nullptr) init->registered.push_back({name, std::move(previous)});

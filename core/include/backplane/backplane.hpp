@@ -197,6 +197,8 @@ class Any {
   int32_t type() const { return value_.type; }
   bool is_none() const { return value_.type == BP_VALUE_NONE; }
   const bp_value_t& raw() const { return value_; }
+  // Storage a callee writes an owned result into; only for an Any that holds none.
+  bp_value_t* result_slot() { return &value_; }
   // Gives the value away with its reference.
   bp_value_t release() {
     bp_value_t v = value_;
@@ -345,9 +347,9 @@ class Function {
 
   // Calls with the raw value array.
   Any CallPacked(const bp_value_t* args, int32_t n) const {
-    bp_value_t out;
-    Check(detail::Api()->function_call(obj_.get(), args, n, &out));
-    return Any(out);
+    Any result;  // written in place: the callee's stores are read back from where they land
+    Check(detail::Api()->function_call(obj_.get(), args, n, result.result_slot()));
+    return result;
   }
 
   // Calls with typed arguments.
