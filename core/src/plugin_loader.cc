@@ -310,6 +310,7 @@ void PluginLoader::Load(PluginRecord& rec) {
 
   const std::string host_version = VersionText(BP_ABI_VERSION_MAJOR, BP_ABI_VERSION_MINOR);
   const std::string plugin_version = VersionText(info.abi_major, info.abi_minor);
+  if (info.abi_major != 0) rec.abi_version = plugin_version;  // what it said, not its manifest
   if (!thrown.empty()) {
     return fail(BP_ERR_PLUGIN, "bp_plugin_init threw a C++ exception across the C boundary (" +
                                    thrown + "); the entry point must catch and return a "
