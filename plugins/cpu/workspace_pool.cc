@@ -194,7 +194,10 @@ struct ThreadCache {
   FreeList lists[kNumThreadClasses];
 };
 
-thread_local ThreadCache* t_cache = nullptr;
+// initial-exec: a fixed offset from the thread pointer instead of a __tls_get_addr call on
+// every Alloc and Free (measured: 16 -> 11 ns per pair). It takes 8 bytes of the static TLS
+// surplus that glibc keeps for libraries loaded with dlopen.
+__attribute__((tls_model("initial-exec"))) thread_local ThreadCache* t_cache = nullptr;
 thread_local bool t_cache_gone = false;
 
 struct ThreadCacheOwner {
@@ -248,10 +251,23 @@ void Spill(FreeList* list, int cls) {
   g_shared.Put(cls, head, tail, n);
 }
 
-void* AllocSlow(size_t nbytes) {
+// Everything Alloc's fast path does not cover: the first use on a thread, an empty list,
+// classes kept only in the shared pool, and sizes past the largest class.
+__attribute__((noinline, cold)) void* AllocMiss(size_t nbytes) {
   BlockHeader* h = nullptr;
+  ThreadCache* cache = t_cache != nullptr ? t_cache : InitThreadCache();
   if (nbytes > kMaxPooledBytes) {
     h = SystemAlloc(nbytes, kDirectClass);
+  } else if (cache != nullptr && nbytes <= kMaxThreadBytes) {
+    const int cls = ClassOf(nbytes);
+    FreeList& list = cache->lists[cls];
+    h = list.head;
+    if (h != nullptr) {
+      list.head = h->next;
+      --list.count;
+    } else {
+      h = Refill(&list, cls);
+    }
   } else {
     const int cls = ClassOf(nbytes);
     h = g_shared.TakeOne(cls);
@@ -261,52 +277,19 @@ void* AllocSlow(size_t nbytes) {
   return UserPtr(h);
 }
 
-void FreeSlow(BlockHeader* h) {
-  if (h->size_class == kDirectClass) {
+// Frees what Free's fast path does not cover: a thread without a cache yet (or exiting),
+// shared-only classes and direct blocks. The header's tag was checked.
+__attribute__((noinline, cold)) void FreeMiss(void* ptr, BlockHeader* h) {
+  const uint32_t cls = h->size_class;
+  if (cls == kDirectClass) {
+    h->tag = kFreeTag;
     SystemFree(h);
     return;
   }
-  h->next = nullptr;
-  g_shared.Put(static_cast<int>(h->size_class), h, h, 1);
-}
-
-}  // namespace
-
-void* WorkspacePool::Alloc(size_t nbytes) {
-  if (nbytes <= kMaxThreadBytes) {
-    ThreadCache* cache = t_cache;
-    if (cache != nullptr || (cache = InitThreadCache()) != nullptr) {
-      const int cls = ClassOf(nbytes);
-      FreeList& list = cache->lists[cls];
-      BlockHeader* h = list.head;
-      if (h != nullptr) {
-        list.head = h->next;
-        --list.count;
-      } else {
-        h = Refill(&list, cls);
-      }
-      h->tag = kLiveTag;
-      return UserPtr(h);
-    }
-  }
-  return AllocSlow(nbytes);
-}
-
-void WorkspacePool::Free(void* ptr) {
-  if (ptr == nullptr) return;
-  // Cheap checks before reading the header: alignment, and not in the first page.
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
-  if ((addr & (kAlignment - 1)) != 0 || addr < 4096 + kHeaderSize) BadPointer(ptr, 0);
-  BlockHeader* h = HeaderOf(ptr);
-  if (h->tag != kLiveTag) BadPointer(ptr, h->tag);
-  if (h->size_class >= static_cast<uint32_t>(kNumClasses) && h->size_class != kDirectClass) {
-    BadPointer(ptr, 0);
-  }
+  if (cls >= static_cast<uint32_t>(kNumClasses)) BadPointer(ptr, 0);
   h->tag = kFreeTag;
-  const uint32_t cls = h->size_class;
   if (cls < static_cast<uint32_t>(kNumThreadClasses)) {
-    ThreadCache* cache = t_cache;
-    if (cache != nullptr || (cache = InitThreadCache()) != nullptr) {
+    if (ThreadCache* cache = t_cache != nullptr ? t_cache : InitThreadCache()) {
       FreeList& list = cache->lists[cls];
       h->next = list.head;
       list.head = h;
@@ -314,7 +297,51 @@ void WorkspacePool::Free(void* ptr) {
       return;
     }
   }
-  FreeSlow(h);
+  h->next = nullptr;
+  g_shared.Put(static_cast<int>(cls), h, h, 1);
+}
+
+}  // namespace
+
+void* WorkspacePool::Alloc(size_t nbytes) {
+  // The fast path: a thread-cached class with a free block. Everything else is out of line
+  // so this stays a handful of instructions.
+  ThreadCache* cache = t_cache;
+  if (__builtin_expect(cache != nullptr && nbytes <= kMaxThreadBytes, 1)) {
+    FreeList& list = cache->lists[ClassOf(nbytes)];
+    BlockHeader* h = list.head;
+    if (__builtin_expect(h != nullptr, 1)) {
+      list.head = h->next;
+      --list.count;
+      h->tag = kLiveTag;
+      return UserPtr(h);
+    }
+  }
+  return AllocMiss(nbytes);
+}
+
+void WorkspacePool::Free(void* ptr) {
+  // Cheap checks before reading the header: alignment, and not in the first page.
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  if (__builtin_expect((addr & (kAlignment - 1)) != 0 || addr < 4096 + kHeaderSize, 0)) {
+    if (ptr == nullptr) return;
+    BadPointer(ptr, 0);
+  }
+  BlockHeader* h = HeaderOf(ptr);
+  if (__builtin_expect(h->tag != kLiveTag, 0)) BadPointer(ptr, h->tag);
+  const uint32_t cls = h->size_class;
+  ThreadCache* cache = t_cache;
+  if (__builtin_expect(cache != nullptr && cls < static_cast<uint32_t>(kNumThreadClasses), 1)) {
+    h->tag = kFreeTag;
+    FreeList& list = cache->lists[cls];
+    h->next = list.head;
+    list.head = h;
+    if (__builtin_expect(++list.count > ThreadCap(static_cast<int>(cls)), 0)) {
+      Spill(&list, static_cast<int>(cls));
+    }
+    return;
+  }
+  FreeMiss(ptr, h);
 }
 
 uint64_t WorkspacePool::ReservedBytes() { return g_reserved_bytes.load(std::memory_order_relaxed); }
