@@ -154,9 +154,6 @@ void CheckTensor(const DLTensor* t, const char* which) {
     Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which +
                                       " is strided; only compact tensors can be copied");
   }
-  if (t->data == nullptr) {
-    Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which + " has null data");
-  }
 }
 
 void CopyOnOneAPI(const DLTensor* from, const DLTensor* to, bp_stream_t stream, DLDevice dev) {
@@ -303,6 +300,12 @@ BP_EXPORT bp_status_t bp_device_copy_data_from_to(const DLTensor* from, const DL
                                       DevName(to->device) + ": the source holds " +
                                       std::to_string(from_bytes) + " bytes but the destination " +
                                       std::to_string(to_bytes) + "; sizes must match");
+  }
+  if (from_bytes == 0) return BP_OK;  // nothing moves; an empty host vector has null data
+  if (from->data == nullptr || to->data == nullptr) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy of ") + std::to_string(from_bytes) +
+                                      " bytes: the " + (from->data == nullptr ? "source" : "destination") +
+                                      " has null data");
   }
   const bool from_cpu = from->device.device_type == kDLCPU;
   const bool to_cpu = to->device.device_type == kDLCPU;

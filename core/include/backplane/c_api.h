@@ -349,7 +349,10 @@ BP_EXPORT bp_status_t bp_tensor_get(const bp_object_t* tensor, DLTensor** out_dl
 
 /* What the core offers a plugin. Plugins never link libbackplane: they call the core
  * through this table, so one plugin binary works with every host of the same major.
- * Append-only; check struct_size before using an entry added after 1.0. */
+ * Append-only; check struct_size before using an entry added after 1.0.
+ * The first four fields (struct_size, abi_major, abi_minor, error_set) keep their place and
+ * meaning in EVERY major version, so a plugin can always read the host's version and report
+ * a mismatch through error_set. */
 typedef struct bp_host_api {
   size_t struct_size;
   uint32_t abi_major;
