@@ -34,8 +34,10 @@ bp_status_t StatusFromCurrentException() noexcept;
 bp_status_t SetError(bp_status_t kind, const std::string& message) noexcept;
 
 // Counts failures recorded on this thread, so a caller can tell whether a callee that
-// returned an error also set a message.
-uint64_t ErrorSequence() noexcept;
+// returned an error also set a message. Read around every call into a plugin, so it is a
+// plain integer in the static TLS block (`__thread`: no init guard, no TLS wrapper call).
+extern __thread uint64_t t_error_sequence __attribute__((tls_model("initial-exec")));
+inline uint64_t ErrorSequence() noexcept { return t_error_sequence; }
 
 // The message in the error slot (empty if none).
 std::string LastErrorMessage();

@@ -4,7 +4,6 @@
 // between two different devices are staged through the host.
 #include "device_api.h"
 
-#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -23,17 +22,12 @@ namespace {
 constexpr size_t kMinTableSize = offsetof(bp_device_api_t, sync_stream_from_to) +
                                  sizeof(bp_device_api_t::sync_stream_from_to);
 
+// The published tables, by device type. Constant-initialised (no guard on the hot path);
+// each entry is written once, under the manager's lock, and never changes after.
+std::atomic<const bp_device_api_t*> g_tables[BP_DEVICE_TYPE_MAX] = {};
+
 class DeviceAPIManager {
  public:
-  const bp_device_api_t& Get(int32_t type) {
-    if (type >= 0 && type < BP_DEVICE_TYPE_MAX) {
-      const bp_device_api_t* t = tables_[type].load(std::memory_order_acquire);
-      if (t != nullptr) return *t;
-    }
-    return Load(type);
-  }
-
- private:
   const bp_device_api_t& Load(int32_t type) {
     const char* name = DeviceTypeName(type);
     if (name == nullptr) {
@@ -91,20 +85,28 @@ class DeviceAPIManager {
                               "fills every entry");
     }
     std::lock_guard lock(mu_);
-    const bp_device_api_t* existing = tables_[type].load(std::memory_order_acquire);
+    const bp_device_api_t* existing = g_tables[type].load(std::memory_order_acquire);
     if (existing != nullptr) return *existing;
     const bp_device_api_t* published = copy.release();  // lives as long as the process
-    tables_[type].store(published, std::memory_order_release);
+    g_tables[type].store(published, std::memory_order_release);
     return *published;
   }
 
+ private:
   std::mutex mu_;
-  std::array<std::atomic<const bp_device_api_t*>, BP_DEVICE_TYPE_MAX> tables_{};
 };
 
 DeviceAPIManager& Manager() {
   static DeviceAPIManager* m = new DeviceAPIManager();
   return *m;
+}
+
+const bp_device_api_t& TableFor(int32_t type) {
+  if (type >= 0 && type < BP_DEVICE_TYPE_MAX) {
+    const bp_device_api_t* t = g_tables[type].load(std::memory_order_acquire);
+    if (t != nullptr) return *t;
+  }
+  return Manager().Load(type);
 }
 
 std::string DevName(DLDevice dev) {
@@ -132,7 +134,7 @@ const bp_device_api_t& ApiFor(DLDevice dev) {
   if (dev.device_id < 0) {
     Fail(BP_ERR_INVALID_ARGUMENT, "device " + DevName(dev) + ": the device id is negative");
   }
-  return Manager().Get(dev.device_type);
+  return TableFor(dev.device_type);
 }
 
 bool IsCompact(const DLTensor& t) {
@@ -168,7 +170,7 @@ void StreamSync(DLDevice dev, bp_stream_t stream) {
 
 }  // namespace
 
-const bp_device_api_t& GetDeviceAPI(int32_t device_type) { return Manager().Get(device_type); }
+const bp_device_api_t& GetDeviceAPI(int32_t device_type) { return TableFor(device_type); }
 
 size_t TensorBytes(const DLTensor& t, const char* what) {
   if (t.dtype.bits == 0 || t.dtype.lanes == 0) {

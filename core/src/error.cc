@@ -18,16 +18,16 @@ ErrorSlot& Slot() {
   return slot;
 }
 
-// Read before and after every call into a plugin, so it must be cheap: a plain integer
-// (no TLS init guard) in the static TLS block (one fs-relative load, no __tls_get_addr).
-__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_sequence = 0;
+
 
 }  // namespace
+
+__thread uint64_t t_error_sequence __attribute__((tls_model("initial-exec"))) = 0;
 
 bp_status_t SetError(bp_status_t kind, const std::string& message) noexcept {
   ErrorSlot& slot = Slot();
   slot.kind = kind;
-  ++t_sequence;
+  ++t_error_sequence;
   try {
     slot.message = message;
   } catch (...) {
@@ -35,8 +35,6 @@ bp_status_t SetError(bp_status_t kind, const std::string& message) noexcept {
   }
   return kind;
 }
-
-uint64_t ErrorSequence() noexcept { return t_sequence; }
 
 std::string LastErrorMessage() { return Slot().message; }
 
