@@ -26,6 +26,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libdlpack-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format
 )
 
 missing=()

@@ -55,17 +55,17 @@ inline std::string VersionText(uint32_t major, uint32_t minor) {
 
 // Every exported function body is wrapped in these: nothing thrown inside escapes.
 #define BP_API_BEGIN try {
-#define BP_API_END                                                 \
-  }                                                                \
-  catch (...) {                                                    \
-    return ::backplane::core::StatusFromCurrentException();        \
-  }                                                                \
+#define BP_API_END                                          \
+  }                                                         \
+  catch (...) {                                             \
+    return ::backplane::core::StatusFromCurrentException(); \
+  }                                                         \
   return BP_OK;
 
-#define BP_REQUIRE_ARG(cond, what)                                                         \
-  do {                                                                                     \
-    if (!(cond)) ::backplane::core::Fail(BP_ERR_INVALID_ARGUMENT, std::string(__func__) + \
-                                                                      ": " + (what));      \
+#define BP_REQUIRE_ARG(cond, what)                                                             \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      ::backplane::core::Fail(BP_ERR_INVALID_ARGUMENT, std::string(__func__) + ": " + (what)); \
   } while (0)
 
 #endif  // BACKPLANE_CORE_COMMON_H_

@@ -19,8 +19,8 @@ namespace backplane::core {
 namespace {
 
 // The size of a 1.0 table: the smallest a plugin may hand us.
-constexpr size_t kMinTableSize = offsetof(bp_device_api_t, sync_stream_from_to) +
-                                 sizeof(bp_device_api_t::sync_stream_from_to);
+constexpr size_t kMinTableSize =
+    offsetof(bp_device_api_t, sync_stream_from_to) + sizeof(bp_device_api_t::sync_stream_from_to);
 
 // The published tables, by device type. Constant-initialised (no guard on the hot path);
 // each entry is written once, under the manager's lock, and never changes after.
@@ -124,8 +124,8 @@ void Call(DLDevice dev, const char* entry, Fn fn, Args... args) {
     st = fn(args...);
   } catch (...) {
     StatusFromCurrentException();
-    Fail(BP_ERR_PLUGIN, DevName(dev) + " " + entry + ": threw a C++ exception (" +
-                            LastErrorMessage() + ")");
+    Fail(BP_ERR_PLUGIN,
+         DevName(dev) + " " + entry + ": threw a C++ exception (" + LastErrorMessage() + ")");
   }
   if (st != BP_OK) CheckPluginStatus(st, seq, DevName(dev) + " " + entry);
 }
@@ -153,8 +153,8 @@ void CheckTensor(const DLTensor* t, const char* which) {
     Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which + " has a bad shape");
   }
   if (!IsCompact(*t)) {
-    Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy: the ") + which +
-                                      " is strided; only compact tensors can be copied");
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         std::string("copy: the ") + which + " is strided; only compact tensors can be copied");
   }
 }
 
@@ -223,8 +223,7 @@ BP_EXPORT bp_status_t bp_device_get_attr(DLDevice dev, int32_t kind, bp_value_t*
   BP_API_END
 }
 
-BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key,
-                                             bp_value_t* out_value) {
+BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key, bp_value_t* out_value) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_value != nullptr, "out_value is null");
   BP_REQUIRE_ARG(key != nullptr, "key is null");
@@ -252,8 +251,8 @@ BP_EXPORT bp_status_t bp_device_alloc_data_space(DLDevice dev, size_t nbytes, si
                                       std::to_string(alignment) + " is not a power of two");
   }
   const bp_device_api_t& api = ApiFor(dev);
-  Call(dev, "alloc_data_space", api.alloc_data_space, api.self, dev, nbytes, alignment,
-       type_hint, out_data);
+  Call(dev, "alloc_data_space", api.alloc_data_space, api.self, dev, nbytes, alignment, type_hint,
+       out_data);
   BP_API_END
 }
 
@@ -264,8 +263,8 @@ BP_EXPORT bp_status_t bp_device_free_data_space(DLDevice dev, void* data) {
   BP_API_END
 }
 
-BP_EXPORT bp_status_t bp_device_alloc_workspace(DLDevice dev, size_t nbytes,
-                                                DLDataType type_hint, void** out_data) {
+BP_EXPORT bp_status_t bp_device_alloc_workspace(DLDevice dev, size_t nbytes, DLDataType type_hint,
+                                                void** out_data) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_data != nullptr, "out_data is null");
   const bp_device_api_t& api = ApiFor(dev);
@@ -305,9 +304,9 @@ BP_EXPORT bp_status_t bp_device_copy_data_from_to(const DLTensor* from, const DL
   }
   if (from_bytes == 0) return BP_OK;  // nothing moves; an empty host vector has null data
   if (from->data == nullptr || to->data == nullptr) {
-    Fail(BP_ERR_INVALID_ARGUMENT, std::string("copy of ") + std::to_string(from_bytes) +
-                                      " bytes: the " + (from->data == nullptr ? "source" : "destination") +
-                                      " has null data");
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         std::string("copy of ") + std::to_string(from_bytes) + " bytes: the " +
+             (from->data == nullptr ? "source" : "destination") + " has null data");
   }
   const bool from_cpu = from->device.device_type == kDLCPU;
   const bool to_cpu = to->device.device_type == kDLCPU;
@@ -358,8 +357,9 @@ BP_EXPORT bp_status_t bp_device_stream_set(DLDevice dev, bp_stream_t stream) {
   if (api.set_stream != nullptr) {
     Call(dev, "set_stream", api.set_stream, api.self, dev, stream);
   } else if (stream != nullptr) {
-    Fail(BP_ERR_UNSUPPORTED, DevName(dev) + ": its DeviceAPI has no set_stream, so only the "
-                                            "null stream can be active");
+    Fail(BP_ERR_UNSUPPORTED, DevName(dev) +
+                                 ": its DeviceAPI has no set_stream, so only the "
+                                 "null stream can be active");
   }
   BP_API_END
 }

@@ -14,12 +14,20 @@ namespace {
 class DeviceTypes {
  public:
   DeviceTypes() {
-    static const std::pair<const char*, int32_t> kDLPack[] = {
-        {"cpu", kDLCPU},           {"cuda", kDLCUDA},         {"cuda_host", kDLCUDAHost},
-        {"opencl", kDLOpenCL},     {"vulkan", kDLVulkan},     {"metal", kDLMetal},
-        {"vpi", kDLVPI},           {"rocm", kDLROCM},         {"rocm_host", kDLROCMHost},
-        {"ext_dev", kDLExtDev},    {"cuda_managed", kDLCUDAManaged}, {"oneapi", 14},
-        {"webgpu", 15},            {"hexagon", 16}};
+    static const std::pair<const char*, int32_t> kDLPack[] = {{"cpu", kDLCPU},
+                                                              {"cuda", kDLCUDA},
+                                                              {"cuda_host", kDLCUDAHost},
+                                                              {"opencl", kDLOpenCL},
+                                                              {"vulkan", kDLVulkan},
+                                                              {"metal", kDLMetal},
+                                                              {"vpi", kDLVPI},
+                                                              {"rocm", kDLROCM},
+                                                              {"rocm_host", kDLROCMHost},
+                                                              {"ext_dev", kDLExtDev},
+                                                              {"cuda_managed", kDLCUDAManaged},
+                                                              {"oneapi", 14},
+                                                              {"webgpu", 15},
+                                                              {"hexagon", 16}};
     for (const auto& [name, id] : kDLPack) Add(name, id);
   }
 
@@ -28,10 +36,10 @@ class DeviceTypes {
     auto it = ids_.find(name);
     if (it != ids_.end()) return it->second;
     if (next_ >= BP_DEVICE_TYPE_MAX) {
-      Fail(BP_ERR_OUT_OF_MEMORY, "cannot register device type '" + name + "': all " +
-                                     std::to_string(BP_DEVICE_TYPE_MAX -
-                                                    BP_DEVICE_TYPE_FIRST_DYNAMIC) +
-                                     " dynamic device type ids are taken");
+      Fail(BP_ERR_OUT_OF_MEMORY,
+           "cannot register device type '" + name + "': all " +
+               std::to_string(BP_DEVICE_TYPE_MAX - BP_DEVICE_TYPE_FIRST_DYNAMIC) +
+               " dynamic device type ids are taken");
     }
     Add(name, next_);
     return next_++;
@@ -125,8 +133,8 @@ BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_ty
   BP_REQUIRE_ARG(out_type != nullptr, "out_type is null");
   int32_t id = FindDeviceType(name);
   if (id < 0) {
-    Fail(BP_ERR_NOT_FOUND, std::string("device type '") + name + "' is not known; known: " +
-                               KnownDeviceTypes() +
+    Fail(BP_ERR_NOT_FOUND, std::string("device type '") + name +
+                               "' is not known; known: " + KnownDeviceTypes() +
                                ". A plugin registers new types; is it on the plugin path?");
   }
   *out_type = id;
@@ -138,15 +146,14 @@ BP_EXPORT bp_status_t bp_device_type_name(int32_t type, const char** out_name) {
   BP_REQUIRE_ARG(out_name != nullptr, "out_name is null");
   const char* name = DeviceTypeName(type);
   if (name == nullptr) {
-    Fail(BP_ERR_NOT_FOUND, "device type id " + std::to_string(type) + " is not known; known: " +
-                               KnownDeviceTypes());
+    Fail(BP_ERR_NOT_FOUND,
+         "device type id " + std::to_string(type) + " is not known; known: " + KnownDeviceTypes());
   }
   *out_name = name;
   BP_API_END
 }
 
-BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity,
-                                          size_t* out_count) {
+BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity, size_t* out_count) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_count != nullptr, "out_count is null");
   BP_REQUIRE_ARG(out_types != nullptr || capacity == 0, "out_types is null but capacity is not 0");

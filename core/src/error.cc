@@ -18,8 +18,6 @@ ErrorSlot& Slot() {
   return slot;
 }
 
-
-
 }  // namespace
 
 __thread uint64_t t_error_sequence __attribute__((tls_model("initial-exec"))) = 0;
@@ -88,18 +86,30 @@ BP_EXPORT bp_status_t bp_error_clear(void) {
 
 BP_EXPORT const char* bp_error_kind_name(bp_status_t kind) {
   switch (kind) {
-    case BP_OK: return "ok";
-    case BP_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case BP_ERR_NOT_FOUND: return "not found";
-    case BP_ERR_ALREADY_EXISTS: return "already exists";
-    case BP_ERR_OUT_OF_MEMORY: return "out of memory";
-    case BP_ERR_UNSUPPORTED: return "unsupported";
-    case BP_ERR_VERSION_MISMATCH: return "version mismatch";
-    case BP_ERR_PLUGIN: return "plugin error";
-    case BP_ERR_DEVICE: return "device error";
-    case BP_ERR_TYPE: return "type error";
-    case BP_ERR_INTERNAL: return "internal error";
-    default: return "unknown error kind";
+    case BP_OK:
+      return "ok";
+    case BP_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case BP_ERR_NOT_FOUND:
+      return "not found";
+    case BP_ERR_ALREADY_EXISTS:
+      return "already exists";
+    case BP_ERR_OUT_OF_MEMORY:
+      return "out of memory";
+    case BP_ERR_UNSUPPORTED:
+      return "unsupported";
+    case BP_ERR_VERSION_MISMATCH:
+      return "version mismatch";
+    case BP_ERR_PLUGIN:
+      return "plugin error";
+    case BP_ERR_DEVICE:
+      return "device error";
+    case BP_ERR_TYPE:
+      return "type error";
+    case BP_ERR_INTERNAL:
+      return "internal error";
+    default:
+      return "unknown error kind";
   }
 }
 

@@ -66,8 +66,8 @@ Manifest ReadManifest(const std::string& path) {
   m.vendor = StringField(j, "vendor", false, path);
   m.provides = StringList(j, "provides", path);
   m.device_types = StringList(j, "device_types", path);
-  if (m.name.empty() || m.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
-                            std::string::npos) {
+  if (m.name.empty() ||
+      m.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
     Bad(path, "\"name\" must be 1 or more characters of a-z, 0-9 and _");
   }
   if (m.library.empty() || m.library.find('/') != std::string::npos || m.library == "." ||

@@ -14,12 +14,18 @@ ArrayObject::~ArrayObject() {
 
 const char* ObjectTypeName(int32_t type) {
   switch (type) {
-    case BP_OBJECT_STRING: return "string";
-    case BP_OBJECT_BYTES: return "bytes";
-    case BP_OBJECT_FUNCTION: return "function";
-    case BP_OBJECT_TENSOR: return "tensor";
-    case BP_OBJECT_ARRAY: return "array";
-    default: return "unknown";
+    case BP_OBJECT_STRING:
+      return "string";
+    case BP_OBJECT_BYTES:
+      return "bytes";
+    case BP_OBJECT_FUNCTION:
+      return "function";
+    case BP_OBJECT_TENSOR:
+      return "tensor";
+    case BP_OBJECT_ARRAY:
+      return "array";
+    default:
+      return "unknown";
   }
 }
 
@@ -49,7 +55,6 @@ bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t
 }  // namespace backplane::core
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
-
 
 extern "C" {
 
@@ -123,9 +128,8 @@ BP_EXPORT bp_status_t bp_array_create(const bp_value_t* values, size_t size,
                                         " is a borrowed DLTensor*; store a tensor object instead");
     }
     if (v.type < BP_VALUE_NONE || v.type > BP_VALUE_OBJECT) {
-      Fail(BP_ERR_INVALID_ARGUMENT,
-           "bp_array_create: element " + std::to_string(i) + " has unknown type " +
-               std::to_string(v.type));
+      Fail(BP_ERR_INVALID_ARGUMENT, "bp_array_create: element " + std::to_string(i) +
+                                        " has unknown type " + std::to_string(v.type));
     }
     if (v.type == BP_VALUE_STR) {
       BP_REQUIRE_ARG(v.u.v_str != nullptr, "a string element is null");

@@ -74,14 +74,32 @@ const T& As(const bp_object_t* obj, int32_t type, const std::string& what) {
 class Ref {
  public:
   Ref() = default;
-  static Ref Adopt(bp_object_t* o) { Ref r; r.obj_ = o; return r; }
-  static Ref Share(bp_object_t* o) { if (o) o->Retain(); return Adopt(o); }
-  Ref(const Ref& o) : obj_(o.obj_) { if (obj_) obj_->Retain(); }
+  static Ref Adopt(bp_object_t* o) {
+    Ref r;
+    r.obj_ = o;
+    return r;
+  }
+  static Ref Share(bp_object_t* o) {
+    if (o) o->Retain();
+    return Adopt(o);
+  }
+  Ref(const Ref& o) : obj_(o.obj_) {
+    if (obj_) obj_->Retain();
+  }
   Ref(Ref&& o) noexcept : obj_(o.obj_) { o.obj_ = nullptr; }
-  Ref& operator=(Ref o) noexcept { std::swap(obj_, o.obj_); return *this; }
-  ~Ref() { if (obj_) obj_->Release(); }
+  Ref& operator=(Ref o) noexcept {
+    std::swap(obj_, o.obj_);
+    return *this;
+  }
+  ~Ref() {
+    if (obj_) obj_->Release();
+  }
   bp_object_t* get() const { return obj_; }
-  bp_object_t* release() { bp_object_t* o = obj_; obj_ = nullptr; return o; }
+  bp_object_t* release() {
+    bp_object_t* o = obj_;
+    obj_ = nullptr;
+    return o;
+  }
   explicit operator bool() const { return obj_ != nullptr; }
 
  private:

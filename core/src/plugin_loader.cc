@@ -53,7 +53,8 @@ std::string WorldWritable(const std::string& path, const char* what) {
   std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
   return std::string(what) + " " + path + " is world-writable (mode " + mode +
          "): anyone could replace the code it holds, so it is refused; remove write "
-         "permission for others (chmod o-w " + path + ")";
+         "permission for others (chmod o-w " +
+         path + ")";
 }
 
 std::string Canonical(const std::string& path) {
@@ -85,16 +86,21 @@ std::string DlMessage(const std::exception& e) {
 
 std::string StateName(bp_plugin_state_t s) {
   switch (s) {
-    case BP_PLUGIN_DISCOVERED: return "discovered";
-    case BP_PLUGIN_LOADED: return "loaded";
-    default: return "skipped";
+    case BP_PLUGIN_DISCOVERED:
+      return "discovered";
+    case BP_PLUGIN_LOADED:
+      return "loaded";
+    default:
+      return "skipped";
   }
 }
 
 std::string NameFromLibrary(const std::string& path) {
   std::string stem = fs::path(path).filename().string();
-  if (stem.rfind("libbackplane_", 0) == 0) stem = stem.substr(13);
-  else if (stem.rfind("lib", 0) == 0) stem = stem.substr(3);
+  if (stem.rfind("libbackplane_", 0) == 0)
+    stem = stem.substr(13);
+  else if (stem.rfind("lib", 0) == 0)
+    stem = stem.substr(3);
   auto dot = stem.find('.');
   return dot == std::string::npos ? stem : stem.substr(0, dot);
 }
@@ -286,8 +292,8 @@ void PluginLoader::Load(PluginRecord& rec) {
                                    "'; define it with the SDK's BACKPLANE_PLUGIN_ENTRY, or "
                                    "export it as extern \"C\" with default visibility");
   }
-  auto entry = lib.get<bp_status_t(const bp_host_api_t*, bp_plugin_info_t*)>(
-      BP_PLUGIN_ENTRY_SYMBOL);
+  auto entry =
+      lib.get<bp_status_t(const bp_host_api_t*, bp_plugin_info_t*)>(BP_PLUGIN_ENTRY_SYMBOL);
   rec.lib = std::move(lib);  // from here on its code may be referenced: keep it mapped
 
   bp_plugin_info_t info;
@@ -313,21 +319,23 @@ void PluginLoader::Load(PluginRecord& rec) {
   if (info.abi_major != 0) rec.abi_version = plugin_version;  // what it said, not its manifest
   if (!thrown.empty()) {
     return fail(BP_ERR_PLUGIN, "bp_plugin_init threw a C++ exception across the C boundary (" +
-                                   thrown + "); the entry point must catch and return a "
-                                            "status (the SDK's BACKPLANE_PLUGIN_ENTRY does)");
+                                   thrown +
+                                   "); the entry point must catch and return a "
+                                   "status (the SDK's BACKPLANE_PLUGIN_ENTRY does)");
   }
   if (info.abi_major != 0 && info.abi_major != BP_ABI_VERSION_MAJOR) {
     return fail(BP_ERR_VERSION_MISMATCH,
                 "the plugin speaks Backplane ABI " + plugin_version + " but this host speaks " +
-                    host_version + "; another major version is incompatible: use a build of "
-                                   "the plugin made with the Backplane " +
+                    host_version +
+                    "; another major version is incompatible: use a build of "
+                    "the plugin made with the Backplane " +
                     std::to_string(BP_ABI_VERSION_MAJOR) + ".x SDK");
   }
   if (info.abi_major == BP_ABI_VERSION_MAJOR && info.abi_minor > BP_ABI_VERSION_MINOR) {
     return fail(BP_ERR_VERSION_MISMATCH,
                 "the plugin needs Backplane ABI " + plugin_version + " but this host provides " +
-                    host_version + "; upgrade Backplane to a release with ABI " +
-                    plugin_version + " or later, or use a plugin built for " + host_version);
+                    host_version + "; upgrade Backplane to a release with ABI " + plugin_version +
+                    " or later, or use a plugin built for " + host_version);
   }
   if (st != BP_OK) {
     std::string why = message.empty() ? std::string("no message was given") : message;
@@ -409,8 +417,8 @@ void PluginLoader::LoadLibrary(const std::string& path) {
   }
   Load(*rec);
   if (rec->state == BP_PLUGIN_SKIPPED) {
-    Fail(rec->error_kind, "plugin '" + rec->name + "' (" + rec->library + ") was not loaded: " +
-                              rec->reason);
+    Fail(rec->error_kind,
+         "plugin '" + rec->name + "' (" + rec->library + ") was not loaded: " + rec->reason);
   }
 }
 
@@ -478,7 +486,9 @@ std::string PluginLoader::ToJson() {
     out["search_path"].push_back({{"path", f.path}, {"origin", f.origin}, {"status", f.status}});
   }
   out["plugins"] = nlohmann::json::array();
-  auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  auto or_null = [](const std::string& s) {
+    return s.empty() ? nlohmann::json() : nlohmann::json(s);
+  };
   for (const auto& p : plugins_) {
     out["plugins"].push_back({{"name", p->name},
                               {"library", or_null(p->library)},

@@ -96,8 +96,7 @@ void CheckName(const char* name, const char* fn) {
 
 extern "C" {
 
-BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func,
-                                      int32_t allow_override) {
+BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func, int32_t allow_override) {
   BP_API_BEGIN
   CheckName(name, "bp_registry_set");
   As<FunctionObject>(func, BP_OBJECT_FUNCTION, std::string("bp_registry_set('") + name + "')");
@@ -130,8 +129,7 @@ BP_EXPORT bp_status_t bp_registry_get(const char* name, bp_object_t** out_func) 
     std::string looked_at = PluginLoader::Global().LoadProviderOf(name);
     f = Registry::Global().Find(name);
     if (!f) {
-      Fail(BP_ERR_NOT_FOUND, std::string("function '") + name + "' is not registered" +
-                                 looked_at +
+      Fail(BP_ERR_NOT_FOUND, std::string("function '") + name + "' is not registered" + looked_at +
                                  "; run `backplane info` to list the registered functions");
     }
   }
@@ -143,8 +141,8 @@ BP_EXPORT bp_status_t bp_registry_remove(const char* name) {
   BP_API_BEGIN
   CheckName(name, "bp_registry_remove");
   if (!Registry::Global().Take(name)) {
-    Fail(BP_ERR_NOT_FOUND, std::string("bp_registry_remove: function '") + name +
-                               "' is not registered");
+    Fail(BP_ERR_NOT_FOUND,
+         std::string("bp_registry_remove: function '") + name + "' is not registered");
   }
   BP_API_END
 }

@@ -6,12 +6,12 @@
 #include <string.h>
 
 static int failures = 0;
-#define EXPECT(cond)                                              \
-  do {                                                            \
-    if (!(cond)) {                                                \
+#define EXPECT(cond)                                                      \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
       fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                 \
-    }                                                             \
+      ++failures;                                                         \
+    }                                                                     \
   } while (0)
 
 static bp_status_t add3(void* resource, const bp_value_t* args, int32_t n, bp_value_t* out) {

@@ -2,10 +2,10 @@
 // The core's DeviceAPI manager and bp_device_* defaults, driven by test-double DeviceAPI
 // tables the test registers itself (the failures here -- a short table, a missing entry, a
 // garbage attribute -- cannot be produced by a well-built plugin, so doubles stand in).
-#include <backplane/backplane.hpp>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <backplane/backplane.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -30,7 +30,8 @@ bp_status_t MinGetAttr(void*, DLDevice dev, int32_t kind, bp_value_t* out) {
 bp_status_t MinAlloc(void* self, DLDevice, size_t nbytes, size_t alignment, DLDataType,
                      void** out) {
   ++static_cast<Counters*>(self)->alloc;
-  *out = std::aligned_alloc(alignment, (nbytes + alignment - 1) / alignment * alignment + alignment);
+  *out =
+      std::aligned_alloc(alignment, (nbytes + alignment - 1) / alignment * alignment + alignment);
   return BP_OK;
 }
 bp_status_t MinFree(void* self, DLDevice, void* p) {
@@ -173,8 +174,9 @@ TEST(DeviceAPI, UnknownTypeAndMissingPluginNameTheType) {
   EXPECT_NE(Message().find("BACKPLANE_PLUGIN_PATH"), std::string::npos);
   bp_object_t* t = nullptr;
   const int64_t shape[] = {4};
-  EXPECT_EQ(bp_tensor_empty(1, shape, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
-            BP_ERR_NOT_FOUND);
+  EXPECT_EQ(
+      bp_tensor_empty(1, shape, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
+      BP_ERR_NOT_FOUND);
 }
 
 TEST(DeviceAPI, CopyChecksSizesAndLayout) {
@@ -206,7 +208,8 @@ TEST(DeviceAPI, CopyBetweenTwoDeviceTypesIsStagedThroughTheHost) {
   std::uniform_real_distribution<float> dist(-100, 100);
   std::vector<float> data(1031);
   for (auto& x : data) x = dist(rng);
-  auto a = bp::Tensor::Empty({1031}, bp::Float32(), bp::Device(DLDevice{static_cast<DLDeviceType>(ida), 0}));
+  auto a = bp::Tensor::Empty({1031}, bp::Float32(),
+                             bp::Device(DLDevice{static_cast<DLDeviceType>(ida), 0}));
   a.CopyFrom(data);
   auto b = a.CopyTo(bp::Device(DLDevice{static_cast<DLDeviceType>(idb), 0}));
   EXPECT_EQ(b.ToVector<float>(), data);
@@ -219,7 +222,8 @@ TEST(DeviceAPI, TensorFreesItsDataSpace) {
   static bp_device_api_t table = MinimalTable(&c);
   const int32_t id = Install("td_tensor_free", &table);
   {
-    auto t = bp::Tensor::Empty({2, 3, 5}, bp::MakeDType(kDLInt, 16), bp::Device(DLDevice{static_cast<DLDeviceType>(id), 0}));
+    auto t = bp::Tensor::Empty({2, 3, 5}, bp::MakeDType(kDLInt, 16),
+                               bp::Device(DLDevice{static_cast<DLDeviceType>(id), 0}));
     EXPECT_EQ(t.NumBytes(), 60u);
     EXPECT_EQ(c.alloc.load(), 1);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(t.dl()->data) % 64, 0u);
@@ -227,8 +231,9 @@ TEST(DeviceAPI, TensorFreesItsDataSpace) {
   EXPECT_EQ(c.free.load(), 1);
   bp_object_t* t = nullptr;
   const int64_t negative[] = {2, -1};
-  EXPECT_EQ(bp_tensor_empty(2, negative, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
-            BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      bp_tensor_empty(2, negative, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
+      BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(Message().find("dimension 1 is negative"), std::string::npos);
   const int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};
   EXPECT_EQ(bp_tensor_empty(2, huge, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Objects, values and packed functions through the C ABI and the C++ host API.
-#include <backplane/backplane.hpp>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <backplane/backplane.hpp>
 #include <random>
 #include <stdexcept>
 #include <string>

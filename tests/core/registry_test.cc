@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The global function registry and the device-type registry.
-#include <backplane/backplane.hpp>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <backplane/backplane.hpp>
 #include <random>
 #include <set>
 #include <thread>

@@ -180,7 +180,10 @@ inline std::string ValueAsString(const bp_value_t& v) {
 // An owned value: a result or an attribute. Releases an object it holds.
 class Any {
  public:
-  Any() { value_.type = BP_VALUE_NONE; value_.u.v_int64 = 0; }
+  Any() {
+    value_.type = BP_VALUE_NONE;
+    value_.u.v_int64 = 0;
+  }
   // Adopts a value whose object reference (if any) is owned.
   explicit Any(const bp_value_t& owned) : value_(owned) {}
   Any(const Any& other) : value_(other.value_) {
@@ -217,17 +220,22 @@ class Any {
   // A readable rendering: "—" for none, numbers and strings as they are.
   std::string ToString() const {
     switch (value_.type) {
-      case BP_VALUE_NONE: return "\xE2\x80\x94";
-      case BP_VALUE_INT: return std::to_string(value_.u.v_int64);
-      case BP_VALUE_FLOAT: return std::to_string(value_.u.v_float64);
-      case BP_VALUE_STR: return value_.u.v_str;
+      case BP_VALUE_NONE:
+        return "\xE2\x80\x94";
+      case BP_VALUE_INT:
+        return std::to_string(value_.u.v_int64);
+      case BP_VALUE_FLOAT:
+        return std::to_string(value_.u.v_float64);
+      case BP_VALUE_STR:
+        return value_.u.v_str;
       case BP_VALUE_OBJECT:
-        return detail::ObjectTypeOf(value_) == BP_OBJECT_STRING ? GetString(value_.u.v_obj) : "<object>";
-      default: return "<" + TypeName() + ">";
+        return detail::ObjectTypeOf(value_) == BP_OBJECT_STRING ? GetString(value_.u.v_obj)
+                                                                : "<object>";
+      default:
+        return "<" + TypeName() + ">";
     }
   }
   std::string TypeName() const { return detail::ValueTypeName(value_); }
-
 
  private:
   bp_value_t value_;
@@ -295,8 +303,9 @@ class PackedArgs {
   int32_t size() const { return n_; }
   const bp_value_t& operator[](int32_t i) const {
     if (i < 0 || i >= n_) {
-      throw Error(BP_ERR_INVALID_ARGUMENT, "argument " + std::to_string(i) + " requested but only " +
-                                               std::to_string(n_) + " were passed");
+      throw Error(BP_ERR_INVALID_ARGUMENT, "argument " + std::to_string(i) +
+                                               " requested but only " + std::to_string(n_) +
+                                               " were passed");
     }
     return args_[i];
   }
@@ -385,7 +394,9 @@ struct Registry {
     }
     return Function(ObjectRef::Adopt(out));
   }
-  static void Remove(const std::string& name) { Check(detail::Api()->registry_remove(name.c_str())); }
+  static void Remove(const std::string& name) {
+    Check(detail::Api()->registry_remove(name.c_str()));
+  }
   static std::vector<std::string> List() {
     bp_object_t* out = nullptr;
     Check(detail::Api()->registry_list(&out));
@@ -412,7 +423,8 @@ struct Device {
 
   Device() = default;
   explicit Device(DLDevice d) : dl(d) {}
-  Device(const std::string& type_name, int32_t id) : dl{static_cast<DLDeviceType>(DeviceTypeFromName(type_name)), id} {}
+  Device(const std::string& type_name, int32_t id)
+      : dl{static_cast<DLDeviceType>(DeviceTypeFromName(type_name)), id} {}
   // "cpu", "cpu:1", "opencl:0".
   static Device Parse(const std::string& text) {
     auto colon = text.find(':');
@@ -421,7 +433,9 @@ struct Device {
     if (colon != std::string::npos) {
       const std::string digits = text.substr(colon + 1);
       if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "device '" + text + "': expected NAME or NAME:ID with a decimal ID, e.g. cpu:0");
+        throw Error(
+            BP_ERR_INVALID_ARGUMENT,
+            "device '" + text + "': expected NAME or NAME:ID with a decimal ID, e.g. cpu:0");
       }
       id = std::stoi(digits);
     }
@@ -429,7 +443,9 @@ struct Device {
   }
   std::string TypeName() const { return DeviceTypeName(dl.device_type); }
   std::string ToString() const { return TypeName() + ":" + std::to_string(dl.device_id); }
-  bool operator==(const Device& o) const { return dl.device_type == o.dl.device_type && dl.device_id == o.dl.device_id; }
+  bool operator==(const Device& o) const {
+    return dl.device_type == o.dl.device_type && dl.device_id == o.dl.device_id;
+  }
 };
 
 inline DLDataType MakeDType(uint8_t code, uint8_t bits, uint16_t lanes = 1) {
@@ -447,10 +463,16 @@ inline DLDataType UInt8() { return MakeDType(kDLUInt, 8); }
 class Stream {
  public:
   Stream() = default;
-  explicit Stream(Device dev) : dev_(dev) { Check(detail::Api()->device_stream_create(dev.dl, &handle_)); owned_ = true; }
+  explicit Stream(Device dev) : dev_(dev) {
+    Check(detail::Api()->device_stream_create(dev.dl, &handle_));
+    owned_ = true;
+  }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
-  Stream(Stream&& o) noexcept : dev_(o.dev_), handle_(std::exchange(o.handle_, nullptr)), owned_(std::exchange(o.owned_, false)) {}
+  Stream(Stream&& o) noexcept
+      : dev_(o.dev_),
+        handle_(std::exchange(o.handle_, nullptr)),
+        owned_(std::exchange(o.owned_, false)) {}
   Stream& operator=(Stream&& o) noexcept {
     if (this != &o) {
       Reset();
@@ -523,7 +545,9 @@ class DeviceAPI {
     return p;
   }
   void FreeWorkspace(void* p) const { Check(detail::Api()->device_free_workspace(dev_.dl, p)); }
-  void StreamSync(bp_stream_t s = nullptr) const { Check(detail::Api()->device_stream_sync(dev_.dl, s)); }
+  void StreamSync(bp_stream_t s = nullptr) const {
+    Check(detail::Api()->device_stream_sync(dev_.dl, s));
+  }
 
  private:
   DeviceAPI(Device dev, const bp_device_api_t* table) : dev_(dev), table_(table) {}
@@ -546,13 +570,16 @@ class Tensor {
   // Allocates a compact tensor on `dev`.
   static Tensor Empty(const std::vector<int64_t>& shape, DLDataType dtype, Device dev) {
     bp_object_t* out = nullptr;
-    Check(detail::Api()->tensor_empty(static_cast<int32_t>(shape.size()), shape.data(), dtype, dev.dl, &out));
+    Check(detail::Api()->tensor_empty(static_cast<int32_t>(shape.size()), shape.data(), dtype,
+                                      dev.dl, &out));
     return Tensor(ObjectRef::Adopt(out));
   }
   DLTensor* dl() const { return dl_; }
   Device device() const { return Device(dl_->device); }
   DLDataType dtype() const { return dl_->dtype; }
-  std::vector<int64_t> shape() const { return std::vector<int64_t>(dl_->shape, dl_->shape + dl_->ndim); }
+  std::vector<int64_t> shape() const {
+    return std::vector<int64_t>(dl_->shape, dl_->shape + dl_->ndim);
+  }
   size_t NumElements() const {
     size_t n = 1;
     for (int i = 0; i < dl_->ndim; ++i) n *= static_cast<size_t>(dl_->shape[i]);
@@ -575,7 +602,9 @@ class Tensor {
     Check(detail::Api()->device_stream_sync(dl_->device, stream));
   }
   template <typename T>
-  void CopyFrom(const std::vector<T>& host) const { CopyFromBytes(host.data(), host.size() * sizeof(T)); }
+  void CopyFrom(const std::vector<T>& host) const {
+    CopyFromBytes(host.data(), host.size() * sizeof(T));
+  }
   template <typename T>
   std::vector<T> ToVector() const {
     std::vector<T> out(NumBytes() / sizeof(T));
@@ -595,9 +624,10 @@ class Tensor {
  private:
   void CheckBytes(size_t nbytes) const {
     if (nbytes != NumBytes()) {
-      throw Error(BP_ERR_INVALID_ARGUMENT, "tensor copy: host buffer has " + std::to_string(nbytes) +
-                                               " bytes but the tensor holds " + std::to_string(NumBytes()) +
-                                               "; pass a buffer of exactly the tensor's size");
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "tensor copy: host buffer has " + std::to_string(nbytes) +
+                      " bytes but the tensor holds " + std::to_string(NumBytes()) +
+                      "; pass a buffer of exactly the tensor's size");
     }
   }
   DLTensor HostView(void* data) const {

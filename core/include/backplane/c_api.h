@@ -163,8 +163,7 @@ BP_EXPORT bp_status_t bp_array_create(const bp_value_t* values, size_t size,
                                       bp_object_t** out_array);
 BP_EXPORT bp_status_t bp_array_size(const bp_object_t* array, size_t* out_size);
 /* Element `index`; an object element is borrowed from the array. */
-BP_EXPORT bp_status_t bp_array_get(const bp_object_t* array, size_t index,
-                                   bp_value_t* out_value);
+BP_EXPORT bp_status_t bp_array_get(const bp_object_t* array, size_t index, bp_value_t* out_value);
 
 /* ---------------------------------------------------------------------------------------
  * Functions (the seed's PackedFunc) and the global function registry
@@ -222,8 +221,7 @@ BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_ty
 /* The name of a known id (borrowed, valid for the life of the process). */
 BP_EXPORT bp_status_t bp_device_type_name(int32_t type, const char** out_name);
 /* Every known device type: writes up to `capacity` ids and the total count. */
-BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity,
-                                          size_t* out_count);
+BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity, size_t* out_count);
 
 /* ---------------------------------------------------------------------------------------
  * DeviceAPI: the table a plugin provides for a device type (the seed's DeviceAPI class)
@@ -231,24 +229,24 @@ BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity,
 
 /* Attribute kinds for get_attr: every kind TVM's DeviceAttrKind has, same numbers. */
 typedef enum {
-  BP_ATTR_EXIST = 0,                    /* int: 1 if the device exists */
-  BP_ATTR_MAX_THREADS_PER_BLOCK = 1,    /* int */
-  BP_ATTR_WARP_SIZE = 2,                /* int */
+  BP_ATTR_EXIST = 0,                       /* int: 1 if the device exists */
+  BP_ATTR_MAX_THREADS_PER_BLOCK = 1,       /* int */
+  BP_ATTR_WARP_SIZE = 2,                   /* int */
   BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK = 3, /* int: bytes */
-  BP_ATTR_COMPUTE_VERSION = 4,          /* string: "9.0" */
-  BP_ATTR_DEVICE_NAME = 5,              /* string */
-  BP_ATTR_MAX_CLOCK_RATE = 6,           /* int: kHz */
-  BP_ATTR_MULTI_PROCESSOR_COUNT = 7,    /* int */
-  BP_ATTR_MAX_THREAD_DIMENSIONS = 8,    /* string: "[1024, 1024, 64]" */
-  BP_ATTR_MAX_REGISTERS_PER_BLOCK = 9,  /* int */
-  BP_ATTR_GCN_ARCH = 10,                /* string */
-  BP_ATTR_API_VERSION = 11,             /* int or string */
-  BP_ATTR_DRIVER_VERSION = 12,          /* string */
-  BP_ATTR_L2_CACHE_SIZE_BYTES = 13,     /* int */
-  BP_ATTR_TOTAL_GLOBAL_MEMORY = 14,     /* int: bytes */
-  BP_ATTR_AVAILABLE_GLOBAL_MEMORY = 15, /* int: bytes */
-  BP_ATTR_IMAGE_PITCH_ALIGNMENT = 16,   /* int: bytes */
-  BP_ATTR_COUNT = 17                    /* number of kinds; grows with the minor version */
+  BP_ATTR_COMPUTE_VERSION = 4,             /* string: "9.0" */
+  BP_ATTR_DEVICE_NAME = 5,                 /* string */
+  BP_ATTR_MAX_CLOCK_RATE = 6,              /* int: kHz */
+  BP_ATTR_MULTI_PROCESSOR_COUNT = 7,       /* int */
+  BP_ATTR_MAX_THREAD_DIMENSIONS = 8,       /* string: "[1024, 1024, 64]" */
+  BP_ATTR_MAX_REGISTERS_PER_BLOCK = 9,     /* int */
+  BP_ATTR_GCN_ARCH = 10,                   /* string */
+  BP_ATTR_API_VERSION = 11,                /* int or string */
+  BP_ATTR_DRIVER_VERSION = 12,             /* string */
+  BP_ATTR_L2_CACHE_SIZE_BYTES = 13,        /* int */
+  BP_ATTR_TOTAL_GLOBAL_MEMORY = 14,        /* int: bytes */
+  BP_ATTR_AVAILABLE_GLOBAL_MEMORY = 15,    /* int: bytes */
+  BP_ATTR_IMAGE_PITCH_ALIGNMENT = 16,      /* int: bytes */
+  BP_ATTR_COUNT = 17                       /* number of kinds; grows with the minor version */
 } bp_device_attr_kind_t;
 
 /* A stream handle, opaque to everyone but its DeviceAPI. NULL is the device's default
@@ -311,14 +309,13 @@ BP_EXPORT bp_status_t bp_device_api_get(int32_t device_type, const bp_device_api
 /* Core entry points over the DeviceAPI tables, with the seed's defaults applied and the
  * arguments checked. Host applications and generated code use these. */
 BP_EXPORT bp_status_t bp_device_get_attr(DLDevice dev, int32_t kind, bp_value_t* out_value);
-BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key,
-                                             bp_value_t* out_value);
+BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key, bp_value_t* out_value);
 BP_EXPORT bp_status_t bp_device_set(DLDevice dev);
 BP_EXPORT bp_status_t bp_device_alloc_data_space(DLDevice dev, size_t nbytes, size_t alignment,
                                                  DLDataType type_hint, void** out_data);
 BP_EXPORT bp_status_t bp_device_free_data_space(DLDevice dev, void* data);
-BP_EXPORT bp_status_t bp_device_alloc_workspace(DLDevice dev, size_t nbytes,
-                                                DLDataType type_hint, void** out_data);
+BP_EXPORT bp_status_t bp_device_alloc_workspace(DLDevice dev, size_t nbytes, DLDataType type_hint,
+                                                void** out_data);
 BP_EXPORT bp_status_t bp_device_free_workspace(DLDevice dev, void* data);
 /* Copies between any two devices. Shapes may differ but byte sizes must match; both
  * tensors must be compact. Between two different non-CPU devices the core stages through
@@ -330,8 +327,7 @@ BP_EXPORT bp_status_t bp_device_stream_create(DLDevice dev, bp_stream_t* out_str
 BP_EXPORT bp_status_t bp_device_stream_free(DLDevice dev, bp_stream_t stream);
 BP_EXPORT bp_status_t bp_device_stream_set(DLDevice dev, bp_stream_t stream);
 BP_EXPORT bp_status_t bp_device_stream_sync(DLDevice dev, bp_stream_t stream);
-BP_EXPORT bp_status_t bp_device_sync_stream_from_to(DLDevice dev, bp_stream_t src,
-                                                    bp_stream_t dst);
+BP_EXPORT bp_status_t bp_device_sync_stream_from_to(DLDevice dev, bp_stream_t src, bp_stream_t dst);
 
 /* ---------------------------------------------------------------------------------------
  * Tensors: refcounted DLTensors that own their data space
@@ -375,10 +371,9 @@ typedef struct bp_host_api {
   bp_status_t (*array_get)(const bp_object_t* array, size_t index, bp_value_t* out_value);
 
   bp_status_t (*function_create)(bp_packed_fn_t body, void* resource,
-                                 void (*resource_deleter)(void* resource),
-                                 bp_object_t** out_func);
-  bp_status_t (*function_call)(const bp_object_t* func, const bp_value_t* args,
-                               int32_t num_args, bp_value_t* out_result);
+                                 void (*resource_deleter)(void* resource), bp_object_t** out_func);
+  bp_status_t (*function_call)(const bp_object_t* func, const bp_value_t* args, int32_t num_args,
+                               bp_value_t* out_result);
   bp_status_t (*registry_set)(const char* name, bp_object_t* func, int32_t allow_override);
   bp_status_t (*registry_get)(const char* name, bp_object_t** out_func);
   bp_status_t (*registry_remove)(const char* name);
@@ -420,11 +415,11 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void);
  * is loaded (string literals are the norm). */
 typedef struct bp_plugin_info {
   size_t struct_size;
-  uint32_t abi_major;    /* the ABI major the plugin speaks */
-  uint32_t abi_minor;    /* the lowest host minor the plugin needs */
-  const char* name;      /* the plugin's name, as in its manifest */
-  const char* version;   /* the plugin's own version, free form */
-  const char* vendor;    /* optional */
+  uint32_t abi_major;  /* the ABI major the plugin speaks */
+  uint32_t abi_minor;  /* the lowest host minor the plugin needs */
+  const char* name;    /* the plugin's name, as in its manifest */
+  const char* version; /* the plugin's own version, free form */
+  const char* vendor;  /* optional */
 } bp_plugin_info_t;
 
 /* The one symbol a plugin exports. The host fills `host` and offers its version in it;

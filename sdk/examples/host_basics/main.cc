@@ -2,7 +2,6 @@
 // The host-app guide's example (docs/host-guide.md), built and run by the tests: find the
 // plugins, list devices, move random data through a device and back, and handle errors.
 #include <backplane/backplane.hpp>
-
 #include <cstdio>
 #include <random>
 #include <vector>
