@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -640,6 +641,106 @@ class Tensor {
   }
   ObjectRef obj_;
   DLTensor* dl_ = nullptr;
+};
+
+// An immutable Target: the kind and attributes of the device code will run on (the seed's
+// Target). Parse accepts JSON, a kind name, a tag, or "kind -key=value -flag".
+class Target {
+ public:
+  Target() = default;
+  explicit Target(ObjectRef obj) : obj_(std::move(obj)) {}
+
+  static Target Parse(const std::string& text) {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->target_parse(text.c_str(), &out));
+    return Target(ObjectRef::Adopt(out));
+  }
+  // A Target whose attributes come from the device (the only place a device is queried).
+  static Target FromDevice(Device dev, const std::string& kind = "") {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->target_from_device(dev.dl, kind.empty() ? nullptr : kind.c_str(), &out));
+    return Target(ObjectRef::Adopt(out));
+  }
+
+  std::string Kind() const {
+    const char* kind = nullptr;
+    Check(detail::Api()->target_kind(obj_.get(), &kind));
+    return kind;
+  }
+  // Canonical JSON: keys sorted, defaults included; Parse(ToJson()) == *this.
+  std::string ToJson() const {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->target_to_json(obj_.get(), &out));
+    return GetString(ObjectRef::Adopt(out).get());
+  }
+  bool operator==(const Target& other) const { return ToJson() == other.ToJson(); }
+  bool operator!=(const Target& other) const { return !(*this == other); }
+
+  // The attribute as T (bool, int64_t, double, std::string, std::vector<int64_t>,
+  // std::vector<std::string>, or Target for "host"), or nullopt if the Target lacks it.
+  // Throws for a name the kind does not declare or a T that does not fit the type.
+  template <typename T>
+  std::optional<T> GetAttr(const std::string& name) const {
+    bp_value_t raw;
+    Check(detail::Api()->target_get_attr(obj_.get(), name.c_str(), &raw));
+    Any v(raw);
+    if (v.is_none()) return std::nullopt;
+    if constexpr (std::is_same_v<T, bool>) {
+      return v.AsInt() != 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(v.AsInt());
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<T>(v.AsFloat());
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      return v.AsString();
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      return GetStringArray(v.AsObject().get());
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      ObjectRef arr = v.AsObject();
+      size_t n = 0;
+      Check(detail::Api()->array_size(arr.get(), &n));
+      std::vector<int64_t> out(n);
+      for (size_t i = 0; i < n; ++i) {
+        bp_value_t e;
+        Check(detail::Api()->array_get(arr.get(), i, &e));
+        out[i] = detail::ValueAsInt(e);
+      }
+      return out;
+    } else if constexpr (std::is_same_v<T, Target>) {
+      return Target(v.AsObject());
+    } else {
+      static_assert(sizeof(T) == 0, "no conversion of a target attribute to this type");
+    }
+  }
+  // The attribute, or `fallback` if the Target lacks it.
+  template <typename T>
+  T GetAttr(const std::string& name, T fallback) const {
+    std::optional<T> v = GetAttr<T>(name);
+    return v ? *v : fallback;
+  }
+  std::vector<std::string> Keys() const {
+    return GetAttr<std::vector<std::string>>("keys").value_or(std::vector<std::string>{});
+  }
+  std::optional<Target> Host() const { return GetAttr<Target>("host"); }
+
+  const ObjectRef& object() const { return obj_; }
+  explicit operator bool() const { return static_cast<bool>(obj_); }
+
+ private:
+  ObjectRef obj_;
+};
+
+// The TargetKind and tag registries.
+struct TargetKinds {
+  // Every kind with its schema, and every tag, as JSON (see bp_target_kinds_describe).
+  static std::string Describe() {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->target_kinds_describe(&out));
+    return GetString(ObjectRef::Adopt(out).get());
+  }
+  static void RegisterTag(const std::string& tag, const std::string& target_text) {
+    Check(detail::Api()->target_tag_register(tag.c_str(), target_text.c_str()));
+  }
 };
 
 }  // namespace backplane

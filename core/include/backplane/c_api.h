@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 0
+#define BP_ABI_VERSION_MINOR 1
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -100,7 +100,8 @@ typedef enum {
   BP_OBJECT_BYTES = 2,    /* immutable byte buffer */
   BP_OBJECT_FUNCTION = 3, /* a packed function */
   BP_OBJECT_TENSOR = 4,   /* a DLTensor whose data space it owns */
-  BP_OBJECT_ARRAY = 5     /* an immutable array of bp_value_t */
+  BP_OBJECT_ARRAY = 5,    /* an immutable array of bp_value_t */
+  BP_OBJECT_TARGET = 6    /* an immutable Target (since 1.1) */
 } bp_object_type_t;
 
 /* Adds a reference. A null object is ignored. */
@@ -340,6 +341,97 @@ BP_EXPORT bp_status_t bp_tensor_empty(int32_t ndim, const int64_t* shape, DLData
 BP_EXPORT bp_status_t bp_tensor_get(const bp_object_t* tensor, DLTensor** out_dltensor);
 
 /* ---------------------------------------------------------------------------------------
+ * Targets (since 1.1): TargetKinds with attribute schemas, tags, Target objects
+ * ------------------------------------------------------------------------------------- */
+
+/* The type of a target attribute. Values cross the ABI as JSON text: bool is true/false,
+ * int a JSON integer, float a JSON number, string a JSON string, the arrays JSON arrays of
+ * integers or strings, and a map any JSON object. */
+typedef enum {
+  BP_TARGET_ATTR_BOOL = 1,
+  BP_TARGET_ATTR_INT = 2,
+  BP_TARGET_ATTR_FLOAT = 3,
+  BP_TARGET_ATTR_STRING = 4,
+  BP_TARGET_ATTR_INT_ARRAY = 5,
+  BP_TARGET_ATTR_STRING_ARRAY = 6,
+  BP_TARGET_ATTR_MAP = 7
+} bp_target_attr_type_t;
+
+/* One attribute of a kind's schema. Growable. */
+typedef struct bp_target_attr_def {
+  size_t struct_size;
+  const char* name;         /* [a-z0-9_-]+, e.g. "max_num_threads", "num-cores" */
+  int32_t type;             /* bp_target_attr_type_t */
+  int32_t device_attr;      /* a bp_device_attr_kind_t that FromDevice reads it from, or -1 */
+  const char* default_json; /* optional: the default as JSON text; NULL = no default */
+  const char* doc;          /* optional: one line for `backplane target --list` */
+} bp_target_attr_def_t;
+
+/* A kind's canonicalizer (the seed's attrs preprocessor). It receives the parsed attributes
+ * as a JSON object (defaults filled, types checked) and `device`: the device FromDevice is
+ * reading, or NULL when the Target is not built from a device. It returns the final
+ * attributes as a JSON object in a string object (owned), or fails with a message naming
+ * the attribute. Only here may a kind query the device (through the host table). The core
+ * type-checks the result against the schema again. */
+typedef bp_status_t (*bp_target_canonicalizer_t)(void* self, const char* attrs_json,
+                                                 const DLDevice* device,
+                                                 bp_object_t** out_attrs_json);
+
+/* A TargetKind. Growable. Everything is copied at registration. */
+typedef struct bp_target_kind_def {
+  size_t struct_size;
+  const char* name;                 /* [a-z0-9_]+, e.g. "cuda" */
+  const char* device_type;          /* the device type it runs on, by name, e.g. "cpu" */
+  const char* const* default_keys;  /* e.g. {"cuda", "gpu"} */
+  size_t num_default_keys;
+  const bp_target_attr_def_t* attrs;
+  size_t num_attrs;
+  bp_target_canonicalizer_t canonicalize; /* optional */
+  void* canonicalize_self;
+} bp_target_kind_def_t;
+
+/* Registers a kind. A name registered before is BP_ERR_ALREADY_EXISTS naming both owners.
+ * Every Target also has the common attributes "keys" (string array), "tag" (string), "host"
+ * (a nested Target) and "from_device" (int: the device id it was built from, -1 if not);
+ * a kind must not declare them. */
+BP_EXPORT bp_status_t bp_target_kind_register(const bp_target_kind_def_t* def);
+
+/* Every kind with its device type, keys and schema, and every tag, as one JSON document in
+ * a string object (owned): {"kinds": [...], "tags": {...}}. */
+BP_EXPORT bp_status_t bp_target_kinds_describe(bp_object_t** out_json);
+
+/* Registers a tag: a name ("nvidia/h100") for a Target configuration given in any form
+ * bp_target_parse accepts. It is parsed (and checked) on registration. */
+BP_EXPORT bp_status_t bp_target_tag_register(const char* tag, const char* target_text);
+
+/* Parses a Target (owned) from any of: a JSON object ({"kind": "cuda", "arch": "sm_90"}), a
+ * kind name ("cuda"), a tag ("nvidia/h100"), or "kind -key=value -flag" (values may be
+ * quoted; commas separate array elements; -flag means true). Defaults are filled and the
+ * kind's canonicalizer runs. An unknown kind or attribute, a wrong type or a bad value is
+ * BP_ERR_INVALID_ARGUMENT naming it, the expected type, and the nearest valid names. */
+BP_EXPORT bp_status_t bp_target_parse(const char* text, bp_object_t** out_target);
+
+/* A Target (owned) for `dev`: the kind whose device type is the device's (`kind` chooses
+ * when several are; NULL picks the first registered), with every attribute that names a
+ * device_attr read from the device, then the canonicalizer with the device. */
+BP_EXPORT bp_status_t bp_target_from_device(DLDevice dev, const char* kind,
+                                            bp_object_t** out_target);
+
+/* The canonical JSON of a Target (string object, owned): keys sorted, defaults included;
+ * parsing it gives an equal Target. */
+BP_EXPORT bp_status_t bp_target_to_json(const bp_object_t* target, bp_object_t** out_json);
+
+/* The Target's kind name (borrowed from the Target). */
+BP_EXPORT bp_status_t bp_target_kind(const bp_object_t* target, const char** out_kind);
+
+/* An attribute: bool and int as BP_VALUE_INT, float as BP_VALUE_FLOAT, string as a string
+ * object, arrays as an array object, a map as a string object holding its JSON, "host" as a
+ * Target object (objects owned). An attribute the Target does not have is BP_VALUE_NONE; a
+ * name the kind does not declare is BP_ERR_INVALID_ARGUMENT naming the nearest names. */
+BP_EXPORT bp_status_t bp_target_get_attr(const bp_object_t* target, const char* name,
+                                         bp_value_t* out_value);
+
+/* ---------------------------------------------------------------------------------------
  * Plugins
  * ------------------------------------------------------------------------------------- */
 
@@ -404,6 +496,17 @@ typedef struct bp_host_api {
   bp_status_t (*tensor_empty)(int32_t ndim, const int64_t* shape, DLDataType dtype, DLDevice dev,
                               bp_object_t** out_tensor);
   bp_status_t (*tensor_get)(const bp_object_t* tensor, DLTensor** out_dltensor);
+
+  /* Since 1.1. */
+  bp_status_t (*target_kind_register)(const bp_target_kind_def_t* def);
+  bp_status_t (*target_kinds_describe)(bp_object_t** out_json);
+  bp_status_t (*target_tag_register)(const char* tag, const char* target_text);
+  bp_status_t (*target_parse)(const char* text, bp_object_t** out_target);
+  bp_status_t (*target_from_device)(DLDevice dev, const char* kind, bp_object_t** out_target);
+  bp_status_t (*target_to_json)(const bp_object_t* target, bp_object_t** out_json);
+  bp_status_t (*target_kind)(const bp_object_t* target, const char** out_kind);
+  bp_status_t (*target_get_attr)(const bp_object_t* target, const char* name,
+                                 bp_value_t* out_value);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the
