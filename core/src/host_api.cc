@@ -53,6 +53,14 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .device_sync_stream_from_to = bp_device_sync_stream_from_to,
       .tensor_empty = bp_tensor_empty,
       .tensor_get = bp_tensor_get,
+      .target_kind_register = bp_target_kind_register,
+      .target_kinds_describe = bp_target_kinds_describe,
+      .target_tag_register = bp_target_tag_register,
+      .target_parse = bp_target_parse,
+      .target_from_device = bp_target_from_device,
+      .target_to_json = bp_target_to_json,
+      .target_kind = bp_target_kind,
+      .target_get_attr = bp_target_get_attr,
   };
   return &kTable;
 }

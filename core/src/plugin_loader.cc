@@ -109,6 +109,11 @@ std::string NameFromLibrary(const std::string& path) {
 
 PluginInit* CurrentPluginInit() { return t_current_init; }
 
+std::string CurrentOwner() {
+  return t_current_init != nullptr ? "plugin '" + t_current_init->plugin_name + "'"
+                                   : std::string("the host");
+}
+
 PluginLoader& PluginLoader::Global() {
   // Never destroyed: loaded plugins stay mapped until the process ends, since objects and
   // threads they created may still run their code during static destruction.
@@ -266,9 +271,10 @@ PluginRecord* PluginLoader::FindByLibrary(const std::string& canonical_library) 
 void PluginLoader::Load(PluginRecord& rec) {
   if (rec.state != BP_PLUGIN_DISCOVERED || rec.loading) return;
   rec.loading = true;
-  PluginInit init{rec.name, {}};
+  PluginInit init{rec.name, {}, {}};
   auto fail = [&](bp_status_t kind, const std::string& reason) {
     // Undo every registration the plugin made, newest first.
+    for (auto it = init.undo.rbegin(); it != init.undo.rend(); ++it) (*it)();
     for (auto it = init.registered.rbegin(); it != init.registered.rend(); ++it) {
       Registry::Global().Restore(it->first, std::move(it->second));
     }
@@ -463,6 +469,20 @@ std::string PluginLoader::OtherDeclarer(const std::string& name, const std::stri
     }
   }
   return other;
+}
+
+void PluginLoader::LoadAllDeclaring(const std::string& prefix) {
+  std::lock_guard lock(mu_);
+  if (!discovered_) DiscoverLocked();
+  for (size_t i = 0; i < plugins_.size(); ++i) {
+    PluginRecord& p = *plugins_[i];
+    for (const auto& name : p.provides) {
+      if (name.rfind(prefix, 0) == 0) {
+        Load(p);
+        break;
+      }
+    }
+  }
 }
 
 std::vector<std::string> PluginLoader::DeclaredNames() {

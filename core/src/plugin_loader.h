@@ -4,6 +4,7 @@
 #ifndef BACKPLANE_CORE_PLUGIN_LOADER_H_
 #define BACKPLANE_CORE_PLUGIN_LOADER_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,7 +20,12 @@ namespace backplane::core {
 struct PluginInit {
   std::string plugin_name;
   std::vector<std::pair<std::string, std::optional<Registry::Entry>>> registered;
+  // Undo steps for other registries (target kinds, tags), run newest first on failure.
+  std::vector<std::function<void()>> undo;
 };
+
+// "plugin 'x'" when a plugin's init is running on this thread, else "the host".
+std::string CurrentOwner();
 
 // The init running on this thread, or null.
 PluginInit* CurrentPluginInit();
@@ -46,6 +52,8 @@ class PluginLoader {
   // The plugin other than `plugin` whose manifest declares `name`, when `plugin` itself does
   // not declare it; empty otherwise. Manifests are the record of who owns a name.
   std::string OtherDeclarer(const std::string& name, const std::string& plugin);
+  // Loads every discovered plugin that declares a name starting with `prefix`.
+  void LoadAllDeclaring(const std::string& prefix);
   // Names that discovered, unloaded plugins declare.
   std::vector<std::string> DeclaredNames();
   // The search path and every plugin, as JSON text (see bp_plugins_list).

@@ -113,7 +113,7 @@ BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func, int32
                "its manifest \"provides\"; choose another name)");
     }
   }
-  const std::string owner = init != nullptr ? "plugin '" + init->plugin_name + "'" : "the host";
+  const std::string owner = CurrentOwner();
   auto previous = Registry::Global().Set(name, func, allow_override != 0, owner);
   if (init != nullptr) init->registered.push_back({name, std::move(previous)});
   BP_API_END

@@ -44,7 +44,9 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, device_api_get), 24 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, device_get_property), 26 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_get), 39 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 40 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, target_kind_register), 40 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, target_get_attr), 47 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 48 * kPtr);
 }
 
 TEST(AbiLayout, PluginInfo) {

@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: Apache-2.0
+// Parsing Targets: JSON, a kind name, a tag, or "kind -key=value -flag"; type-checking
+// against the kind's schema; defaults; the canonicalizer.
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+
+#include "target.h"
+
+namespace backplane::core {
+namespace {
+
+constexpr size_t kMaxTextBytes = 1 << 20;
+constexpr int kMaxJsonDepth = 64;  // brackets, checked before parsing
+constexpr int kMaxHostDepth = 8;   // host inside host inside ...
+
+[[noreturn]] void Bad(const std::string& message) { Fail(BP_ERR_INVALID_ARGUMENT, message); }
+
+// Rejects text nested deeper than kMaxJsonDepth before any recursive code sees it.
+void CheckDepth(const std::string& text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) {
+        Bad("target: the text is nested deeper than " + std::to_string(kMaxJsonDepth) +
+            " levels of brackets; flatten it");
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+}
+
+std::string Quote(const std::string& s) {
+  std::string shown = s.size() > 80 ? s.substr(0, 77) + "..." : s;
+  return "'" + shown + "'";
+}
+
+std::string Describe(const Json& v) {
+  std::string d = v.dump();
+  if (d.size() > 80) d = d.substr(0, 77) + "...";
+  const char* type = v.is_boolean()          ? "a bool"
+                     : v.is_number_integer() ? "an integer"
+                     : v.is_number()         ? "a number"
+                     : v.is_string()         ? "a string"
+                     : v.is_array()          ? "an array"
+                     : v.is_object()         ? "an object"
+                                             : "null";
+  return std::string(type) + " (" + d + ")";
+}
+
+bool FitsInt64(const Json& v) {
+  if (v.is_number_unsigned()) {
+    return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  }
+  return v.is_number_integer();
+}
+
+// The "kind -key=value" tokens: whitespace-separated, quotes group, backslash escapes inside
+// double quotes.
+std::vector<std::string> Tokenize(const std::string& text) {
+  std::vector<std::string> tokens;
+  std::string cur;
+  bool have = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else if (c == '\\' && quote == '"' && i + 1 < text.size()) {
+        cur += text[++i];
+      } else {
+        cur += c;
+      }
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+      have = true;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (have) tokens.push_back(cur);
+      cur.clear();
+      have = false;
+    } else {
+      cur += c;
+      have = true;
+    }
+  }
+  if (quote != 0) Bad(std::string("target: unterminated ") + quote + " quote in " + Quote(text));
+  if (have) tokens.push_back(cur);
+  return tokens;
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+int64_t ParseInt(const std::string& s, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end == nullptr || *end != '\0' || errno == ERANGE) {
+    Bad(what + ": expected an integer, got " + Quote(s));
+  }
+  return v;
+}
+
+// A value given as text in the "-key=value" form, converted by the attribute's type.
+Json ValueFromText(const std::string& text, int32_t type, const std::string& what) {
+  switch (type) {
+    case BP_TARGET_ATTR_BOOL:
+      if (text == "true" || text == "1") return true;
+      if (text == "false" || text == "0") return false;
+      Bad(what + ": expected a bool (true, false, 1 or 0), got " + Quote(text));
+    case BP_TARGET_ATTR_INT:
+      return ParseInt(text, what);
+    case BP_TARGET_ATTR_FLOAT: {
+      errno = 0;
+      char* end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+        Bad(what + ": expected a finite number, got " + Quote(text));
+      }
+      return v;
+    }
+    case BP_TARGET_ATTR_STRING:
+      return text;
+    case BP_TARGET_ATTR_INT_ARRAY: {
+      Json a = Json::array();
+      for (const auto& e : SplitCommas(text)) a.push_back(ParseInt(e, what + " element"));
+      return a;
+    }
+    case BP_TARGET_ATTR_STRING_ARRAY: {
+      Json a = Json::array();
+      for (const auto& e : SplitCommas(text)) a.push_back(e);
+      return a;
+    }
+    default: {  // map: JSON text
+      Json m = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (m.is_discarded() || !m.is_object()) {
+        Bad(what + ": expected a JSON object for a map attribute, got " + Quote(text));
+      }
+      return m;
+    }
+  }
+}
+
+// The "kind -key=value -flag" form (the first token may also be a tag).
+Json JsonFromString(const std::string& text) {
+  std::vector<std::string> tokens = Tokenize(text);
+  if (tokens.empty()) Bad("target: the text is empty; expected a kind name, a tag or JSON");
+  const std::string head = tokens[0];
+  Json obj;
+  KindPtr kind = FindKind(head);
+  if (kind != nullptr) {
+    obj["kind"] = head;
+  } else if (auto tag = FindTag(head)) {
+    obj = *tag;
+    kind = FindKind(obj["kind"].get<std::string>());
+  } else {
+    std::vector<std::string> names = KindNames();
+    for (auto& t : TagNames()) names.push_back(std::move(t));
+    Fail(BP_ERR_NOT_FOUND,
+         "target: unknown target kind or tag " + Quote(head) + "." + NearestNames(head, names));
+  }
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    const std::string& tok = tokens[i];
+    if (tok.size() < 2 || tok[0] != '-') {
+      Bad("target " + Quote(text) + ": expected -key=value or -flag, got " + Quote(tok));
+    }
+    const size_t eq = tok.find('=');
+    const std::string key = tok.substr(1, eq == std::string::npos ? std::string::npos : eq - 1);
+    const bool has_value = eq != std::string::npos;
+    const std::string value = has_value ? tok.substr(eq + 1) : "";
+    const std::string what = "target kind '" + kind->name + "' attribute '" + key + "'";
+    if (key == "keys") {
+      obj["keys"] = ValueFromText(value, BP_TARGET_ATTR_STRING_ARRAY, what);
+    } else if (key == "tag") {
+      obj["tag"] = value;
+    } else if (key == "from_device") {
+      obj["from_device"] = ParseInt(value, what);
+    } else if (key == "host") {
+      if (!has_value) Bad(what + ": give the host Target as -host='kind -key=value'");
+      obj["host"] = value;  // parsed when the object is checked
+    } else if (const AttrDef* a = kind->Find(key)) {
+      if (!has_value && a->type != BP_TARGET_ATTR_BOOL) {
+        Bad(what + " is " + AttrTypeName(a->type) + ": give a value as -" + key + "=VALUE");
+      }
+      obj[key] = has_value ? ValueFromText(value, a->type, what) : Json(true);
+    } else {
+      Bad("target kind '" + kind->name + "' has no attribute " + Quote(key) + "." +
+          NearestNames(key, kind->AttrNames()));
+    }
+  }
+  return obj;
+}
+
+Json CheckStringArray(const Json& v, const std::string& what) {
+  if (!v.is_array()) Bad(what + ": expected a string array, got " + Describe(v));
+  for (const auto& e : v) {
+    if (!e.is_string()) Bad(what + ": expected a string array, but an element is " + Describe(e));
+  }
+  return v;
+}
+
+}  // namespace
+
+Json CheckAttrValue(const Json& v, int32_t type, const std::string& what) {
+  switch (type) {
+    case BP_TARGET_ATTR_BOOL:
+      if (!v.is_boolean()) Bad(what + ": expected a bool (true or false), got " + Describe(v));
+      return v;
+    case BP_TARGET_ATTR_INT:
+      if (!FitsInt64(v)) Bad(what + ": expected an integer, got " + Describe(v));
+      return Json(v.get<int64_t>());
+    case BP_TARGET_ATTR_FLOAT:
+      if (!v.is_number()) Bad(what + ": expected a number, got " + Describe(v));
+      return Json(v.get<double>());
+    case BP_TARGET_ATTR_STRING:
+      if (!v.is_string()) Bad(what + ": expected a string, got " + Describe(v));
+      return v;
+    case BP_TARGET_ATTR_INT_ARRAY: {
+      if (!v.is_array()) Bad(what + ": expected an int array, got " + Describe(v));
+      Json out = Json::array();
+      for (const auto& e : v) {
+        if (!FitsInt64(e)) Bad(what + ": expected an int array, but an element is " + Describe(e));
+        out.push_back(e.get<int64_t>());
+      }
+      return out;
+    }
+    case BP_TARGET_ATTR_STRING_ARRAY:
+      return CheckStringArray(v, what);
+    default:
+      if (!v.is_object()) Bad(what + ": expected a map (a JSON object), got " + Describe(v));
+      return v;
+  }
+}
+
+Ref TargetFromJson(const Json& in, const DLDevice* device, int depth) {
+  if (depth > kMaxHostDepth) {
+    Bad("target: hosts are nested deeper than " + std::to_string(kMaxHostDepth) + " levels");
+  }
+  if (!in.is_object()) Bad("target: expected a JSON object, got " + Describe(in));
+  auto kind_it = in.find("kind");
+  if (kind_it == in.end() || !kind_it->is_string()) {
+    Bad("target: the JSON object needs \"kind\": a string naming the target kind, e.g. "
+        "{\"kind\": \"c\"}");
+  }
+  const std::string kind_name = kind_it->get<std::string>();
+  KindPtr kind = FindKind(kind_name);
+  if (kind == nullptr) {
+    Fail(BP_ERR_NOT_FOUND, "target: unknown target kind " + Quote(kind_name) + "." +
+                               NearestNames(kind_name, KindNames()));
+  }
+  Json out = Json::object();
+  out["kind"] = kind_name;
+  for (auto it = in.begin(); it != in.end(); ++it) {
+    const std::string& key = it.key();
+    const std::string what = "target kind '" + kind_name + "' attribute '" + key + "'";
+    if (key == "kind") continue;
+    if (key == "keys") {
+      out["keys"] = CheckStringArray(*it, what);
+    } else if (key == "tag") {
+      if (!it->is_string()) Bad(what + ": expected a string, got " + Describe(*it));
+      out["tag"] = *it;
+    } else if (key == "from_device") {
+      if (!FitsInt64(*it)) Bad(what + ": expected an integer, got " + Describe(*it));
+      out["from_device"] = it->get<int64_t>();
+    } else if (key == "host") {
+      Ref host;
+      if (it->is_string()) {
+        host = ParseTarget(it->get<std::string>());
+      } else if (it->is_object()) {
+        host = TargetFromJson(*it, nullptr, depth + 1);
+      } else {
+        Bad(what + ": expected a Target (a string or an object), got " + Describe(*it));
+      }
+      out["host"] = static_cast<const TargetObject*>(host.get())->json;
+    } else if (const AttrDef* a = kind->Find(key)) {
+      out[key] = CheckAttrValue(*it, a->type, what);
+    } else {
+      Bad("target kind '" + kind_name + "' has no attribute " + Quote(key) + "." +
+          NearestNames(key, kind->AttrNames()));
+    }
+  }
+  for (const auto& a : kind->attrs) {
+    if (!out.contains(a.name) && a.default_value) out[a.name] = *a.default_value;
+  }
+  Json keys = out.contains("keys") ? out["keys"] : Json::array();
+  for (const auto& k : kind->default_keys) {
+    if (std::find(keys.begin(), keys.end(), Json(k)) == keys.end()) keys.push_back(k);
+  }
+  out["keys"] = keys;
+
+  if (kind->canonicalize != nullptr) {
+    bp_object_t* result = nullptr;
+    const uint64_t seq = ErrorSequence();
+    bp_status_t st;
+    const std::string text = out.dump();
+    try {
+      st = kind->canonicalize(kind->canonicalize_self, text.c_str(), device, &result);
+    } catch (...) {
+      StatusFromCurrentException();
+      Fail(BP_ERR_PLUGIN, "target kind '" + kind_name + "' canonicalizer threw a C++ exception (" +
+                              LastErrorMessage() + ")");
+    }
+    Ref owned = Ref::Adopt(result);
+    CheckPluginStatus(st, seq, "target kind '" + kind_name + "'");
+    const auto& s = As<StringObject>(owned.get(), BP_OBJECT_STRING,
+                                     "target kind '" + kind_name + "' canonicalizer result");
+    CheckDepth(s.text);
+    Json canon = Json::parse(s.text, nullptr, /*allow_exceptions=*/false);
+    if (canon.is_discarded() || !canon.is_object()) {
+      Fail(BP_ERR_PLUGIN, "target kind '" + kind_name +
+                              "' canonicalizer returned something that is not a JSON object");
+    }
+    if (canon.value("kind", kind_name) != kind_name) {
+      Fail(BP_ERR_PLUGIN, "target kind '" + kind_name + "' canonicalizer changed the kind");
+    }
+    canon["kind"] = kind_name;
+    // Check its answer like any input, without running it again.
+    for (auto it = canon.begin(); it != canon.end(); ++it) {
+      const std::string& key = it.key();
+      if (key == "kind" || key == "host") continue;
+      const std::string what = "target kind '" + kind_name + "' canonicalizer result '" + key + "'";
+      if (key == "keys")
+        CheckStringArray(*it, what);
+      else if (key == "tag" && !it->is_string())
+        Bad(what + ": expected a string");
+      else if (key == "from_device" && !FitsInt64(*it))
+        Bad(what + ": expected an integer");
+      else if (!IsCommonAttr(key)) {
+        const AttrDef* a = kind->Find(key);
+        if (a == nullptr) {
+          Fail(BP_ERR_PLUGIN, what + ": the kind declares no such attribute");
+        }
+        canon[key] = CheckAttrValue(*it, a->type, what);
+      }
+    }
+    out = std::move(canon);
+  }
+  return Ref::Adopt(new TargetObject(std::move(out), kind));
+}
+
+Ref ParseTarget(const std::string& text) {
+  if (text.size() > kMaxTextBytes) {
+    Bad("target: the text is " + std::to_string(text.size()) + " bytes; at most 1 MiB is accepted");
+  }
+  CheckDepth(text);
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      Bad("target: the text starts with '{' but is not valid JSON: " + Quote(text));
+    }
+    return TargetFromJson(j, nullptr, 0);
+  }
+  return TargetFromJson(JsonFromString(text), nullptr, 0);
+}
+
+}  // namespace backplane::core
