@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace {
 
@@ -76,6 +79,23 @@ TEST(AbiLayout, HostTableIsFullyPopulated) {
   for (size_t i = 0; i < (sizeof(bp_host_api_t) - 2 * kPtr) / kPtr; ++i) {
     EXPECT_NE(slots[i], nullptr) << "host table entry " << i << " is null";
   }
+}
+
+}  // namespace
+
+namespace {
+
+// backplane_add_plugin stamps BACKPLANE_ABI_VERSION into every manifest; it must follow the
+// header when the minor changes.
+TEST(AbiLayout, ManifestsCarryTheHeadersVersion) {
+  std::ifstream in(std::string(BACKPLANE_PLUGIN_DIR) + "/cpu.bpplugin.json");
+  ASSERT_TRUE(in) << "the cpu plugin's manifest is missing from " << BACKPLANE_PLUGIN_DIR;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string expected = "\"abi_version\": \"" + std::to_string(BP_ABI_VERSION_MAJOR) +
+                               "." + std::to_string(BP_ABI_VERSION_MINOR) + "\"";
+  EXPECT_NE(text.str().find(expected), std::string::npos)
+      << "cmake/BackplanePlugin.cmake's BACKPLANE_ABI_VERSION is out of date: " << text.str();
 }
 
 }  // namespace
