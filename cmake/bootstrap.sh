@@ -4,7 +4,8 @@
 # Sets up a Debian 12 machine for Backplane and runs the main job or the tests.
 #   bash cmake/bootstrap.sh demo   install what is missing, build (release), run the demo
 #   bash cmake/bootstrap.sh test   install what is missing, build and run every test
-#                                  (release, then the asan preset: ASan + UBSan + LSan)
+#                                  (release, then the asan preset: ASan + UBSan + LSan,
+#                                  then the concurrency tests under the tsan preset)
 # Safe to run again: installs only what is missing and rebuilds incrementally.
 set -euo pipefail
 
@@ -66,4 +67,12 @@ ctest --preset release
 build asan
 echo "==> tests (asan: AddressSanitizer, UndefinedBehaviorSanitizer, LeakSanitizer)"
 ctest --preset asan
+# ThreadSanitizer for the concurrency tests only: the executables that hold them are built,
+# and ctest runs the tests whose names say they use threads.
+echo "==> concurrency tests (tsan: ThreadSanitizer)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$jobs" --target cpu_stress_test cpu_plugin_test fakeacc_test \
+  core_registry_test core_object_test
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j "$jobs" \
+  -R "Stress|Concurrent|Thread|FakeAcc|SlotIsPerThread|ResourceDeleter"
 echo "==> all tests passed"
