@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `c` TargetKind: TVM's CPU attributes (mcpu, march, mtriple, mattr, num-cores,
+// opt-level, the fast-math flags) plus what the C code generator needs (cc, cflags).
+#include "target.h"
+
+#include <backplane/sdk/plugin.hpp>
+#include <backplane/sdk/target.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sysinfo.h"
+
+namespace backplane {
+namespace cpu {
+
+namespace {
+
+namespace sdk = ::backplane::sdk;
+using Json = nlohmann::json;
+
+constexpr const char* kKind = "c";
+
+// The fast-math flags LLVM knows, each a bool attribute "fast-math-<flag>".
+constexpr const char* kFastMathFlags[] = {"nnan", "ninf", "nsz", "arcp", "contract", "reassoc"};
+
+// The type name a JSON value has, for messages.
+std::string JsonTypeName(const Json& v) {
+  if (v.is_number_integer()) return "integer";
+  return v.type_name();
+}
+
+int64_t IntAttr(const Json& attrs, const char* name) {
+  const Json& v = attrs.at(name);
+  if (!v.is_number_integer()) {
+    sdk::ThrowTargetAttrError(kKind, name, "is a " + JsonTypeName(v) + "; expected an integer");
+  }
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+std::string HostTriple() {
+#if defined(__x86_64__)
+  std::string arch = "x86_64";
+#elif defined(__aarch64__)
+  std::string arch = "aarch64";
+#elif defined(__i386__)
+  std::string arch = "i686";
+#elif defined(__riscv) && __riscv_xlen == 64
+  std::string arch = "riscv64";
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
+  std::string arch = "powerpc64le";
+#else
+  std::string arch = Machine().arch.empty() ? "unknown" : Machine().arch;
+#endif
+#if defined(__linux__) && defined(__GLIBC__)
+  return arch + "-linux-gnu";
+#elif defined(__linux__)
+  return arch + "-linux-musl";
+#elif defined(__APPLE__)
+  return arch + "-apple-darwin";
+#else
+  return arch + "-unknown-unknown";
+#endif
+}
+
+std::string CanonicalizeC(const std::string& attrs_json) {
+  Json attrs = Json::parse(attrs_json, nullptr, /*allow_exceptions=*/false);
+  if (!attrs.is_object()) {
+    throw Error(BP_ERR_INTERNAL,
+                "target kind 'c': the canonicalizer got attributes that are not a JSON object "
+                "(a bug in libbackplane; please report it): " +
+                    attrs_json.substr(0, 200));
+  }
+  if (attrs.contains("opt-level")) {
+    const int64_t level = IntAttr(attrs, "opt-level");
+    if (level < 0 || level > 3) {
+      sdk::ThrowTargetAttrError(kKind, "opt-level",
+                                "is " + std::to_string(level) +
+                                    "; expected 0, 1, 2 or 3 (0 = no optimisation, 3 = most)");
+    }
+  }
+  if (attrs.contains("num-cores")) {
+    const int64_t cores = IntAttr(attrs, "num-cores");
+    if (cores < 1) {
+      sdk::ThrowTargetAttrError(kKind, "num-cores",
+                                "is " + std::to_string(cores) +
+                                    "; expected at least 1 (the cores the code may use), or "
+                                    "leave it out");
+    }
+  }
+  for (const char* name : {"cc", "mtriple", "mcpu", "march"}) {
+    if (attrs.contains(name) && attrs[name].is_string() && attrs[name].get<std::string>().empty()) {
+      sdk::ThrowTargetAttrError(kKind, name,
+                                std::string("is empty; give a value") +
+                                    (std::string(name) == "cc" ? " such as cc, gcc or clang"
+                                                               : " or leave the attribute out"));
+    }
+  }
+  if (attrs.contains("cflags") && attrs["cflags"].is_array()) {
+    for (const Json& flag : attrs["cflags"]) {
+      if (flag.is_string() && flag.get<std::string>().empty()) {
+        sdk::ThrowTargetAttrError(kKind, "cflags",
+                                  "has an empty flag; remove it (separate flags with commas, "
+                                  "e.g. -cflags=-O2,-g)");
+      }
+    }
+  }
+  // fast-math is the union of the six flags, as in LLVM: turning it on turns them all on.
+  if (attrs.value("fast-math", false)) {
+    for (const char* flag : kFastMathFlags) attrs[std::string("fast-math-") + flag] = true;
+  }
+  return attrs.dump();
+}
+
+void RegisterTargetKinds() {
+  sdk::TargetKindBuilder builder(kKind, "cpu");
+  builder.Keys({"cpu"})
+      .Attr<std::string>("mcpu", sdk::kNoDefault,
+                         "the CPU model to tune for, e.g. skylake or cortex-a72 (none = generic)")
+      .Attr<std::string>("march", sdk::kNoDefault,
+                         "the architecture the code may use, e.g. x86-64-v3 or armv8.2-a")
+      .Attr<std::string>("mtriple", HostTriple(),
+                         "the target triple; the default is this machine's")
+      .Attr<std::vector<std::string>>("mattr", sdk::kNoDefault,
+                                      "CPU features to turn on (+f) or off (-f), e.g. +avx2,-fma")
+      .Attr<int64_t>("num-cores", sdk::kNoDefault, BP_ATTR_MULTI_PROCESSOR_COUNT,
+                     "the cores parallel loops may use (>= 1); FromDevice reads the device's")
+      .Attr<int64_t>("opt-level", 3, "the optimisation level, 0..3")
+      .Attr<bool>("fast-math", false, "all of the fast-math-* flags at once")
+      .Attr<bool>("fast-math-nnan", false, "assume no NaN arguments or results")
+      .Attr<bool>("fast-math-ninf", false, "assume no infinite arguments or results")
+      .Attr<bool>("fast-math-nsz", false, "ignore the sign of zero")
+      .Attr<bool>("fast-math-arcp", false, "allow a reciprocal instead of a division")
+      .Attr<bool>("fast-math-contract", false, "allow fusing, e.g. a multiply-add into an FMA")
+      .Attr<bool>("fast-math-reassoc", false, "allow reassociating floating-point operations")
+      .Attr<std::string>("cc", std::string("cc"), "the C compiler the c code generator runs")
+      .Attr<std::vector<std::string>>("cflags", std::vector<std::string>{},
+                                      "extra flags for the C compiler, e.g. -march=native")
+      .Canonicalizer(
+          [](const std::string& attrs_json, const DLDevice*) { return CanonicalizeC(attrs_json); })
+      .Register();
+
+  // TVM's Raspberry Pi 4 (64-bit) tag, as a cross-compilation target for the c kind.
+  sdk::RegisterTag("raspberry-pi/4b-aarch64",
+                   R"({"kind": "c", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72",)"
+                   R"( "mattr": ["+neon"], "num-cores": 4, "cc": "aarch64-linux-gnu-gcc",)"
+                   R"( "cflags": ["-mcpu=cortex-a72"]})");
+}
+
+}  // namespace cpu
+}  // namespace backplane

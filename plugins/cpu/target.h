@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CPU plugin's TargetKinds: `c` (C source compiled by a host C compiler, on device type
+// cpu) and the cpu tags. `llvm` is declared when LLVM code generation exists.
+#ifndef BACKPLANE_PLUGINS_CPU_TARGET_H_
+#define BACKPLANE_PLUGINS_CPU_TARGET_H_
+
+#include <string>
+
+namespace backplane {
+namespace cpu {
+
+// The LLVM-style triple of the machine the plugin runs on, e.g. "x86_64-linux-gnu": the
+// default of the `c` kind's "mtriple".
+std::string HostTriple();
+
+// Checks and completes the attributes of a `c` Target (JSON object text in and out):
+// opt-level is 0..3, num-cores >= 1, cc and mtriple are not empty, and "fast-math": true
+// turns on the six fast-math-* flags. Throws backplane::Error naming the attribute.
+std::string CanonicalizeC(const std::string& attrs_json);
+
+// Registers the kind `c` and the cpu tags. Called from the plugin's entry point.
+void RegisterTargetKinds();
+
+}  // namespace cpu
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_CPU_TARGET_H_
