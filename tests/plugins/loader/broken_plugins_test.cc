@@ -14,6 +14,12 @@ Status LoadBroken(const std::string& name) {
   return Capture(bp_plugin_load(bptest::TestPluginLibrary(name).c_str()));
 }
 
+// The host's ABI version as messages write it ("1.1"), from the headers this test is built
+// with, so the test follows the version instead of pinning one.
+std::string HostAbi() {
+  return std::to_string(BP_ABI_VERSION_MAJOR) + "." + std::to_string(BP_ABI_VERSION_MINOR);
+}
+
 bool Registered(const std::string& name) {
   return static_cast<bool>(backplane::Registry::TryGet(name));
 }
@@ -58,7 +64,7 @@ TEST(BrokenPlugins, AnotherAbiMajorIsRefusedNamingBothVersions) {
   const Status s = LoadBroken("broken_abi_major2");
   EXPECT_EQ(s.kind, BP_ERR_VERSION_MISMATCH) << s;
   EXPECT_NE(s.message.find("2.0"), std::string::npos) << s;
-  EXPECT_NE(s.message.find("1.0"), std::string::npos) << s;
+  EXPECT_NE(s.message.find(HostAbi()), std::string::npos) << s;
   ExpectSkippedInList("broken_abi_major2", "2.0");
   ExpectHostWorks();
 }
@@ -67,7 +73,7 @@ TEST(BrokenPlugins, ANewerMinorIsRefusedNamingBothVersions) {
   const Status s = LoadBroken("broken_abi_minor99");
   EXPECT_EQ(s.kind, BP_ERR_VERSION_MISMATCH) << s;
   EXPECT_NE(s.message.find("1.99"), std::string::npos) << s;
-  EXPECT_NE(s.message.find("1.0"), std::string::npos) << s;
+  EXPECT_NE(s.message.find(HostAbi()), std::string::npos) << s;
   ExpectSkippedInList("broken_abi_minor99", "1.99");
   ExpectHostWorks();
 }
