@@ -34,7 +34,7 @@ std::string JsonTypeName(const Json& v) {
 int64_t IntAttr(const Json& attrs, const char* name) {
   const Json& v = attrs.at(name);
   if (!v.is_number_integer()) {
-    sdk::ThrowTargetAttrError(kKind, name, "is a " + JsonTypeName(v) + "; expected an integer");
+    sdk::ThrowTargetAttrError(name, "is a " + JsonTypeName(v) + "; expected an integer");
   }
   return v.get<int64_t>();
 }
@@ -77,7 +77,7 @@ std::string CanonicalizeC(const std::string& attrs_json) {
   if (attrs.contains("opt-level")) {
     const int64_t level = IntAttr(attrs, "opt-level");
     if (level < 0 || level > 3) {
-      sdk::ThrowTargetAttrError(kKind, "opt-level",
+      sdk::ThrowTargetAttrError("opt-level",
                                 "is " + std::to_string(level) +
                                     "; expected 0, 1, 2 or 3 (0 = no optimisation, 3 = most)");
     }
@@ -85,7 +85,7 @@ std::string CanonicalizeC(const std::string& attrs_json) {
   if (attrs.contains("num-cores")) {
     const int64_t cores = IntAttr(attrs, "num-cores");
     if (cores < 1) {
-      sdk::ThrowTargetAttrError(kKind, "num-cores",
+      sdk::ThrowTargetAttrError("num-cores",
                                 "is " + std::to_string(cores) +
                                     "; expected at least 1 (the cores the code may use), or "
                                     "leave it out");
@@ -93,16 +93,16 @@ std::string CanonicalizeC(const std::string& attrs_json) {
   }
   for (const char* name : {"cc", "mtriple", "mcpu", "march"}) {
     if (attrs.contains(name) && attrs[name].is_string() && attrs[name].get<std::string>().empty()) {
-      sdk::ThrowTargetAttrError(kKind, name,
-                                std::string("is empty; give a value") +
-                                    (std::string(name) == "cc" ? " such as cc, gcc or clang"
-                                                               : " or leave the attribute out"));
+      sdk::ThrowTargetAttrError(
+          name, std::string("is empty; give a value") + (std::string(name) == "cc"
+                                                             ? " such as cc, gcc or clang"
+                                                             : " or leave the attribute out"));
     }
   }
   if (attrs.contains("cflags") && attrs["cflags"].is_array()) {
     for (const Json& flag : attrs["cflags"]) {
       if (flag.is_string() && flag.get<std::string>().empty()) {
-        sdk::ThrowTargetAttrError(kKind, "cflags",
+        sdk::ThrowTargetAttrError("cflags",
                                   "has an empty flag; remove it (separate flags with commas, "
                                   "e.g. -cflags=-O2,-g)");
       }
@@ -119,26 +119,25 @@ void RegisterTargetKinds() {
   sdk::TargetKindBuilder builder(kKind, "cpu");
   builder.Keys({"cpu"})
       .Attr<std::string>("mcpu", sdk::kNoDefault,
-                         "the CPU model to tune for, e.g. skylake or cortex-a72 (none = generic)")
+                         "CPU model to tune for, e.g. skylake, cortex-a72 (none: generic)")
       .Attr<std::string>("march", sdk::kNoDefault,
-                         "the architecture the code may use, e.g. x86-64-v3 or armv8.2-a")
-      .Attr<std::string>("mtriple", HostTriple(),
-                         "the target triple; the default is this machine's")
+                         "architecture the code may use, e.g. x86-64-v3, armv8.2-a")
+      .Attr<std::string>("mtriple", HostTriple(), "target triple; defaults to this machine's")
       .Attr<std::vector<std::string>>("mattr", sdk::kNoDefault,
-                                      "CPU features to turn on (+f) or off (-f), e.g. +avx2,-fma")
+                                      "CPU features on (+f) or off (-f), e.g. +avx2,-fma")
       .Attr<int64_t>("num-cores", sdk::kNoDefault, BP_ATTR_MULTI_PROCESSOR_COUNT,
-                     "the cores parallel loops may use (>= 1); FromDevice reads the device's")
-      .Attr<int64_t>("opt-level", 3, "the optimisation level, 0..3")
-      .Attr<bool>("fast-math", false, "all of the fast-math-* flags at once")
+                     "cores that parallel loops may use (>= 1)")
+      .Attr<int64_t>("opt-level", 3, "optimisation level, 0..3")
+      .Attr<bool>("fast-math", false, "all six fast-math-* flags at once")
       .Attr<bool>("fast-math-nnan", false, "assume no NaN arguments or results")
       .Attr<bool>("fast-math-ninf", false, "assume no infinite arguments or results")
       .Attr<bool>("fast-math-nsz", false, "ignore the sign of zero")
       .Attr<bool>("fast-math-arcp", false, "allow a reciprocal instead of a division")
-      .Attr<bool>("fast-math-contract", false, "allow fusing, e.g. a multiply-add into an FMA")
-      .Attr<bool>("fast-math-reassoc", false, "allow reassociating floating-point operations")
-      .Attr<std::string>("cc", std::string("cc"), "the C compiler the c code generator runs")
+      .Attr<bool>("fast-math-contract", false, "allow fusing, e.g. a*b+c into an FMA")
+      .Attr<bool>("fast-math-reassoc", false, "allow reassociating float operations")
+      .Attr<std::string>("cc", std::string("cc"), "C compiler the c code generator runs")
       .Attr<std::vector<std::string>>("cflags", std::vector<std::string>{},
-                                      "extra flags for the C compiler, e.g. -march=native")
+                                      "extra C compiler flags, e.g. -march=native")
       .Canonicalizer(
           [](const std::string& attrs_json, const DLDevice*) { return CanonicalizeC(attrs_json); })
       .Register();

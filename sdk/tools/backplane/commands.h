@@ -5,6 +5,7 @@
 #define BACKPLANE_TOOLS_COMMANDS_H_
 
 #include <functional>
+#include <string>
 
 namespace CLI {
 class App;
@@ -25,11 +26,17 @@ struct Command {
   std::function<int()> run;
 };
 
+// A CLI11 check for --plugin-path: the folder must exist and be a folder; a relative path
+// is made absolute in place. Returns the problem as a message, or an empty string.
+std::string CheckPluginFolder(std::string& path);
+
 // `backplane info`: plugins, device types, devices and their attributes, global functions.
 Command AddInfoCommand(CLI::App& parent);
 
-// Later subcommands (target, build, run, demo) add an Add<Name>Command here and one line
-// in main.cc.
+// `backplane target`: parse a Target and print its canonical JSON, or list kinds and tags.
+Command AddTargetCommand(CLI::App& parent);
+
+// Later subcommands (build, run, demo) add an Add<Name>Command here and one line in main.cc.
 
 }  // namespace backplane::cli
 

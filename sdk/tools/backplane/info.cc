@@ -29,6 +29,25 @@
 
 namespace backplane::cli {
 
+// --plugin-path must name an existing folder; the message says what was expected. A
+// relative folder the user typed is made absolute here: the core searches only absolute
+// folders, so that nothing is ever found relative to the current directory by accident.
+std::string CheckPluginFolder(std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return "folder '" + path +
+           "' does not exist; pass a folder that holds plugin libraries and their "
+           ".bpplugin.json manifests";
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return "'" + path + "' is not a folder; pass the folder that holds the plugin, not a file";
+  }
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (!ec) path = absolute.lexically_normal().string();
+  return {};
+}
+
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -64,25 +83,6 @@ struct InfoOptions {
   bool json = false;
   std::vector<std::string> plugin_paths;
 };
-
-// --plugin-path must name an existing folder; the message says what was expected. A
-// relative folder the user typed is made absolute here: the core searches only absolute
-// folders, so that nothing is ever found relative to the current directory by accident.
-std::string CheckPluginFolder(std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return "folder '" + path +
-           "' does not exist; pass a folder that holds plugin libraries and their "
-           ".bpplugin.json manifests";
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return "'" + path + "' is not a folder; pass the folder that holds the plugin, not a file";
-  }
-  std::error_code ec;
-  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-  if (!ec) path = absolute.lexically_normal().string();
-  return {};
-}
 
 // Reads the calling thread's error message after a failed call.
 std::string LastErrorMessage() {

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
 
   std::vector<backplane::cli::Command> commands;
   commands.push_back(backplane::cli::AddInfoCommand(app));
+  commands.push_back(backplane::cli::AddTargetCommand(app));
 
   if (std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
     std::cerr << "backplane: unknown command '" << unknown
