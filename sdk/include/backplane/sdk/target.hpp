@@ -181,12 +181,11 @@ struct TargetAttrTraits<TargetMap> {
 using TargetCanonicalizer =
     std::function<std::string(const std::string& attrs_json, const DLDevice* device)>;
 
-// Throws the error a canonicalizer raises for a bad value: "target kind 'c': attribute
-// 'opt-level' <problem>". `problem` says what was found, what is expected and what to do.
-[[noreturn]] inline void ThrowTargetAttrError(const std::string& kind, const std::string& attr,
-                                              const std::string& problem) {
-  throw Error(BP_ERR_INVALID_ARGUMENT,
-              "target kind '" + kind + "': attribute '" + attr + "' " + problem);
+// Throws the error a canonicalizer raises for a bad value: "attribute 'opt-level' <problem>",
+// where `problem` says what was found, what is expected and what to do. The core puts
+// "target kind '<kind>': " in front when it reports the error.
+[[noreturn]] inline void ThrowTargetAttrError(const std::string& attr, const std::string& problem) {
+  throw Error(BP_ERR_INVALID_ARGUMENT, "attribute '" + attr + "' " + problem);
 }
 
 namespace detail {

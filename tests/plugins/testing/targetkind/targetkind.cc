@@ -24,7 +24,7 @@ std::string Canonicalize(const std::string& attrs_json, const DLDevice* device) 
     const int64_t size = t.get<int64_t>();
     if (size < 1 || size > 4096) {
       sdk::ThrowTargetAttrError(
-          "testaccel", "tile_sizes",
+          "tile_sizes",
           "has " + std::to_string(size) + "; expected sizes from 1 to 4096, e.g. -tile_sizes=8,8");
     }
     elems *= size;
