@@ -19,6 +19,7 @@
 
 #include "device_type.h"
 #include "manifest.h"
+#include "target.h"
 
 namespace fs = boost::filesystem;
 
@@ -108,6 +109,11 @@ std::string NameFromLibrary(const std::string& path) {
 }  // namespace
 
 PluginInit* CurrentPluginInit() { return t_current_init; }
+
+// Whether a name a manifest declares is registered: a function, or a target kind or tag.
+bool NameRegistered(const std::string& name) {
+  return static_cast<bool>(Registry::Global().Find(name)) || TargetNameRegistered(name);
+}
 
 std::string CurrentOwner() {
   return t_current_init != nullptr ? "plugin '" + t_current_init->plugin_name + "'"
@@ -363,7 +369,7 @@ void PluginLoader::Load(PluginRecord& rec) {
   if (info.vendor != nullptr) rec.vendor = info.vendor;
   std::string warnings;
   for (const auto& name : rec.provides) {
-    if (!Registry::Global().Find(name)) {
+    if (!NameRegistered(name)) {
       warnings += (warnings.empty() ? "" : "; ") + std::string("its manifest declares '") + name +
                   "' but it did not register it";
     }
@@ -449,7 +455,7 @@ std::string PluginLoader::LoadProviderOf(const std::string& name) {
     all.push_back(&p);
     if (std::find(p.provides.begin(), p.provides.end(), name) != p.provides.end()) {
       Load(p);
-      if (Registry::Global().Find(name)) return "";
+      if (NameRegistered(name)) return "";
     }
   }
   return LookedAt(all);

@@ -62,17 +62,24 @@ const char* AttrTypeName(int32_t type);
 KindPtr FindKind(const std::string& name);
 // Every kind, in registration order.
 std::vector<KindPtr> AllKinds();
-// The tag's canonical Target JSON, loading its plugin on first use.
+// The tag's attributes as given (a JSON object with "tag" set), loading its plugin on first
+// use.
 std::optional<Json> FindTag(const std::string& tag);
 std::vector<std::string> KindNames();
+// Whether a manifest name ("target.kind.<kind>" or "target.tag.<tag>") is registered now;
+// never loads a plugin.
+bool TargetNameRegistered(const std::string& manifest_name);
 std::vector<std::string> TagNames();
 
 // " Did you mean 'a' or 'b'?" / " Valid names: ..." for messages.
 std::string NearestNames(const std::string& wanted, const std::vector<std::string>& names);
 
-// Parses any accepted form into a canonical Target (see bp_target_parse). `device` is passed
-// to the canonicalizer (FromDevice).
+// Parses any accepted form into a canonical Target (see bp_target_parse).
 Ref ParseTarget(const std::string& text);
+// The first half of ParseTarget: any accepted form as a JSON object, not yet checked
+// against the schema (no defaults, no canonicalizer). Tags keep their attributes this way, so
+// an override redoes the defaults and the canonicalizer.
+Json ParseToObject(const std::string& text);
 // Builds a canonical Target from a JSON object (any keys; checked against the schema).
 Ref TargetFromJson(const Json& object, const DLDevice* device, int depth);
 // Checks a value against an attribute type; returns it normalised (ints as int64, floats as

@@ -166,6 +166,17 @@ std::vector<std::string> TagNames() {
   return names;
 }
 
+bool TargetNameRegistered(const std::string& manifest_name) {
+  std::lock_guard lock(Reg().mu);
+  if (manifest_name.rfind("target.kind.", 0) == 0) {
+    return Reg().by_name.count(manifest_name.substr(12)) > 0;
+  }
+  if (manifest_name.rfind("target.tag.", 0) == 0) {
+    return Reg().tags.count(manifest_name.substr(11)) > 0;
+  }
+  return false;
+}
+
 std::optional<Json> FindTag(const std::string& tag) {
   {
     std::lock_guard lock(Reg().mu);
@@ -321,9 +332,9 @@ BP_EXPORT bp_status_t bp_target_tag_register(const char* tag, const char* target
                                       "0-9, _, -, . and /, e.g. 'nvidia/h100'");
   }
   CheckDeclared("target.tag." + name, ("target tag '" + name + "'").c_str());
-  Ref parsed = ParseTarget(target_text);
-  Json j = static_cast<const TargetObject*>(parsed.get())->json;
+  Json j = ParseToObject(target_text);
   j["tag"] = name;
+  TargetFromJson(j, nullptr, 0);  // checked now, so a bad tag fails where it is registered
   const std::string owner = CurrentOwner();
   {
     std::lock_guard lock(Reg().mu);
@@ -386,9 +397,14 @@ BP_EXPORT bp_status_t bp_target_kinds_describe(bp_object_t** out_json) {
                             {"attrs", attrs}});
   }
   out["tags"] = Json::object();
+  std::vector<std::pair<std::string, Json>> tags;  // canonicalised outside the lock
   {
     std::lock_guard lock(Reg().mu);
-    for (const auto& [tag, t] : Reg().tags) out["tags"][tag] = t.target;
+    for (const auto& [tag, t] : Reg().tags) tags.emplace_back(tag, t.target);
+  }
+  for (const auto& [tag, raw] : tags) {
+    Ref canonical = TargetFromJson(raw, nullptr, 0);
+    out["tags"][tag] = static_cast<const TargetObject*>(canonical.get())->json;
   }
   *out_json = NewString(out.dump(2));
   BP_API_END

@@ -2,6 +2,8 @@
 // Parsing Targets: JSON, a kind name, a tag, or "kind -key=value -flag"; type-checking
 // against the kind's schema; defaults; the canonicalizer.
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -101,6 +103,45 @@ std::vector<std::string> Tokenize(const std::string& text) {
   return tokens;
 }
 
+// Strings go into JSON, which holds UTF-8 only (RFC 3629: no overlong forms, no surrogates,
+// nothing past U+10FFFF).
+const std::string& CheckUtf8(const std::string& s, const std::string& what) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    const unsigned char c = b(0);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c < 0x80)
+      n = 1;
+    else if (c >= 0xC2 && c <= 0xDF)
+      n = 2;
+    else if (c == 0xE0)
+      n = 3, lo = 0xA0;
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+      n = 3;
+    else if (c == 0xED)
+      n = 3, hi = 0x9F;
+    else if (c == 0xF0)
+      n = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+      n = 4;
+    else if (c == 0xF4)
+      n = 4, hi = 0x8F;
+    bool ok = n != 0 && i + n <= s.size();
+    if (ok && n > 1) ok = b(1) >= lo && b(1) <= hi;
+    for (size_t k = 2; ok && k < n; ++k) ok = b(k) >= 0x80 && b(k) <= 0xBF;
+    if (!ok) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02X", c);
+      Bad(what + ": the text is not valid UTF-8 (byte " + hex + " at offset " + std::to_string(i) +
+          ")");
+    }
+    i += n;
+  }
+  return s;
+}
+
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
   if (s.empty()) return out;
@@ -134,16 +175,15 @@ Json ValueFromText(const std::string& text, int32_t type, const std::string& wha
     case BP_TARGET_ATTR_INT:
       return ParseInt(text, what);
     case BP_TARGET_ATTR_FLOAT: {
-      errno = 0;
       char* end = nullptr;
-      double v = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+      double v = std::strtod(text.c_str(), &end);  // underflow to a subnormal is fine
+      if (text.empty() || *end != '\0' || !std::isfinite(v)) {
         Bad(what + ": expected a finite number, got " + Quote(text));
       }
       return v;
     }
     case BP_TARGET_ATTR_STRING:
-      return text;
+      return CheckUtf8(text, what);
     case BP_TARGET_ATTR_INT_ARRAY: {
       Json a = Json::array();
       for (const auto& e : SplitCommas(text)) a.push_back(ParseInt(e, what + " element"));
@@ -151,7 +191,7 @@ Json ValueFromText(const std::string& text, int32_t type, const std::string& wha
     }
     case BP_TARGET_ATTR_STRING_ARRAY: {
       Json a = Json::array();
-      for (const auto& e : SplitCommas(text)) a.push_back(e);
+      for (const auto& e : SplitCommas(text)) a.push_back(CheckUtf8(e, what));
       return a;
     }
     default: {  // map: JSON text
@@ -195,12 +235,12 @@ Json JsonFromString(const std::string& text) {
     if (key == "keys") {
       obj["keys"] = ValueFromText(value, BP_TARGET_ATTR_STRING_ARRAY, what);
     } else if (key == "tag") {
-      obj["tag"] = value;
+      obj["tag"] = CheckUtf8(value, what);
     } else if (key == "from_device") {
       obj["from_device"] = ParseInt(value, what);
     } else if (key == "host") {
       if (!has_value) Bad(what + ": give the host Target as -host='kind -key=value'");
-      obj["host"] = value;  // parsed when the object is checked
+      obj["host"] = CheckUtf8(value, what);  // parsed when the object is checked
     } else if (const AttrDef* a = kind->Find(key)) {
       if (!has_value && a->type != BP_TARGET_ATTR_BOOL) {
         Bad(what + " is " + AttrTypeName(a->type) + ": give a value as -" + key + "=VALUE");
@@ -333,35 +373,43 @@ Ref TargetFromJson(const Json& in, const DLDevice* device, int depth) {
       Fail(BP_ERR_PLUGIN, "target kind '" + kind_name +
                               "' canonicalizer returned something that is not a JSON object");
     }
-    if (canon.value("kind", kind_name) != kind_name) {
-      Fail(BP_ERR_PLUGIN, "target kind '" + kind_name + "' canonicalizer changed the kind");
+    auto k = canon.find("kind");
+    if (k != canon.end() && (!k->is_string() || k->get<std::string>() != kind_name)) {
+      Fail(BP_ERR_PLUGIN, "target kind '" + kind_name + "' canonicalizer changed the kind to " +
+                              Describe(*k) + "; a canonicalizer may change attributes only");
     }
     canon["kind"] = kind_name;
-    // Check its answer like any input, without running it again.
-    for (auto it = canon.begin(); it != canon.end(); ++it) {
-      const std::string& key = it.key();
-      if (key == "kind" || key == "host") continue;
-      const std::string what = "target kind '" + kind_name + "' canonicalizer result '" + key + "'";
-      if (key == "keys")
-        CheckStringArray(*it, what);
-      else if (key == "tag" && !it->is_string())
-        Bad(what + ": expected a string");
-      else if (key == "from_device" && !FitsInt64(*it))
-        Bad(what + ": expected an integer");
-      else if (!IsCommonAttr(key)) {
-        const AttrDef* a = kind->Find(key);
-        if (a == nullptr) {
-          Fail(BP_ERR_PLUGIN, what + ": the kind declares no such attribute");
+    // Check its answer like any input, without running it again; a fault is the plugin's.
+    try {
+      for (auto it = canon.begin(); it != canon.end(); ++it) {
+        const std::string& key = it.key();
+        const std::string what = "canonicalizer result '" + key + "'";
+        if (key == "kind") continue;
+        if (key == "keys") {
+          CheckStringArray(*it, what);
+        } else if (key == "tag") {
+          if (!it->is_string()) Bad(what + ": expected a string, got " + Describe(*it));
+        } else if (key == "from_device") {
+          if (!FitsInt64(*it)) Bad(what + ": expected an integer, got " + Describe(*it));
+        } else if (key == "host") {
+          if (!it->is_object()) Bad(what + ": expected a Target object, got " + Describe(*it));
+          Ref host = TargetFromJson(*it, nullptr, depth + 1);
+          *it = static_cast<const TargetObject*>(host.get())->json;
+        } else if (const AttrDef* a = kind->Find(key)) {
+          *it = CheckAttrValue(*it, a->type, what);
+        } else {
+          Bad(what + ": the kind declares no such attribute");
         }
-        canon[key] = CheckAttrValue(*it, a->type, what);
       }
+    } catch (const CoreError& e) {
+      Fail(BP_ERR_PLUGIN, "target kind '" + kind_name + "': " + e.what());
     }
     out = std::move(canon);
   }
   return Ref::Adopt(new TargetObject(std::move(out), kind));
 }
 
-Ref ParseTarget(const std::string& text) {
+Json ParseToObject(const std::string& text) {
   if (text.size() > kMaxTextBytes) {
     Bad("target: the text is " + std::to_string(text.size()) + " bytes; at most 1 MiB is accepted");
   }
@@ -370,11 +418,13 @@ Ref ParseTarget(const std::string& text) {
   if (first != std::string::npos && text[first] == '{') {
     Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) {
-      Bad("target: the text starts with '{' but is not valid JSON: " + Quote(text));
+      Bad("target: the text starts with '{' but is not valid JSON (or not UTF-8): " + Quote(text));
     }
-    return TargetFromJson(j, nullptr, 0);
+    return j;
   }
-  return TargetFromJson(JsonFromString(text), nullptr, 0);
+  return JsonFromString(text);
 }
+
+Ref ParseTarget(const std::string& text) { return TargetFromJson(ParseToObject(text), nullptr, 0); }
 
 }  // namespace backplane::core
