@@ -310,11 +310,10 @@ TEST(CKindTwice, ASecondPluginRegisteringCIsSkippedNamingBothPlugins) {
 
 namespace {
 
-// Core bug (plugin_loader.cc, the "manifest declares X but did not register it" check): the
-// check looks only in the function registry, so every target.kind.* and target.tag.* a
-// plugin declares and registers is reported as missing, and `backplane info` shows a
-// warning for the cpu plugin. The check must also look in the TargetKind and tag registries.
-TEST(CKindManifest, CoreBugLoadedCpuPluginHasNoWarningForItsKindAndTag) {
+// Regression: the loader's "manifest declares X but did not register it" check once looked
+// only in the function registry, so every target.kind.* and target.tag.* a plugin declared
+// and registered was reported as missing, and `backplane info` warned about the cpu plugin.
+TEST(CKindManifest, LoadedCpuPluginHasNoWarningForItsKindAndTag) {
   ASSERT_EQ(Target::Parse("c").Kind(), "c");
   const auto records = bptest::PluginRecords("cpu");
   ASSERT_EQ(records.size(), 1u);
