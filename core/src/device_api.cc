@@ -196,6 +196,28 @@ using namespace backplane::core;  // NOLINT: the C entry points below only
 
 extern "C" {
 
+BP_EXPORT const char* bp_device_attr_name(int32_t kind) {
+  // TVM's DeviceAttrKind names in snake_case, indexed by bp_device_attr_kind_t.
+  static const char* const kNames[BP_ATTR_COUNT] = {"exist",
+                                                    "max_threads_per_block",
+                                                    "warp_size",
+                                                    "max_shared_memory_per_block",
+                                                    "compute_version",
+                                                    "device_name",
+                                                    "max_clock_rate",
+                                                    "multi_processor_count",
+                                                    "max_thread_dimensions",
+                                                    "max_registers_per_block",
+                                                    "gcn_arch",
+                                                    "api_version",
+                                                    "driver_version",
+                                                    "l2_cache_size_bytes",
+                                                    "total_global_memory",
+                                                    "available_global_memory",
+                                                    "image_pitch_alignment"};
+  return kind >= 0 && kind < BP_ATTR_COUNT ? kNames[kind] : nullptr;
+}
+
 BP_EXPORT bp_status_t bp_device_api_get(int32_t device_type, const bp_device_api_t** out_api) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_api != nullptr, "out_api is null");

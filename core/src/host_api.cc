@@ -61,6 +61,7 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .target_to_json = bp_target_to_json,
       .target_kind = bp_target_kind,
       .target_get_attr = bp_target_get_attr,
+      .device_attr_name = bp_device_attr_name,
   };
   return &kTable;
 }

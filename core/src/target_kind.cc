@@ -364,25 +364,7 @@ BP_EXPORT bp_status_t bp_target_kinds_describe(bp_object_t** out_json) {
   for (const auto& k : AllKinds()) {
     Json attrs = Json::array();
     for (const auto& a : k->attrs) {
-      const char* dev_attr = nullptr;
-      static const char* const kAttrNames[] = {"exist",
-                                               "max_threads_per_block",
-                                               "warp_size",
-                                               "max_shared_memory_per_block",
-                                               "compute_version",
-                                               "device_name",
-                                               "max_clock_rate",
-                                               "multi_processor_count",
-                                               "max_thread_dimensions",
-                                               "max_registers_per_block",
-                                               "gcn_arch",
-                                               "api_version",
-                                               "driver_version",
-                                               "l2_cache_size_bytes",
-                                               "total_global_memory",
-                                               "available_global_memory",
-                                               "image_pitch_alignment"};
-      if (a.device_attr >= 0 && a.device_attr < BP_ATTR_COUNT) dev_attr = kAttrNames[a.device_attr];
+      const char* dev_attr = a.device_attr >= 0 ? bp_device_attr_name(a.device_attr) : nullptr;
       attrs.push_back({{"name", a.name},
                        {"type", AttrTypeName(a.type)},
                        {"default", a.default_value ? *a.default_value : Json()},

@@ -49,7 +49,8 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_get), 39 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, target_kind_register), 40 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, target_get_attr), 47 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 48 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, device_attr_name), 48 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 49 * kPtr);
 }
 
 TEST(AbiLayout, PluginInfo) {
@@ -72,6 +73,14 @@ TEST(AbiLayout, EnumValuesMatchTvmAndDlpack) {
   EXPECT_GT(BP_DEVICE_TYPE_FIRST_DYNAMIC, kDLExtDev);
 }
 
+TEST(AbiLayout, AttributeNamesFollowTvm) {
+  EXPECT_STREQ(bp_device_attr_name(BP_ATTR_EXIST), "exist");
+  EXPECT_STREQ(bp_device_attr_name(BP_ATTR_MAX_THREAD_DIMENSIONS), "max_thread_dimensions");
+  EXPECT_STREQ(bp_device_attr_name(BP_ATTR_IMAGE_PITCH_ALIGNMENT), "image_pitch_alignment");
+  EXPECT_EQ(bp_device_attr_name(BP_ATTR_COUNT), nullptr);
+  EXPECT_EQ(bp_device_attr_name(-1), nullptr);
+}
+
 TEST(AbiLayout, HostTableIsFullyPopulated) {
   const bp_host_api_t* api = bp_host_api();
   ASSERT_EQ(api->struct_size, sizeof(bp_host_api_t));
@@ -92,8 +101,8 @@ TEST(AbiLayout, ManifestsCarryTheHeadersVersion) {
   ASSERT_TRUE(in) << "the cpu plugin's manifest is missing from " << BACKPLANE_PLUGIN_DIR;
   std::stringstream text;
   text << in.rdbuf();
-  const std::string expected = "\"abi_version\": \"" + std::to_string(BP_ABI_VERSION_MAJOR) +
-                               "." + std::to_string(BP_ABI_VERSION_MINOR) + "\"";
+  const std::string expected = "\"abi_version\": \"" + std::to_string(BP_ABI_VERSION_MAJOR) + "." +
+                               std::to_string(BP_ABI_VERSION_MINOR) + "\"";
   EXPECT_NE(text.str().find(expected), std::string::npos)
       << "cmake/BackplanePlugin.cmake's BACKPLANE_ABI_VERSION is out of date: " << text.str();
 }

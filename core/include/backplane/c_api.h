@@ -250,6 +250,10 @@ typedef enum {
   BP_ATTR_COUNT = 17                       /* number of kinds; grows with the minor version */
 } bp_device_attr_kind_t;
 
+/* The snake_case name of an attribute kind ("max_threads_per_block"), or NULL for a kind this
+ * host does not know. Static storage. Since 1.1. */
+BP_EXPORT const char* bp_device_attr_name(int32_t kind);
+
 /* A stream handle, opaque to everyone but its DeviceAPI. NULL is the device's default
  * stream and is always valid. */
 typedef void* bp_stream_t;
@@ -507,6 +511,7 @@ typedef struct bp_host_api {
   bp_status_t (*target_kind)(const bp_object_t* target, const char** out_kind);
   bp_status_t (*target_get_attr)(const bp_object_t* target, const char* name,
                                  bp_value_t* out_value);
+  const char* (*device_attr_name)(int32_t kind);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

@@ -58,27 +58,6 @@ constexpr int32_t kMaxDevicesPerType = 64;
 // How "none" (not supported / not applicable) reads in the tables.
 constexpr const char* kNone = "\xE2\x80\x94";  // U+2014 em dash
 
-// The attribute names, indexed by bp_device_attr_kind_t (TVM's DeviceAttrKind, snake_case).
-constexpr std::array<const char*, BP_ATTR_COUNT> kAttrNames = {
-    "exist",
-    "max_threads_per_block",
-    "warp_size",
-    "max_shared_memory_per_block",
-    "compute_version",
-    "device_name",
-    "max_clock_rate",
-    "multi_processor_count",
-    "max_thread_dimensions",
-    "max_registers_per_block",
-    "gcn_arch",
-    "api_version",
-    "driver_version",
-    "l2_cache_size_bytes",
-    "total_global_memory",
-    "available_global_memory",
-    "image_pitch_alignment",
-};
-
 struct InfoOptions {
   bool json = false;
   std::vector<std::string> plugin_paths;
@@ -143,7 +122,7 @@ void CollectDevices(int32_t type, const std::string& type_name, Json& type_entry
     Json attributes = Json::object();
     Json errors = Json::object();
     for (int32_t kind = 0; kind < BP_ATTR_COUNT; ++kind) {
-      const char* attr_name = kAttrNames[static_cast<size_t>(kind)];
+      const char* attr_name = bp_device_attr_name(kind);
       try {
         attributes[attr_name] = ValueToJson(api->GetAttr(static_cast<bp_device_attr_kind_t>(kind)));
       } catch (const std::exception& e) {
