@@ -62,6 +62,15 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .target_kind = bp_target_kind,
       .target_get_attr = bp_target_get_attr,
       .device_attr_name = bp_device_attr_name,
+      .module_create = bp_module_create,
+      .module_kind = bp_module_kind,
+      .module_get_function = bp_module_get_function,
+      .module_list_functions = bp_module_list_functions,
+      .module_inspect_source = bp_module_inspect_source,
+      .module_import = bp_module_import,
+      .module_imports = bp_module_imports,
+      .module_save = bp_module_save,
+      .module_load = bp_module_load,
   };
   return &kTable;
 }

@@ -50,7 +50,9 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, target_kind_register), 40 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, target_get_attr), 47 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, device_attr_name), 48 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 49 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, module_create), 49 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, module_load), 57 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 58 * kPtr);
 }
 
 TEST(AbiLayout, PluginInfo) {

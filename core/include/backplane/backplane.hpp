@@ -743,6 +743,77 @@ struct TargetKinds {
   }
 };
 
+// A runtime Module: what a code generator returns. Its functions are found by name (the
+// seed's rule); it can show its generated source, import other modules, and be saved with
+// its imports into one file that LoadFromBytes reads back on another machine.
+class Module {
+ public:
+  Module() = default;
+  explicit Module(ObjectRef obj) : obj_(std::move(obj)) {}
+
+  std::string Kind() const {
+    const char* kind = nullptr;
+    Check(detail::Api()->module_kind(obj_.get(), &kind));
+    return kind;
+  }
+  // The function `name`, searching imports too unless `query_imports` is false; throws if
+  // absent, naming the nearest names.
+  Function GetFunction(const std::string& name, bool query_imports = true) const {
+    bp_object_t* out = nullptr;
+    Check(
+        detail::Api()->module_get_function(obj_.get(), name.c_str(), query_imports ? 1 : 0, &out));
+    return Function(ObjectRef::Adopt(out));
+  }
+  std::vector<std::string> ListFunctions() const {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->module_list_functions(obj_.get(), &out));
+    return GetStringArray(ObjectRef::Adopt(out).get());
+  }
+  // Generated source ("" = the module's main form); empty if the module has none.
+  std::string InspectSource(const std::string& format = "") const {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->module_inspect_source(obj_.get(), format.c_str(), &out));
+    return out == nullptr ? std::string() : GetString(ObjectRef::Adopt(out).get());
+  }
+  void Import(const Module& other) {
+    Check(detail::Api()->module_import(obj_.get(), other.obj_.get()));
+  }
+  std::vector<Module> Imports() const {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->module_imports(obj_.get(), &out));
+    ObjectRef arr = ObjectRef::Adopt(out);
+    size_t n = 0;
+    Check(detail::Api()->array_size(arr.get(), &n));
+    std::vector<Module> mods;
+    for (size_t i = 0; i < n; ++i) {
+      bp_value_t v;
+      Check(detail::Api()->array_get(arr.get(), i, &v));
+      mods.emplace_back(ObjectRef::Borrow(v.u.v_obj));
+    }
+    return mods;
+  }
+  // The module and its imports in Backplane's module file format.
+  std::string SaveToBytes() const {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->module_save(obj_.get(), &out));
+    ObjectRef bytes = ObjectRef::Adopt(out);
+    const void* data = nullptr;
+    size_t size = 0;
+    Check(detail::Api()->bytes_get(bytes.get(), &data, &size));
+    return std::string(static_cast<const char*>(data), size);
+  }
+  static Module LoadFromBytes(const std::string& bytes) {
+    bp_object_t* out = nullptr;
+    Check(detail::Api()->module_load(bytes.data(), bytes.size(), &out));
+    return Module(ObjectRef::Adopt(out));
+  }
+  const ObjectRef& object() const { return obj_; }
+  explicit operator bool() const { return static_cast<bool>(obj_); }
+
+ private:
+  ObjectRef obj_;
+};
+
 }  // namespace backplane
 
 #endif  // BACKPLANE_BACKPLANE_HPP_

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 1
+#define BP_ABI_VERSION_MINOR 2
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -101,7 +101,8 @@ typedef enum {
   BP_OBJECT_FUNCTION = 3, /* a packed function */
   BP_OBJECT_TENSOR = 4,   /* a DLTensor whose data space it owns */
   BP_OBJECT_ARRAY = 5,    /* an immutable array of bp_value_t */
-  BP_OBJECT_TARGET = 6    /* an immutable Target (since 1.1) */
+  BP_OBJECT_TARGET = 6,   /* an immutable Target (since 1.1) */
+  BP_OBJECT_MODULE = 7    /* a runtime Module (since 1.2) */
 } bp_object_type_t;
 
 /* Adds a reference. A null object is ignored. */
@@ -384,9 +385,9 @@ typedef bp_status_t (*bp_target_canonicalizer_t)(void* self, const char* attrs_j
 /* A TargetKind. Growable. Everything is copied at registration. */
 typedef struct bp_target_kind_def {
   size_t struct_size;
-  const char* name;                 /* [a-z0-9_]+, e.g. "cuda" */
-  const char* device_type;          /* the device type it runs on, by name, e.g. "cpu" */
-  const char* const* default_keys;  /* e.g. {"cuda", "gpu"} */
+  const char* name;                /* [a-z0-9_]+, e.g. "cuda" */
+  const char* device_type;         /* the device type it runs on, by name, e.g. "cpu" */
+  const char* const* default_keys; /* e.g. {"cuda", "gpu"} */
   size_t num_default_keys;
   const bp_target_attr_def_t* attrs;
   size_t num_attrs;
@@ -434,6 +435,59 @@ BP_EXPORT bp_status_t bp_target_kind(const bp_object_t* target, const char** out
  * name the kind does not declare is BP_ERR_INVALID_ARGUMENT naming the nearest names. */
 BP_EXPORT bp_status_t bp_target_get_attr(const bp_object_t* target, const char* name,
                                          bp_value_t* out_value);
+
+/* ---------------------------------------------------------------------------------------
+ * Runtime Modules (since 1.2): what a code generator returns
+ * ------------------------------------------------------------------------------------- */
+
+/* What a module implementation provides. Growable; the table and `kind` have static lifetime
+ * (they live in the plugin, which is never unloaded). A saved module is read back by the
+ * registered function "runtime.module.load_from_bytes.<kind>", which takes one bytes object
+ * and returns a module object. */
+typedef struct bp_module_vtable {
+  size_t struct_size;
+  const char* kind; /* [a-z0-9_]+, e.g. "c", "cuda" */
+  /* The function `name` (owned), or *out_func = NULL with BP_OK when the module lacks it. */
+  bp_status_t (*get_function)(void* self, const char* name, bp_object_t** out_func);
+  /* Every function name, as an array of string objects (owned). */
+  bp_status_t (*list_functions)(void* self, bp_object_t** out_names);
+  /* Optional: this module's own bytes (not its imports), as a bytes object (owned). Null
+   * means the module cannot be saved (bp_module_save says so, naming the kind). */
+  bp_status_t (*save_to_bytes)(void* self, bp_object_t** out_bytes);
+  /* Optional: generated source for people ("" = the module's main form, or a format such as
+   * "c", "ptx", "spirv-asm"), as a string object (owned); NULL with BP_OK when unknown. */
+  bp_status_t (*inspect_source)(void* self, const char* format, bp_object_t** out_source);
+  /* Frees `self`; called once, when the module object dies. */
+  void (*destroy)(void* self);
+} bp_module_vtable_t;
+
+/* Wraps an implementation as a module object (owned). On failure `destroy(self)` has run. */
+BP_EXPORT bp_status_t bp_module_create(const bp_module_vtable_t* vtable, void* self,
+                                       bp_object_t** out_module);
+/* The module's kind (borrowed, static). */
+BP_EXPORT bp_status_t bp_module_kind(const bp_object_t* module, const char** out_kind);
+/* Finds a function by name in the module, then (if `query_imports` != 0) in its imports,
+ * depth first (owned). A missing name is BP_ERR_NOT_FOUND naming the module's kind and the
+ * nearest names it has. */
+BP_EXPORT bp_status_t bp_module_get_function(const bp_object_t* module, const char* name,
+                                             int32_t query_imports, bp_object_t** out_func);
+/* The module's own function names (array of string objects, owned). */
+BP_EXPORT bp_status_t bp_module_list_functions(const bp_object_t* module, bp_object_t** out_names);
+/* Generated source (see inspect_source); BP_VALUE_NONE-like: *out_source = NULL if unknown. */
+BP_EXPORT bp_status_t bp_module_inspect_source(const bp_object_t* module, const char* format,
+                                               bp_object_t** out_source);
+/* Makes `module` import `imported` (retained). Importing a module into itself, directly or
+ * through its imports, is refused. */
+BP_EXPORT bp_status_t bp_module_import(bp_object_t* module, bp_object_t* imported);
+/* The module's imports, as an array of module objects (owned). */
+BP_EXPORT bp_status_t bp_module_imports(const bp_object_t* module, bp_object_t** out_imports);
+/* Saves the module with every module it imports, in one self-checking file format
+ * (docs/abi.md), as a bytes object (owned). */
+BP_EXPORT bp_status_t bp_module_save(const bp_object_t* module, bp_object_t** out_bytes);
+/* Loads what bp_module_save wrote (owned). Each module is read by its kind's loader, whose
+ * plugin loads on first use. A truncated or corrupted input, an unknown kind or a loader
+ * that fails is an error naming what is wrong, never a crash. */
+BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t** out_module);
 
 /* ---------------------------------------------------------------------------------------
  * Plugins
@@ -512,6 +566,20 @@ typedef struct bp_host_api {
   bp_status_t (*target_get_attr)(const bp_object_t* target, const char* name,
                                  bp_value_t* out_value);
   const char* (*device_attr_name)(int32_t kind);
+
+  /* Since 1.2. */
+  bp_status_t (*module_create)(const bp_module_vtable_t* vtable, void* self,
+                               bp_object_t** out_module);
+  bp_status_t (*module_kind)(const bp_object_t* module, const char** out_kind);
+  bp_status_t (*module_get_function)(const bp_object_t* module, const char* name,
+                                     int32_t query_imports, bp_object_t** out_func);
+  bp_status_t (*module_list_functions)(const bp_object_t* module, bp_object_t** out_names);
+  bp_status_t (*module_inspect_source)(const bp_object_t* module, const char* format,
+                                       bp_object_t** out_source);
+  bp_status_t (*module_import)(bp_object_t* module, bp_object_t* imported);
+  bp_status_t (*module_imports)(const bp_object_t* module, bp_object_t** out_imports);
+  bp_status_t (*module_save)(const bp_object_t* module, bp_object_t** out_bytes);
+  bp_status_t (*module_load)(const void* data, size_t size, bp_object_t** out_module);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runtime Modules: functions by name, imports, inspect_source, and the module file format
+// (round trips of module trees; every truncation and every flipped byte is an error, never a
+// crash). The module kind here, "test_table", is a small real implementation: a table of
+// named integer constants whose functions return them, saved as "name=value" lines.
+#include <gtest/gtest.h>
+
+#include <backplane/backplane.hpp>
+#include <map>
+#include <random>
+#include <sstream>
+
+namespace bp = backplane;
+
+namespace {
+
+struct Table {
+  std::map<std::string, int64_t> entries;
+  bool saveable = true;
+};
+
+bp_status_t TableGetFunction(void* self, const char* name, bp_object_t** out) {
+  return bp::CatchAtEdge([&] {
+    auto* t = static_cast<Table*>(self);
+    auto it = t->entries.find(name);
+    *out = nullptr;
+    if (it == t->entries.end()) return;
+    const int64_t value = it->second;
+    bp::ObjectRef f = bp::Function::FromCallable([value](bp::PackedArgs) {
+                        bp_value_t v;
+                        v.type = BP_VALUE_INT;
+                        v.u.v_int64 = value;
+                        return bp::Any(v);
+                      }).object();
+    *out = f.release();  // one reference goes to the caller
+  });
+}
+
+bp_status_t TableList(void* self, bp_object_t** out) {
+  return bp::CatchAtEdge([&] {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : static_cast<Table*>(self)->entries) names.push_back(k);
+    std::vector<bp_value_t> values;
+    for (const auto& n : names) {
+      bp_value_t v;
+      v.type = BP_VALUE_STR;
+      v.u.v_str = n.c_str();
+      values.push_back(v);
+    }
+    bp::Check(bp_array_create(values.data(), values.size(), out));
+  });
+}
+
+std::string Serialize(const Table& t) {
+  std::ostringstream os;
+  for (const auto& [k, v] : t.entries) os << k << "=" << v << "\n";
+  return os.str();
+}
+
+bp_status_t TableSave(void* self, bp_object_t** out) {
+  return bp::CatchAtEdge([&] {
+    const std::string text = Serialize(*static_cast<Table*>(self));
+    bp::Check(bp_bytes_create(text.data(), text.size(), out));
+  });
+}
+
+bp_status_t TableSource(void* self, const char* format, bp_object_t** out) {
+  return bp::CatchAtEdge([&] {
+    *out = nullptr;
+    if (std::string(format) != "" && std::string(format) != "table") return;
+    const std::string text = Serialize(*static_cast<Table*>(self));
+    bp::Check(bp_string_create(text.data(), text.size(), out));
+  });
+}
+
+const bp_module_vtable_t kTableVtable = {
+    .struct_size = sizeof(bp_module_vtable_t),
+    .kind = "test_table",
+    .get_function = TableGetFunction,
+    .list_functions = TableList,
+    .save_to_bytes = TableSave,
+    .inspect_source = TableSource,
+    .destroy = [](void* self) { delete static_cast<Table*>(self); },
+};
+
+bp::Module MakeTable(std::map<std::string, int64_t> entries) {
+  auto* t = new Table{std::move(entries)};
+  bp_object_t* out = nullptr;
+  bp::Check(bp_module_create(&kTableVtable, t, &out));
+  return bp::Module(bp::ObjectRef::Adopt(out));
+}
+
+// The loader for "test_table" modules, registered once per process.
+void RegisterLoader() {
+  static bool done = [] {
+    bp::Registry::Set("runtime.module.load_from_bytes.test_table",
+                      bp::Function::FromCallable([](bp::PackedArgs args) {
+                        const void* data = nullptr;
+                        size_t size = 0;
+                        bp::Check(bp_bytes_get(args[0].u.v_obj, &data, &size));
+                        std::map<std::string, int64_t> entries;
+                        std::istringstream in(std::string(static_cast<const char*>(data), size));
+                        std::string line;
+                        while (std::getline(in, line)) {
+                          auto eq = line.find('=');
+                          if (eq == std::string::npos) {
+                            throw bp::Error(BP_ERR_INVALID_ARGUMENT, "test_table: bad line");
+                          }
+                          entries[line.substr(0, eq)] = std::stoll(line.substr(eq + 1));
+                        }
+                        bp::Module m = MakeTable(std::move(entries));
+                        bp_value_t v;
+                        v.type = BP_VALUE_OBJECT;
+                        v.u.v_obj = m.object().get();
+                        bp_object_retain(v.u.v_obj);
+                        return bp::Any(v);
+                      }));
+    return true;
+  }();
+  (void)done;
+}
+
+std::string Message() {
+  const char* msg = nullptr;
+  bp_error_last(nullptr, &msg);
+  return msg;
+}
+
+TEST(Module, FunctionsByNameAndSource) {
+  bp::Module m = MakeTable({{"alpha", 11}, {"beta", -7}});
+  EXPECT_EQ(m.Kind(), "test_table");
+  EXPECT_EQ(m.ListFunctions(), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(m.GetFunction("beta")().AsInt(), -7);
+  EXPECT_EQ(m.InspectSource(), "alpha=11\nbeta=-7\n");
+  EXPECT_EQ(m.InspectSource("ptx"), "");
+  try {
+    m.GetFunction("alpah");
+    FAIL();
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_NOT_FOUND);
+    EXPECT_NE(std::string(e.what()).find("module of kind 'test_table' has no function 'alpah'"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Did you mean 'alpha'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Module, ImportsAreSearchedAndCyclesRefused) {
+  bp::Module root = MakeTable({{"main", 1}});
+  bp::Module lib = MakeTable({{"helper", 2}});
+  bp::Module deep = MakeTable({{"leaf", 3}});
+  lib.Import(deep);
+  root.Import(lib);
+  EXPECT_EQ(root.GetFunction("leaf")().AsInt(), 3);
+  EXPECT_THROW(root.GetFunction("leaf", /*query_imports=*/false), bp::Error);
+  EXPECT_EQ(root.Imports().size(), 1u);
+  EXPECT_EQ(bp_module_import(deep.object().get(), root.object().get()), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("cycle"), std::string::npos);
+  EXPECT_EQ(bp_module_import(root.object().get(), root.object().get()), BP_ERR_INVALID_ARGUMENT);
+}
+
+TEST(Module, SaveAndLoadATreeWithASharedImport) {
+  RegisterLoader();
+  bp::Module shared = MakeTable({{"shared_value", 42}});
+  bp::Module a = MakeTable({{"a_value", 1}});
+  bp::Module b = MakeTable({{"b_value", 2}});
+  a.Import(shared);
+  b.Import(shared);
+  bp::Module root = MakeTable({{"root_value", 100}});
+  root.Import(a);
+  root.Import(b);
+  const std::string bytes = root.SaveToBytes();
+  bp::Module loaded = bp::Module::LoadFromBytes(bytes);
+  EXPECT_EQ(loaded.GetFunction("root_value")().AsInt(), 100);
+  EXPECT_EQ(loaded.GetFunction("b_value")().AsInt(), 2);
+  EXPECT_EQ(loaded.GetFunction("shared_value")().AsInt(), 42);
+  ASSERT_EQ(loaded.Imports().size(), 2u);
+  // The shared import is one module after loading too.
+  EXPECT_EQ(loaded.Imports()[0].Imports()[0].object().get(),
+            loaded.Imports()[1].Imports()[0].object().get());
+  EXPECT_EQ(loaded.SaveToBytes(), bytes);  // saving again gives the same file
+}
+
+TEST(Module, EveryTruncationAndEveryFlippedByteIsAnError) {
+  RegisterLoader();
+  bp::Module root = MakeTable({{"x", 5}, {"y", 6}});
+  root.Import(MakeTable({{"z", 7}}));
+  const std::string bytes = root.SaveToBytes();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    bp_object_t* out = nullptr;
+    ASSERT_NE(bp_module_load(bytes.data(), n, &out), BP_OK) << "prefix of " << n << " bytes";
+  }
+  std::mt19937 rng(5);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string bad = bytes;
+    bad[i] = static_cast<char>(bad[i] ^ (1 + rng() % 255));
+    bp_object_t* out = nullptr;
+    ASSERT_NE(bp_module_load(bad.data(), bad.size(), &out), BP_OK) << "byte " << i;
+  }
+  bp_object_t* out = nullptr;
+  EXPECT_EQ(bp_module_load(bytes.data(), bytes.size() - 1, &out), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("truncated or corrupted"), std::string::npos) << Message();
+  EXPECT_EQ(bp_module_load("hello", 5, &out), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("not a Backplane module"), std::string::npos) << Message();
+}
+
+TEST(Module, UnknownKindNamesTheLoaderItLookedFor) {
+  static const bp_module_vtable_t kOther = {
+      .struct_size = sizeof(bp_module_vtable_t),
+      .kind = "no_such_kind",
+      .get_function = TableGetFunction,
+      .list_functions = TableList,
+      .save_to_bytes = TableSave,
+      .inspect_source = nullptr,
+      .destroy = [](void* self) { delete static_cast<Table*>(self); },
+  };
+  bp_object_t* m = nullptr;
+  ASSERT_EQ(bp_module_create(&kOther, new Table{{{"q", 1}}}, &m), BP_OK);
+  bp::Module mod{bp::ObjectRef::Adopt(m)};
+  EXPECT_EQ(mod.InspectSource(), "");  // no inspect_source: empty
+  const std::string bytes = mod.SaveToBytes();
+  bp_object_t* out = nullptr;
+  EXPECT_EQ(bp_module_load(bytes.data(), bytes.size(), &out), BP_ERR_NOT_FOUND);
+  EXPECT_NE(Message().find("runtime.module.load_from_bytes.no_such_kind"), std::string::npos)
+      << Message();
+}
+
+TEST(Module, UnsaveableAndMalformedImplementationsAreClearErrors) {
+  static int destroyed = 0;
+  static const bp_module_vtable_t kNoSave = {
+      .struct_size = sizeof(bp_module_vtable_t),
+      .kind = "test_nosave",
+      .get_function = TableGetFunction,
+      .list_functions = TableList,
+      .save_to_bytes = nullptr,
+      .inspect_source = nullptr,
+      .destroy =
+          [](void* self) {
+            ++destroyed;
+            delete static_cast<Table*>(self);
+          },
+  };
+  bp_object_t* m = nullptr;
+  ASSERT_EQ(bp_module_create(&kNoSave, new Table{}, &m), BP_OK);
+  bp_object_t* bytes = nullptr;
+  EXPECT_EQ(bp_module_save(m, &bytes), BP_ERR_UNSUPPORTED);
+  EXPECT_NE(Message().find("'test_nosave' cannot be saved"), std::string::npos) << Message();
+  bp_object_release(m);
+  EXPECT_EQ(destroyed, 1);
+
+  bp_module_vtable_t short_table = kNoSave;
+  short_table.struct_size = 8;
+  EXPECT_EQ(bp_module_create(&short_table, new Table{}, &m), BP_ERR_VERSION_MISMATCH);
+  bp_module_vtable_t bad_kind = kNoSave;
+  bad_kind.kind = "Bad Kind";
+  EXPECT_EQ(bp_module_create(&bad_kind, new Table{}, &m), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(destroyed, 2);  // a refused implementation is destroyed, not leaked
+}
+
+}  // namespace
