@@ -9,6 +9,7 @@
 //   u64 FNV-1a hash of everything before it
 // Nodes are written children first, so the root is the last node and a file can describe no
 // cycle. Every length is checked against what is left before it is used.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -315,7 +316,11 @@ BP_EXPORT bp_status_t bp_module_import(bp_object_t* module, bp_object_t* importe
                                       "the imported module's imports)");
   }
   std::lock_guard lock(m.mu);
-  const_cast<ModuleObject&>(m).imports.push_back(Ref::Share(imported));
+  auto& imports = const_cast<ModuleObject&>(m).imports;
+  for (const Ref& r : imports) {
+    if (r.get() == imported) return BP_OK;  // imported already: importing twice means nothing
+  }
+  imports.push_back(Ref::Share(imported));
   BP_API_END
 }
 
@@ -434,6 +439,10 @@ BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t*
       if (idx >= i) {
         Fail(BP_ERR_INVALID_ARGUMENT, "module file: " + at + " imports module " +
                                           std::to_string(idx) + ", which does not come before it");
+      }
+      if (std::find(imports.begin(), imports.end(), idx) != imports.end()) {
+        Fail(BP_ERR_INVALID_ARGUMENT,
+             "module file: " + at + " imports module " + std::to_string(idx) + " twice");
       }
       imports.push_back(idx);
     }

@@ -154,6 +154,8 @@ TEST(Module, ImportsAreSearchedAndCyclesRefused) {
   EXPECT_EQ(root.GetFunction("leaf")().AsInt(), 3);
   EXPECT_THROW(root.GetFunction("leaf", /*query_imports=*/false), bp::Error);
   EXPECT_EQ(root.Imports().size(), 1u);
+  root.Import(lib);  // again: nothing changes
+  EXPECT_EQ(root.Imports().size(), 1u);
   EXPECT_EQ(bp_module_import(deep.object().get(), root.object().get()), BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(Message().find("cycle"), std::string::npos);
   EXPECT_EQ(bp_module_import(root.object().get(), root.object().get()), BP_ERR_INVALID_ARGUMENT);

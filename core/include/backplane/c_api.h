@@ -476,8 +476,8 @@ BP_EXPORT bp_status_t bp_module_list_functions(const bp_object_t* module, bp_obj
 /* Generated source (see inspect_source); BP_VALUE_NONE-like: *out_source = NULL if unknown. */
 BP_EXPORT bp_status_t bp_module_inspect_source(const bp_object_t* module, const char* format,
                                                bp_object_t** out_source);
-/* Makes `module` import `imported` (retained). Importing a module into itself, directly or
- * through its imports, is refused. */
+/* Makes `module` import `imported` (retained); importing the same module again does nothing.
+ * Importing a module into itself, directly or through its imports, is refused. */
 BP_EXPORT bp_status_t bp_module_import(bp_object_t* module, bp_object_t* imported);
 /* The module's imports, as an array of module objects (owned). */
 BP_EXPORT bp_status_t bp_module_imports(const bp_object_t* module, bp_object_t** out_imports);
