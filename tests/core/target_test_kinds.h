@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <backplane/backplane.hpp>
 #include <cstring>
 #include <mutex>
@@ -106,11 +107,11 @@ inline bp_status_t ReturnJson(const json& j, bp_object_t** out) {
 
 // tk_canon: area = width * height (a derived value: a given area must agree); width must
 // be positive; mode must be "fast" or "slow". The canonicalizer counts its calls.
-inline int g_canon_calls = 0;
+inline std::atomic<int> g_canon_calls{0};  // canonicalizers may run on several threads
 inline bp_status_t CanonCanonicalize(void* self, const char* attrs_json, const DLDevice*,
                                      bp_object_t** out) {
   if (self != &g_canon_calls) return bp_error_set(BP_ERR_INTERNAL, "tk_canon: wrong self");
-  ++*static_cast<int*>(self);
+  ++*static_cast<std::atomic<int>*>(self);
   json a = json::parse(attrs_json);
   const int64_t width = a.at("width").get<int64_t>();
   const int64_t height = a.at("height").get<int64_t>();
