@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+// Structural equality and the verifier.
+#ifndef BACKPLANE_IR_ANALYSIS_HPP_
+#define BACKPLANE_IR_ANALYSIS_HPP_
+
+#include <backplane/ir/ir.hpp>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace ir {
+
+// True if the two trees have the same shape, dtypes, constants and names, and their
+// variables and buffers correspond one to one (a Var of one tree always matches the same
+// Var of the other).
+bool StructuralEqual(const Expr& a, const Expr& b);
+bool StructuralEqual(const Stmt& a, const Stmt& b);
+bool StructuralEqual(const PrimFunc& a, const PrimFunc& b);
+bool StructuralEqual(const IRModule& a, const IRModule& b);
+
+struct VerifyOptions {
+  // The device target is a CPU: loops bound to thread axes are an error.
+  bool device_is_cpu = false;
+};
+
+// Every problem found, one message each: "in function 'f': <problem> in `<statement>`".
+// The checks are listed in docs/ir.md ("Verifier").
+std::vector<std::string> VerifyErrors(const IRModule& module, const VerifyOptions& options = {});
+// Throws Error(kVerify) with all the messages, one a line, if there are any.
+void Verify(const IRModule& module, const VerifyOptions& options = {});
+
+}  // namespace ir
+}  // namespace backplane
+
+#endif  // BACKPLANE_IR_ANALYSIS_HPP_

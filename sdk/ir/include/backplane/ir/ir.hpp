@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: Apache-2.0
+// The kernel IR: dtypes, expressions, statements, buffers, PrimFuncs and IRModules, and a
+// builder API for host apps. docs/ir.md describes the IR and its text form.
+//
+//   using namespace backplane::ir;
+//   Var n("n", Int32()), i("i", Int32());
+//   Buffer a("a", Float32(), {n}), b("b", Float32(), {n}), c("c", Float32(), {n});
+//   PrimFunc f("vector_add", {n, a, b, c},
+//              For(i, 0, n, ForKind::kParallel, Store(c, {i}, a[i] + b[i])));
+//
+// Nodes are immutable and shared (std::shared_ptr<const ...>): copying an Expr, Stmt or
+// Buffer copies a handle, never the tree. A Var or Buffer is identified by its node, not by
+// its name; the verifier (analysis.hpp) checks that names are defined once per function so
+// that the text form can resolve them.
+//
+// Constructors do not type-check (the parser builds whatever the text says and the verifier
+// reports what is wrong); they throw Error(kValue) only for what cannot be represented at all
+// (an empty handle, a name that is not an identifier, zero lanes).
+#ifndef BACKPLANE_IR_IR_HPP_
+#define BACKPLANE_IR_IR_HPP_
+
+#include <backplane/ir/error.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace backplane {
+namespace ir {
+
+// ---- DType ----------------------------------------------------------------------------------
+
+// Type codes: the same numbers as DLPack's DLDataTypeCode (kDLBool is 6 in DLPack >= 0.8).
+enum class DTypeCode : uint8_t { kInt = 0, kUInt = 1, kFloat = 2, kHandle = 3, kBool = 6 };
+
+// A scalar or vector type: int8-64, uint8-64, float16/32/64, bool (bits 8), with lanes >= 1.
+// kHandle (bits 64) is the type of a buffer passed to call_packed; it has no text spelling.
+struct DType {
+  DTypeCode code = DTypeCode::kInt;
+  uint8_t bits = 32;
+  uint16_t lanes = 1;
+
+  bool is_int() const { return code == DTypeCode::kInt; }
+  bool is_uint() const { return code == DTypeCode::kUInt; }
+  bool is_integer() const { return is_int() || is_uint(); }
+  bool is_float() const { return code == DTypeCode::kFloat; }
+  bool is_bool() const { return code == DTypeCode::kBool; }
+  bool is_handle() const { return code == DTypeCode::kHandle; }
+  bool is_scalar() const { return lanes == 1; }
+  // The same type with `n` lanes.
+  DType WithLanes(uint16_t n) const { return DType{code, bits, n}; }
+  DType Element() const { return WithLanes(1); }
+};
+inline bool operator==(DType a, DType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+inline bool operator!=(DType a, DType b) { return !(a == b); }
+
+inline DType Int(int bits, int lanes = 1) {
+  return DType{DTypeCode::kInt, static_cast<uint8_t>(bits), static_cast<uint16_t>(lanes)};
+}
+inline DType UInt(int bits, int lanes = 1) {
+  return DType{DTypeCode::kUInt, static_cast<uint8_t>(bits), static_cast<uint16_t>(lanes)};
+}
+inline DType Float(int bits, int lanes = 1) {
+  return DType{DTypeCode::kFloat, static_cast<uint8_t>(bits), static_cast<uint16_t>(lanes)};
+}
+inline DType Bool(int lanes = 1) {
+  return DType{DTypeCode::kBool, 8, static_cast<uint16_t>(lanes)};
+}
+inline DType Handle() { return DType{DTypeCode::kHandle, 64, 1}; }
+inline DType Int32() { return Int(32); }
+inline DType Int64() { return Int(64); }
+inline DType Float16() { return Float(16); }
+inline DType Float32() { return Float(32); }
+inline DType Float64() { return Float(64); }
+
+// The text spelling: "int32", "float32x4", "bool", "handle".
+std::string ToString(DType t);
+// Parses a spelling made by ToString (except "handle"); false if `text` is not a dtype.
+bool ParseDType(const std::string& text, DType* out);
+
+// ---- Expressions ----------------------------------------------------------------------------
+
+enum class ExprKind : uint8_t {
+  kIntImm,      // integer or bool constant
+  kFloatImm,    // floating-point constant
+  kVar,         // scalar variable
+  kBinary,      // a op b
+  kNot,         // !a
+  kSelect,      // select(cond, a, b)
+  kCast,        // dtype(a)
+  kLoad,        // buffer[indices]
+  kCall,        // math intrinsic: exp(a), pow(a, b), ...
+  kCallPacked,  // call_packed("name", args...): a registered global function (host only)
+  kRamp,        // ramp(base, stride, lanes): base + [0, stride, 2*stride, ...]
+  kBroadcast,   // broadcast(value, lanes)
+  kBufferRef,   // a buffer passed by reference, as an argument of call_packed
+};
+
+enum class BinaryOp : uint8_t {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kFloorDiv,
+  kFloorMod,
+  kMin,
+  kMax,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kAnd,
+  kOr,
+};
+// "+", "floordiv", "==", ... (the text spelling).
+const char* ToString(BinaryOp op);
+bool IsComparison(BinaryOp op);
+bool IsLogical(BinaryOp op);
+
+struct ExprNode;
+struct VarNode;
+struct BufferNode;
+struct StmtNode;
+
+// A handle to an immutable expression node; may be empty (default-constructed).
+class Expr {
+ public:
+  Expr() = default;
+  explicit Expr(std::shared_ptr<const ExprNode> node) : node_(std::move(node)) {}
+  // C++ literals: an int32 or a float32 constant.
+  Expr(int value);     // NOLINT(google-explicit-constructor)
+  Expr(double value);  // NOLINT(google-explicit-constructor)
+
+  const ExprNode* get() const { return node_.get(); }
+  const ExprNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  ExprKind kind() const;
+  DType dtype() const;
+  // The node as T, or nullptr if it is another kind.
+  template <typename T>
+  const T* As() const;
+
+ private:
+  std::shared_ptr<const ExprNode> node_;
+};
+
+// A scalar variable: a parameter, a loop variable or a let binding.
+class Var : public Expr {
+ public:
+  Var() = default;
+  // Throws Error(kValue) if `name` is not an identifier or is a keyword of the text form.
+  Var(std::string name, DType dtype = Int32());
+  const VarNode* get() const;
+  const VarNode* operator->() const { return get(); }
+  const std::string& name() const;
+};
+
+// A multi-dimensional array: a function parameter or an allocation.
+class Buffer {
+ public:
+  Buffer() = default;
+  // `shape` and `strides` (empty: row-major, contiguous) are integer expressions over scalar
+  // parameters. Throws Error(kValue) for a bad name or a strides list of the wrong rank.
+  Buffer(std::string name, DType dtype, std::vector<Expr> shape, std::vector<Expr> strides = {});
+  const BufferNode* get() const { return node_.get(); }
+  const BufferNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  const std::string& name() const;
+  DType dtype() const;
+  // Loads: a[i] and a({i, j}).
+  Expr operator[](Expr index) const;
+  Expr operator()(std::vector<Expr> indices) const;
+
+ private:
+  std::shared_ptr<const BufferNode> node_;
+};
+
+struct ExprNode {
+  virtual ~ExprNode() = default;
+  ExprKind kind;
+  DType dtype;
+
+ protected:
+  ExprNode(ExprKind k, DType t) : kind(k), dtype(t) {}
+};
+struct IntImmNode : ExprNode {
+  IntImmNode(DType t, int64_t v) : ExprNode(ExprKind::kIntImm, t), value(v) {}
+  int64_t value;
+};
+struct FloatImmNode : ExprNode {
+  FloatImmNode(DType t, double v) : ExprNode(ExprKind::kFloatImm, t), value(v) {}
+  double value;
+};
+struct VarNode : ExprNode {
+  VarNode(DType t, std::string n) : ExprNode(ExprKind::kVar, t), name(std::move(n)) {}
+  std::string name;
+};
+struct BinaryNode : ExprNode {
+  BinaryNode(DType t, BinaryOp o, Expr x, Expr y)
+      : ExprNode(ExprKind::kBinary, t), op(o), a(std::move(x)), b(std::move(y)) {}
+  BinaryOp op;
+  Expr a, b;
+};
+struct NotNode : ExprNode {
+  NotNode(DType t, Expr x) : ExprNode(ExprKind::kNot, t), a(std::move(x)) {}
+  Expr a;
+};
+struct SelectNode : ExprNode {
+  SelectNode(DType t, Expr c, Expr x, Expr y)
+      : ExprNode(ExprKind::kSelect, t), cond(std::move(c)), a(std::move(x)), b(std::move(y)) {}
+  Expr cond, a, b;
+};
+struct CastNode : ExprNode {
+  CastNode(DType t, Expr x) : ExprNode(ExprKind::kCast, t), value(std::move(x)) {}
+  Expr value;
+};
+struct LoadNode : ExprNode {
+  LoadNode(DType t, Buffer b, std::vector<Expr> i)
+      : ExprNode(ExprKind::kLoad, t), buffer(std::move(b)), indices(std::move(i)) {}
+  Buffer buffer;
+  std::vector<Expr> indices;
+};
+struct CallNode : ExprNode {
+  CallNode(DType t, std::string n, std::vector<Expr> a)
+      : ExprNode(ExprKind::kCall, t), name(std::move(n)), args(std::move(a)) {}
+  std::string name;  // one of Intrinsics()
+  std::vector<Expr> args;
+};
+struct CallPackedNode : ExprNode {
+  CallPackedNode(std::string n, std::vector<Expr> a)
+      : ExprNode(ExprKind::kCallPacked, Int32()), name(std::move(n)), args(std::move(a)) {}
+  std::string name;  // a registered global function, e.g. "blas.sgemm"
+  std::vector<Expr> args;
+};
+struct RampNode : ExprNode {
+  RampNode(DType t, Expr b, Expr s)
+      : ExprNode(ExprKind::kRamp, t), base(std::move(b)), stride(std::move(s)) {}
+  Expr base, stride;  // lanes: dtype.lanes
+};
+struct BroadcastNode : ExprNode {
+  BroadcastNode(DType t, Expr v) : ExprNode(ExprKind::kBroadcast, t), value(std::move(v)) {}
+  Expr value;  // lanes: dtype.lanes
+};
+struct BufferRefNode : ExprNode {
+  explicit BufferRefNode(Buffer b)
+      : ExprNode(ExprKind::kBufferRef, Handle()), buffer(std::move(b)) {}
+  Buffer buffer;
+};
+
+struct BufferNode {
+  std::string name;
+  DType dtype;
+  std::vector<Expr> shape;
+  std::vector<Expr> strides;  // empty: contiguous, row-major
+};
+
+inline ExprKind Expr::kind() const { return node_->kind; }
+inline DType Expr::dtype() const { return node_->dtype; }
+template <typename T>
+const T* Expr::As() const {
+  return dynamic_cast<const T*>(node_.get());
+}
+inline const VarNode* Var::get() const { return static_cast<const VarNode*>(Expr::get()); }
+inline const std::string& Var::name() const { return get()->name; }
+inline const std::string& Buffer::name() const { return node_->name; }
+inline DType Buffer::dtype() const { return node_->dtype; }
+
+// A math intrinsic: its name and number of arguments.
+struct Intrinsic {
+  const char* name;
+  int arity;
+};
+// exp, exp2, log, log2, sqrt, rsqrt, tanh, sigmoid, erf, fabs, floor, ceil, round, trunc,
+// sin, cos, pow, fma. Each returns the dtype of its first argument.
+const std::vector<Intrinsic>& Intrinsics();
+// The intrinsic called `name`, or nullptr.
+const Intrinsic* FindIntrinsic(const std::string& name);
+
+// Expression constructors. Binary ops take the dtype of `a` (comparisons and logical ops:
+// bool with a's lanes); the verifier reports operands of different dtypes.
+Expr IntImm(DType t, int64_t value);
+Expr FloatImm(DType t, double value);
+Expr BoolImm(bool value);
+// A constant of type `t` (integer, bool or float) with the value `v`.
+Expr Const(DType t, double v);
+Expr Binary(BinaryOp op, Expr a, Expr b);
+Expr Not(Expr a);
+Expr Select(Expr cond, Expr a, Expr b);
+Expr Cast(DType t, Expr value);
+Expr Load(Buffer buffer, std::vector<Expr> indices);
+// Throws Error(kValue) if `name` is not an intrinsic or the argument count is wrong.
+Expr Call(const std::string& name, std::vector<Expr> args);
+Expr CallPacked(std::string name, std::vector<Expr> args);
+Expr Ramp(Expr base, Expr stride, int lanes);
+Expr Broadcast(Expr value, int lanes);
+Expr Ref(Buffer buffer);
+Expr FloorDiv(Expr a, Expr b);
+Expr FloorMod(Expr a, Expr b);
+Expr Min(Expr a, Expr b);
+Expr Max(Expr a, Expr b);
+Expr Eq(Expr a, Expr b);
+Expr Ne(Expr a, Expr b);
+
+// Operators. A C++ number on one side becomes a constant of the other side's dtype.
+#define BACKPLANE_IR_DECLARE_OP(op)   \
+  Expr operator op(Expr a, Expr b);   \
+  Expr operator op(Expr a, int b);    \
+  Expr operator op(int a, Expr b);    \
+  Expr operator op(Expr a, double b); \
+  Expr operator op(double a, Expr b);
+BACKPLANE_IR_DECLARE_OP(+)
+BACKPLANE_IR_DECLARE_OP(-)
+BACKPLANE_IR_DECLARE_OP(*)
+BACKPLANE_IR_DECLARE_OP(/)
+BACKPLANE_IR_DECLARE_OP(<)
+BACKPLANE_IR_DECLARE_OP(<=)
+BACKPLANE_IR_DECLARE_OP(>)
+BACKPLANE_IR_DECLARE_OP(>=)
+#undef BACKPLANE_IR_DECLARE_OP
+// Logical ops are functions, not && || ! overloads: those would silently change the meaning
+// of `if (a && b)` on handles.
+Expr And(Expr a, Expr b);
+Expr Or(Expr a, Expr b);
+
+// ---- Statements -----------------------------------------------------------------------------
+
+enum class StmtKind : uint8_t {
+  kFor,
+  kIfThenElse,
+  kLetStmt,
+  kStore,
+  kAllocate,
+  kEvaluate,
+  kBarrier,
+  kSeq,
+};
+
+enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kThreadBinding };
+// "serial", "parallel", "vectorized", "unrolled", "thread".
+const char* ToString(ForKind kind);
+
+// The GPU thread axes a loop can be bound to.
+enum class ThreadTag : uint8_t {
+  kNone,
+  kBlockIdxX,
+  kBlockIdxY,
+  kBlockIdxZ,
+  kThreadIdxX,
+  kThreadIdxY,
+  kThreadIdxZ,
+};
+// "blockIdx.x", ...; "" for kNone.
+const char* ToString(ThreadTag tag);
+
+enum class StorageScope : uint8_t { kGlobal, kShared, kLocal };
+const char* ToString(StorageScope scope);
+
+class Stmt {
+ public:
+  Stmt() = default;
+  explicit Stmt(std::shared_ptr<const StmtNode> node) : node_(std::move(node)) {}
+  const StmtNode* get() const { return node_.get(); }
+  const StmtNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  StmtKind kind() const;
+  template <typename T>
+  const T* As() const {
+    return dynamic_cast<const T*>(node_.get());
+  }
+
+ private:
+  std::shared_ptr<const StmtNode> node_;
+};
+
+struct StmtNode {
+  virtual ~StmtNode() = default;
+  StmtKind kind;
+
+ protected:
+  explicit StmtNode(StmtKind k) : kind(k) {}
+};
+struct ForNode : StmtNode {
+  ForNode() : StmtNode(StmtKind::kFor) {}
+  Var var;
+  Expr min, extent;
+  ForKind for_kind = ForKind::kSerial;
+  ThreadTag thread = ThreadTag::kNone;  // set iff for_kind == kThreadBinding
+  Stmt body;
+};
+struct IfThenElseNode : StmtNode {
+  IfThenElseNode() : StmtNode(StmtKind::kIfThenElse) {}
+  Expr cond;
+  Stmt then_case;
+  Stmt else_case;  // may be empty
+};
+// `var` is bound to `value` in `body` (in the text form: the rest of the block).
+struct LetStmtNode : StmtNode {
+  LetStmtNode() : StmtNode(StmtKind::kLetStmt) {}
+  Var var;
+  Expr value;
+  Stmt body;
+};
+struct StoreNode : StmtNode {
+  StoreNode() : StmtNode(StmtKind::kStore) {}
+  Buffer buffer;
+  std::vector<Expr> indices;
+  Expr value;
+};
+// `buffer` exists in `body` (in the text form: the rest of the block).
+struct AllocateNode : StmtNode {
+  AllocateNode() : StmtNode(StmtKind::kAllocate) {}
+  Buffer buffer;
+  StorageScope scope = StorageScope::kGlobal;
+  Stmt body;
+};
+struct EvaluateNode : StmtNode {
+  EvaluateNode() : StmtNode(StmtKind::kEvaluate) {}
+  Expr value;
+};
+// All threads of a block wait here (__syncthreads).
+struct BarrierNode : StmtNode {
+  BarrierNode() : StmtNode(StmtKind::kBarrier) {}
+};
+struct SeqNode : StmtNode {
+  SeqNode() : StmtNode(StmtKind::kSeq) {}
+  std::vector<Stmt> seq;  // never a SeqNode inside, never exactly one element
+};
+
+inline StmtKind Stmt::kind() const { return node_->kind; }
+
+// A serial, parallel, vectorized or unrolled loop over [min, min + extent).
+Stmt For(Var var, Expr min, Expr extent, ForKind kind, Stmt body);
+// A loop bound to a GPU thread axis.
+Stmt ThreadFor(Var var, ThreadTag tag, Expr min, Expr extent, Stmt body);
+Stmt IfThenElse(Expr cond, Stmt then_case, Stmt else_case = Stmt());
+Stmt LetStmt(Var var, Expr value, Stmt body);
+Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value);
+Stmt Allocate(Buffer buffer, StorageScope scope, Stmt body);
+Stmt Evaluate(Expr value);
+Stmt Barrier();
+// Flattens nested sequences; one statement is returned as is.
+Stmt Seq(std::vector<Stmt> stmts);
+
+// ---- Functions and modules ------------------------------------------------------------------
+
+// A parameter of a PrimFunc: a scalar Var or a Buffer.
+class Param {
+ public:
+  Param(Var v) : var_(std::move(v)) {}        // NOLINT(google-explicit-constructor)
+  Param(Buffer b) : buffer_(std::move(b)) {}  // NOLINT(google-explicit-constructor)
+  bool is_buffer() const { return static_cast<bool>(buffer_); }
+  const Var& var() const { return var_; }
+  const Buffer& buffer() const { return buffer_; }
+
+ private:
+  Var var_;
+  Buffer buffer_;
+};
+
+struct PrimFunc {
+  PrimFunc() = default;
+  PrimFunc(std::string n, std::vector<Param> p, Stmt b, std::map<std::string, std::string> a = {})
+      : name(std::move(n)), params(std::move(p)), body(std::move(b)), attrs(std::move(a)) {}
+  std::string name;
+  std::vector<Param> params;
+  Stmt body;
+  std::map<std::string, std::string> attrs;
+};
+
+// PrimFuncs by name, in the order they were added.
+class IRModule {
+ public:
+  IRModule() = default;
+  // Throws Error(kValue) if a function of that name exists.
+  void Add(PrimFunc func);
+  // The function called `name`, or nullptr.
+  const PrimFunc* Find(const std::string& name) const;
+  const std::vector<PrimFunc>& functions() const { return functions_; }
+
+ private:
+  std::vector<PrimFunc> functions_;
+};
+
+}  // namespace ir
+}  // namespace backplane
+
+#endif  // BACKPLANE_IR_IR_HPP_

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+// The text form of the IR (grammar in docs/ir.md): a printer and a parser that round-trip
+// exactly. Print(Parse(t)) == t for any t that Print wrote, and Parse(Print(m)) is
+// structurally equal to m for any m that passes Verify. The text form is also the IR's
+// serialized form; a module's text starts with the header line "# backplane-ir 1".
+#ifndef BACKPLANE_IR_TEXT_HPP_
+#define BACKPLANE_IR_TEXT_HPP_
+
+#include <backplane/ir/ir.hpp>
+#include <string>
+#include <string_view>
+
+namespace backplane {
+namespace ir {
+
+// The version written in the header line; Parse refuses a header with another version.
+constexpr int kTextFormatVersion = 1;
+
+// The whole module, header line first, functions separated by a blank line.
+std::string Print(const IRModule& module);
+std::string Print(const PrimFunc& func);
+// A statement at the given indentation (two spaces a level), ending with a newline.
+std::string Print(const Stmt& stmt, int indent = 0);
+std::string Print(const Expr& expr);
+
+// Parses a module. Throws Error(kParse) with "[source:]line:col: expected X, got 'Y'",
+// then the source line and a caret under the column. The header line is optional.
+IRModule Parse(std::string_view text, const std::string& source_name = "");
+
+}  // namespace ir
+}  // namespace backplane
+
+#endif  // BACKPLANE_IR_TEXT_HPP_

@@ -1,0 +1,886 @@
+// SPDX-License-Identifier: Apache-2.0
+// The parser of the text form (grammar in docs/ir.md): a lexer and a recursive-descent
+// parser. Every error names the line and column, shows the line with a caret under the spot
+// and says what was expected.
+#include <backplane/ir/text.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <unordered_map>
+
+#include "names.hpp"
+
+namespace backplane {
+namespace ir {
+namespace {
+
+enum class Tok { kIdent, kInt, kFloat, kString, kPunct, kEnd };
+
+struct Token {
+  Tok kind = Tok::kEnd;
+  std::string text;   // as written (kString: the decoded value)
+  size_t offset = 0;  // into the source
+  int line = 1, col = 1;
+  bool bol = false;  // first token on its line
+};
+
+class SourceError {
+ public:
+  SourceError(std::string_view src, const std::string& source_name)
+      : src_(src), name_(source_name) {}
+
+  [[noreturn]] void Throw(size_t offset, const std::string& message) const {
+    int line = 1;
+    size_t line_start = 0;
+    for (size_t k = 0; k < offset && k < src_.size(); ++k) {
+      if (src_[k] == '\n') {
+        ++line;
+        line_start = k + 1;
+      }
+    }
+    size_t line_end = src_.find('\n', line_start);
+    if (line_end == std::string_view::npos) line_end = src_.size();
+    std::string text(src_.substr(line_start, line_end - line_start));
+    size_t col = offset - line_start;
+    std::string caret;
+    for (size_t k = 0; k < col && k < text.size(); ++k) caret += text[k] == '\t' ? '\t' : ' ';
+    std::string where = name_.empty() ? "" : name_ + ":";
+    where += std::to_string(line) + ":" + std::to_string(col + 1) + ": ";
+    throw Error(ErrorKind::kParse, where + message + "\n  " + text + "\n  " + caret + "^");
+  }
+
+ private:
+  std::string_view src_;
+  std::string name_;
+};
+
+class Lexer {
+ public:
+  Lexer(std::string_view src, const SourceError& err) : src_(src), err_(err) {}
+
+  std::vector<Token> Run() {
+    std::vector<Token> out;
+    bool bol = true;
+    while (true) {
+      // Whitespace and comments.
+      while (pos_ < src_.size()) {
+        char c = src_[pos_];
+        if (c == '\n') {
+          bol = true;
+          Advance();
+        } else if (c == ' ' || c == '\t' || c == '\r') {
+          Advance();
+        } else if (c == '#' || (c == '/' && Peek(1) == '/')) {
+          SkipComment();
+        } else {
+          break;
+        }
+      }
+      Token t;
+      t.offset = pos_;
+      t.line = line_;
+      t.col = col_;
+      t.bol = bol;
+      bol = false;
+      if (pos_ >= src_.size()) {
+        t.kind = Tok::kEnd;
+        out.push_back(t);
+        return out;
+      }
+      char c = src_[pos_];
+      if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+        t.kind = Tok::kIdent;
+        while (pos_ < src_.size() &&
+               (std::isalnum(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_'))
+          Advance();
+      } else if (std::isdigit(static_cast<unsigned char>(c))) {
+        t.kind = Number();
+      } else if (c == '"') {
+        t.kind = Tok::kString;
+        out.push_back(String(t));
+        continue;
+      } else {
+        t.kind = Tok::kPunct;
+        static const char* const kTwo[] = {"==", "!=", "<=", ">=", "&&", "||"};
+        bool two = false;
+        for (const char* p : kTwo)
+          if (c == p[0] && Peek(1) == p[1]) two = true;
+        if (two) {
+          Advance();
+          Advance();
+        } else if (std::string("(){}[],:=+-*/<>!.").find(c) != std::string::npos) {
+          Advance();
+        } else {
+          std::string shown = std::isprint(static_cast<unsigned char>(c))
+                                  ? std::string(1, c)
+                                  : "\\x" + std::to_string(static_cast<unsigned char>(c));
+          err_.Throw(pos_, "unexpected character '" + shown +
+                               "': expected a name, a number, a string or an operator");
+        }
+      }
+      t.text = std::string(src_.substr(t.offset, pos_ - t.offset));
+      out.push_back(t);
+    }
+  }
+
+ private:
+  char Peek(size_t k) const { return pos_ + k < src_.size() ? src_[pos_ + k] : '\0'; }
+  void Advance() {
+    if (src_[pos_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++pos_;
+  }
+
+  void SkipComment() {
+    size_t start = pos_;
+    while (pos_ < src_.size() && src_[pos_] != '\n') Advance();
+    std::string_view text = src_.substr(start, pos_ - start);
+    const std::string_view kHeader = "# backplane-ir ";
+    if (text.substr(0, kHeader.size()) == kHeader) {
+      std::string version(text.substr(kHeader.size()));
+      while (!version.empty() && (version.back() == ' ' || version.back() == '\r'))
+        version.pop_back();
+      if (version != std::to_string(kTextFormatVersion))
+        err_.Throw(start + kHeader.size(), "unsupported backplane-ir version '" + version +
+                                               "': this library reads " + "version " +
+                                               std::to_string(kTextFormatVersion) +
+                                               "; print the module again with a matching library");
+    }
+  }
+
+  Tok Number() {
+    auto digits = [&] {
+      size_t start = pos_;
+      while (pos_ < src_.size() && std::isdigit(static_cast<unsigned char>(src_[pos_]))) Advance();
+      return pos_ > start;
+    };
+    digits();
+    Tok kind = Tok::kInt;
+    if (Peek(0) == '.') {
+      Advance();
+      if (!digits()) err_.Throw(pos_, "expected digits after '.' in a number");
+      kind = Tok::kFloat;
+    }
+    if (Peek(0) == 'e' || Peek(0) == 'E') {
+      Advance();
+      if (Peek(0) == '+' || Peek(0) == '-') Advance();
+      if (!digits()) err_.Throw(pos_, "expected the digits of the exponent");
+      kind = Tok::kFloat;
+    }
+    // Suffix: i8..i64, u8..u64 on integers, f16/f32/f64 on either.
+    size_t suffix = pos_;
+    while (pos_ < src_.size() && std::isalnum(static_cast<unsigned char>(src_[pos_]))) Advance();
+    std::string s(src_.substr(suffix, pos_ - suffix));
+    if (!s.empty()) {
+      bool ok = s == "f16" || s == "f32" || s == "f64";
+      if (kind == Tok::kInt)
+        ok = ok || s == "i8" || s == "i16" || s == "i32" || s == "i64" || s == "u8" || s == "u16" ||
+             s == "u32" || s == "u64";
+      if (!ok)
+        err_.Throw(suffix, "bad number suffix '" + s + "': expected " +
+                               (kind == Tok::kInt ? "i8-i64, u8-u64, " : "") +
+                               "f16, f32 or f64, or none");
+      if (s[0] == 'f') kind = Tok::kFloat;
+    }
+    return kind;
+  }
+
+  Token String(Token t) {
+    size_t start = pos_;
+    Advance();
+    std::string value;
+    while (true) {
+      if (pos_ >= src_.size() || src_[pos_] == '\n')
+        err_.Throw(start, "unterminated string: expected a closing '\"' on the same line");
+      char c = src_[pos_];
+      Advance();
+      if (c == '"') break;
+      if (c != '\\') {
+        value += c;
+        continue;
+      }
+      char e = Peek(0);
+      size_t at = pos_;
+      if (pos_ < src_.size()) Advance();
+      switch (e) {
+        case '"':
+          value += '"';
+          break;
+        case '\\':
+          value += '\\';
+          break;
+        case 'n':
+          value += '\n';
+          break;
+        case 't':
+          value += '\t';
+          break;
+        case 'x': {
+          std::string hex;
+          for (int k = 0; k < 2 && std::isxdigit(static_cast<unsigned char>(Peek(0))); ++k) {
+            hex += Peek(0);
+            Advance();
+          }
+          if (hex.size() != 2) err_.Throw(at, "expected two hex digits after '\\x'");
+          value += static_cast<char>(std::strtol(hex.c_str(), nullptr, 16));
+          break;
+        }
+        default:
+          err_.Throw(at - 1, "unknown escape in a string: expected \\\" \\\\ \\n \\t or \\xHH");
+      }
+    }
+    t.text = value;
+    return t;
+  }
+
+  std::string_view src_;
+  const SourceError& err_;
+  size_t pos_ = 0;
+  int line_ = 1, col_ = 1;
+};
+
+// What a name stands for in a scope.
+struct Binding {
+  Var var;
+  Buffer buffer;
+  int line = 0;
+};
+
+class Parser {
+ public:
+  Parser(std::vector<Token> toks, const SourceError& err) : toks_(std::move(toks)), err_(err) {}
+
+  IRModule Module() {
+    IRModule m;
+    while (Cur().kind != Tok::kEnd) {
+      if (!IsKeyword("func")) Fail("expected 'func' to start a function");
+      const Token& at = Cur();
+      PrimFunc f = Func();
+      if (m.Find(f.name))
+        err_.Throw(at.offset,
+                   "function '" + f.name + "' is defined twice: give each function its own name");
+      m.Add(std::move(f));
+    }
+    return m;
+  }
+
+ private:
+  // ---- tokens ----
+  const Token& Cur() const { return toks_[pos_]; }
+  const Token& Next() const { return toks_[pos_ + 1 < toks_.size() ? pos_ + 1 : pos_]; }
+  void Take() {
+    if (Cur().kind != Tok::kEnd) ++pos_;
+  }
+  bool IsPunct(const char* p) const { return Cur().kind == Tok::kPunct && Cur().text == p; }
+  bool IsKeyword(const char* k) const { return Cur().kind == Tok::kIdent && Cur().text == k; }
+  bool TakePunct(const char* p) {
+    if (!IsPunct(p)) return false;
+    Take();
+    return true;
+  }
+  static std::string Describe(const Token& t) {
+    switch (t.kind) {
+      case Tok::kEnd:
+        return "the end of the input";
+      case Tok::kString:
+        return "a string";
+      default:
+        return "'" + t.text + "'";
+    }
+  }
+  [[noreturn]] void Fail(const std::string& expected) const {
+    err_.Throw(Cur().offset, expected + ", got " + Describe(Cur()));
+  }
+  // Takes punctuation `p` or fails with "expected 'p' <context>, got ...".
+  void Expect(const char* p, const std::string& context) {
+    if (!TakePunct(p)) Fail(std::string("expected '") + p + "' " + context);
+  }
+  std::string ExpectIdent(const std::string& what) {
+    if (Cur().kind != Tok::kIdent) Fail("expected " + what);
+    std::string s = Cur().text;
+    Take();
+    return s;
+  }
+  DType ExpectDType(const std::string& context) {
+    DType t;
+    if (Cur().kind != Tok::kIdent || !ParseDType(Cur().text, &t))
+      Fail("expected a dtype (int32, float32, float32x4, bool...) " + context);
+    Take();
+    return t;
+  }
+
+  // ---- scopes ----
+  const Binding* Lookup(const std::string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+  void Define(const Token& at, const std::string& name, Binding b) {
+    if (!detail::IsIdentifier(name))
+      err_.Throw(at.offset, "'" + name + "' is a keyword: expected a name");
+    if (const Binding* old = Lookup(name))
+      err_.Throw(at.offset, "'" + name + "' is already defined (line " + std::to_string(old->line) +
+                                "); expected a new name (names are not shadowed)");
+    b.line = at.line;
+    scopes_.back()[name] = std::move(b);
+  }
+
+  // ---- functions ----
+  PrimFunc Func() {
+    Take();  // func
+    PrimFunc f;
+    const Token& name_tok = Cur();
+    f.name = ExpectIdent("the function's name after 'func'");
+    if (!detail::IsIdentifier(f.name))
+      err_.Throw(name_tok.offset, "'" + f.name + "' is a keyword: expected the function's name");
+    scopes_.assign(1, {});
+    Expect("(", "after the function's name");
+    ++nest_;
+    if (!IsPunct(")")) {
+      do {
+        f.params.push_back(Param_());
+      } while (TakePunct(","));
+    }
+    Expect(")", "after the parameters of '" + f.name + "'");
+    --nest_;
+    if (IsKeyword("attrs")) {
+      Take();
+      Expect("(", "after 'attrs'");
+      ++nest_;
+      if (!IsPunct(")")) {
+        do {
+          if (Cur().kind != Tok::kString) Fail("expected an attribute name as a string");
+          const Token& key_tok = Cur();
+          std::string key = Cur().text;
+          Take();
+          Expect(":", "after the attribute name");
+          if (Cur().kind != Tok::kString) Fail("expected the attribute's value as a string");
+          if (f.attrs.count(key))
+            err_.Throw(key_tok.offset, "attribute '" + key + "' is given twice");
+          f.attrs[key] = Cur().text;
+          Take();
+        } while (TakePunct(","));
+      }
+      Expect(")", "after the attributes");
+      --nest_;
+    }
+    if (!IsPunct("{")) Fail("expected '{' to start the body of '" + f.name + "'");
+    f.body = Block();
+    scopes_.clear();
+    return f;
+  }
+
+  Param Param_() {
+    const Token& at = Cur();
+    std::string name = ExpectIdent("a parameter name");
+    Expect(":", "after the parameter name '" + name + "'");
+    if (IsKeyword("buffer")) {
+      Take();
+      Expect("<", "after 'buffer'");
+      DType t = ExpectDType("in buffer<...>");
+      Expect(">", "after the buffer's dtype");
+      std::vector<Expr> shape, strides;
+      Shape(&shape, &strides);
+      Buffer b = MakeBuffer(at, name, t, shape, strides);
+      Define(at, name, Binding{Var(), b, 0});
+      return b;
+    }
+    DType t = ExpectDType("or 'buffer<dtype>[shape]' for the parameter '" + name + "'");
+    Var v = MakeVar(at, name, t);
+    Define(at, name, Binding{v, Buffer(), 0});
+    return v;
+  }
+
+  Var MakeVar(const Token& at, const std::string& name, DType t) {
+    if (!detail::IsIdentifier(name))
+      err_.Throw(at.offset, "'" + name + "' is a keyword: expected a name");
+    return Var(name, t);
+  }
+  Buffer MakeBuffer(const Token& at, const std::string& name, DType t, std::vector<Expr> shape,
+                    std::vector<Expr> strides) {
+    if (!detail::IsIdentifier(name))
+      err_.Throw(at.offset, "'" + name + "' is a keyword: expected a name");
+    return Buffer(name, t, std::move(shape), std::move(strides));
+  }
+
+  void Shape(std::vector<Expr>* shape, std::vector<Expr>* strides) {
+    Expect("[", "to start the buffer's shape");
+    ++nest_;
+    if (!IsPunct("]")) *shape = Exprs();
+    Expect("]", "after the buffer's shape");
+    --nest_;
+    if (IsKeyword("strides")) {
+      const Token& at = Cur();
+      Take();
+      Expect("[", "after 'strides'");
+      ++nest_;
+      if (!IsPunct("]")) *strides = Exprs();
+      Expect("]", "after the strides");
+      --nest_;
+      if (strides->size() != shape->size())
+        err_.Throw(at.offset, "expected " + std::to_string(shape->size()) +
+                                  " strides (one a dimension), got " +
+                                  std::to_string(strides->size()));
+    }
+  }
+
+  // ---- statements ----
+  Stmt Block() {
+    Expect("{", "to start a block");
+    scopes_.emplace_back();
+    std::vector<Stmt> stmts = Stmts();
+    scopes_.pop_back();
+    Expect("}", "to close the block");
+    return Seq(std::move(stmts));
+  }
+
+  // Statements up to the closing '}' (not taken). A let or alloc takes the rest as its body.
+  std::vector<Stmt> Stmts() {
+    std::vector<Stmt> out;
+    while (!IsPunct("}")) {
+      if (Cur().kind == Tok::kEnd) Fail("expected '}' to close the block");
+      if (IsKeyword("let") || IsKeyword("alloc")) {
+        out.push_back(ScopedStmt());
+        return out;
+      }
+      out.push_back(Statement());
+    }
+    return out;
+  }
+
+  Stmt ScopedStmt() {
+    bool is_let = IsKeyword("let");
+    Take();
+    const Token& at = Cur();
+    std::string name =
+        ExpectIdent(is_let ? "a variable name after 'let'" : "a buffer name after 'alloc'");
+    Expect(":", "after '" + name + "'");
+    DType t = ExpectDType("after '" + name + ":'");
+    if (is_let) {
+      Var v = MakeVar(at, name, t);
+      Expect("=", "after 'let " + name + ": " + ToString(t) + "'");
+      Expr value = Expression();
+      EndOfStatement();
+      scopes_.emplace_back();
+      Define(at, name, Binding{v, Buffer(), 0});
+      Stmt body = Seq(Stmts());
+      scopes_.pop_back();
+      return LetStmt(v, value, body);
+    }
+    std::vector<Expr> shape, strides;
+    Shape(&shape, &strides);
+    StorageScope scope;
+    if (IsKeyword("global")) {
+      scope = StorageScope::kGlobal;
+    } else if (IsKeyword("shared")) {
+      scope = StorageScope::kShared;
+    } else if (IsKeyword("local")) {
+      scope = StorageScope::kLocal;
+    } else {
+      Fail("expected the storage scope (global, shared or local) of '" + name + "'");
+    }
+    Take();
+    EndOfStatement();
+    Buffer b = MakeBuffer(at, name, t, shape, strides);
+    scopes_.emplace_back();
+    Define(at, name, Binding{Var(), b, 0});
+    Stmt body = Seq(Stmts());
+    scopes_.pop_back();
+    return Allocate(b, scope, body);
+  }
+
+  void EndOfStatement() {
+    if (!Cur().bol && !IsPunct("}") && Cur().kind != Tok::kEnd)
+      Fail("expected the end of the statement (a new line or '}')");
+  }
+
+  Stmt Statement() {
+    if (IsPunct("{")) return Block();
+    if (IsKeyword("for")) return ForStmt();
+    if (IsKeyword("if")) return IfStmt();
+    if (IsKeyword("barrier")) {
+      Take();
+      EndOfStatement();
+      return Barrier();
+    }
+    if (IsKeyword("else")) Fail("expected a statement ('else' must follow the '}' of an 'if')");
+    if (IsKeyword("func")) Fail("expected a statement or '}' (is a '}' missing before 'func'?)");
+    const Token& at = Cur();
+    Expr e = Expression();
+    if (IsPunct("=")) {
+      const auto* load = e.As<LoadNode>();
+      if (!load)
+        err_.Throw(at.offset, "expected a buffer element (name[indices]) on the left of '='");
+      Take();
+      Expr value = Expression();
+      EndOfStatement();
+      return Store(load->buffer, load->indices, value);
+    }
+    EndOfStatement();
+    return Evaluate(e);
+  }
+
+  Stmt ForStmt() {
+    Take();
+    const Token& at = Cur();
+    std::string name = ExpectIdent("the loop variable after 'for'");
+    DType t = Int32();
+    if (TakePunct(":")) t = ExpectDType("for the loop variable '" + name + "'");
+    Var v = MakeVar(at, name, t);
+    if (!IsKeyword("in")) Fail("expected 'in' after the loop variable");
+    Take();
+    static const struct {
+      const char* name;
+      ForKind kind;
+    } kKinds[] = {{"serial", ForKind::kSerial},
+                  {"parallel", ForKind::kParallel},
+                  {"vectorized", ForKind::kVectorized},
+                  {"unrolled", ForKind::kUnrolled},
+                  {"thread", ForKind::kThreadBinding}};
+    const ForKind* kind = nullptr;
+    for (const auto& k : kKinds)
+      if (IsKeyword(k.name)) kind = &k.kind;
+    if (!kind) Fail("expected the loop kind (serial, parallel, vectorized, unrolled or thread)");
+    std::string kind_name = Cur().text;
+    Take();
+    Expect("(", "after '" + kind_name + "'");
+    ++nest_;
+    ThreadTag tag = ThreadTag::kNone;
+    if (*kind == ForKind::kThreadBinding) {
+      tag = Thread();
+      Expect(",", "after the thread axis");
+    }
+    Expr min = Expression();
+    Expect(",", "after the loop's start");
+    Expr extent = Expression();
+    Expect(")", "after the loop's extent");
+    --nest_;
+    scopes_.emplace_back();
+    Define(at, name, Binding{v, Buffer(), 0});
+    if (!IsPunct("{")) Fail("expected '{' to start the loop body");
+    Stmt body = Block();
+    scopes_.pop_back();
+    if (tag != ThreadTag::kNone) return ThreadFor(v, tag, min, extent, body);
+    return For(v, min, extent, *kind, body);
+  }
+
+  ThreadTag Thread() {
+    const Token& at = Cur();
+    std::string s;
+    if (Cur().kind == Tok::kIdent && Next().kind == Tok::kPunct && Next().text == ".") {
+      s = Cur().text;
+      Take();
+      Take();
+      if (Cur().kind == Tok::kIdent) {
+        s += "." + Cur().text;
+        Take();
+      }
+    }
+    static const ThreadTag kTags[] = {ThreadTag::kBlockIdxX,  ThreadTag::kBlockIdxY,
+                                      ThreadTag::kBlockIdxZ,  ThreadTag::kThreadIdxX,
+                                      ThreadTag::kThreadIdxY, ThreadTag::kThreadIdxZ};
+    for (ThreadTag t : kTags)
+      if (s == ToString(t)) return t;
+    err_.Throw(at.offset,
+               "expected a thread axis (blockIdx.x/y/z or threadIdx.x/y/z), got " + Describe(at));
+  }
+
+  Stmt IfStmt() {
+    Take();
+    Expect("(", "after 'if'");
+    ++nest_;
+    Expr cond = Expression();
+    Expect(")", "after the condition of 'if'");
+    --nest_;
+    if (!IsPunct("{")) Fail("expected '{' after the condition of 'if'");
+    Stmt then_case = Block();
+    Stmt else_case;
+    if (IsKeyword("else")) {
+      Take();
+      if (IsKeyword("if")) {
+        else_case = IfStmt();
+      } else {
+        if (!IsPunct("{")) Fail("expected '{' or 'if' after 'else'");
+        else_case = Block();
+      }
+    } else {
+      EndOfStatement();
+    }
+    return IfThenElse(cond, then_case, else_case);
+  }
+
+  // ---- expressions ----
+  std::vector<Expr> Exprs() {
+    std::vector<Expr> v;
+    do {
+      v.push_back(Expression());
+    } while (TakePunct(","));
+    return v;
+  }
+
+  Expr Expression() { return BinaryExpr(1); }
+
+  // Operators of precedence >= `min_prec`, left-associative.
+  Expr BinaryExpr(int min_prec) {
+    Expr lhs = Unary();
+    while (true) {
+      if (Cur().kind != Tok::kPunct || (nest_ == 0 && Cur().bol)) return lhs;
+      BinaryOp op = BinaryOp::kAdd;
+      int prec = OperatorPrecedence(Cur().text, &op);
+      if (prec < min_prec) return lhs;
+      Take();
+      Expr rhs = BinaryExpr(prec + 1);
+      lhs = Binary(op, lhs, rhs);
+    }
+  }
+
+  static int OperatorPrecedence(const std::string& s, BinaryOp* op) {
+    static const struct {
+      const char* text;
+      BinaryOp op;
+      int prec;
+    } kOps[] = {{"||", BinaryOp::kOr, 1}, {"&&", BinaryOp::kAnd, 2}, {"==", BinaryOp::kEq, 3},
+                {"!=", BinaryOp::kNe, 3}, {"<", BinaryOp::kLt, 4},   {"<=", BinaryOp::kLe, 4},
+                {">", BinaryOp::kGt, 4},  {">=", BinaryOp::kGe, 4},  {"+", BinaryOp::kAdd, 5},
+                {"-", BinaryOp::kSub, 5}, {"*", BinaryOp::kMul, 6},  {"/", BinaryOp::kDiv, 6}};
+    for (const auto& o : kOps) {
+      if (s == o.text) {
+        *op = o.op;
+        return o.prec;
+      }
+    }
+    return 0;
+  }
+
+  Expr Unary() {
+    if (TakePunct("!")) return Not(Unary());
+    if (IsPunct("-")) {
+      const Token& minus = Cur();
+      Take();
+      if ((Cur().kind == Tok::kInt || Cur().kind == Tok::kFloat) &&
+          Cur().offset == minus.offset + 1)
+        return Number(true, minus);
+      if (IsKeyword("inf") || IsKeyword("inff16") || IsKeyword("inff64"))
+        return Number(true, minus);
+      Expr e = Unary();
+      return Binary(BinaryOp::kSub, Const(e.dtype(), 0), e);
+    }
+    return Primary();
+  }
+
+  Expr Number(bool negative, const Token& at) {
+    const Token t = Cur();
+    Take();
+    std::string text = t.text;
+    DType type = t.kind == Tok::kInt ? Int32() : Float32();
+    static const struct {
+      const char* suffix;
+      DType type;
+    } kSuffixes[] = {{"i8", Int(8)},     {"i16", Int(16)},   {"i32", Int(32)},  {"i64", Int(64)},
+                     {"u8", UInt(8)},    {"u16", UInt(16)},  {"u32", UInt(32)}, {"u64", UInt(64)},
+                     {"f16", Float(16)}, {"f32", Float(32)}, {"f64", Float(64)}};
+    for (const auto& s : kSuffixes) {
+      std::string suffix = s.suffix;
+      if (text.size() > suffix.size() &&
+          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+          !std::isalpha(static_cast<unsigned char>(text[text.size() - suffix.size() - 1]))) {
+        type = s.type;
+        text.resize(text.size() - suffix.size());
+        break;
+      }
+    }
+    if (t.kind == Tok::kIdent) {  // inf, nan, inff16, nanf64, ...
+      type = text.size() == 6 ? Float(std::atoi(text.c_str() + 4)) : Float32();
+      text.resize(3);
+      double v = text == "nan" ? std::numeric_limits<double>::quiet_NaN()
+                               : std::numeric_limits<double>::infinity();
+      return FloatImm(type, negative ? -v : v);
+    }
+    if (type.is_float()) {
+      double v = std::strtod(text.c_str(), nullptr);
+      return FloatImm(type, negative ? -v : v);
+    }
+    errno = 0;
+    unsigned long long mag = std::strtoull(text.c_str(), nullptr, 10);
+    bool overflow = errno == ERANGE;
+    // The range of the literal's dtype.
+    unsigned long long max_pos = type.is_uint()
+                                     ? (type.bits == 64 ? ~0ULL : (1ULL << type.bits) - 1)
+                                     : (1ULL << (type.bits - 1)) - 1;
+    unsigned long long max_neg = type.is_uint() ? 0 : (1ULL << (type.bits - 1));
+    if (overflow || mag > (negative ? max_neg : max_pos))
+      err_.Throw(at.offset, "integer literal " + std::string(negative ? "-" : "") + t.text +
+                                " does not fit in " + ToString(type) +
+                                ": expected a value in its range (or another suffix)");
+    int64_t v = negative ? static_cast<int64_t>(0ULL - mag) : static_cast<int64_t>(mag);
+    return IntImm(type, v);
+  }
+
+  Expr Primary() {
+    const Token& t = Cur();
+    if (t.kind == Tok::kInt || t.kind == Tok::kFloat) return Number(false, t);
+    if (TakePunct("(")) {
+      ++nest_;
+      Expr e = Expression();
+      Expect(")", "to close the parenthesis");
+      --nest_;
+      return e;
+    }
+    if (t.kind != Tok::kIdent) Fail("expected an expression");
+    const std::string name = t.text;
+    if (name == "true" || name == "false") {
+      Take();
+      return BoolImm(name == "true");
+    }
+    if (name == "inf" || name == "nan" || name == "inff16" || name == "inff64" ||
+        name == "nanf16" || name == "nanf64")
+      return Number(false, t);
+    if (Next().kind == Tok::kPunct && Next().text == "(") return CallExpr();
+    const Binding* b = Lookup(name);
+    if (!b) {
+      if (detail::IsIdentifier(name))
+        err_.Throw(t.offset, "undefined variable '" + name +
+                                 "': expected a parameter, a loop variable, a let or an alloc "
+                                 "in scope");
+      Fail("expected an expression");
+    }
+    Take();
+    if (b->buffer) {
+      if (IsPunct("[") && !(nest_ == 0 && Cur().bol)) {
+        Take();
+        ++nest_;
+        std::vector<Expr> idx;
+        if (!IsPunct("]")) idx = Exprs();
+        Expect("]", "after the indices of '" + name + "'");
+        --nest_;
+        return Load(b->buffer, idx);
+      }
+      if (!in_packed_args_)
+        err_.Throw(t.offset, "buffer '" + name + "' used as a value: expected an element (" + name +
+                                 "[i]); a whole buffer is only an argument of call_packed");
+      return Ref(b->buffer);
+    }
+    return b->var;
+  }
+
+  // name(args): a cast, select, ramp, broadcast, call_packed, floordiv/floormod/min/max, or a
+  // math intrinsic.
+  Expr CallExpr() {
+    const Token at = Cur();
+    const std::string name = at.text;
+    Take();
+    Take();  // (
+    ++nest_;
+    Expr result;
+    DType cast_type;
+    auto close = [&] {
+      Expect(")", "after the arguments of " + name);
+      --nest_;
+    };
+    auto args = [&](size_t n) {
+      std::vector<Expr> v;
+      if (!IsPunct(")")) v = Exprs();
+      if (v.size() != n)
+        err_.Throw(at.offset, name + " takes " + std::to_string(n) + " argument(s), got " +
+                                  std::to_string(v.size()));
+      return v;
+    };
+    auto lanes = [&] {
+      if (Cur().kind != Tok::kInt ||
+          Cur().text.find_first_not_of("0123456789") != std::string::npos)
+        Fail("expected the number of lanes (an integer without suffix)");
+      long n = std::strtol(Cur().text.c_str(), nullptr, 10);
+      if (n < 1 || n > 65535 || Cur().text.size() > 6)
+        err_.Throw(Cur().offset, "expected lanes in [1, 65535], got " + Cur().text);
+      Take();
+      return static_cast<int>(n);
+    };
+    if (ParseDType(name, &cast_type)) {
+      std::vector<Expr> v = args(1);
+      close();
+      return Cast(cast_type, v[0]);
+    }
+    if (name == "select") {
+      std::vector<Expr> v = args(3);
+      close();
+      return Select(v[0], v[1], v[2]);
+    }
+    if (name == "ramp") {
+      Expr base = Expression();
+      Expect(",", "after the base of ramp");
+      Expr stride = Expression();
+      Expect(",", "after the stride of ramp");
+      int n = lanes();
+      close();
+      return Ramp(base, stride, n);
+    }
+    if (name == "broadcast") {
+      Expr value = Expression();
+      Expect(",", "after the value of broadcast");
+      int n = lanes();
+      close();
+      return Broadcast(value, n);
+    }
+    if (name == "call_packed") {
+      if (Cur().kind != Tok::kString)
+        Fail("expected the name of a global function as a string after 'call_packed('");
+      std::string fn = Cur().text;
+      Take();
+      std::vector<Expr> v;
+      in_packed_args_ = true;
+      while (TakePunct(",")) v.push_back(Expression());
+      in_packed_args_ = false;
+      close();
+      return CallPacked(fn, v);
+    }
+    static const struct {
+      const char* name;
+      BinaryOp op;
+    } kFns[] = {{"floordiv", BinaryOp::kFloorDiv},
+                {"floormod", BinaryOp::kFloorMod},
+                {"min", BinaryOp::kMin},
+                {"max", BinaryOp::kMax}};
+    for (const auto& f : kFns) {
+      if (name == f.name) {
+        std::vector<Expr> v = args(2);
+        close();
+        return Binary(f.op, v[0], v[1]);
+      }
+    }
+    if (const Intrinsic* in = FindIntrinsic(name)) {
+      std::vector<Expr> v = args(static_cast<size_t>(in->arity));
+      close();
+      return Call(name, v);
+    }
+    err_.Throw(at.offset, "unknown function '" + name +
+                              "': expected a dtype cast (float32(x)), select, ramp, broadcast, "
+                              "call_packed, floordiv, floormod, min, max or an intrinsic (exp, "
+                              "log, sqrt, ...)");
+  }
+
+  std::vector<Token> toks_;
+  const SourceError& err_;
+  size_t pos_ = 0;
+  int nest_ = 0;  // open ( and [: newlines do not end an expression inside them
+  bool in_packed_args_ = false;
+  std::vector<std::unordered_map<std::string, Binding>> scopes_;
+};
+
+}  // namespace
+
+IRModule Parse(std::string_view text, const std::string& source_name) {
+  SourceError err(text, source_name);
+  Lexer lexer(text, err);
+  Parser parser(lexer.Run(), err);
+  return parser.Module();
+}
+
+}  // namespace ir
+}  // namespace backplane

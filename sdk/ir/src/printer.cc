@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: Apache-2.0
+// The printer of the text form (grammar in docs/ir.md).
+#include <backplane/ir/text.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace backplane {
+namespace ir {
+namespace {
+
+// Binding strength, as the parser reads it: a higher number binds tighter.
+constexpr int kPrecOr = 1, kPrecAnd = 2, kPrecEq = 3, kPrecRel = 4, kPrecAdd = 5, kPrecMul = 6,
+              kPrecUnary = 7, kPrecPrimary = 8;
+
+int Precedence(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kOr:
+      return kPrecOr;
+    case BinaryOp::kAnd:
+      return kPrecAnd;
+    case BinaryOp::kEq:
+    case BinaryOp::kNe:
+      return kPrecEq;
+    case BinaryOp::kLt:
+    case BinaryOp::kLe:
+    case BinaryOp::kGt:
+    case BinaryOp::kGe:
+      return kPrecRel;
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub:
+      return kPrecAdd;
+    case BinaryOp::kMul:
+    case BinaryOp::kDiv:
+      return kPrecMul;
+    default:
+      return kPrecPrimary;  // floordiv(a, b), min(a, b), ...
+  }
+}
+
+int Precedence(const Expr& e) {
+  switch (e.kind()) {
+    case ExprKind::kBinary:
+      return Precedence(e.As<BinaryNode>()->op);
+    case ExprKind::kNot:
+      return kPrecUnary;
+    case ExprKind::kIntImm:
+      return e.As<IntImmNode>()->value < 0 ? kPrecUnary : kPrecPrimary;
+    case ExprKind::kFloatImm: {
+      double v = e.As<FloatImmNode>()->value;
+      return std::signbit(v) ? kPrecUnary : kPrecPrimary;
+    }
+    default:
+      return kPrecPrimary;
+  }
+}
+
+std::string Suffix(DType t) {
+  if (t.is_float()) return t.bits == 32 ? "" : "f" + std::to_string(t.bits);
+  if (t.is_int()) return t.bits == 32 ? "" : "i" + std::to_string(t.bits);
+  return "u" + std::to_string(t.bits);
+}
+
+std::string FormatDouble(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof(buf), "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+class Printer {
+ public:
+  std::string Expr_(const Expr& e) {
+    if (!e) return "<null>";
+    switch (e.kind()) {
+      case ExprKind::kIntImm: {
+        const auto* n = e.As<IntImmNode>();
+        if (n->dtype.is_bool()) return n->value ? "true" : "false";
+        if (n->dtype.is_uint())
+          return std::to_string(static_cast<uint64_t>(n->value)) + Suffix(n->dtype);
+        return std::to_string(n->value) + Suffix(n->dtype);
+      }
+      case ExprKind::kFloatImm: {
+        const auto* n = e.As<FloatImmNode>();
+        return FormatDouble(n->value) + Suffix(n->dtype);
+      }
+      case ExprKind::kVar:
+        return e.As<VarNode>()->name;
+      case ExprKind::kBinary: {
+        const auto* n = e.As<BinaryNode>();
+        int p = Precedence(n->op);
+        if (p == kPrecPrimary)
+          return std::string(ToString(n->op)) + "(" + Expr_(n->a) + ", " + Expr_(n->b) + ")";
+        // Left-associative: the right operand needs parentheses at equal precedence.
+        return Operand(n->a, p, false) + " " + ToString(n->op) + " " + Operand(n->b, p, true);
+      }
+      case ExprKind::kNot:
+        return "!" + Operand(e.As<NotNode>()->a, kPrecUnary, true);
+      case ExprKind::kSelect: {
+        const auto* n = e.As<SelectNode>();
+        return "select(" + Expr_(n->cond) + ", " + Expr_(n->a) + ", " + Expr_(n->b) + ")";
+      }
+      case ExprKind::kCast: {
+        const auto* n = e.As<CastNode>();
+        return ToString(n->dtype) + "(" + Expr_(n->value) + ")";
+      }
+      case ExprKind::kLoad: {
+        const auto* n = e.As<LoadNode>();
+        return n->buffer.name() + "[" + List(n->indices) + "]";
+      }
+      case ExprKind::kCall: {
+        const auto* n = e.As<CallNode>();
+        return n->name + "(" + List(n->args) + ")";
+      }
+      case ExprKind::kCallPacked: {
+        const auto* n = e.As<CallPackedNode>();
+        std::string s = "call_packed(" + Quote(n->name);
+        for (const auto& a : n->args) s += ", " + Expr_(a);
+        return s + ")";
+      }
+      case ExprKind::kRamp: {
+        const auto* n = e.As<RampNode>();
+        return "ramp(" + Expr_(n->base) + ", " + Expr_(n->stride) + ", " +
+               std::to_string(n->dtype.lanes) + ")";
+      }
+      case ExprKind::kBroadcast: {
+        const auto* n = e.As<BroadcastNode>();
+        return "broadcast(" + Expr_(n->value) + ", " + std::to_string(n->dtype.lanes) + ")";
+      }
+      case ExprKind::kBufferRef:
+        return e.As<BufferRefNode>()->buffer.name();
+    }
+    return "<?>";
+  }
+
+  std::string List(const std::vector<Expr>& v) {
+    std::string s;
+    for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + Expr_(v[k]);
+    return s;
+  }
+
+  std::string BufferShape(const Buffer& b) {
+    std::string s = "[" + List(b->shape) + "]";
+    if (!b->strides.empty()) s += " strides [" + List(b->strides) + "]";
+    return s;
+  }
+
+  void Stmt_(const Stmt& s, int indent) {
+    if (!s) {
+      Line(indent, "<null>");
+      return;
+    }
+    switch (s.kind()) {
+      case StmtKind::kSeq: {
+        const auto& seq = s.As<SeqNode>()->seq;
+        for (size_t k = 0; k < seq.size(); ++k) {
+          // A let or alloc scopes the rest of its block; one that does not end its sequence
+          // gets its own braces.
+          StmtKind kind = seq[k].kind();
+          if (k + 1 < seq.size() && (kind == StmtKind::kLetStmt || kind == StmtKind::kAllocate)) {
+            Line(indent, "{");
+            Stmt_(seq[k], indent + 1);
+            Line(indent, "}");
+          } else {
+            Stmt_(seq[k], indent);
+          }
+        }
+        return;
+      }
+      case StmtKind::kFor: {
+        const auto* n = s.As<ForNode>();
+        std::string head = "for " + n->var.name();
+        if (n->var.dtype() != Int32()) head += ": " + ToString(n->var.dtype());
+        head += " in " + std::string(ToString(n->for_kind)) + "(";
+        if (n->for_kind == ForKind::kThreadBinding) head += std::string(ToString(n->thread)) + ", ";
+        head += Expr_(n->min) + ", " + Expr_(n->extent) + ") {";
+        Line(indent, head);
+        Stmt_(n->body, indent + 1);
+        Line(indent, "}");
+        return;
+      }
+      case StmtKind::kIfThenElse: {
+        const auto* n = s.As<IfThenElseNode>();
+        Line(indent, "if (" + Expr_(n->cond) + ") {");
+        while (true) {
+          Stmt_(n->then_case, indent + 1);
+          if (!n->else_case) break;
+          if (const auto* elif = n->else_case.As<IfThenElseNode>()) {
+            Line(indent, "} else if (" + Expr_(elif->cond) + ") {");
+            n = elif;
+            continue;
+          }
+          Line(indent, "} else {");
+          Stmt_(n->else_case, indent + 1);
+          break;
+        }
+        Line(indent, "}");
+        return;
+      }
+      case StmtKind::kLetStmt: {
+        const auto* n = s.As<LetStmtNode>();
+        Line(indent,
+             "let " + n->var.name() + ": " + ToString(n->var.dtype()) + " = " + Expr_(n->value));
+        Stmt_(n->body, indent);
+        return;
+      }
+      case StmtKind::kStore: {
+        const auto* n = s.As<StoreNode>();
+        Line(indent, n->buffer.name() + "[" + List(n->indices) + "] = " + Expr_(n->value));
+        return;
+      }
+      case StmtKind::kAllocate: {
+        const auto* n = s.As<AllocateNode>();
+        Line(indent, "alloc " + n->buffer.name() + ": " + ToString(n->buffer.dtype()) +
+                         BufferShape(n->buffer) + " " + ToString(n->scope));
+        Stmt_(n->body, indent);
+        return;
+      }
+      case StmtKind::kEvaluate:
+        Line(indent, Expr_(s.As<EvaluateNode>()->value));
+        return;
+      case StmtKind::kBarrier:
+        Line(indent, "barrier");
+        return;
+    }
+  }
+
+  void Func(const PrimFunc& f) {
+    std::string head = "func " + f.name + "(";
+    for (size_t k = 0; k < f.params.size(); ++k) {
+      const Param& p = f.params[k];
+      if (k) head += ", ";
+      if (p.is_buffer()) {
+        head += p.buffer().name() + ": buffer<" + ToString(p.buffer().dtype()) + ">" +
+                BufferShape(p.buffer());
+      } else {
+        head += p.var().name() + ": " + ToString(p.var().dtype());
+      }
+    }
+    head += ")";
+    if (!f.attrs.empty()) {
+      head += " attrs(";
+      bool first = true;
+      for (const auto& kv : f.attrs) {
+        head += (first ? "" : ", ") + Quote(kv.first) + ": " + Quote(kv.second);
+        first = false;
+      }
+      head += ")";
+    }
+    Line(0, head + " {");
+    Stmt_(f.body, 1);
+    Line(0, "}");
+  }
+
+  std::string out;
+
+ private:
+  std::string Operand(const Expr& e, int parent, bool right) {
+    int p = Precedence(e);
+    bool parens = right ? p <= parent : p < parent;
+    // Comparisons do not chain: a < b < c reads as (a < b) < c, but say so.
+    if (!right && (parent == kPrecEq || parent == kPrecRel) && p == parent) parens = true;
+    std::string s = Expr_(e);
+    return parens ? "(" + s + ")" : s;
+  }
+  void Line(int indent, const std::string& text) {
+    out.append(static_cast<size_t>(indent) * 2, ' ');
+    out += text;
+    out += '\n';
+  }
+};
+
+}  // namespace
+
+std::string Print(const Expr& expr) { return Printer().Expr_(expr); }
+
+std::string Print(const Stmt& stmt, int indent) {
+  Printer p;
+  p.Stmt_(stmt, indent);
+  return p.out;
+}
+
+std::string Print(const PrimFunc& func) {
+  Printer p;
+  p.Func(func);
+  return p.out;
+}
+
+std::string Print(const IRModule& module) {
+  Printer p;
+  p.out = "# backplane-ir " + std::to_string(kTextFormatVersion) + "\n";
+  for (const auto& f : module.functions()) {
+    p.out += "\n";
+    p.Func(f);
+  }
+  return p.out;
+}
+
+}  // namespace ir
+}  // namespace backplane

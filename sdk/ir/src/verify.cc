@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: Apache-2.0
+// The verifier: well-formedness checks that the parser cannot make (or that builder-made IR
+// may break). The list of checks is in docs/ir.md ("Verifier").
+#include <backplane/ir/analysis.hpp>
+#include <backplane/ir/text.hpp>
+#include <set>
+#include <unordered_set>
+
+namespace backplane {
+namespace ir {
+namespace {
+
+class Verifier {
+ public:
+  Verifier(const PrimFunc& f, const VerifyOptions& o, std::vector<std::string>* errors)
+      : func_(f), options_(o), errors_(errors) {}
+
+  void Run() {
+    scopes_.emplace_back();
+    for (const Param& p : func_.params) {
+      if (p.is_buffer()) {
+        for (const Expr& e : p.buffer()->shape) Shape(e, p.buffer().name());
+        for (const Expr& e : p.buffer()->strides) Shape(e, p.buffer().name());
+        DefineBuffer(p.buffer());
+      } else {
+        DefineVar(p.var());
+      }
+    }
+    if (!func_.body) {
+      Report("the body is empty");
+      return;
+    }
+    S(func_.body);
+  }
+
+ private:
+  struct Scope {
+    std::unordered_set<const VarNode*> vars;
+    std::unordered_set<const BufferNode*> buffers;
+    std::set<std::string> names;
+  };
+
+  void Report(const std::string& problem) {
+    std::string msg = "in function '" + func_.name + "': " + problem;
+    if (stmt_) {
+      std::string text = Print(stmt_, 0);
+      size_t nl = text.find('\n');
+      bool more = nl != std::string::npos && nl + 1 < text.size();
+      text = text.substr(0, nl);
+      if (more) text += " ... }";
+      msg += " in `" + text + "`";
+    }
+    errors_->push_back(msg);
+  }
+
+  bool NameVisible(const std::string& name) const {
+    for (const auto& s : scopes_)
+      if (s.names.count(name)) return true;
+    return false;
+  }
+  void DefineName(const std::string& name) {
+    if (NameVisible(name))
+      Report("'" + name + "' is defined twice in nested scopes: rename one (the text form " +
+             "resolves names, so a shadowed name cannot be printed)");
+    scopes_.back().names.insert(name);
+  }
+  void DefineVar(const Var& v) {
+    DefineName(v.name());
+    scopes_.back().vars.insert(v.get());
+  }
+  void DefineBuffer(const Buffer& b) {
+    DefineName(b.name());
+    scopes_.back().buffers.insert(b.get());
+  }
+  bool VarInScope(const VarNode* v) const {
+    for (const auto& s : scopes_)
+      if (s.vars.count(v)) return true;
+    return false;
+  }
+  bool BufferInScope(const BufferNode* b) const {
+    for (const auto& s : scopes_)
+      if (s.buffers.count(b)) return true;
+    return false;
+  }
+
+  void Shape(const Expr& e, const std::string& buffer) {
+    E(e);
+    if (e && !e.dtype().is_integer())
+      Report("a dimension of buffer '" + buffer + "' is " + ToString(e.dtype()) +
+             ": expected an integer");
+  }
+
+  void CheckBuffer(const Buffer& b, const std::vector<Expr>& indices) {
+    if (!BufferInScope(b.get()))
+      Report("undefined buffer '" + b.name() + "': pass it as a parameter or allocate it");
+    if (indices.size() != b->shape.size())
+      Report("rank mismatch: buffer '" + b.name() + "' has " + std::to_string(b->shape.size()) +
+             " dimension(s) but is indexed with " + std::to_string(indices.size()));
+    for (const Expr& i : indices) {
+      E(i);
+      if (!i.dtype().is_integer())
+        Report("an index of buffer '" + b.name() + "' is " + ToString(i.dtype()) +
+               ": expected an integer");
+    }
+  }
+
+  void E(const Expr& e, bool packed_arg = false) {
+    if (!e) {
+      Report("an expression is empty");
+      return;
+    }
+    switch (e.kind()) {
+      case ExprKind::kIntImm:
+      case ExprKind::kFloatImm:
+        if (e.dtype().lanes != 1)
+          Report("constant " + Print(e) + " has " + std::to_string(e.dtype().lanes) +
+                 " lanes: write broadcast(value, lanes)");
+        return;
+      case ExprKind::kVar:
+        if (!VarInScope(e.As<VarNode>()))
+          Report("undefined variable '" + e.As<VarNode>()->name +
+                 "': make it a parameter or bind it with for or let");
+        return;
+      case ExprKind::kBinary: {
+        const auto* n = e.As<BinaryNode>();
+        E(n->a);
+        E(n->b);
+        if (!n->a || !n->b) return;
+        if (n->a.dtype() != n->b.dtype()) {
+          Report("type mismatch: " + ToString(n->a.dtype()) + " " + ToString(n->op) + " " +
+                 ToString(n->b.dtype()) + " in " + Print(e) + ": cast one side");
+        } else if (IsLogical(n->op) && !n->a.dtype().is_bool()) {
+          Report(std::string("operator ") + ToString(n->op) + " takes bool operands, got " +
+                 ToString(n->a.dtype()) + " in " + Print(e));
+        }
+        return;
+      }
+      case ExprKind::kNot:
+        E(e.As<NotNode>()->a);
+        if (e.As<NotNode>()->a && !e.As<NotNode>()->a.dtype().is_bool())
+          Report("operator ! takes a bool operand, got " + ToString(e.As<NotNode>()->a.dtype()) +
+                 " in " + Print(e));
+        return;
+      case ExprKind::kSelect: {
+        const auto* n = e.As<SelectNode>();
+        E(n->cond);
+        E(n->a);
+        E(n->b);
+        if (n->cond && !n->cond.dtype().is_bool())
+          Report("the condition of select is " + ToString(n->cond.dtype()) + ": expected bool");
+        if (n->a && n->b && n->a.dtype() != n->b.dtype())
+          Report("type mismatch: select chooses between " + ToString(n->a.dtype()) + " and " +
+                 ToString(n->b.dtype()) + " in " + Print(e));
+        return;
+      }
+      case ExprKind::kCast:
+        E(e.As<CastNode>()->value);
+        return;
+      case ExprKind::kLoad: {
+        const auto* n = e.As<LoadNode>();
+        CheckBuffer(n->buffer, n->indices);
+        return;
+      }
+      case ExprKind::kCall: {
+        const auto* n = e.As<CallNode>();
+        for (const Expr& a : n->args) {
+          E(a);
+          if (a && !a.dtype().is_float())
+            Report("intrinsic " + n->name + " takes float arguments, got " + ToString(a.dtype()) +
+                   ": cast it, e.g. float32(x)");
+        }
+        return;
+      }
+      case ExprKind::kCallPacked: {
+        const auto* n = e.As<CallPackedNode>();
+        if (thread_depth_ > 0)
+          Report("call_packed(\"" + n->name + "\") inside a thread-bound region: a packed " +
+                 "call runs on the host; move it out of the kernel");
+        for (const Expr& a : n->args) E(a, true);
+        return;
+      }
+      case ExprKind::kRamp:
+        E(e.As<RampNode>()->base);
+        E(e.As<RampNode>()->stride);
+        return;
+      case ExprKind::kBroadcast:
+        E(e.As<BroadcastNode>()->value);
+        return;
+      case ExprKind::kBufferRef: {
+        const Buffer& b = e.As<BufferRefNode>()->buffer;
+        if (!BufferInScope(b.get())) Report("undefined buffer '" + b.name() + "'");
+        if (!packed_arg)
+          Report("buffer '" + b.name() + "' used as a value: index it, or pass it to " +
+                 "call_packed");
+        return;
+      }
+    }
+  }
+
+  void S(const Stmt& s) {
+    if (!s) {
+      Report("a statement is empty");
+      return;
+    }
+    const Stmt saved = stmt_;
+    if (s.kind() != StmtKind::kSeq) stmt_ = s;
+    switch (s.kind()) {
+      case StmtKind::kSeq:
+        for (const Stmt& c : s.As<SeqNode>()->seq) S(c);
+        break;
+      case StmtKind::kFor: {
+        const auto* n = s.As<ForNode>();
+        E(n->min);
+        E(n->extent);
+        DType t = n->var.dtype();
+        if (!t.is_integer() || !t.is_scalar())
+          Report("loop variable '" + n->var.name() + "' is " + ToString(t) +
+                 ": expected a scalar integer");
+        for (const Expr* bound : {&n->min, &n->extent})
+          if (*bound && bound->dtype() != t)
+            Report("type mismatch: loop variable '" + n->var.name() + "' is " + ToString(t) +
+                   " but a bound is " + ToString(bound->dtype()));
+        bool bound_here = n->for_kind == ForKind::kThreadBinding;
+        if (bound_here) {
+          if (options_.device_is_cpu)
+            Report(std::string("loop bound to ") + ToString(n->thread) +
+                   " on a CPU target: use a parallel or serial loop");
+          if (threads_.count(n->thread))
+            Report(std::string(ToString(n->thread)) +
+                   " is already bound by an enclosing loop: bind each axis once");
+          threads_.insert(n->thread);
+          ++thread_depth_;
+        }
+        scopes_.emplace_back();
+        DefineVar(n->var);
+        S(n->body);
+        scopes_.pop_back();
+        if (bound_here) {
+          --thread_depth_;
+          threads_.erase(n->thread);
+        }
+        break;
+      }
+      case StmtKind::kIfThenElse: {
+        const auto* n = s.As<IfThenElseNode>();
+        E(n->cond);
+        if (n->cond && (!n->cond.dtype().is_bool() || !n->cond.dtype().is_scalar()))
+          Report("the condition of if is " + ToString(n->cond.dtype()) + ": expected bool");
+        Scoped(n->then_case);
+        if (n->else_case) Scoped(n->else_case);
+        break;
+      }
+      case StmtKind::kLetStmt: {
+        const auto* n = s.As<LetStmtNode>();
+        E(n->value);
+        if (n->value && n->value.dtype() != n->var.dtype())
+          Report("type mismatch: let '" + n->var.name() + "' is " + ToString(n->var.dtype()) +
+                 " but its value is " + ToString(n->value.dtype()));
+        scopes_.emplace_back();
+        DefineVar(n->var);
+        S(n->body);
+        scopes_.pop_back();
+        break;
+      }
+      case StmtKind::kStore: {
+        const auto* n = s.As<StoreNode>();
+        CheckBuffer(n->buffer, n->indices);
+        E(n->value);
+        uint16_t lanes = 1;
+        for (const Expr& i : n->indices)
+          if (i && i.dtype().lanes > lanes) lanes = i.dtype().lanes;
+        DType want = n->buffer.dtype().WithLanes(lanes);
+        if (n->value && n->value.dtype() != want)
+          Report("type mismatch: storing " + ToString(n->value.dtype()) + " into buffer '" +
+                 n->buffer.name() + "' of " + ToString(want) + ": cast the value");
+        break;
+      }
+      case StmtKind::kAllocate: {
+        const auto* n = s.As<AllocateNode>();
+        for (const Expr& e : n->buffer->shape) Shape(e, n->buffer.name());
+        if (n->scope == StorageScope::kShared && thread_depth_ == 0)
+          Report("shared allocation of '" + n->buffer.name() +
+                 "' outside a thread-bound region: allocate it inside the kernel");
+        scopes_.emplace_back();
+        DefineBuffer(n->buffer);
+        S(n->body);
+        scopes_.pop_back();
+        break;
+      }
+      case StmtKind::kEvaluate:
+        E(s.As<EvaluateNode>()->value);
+        break;
+      case StmtKind::kBarrier:
+        if (thread_depth_ == 0)
+          Report("barrier outside a thread-bound region: a barrier synchronizes the threads " +
+                 std::string("of a block; put it inside a loop bound to threadIdx"));
+        break;
+    }
+    stmt_ = saved;
+  }
+
+  void Scoped(const Stmt& s) {
+    scopes_.emplace_back();
+    S(s);
+    scopes_.pop_back();
+  }
+
+  const PrimFunc& func_;
+  const VerifyOptions& options_;
+  std::vector<std::string>* errors_;
+  std::vector<Scope> scopes_;
+  Stmt stmt_;
+  int thread_depth_ = 0;
+  std::set<ThreadTag> threads_;
+};
+
+}  // namespace
+
+std::vector<std::string> VerifyErrors(const IRModule& module, const VerifyOptions& options) {
+  std::vector<std::string> errors;
+  for (const PrimFunc& f : module.functions()) Verifier(f, options, &errors).Run();
+  return errors;
+}
+
+void Verify(const IRModule& module, const VerifyOptions& options) {
+  std::vector<std::string> errors = VerifyErrors(module, options);
+  if (errors.empty()) return;
+  std::string msg;
+  for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
+  throw Error(ErrorKind::kVerify, msg);
+}
+
+}  // namespace ir
+}  // namespace backplane

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+// The text form: every kernel file round-trips exactly, and every parse error says where
+// (line:column, the line, a caret) and what was expected.
+#include <gtest/gtest.h>
+
+#include <backplane/ir/analysis.hpp>
+#include <backplane/ir/text.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace bir = backplane::ir;
+
+namespace {
+
+std::string ReadKernel(const std::string& name) {
+  std::ifstream in(std::string(BACKPLANE_IR_KERNEL_DIR) + "/" + name);
+  EXPECT_TRUE(in.good()) << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The file without its comment lines (the header line stays): what the printer writes.
+std::string WithoutComments(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    size_t first = line.find_first_not_of(' ');
+    bool comment = first != std::string::npos &&
+                   (line.compare(first, 2, "//") == 0 ||
+                    (line[first] == '#' && line.rfind("# backplane-ir", 0) != 0));
+    if (!comment) out += line + "\n";
+  }
+  return out;
+}
+
+class KernelRoundTrip : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(KernelRoundTrip, PrintsBackExactly) {
+  const std::string text = ReadKernel(GetParam());
+  bir::IRModule m = bir::Parse(text, GetParam());
+  const std::string printed = bir::Print(m);
+  EXPECT_EQ(printed, WithoutComments(text));
+  bir::IRModule again = bir::Parse(printed);
+  EXPECT_TRUE(bir::StructuralEqual(m, again));
+  EXPECT_EQ(bir::Print(again), printed);
+  EXPECT_EQ(bir::VerifyErrors(m), std::vector<std::string>{});
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelRoundTrip,
+                         ::testing::Values("vector_add.bpir", "saxpy.bpir", "reduction.bpir",
+                                           "softmax.bpir", "matmul.bpir", "transpose.bpir",
+                                           "conv2d.bpir"));
+
+TEST(IrText, LetAndAllocInTheMiddleOfABlockGetBraces) {
+  // A let whose scope ends before its block does gets its own braces, and reads back.
+  const std::string text =
+      "# backplane-ir 1\n\nfunc f(a: buffer<float32>[4]) {\n  {\n    let x: float32 = a[0]\n"
+      "    a[1] = x\n  }\n  a[2] = 1.0\n  {\n    alloc t: int8[2] local\n  }\n  barrier\n}\n";
+  EXPECT_EQ(bir::Print(bir::Parse(text)), text);
+}
+
+TEST(IrText, LiteralsRoundTrip) {
+  const std::string text =
+      "# backplane-ir 1\n\nfunc f(a: buffer<float64>[4], b: buffer<int8>[2]) {\n"
+      "  a[0] = 0.1f64 + 1e+300f64 - -2.5f64 * -inff64\n"
+      "  b[0] = -128i8 + 127i8\n"
+      "  b[1] = int8(-9223372036854775808i64 + 9223372036854775807i64)\n"
+      "  a[1] = float64(18446744073709551615u64) + float64(1.5f16) + float64(nan)\n"
+      "  a[2] = float64(true && !false || (1 != 2) == 3 < 4)\n"
+      "  a[3] = float64(1 - (2 - 3) - 4 / (5 * 6) * floormod(7, -8))\n"
+      "  call_packed(\"quote\\\"back\\\\slash\\nnl\\ttab\\x01\", a)\n"
+      "}\n";
+  bir::IRModule m = bir::Parse(text);
+  EXPECT_EQ(bir::Print(m), text);
+  EXPECT_TRUE(bir::StructuralEqual(m, bir::Parse(bir::Print(m))));
+}
+
+// ---- parse errors ----
+
+struct BadText {
+  const char* name;
+  const char* text;
+  const char* message;  // the first line of what(), exactly
+  const char* spot;     // the text under the caret
+};
+
+class ParseError : public ::testing::TestWithParam<BadText> {};
+
+TEST_P(ParseError, SaysWhereAndWhatWasExpected) {
+  const BadText& bad = GetParam();
+  try {
+    bir::Parse(bad.text);
+    FAIL() << "parsed: " << bad.text;
+  } catch (const bir::Error& e) {
+    EXPECT_EQ(e.kind(), bir::ErrorKind::kParse);
+    std::string what = e.what();
+    size_t nl = what.find('\n');
+    EXPECT_EQ(what.substr(0, nl), bad.message);
+    // Then the source line at line:col, and a caret under the column.
+    int line = 0, col = 0;
+    ASSERT_EQ(std::sscanf(what.c_str(), "%d:%d:", &line, &col), 2) << what;
+    std::istringstream in(bad.text);
+    std::string source_line;
+    for (int k = 0; k < line; ++k) std::getline(in, source_line);
+    EXPECT_EQ(what.substr(nl + 1),
+              "  " + source_line + "\n  " + std::string(static_cast<size_t>(col - 1), ' ') + "^");
+    EXPECT_EQ(std::string(bad.spot),
+              source_line.substr(static_cast<size_t>(col - 1), std::string(bad.spot).size()));
+  }
+}
+
+const BadText kBadTexts[] = {
+    {"CallPackedParen", "func f(a: buffer<float32>[1]) {\n  call_packed(\"x\", a {\n}\n",
+     "2:22: expected ')' after the arguments of call_packed, got '{'", "{"},
+    {"UndefinedVariable", "func f(a: buffer<float32>[1]) {\n  a[0] = k\n}\n",
+     "2:10: undefined variable 'k': expected a parameter, a loop variable, a let or an alloc in "
+     "scope",
+     "k"},
+    {"NotFunc", "fun f() {}", "1:1: expected 'func' to start a function, got 'fun'", "fun"},
+    {"BadDType", "func f(n: int33) {\n}",
+     "1:11: expected a dtype (int32, float32, float32x4, "
+     "bool...) or 'buffer<dtype>[shape]' for the parameter 'n', got 'int33'",
+     "int33"},
+    {"MissingBrace", "func f() {\n  barrier\n",
+     "3:1: expected '}' to close the block, got the "
+     "end of the input",
+     ""},
+    {"LoopKind", "func f() {\n  for i in fast(0, 4) {\n  }\n}",
+     "2:12: expected the loop kind (serial, parallel, vectorized, unrolled or thread), got 'fast'",
+     "fast"},
+    {"ThreadAxis", "func f() {\n  for i in thread(warp.x, 0, 4) {\n  }\n}",
+     "2:19: expected a thread axis (blockIdx.x/y/z or threadIdx.x/y/z), got 'warp'", "warp"},
+    {"Redefined", "func f(n: int32) {\n  for n in serial(0, 4) {\n  }\n}",
+     "2:7: 'n' is already defined (line 1); expected a new name (names are not shadowed)", "n"},
+    {"UnknownFunction", "func f(a: buffer<float32>[1]) {\n  a[0] = expo(1.0)\n}",
+     "2:10: unknown function 'expo': expected a dtype cast (float32(x)), select, ramp, "
+     "broadcast, call_packed, floordiv, floormod, min, max or an intrinsic (exp, log, sqrt, ...)",
+     "expo"},
+    {"Arity", "func f(a: buffer<float32>[1]) {\n  a[0] = pow(1.0)\n}",
+     "2:10: pow takes 2 argument(s), got 1", "pow"},
+    {"TwoStatementsOnALine", "func f(a: buffer<float32>[1]) {\n  a[0] = 1.0 a[0] = 2.0\n}",
+     "2:14: expected the end of the statement (a new line or '}'), got 'a'", "a[0]"},
+    {"StoreTarget", "func f(n: int32) {\n  n = 1\n}",
+     "2:3: expected a buffer element (name[indices]) on the left of '='", "n"},
+    {"BufferAsValue", "func f(a: buffer<float32>[1]) {\n  a[0] = a\n}",
+     "2:10: buffer 'a' used as a value: expected an element (a[i]); a whole buffer is only an "
+     "argument of call_packed",
+     "a"},
+    {"IntRange", "func f(a: buffer<int8>[1]) {\n  a[0] = 128i8\n}",
+     "2:10: integer literal 128i8 does not fit in int8: expected a value in its range (or "
+     "another suffix)",
+     "128i8"},
+    {"NumberSuffix", "func f(a: buffer<float32>[1]) {\n  a[0] = 1.5i32\n}",
+     "2:13: bad number suffix 'i32': expected f16, f32 or f64, or none", "i32"},
+    {"BadCharacter", "func f() {\n  $\n}",
+     "2:3: unexpected character '$': expected a name, a "
+     "number, a string or an operator",
+     "$"},
+    {"UnterminatedString", "func f() {\n  call_packed(\"abc)\n}",
+     "2:15: unterminated string: expected a closing '\"' on the same line", "\"abc"},
+    {"Version", "# backplane-ir 2\nfunc f() {\n}",
+     "1:16: unsupported backplane-ir version '2': this library reads version 1; print the "
+     "module again with a matching library",
+     "2"},
+    {"StorageScope", "func f() {\n  alloc t: float32[4] texture\n}",
+     "2:23: expected the storage scope (global, shared or local) of 't', got 'texture'", "texture"},
+    {"Strides", "func f(a: buffer<float32>[4, 4] strides [1]) {\n}",
+     "1:33: expected 2 strides (one a dimension), got 1", "strides"},
+    {"DuplicateFunction", "func f() {\n}\nfunc f() {\n}",
+     "3:1: function 'f' is defined twice: give each function its own name", "func"},
+    {"Lanes", "func f(a: buffer<float32>[4]) {\n  a[ramp(0, 1, 0)] = broadcast(1.0, 4)\n}",
+     "2:16: expected lanes in [1, 65535], got 0", "0"},
+    {"ElseWithoutIf", "func f() {\n  else {\n  }\n}",
+     "2:3: expected a statement ('else' must follow the '}' of an 'if'), got 'else'", "else"},
+    {"Keyword", "func for() {\n}", "1:6: 'for' is a keyword: expected the function's name", "for"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Errors, ParseError, ::testing::ValuesIn(kBadTexts),
+                         [](const ::testing::TestParamInfo<BadText>& param_info) {
+                           return std::string(param_info.param.name);
+                         });
+
+TEST(IrText, SourceNamePrefixesTheLocation) {
+  try {
+    bir::Parse("func f() {\n  x\n}", "k.bpir");
+    FAIL();
+  } catch (const bir::Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("k.bpir:2:3: undefined variable 'x'", 0), 0u) << e.what();
+  }
+}
+
+}  // namespace
