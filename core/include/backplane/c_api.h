@@ -461,7 +461,8 @@ typedef struct bp_module_vtable {
   void (*destroy)(void* self);
 } bp_module_vtable_t;
 
-/* Wraps an implementation as a module object (owned). On failure `destroy(self)` has run. */
+/* Wraps an implementation as a module object (owned). On failure `destroy(self)` has run,
+ * unless the vtable is too short to hold `destroy` (then the caller still owns `self`). */
 BP_EXPORT bp_status_t bp_module_create(const bp_module_vtable_t* vtable, void* self,
                                        bp_object_t** out_module);
 /* The module's kind (borrowed, static). */
