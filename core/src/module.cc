@@ -277,17 +277,7 @@ BP_EXPORT bp_status_t bp_module_list_functions(const bp_object_t* module, bp_obj
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_names != nullptr, "out_names is null");
   const ModuleObject& m = AsModule(module, "bp_module_list_functions");
-  std::vector<std::string> names = FunctionNames(m);
-  std::vector<bp_value_t> values;
-  for (const auto& n : names) {
-    bp_value_t v;
-    v.type = BP_VALUE_STR;
-    v.reserved0 = 0;
-    v.u.v_str = n.c_str();
-    values.push_back(v);
-  }
-  bp_status_t st = bp_array_create(values.data(), values.size(), out_names);
-  if (st != BP_OK) return st;
+  *out_names = NewStringArray(FunctionNames(m));
   BP_API_END
 }
 

@@ -31,6 +31,20 @@ const char* ObjectTypeName(int32_t type) {
 
 bp_object_t* NewString(std::string text) { return new StringObject(std::move(text)); }
 
+bp_object_t* NewStringArray(const std::vector<std::string>& texts) {
+  auto* array = new ArrayObject();
+  Ref owner = Ref::Adopt(array);
+  array->values.reserve(texts.size());
+  for (const auto& t : texts) {
+    bp_value_t v;
+    v.type = BP_VALUE_OBJECT;
+    v.reserved0 = 0;
+    v.u.v_obj = NewString(t);
+    array->values.push_back(v);
+  }
+  return owner.release();
+}
+
 bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t n,
                         const std::string& what) {
   const auto& f = As<FunctionObject>(func, BP_OBJECT_FUNCTION, what);

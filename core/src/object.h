@@ -108,6 +108,8 @@ class Ref {
 
 // Makes a string object (owned).
 bp_object_t* NewString(std::string text);
+// Makes an array of string objects (owned).
+bp_object_t* NewStringArray(const std::vector<std::string>& texts);
 
 // Calls a function object, checking its status; `what` names it in errors.
 bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t n,

@@ -153,17 +153,7 @@ BP_EXPORT bp_status_t bp_registry_list(bp_object_t** out_names) {
   std::set<std::string> names;
   for (auto& n : Registry::Global().Names()) names.insert(std::move(n));
   for (auto& n : PluginLoader::Global().DeclaredNames()) names.insert(std::move(n));
-  std::vector<bp_value_t> values;
-  values.reserve(names.size());
-  for (const auto& n : names) {
-    bp_value_t v;
-    v.type = BP_VALUE_STR;
-    v.reserved0 = 0;
-    v.u.v_str = n.c_str();
-    values.push_back(v);
-  }
-  bp_status_t st = bp_array_create(values.data(), values.size(), out_names);
-  if (st != BP_OK) return st;
+  *out_names = NewStringArray(std::vector<std::string>(names.begin(), names.end()));
   BP_API_END
 }
 
