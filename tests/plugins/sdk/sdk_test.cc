@@ -17,21 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "../test_util.h"
+
 namespace {
 
 namespace sdk = backplane::sdk;
 using backplane::Any;
 
-struct Status {
-  bp_status_t kind;
-  std::string message;
-};
-
-Status Capture(bp_status_t st) {
-  const char* msg = nullptr;
-  if (st != BP_OK) bp_error_last(nullptr, &msg);
-  return Status{st, msg != nullptr ? msg : ""};
-}
+using bptest::Capture;
+using bptest::Status;
 
 class SdkTest : public ::testing::Test {
  protected:
