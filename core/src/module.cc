@@ -37,7 +37,7 @@ struct ModuleObject final : bp_object {
   }
   ~ModuleObject() override {
     imports.clear();
-    if (vtable.destroy != nullptr) vtable.destroy(self);
+    RunReleaseHook("a module's destroy", vtable.destroy, self);
   }
   bp_module_vtable_t vtable;
   void* const self;

@@ -2,6 +2,7 @@
 // Objects: strings, bytes, arrays and functions, and their C entry points.
 #include "object.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace backplane::core {
@@ -27,6 +28,22 @@ const char* ObjectTypeName(int32_t type) {
     default:
       return "unknown";
   }
+}
+
+void RunReleaseHook(const char* what, void (*hook)(void*), void* arg) noexcept {
+  if (hook == nullptr) return;
+  try {
+    hook(arg);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "backplane: %s threw a C++ exception, which was contained: %s\n", what,
+                 e.what());
+  } catch (...) {
+    std::fprintf(stderr, "backplane: %s threw a C++ exception, which was contained\n", what);
+  }
+}
+
+FunctionObject::~FunctionObject() {
+  RunReleaseHook("a function's resource deleter", deleter, resource);
 }
 
 bp_object_t* NewString(std::string text) { return new StringObject(std::move(text)); }

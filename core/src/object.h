@@ -48,13 +48,16 @@ struct ArrayObject final : bp_object {
 struct FunctionObject final : bp_object {
   FunctionObject(bp_packed_fn_t b, void* r, void (*d)(void*))
       : bp_object(BP_OBJECT_FUNCTION), body(b), resource(r), deleter(d) {}
-  ~FunctionObject() override {
-    if (deleter != nullptr) deleter(resource);
-  }
+  ~FunctionObject() override;
   const bp_packed_fn_t body;
   void* const resource;
   void (*const deleter)(void*);
 };
+
+// Runs plugin code that frees something from a destructor: an exception it lets out is
+// contained and reported on stderr, since a destructor cannot return it and must not let it
+// reach std::terminate (a plugin's failure must never abort the host).
+void RunReleaseHook(const char* what, void (*hook)(void*), void* arg) noexcept;
 
 // "string", "function", ...
 const char* ObjectTypeName(int32_t type);

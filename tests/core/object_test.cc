@@ -187,6 +187,17 @@ TEST(Function, ResourceDeleterRunsOnceWhenLastReferenceGoes) {
   EXPECT_EQ(deleted.load(), 5);
 }
 
+TEST(Function, ThrowingResourceDeleterDoesNotAbortTheHost) {
+  bp_object_t* f = nullptr;
+  ASSERT_EQ(
+      bp_function_create([](void*, const bp_value_t*, int32_t, bp_value_t*) { return 0; }, nullptr,
+                         [](void*) { throw std::runtime_error("deleter failed"); }, &f),
+      BP_OK);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(bp_object_release(f), BP_OK);  // reaching the next line is the point
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("deleter failed"), std::string::npos);
+}
+
 TEST(Error, SlotIsPerThread) {
   bp_error_set(BP_ERR_NOT_FOUND, "main thread error");
   std::thread([] {
