@@ -40,17 +40,14 @@ class DeviceAPIManager {
                                  " is not known; known: " + KnownDeviceTypes());
     }
     const std::string fname = std::string("device_api.") + name;
-    Ref func = Registry::Global().Find(fname);
+    std::string looked_at;
+    Ref func = FindOrLoad(fname, &looked_at);
     if (!func) {
-      std::string looked_at = PluginLoader::Global().LoadProviderOf(fname);
-      func = Registry::Global().Find(fname);
-      if (!func) {
-        Fail(BP_ERR_NOT_FOUND, std::string("no DeviceAPI for device type '") + name + "' (id " +
-                                   std::to_string(type) + "): no plugin registered '" + fname +
-                                   "'" + looked_at +
-                                   ". Put the plugin's folder on BACKPLANE_PLUGIN_PATH or pass "
-                                   "it to the host; `backplane info` shows what was found");
-      }
+      Fail(BP_ERR_NOT_FOUND, std::string("no DeviceAPI for device type '") + name + "' (id " +
+                                 std::to_string(type) + "): no plugin registered '" + fname + "'" +
+                                 looked_at +
+                                 ". Put the plugin's folder on BACKPLANE_PLUGIN_PATH or pass "
+                                 "it to the host; `backplane info` shows what was found");
     }
     const std::string owner = Registry::Global().OwnerOf(fname);
     bp_value_t v = CallFunction(func.get(), nullptr, 0, fname);

@@ -17,7 +17,6 @@
 #include <unordered_set>
 
 #include "object.h"
-#include "plugin_loader.h"
 #include "registry.h"
 #include "target.h"
 
@@ -185,15 +184,12 @@ void Order(const bp_object_t* m, std::unordered_map<const bp_object_t*, uint32_t
 
 Ref LoadOne(const std::string& kind, const uint8_t* payload, size_t size) {
   const std::string loader = "runtime.module.load_from_bytes." + kind;
-  Ref f = Registry::Global().Find(loader);
+  std::string looked_at;
+  Ref f = FindOrLoad(loader, &looked_at);
   if (!f) {
-    std::string looked_at = PluginLoader::Global().LoadProviderOf(loader);
-    f = Registry::Global().Find(loader);
-    if (!f) {
-      Fail(BP_ERR_NOT_FOUND, "module file: no loader for modules of kind '" + kind +
-                                 "': no plugin registered '" + loader + "'" + looked_at +
-                                 ". Install the plugin that builds '" + kind + "' modules");
-    }
+    Fail(BP_ERR_NOT_FOUND, "module file: no loader for modules of kind '" + kind +
+                               "': no plugin registered '" + loader + "'" + looked_at +
+                               ". Install the plugin that builds '" + kind + "' modules");
   }
   Ref bytes =
       Ref::Adopt(new BytesObject(std::string(reinterpret_cast<const char*>(payload), size)));

@@ -82,6 +82,13 @@ std::string Registry::OwnerOf(const std::string& name) const {
   return it == map_.end() ? std::string() : it->second.owner;
 }
 
+Ref FindOrLoad(const std::string& name, std::string* looked_at) {
+  Ref f = Registry::Global().Find(name);
+  if (f) return f;
+  *looked_at = PluginLoader::Global().LoadProviderOf(name);
+  return Registry::Global().Find(name);
+}
+
 }  // namespace backplane::core
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
@@ -123,15 +130,11 @@ BP_EXPORT bp_status_t bp_registry_get(const char* name, bp_object_t** out_func) 
   BP_API_BEGIN
   CheckName(name, "bp_registry_get");
   BP_REQUIRE_ARG(out_func != nullptr, "out_func is null");
-  Ref f = Registry::Global().Find(name);
+  std::string looked_at;
+  Ref f = FindOrLoad(name, &looked_at);
   if (!f) {
-    // A discovered plugin may declare the name: load it on first use.
-    std::string looked_at = PluginLoader::Global().LoadProviderOf(name);
-    f = Registry::Global().Find(name);
-    if (!f) {
-      Fail(BP_ERR_NOT_FOUND, std::string("function '") + name + "' is not registered" + looked_at +
-                                 "; run `backplane info` to list the registered functions");
-    }
+    Fail(BP_ERR_NOT_FOUND, std::string("function '") + name + "' is not registered" + looked_at +
+                               "; run `backplane info` to list the registered functions");
   }
   *out_func = f.release();
   BP_API_END

@@ -41,6 +41,11 @@ class Registry {
   std::unordered_map<std::string, Entry> map_;
 };
 
+// The function `name`, loading a discovered plugin that declares it on first use. Null if
+// none provides it; then *looked_at says which plugins were looked at (for the caller's
+// error message).
+Ref FindOrLoad(const std::string& name, std::string* looked_at);
+
 }  // namespace backplane::core
 
 #endif  // BACKPLANE_CORE_REGISTRY_H_
