@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: Apache-2.0
+// CheckArgs and EvalIntExpr (docs/ir.md, "Argument checking").
+#include <backplane/ir/signature.hpp>
+#include <backplane/ir/text.hpp>
+#include <cstdio>
+#include <string>
+
+#include "scalar.hpp"
+
+namespace backplane {
+namespace ir {
+namespace {
+
+// The index of the scalar param that `v` names: by node, else by name; -1 if none.
+int FindScalarParam(const PrimFunc& func, const VarNode* v) {
+  for (size_t k = 0; k < func.params.size(); ++k)
+    if (!func.params[k].is_buffer() && func.params[k].var().get() == v) return static_cast<int>(k);
+  for (size_t k = 0; k < func.params.size(); ++k)
+    if (!func.params[k].is_buffer() && func.params[k].var().name() == v->name)
+      return static_cast<int>(k);
+  return -1;
+}
+
+class IntEvaluator {
+ public:
+  IntEvaluator(const PrimFunc& f, const std::vector<ArgView>& a) : func_(f), args_(a) {}
+
+  int64_t Eval(const Expr& e) {
+    if (!e) Fail("an expression is empty");
+    const DType t = e.dtype();
+    if (!t.is_scalar() || !(t.is_integer() || t.is_bool()))
+      Fail("`" + Print(e) + "` is " + ToString(t) + ", not a scalar integer");
+    switch (e.kind()) {
+      case ExprKind::kIntImm:
+        return detail::WrapInt(static_cast<uint64_t>(e.As<IntImmNode>()->value), t);
+      case ExprKind::kVar:
+        return VarValue(*e.As<VarNode>());
+      case ExprKind::kBinary:
+        return Binary(*e.As<BinaryNode>(), e);
+      case ExprKind::kNot:
+        return Eval(e.As<NotNode>()->a) == 0 ? 1 : 0;
+      case ExprKind::kSelect: {
+        const auto* n = e.As<SelectNode>();
+        const int64_t c = Eval(n->cond);
+        const int64_t a = Eval(n->a);
+        const int64_t b = Eval(n->b);
+        return c != 0 ? a : b;
+      }
+      case ExprKind::kCast: {
+        const Expr& v = e.As<CastNode>()->value;
+        return detail::WrapInt(static_cast<uint64_t>(Eval(v)), t);
+      }
+      default:
+        Fail("`" + Print(e) + "` is not an integer expression over scalar parameters");
+    }
+  }
+
+ private:
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw Error(ErrorKind::kValue, func_.name + ": " + what);
+  }
+
+  int64_t VarValue(const VarNode& v) {
+    const int k = FindScalarParam(func_, &v);
+    if (k < 0)
+      Fail("'" + v.name + "' is not a scalar parameter: an integer expression evaluated from " +
+           "the arguments may only use scalar parameters");
+    if (static_cast<size_t>(k) >= args_.size())
+      Fail("no argument for '" + v.name + "' (argument " + std::to_string(k) + "): pass one " +
+           "argument per parameter");
+    const ArgView& a = args_[static_cast<size_t>(k)];
+    if (a.kind != ArgView::Kind::kInt)
+      Fail("argument " + std::to_string(k) + " '" + v.name + "' is not an integer");
+    return detail::WrapInt(static_cast<uint64_t>(a.i), v.dtype);
+  }
+
+  int64_t Binary(const BinaryNode& n, const Expr& e) {
+    const DType t = n.a.dtype();
+    if (n.op == BinaryOp::kAnd) return Eval(n.a) != 0 && Eval(n.b) != 0;
+    if (n.op == BinaryOp::kOr) return Eval(n.a) != 0 || Eval(n.b) != 0;
+    const int64_t a = Eval(n.a);
+    const int64_t b = Eval(n.b);
+    const bool u = t.is_uint() || t.is_bool();
+    const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    switch (n.op) {
+      case BinaryOp::kAdd:
+        return detail::WrapInt(ua + ub, t);
+      case BinaryOp::kSub:
+        return detail::WrapInt(ua - ub, t);
+      case BinaryOp::kMul:
+        return detail::WrapInt(ua * ub, t);
+      case BinaryOp::kDiv:
+      case BinaryOp::kFloorDiv:
+      case BinaryOp::kFloorMod: {
+        if (b == 0) Fail("integer division by zero in `" + Print(e) + "`");
+        int64_t r = n.op == BinaryOp::kDiv        ? detail::DivTrunc(a, b, u)
+                    : n.op == BinaryOp::kFloorDiv ? detail::FloorDivInt(a, b, u)
+                                                  : detail::FloorModInt(a, b, u);
+        return detail::WrapInt(static_cast<uint64_t>(r), t);
+      }
+      case BinaryOp::kMin:
+        return u ? (ua < ub ? a : b) : (a < b ? a : b);
+      case BinaryOp::kMax:
+        return u ? (ua > ub ? a : b) : (a > b ? a : b);
+      case BinaryOp::kEq:
+        return a == b;
+      case BinaryOp::kNe:
+        return a != b;
+      case BinaryOp::kLt:
+        return u ? ua < ub : a < b;
+      case BinaryOp::kLe:
+        return u ? ua <= ub : a <= b;
+      case BinaryOp::kGt:
+        return u ? ua > ub : a > b;
+      case BinaryOp::kGe:
+        return u ? ua >= ub : a >= b;
+      default:
+        Fail("`" + Print(e) + "` is not an integer expression");
+    }
+  }
+
+  const PrimFunc& func_;
+  const std::vector<ArgView>& args_;
+};
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + v[k];
+  return s;
+}
+std::string List(const int64_t* v, int n) {
+  std::string s = "[";
+  for (int k = 0; k < n; ++k) s += (k ? ", " : "") + std::to_string(v[k]);
+  return s + "]";
+}
+std::string List(const std::vector<int64_t>& v) {
+  return List(v.data(), static_cast<int>(v.size()));
+}
+std::string ExprList(const std::vector<Expr>& v) {
+  std::vector<std::string> s;
+  for (const Expr& e : v) s.push_back(Print(e));
+  return "[" + Join(s) + "]";
+}
+
+// The scalar params that `e` mentions, in order of first appearance.
+void CollectVars(const Expr& e, std::vector<const VarNode*>* out) {
+  if (!e) return;
+  switch (e.kind()) {
+    case ExprKind::kVar:
+      for (const VarNode* v : *out)
+        if (v == e.get() || v->name == e.As<VarNode>()->name) return;
+      out->push_back(e.As<VarNode>());
+      return;
+    case ExprKind::kBinary:
+      CollectVars(e.As<BinaryNode>()->a, out);
+      CollectVars(e.As<BinaryNode>()->b, out);
+      return;
+    case ExprKind::kNot:
+      CollectVars(e.As<NotNode>()->a, out);
+      return;
+    case ExprKind::kSelect:
+      CollectVars(e.As<SelectNode>()->cond, out);
+      CollectVars(e.As<SelectNode>()->a, out);
+      CollectVars(e.As<SelectNode>()->b, out);
+      return;
+    case ExprKind::kCast:
+      CollectVars(e.As<CastNode>()->value, out);
+      return;
+    default:
+      return;
+  }
+}
+
+std::string DescribeScalar(const ArgView& a) {
+  switch (a.kind) {
+    case ArgView::Kind::kInt:
+      return "an integer (" + std::to_string(a.i) + ")";
+    case ArgView::Kind::kFloat: {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.17g", a.f);
+      return std::string("a float (") + buf + ")";
+    }
+    case ArgView::Kind::kBuffer:
+      break;
+  }
+  return "a buffer";
+}
+
+class ArgChecker {
+ public:
+  ArgChecker(const PrimFunc& f, const std::vector<ArgView>& a) : func_(f), args_(a) {}
+
+  std::string Run() {
+    if (args_.size() != func_.params.size()) {
+      std::vector<std::string> names;
+      for (const Param& p : func_.params)
+        names.push_back(p.is_buffer() ? p.buffer().name() : p.var().name());
+      return func_.name + ": expected " + std::to_string(func_.params.size()) + " argument" +
+             (func_.params.size() == 1 ? "" : "s") + " (" + Join(names) + "), got " +
+             std::to_string(args_.size()) + "; pass one argument per parameter";
+    }
+    for (size_t k = 0; k < args_.size(); ++k) {
+      const Param& p = func_.params[k];
+      std::string msg = p.is_buffer() ? CheckBuffer(k, p.buffer()) : CheckScalar(k, p.var());
+      if (!msg.empty()) return msg;
+    }
+    return "";
+  }
+
+ private:
+  std::string Head(size_t k, const std::string& name) const {
+    return func_.name + ": argument " + std::to_string(k) + " '" + name + "'";
+  }
+
+  std::string CheckScalar(size_t k, const Var& v) const {
+    const ArgView& a = args_[k];
+    const DType t = v.dtype();
+    const std::string head = Head(k, v.name());
+    const std::string want = t.is_float() ? "a " + ToString(t) + " scalar; pass a number"
+                                          : "an " + ToString(t) + " scalar; pass an integer";
+    if (!t.is_scalar() || t.is_handle())
+      return head + " has the unsupported parameter type " + ToString(t) +
+             ": declare scalar parameters with a scalar dtype";
+    if (t.is_float()) {
+      if (a.kind == ArgView::Kind::kBuffer) return head + " is a buffer, expected " + want;
+      return "";
+    }
+    // int, uint, bool
+    if (t.is_bool()) {
+      const std::string bwant = "a bool scalar; pass 0 or 1";
+      if (a.kind != ArgView::Kind::kInt)
+        return head + " is " + DescribeScalar(a) + ", expected " + bwant;
+      if (a.i != 0 && a.i != 1)
+        return head + " is " + std::to_string(a.i) + ", out of the range of bool [0, 1]; pass " +
+               "0 or 1";
+      return "";
+    }
+    if (a.kind != ArgView::Kind::kInt)
+      return head + " is " + DescribeScalar(a) + ", expected " + want;
+    int64_t lo, hi;
+    std::string hi_text;
+    if (t.is_uint()) {
+      lo = 0;
+      hi = t.bits == 64 ? INT64_MAX : static_cast<int64_t>((uint64_t{1} << t.bits) - 1);
+      hi_text = t.bits == 64 ? "18446744073709551615" : std::to_string(hi);
+    } else {
+      lo = t.bits == 64 ? INT64_MIN : -(int64_t{1} << (t.bits - 1));
+      hi = t.bits == 64 ? INT64_MAX : (int64_t{1} << (t.bits - 1)) - 1;
+      hi_text = std::to_string(hi);
+    }
+    if (a.i < lo || a.i > hi)
+      return head + " is " + std::to_string(a.i) + ", out of the range of " + ToString(t) + " [" +
+             std::to_string(lo) + ", " + hi_text + "]; pass a value in that range";
+    return "";
+  }
+
+  // "[k, n] = [64, 32] (k = 64, n = 32 from the scalar arguments)", or "[64, 32]" when the
+  // expressions are constants. Sets *error instead if they cannot be evaluated.
+  std::string Expected(const std::vector<Expr>& exprs, std::vector<int64_t>* values,
+                       std::string* error) const {
+    values->clear();
+    for (const Expr& e : exprs) {
+      try {
+        values->push_back(EvalIntExpr(func_, e, args_));
+      } catch (const Error& err) {
+        *error = err.what();
+        return "";
+      }
+    }
+    std::vector<const VarNode*> vars;
+    for (const Expr& e : exprs) CollectVars(e, &vars);
+    const std::string text = ExprList(exprs);
+    const std::string nums = List(*values);
+    if (vars.empty()) return nums;
+    std::vector<std::string> binds;
+    for (const VarNode* v : vars) {
+      const int p = FindScalarParam(func_, v);
+      binds.push_back(v->name + " = " +
+                      std::to_string(detail::WrapInt(
+                          static_cast<uint64_t>(args_[static_cast<size_t>(p)].i), v->dtype)));
+    }
+    return text + " = " + nums + " (" + Join(binds) + " from the scalar arguments)";
+  }
+
+  std::string CheckBuffer(size_t k, const Buffer& b) const {
+    const ArgView& a = args_[k];
+    const std::string head = Head(k, b.name());
+    if (a.kind != ArgView::Kind::kBuffer)
+      return head + " is " + DescribeScalar(a) + ", expected a buffer<" + ToString(b.dtype()) +
+             ">" + ExprList(b->shape) + "; pass a tensor";
+    if (a.dtype != b.dtype())
+      return head + " has dtype " + ToString(a.dtype) + ", expected " + ToString(b.dtype()) +
+             "; pass a " + ToString(b.dtype()) + " tensor";
+    const int rank = static_cast<int>(b->shape.size());
+    if (a.ndim < 0 || (a.ndim > 0 && a.shape == nullptr))
+      return head + " has " + std::to_string(a.ndim) + " dimensions and " +
+             (a.shape == nullptr ? "no shape (a null pointer)" : "a shape") + ", expected rank " +
+             std::to_string(rank) + "; pass a tensor with its shape";
+    std::vector<int64_t> want;
+    std::string error;
+    const std::string expected = Expected(b->shape, &want, &error);
+    if (!error.empty())
+      return head + ": cannot evaluate its shape " + ExprList(b->shape) + " (" + error +
+             "); pass scalar arguments that give a valid shape";
+    for (int d = 0; d < rank; ++d)
+      if (want[static_cast<size_t>(d)] < 0)
+        return head + ": its shape " + expected + " has a negative extent; pass scalar " +
+               "arguments that give non-negative extents";
+    if (a.ndim != rank)
+      return head + " has rank " + std::to_string(a.ndim) + " (shape " + List(a.shape, a.ndim) +
+             "), expected rank " + std::to_string(rank) + ": " + expected +
+             "; pass a tensor of that shape";
+    for (int d = 0; d < rank; ++d)
+      if (a.shape[d] != want[static_cast<size_t>(d)])
+        return head + " has shape " + List(a.shape, a.ndim) + ", expected " + expected +
+               "; pass a tensor of that shape";
+    bool empty = false;
+    for (int64_t e : want) empty = empty || e == 0;
+    if (a.data == nullptr && !empty)
+      return head + " has no data (a null pointer); pass an allocated tensor";
+    // Strides: the declared ones, or compact row-major.
+    std::vector<int64_t> compact(static_cast<size_t>(rank));
+    uint64_t s = 1;  // wraps for absurd shapes instead of overflowing
+    for (int d = rank - 1; d >= 0; --d) {
+      compact[static_cast<size_t>(d)] = static_cast<int64_t>(s);
+      s *= static_cast<uint64_t>(want[static_cast<size_t>(d)]);
+    }
+    const std::vector<int64_t> given =
+        a.strides != nullptr ? std::vector<int64_t>(a.strides, a.strides + rank) : compact;
+    const std::string given_text =
+        (a.strides != nullptr ? "strides " : "compact row-major strides ") + List(given);
+    if (b->strides.empty()) {
+      if (!SameStrides(given, compact, want))
+        return head + " has " + given_text + ", expected compact row-major strides " +
+               List(compact) + "; pass a contiguous tensor (or declare strides on the parameter)";
+      return "";
+    }
+    std::vector<int64_t> want_strides;
+    const std::string expected_strides = Expected(b->strides, &want_strides, &error);
+    if (!error.empty())
+      return head + ": cannot evaluate its strides " + ExprList(b->strides) + " (" + error +
+             "); pass scalar arguments that give valid strides";
+    if (!SameStrides(given, want_strides, want))
+      return head + " has " + given_text + ", expected " + expected_strides +
+             "; pass a tensor with those strides";
+    return "";
+  }
+
+  static bool SameStrides(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                          const std::vector<int64_t>& shape) {
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] != 1 && a[d] != b[d]) return false;
+    return true;
+  }
+
+  const PrimFunc& func_;
+  const std::vector<ArgView>& args_;
+};
+
+}  // namespace
+
+int64_t EvalIntExpr(const PrimFunc& func, const Expr& e, const std::vector<ArgView>& args) {
+  return IntEvaluator(func, args).Eval(e);
+}
+
+std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args) {
+  return ArgChecker(func, args).Run();
+}
+
+}  // namespace ir
+}  // namespace backplane
