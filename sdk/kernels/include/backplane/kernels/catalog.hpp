@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reference kernels (sdk/kernels/*.bpir, in the IR's text form) and a catalog of them:
+// for each kernel function, how to make random inputs of a given size, a float64 reference
+// of its outputs, a tolerance, and its flop and byte counts. Tests, the `backplane run` and
+// `backplane demo` commands and the benchmarks use it to run a kernel on any target and
+// check what it computed. It links only Backplane::ir, never libbackplane.
+//
+//   const Case* c = Find("matmul_tiled");
+//   IRModule mod = ir::Parse(ReadKernelFile(c->file), c->file);
+//   std::vector<Arg> args = c->make_args(c->small, 42);   // inputs random, outputs garbage
+//   std::vector<Arg> want = args;
+//   c->reference(want);                                   // outputs in float64
+//   ... run c->func on `args` (float32 buffers) and copy the outputs back into args ...
+//   for (size_t i = 0; i < args.size(); ++i)
+//     if (args[i].is_output) assert(RelativeError(args[i], want[i]) <= c->tolerance);
+//
+// Kernel files. docs/ir.md describes the text form. Every function is listed once in
+// Catalog(); all arrays are row-major float32 and every shape is symbolic over int32
+// parameters, so one function runs at any size. A function whose name ends in `_gpu` binds
+// loops to GPU thread axes (Case::needs_threads) and runs only on GPU-like targets.
+//
+// Where the files are (KernelDir()), first match wins:
+//   1. $BACKPLANE_KERNEL_DIR, if set and not empty (ignored in setuid programs);
+//   2. <exe>/../share/backplane/kernels, where <exe> is the folder of the running executable
+//      (/proc/self/exe), if that folder exists: an install puts the files in
+//      <prefix>/share/backplane/kernels beside <prefix>/bin, and the build copies them to
+//      <build>/share/backplane/kernels beside <build>/bin;
+//   3. the source folder sdk/kernels, compiled in.
+#ifndef BACKPLANE_KERNELS_CATALOG_HPP_
+#define BACKPLANE_KERNELS_CATALOG_HPP_
+
+#include <backplane/ir/ir.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace kernels {
+
+// One argument of a kernel on the host, in the order of the PrimFunc's params. Buffer
+// elements are held as double whatever the dtype; make_args rounds them to the dtype (a
+// float32 input holds float32 values exactly), so a reference computed from them sees the
+// values the kernel sees.
+struct Arg {
+  std::string name;            // the PrimFunc param name
+  bool is_buffer = false;      // a buffer (shape, data) or a scalar (scalar)
+  ir::DType dtype;             // the scalar's dtype or the buffer's element dtype
+  double scalar = 0;           // scalars
+  std::vector<int64_t> shape;  // buffers
+  std::vector<double> data;    // buffers, row-major
+  bool is_output = false;      // written by the kernel; compared with the reference
+};
+
+// Values of a kernel's int32 scalar params by name, e.g. {"m", 64}, {"n", 48}, {"k", 33}:
+// the sizes, and for conv2d also `pad`.
+using Dims = std::map<std::string, int64_t>;
+
+// One kernel function and what is needed to run and check it.
+struct Case {
+  std::string file;            // the kernel file in KernelDir(), e.g. "matmul.bpir"
+  std::string func;            // the PrimFunc in that file, e.g. "matmul_tiled"
+  bool needs_threads = false;  // binds loops to thread axes: only for GPU-like targets
+  Dims small;                  // odd sizes for tests, exercising every path of the kernel
+  Dims demo;                   // a size that runs ~5-50 ms on one CPU core with a decent kernel
+  // The arguments for sizes `dims` (a param missing from `dims` takes its value from
+  // `demo`) from a std::mt19937_64 seeded with `seed`: the same dims and seed give the same
+  // values. Inputs are random and never zero; outputs are prefilled with random values (no
+  // NaN) so that a kernel that writes nothing fails. Other scalars: saxpy's alpha is random
+  // in [0.5, 2] or [-2, -0.5]. Per kernel: sum's input is in [0.25, 1] (a sum of positive
+  // values has no cancellation, so the relative error measures the kernel); softmax's input
+  // is 90 + [-4, 4] (exp overflows float32 unless the kernel subtracts the row max); every
+  // other input is in [-1, 1].
+  std::function<std::vector<Arg>(const Dims& dims, uint64_t seed)> make_args;
+  // Computes the outputs in float64 from the inputs, in place in `args` (as make_args made
+  // them; only the outputs change).
+  std::function<void(std::vector<Arg>& args)> reference;
+  double tolerance = 0;  // bound on RelativeError of each output, for float32 kernels
+  // Floating-point operations of one run (0 for a memory-bound kernel, whose figure of merit
+  // is bytes per second).
+  std::function<double(const std::vector<Arg>&)> flops;
+  // Bytes one run must move at least: each input read once plus each output written once.
+  std::function<double(const std::vector<Arg>&)> bytes;
+};
+
+// Every kernel function of every kernel file, each exactly once, grouped by file. The
+// catalog lives for the whole program.
+const std::vector<Case>& Catalog();
+
+// The case of the kernel function `func`, or nullptr if there is none. The pointer stays
+// valid for the whole program.
+const Case* Find(const std::string& func);
+
+// max |got - ref| / max(max |ref|, 1e-30) over the elements of two buffers. An element equal
+// in both (including the same infinity) counts 0, and one that is NaN in both is skipped.
+// Infinity if the shapes or data sizes differ, or got has a NaN or an infinity where ref has
+// none. Scalars compare their `scalar` values the same way.
+double RelativeError(const Arg& got, const Arg& ref);
+
+// The folder holding the kernel files (see the top of this header for the search order),
+// without a trailing slash. Never fails; a folder that lacks the files makes ReadKernelFile
+// fail.
+std::string KernelDir();
+
+// The text of the kernel file `file` (a name such as "matmul.bpir") in KernelDir(). Throws
+// std::runtime_error naming the path if it cannot be read.
+std::string ReadKernelFile(const std::string& file);
+
+}  // namespace kernels
+}  // namespace backplane
+
+#endif  // BACKPLANE_KERNELS_CATALOG_HPP_
