@@ -4,6 +4,7 @@
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/plugin.hpp>
 
+#include "codegen.h"
 #include "device_api.h"
 #include "target.h"
 
@@ -11,4 +12,5 @@ BACKPLANE_PLUGIN_ENTRY_WITH((backplane::sdk::PluginDescription{
     "cpu", BACKPLANE_CPU_VERSION, "Backplane", BP_ABI_VERSION_MINOR})) {
   backplane::sdk::RegisterDeviceAPI("cpu", backplane::cpu::CpuDeviceAPI::Global());
   backplane::cpu::RegisterTargetKinds();
+  backplane::cpu::RegisterCodegen();
 }

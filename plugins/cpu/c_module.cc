@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "c_module.h"
+
+#include <dlfcn.h>
+
+#include <backplane/codegen/c_family.hpp>
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/sdk/module.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "target.h"
+
+namespace backplane {
+namespace cpu {
+
+namespace {
+
+using Json = nlohmann::json;
+using codegen::CEmitter;
+
+// The first line of a saved c module.
+constexpr const char* kMagic = "BPCMOD1\n";
+
+// The generated code's calling convention (CEmitter): one union a parameter, and a context
+// whose first member is the call_packed callback.
+union CArg {
+  int64_t i;
+  double f;
+  void* p;
+};
+struct CContext;
+using CallPackedFn = int32_t (*)(CContext* ctx, const char* name, int32_t num_args,
+                                 const int32_t* codes, const CArg* args);
+using EntryFn = int32_t (*)(const CArg* args, CContext* ctx);
+
+class CModule;
+
+struct CContext {
+  CallPackedFn call_packed;  // must stay the first member (bp_ctx_t in the generated code)
+  CModule* module;
+  const std::vector<ir::ArgView>* views;
+  std::string failure;  // set when a call_packed fails
+};
+
+bool OnHost(DLDevice dev) {
+  return dev.device_type == kDLCPU || dev.device_type == kDLCUDAHost ||
+         dev.device_type == kDLROCMHost;
+}
+
+// Which buffer params a statement may write: stores, and buffers passed to call_packed.
+void CollectWritten(const ir::Stmt& s, std::vector<const ir::BufferNode*>* out);
+void CollectWrittenExpr(const ir::Expr& e, std::vector<const ir::BufferNode*>* out) {
+  if (!e) return;
+  if (const auto* c = e.As<ir::CallPackedNode>()) {
+    for (const ir::Expr& a : c->args) {
+      if (const auto* r = a.As<ir::BufferRefNode>()) out->push_back(r->buffer.get());
+    }
+  }
+}
+void CollectWritten(const ir::Stmt& s, std::vector<const ir::BufferNode*>* out) {
+  if (!s) return;
+  switch (s.kind()) {
+    case ir::StmtKind::kFor:
+      CollectWritten(s.As<ir::ForNode>()->body, out);
+      break;
+    case ir::StmtKind::kIfThenElse:
+      CollectWritten(s.As<ir::IfThenElseNode>()->then_case, out);
+      CollectWritten(s.As<ir::IfThenElseNode>()->else_case, out);
+      break;
+    case ir::StmtKind::kLetStmt:
+      CollectWrittenExpr(s.As<ir::LetStmtNode>()->value, out);
+      CollectWritten(s.As<ir::LetStmtNode>()->body, out);
+      break;
+    case ir::StmtKind::kStore:
+      out->push_back(s.As<ir::StoreNode>()->buffer.get());
+      break;
+    case ir::StmtKind::kAllocate:
+      CollectWritten(s.As<ir::AllocateNode>()->body, out);
+      break;
+    case ir::StmtKind::kEvaluate:
+      CollectWrittenExpr(s.As<ir::EvaluateNode>()->value, out);
+      break;
+    case ir::StmtKind::kBarrier:
+      break;
+    case ir::StmtKind::kSeq:
+      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) CollectWritten(x, out);
+      break;
+  }
+}
+
+// The bytes [begin, end) a buffer argument spans.
+std::pair<uintptr_t, uintptr_t> Span(const ir::ArgView& v) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(v.data);
+  int64_t last = 0;  // offset of the last element, in elements
+  int64_t stride = 1;
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    if (v.shape[d] == 0) return {begin, begin};
+    const int64_t s = v.strides != nullptr ? v.strides[d] : stride;
+    last += (v.shape[d] - 1) * s;
+    stride *= v.shape[d];
+  }
+  const uintptr_t bytes = (v.dtype.bits * v.dtype.lanes + 7) / 8;
+  return {begin, begin + static_cast<uintptr_t>(last) * bytes + bytes};
+}
+
+class CModule : public sdk::ModuleBase {
+ public:
+  static constexpr const char* kKind = "c";
+
+  CModule(std::string ir_text, ir::IRModule ir, std::string source, CompileOptions options,
+          std::string library_path, std::string library_bytes)
+      : ir_text_(std::move(ir_text)),
+        ir_(std::move(ir)),
+        source_(std::move(source)),
+        options_(std::move(options)),
+        library_path_(std::move(library_path)),
+        library_bytes_(std::move(library_bytes)) {}
+  ~CModule() override {
+    // Functions hold the module, so no code of the library can still be running.
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+
+  Function GetFunction(const std::string& name) override;
+  std::vector<std::string> ListFunctions() override {
+    std::vector<std::string> names;
+    for (const ir::PrimFunc& f : ir_.functions()) names.push_back(f.name);
+    return names;
+  }
+  std::optional<std::string> SaveToBytes() override {
+    Json header = {{"ir", ir_text_},
+                   {"source", source_},
+                   {"cc", options_.cc},
+                   {"flags", options_.flags},
+                   {"triple", options_.triple},
+                   {"num_threads", options_.num_threads}};
+    std::string library = library_bytes_.empty() ? ReadFileBytes(library_path_) : library_bytes_;
+    header["library_size"] = library.size();
+    return std::string(kMagic) + header.dump() + "\n" + library;
+  }
+  std::optional<std::string> InspectSource(const std::string& format) override {
+    if (format.empty() || format == "c") return source_;
+    if (format == "ir") return ir_text_;
+    return std::nullopt;
+  }
+
+  // A global function called by generated code, looked up once per name.
+  Function Callee(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = callees_.find(name);
+    if (it != callees_.end()) return it->second;
+    Function f = Function::Get(name);
+    callees_.emplace(name, f);
+    return f;
+  }
+
+ private:
+  void* Handle() {
+    std::call_once(load_once_, [this] {
+      if (library_path_.empty()) {
+        load_error_ = "the module was built for " + options_.triple + " and this machine is " +
+                      HostTriple() + "; load the saved module on a machine of that kind";
+        return;
+      }
+      handle_ = dlopen(library_path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle_ != nullptr) {
+        // The OpenMP runtime keeps a pool of worker threads alive between parallel loops.
+        // Closing the last kernel library would unload it under those threads (a crash), so
+        // it stays loaded for the life of the process once a kernel has pulled it in.
+        void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+        if (gomp != nullptr) dlclose(gomp);
+      }
+      if (handle_ == nullptr) {
+        const char* why = dlerror();
+        load_error_ = "cannot load the compiled library " + library_path_ + ": " +
+                      (why != nullptr ? why : "unknown reason") +
+                      "; rebuild the module (the cache folder may have been cleaned)";
+      }
+    });
+    if (handle_ == nullptr) throw Error(BP_ERR_UNSUPPORTED, "c module: " + load_error_);
+    return handle_;
+  }
+
+  std::string ir_text_;
+  ir::IRModule ir_;
+  std::string source_;
+  CompileOptions options_;
+  std::string library_path_;   // empty when the library is for another machine
+  std::string library_bytes_;  // held only when there is no library_path_
+  std::once_flag load_once_;
+  void* handle_ = nullptr;
+  std::string load_error_;
+  std::mutex mu_;
+  std::map<std::string, Function> callees_;
+};
+
+// One function of a c module: the entry point and what checking a call needs.
+struct CKernel {
+  std::shared_ptr<CModule> module;
+  const ir::PrimFunc* func;
+  EntryFn entry;
+  std::vector<bool> written;  // per param: may the function write this buffer?
+
+  void Call(const bp_value_t* args, int32_t num_args) const;
+};
+
+int32_t CallPackedFromC(CContext* ctx, const char* name, int32_t num_args, const int32_t* codes,
+                        const CArg* args) noexcept {
+  // Called from generated C: nothing may be thrown through it.
+  try {
+    std::vector<bp_value_t> values(static_cast<size_t>(num_args));
+    for (int32_t i = 0; i < num_args; ++i) {
+      bp_value_t& v = values[static_cast<size_t>(i)];
+      v.reserved0 = 0;
+      if (codes[i] == CEmitter::kArgFloat) {
+        v.type = BP_VALUE_FLOAT;
+        v.u.v_float64 = args[i].f;
+      } else if (codes[i] == CEmitter::kArgParamBuffer) {
+        v.type = BP_VALUE_TENSOR;
+        v.u.v_tensor = static_cast<DLTensor*>((*ctx->views)[static_cast<size_t>(args[i].i)].user);
+      } else {
+        v.type = BP_VALUE_INT;
+        v.u.v_int64 = args[i].i;
+      }
+    }
+    Function callee = ctx->module->Callee(name);
+    callee.CallPacked(values.data(), num_args);
+    return BP_OK;
+  } catch (const Error& e) {
+    ctx->failure = std::string("call_packed(\"") + name + "\") failed: " + e.what();
+    return e.kind() == BP_OK ? BP_ERR_INTERNAL : e.kind();
+  } catch (const std::exception& e) {
+    ctx->failure = std::string("call_packed(\"") + name + "\") failed: " + e.what();
+    return BP_ERR_INTERNAL;
+  } catch (...) {
+    ctx->failure = std::string("call_packed(\"") + name + "\") failed";
+    return BP_ERR_INTERNAL;
+  }
+}
+
+void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
+  std::vector<ir::ArgView> views = sdk::BindKernelArgs(*func, args, num_args, "c", OnHost);
+  const size_t n = views.size();
+  // Buffers are restrict pointers in the generated code: a written buffer must not overlap
+  // another buffer argument.
+  for (size_t i = 0; i < n; ++i) {
+    if (views[i].kind != ir::ArgView::Kind::kBuffer || !written[i]) continue;
+    auto a = Span(views[i]);
+    for (size_t j = 0; j < n; ++j) {
+      if (j == i || views[j].kind != ir::ArgView::Kind::kBuffer) continue;
+      auto b = Span(views[j]);
+      if (a.first < b.second && b.first < a.second) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "c function '" + func->name + "': arguments " + std::to_string(i) + " '" +
+                        func->params[i].buffer().name() + "' and " + std::to_string(j) + " '" +
+                        func->params[j].buffer().name() +
+                        "' overlap in memory and the function writes '" +
+                        func->params[i].buffer().name() +
+                        "'; pass separate tensors (the c target compiles buffers as restrict)");
+      }
+    }
+  }
+  std::vector<CArg> c_args(n);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::ArgView& v = views[i];
+    if (v.kind == ir::ArgView::Kind::kBuffer) {
+      c_args[i].p = v.data;
+    } else if (func->params[i].var().dtype().is_float()) {
+      c_args[i].f = v.kind == ir::ArgView::Kind::kFloat ? v.f : static_cast<double>(v.i);
+    } else {
+      c_args[i].i = v.i;
+    }
+  }
+  CContext ctx{CallPackedFromC, module.get(), &views, {}};
+  const int32_t rc = entry(c_args.data(), &ctx);
+  if (rc == 4 && ctx.failure.empty()) {
+    throw Error(BP_ERR_OUT_OF_MEMORY,
+                "c function '" + func->name + "': out of host memory for an allocation");
+  }
+  if (rc != 0) {
+    throw Error(
+        rc, "c function '" + func->name + "': " +
+                (ctx.failure.empty() ? "failed with status " + std::to_string(rc) : ctx.failure));
+  }
+}
+
+Function CModule::GetFunction(const std::string& name) {
+  const ir::PrimFunc* func = ir_.Find(name);
+  if (func == nullptr) return Function();
+  void* symbol = dlsym(Handle(), (std::string(CEmitter::kEntryPrefix) + name).c_str());
+  if (symbol == nullptr) {
+    throw Error(BP_ERR_INTERNAL, "c module: the compiled library " + library_path_ +
+                                     " lacks the entry point of '" + name +
+                                     "'; rebuild the module");
+  }
+  auto kernel = std::make_unique<CKernel>();
+  kernel->module = std::static_pointer_cast<CModule>(shared_from_this());
+  kernel->func = func;
+  kernel->entry = reinterpret_cast<EntryFn>(symbol);
+  std::vector<const ir::BufferNode*> written;
+  CollectWritten(func->body, &written);
+  for (const ir::Param& p : func->params) {
+    bool w = false;
+    for (const ir::BufferNode* b : written) w = w || (p.is_buffer() && p.buffer().get() == b);
+    kernel->written.push_back(w);
+  }
+  bp_object_t* out = nullptr;
+  CKernel* raw = kernel.get();
+  Check(detail::Api()->function_create(
+      [](void* resource, const bp_value_t* args, int32_t n, bp_value_t*) -> bp_status_t {
+        return CatchAtEdge([&] { static_cast<const CKernel*>(resource)->Call(args, n); });
+      },
+      raw, [](void* resource) { delete static_cast<CKernel*>(resource); }, &out));
+  kernel.release();
+  return Function(ObjectRef::Adopt(out));
+}
+
+}  // namespace
+
+Module MakeCModule(std::string ir_text, std::string source, CompileOptions options,
+                   std::string library_path) {
+  ir::IRModule ir = ir::Parse(ir_text);
+  return sdk::MakeModule(std::make_shared<CModule>(std::move(ir_text), std::move(ir),
+                                                   std::move(source), std::move(options),
+                                                   std::move(library_path), std::string()));
+}
+
+Module LoadCModule(const std::string& bytes) {
+  auto bad = [](const std::string& what) {
+    return Error(BP_ERR_INVALID_ARGUMENT,
+                 "runtime.module.load_from_bytes.c: " + what +
+                     "; the saved module is damaged or was not written by a c module");
+  };
+  const std::string magic = kMagic;
+  if (bytes.compare(0, magic.size(), magic) != 0) {
+    throw bad("the bytes do not start with the c module marker");
+  }
+  const size_t eol = bytes.find('\n', magic.size());
+  if (eol == std::string::npos) throw bad("the header line has no end");
+  Json header = Json::parse(bytes.begin() + static_cast<std::ptrdiff_t>(magic.size()),
+                            bytes.begin() + static_cast<std::ptrdiff_t>(eol), nullptr, false);
+  if (!header.is_object()) throw bad("the header is not a JSON object");
+  CompileOptions options;
+  std::string ir_text, source;
+  size_t library_size = 0;
+  try {
+    ir_text = header.at("ir").get<std::string>();
+    source = header.at("source").get<std::string>();
+    options.cc = header.at("cc").get<std::string>();
+    options.flags = header.at("flags").get<std::vector<std::string>>();
+    options.triple = header.at("triple").get<std::string>();
+    options.num_threads = header.at("num_threads").get<int>();
+    library_size = header.at("library_size").get<size_t>();
+  } catch (const Json::exception& e) {
+    throw bad(std::string("the header lacks a field or has a wrong type (") + e.what() + ")");
+  }
+  if (library_size != bytes.size() - eol - 1) {
+    throw bad("the library is " + std::to_string(bytes.size() - eol - 1) +
+              " bytes but the header says " + std::to_string(library_size));
+  }
+  ir::IRModule ir;
+  try {
+    ir = ir::Parse(ir_text, "saved c module");
+  } catch (const ir::Error& e) {
+    throw bad(std::string("its IR does not parse: ") + e.what());
+  }
+  std::string library = bytes.substr(eol + 1);
+  std::string path;
+  std::string held;
+  if (options.triple.substr(0, options.triple.find('-')) ==
+      HostTriple().substr(0, HostTriple().find('-'))) {
+    path = CacheLibraryBytes(library);
+  } else {
+    held = std::move(library);
+  }
+  return sdk::MakeModule(std::make_shared<CModule>(std::move(ir_text), std::move(ir),
+                                                   std::move(source), std::move(options),
+                                                   std::move(path), std::move(held)));
+}
+
+}  // namespace cpu
+}  // namespace backplane

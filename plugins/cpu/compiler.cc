@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "compiler.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "target.h"
+
+extern char** environ;
+
+namespace backplane {
+namespace cpu {
+
+namespace {
+
+// Bumped when the generated code's conventions change, so old cache entries are not reused.
+constexpr const char* kCacheFormat = "c-cache-1";
+
+uint64_t Fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string Arch(const std::string& triple) { return triple.substr(0, triple.find('-')); }
+
+// What running a program gave.
+struct RunResult {
+  bool started = false;
+  int error = 0;  // errno when it could not start
+  int status = 0;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv[0] (looked up on PATH) without a shell, so no attribute value is ever
+// interpreted by one, and collects what it prints.
+RunResult Run(const std::vector<std::string>& argv) {
+  RunResult result;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    result.error = errno;
+    return result;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    result.error = rc;
+    return result;
+  }
+  result.started = true;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n > 0) {
+      // Keep the first 64 KiB: enough for any message a person reads.
+      if (result.output.size() < 65536) result.output.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  while (waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
+  }
+  return result;
+}
+
+std::string Quote(const std::vector<std::string>& argv) {
+  std::string text;
+  for (const std::string& a : argv) {
+    text += (text.empty() ? "" : " ") +
+            (a.find_first_of(" \t'\"") == std::string::npos ? a : "'" + a + "'");
+  }
+  return text;
+}
+
+// The first line of `cc --version`, once per compiler per process.
+std::string CompilerVersion(const std::string& cc) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> versions;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = versions.find(cc);
+  if (it != versions.end()) return it->second;
+  RunResult r = Run({cc, "--version"});
+  if (!r.started) {
+    throw Error(BP_ERR_NOT_FOUND,
+                "target.build.c: cannot run the C compiler '" + cc +
+                    "': " + std::strerror(r.error) +
+                    "; install one (apt-get install gcc) or name another with the target's cc "
+                    "attribute, e.g. -cc=clang");
+  }
+  std::string version = r.output.substr(0, r.output.find('\n'));
+  versions[cc] = version;
+  return version;
+}
+
+void MakeDirs(const std::string& path) {
+  std::string partial;
+  std::stringstream parts(path);
+  std::string part;
+  while (std::getline(parts, part, '/')) {
+    partial += part.empty() && partial.empty() ? "" : "/" + part;
+    if (partial.empty() || partial == "/") continue;
+    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return;
+  }
+}
+
+bool IsPrivateFolder(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+std::string ChooseCacheDir() {
+  std::string base;
+  const char* xdg = secure_getenv("XDG_CACHE_HOME");
+  const char* home = secure_getenv("HOME");
+  if (xdg != nullptr && xdg[0] == '/') {
+    base = std::string(xdg) + "/backplane/c";
+  } else if (home != nullptr && home[0] == '/') {
+    base = std::string(home) + "/.cache/backplane/c";
+  }
+  if (!base.empty()) {
+    MakeDirs(base);
+    if (IsPrivateFolder(base)) return base;
+  }
+  // No usable cache: a private folder for this process (nothing is shared with others).
+  std::string tmpl = "/tmp/backplane-c-XXXXXX";
+  if (mkdtemp(tmpl.data()) != nullptr) return tmpl;
+  throw Error(BP_ERR_INTERNAL, "target.build.c: no cache folder: " + base +
+                                   " is not usable and mkdtemp in /tmp failed (" +
+                                   std::strerror(errno) +
+                                   "); set XDG_CACHE_HOME to a folder "
+                                   "you own");
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    throw Error(BP_ERR_INTERNAL, "target.build.c: cannot write " + path + ": " +
+                                     std::strerror(errno) + "; check the cache folder");
+  }
+}
+
+// A file name unique to this process and call, in the cache folder.
+std::string ScratchName(const std::string& dir, const std::string& key, const char* suffix) {
+  static std::atomic<uint64_t> counter{0};
+  return dir + "/" + key + ".tmp" + std::to_string(getpid()) + "_" +
+         std::to_string(counter.fetch_add(1)) + suffix;
+}
+
+// The compiler's messages with the generated lines they point at ("x.c:12:5: error: ..."):
+// each line number found is followed by that line of the generated source.
+std::string ExplainCompileErrors(const std::string& output, const std::string& source,
+                                 const std::string& source_path) {
+  std::vector<std::string> lines;
+  std::stringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string explained;
+  std::stringstream out(output);
+  int shown = 0;
+  for (std::string l; std::getline(out, l) && shown < 40; ++shown) {
+    explained += "  " + l + "\n";
+    size_t at = l.find(source_path + ":");
+    if (at == std::string::npos || l.find("error") == std::string::npos) continue;
+    long line = std::strtol(l.c_str() + at + source_path.size() + 1, nullptr, 10);
+    if (line >= 1 && static_cast<size_t>(line) <= lines.size()) {
+      explained += "  generated line " + std::to_string(line) + ": " +
+                   lines[static_cast<size_t>(line - 1)] + "\n";
+    }
+  }
+  return explained;
+}
+
+}  // namespace
+
+CompileOptions OptionsFromTarget(const Target& target) {
+  CompileOptions o;
+  o.cc = target.GetAttr<std::string>("cc").value_or("cc");
+  o.triple = target.GetAttr<std::string>("mtriple").value_or(HostTriple());
+  if (o.cc == "cc" && Arch(o.triple) != Arch(HostTriple())) o.cc = o.triple + "-gcc";
+  o.num_threads = static_cast<int>(target.GetAttr<int64_t>("num-cores").value_or(0));
+  o.flags.push_back("-O" + std::to_string(target.GetAttr<int64_t>("opt-level").value_or(3)));
+  if (auto march = target.GetAttr<std::string>("march")) o.flags.push_back("-march=" + *march);
+  if (auto mcpu = target.GetAttr<std::string>("mcpu")) {
+    // x86 compilers tune with -mtune; Arm, RISC-V and POWER ones take -mcpu.
+    const std::string arch = Arch(o.triple);
+    const bool x86 = arch == "x86_64" || arch == "i686" || arch == "i386";
+    o.flags.push_back((x86 ? "-mtune=" : "-mcpu=") + *mcpu);
+  }
+  if (auto mattr = target.GetAttr<std::vector<std::string>>("mattr")) {
+    for (const std::string& a : *mattr) {
+      if (a.size() > 1 && a[0] == '+') o.flags.push_back("-m" + a.substr(1));
+      if (a.size() > 1 && a[0] == '-') o.flags.push_back("-mno-" + a.substr(1));
+    }
+  }
+  auto on = [&](const char* name) { return target.GetAttr<bool>(name).value_or(false); };
+  if (on("fast-math")) {
+    o.flags.push_back("-ffast-math");
+  } else {
+    if (on("fast-math-nnan") && on("fast-math-ninf")) o.flags.push_back("-ffinite-math-only");
+    if (on("fast-math-nsz") || on("fast-math-reassoc")) o.flags.push_back("-fno-signed-zeros");
+    if (on("fast-math-arcp")) o.flags.push_back("-freciprocal-math");
+    if (on("fast-math-reassoc")) {
+      o.flags.push_back("-fno-trapping-math");
+      o.flags.push_back("-fassociative-math");
+    }
+  }
+  // Without contract, a*b+c stays two roundings, as the IR's interpreter computes it.
+  o.flags.push_back(on("fast-math") || on("fast-math-contract") ? "-ffp-contract=fast"
+                                                                : "-ffp-contract=off");
+  if (auto cflags = target.GetAttr<std::vector<std::string>>("cflags")) {
+    for (const std::string& f : *cflags) o.flags.push_back(f);
+  }
+  return o;
+}
+
+std::string CacheDir() {
+  static const std::string dir = ChooseCacheDir();
+  return dir;
+}
+
+std::string CompileSharedLibrary(const std::string& source, const CompileOptions& options) {
+  const std::string version = CompilerVersion(options.cc);
+  std::vector<std::string> argv = {options.cc};
+  argv.insert(argv.end(), options.flags.begin(), options.flags.end());
+  // Fixed flags: a position-independent shared library exporting only the entry points,
+  // OpenMP for parallel loops, and wrapping signed integers as the IR defines them.
+  for (const char* f : {"-std=gnu99", "-shared", "-fPIC", "-fvisibility=hidden", "-fopenmp",
+                        "-fwrapv", "-fno-math-errno"}) {
+    argv.push_back(f);
+  }
+  std::string key_material =
+      std::string(kCacheFormat) + "\n" + version + "\n" + Quote(argv) + "\n" + source;
+  const std::string key =
+      Hex(Fnv1a(key_material)) + Hex(Fnv1a(key_material, 0x84222325cbf29ce4ull));
+  const std::string dir = CacheDir();
+  const std::string lib = dir + "/" + key + ".so";
+  if (FileExists(lib)) return lib;
+
+  const std::string src = ScratchName(dir, key, ".c");
+  const std::string tmp_lib = ScratchName(dir, key, ".so");
+  WriteFile(src, source);
+  argv.push_back("-o");
+  argv.push_back(tmp_lib);
+  argv.push_back(src);
+  argv.push_back("-lm");
+  RunResult r = Run(argv);
+  if (!r.started) {
+    unlink(src.c_str());
+    throw Error(BP_ERR_NOT_FOUND, "target.build.c: cannot run the C compiler '" + options.cc +
+                                      "': " + std::strerror(r.error) +
+                                      "; install it or name another with the target's cc "
+                                      "attribute");
+  }
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
+    // Keep the source for people to look at; it is named in the message.
+    const std::string kept = dir + "/" + key + ".failed.c";
+    rename(src.c_str(), kept.c_str());
+    unlink(tmp_lib.c_str());
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                "target.build.c: the C compiler failed (" + Quote(argv) + "):\n" +
+                    ExplainCompileErrors(r.output, source, src) +
+                    "The generated source is kept in " + kept +
+                    ". Check the target's cc and cflags attributes; if they are right, this "
+                    "is a bug in the c code generator: please report it with that file.");
+  }
+  // Publish atomically: a concurrent build of the same kernel renames over the same name.
+  const std::string kept_src = dir + "/" + key + ".c";
+  rename(src.c_str(), kept_src.c_str());
+  if (rename(tmp_lib.c_str(), lib.c_str()) != 0) {
+    unlink(tmp_lib.c_str());
+    throw Error(BP_ERR_INTERNAL, "target.build.c: cannot move the compiled library into " + lib +
+                                     ": " + std::strerror(errno));
+  }
+  return lib;
+}
+
+std::string CacheLibraryBytes(const std::string& library) {
+  const std::string dir = CacheDir();
+  const std::string key = Hex(Fnv1a(library)) + Hex(Fnv1a(library, 0x84222325cbf29ce4ull));
+  const std::string lib = dir + "/" + key + ".so";
+  if (FileExists(lib) && ReadFileBytes(lib) == library) return lib;
+  const std::string tmp = ScratchName(dir, key, ".so");
+  WriteFile(tmp, library);
+  if (rename(tmp.c_str(), lib.c_str()) != 0) {
+    unlink(tmp.c_str());
+    throw Error(BP_ERR_INTERNAL, "runtime.module.load_from_bytes.c: cannot write " + lib + ": " +
+                                     std::strerror(errno));
+  }
+  return lib;
+}
+
+std::string ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(BP_ERR_NOT_FOUND,
+                "cannot read " + path + ": " + std::strerror(errno) + "; check the cache folder");
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+}  // namespace cpu
+}  // namespace backplane

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs the system C compiler for the c code generator, with a disk cache of the results.
+#ifndef BACKPLANE_PLUGINS_CPU_COMPILER_H_
+#define BACKPLANE_PLUGINS_CPU_COMPILER_H_
+
+#include <backplane/backplane.hpp>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace cpu {
+
+// How to compile: the compiler and its flags, derived from a `c` Target.
+struct CompileOptions {
+  std::string cc;                  // a program name (looked up on PATH) or a path
+  std::vector<std::string> flags;  // everything between cc and the file names
+  std::string triple;              // the Target's mtriple
+  int num_threads = 0;             // the Target's num-cores (0: not set)
+};
+
+// The compiler and flags for `target` (kind `c`): -O<opt-level>, -march/-mtune or -mcpu, one
+// -m<feature> per mattr, the fast-math flags, then the Target's cflags. A Target whose mtriple
+// is not this machine's and whose cc is the default "cc" uses "<mtriple>-gcc".
+CompileOptions OptionsFromTarget(const Target& target);
+
+// Where compiled kernels are cached: $XDG_CACHE_HOME/backplane/c, else ~/.cache/backplane/c.
+// Created (mode 0700) on first use. A folder that another user owns or that others may write
+// to is not used (a shared library loaded from it would run their code); then a private
+// temporary folder serves this process instead.
+std::string CacheDir();
+
+// Compiles `source` to a shared library and returns its path in the cache. A library
+// compiled before from the same source with the same compiler (its --version) and flags is
+// reused without running the compiler. A compiler that cannot be run, or that fails, is an
+// Error naming the compiler, its messages and the generated line they point at.
+std::string CompileSharedLibrary(const std::string& source, const CompileOptions& options);
+
+// Stores `library` (the bytes of a shared library) in the cache and returns its path.
+std::string CacheLibraryBytes(const std::string& library);
+
+// The bytes of a file (throws an Error naming it on failure).
+std::string ReadFileBytes(const std::string& path);
+
+}  // namespace cpu
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_CPU_COMPILER_H_

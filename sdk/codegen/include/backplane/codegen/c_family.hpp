@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// The C-family source emitter: one base that turns the kernel IR into C-like source, and a
+// dialect per language (C here; OpenCL C and CUDA C derive from the same base). A dialect
+// overrides the hooks where its language differs: types, function signatures, thread
+// indices, barriers, storage qualifiers, loop pragmas, intrinsic names, packed calls.
+//
+//   backplane::codegen::CEmitter emitter(options);
+//   std::string source = emitter.Emit(module);   // module passed ir::Verify
+//
+// Emit throws ir::Error(kValue) for what the dialect cannot express (a thread-bound loop in
+// C, a vector width it has no type for), naming the function and the construct.
+#ifndef BACKPLANE_CODEGEN_C_FAMILY_HPP_
+#define BACKPLANE_CODEGEN_C_FAMILY_HPP_
+
+#include <backplane/ir/ir.hpp>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace codegen {
+
+class CFamilyEmitter {
+ public:
+  virtual ~CFamilyEmitter() = default;
+  // The whole translation unit for every function of `module`.
+  std::string Emit(const ir::IRModule& module);
+
+ protected:
+  // ---- Dialect hooks ----------------------------------------------------------------------
+  // Text before the functions (includes, typedefs, helpers). Called after every function has
+  // been emitted, so it can depend on what they used (vector types, helpers).
+  virtual std::string Prelude() = 0;
+  // Emits one function: signature, parameter unpacking, body (via EmitBody), closing brace.
+  virtual void EmitFunction(const ir::PrimFunc& func) = 0;
+  // The spelling of a scalar or vector type.
+  virtual std::string TypeName(ir::DType t);
+  // The index of a thread axis ("blockIdx.x", "get_group_id(0)"); C has none.
+  virtual std::string ThreadIndex(ir::ThreadTag tag);
+  // The statement that makes all threads of a block wait; C has none.
+  virtual std::string BarrierStatement();
+  // The declaration qualifier of an allocation in `scope` ("__local ", "__shared__ ", "").
+  virtual std::string StorageQualifier(ir::StorageScope scope);
+  // Lines to put before a loop of this kind (pragmas), at the current indentation.
+  virtual void EmitLoopPragma(const ir::ForNode& loop);
+  // A packed call as an expression; C-family device languages have none.
+  virtual std::string CallPacked(const ir::CallPackedNode& call);
+  // The function name of a math intrinsic for a scalar of type `t` ("expf", "exp", "native_exp").
+  virtual std::string IntrinsicName(const std::string& name, ir::DType t);
+  // A floating-point literal of type `t`.
+  virtual std::string FloatLiteral(double v, ir::DType t);
+  // An allocation too large for the stack or of a size known only at run time. The base
+  // refuses it; C allocates it on the heap.
+  virtual void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
+                                  const std::string& name, const std::string& size);
+  // Whether the language has vector types with lane subscripts and elementwise + - * /
+  // (GNU C vector extensions, OpenCL). If not, vector expressions are an error.
+  virtual bool HasVectorTypes() const { return true; }
+
+  // ---- Helpers for dialects ---------------------------------------------------------------
+  std::string EmitExpr(const ir::Expr& e);
+  void EmitStmt(const ir::Stmt& s);
+  // The C identifier for an IR name (IR names that are C keywords or collide with the
+  // emitter's own bp_ names get a suffix).
+  std::string Name(const std::string& ir_name) const;
+  // The flat element offset of `indices` in `buffer` (row-major, or the declared strides).
+  std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // Appends a line at the current indentation.
+  void Line(const std::string& text);
+  // Throws ir::Error(kValue) "<dialect> code generator: in function '<f>': <what>".
+  [[noreturn]] void Fail(const std::string& what) const;
+  // A fresh temporary name (bp_t0, bp_t1, ...).
+  std::string Temp();
+  // The dialect's name for messages ("c", "opencl").
+  virtual const char* DialectName() const = 0;
+
+  const ir::PrimFunc* func_ = nullptr;  // the function being emitted
+  std::ostringstream out_;              // the functions' text
+  int indent_ = 0;
+  std::set<std::string> vector_types_;  // vector type spellings used, for the prelude
+  bool uses_floordiv_ = false;
+  int parallel_depth_ = 0;  // > 0 inside a parallel loop
+
+ private:
+  std::string EmitVectorElementwise(const ir::Expr& e);
+  std::string EmitLoad(const ir::LoadNode& load);
+  void EmitStore(const ir::StoreNode& store);
+  std::string EmitBinary(const ir::BinaryNode& b);
+  std::string EmitCall(const ir::CallNode& call);
+  std::string EmitIntLiteral(int64_t v, ir::DType t);
+  int temp_counter_ = 0;
+};
+
+// Options of the C dialect, from the `c` Target.
+struct CEmitOptions {
+  int num_threads = 0;  // > 0: parallel loops use this many threads (OpenMP num_threads)
+};
+
+// The C dialect: C99 plus GNU extensions (vector types, statement expressions), as gcc and
+// clang compile it. Every PrimFunc `f` becomes one exported entry point
+//
+//   int32_t bp_func_f(const bp_arg_t* args, bp_ctx_t* ctx);
+//
+// where args[i] is the i-th parameter (scalars in .i or .f, buffers as a pointer to their
+// first element in .p) and ctx carries the callback for call_packed. It returns 0, or the
+// nonzero status of a failed call_packed. Parallel loops are OpenMP `parallel for`,
+// vectorized loops `omp simd` (compile with -fopenmp), buffers are restrict pointers.
+class CEmitter : public CFamilyEmitter {
+ public:
+  explicit CEmitter(CEmitOptions options = {}) : options_(options) {}
+
+  // The prefix of the entry point symbols.
+  static constexpr const char* kEntryPrefix = "bp_func_";
+  // call_packed argument codes in bp_ctx_t::call_packed.
+  static constexpr int kArgInt = 0;
+  static constexpr int kArgFloat = 1;
+  static constexpr int kArgParamBuffer = 2;  // .i is the index of a buffer parameter
+
+ protected:
+  std::string Prelude() override;
+  void EmitFunction(const ir::PrimFunc& func) override;
+  void EmitLoopPragma(const ir::ForNode& loop) override;
+  std::string CallPacked(const ir::CallPackedNode& call) override;
+  void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
+                          const std::string& name, const std::string& size) override;
+  const char* DialectName() const override { return "c"; }
+
+ private:
+  CEmitOptions options_;
+};
+
+}  // namespace codegen
+}  // namespace backplane
+
+#endif  // BACKPLANE_CODEGEN_C_FAMILY_HPP_

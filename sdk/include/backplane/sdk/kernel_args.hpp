@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plugin-author helper for code generators: turns the packed arguments of a kernel call into
+// the IR's ArgViews and checks them against the PrimFunc's parameters, so every backend
+// refuses a wrong call with the same clear message instead of reading out of bounds.
+//
+//   std::vector<ir::ArgView> views = sdk::BindKernelArgs(func, args, n, "c", IsHost);
+//
+// Needs Backplane::ir (backplane/ir/signature.hpp).
+#ifndef BACKPLANE_SDK_KERNEL_ARGS_HPP_
+#define BACKPLANE_SDK_KERNEL_ARGS_HPP_
+
+#include <backplane/backplane.hpp>
+#include <backplane/ir/signature.hpp>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace sdk {
+
+// The IR dtype of a DLPack dtype (DLPack's codes are the IR's).
+inline ir::DType DTypeFromDL(DLDataType t) {
+  return ir::DType{static_cast<ir::DTypeCode>(t.code), t.bits, t.lanes};
+}
+
+// The DLTensor an argument carries (BP_VALUE_TENSOR, or a tensor object), else nullptr.
+inline DLTensor* TensorOf(const bp_value_t& v) {
+  if (v.type == BP_VALUE_TENSOR) return v.u.v_tensor;
+  if (v.type != BP_VALUE_OBJECT || v.u.v_obj == nullptr) return nullptr;
+  int32_t type = 0;
+  if (detail::Api()->object_type(v.u.v_obj, &type) != BP_OK || type != BP_OBJECT_TENSOR) {
+    detail::Api()->error_clear();
+    return nullptr;
+  }
+  DLTensor* t = nullptr;
+  Check(detail::Api()->tensor_get(v.u.v_obj, &t));
+  return t;
+}
+
+// Converts and checks the arguments of a call of `func` (ir::CheckArgs). A buffer argument
+// is a tensor (BP_VALUE_TENSOR or a tensor object) whose device `device_ok` accepts; its
+// ArgView has the byte offset applied and `user` = the DLTensor*. `who` names the code
+// generator in messages ("c", "opencl"). Throws Error(BP_ERR_INVALID_ARGUMENT or
+// BP_ERR_TYPE) naming the function, the argument and what to do.
+template <typename DeviceOk>
+std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args,
+                                        int32_t num_args, const char* who, DeviceOk device_ok) {
+  std::vector<ir::ArgView> views(static_cast<size_t>(num_args < 0 ? 0 : num_args));
+  const size_t num_params = func.params.size();
+  for (size_t i = 0; i < views.size(); ++i) {
+    const bp_value_t& v = args[i];
+    const bool want_buffer = i < num_params && func.params[i].is_buffer();
+    const std::string arg =
+        "argument " + std::to_string(i) +
+        (i < num_params
+             ? " '" + (want_buffer ? func.params[i].buffer().name() : func.params[i].var().name()) +
+                   "'"
+             : std::string());
+    if (v.type == BP_VALUE_INT) {
+      views[i].kind = ir::ArgView::Kind::kInt;
+      views[i].i = v.u.v_int64;
+    } else if (v.type == BP_VALUE_FLOAT) {
+      views[i].kind = ir::ArgView::Kind::kFloat;
+      views[i].f = v.u.v_float64;
+    } else if (DLTensor* t = TensorOf(v)) {
+      if (!device_ok(t->device)) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    std::string(who) + " function '" + func.name + "': " + arg +
+                        " is a tensor on device type " + std::to_string(t->device.device_type) +
+                        ":" + std::to_string(t->device.device_id) +
+                        ", which this module's code cannot reach; copy it to the device the "
+                        "module runs on first");
+      }
+      ir::ArgView& a = views[i];
+      a.kind = ir::ArgView::Kind::kBuffer;
+      a.data = t->data == nullptr ? nullptr : static_cast<char*>(t->data) + t->byte_offset;
+      a.dtype = DTypeFromDL(t->dtype);
+      a.ndim = t->ndim;
+      a.shape = t->shape;
+      a.strides = t->strides;
+      a.user = t;
+    } else {
+      throw Error(BP_ERR_TYPE, std::string(who) + " function '" + func.name + "': " + arg +
+                                   " has value type " + std::to_string(v.type) + "; expected " +
+                                   (want_buffer ? "a tensor" : "an int or a float"));
+    }
+  }
+  std::string problem = ir::CheckArgs(func, views);
+  if (!problem.empty()) {
+    throw Error(BP_ERR_INVALID_ARGUMENT, std::string(who) + " function " + problem);
+  }
+  return views;
+}
+
+}  // namespace sdk
+}  // namespace backplane
+
+#endif  // BACKPLANE_SDK_KERNEL_ARGS_HPP_
