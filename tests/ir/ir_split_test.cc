@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: Apache-2.0
+// SplitHostDevice: the kernels and host calls it makes (as text), that the host part run by
+// the interpreter, launching the device part in another interpreter, computes what the whole
+// function computes, and its errors.
+#include <gtest/gtest.h>
+
+#include <backplane/ir/analysis.hpp>
+#include <backplane/ir/interp.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
+#include <string>
+#include <vector>
+
+#include "ir_test_util.hpp"
+
+using namespace backplane::ir;  // NOLINT(google-build-using-namespace)
+using irtest::ErrorOf;
+using irtest::Near;
+using irtest::Tensor;
+
+namespace {
+
+// The functions `names` of a kernel file, as a module.
+IRModule Pick(const std::string& file, const std::vector<std::string>& names) {
+  const IRModule all = Parse(irtest::ReadKernel(file), file);
+  IRModule m;
+  for (const std::string& n : names) m.Add(*all.Find(n));
+  return m;
+}
+
+// Both halves verify and round-trip through the text form.
+void ExpectWellFormed(const SplitResult& r) {
+  for (const IRModule* m : {&r.host, &r.device}) {
+    EXPECT_EQ(VerifyErrors(*m), std::vector<std::string>{});
+    const std::string text = Print(*m);
+    const IRModule back = Parse(text);
+    EXPECT_TRUE(StructuralEqual(*m, back)) << text;
+    EXPECT_EQ(Print(back), text);
+  }
+}
+
+// Runs `func` of the split host module; its call_packed launches run the device module.
+void RunSplit(const SplitResult& r, const std::string& func, const std::vector<ArgView>& args,
+              std::vector<std::string>* launches = nullptr) {
+  const Interpreter host(r.host);
+  const Interpreter device(r.device);
+  host.Run(func, args, [&](const std::string& name, const std::vector<ArgView>& a) -> int64_t {
+    if (launches != nullptr) {
+      std::string s = name;
+      for (const ArgView& v : a)
+        s += v.kind == ArgView::Kind::kBuffer ? " buf" : " " + std::to_string(v.i);
+      launches->push_back(s);
+    }
+    device.Run(name, a);  // with the trailing launch extents
+    return 0;
+  });
+}
+
+TEST(IrSplit, MatmulTiledGpu) {
+  const IRModule m = Pick("matmul.bpir", {"matmul_tiled_gpu"});
+  const SplitResult r = SplitHostDevice(m, false);
+  EXPECT_EQ(Print(r.host),
+            "# backplane-ir 1\n\n"
+            "func matmul_tiled_gpu(n: int32, a: buffer<float32>[n, n], b: buffer<float32>[n, n], "
+            "c: buffer<float32>[n, n]) {\n"
+            "  call_packed(\"matmul_tiled_gpu_kernel\", n, a, b, c, int64(n / 16), int64(n / 16), "
+            "int64(16), int64(16))\n"
+            "}\n");
+  const std::string device = Print(r.device);
+  const std::string head =
+      "# backplane-ir 1\n\n"
+      "func matmul_tiled_gpu_kernel(n: int32, a: buffer<float32>[n, n], b: buffer<float32>[n, "
+      "n], c: buffer<float32>[n, n]) attrs(\"kernel\": \"1\", \"launch_params\": "
+      "\"blockIdx.x,blockIdx.y,threadIdx.x,threadIdx.y\") {\n"
+      "  for by in thread(blockIdx.y, 0, n / 16) {\n";
+  EXPECT_EQ(device.substr(0, head.size()), head);
+  // The body is the region, unchanged.
+  EXPECT_TRUE(StructuralEqual(r.device.functions().at(0).body, m.functions().at(0).body));
+  ExpectWellFormed(r);
+
+  const int64_t n = 64;
+  Tensor<float> a({n, n}), b({n, n}), whole({n, n}), split({n, n});
+  a.Random(1);
+  b.Random(2);
+  Interpreter(m).Run("matmul_tiled_gpu", {IntArg(n), a.View(), b.View(), whole.View()});
+  std::vector<std::string> launches;
+  RunSplit(r, "matmul_tiled_gpu", {IntArg(n), a.View(), b.View(), split.View()}, &launches);
+  EXPECT_EQ(launches, std::vector<std::string>{"matmul_tiled_gpu_kernel 64 buf buf buf 4 4 16 16"});
+  EXPECT_EQ(split.data, whole.data);
+}
+
+TEST(IrSplit, SumGpu) {
+  const IRModule m = Pick("reduction.bpir", {"sum_gpu"});
+  const SplitResult r = SplitHostDevice(m, false);
+  EXPECT_EQ(Print(r.host),
+            "# backplane-ir 1\n\n"
+            "func sum_gpu(n: int32, a: buffer<float32>[n], out: buffer<float32>[1]) {\n"
+            "  call_packed(\"sum_gpu_kernel\", n, a, out, int64(256))\n"
+            "}\n");
+  const std::string head =
+      "# backplane-ir 1\n\n"
+      "func sum_gpu_kernel(n: int32, a: buffer<float32>[n], out: buffer<float32>[1]) "
+      "attrs(\"kernel\": \"1\", \"launch_params\": \"threadIdx.x\") {\n"
+      "  for tx in thread(threadIdx.x, 0, 256) {\n"
+      "    alloc part: float32[256] shared\n";
+  EXPECT_EQ(Print(r.device).substr(0, head.size()), head);
+  ExpectWellFormed(r);
+  for (int64_t n : {5, 1000}) {
+    Tensor<float> a({n}), whole({1}), split({1});
+    a.Random(3);
+    Interpreter(m).Run("sum_gpu", {IntArg(n), a.View(), whole.View()});
+    RunSplit(r, "sum_gpu", {IntArg(n), a.View(), split.View()});
+    EXPECT_EQ(split[0], whole[0]);
+    double want = 0;
+    for (float x : a.data) want += x;
+    EXPECT_TRUE(Near(split[0], want, 1e-5));
+  }
+}
+
+TEST(IrSplit, ParamsInOrderAndHostVariables) {
+  const IRModule m = Parse(
+      "func f(m: int32, unused: int32, n: int32, x: float32, a: buffer<float32>[m, n], "
+      "b: buffer<float32>[4]) {\n"
+      "  for i in serial(0, m) {\n"
+      "    let s: int32 = i * 2\n"
+      "    for tx in thread(threadIdx.x, 0, n) {\n"
+      "      a[i, tx] = x + float32(s)\n"
+      "    }\n"
+      "  }\n"
+      "}\n");
+  const SplitResult r = SplitHostDevice(m, false);
+  EXPECT_EQ(Print(r.host),
+            "# backplane-ir 1\n\n"
+            "func f(m: int32, unused: int32, n: int32, x: float32, a: buffer<float32>[m, n], "
+            "b: buffer<float32>[4]) {\n"
+            "  for i in serial(0, m) {\n"
+            "    let s: int32 = i * 2\n"
+            "    call_packed(\"f_kernel\", m, n, x, i, s, a, int64(n))\n"
+            "  }\n"
+            "}\n");
+  EXPECT_EQ(Print(r.device),
+            "# backplane-ir 1\n\n"
+            "func f_kernel(m: int32, n: int32, x: float32, i: int32, s: int32, "
+            "a: buffer<float32>[m, n]) attrs(\"kernel\": \"1\", \"launch_params\": "
+            "\"threadIdx.x\") {\n"
+            "  for tx in thread(threadIdx.x, 0, n) {\n"
+            "    a[i, tx] = x + float32(s)\n"
+            "  }\n"
+            "}\n");
+  ExpectWellFormed(r);
+  Tensor<float> a({3, 5}), b({4});
+  RunSplit(r, "f", {IntArg(3), IntArg(0), IntArg(5), FloatArg(0.5), a.View(), b.View()});
+  for (int i = 0; i < 3; ++i)
+    for (int t = 0; t < 5; ++t) EXPECT_EQ(a[i * 5 + t], 0.5f + 2.0f * i);
+}
+
+TEST(IrSplit, SeveralKernelsAndFunctionsWithout) {
+  const IRModule m = Parse(
+      "func g(n: int32, a: buffer<int32>[n]) attrs(\"target\": \"cuda\") {\n"
+      "  for bx in thread(blockIdx.x, 0, n) {\n"
+      "    for tx in thread(threadIdx.x, 0, 1) {\n      a[bx] = bx\n    }\n"
+      "  }\n"
+      "  for t in thread(threadIdx.y, 0, n) {\n    a[t] = a[t] * 2\n  }\n"
+      "}\n\n"
+      "func h(k: int32) {\n  call_packed(\"log\", k)\n}\n");
+  const SplitResult r = SplitHostDevice(m, false);
+  EXPECT_EQ(Print(r.host),
+            "# backplane-ir 1\n\n"
+            "func g(n: int32, a: buffer<int32>[n]) attrs(\"target\": \"cuda\") {\n"
+            "  call_packed(\"g_kernel0\", n, a, int64(n), int64(1))\n"
+            "  call_packed(\"g_kernel1\", n, a, int64(n))\n"
+            "}\n\n"
+            "func h(k: int32) {\n  call_packed(\"log\", k)\n}\n");
+  ASSERT_EQ(r.device.functions().size(), 2u);
+  EXPECT_EQ(r.device.functions()[0].name, "g_kernel0");
+  EXPECT_EQ(r.device.functions()[0].attrs.at("launch_params"), "blockIdx.x,threadIdx.x");
+  EXPECT_EQ(r.device.functions()[1].name, "g_kernel1");
+  EXPECT_EQ(r.device.functions()[1].attrs.at("launch_params"), "threadIdx.y");
+  ExpectWellFormed(r);
+  Tensor<int32_t> a({6});
+  std::vector<std::string> launches;
+  RunSplit(r, "g", {IntArg(6), a.View()}, &launches);
+  EXPECT_EQ(a.data, (std::vector<int32_t>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(launches, (std::vector<std::string>{"g_kernel0 6 buf 6 1", "g_kernel1 6 buf 6"}));
+}
+
+TEST(IrSplit, AnAxisBoundTwiceWithOneExtentIsOneLaunchParam) {
+  const IRModule m = Parse(
+      "func f(a: buffer<int32>[2, 8]) {\n"
+      "  for b in thread(blockIdx.x, 0, 2) {\n"
+      "    for t in thread(threadIdx.x, 0, 8) {\n      a[b, t] = t\n    }\n"
+      "    for u in thread(threadIdx.x, 0, 8) {\n      a[b, u] = a[b, u] + 1\n    }\n"
+      "  }\n"
+      "}\n");
+  const SplitResult r = SplitHostDevice(m, false);
+  EXPECT_EQ(Print(r.host),
+            "# backplane-ir 1\n\nfunc f(a: buffer<int32>[2, 8]) {\n"
+            "  call_packed(\"f_kernel\", a, int64(2), int64(8))\n}\n");
+  Tensor<int32_t> a({2, 8});
+  RunSplit(r, "f", {a.View()});
+  for (int k = 0; k < 16; ++k) EXPECT_EQ(a[k], k % 8 + 1);
+}
+
+TEST(IrSplit, CpuDevicesLetHostCodeTouchBuffers) {
+  const IRModule m = Parse(irtest::ReadKernel("matmul.bpir"));
+  EXPECT_EQ(ErrorOf([&] { SplitHostDevice(m, false); }, ErrorKind::kVerify),
+            "in function 'matmul': host code accesses buffer 'c', which lives in device memory: "
+            "host code cannot touch device memory; bind the loops that access it to "
+            "blockIdx/threadIdx in `c[i, j] = 0.0`");
+  const SplitResult r = SplitHostDevice(m, true);
+  ASSERT_EQ(r.host.functions().size(), 3u);
+  EXPECT_TRUE(StructuralEqual(r.host.functions()[0], m.functions()[0]));  // matmul: whole
+  EXPECT_TRUE(StructuralEqual(r.host.functions()[2], m.functions()[2]));  // matmul_blas
+  ASSERT_EQ(r.device.functions().size(), 1u);
+  EXPECT_EQ(r.device.functions()[0].name, "matmul_tiled_gpu_kernel");
+  ExpectWellFormed(r);
+}
+
+TEST(IrSplit, Errors) {
+  auto error = [](const std::string& text) {
+    return ErrorOf([&] { SplitHostDevice(Parse(text), false); }, ErrorKind::kVerify);
+  };
+  EXPECT_EQ(error("func f(a: buffer<float32>[4]) {\n"
+                  "  alloc t: float32[4] global\n"
+                  "  for tx in thread(threadIdx.x, 0, 4) {\n    t[tx] = 1.0\n  }\n}\n"),
+            "in function 'f': buffer 't' is allocated outside the kernel and used inside it: "
+            "allocate it inside the thread-bound loops in `t[tx] = 1.0`");
+  EXPECT_EQ(error("func f(a: buffer<float32>[8]) {\n"
+                  "  for b in thread(blockIdx.x, 0, 1) {\n"
+                  "    for t in thread(threadIdx.x, 0, 4) {\n      a[t] = 1.0\n    }\n"
+                  "    for u in thread(threadIdx.x, 0, 8) {\n      a[u] = 2.0\n    }\n"
+                  "  }\n}\n"),
+            "in function 'f': threadIdx.x is bound twice in one kernel with different extents "
+            "(4 and 8): bind each axis with one extent in `for u in thread(threadIdx.x, 0, 8) { "
+            "... }`");
+  EXPECT_EQ(error("func f(n: int32, a: buffer<float32>[n]) {\n"
+                  "  for b in thread(blockIdx.x, 0, n) {\n"
+                  "    let m: int32 = b + 1\n"
+                  "    for t in thread(threadIdx.x, 0, m) {\n      a[b] = 1.0\n    }\n"
+                  "  }\n}\n"),
+            "in function 'f': the extent of the loop over threadIdx.x uses 'm', defined inside "
+            "the kernel: the host computes launch extents, so they may only use variables "
+            "defined outside the thread-bound loops in `for t in thread(threadIdx.x, 0, m) { ... "
+            "}`");
+  EXPECT_EQ(error("func f(a: buffer<float32>[1]) {\n"
+                  "  for t in thread(threadIdx.x, 0, 1) {\n    a[t] = 1.0\n  }\n}\n\n"
+                  "func f_kernel(a: buffer<float32>[1]) {\n"
+                  "  for t in thread(threadIdx.x, 0, 1) {\n    a[t] = 2.0\n  }\n}\n"),
+            "in function 'f': the kernel name 'f_kernel' is taken by another function of the "
+            "module: rename that function in `for t in thread(threadIdx.x, 0, 1) { ... }`");
+  // The input must verify.
+  EXPECT_EQ(error("func f(a: buffer<float32>[1]) {\n  a[0] = 1\n}\n"),
+            "in function 'f': type mismatch: storing int32 into buffer 'a' of float32: cast the "
+            "value in `a[0] = 1`");
+}
+
+}  // namespace
