@@ -12,7 +12,7 @@
 # point is exported), compiled against the SDK headers only -- a plugin never links
 # libbackplane -- and writes the manifest <name>.bpplugin.json beside it so the core can
 # list the plugin without loading it.
-set(BACKPLANE_ABI_VERSION "1.2")  # keep equal to c_api.h BP_ABI_VERSION_MAJOR.MINOR
+set(BACKPLANE_ABI_VERSION "1.3")  # keep equal to c_api.h BP_ABI_VERSION_MAJOR.MINOR
 
 function(backplane_add_plugin name)
   cmake_parse_arguments(ARG "ALLOW_UNDEFINED" "VERSION;VENDOR;OUTPUT_DIR"

@@ -71,6 +71,7 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .module_imports = bp_module_imports,
       .module_save = bp_module_save,
       .module_load = bp_module_load,
+      .build = bp_build,
   };
   return &kTable;
 }

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "build.h"
 #include "object.h"
 #include "registry.h"
 #include "target.h"
@@ -183,6 +184,7 @@ void Order(const bp_object_t* m, std::unordered_map<const bp_object_t*, uint32_t
 }
 
 Ref LoadOne(const std::string& kind, const uint8_t* payload, size_t size) {
+  if (IsBuiltinModuleKind(kind)) return LoadBuiltinModule(kind, payload, size);
   const std::string loader = "runtime.module.load_from_bytes." + kind;
   std::string looked_at;
   Ref f = FindOrLoad(loader, &looked_at);

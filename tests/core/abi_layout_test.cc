@@ -52,7 +52,8 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, device_attr_name), 48 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, module_create), 49 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, module_load), 57 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 58 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, build), 58 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 59 * kPtr);
 }
 
 TEST(AbiLayout, PluginInfo) {

@@ -814,6 +814,17 @@ class Module {
   ObjectRef obj_;
 };
 
+// Builds kernel IR (its text form, docs/ir.md) for `target`; `host` (optional) is the CPU
+// Target of the host code. Every PrimFunc of the IR is a function of the result (bp_build).
+// Host apps holding an ir::IRModule pass ir::Print(module).
+inline Module Build(const std::string& ir_text, const Target& target,
+                    const Target& host = Target()) {
+  bp_object_t* out = nullptr;
+  Check(detail::Api()->build(ir_text.data(), ir_text.size(), target.object().get(),
+                             host ? host.object().get() : nullptr, &out));
+  return Module(ObjectRef::Adopt(out));
+}
+
 }  // namespace backplane
 
 #endif  // BACKPLANE_BACKPLANE_HPP_

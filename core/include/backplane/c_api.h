@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 2
+#define BP_ABI_VERSION_MINOR 3
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -491,6 +491,26 @@ BP_EXPORT bp_status_t bp_module_save(const bp_object_t* module, bp_object_t** ou
 BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t** out_module);
 
 /* ---------------------------------------------------------------------------------------
+ * Building (since 1.3): IR in, Module out (the seed's build flow)
+ * ------------------------------------------------------------------------------------- */
+
+/* Builds the kernel IR `ir_text` (its text form, `size` bytes, docs/ir.md) for `target`
+ * and returns a module (owned) in which every PrimFunc of the input is found by name.
+ * The IR is parsed and verified first. For a Target whose kind runs on the CPU, the module
+ * is what the kind's code generator "target.build.<kind>" returns for the whole IR. For any
+ * other Target, SplitHostDevice makes each region bound to thread axes a kernel; the
+ * kernels go to "target.build.<kind>" and the host code becomes a module of kind "ir_host"
+ * that importing the device module and launching the kernels through packed calls, run by
+ * the core's IR interpreter (so no C compiler is needed on the machine). `host` (may be
+ * NULL: the Target's "host" attribute, if any) must be a Target whose kind runs on the CPU;
+ * it is recorded, and the host code is interpreted whatever it is (docs/codegen-guide.md).
+ * Errors: BP_ERR_INVALID_ARGUMENT for IR that does not parse or verify (the messages
+ * have line:column or name the function and statement), BP_ERR_NOT_FOUND when no plugin
+ * provides the code generator, and whatever the code generator reports. */
+BP_EXPORT bp_status_t bp_build(const char* ir_text, size_t size, const bp_object_t* target,
+                               const bp_object_t* host, bp_object_t** out_module);
+
+/* ---------------------------------------------------------------------------------------
  * Plugins
  * ------------------------------------------------------------------------------------- */
 
@@ -581,6 +601,10 @@ typedef struct bp_host_api {
   bp_status_t (*module_imports)(const bp_object_t* module, bp_object_t** out_imports);
   bp_status_t (*module_save)(const bp_object_t* module, bp_object_t** out_bytes);
   bp_status_t (*module_load)(const void* data, size_t size, bp_object_t** out_module);
+
+  /* Since 1.3. */
+  bp_status_t (*build)(const char* ir_text, size_t size, const bp_object_t* target,
+                       const bp_object_t* host, bp_object_t** out_module);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

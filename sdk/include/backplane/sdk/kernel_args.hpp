@@ -27,12 +27,13 @@ inline DLTensor* TensorOf(const bp_value_t& v) {
   if (v.type == BP_VALUE_TENSOR) return v.u.v_tensor;
   if (v.type != BP_VALUE_OBJECT || v.u.v_obj == nullptr) return nullptr;
   int32_t type = 0;
-  if (detail::Api()->object_type(v.u.v_obj, &type) != BP_OK || type != BP_OBJECT_TENSOR) {
-    detail::Api()->error_clear();
+  if (::backplane::detail::Api()->object_type(v.u.v_obj, &type) != BP_OK ||
+      type != BP_OBJECT_TENSOR) {
+    ::backplane::detail::Api()->error_clear();
     return nullptr;
   }
   DLTensor* t = nullptr;
-  Check(detail::Api()->tensor_get(v.u.v_obj, &t));
+  Check(::backplane::detail::Api()->tensor_get(v.u.v_obj, &t));
   return t;
 }
 

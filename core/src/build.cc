@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: Apache-2.0
+// The build driver (bp_build): IR text and a Target in, a Module out. It verifies the IR,
+// splits host code from device kernels for non-CPU Targets, calls the kind's code generator
+// "target.build.<kind>" and wraps the host code in an interpreted module of kind "ir_host".
+#include "build.h"
+
+#include <backplane/ir/analysis.hpp>
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/interp.hpp>
+#include <backplane/ir/signature.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.h"
+#include "object.h"
+#include "registry.h"
+#include "target.h"
+
+namespace backplane::core {
+namespace {
+
+constexpr const char* kHostKind = "ir_host";
+
+// A failed call of the core's own C API, rethrown with its message.
+void Check(bp_status_t st) {
+  if (st != BP_OK) {
+    const char* msg = nullptr;
+    bp_error_last(nullptr, &msg);
+    Fail(st, msg != nullptr ? msg : "unknown error");
+  }
+}
+
+// The host part of a split module: PrimFuncs that launch kernels, run by the interpreter.
+struct HostModule {
+  HostModule(ir::IRModule m, std::string t, std::string host)
+      : interp(std::move(m)), text(std::move(t)), host_target(std::move(host)) {}
+
+  ir::Interpreter interp;
+  std::string text;             // the host IR's text form: what the module saves
+  std::string host_target;      // the host Target's canonical JSON ("" when none was given)
+  bp_object_t* self = nullptr;  // the module object that owns this (not a reference)
+  std::mutex mu;
+  std::map<std::string, Ref> callees;  // call_packed targets, resolved once
+
+  // A kernel (from the imported device modules) or else a global function.
+  Ref Callee(const std::string& name) {
+    std::lock_guard lock(mu);
+    auto it = callees.find(name);
+    if (it != callees.end()) return it->second;
+    Ref found;
+    bp_object_t* imports_raw = nullptr;
+    Check(bp_module_imports(self, &imports_raw));
+    Ref imports = Ref::Adopt(imports_raw);
+    size_t n = 0;
+    Check(bp_array_size(imports.get(), &n));
+    for (size_t i = 0; i < n && !found; ++i) {
+      bp_value_t v;
+      Check(bp_array_get(imports.get(), i, &v));
+      bp_object_t* f = nullptr;
+      if (bp_module_get_function(v.u.v_obj, name.c_str(), 1, &f) == BP_OK) {
+        found = Ref::Adopt(f);
+      } else {
+        bp_error_clear();
+      }
+    }
+    if (!found) {
+      std::string looked_at;
+      found = FindOrLoad(name, &looked_at);
+      if (!found) {
+        Fail(BP_ERR_NOT_FOUND, "host code calls '" + name +
+                                   "', which neither the imported device modules nor the "
+                                   "global registry has" +
+                                   looked_at +
+                                   "; build the kernels into this module or load "
+                                   "the plugin that registers it");
+      }
+    }
+    callees.emplace(name, found);
+    return found;
+  }
+};
+
+// A function of a host module: holds the module object, so imports stay reachable.
+struct HostFunction {
+  Ref module;
+  std::shared_ptr<HostModule> impl;
+  std::string name;
+};
+
+ir::DType DTypeOf(DLDataType t) {
+  return ir::DType{static_cast<ir::DTypeCode>(t.code), t.bits, t.lanes};
+}
+
+DLTensor* TensorArg(const bp_value_t& v) {
+  if (v.type == BP_VALUE_TENSOR) return v.u.v_tensor;
+  if (v.type == BP_VALUE_OBJECT && v.u.v_obj != nullptr && v.u.v_obj->type() == BP_OBJECT_TENSOR) {
+    DLTensor* t = nullptr;
+    Check(bp_tensor_get(v.u.v_obj, &t));
+    return t;
+  }
+  return nullptr;
+}
+
+void CallHost(const HostFunction& fn, const bp_value_t* args, int32_t n) {
+  const ir::PrimFunc* func = fn.impl->interp.module().Find(fn.name);
+  std::vector<ir::ArgView> views(static_cast<size_t>(n < 0 ? 0 : n));
+  for (size_t i = 0; i < views.size(); ++i) {
+    const bp_value_t& v = args[i];
+    ir::ArgView& a = views[i];
+    if (v.type == BP_VALUE_INT) {
+      a.kind = ir::ArgView::Kind::kInt;
+      a.i = v.u.v_int64;
+    } else if (v.type == BP_VALUE_FLOAT) {
+      a.kind = ir::ArgView::Kind::kFloat;
+      a.f = v.u.v_float64;
+    } else if (DLTensor* t = TensorArg(v)) {
+      // Host code never reads device memory (SplitHostDevice moved every access into a
+      // kernel), so the tensor may be on any device; data is only passed on.
+      a.kind = ir::ArgView::Kind::kBuffer;
+      a.data = t->data;
+      a.dtype = DTypeOf(t->dtype);
+      a.ndim = t->ndim;
+      a.shape = t->shape;
+      a.strides = t->strides;
+      a.user = t;
+    } else {
+      Fail(BP_ERR_TYPE, "function '" + fn.name + "': argument " + std::to_string(i) +
+                            " has value type " + std::to_string(v.type) +
+                            "; expected an int, a float or a tensor");
+    }
+  }
+  const std::string problem = ir::CheckArgs(*func, views);
+  if (!problem.empty()) Fail(BP_ERR_INVALID_ARGUMENT, problem);
+  ir::PackedCall call = [&](const std::string& name, const std::vector<ir::ArgView>& cargs) {
+    Ref callee = fn.impl->Callee(name);
+    std::vector<bp_value_t> values(cargs.size());
+    for (size_t i = 0; i < cargs.size(); ++i) {
+      bp_value_t& v = values[i];
+      v.reserved0 = 0;
+      switch (cargs[i].kind) {
+        case ir::ArgView::Kind::kInt:
+          v.type = BP_VALUE_INT;
+          v.u.v_int64 = cargs[i].i;
+          break;
+        case ir::ArgView::Kind::kFloat:
+          v.type = BP_VALUE_FLOAT;
+          v.u.v_float64 = cargs[i].f;
+          break;
+        case ir::ArgView::Kind::kBuffer:
+          if (cargs[i].user == nullptr) {
+            Fail(BP_ERR_INVALID_ARGUMENT,
+                 "function '" + fn.name + "': call_packed(\"" + name +
+                     "\") gets a buffer allocated in host code; only parameter buffers can be "
+                     "passed to a packed call");
+          }
+          v.type = BP_VALUE_TENSOR;
+          v.u.v_tensor = static_cast<DLTensor*>(cargs[i].user);
+          break;
+      }
+    }
+    bp_value_t r = CallFunction(callee.get(), values.data(), static_cast<int32_t>(values.size()),
+                                "'" + name + "' (called by host function '" + fn.name + "')");
+    if (r.type == BP_VALUE_OBJECT) bp_object_release(r.u.v_obj);
+    return static_cast<int64_t>(r.type == BP_VALUE_INT ? r.u.v_int64 : 0);
+  };
+  try {
+    fn.impl->interp.Run(fn.name, views, call);
+  } catch (const ir::Error& e) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string("host function '") + fn.name + "': " + e.what());
+  }
+}
+
+bp_status_t HostGetFunction(void* self, const char* name, bp_object_t** out) {
+  BP_API_BEGIN
+  auto impl = *static_cast<std::shared_ptr<HostModule>*>(self);
+  *out = nullptr;
+  if (impl->interp.module().Find(name) == nullptr) return BP_OK;
+  auto* fn = new HostFunction{Ref::Share(impl->self), impl, name};
+  bp_status_t st = bp_function_create(
+      [](void* res, const bp_value_t* args, int32_t n, bp_value_t*) -> bp_status_t {
+        BP_API_BEGIN
+        CallHost(*static_cast<HostFunction*>(res), args, n);
+        BP_API_END
+      },
+      fn, [](void* res) { delete static_cast<HostFunction*>(res); }, out);
+  if (st != BP_OK) {
+    delete fn;
+    return st;
+  }
+  BP_API_END
+}
+
+bp_status_t HostListFunctions(void* self, bp_object_t** out) {
+  BP_API_BEGIN
+  auto& impl = *static_cast<std::shared_ptr<HostModule>*>(self);
+  std::vector<std::string> names;
+  for (const ir::PrimFunc& f : impl->interp.module().functions()) names.push_back(f.name);
+  *out = NewStringArray(names);
+  BP_API_END
+}
+
+bp_status_t HostSave(void* self, bp_object_t** out) {
+  BP_API_BEGIN
+  auto& impl = *static_cast<std::shared_ptr<HostModule>*>(self);
+  return bp_bytes_create(impl->text.data(), impl->text.size(), out);
+  BP_API_END
+}
+
+bp_status_t HostInspect(void* self, const char* format, bp_object_t** out) {
+  BP_API_BEGIN
+  auto& impl = *static_cast<std::shared_ptr<HostModule>*>(self);
+  const std::string f = format == nullptr ? "" : format;
+  *out = (f.empty() || f == "ir") ? NewString(impl->text) : nullptr;
+  BP_API_END
+}
+
+void HostDestroy(void* self) { delete static_cast<std::shared_ptr<HostModule>*>(self); }
+
+const bp_module_vtable_t kHostVtable = {
+    .struct_size = sizeof(bp_module_vtable_t),
+    .kind = kHostKind,
+    .get_function = HostGetFunction,
+    .list_functions = HostListFunctions,
+    .save_to_bytes = HostSave,
+    .inspect_source = HostInspect,
+    .destroy = HostDestroy,
+};
+
+Ref MakeHostModule(ir::IRModule host, std::string host_target) {
+  std::string text = ir::Print(host);
+  std::shared_ptr<HostModule> impl;
+  try {
+    impl = std::make_shared<HostModule>(std::move(host), std::move(text), std::move(host_target));
+  } catch (const ir::Error& e) {
+    Fail(BP_ERR_INTERNAL, std::string("bp_build: the host part of the split IR does not verify "
+                                      "(a bug in SplitHostDevice; please report it): ") +
+                              e.what());
+  }
+  bp_object_t* out = nullptr;
+  auto* self = new std::shared_ptr<HostModule>(impl);
+  Check(bp_module_create(&kHostVtable, self, &out));  // destroys `self` on failure
+  impl->self = out;
+  return Ref::Adopt(out);
+}
+
+// Calls "target.build.<kind>" with the IR text and the Target.
+Ref CallCodegen(const std::string& kind, const std::string& text, const bp_object_t* target) {
+  const std::string name = "target.build." + kind;
+  std::string looked_at;
+  Ref codegen = FindOrLoad(name, &looked_at);
+  if (!codegen) {
+    Fail(BP_ERR_NOT_FOUND, "bp_build: no code generator for target kind '" + kind +
+                               "': no plugin registered '" + name + "'" + looked_at +
+                               ". Install the plugin that provides it (backplane info lists "
+                               "the loaded plugins)");
+  }
+  bp_value_t args[2];
+  args[0].type = BP_VALUE_STR;
+  args[0].reserved0 = 0;
+  args[0].u.v_str = text.c_str();
+  args[1].type = BP_VALUE_OBJECT;
+  args[1].reserved0 = 0;
+  args[1].u.v_obj = const_cast<bp_object_t*>(target);
+  bp_value_t r = CallFunction(codegen.get(), args, 2, name);
+  Ref result = r.type == BP_VALUE_OBJECT ? Ref::Adopt(r.u.v_obj) : Ref();
+  if (!result || result.get()->type() != BP_OBJECT_MODULE) {
+    Fail(BP_ERR_PLUGIN, name +
+                            " must return a module object, but returned something else; "
+                            "this is a bug in the plugin that provides it");
+  }
+  return result;
+}
+
+// The seed's rule: every PrimFunc of the input is reachable by name in the output.
+void CheckReachable(const Ref& module, const ir::IRModule& ir, const std::string& who) {
+  for (const ir::PrimFunc& f : ir.functions()) {
+    bp_object_t* fn = nullptr;
+    if (bp_module_get_function(module.get(), f.name.c_str(), 1, &fn) != BP_OK) {
+      const char* msg = nullptr;
+      bp_error_last(nullptr, &msg);
+      Fail(BP_ERR_PLUGIN, who + " returned a module without function '" + f.name +
+                              "' (every PrimFunc of the input must be reachable by name; a "
+                              "bug in the code generator): " +
+                              (msg != nullptr ? msg : ""));
+    }
+    bp_object_release(fn);
+  }
+}
+
+const TargetObject& AsTarget(const bp_object_t* obj, const char* what) {
+  return As<TargetObject>(obj, BP_OBJECT_TARGET, what);
+}
+
+}  // namespace
+
+Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host) {
+  const TargetObject& t = AsTarget(target, "bp_build target");
+  const std::string kind = t.kind->name;
+  std::string host_json;
+  if (host == nullptr && t.json.contains("host") && t.json["host"].is_object()) {
+    host_json = t.json["host"].dump();
+  }
+  if (host != nullptr) {
+    const TargetObject& h = AsTarget(host, "bp_build host");
+    if (h.kind->device_type_id != kDLCPU) {
+      Fail(BP_ERR_INVALID_ARGUMENT, "bp_build: the host Target is of kind '" + h.kind->name +
+                                        "', which runs on " + h.kind->device_type +
+                                        "; host code runs on the CPU: give a CPU kind such as "
+                                        "\"c\" or leave the host out");
+    }
+    host_json = h.text;
+  }
+  ir::IRModule module;
+  try {
+    module = ir::Parse(text, "bp_build input");
+  } catch (const ir::Error& e) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string("bp_build: the IR does not parse: ") + e.what());
+  }
+  const bool cpu = t.kind->device_type_id == kDLCPU;
+  ir::VerifyOptions options;
+  options.device_is_cpu = cpu;
+  std::vector<std::string> problems = ir::VerifyErrors(module, options);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += "\n  " + p;
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "bp_build for target kind '" + kind + "': the IR does not verify:" + all);
+  }
+  const std::string codegen = "target.build." + kind;
+  if (cpu) {
+    Ref built = CallCodegen(kind, ir::Print(module), target);
+    CheckReachable(built, module, codegen);
+    return built;
+  }
+  ir::SplitResult split;
+  try {
+    split = ir::SplitHostDevice(module, /*device_is_cpu=*/false);
+  } catch (const ir::Error& e) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "bp_build for target kind '" + kind + "': " + std::string(e.what()));
+  }
+  Ref device;
+  if (!split.device.functions().empty()) {
+    device = CallCodegen(kind, ir::Print(split.device), target);
+    CheckReachable(device, split.device, codegen);
+  }
+  Ref host_module = MakeHostModule(std::move(split.host), host_json);
+  if (device) Check(bp_module_import(host_module.get(), device.get()));
+  CheckReachable(host_module, module, "bp_build");
+  return host_module;
+}
+
+bool IsBuiltinModuleKind(const std::string& kind) { return kind == kHostKind; }
+
+Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size) {
+  if (kind != kHostKind) Fail(BP_ERR_INTERNAL, "no built-in module kind '" + kind + "'");
+  ir::IRModule host;
+  try {
+    host =
+        ir::Parse(std::string_view(static_cast<const char*>(data), size), "saved ir_host module");
+  } catch (const ir::Error& e) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         std::string("module file: the ir_host module's IR does not parse: ") + e.what());
+  }
+  return MakeHostModule(std::move(host), "");
+}
+
+}  // namespace backplane::core
+
+using namespace backplane::core;  // NOLINT: the C entry points below only
+
+extern "C" {
+
+BP_EXPORT bp_status_t bp_build(const char* ir_text, size_t size, const bp_object_t* target,
+                               const bp_object_t* host, bp_object_t** out_module) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_module != nullptr, "out_module is null");
+  BP_REQUIRE_ARG(ir_text != nullptr || size == 0, "ir_text is null");
+  BP_REQUIRE_ARG(target != nullptr, "target is null");
+  *out_module = nullptr;
+  *out_module = Build(std::string(ir_text == nullptr ? "" : ir_text, size), target, host).release();
+  BP_API_END
+}
+
+}  // extern "C"

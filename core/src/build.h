@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+// The build driver behind bp_build, and the module kind the core itself implements.
+#ifndef BACKPLANE_CORE_BUILD_H_
+#define BACKPLANE_CORE_BUILD_H_
+
+#include <cstddef>
+#include <string>
+
+#include "object.h"
+
+namespace backplane::core {
+
+// bp_build: IR text for `target` (and an optional CPU `host` Target) to a module.
+Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host);
+
+// Module kinds the core loads itself, without a plugin ("ir_host").
+bool IsBuiltinModuleKind(const std::string& kind);
+Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size);
+
+}  // namespace backplane::core
+
+#endif  // BACKPLANE_CORE_BUILD_H_
