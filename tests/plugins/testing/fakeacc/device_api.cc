@@ -1,12 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "device_api.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 namespace backplane {
 namespace fakeacc {
+
+namespace {
+
+// The devices that exist: kNumDevices, or fewer when BACKPLANE_FAKEACC_DEVICES says so (tests
+// use 0 to show that building code needs no device).
+int32_t PresentDevices() {
+  static const int32_t count = [] {
+    const char* env = std::getenv("BACKPLANE_FAKEACC_DEVICES");
+    if (env == nullptr || *env == '\0') return FakeAccDeviceAPI::kNumDevices;
+    const int32_t n = std::atoi(env);
+    return n < 0 ? 0 : std::min(n, FakeAccDeviceAPI::kNumDevices);
+  }();
+  return count;
+}
+
+}  // namespace
 namespace {
 
 constexpr uint64_t kStreamTag = 0x5Eull << 56;
@@ -51,7 +69,7 @@ FakeAccDeviceAPI* FakeAccDeviceAPI::Global(int32_t device_type) {
 
 FakeAccDeviceAPI::Device& FakeAccDeviceAPI::CheckDevice(DLDevice dev) {
   BACKPLANE_REQUIRE(
-      dev.device_type == device_type_ && dev.device_id >= 0 && dev.device_id < kNumDevices,
+      dev.device_type == device_type_ && dev.device_id >= 0 && dev.device_id < PresentDevices(),
       BP_ERR_NOT_FOUND,
       std::string("device ") + sdk::DeviceString(dev) +
           " does not exist; fakeacc has devices fakeacc:0 and fakeacc:1");
@@ -83,7 +101,7 @@ std::shared_ptr<Stream> FakeAccDeviceAPI::GetStream(DLDevice dev, bp_stream_t ha
 
 Any FakeAccDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
   const bool exists =
-      dev.device_type == device_type_ && dev.device_id >= 0 && dev.device_id < kNumDevices;
+      dev.device_type == device_type_ && dev.device_id >= 0 && dev.device_id < PresentDevices();
   if (kind == BP_ATTR_EXIST) return sdk::IntValue(exists ? 1 : 0);
   if (!exists) return sdk::NoneValue();
   const Arena& arena = *devices_[dev.device_id].arena;
@@ -116,7 +134,8 @@ Any FakeAccDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
 }
 
 Any FakeAccDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
-  if (!(dev.device_type == device_type_ && dev.device_id >= 0 && dev.device_id < kNumDevices)) {
+  if (!(dev.device_type == device_type_ && dev.device_id >= 0 &&
+        dev.device_id < PresentDevices())) {
     return sdk::NoneValue();
   }
   if (key == "memory") return sdk::StringValue("opaque handles");
@@ -127,6 +146,15 @@ Any FakeAccDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
 void FakeAccDeviceAPI::SetDevice(DLDevice dev) {
   CheckDevice(dev);
   t_active_device = dev.device_id;
+}
+
+std::shared_ptr<Buffer> FakeAccDeviceAPI::Resolve(DLDevice dev, const void* handle, uint64_t offset,
+                                                  size_t nbytes, const char* what) {
+  return CheckDevice(dev).arena->Lookup(handle, offset, nbytes, what);
+}
+
+void FakeAccDeviceAPI::Launch(DLDevice dev, std::function<void()> work) {
+  GetStream(dev, nullptr)->Submit(std::move(work));
 }
 
 void* FakeAccDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t, DLDataType) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fake accelerator's DeviceAPI: device type "fakeacc" (a fresh id), devices 0 and 1.
+// The fake accelerator's DeviceAPI: device type "fakeacc" (a fresh id), devices 0 and 1
+// (fewer when the environment variable BACKPLANE_FAKEACC_DEVICES gives a smaller count).
 //
 // It exists to prove that nothing above a DeviceAPI assumes a CPU pointer or a synchronous
 // copy: data space is an opaque handle into the device's arena, and every copy runs later
@@ -13,6 +14,7 @@
 
 #include <backplane/sdk/device_api.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,6 +51,13 @@ class FakeAccDeviceAPI final : public sdk::DeviceAPI {
   void SetStream(DLDevice dev, bp_stream_t stream) override;
   void StreamSync(DLDevice dev, bp_stream_t stream) override;
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
+
+  // For the code generator (codegen.cc): the bytes behind a data space handle of `dev`, and
+  // running `work` on `dev`'s null stream after what is queued there (kernel launches are
+  // asynchronous like copies; stream_sync waits for them and reports their failures).
+  std::shared_ptr<Buffer> Resolve(DLDevice dev, const void* handle, uint64_t offset, size_t nbytes,
+                                  const char* what);
+  void Launch(DLDevice dev, std::function<void()> work);
 
   // Test helpers behind the fakeacc.* global functions.
   void HoldStream(DLDevice dev, bp_stream_t stream);

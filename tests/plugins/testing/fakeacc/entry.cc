@@ -8,6 +8,7 @@
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/plugin.hpp>
 
+#include "codegen.h"
 #include "device_api.h"
 
 namespace {
@@ -26,6 +27,7 @@ BACKPLANE_PLUGIN_ENTRY("fakeacc", "0.1.0") {
   const int32_t type = sdk::RegisterDeviceType("fakeacc");
   FakeAccDeviceAPI* api = FakeAccDeviceAPI::Global(type);
   sdk::RegisterDeviceAPI("fakeacc", api);
+  backplane::fakeacc::RegisterCodegen(api);
   sdk::RegisterFunction("fakeacc.set_delay_us", [](PackedArgs args) {
     backplane::fakeacc::Stream::delay_us.store(args.Int(0));
     return sdk::NoneValue();

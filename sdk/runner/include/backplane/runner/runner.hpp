@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs catalog kernels (backplane/kernels/catalog.hpp) on a device: uploads random inputs,
+// calls a module's function, times it, downloads the outputs and checks them against the
+// float64 reference. Shared by the tests, `backplane run`, `backplane demo` and benchmarks.
+#ifndef BACKPLANE_RUNNER_RUNNER_HPP_
+#define BACKPLANE_RUNNER_RUNNER_HPP_
+
+#include <backplane/backplane.hpp>
+#include <backplane/kernels/catalog.hpp>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace runner {
+
+// The arguments of a call on a device: one tensor per buffer, values for the call.
+class DeviceArgs {
+ public:
+  // Copies `args` to tensors on `dev` (elements converted from double to each dtype).
+  DeviceArgs(const std::vector<kernels::Arg>& args, Device dev);
+  const std::vector<bp_value_t>& values() const { return values_; }
+  // Copies each output tensor back into `args`.
+  void Download(std::vector<kernels::Arg>* args) const;
+
+ private:
+  std::vector<Tensor> tensors_;  // per arg; empty for scalars
+  std::vector<bp_value_t> values_;
+};
+
+struct Result {
+  bool ok = false;          // ran and every output is within the tolerance
+  std::string error;        // why not, when !ok
+  double max_error = 0;     // the largest RelativeError over the outputs
+  double seconds = 0;       // the median time of one call (call + device sync)
+  double gflops = 0;        // from Case::flops, 0 if memory-bound
+  double gbytes_per_s = 0;  // from Case::bytes
+};
+
+// Runs `c` from module `m` on `dev` with `dims` (missing ones from c.demo): one checked
+// call, then `repeats` timed calls (at least one). Errors of the call become !ok with the
+// message; nothing throws for a failing kernel.
+Result RunCase(const kernels::Case& c, const Module& m, Device dev, const kernels::Dims& dims,
+               int repeats, uint64_t seed = 1);
+
+// The IR text of a module holding only the case's function, from its kernel file (the files
+// hold CPU and GPU variants side by side; a CPU Target refuses the GPU ones).
+std::string KernelSource(const kernels::Case& c);
+
+// "1.23 ms", "456 us".
+std::string FormatSeconds(double s);
+
+}  // namespace runner
+}  // namespace backplane
+
+#endif  // BACKPLANE_RUNNER_RUNNER_HPP_

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every CPU kernel of the catalog (sdk/kernels), built by bp_build for the `c` Target and run
+// on cpu:0 with random inputs at the catalog's odd test sizes and at its demo sizes, checked
+// against the float64 reference within the kernel's tolerance.
+#include <backplane/runner/runner.hpp>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+
+namespace {
+
+using backplane::Device;
+using backplane::Module;
+using backplane::Target;
+namespace kernels = backplane::kernels;
+
+std::vector<std::string> CpuKernels() {
+  std::vector<std::string> names;
+  for (const kernels::Case& c : kernels::Catalog()) {
+    if (!c.needs_threads) names.push_back(c.func);
+  }
+  return names;
+}
+
+class CpuKernelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static Module Build(const kernels::Case& c) {
+    return backplane::Build(backplane::runner::KernelSource(c), Target::Parse("c"));
+  }
+};
+
+TEST_P(CpuKernelTest, MatchesTheReferenceAtTestSizes) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m = Build(*c);
+  for (uint64_t seed : {1u, 2u}) {
+    backplane::runner::Result r =
+        backplane::runner::RunCase(*c, m, Device(bptest::CpuDevice()), c->small, 1, seed);
+    EXPECT_TRUE(r.ok) << c->func << " seed " << seed << ": " << r.error;
+  }
+}
+
+TEST_P(CpuKernelTest, MatchesTheReferenceAtDemoSizes) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  backplane::runner::Result r =
+      backplane::runner::RunCase(*c, Build(*c), Device(bptest::CpuDevice()), c->demo, 1);
+  EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, CpuKernelTest, ::testing::ValuesIn(CpuKernels()),
+                         [](const auto& param_info) { return param_info.param; });
+
+// The GPU kernels are refused for the cpu with the verifier's message naming the thread axis.
+TEST(CpuKernelRefusal, ThreadBoundKernelsAreRefused) {
+  const kernels::Case* c = kernels::Find("matmul_tiled_gpu");
+  ASSERT_NE(c, nullptr);
+  try {
+    backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("c"));
+    FAIL() << "built thread-bound kernels for the cpu";
+  } catch (const backplane::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("blockIdx"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

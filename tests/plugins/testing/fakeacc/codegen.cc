@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fake accelerator's target kind `fakeacc` and code generator `target.build.fakeacc`:
+// kernels made by SplitHostDevice run in the IR interpreter, which simulates the GPU grid
+// (blocks, threads, shared memory, barriers), on the device's memory behind its opaque
+// handles, asynchronously on the device's null stream. It is what a GPU backend looks like
+// to the build flow, without a GPU: bp_build splits host code from kernels, the host part
+// runs in the core, and the kernels launch here with their launch extents.
+#include "codegen.h"
+
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/interp.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/sdk/module.hpp>
+#include <backplane/sdk/plugin.hpp>
+#include <backplane/sdk/target.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "device_api.h"
+
+namespace backplane {
+namespace fakeacc {
+
+namespace {
+
+// A kernel argument kept alive until the launch has run: owned shape and strides, and the
+// device buffer behind the handle.
+struct LaunchArg {
+  ir::ArgView view;
+  std::vector<int64_t> shape, strides;
+  std::shared_ptr<Buffer> buffer;
+};
+
+class FakeAccModule : public sdk::ModuleBase {
+ public:
+  static constexpr const char* kKind = "fakeacc";
+
+  FakeAccModule(FakeAccDeviceAPI* api, std::string text)
+      : api_(api), text_(std::move(text)), interp_(ir::Parse(text_, "fakeacc module")) {}
+
+  Function GetFunction(const std::string& name) override {
+    const ir::PrimFunc* f = interp_.module().Find(name);
+    if (f == nullptr) return Function();
+    auto self = std::static_pointer_cast<FakeAccModule>(shared_from_this());
+    return Function::FromCallable([self, f](PackedArgs args) {
+      self->Launch(*f, args);
+      return Any();
+    });
+  }
+  std::vector<std::string> ListFunctions() override {
+    std::vector<std::string> names;
+    for (const ir::PrimFunc& f : interp_.module().functions()) names.push_back(f.name);
+    return names;
+  }
+  std::optional<std::string> SaveToBytes() override { return text_; }
+  std::optional<std::string> InspectSource(const std::string& format) override {
+    if (format.empty() || format == "ir") return text_;
+    return std::nullopt;
+  }
+
+ private:
+  void Launch(const ir::PrimFunc& f, PackedArgs args) {
+    const int32_t type = api_->device_type();
+    const size_t num_params = f.params.size();
+    // The params are checked here; the trailing launch extents by the interpreter.
+    std::vector<ir::ArgView> params =
+        sdk::BindKernelArgs(f, args.size() > 0 ? &args[0] : nullptr,
+                            std::min<int32_t>(args.size(), static_cast<int32_t>(num_params)),
+                            "fakeacc", [type](DLDevice d) { return d.device_type == type; });
+    std::vector<LaunchArg> launch(static_cast<size_t>(args.size()));
+    DLDevice device{static_cast<DLDeviceType>(type), 0};
+    bool have_device = false;
+    for (size_t i = 0; i < launch.size(); ++i) {
+      LaunchArg& a = launch[i];
+      if (i >= num_params) {
+        a.view.kind = ir::ArgView::Kind::kInt;
+        a.view.i = args.Int(static_cast<int32_t>(i));
+        continue;
+      }
+      a.view = params[i];
+      if (a.view.kind != ir::ArgView::Kind::kBuffer) continue;
+      const DLTensor* t = static_cast<const DLTensor*>(a.view.user);
+      if (have_device && t->device.device_id != device.device_id) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "fakeacc kernel '" + f.name +
+                        "': its tensors are on fakeacc:" + std::to_string(device.device_id) +
+                        " and fakeacc:" + std::to_string(t->device.device_id) +
+                        "; put them on one device");
+      }
+      device = t->device;
+      have_device = true;
+      size_t count = 1;
+      for (int d = 0; d < t->ndim; ++d) count *= static_cast<size_t>(t->shape[d]);
+      const size_t nbytes = count * ((t->dtype.bits * t->dtype.lanes + 7) / 8);
+      a.buffer = api_->Resolve(t->device, t->data, t->byte_offset, nbytes, "kernel argument");
+      a.shape.assign(t->shape, t->shape + t->ndim);
+      if (t->strides != nullptr) a.strides.assign(t->strides, t->strides + t->ndim);
+      a.view.data = a.buffer->bytes.get() + t->byte_offset;
+      a.view.shape = a.shape.data();
+      a.view.strides = t->strides != nullptr ? a.strides.data() : nullptr;
+      a.view.user = nullptr;
+    }
+    auto self = std::static_pointer_cast<FakeAccModule>(shared_from_this());
+    auto shared = std::make_shared<std::vector<LaunchArg>>(std::move(launch));
+    const std::string name = f.name;
+    api_->Launch(device, [self, shared, name] {
+      std::vector<ir::ArgView> views;
+      for (const LaunchArg& a : *shared) views.push_back(a.view);
+      try {
+        self->interp_.Run(name, views);
+      } catch (const ir::Error& e) {
+        throw Error(BP_ERR_DEVICE, "fakeacc kernel '" + name + "' failed: " + e.what());
+      }
+    });
+  }
+
+  FakeAccDeviceAPI* api_;
+  std::string text_;
+  ir::Interpreter interp_;
+};
+
+Any ModuleValue(const Module& m) {
+  bp_value_t v{};
+  v.type = BP_VALUE_OBJECT;
+  ObjectRef obj = m.object();
+  v.u.v_obj = obj.release();
+  return Any(v);
+}
+
+}  // namespace
+
+void RegisterCodegen(FakeAccDeviceAPI* api) {
+  sdk::TargetKindBuilder("fakeacc", "fakeacc")
+      .Keys({"fakeacc", "gpu"})
+      .Attr<int64_t>("max_num_threads", int64_t{256}, BP_ATTR_MAX_THREADS_PER_BLOCK,
+                     "threads a block may have")
+      .Attr<int64_t>("thread_warp_size", int64_t{1}, "threads that run in lockstep")
+      .Register();
+  sdk::RegisterFunction("target.build.fakeacc", [api](PackedArgs args) {
+    Target target(ObjectRef::Borrow(args[1].u.v_obj));
+    if (target.Kind() != "fakeacc") {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "target.build.fakeacc got a Target of kind '" + target.Kind() + "'");
+    }
+    const std::string text = args.String(0);
+    try {
+      ir::IRModule m = ir::Parse(text, "target.build.fakeacc input");
+      for (const ir::PrimFunc& f : m.functions()) {
+        if (f.attrs.count("launch_params") == 0) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "target.build.fakeacc: function '" + f.name +
+                          "' is not a kernel (no launch_params); build through bp_build, which "
+                          "splits host code from kernels");
+        }
+      }
+      return ModuleValue(sdk::MakeModule(std::make_shared<FakeAccModule>(api, ir::Print(m))));
+    } catch (const ir::Error& e) {
+      throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.fakeacc: ") + e.what());
+    }
+  });
+  sdk::RegisterFunction("runtime.module.load_from_bytes.fakeacc", [api](PackedArgs args) {
+    const void* data = nullptr;
+    size_t size = 0;
+    Check(detail::Api()->bytes_get(args[0].u.v_obj, &data, &size));
+    try {
+      return ModuleValue(sdk::MakeModule(
+          std::make_shared<FakeAccModule>(api, std::string(static_cast<const char*>(data), size))));
+    } catch (const ir::Error& e) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  std::string("runtime.module.load_from_bytes.fakeacc: ") + e.what());
+    }
+  });
+}
+
+}  // namespace fakeacc
+}  // namespace backplane
