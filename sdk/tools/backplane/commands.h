@@ -36,7 +36,16 @@ Command AddInfoCommand(CLI::App& parent);
 // `backplane target`: parse a Target and print its canonical JSON, or list kinds and tags.
 Command AddTargetCommand(CLI::App& parent);
 
-// Later subcommands (build, run, demo) add an Add<Name>Command here and one line in main.cc.
+// `backplane build`: build a kernel file for a Target and save the module.
+Command AddBuildCommand(CLI::App& parent);
+
+// `backplane run`: run a function of a saved module on random inputs, checked and timed.
+Command AddRunCommand(CLI::App& parent);
+
+// `backplane demo`: every reference kernel on every device here, checked and timed.
+Command AddDemoCommand(CLI::App& parent);
+
+// A new subcommand adds an Add<Name>Command here and one line in main.cc.
 
 }  // namespace backplane::cli
 

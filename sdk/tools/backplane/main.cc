@@ -62,8 +62,10 @@ std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Backplane: plugin-based device backends. Inspect what this machine has.",
-               "backplane");
+  CLI::App app(
+      "Backplane: plugin-based device backends. Inspect what this machine has, build kernels "
+      "and run them.",
+      "backplane");
   app.set_version_flag("--version", VersionText, "Print the Backplane and ABI versions and exit");
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -71,6 +73,9 @@ int main(int argc, char** argv) {
   std::vector<backplane::cli::Command> commands;
   commands.push_back(backplane::cli::AddInfoCommand(app));
   commands.push_back(backplane::cli::AddTargetCommand(app));
+  commands.push_back(backplane::cli::AddBuildCommand(app));
+  commands.push_back(backplane::cli::AddRunCommand(app));
+  commands.push_back(backplane::cli::AddDemoCommand(app));
 
   if (std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
     std::cerr << "backplane: unknown command '" << unknown
