@@ -23,10 +23,10 @@ cd "$root"
 
 # Every Debian package the build and the tests need.
 packages=(
-  cmake ninja-build g++ pkg-config file
+  cmake ninja-build gcc g++ pkg-config file
   libboost-dev libboost-filesystem-dev libdlpack-dev
   nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   clang-format
 )
 

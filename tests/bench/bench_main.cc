@@ -93,14 +93,22 @@ std::string Format(const char* format, double value) {
 }
 
 // "12.3 ns", "4.56 ms", "9.87 GB/s".
-std::string Absolute(const Pair& pair, double ns) {
+// The work one iteration of a side of `pair` does (bytes or flops).
+double Work(const Pair& pair, bool baseline) {
+  return static_cast<double>(baseline && pair.baseline_bytes != 0 ? pair.baseline_bytes
+                                                                  : pair.bytes);
+}
+
+std::string Absolute(const Pair& pair, double ns, bool baseline) {
   switch (pair.measure) {
     case Measure::kTimePerCall:
       return Format("%.2f ns", ns);
     case Measure::kElapsedTime:
       return Format("%.3f ms", ns / 1e6);
     case Measure::kBandwidth:
-      return Format("%.2f GB/s", static_cast<double>(pair.bytes) / ns);
+      return Format("%.2f GB/s", Work(pair, baseline) / ns);
+    case Measure::kFlops:
+      return Format("%.2f GFLOP/s", Work(pair, baseline) / ns);
   }
   return {};
 }
@@ -112,6 +120,7 @@ std::string GoalText(const Pair& pair) {
     case Measure::kElapsedTime:
       return Format("<= %.0f ms", pair.goal);
     case Measure::kBandwidth:
+    case Measure::kFlops:
       return Format(">= %.0f%% of baseline", pair.goal * 100);
   }
   return {};
@@ -141,11 +150,12 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
       summary->push_back(std::move(entry));
       continue;
     }
-    // For times the ratio is ours / baseline (lower is better); for bandwidth it is the
-    // fraction of the baseline's bandwidth we reach (higher is better).
-    double ratio = pair.measure == Measure::kBandwidth
-                       ? base->ns_per_iteration / ours->ns_per_iteration
-                       : ours->ns_per_iteration / base->ns_per_iteration;
+    // For times the ratio is ours / baseline (lower is better); for bandwidth and flops it
+    // is the fraction of the baseline's rate we reach (higher is better).
+    const bool rate = pair.measure == Measure::kBandwidth || pair.measure == Measure::kFlops;
+    double ratio = rate ? (Work(pair, false) / ours->ns_per_iteration) /
+                              (Work(pair, true) / base->ns_per_iteration)
+                        : ours->ns_per_iteration / base->ns_per_iteration;
     bool met = false;
     switch (pair.measure) {
       case Measure::kTimePerCall:
@@ -155,17 +165,17 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
         met = ours->ns_per_iteration / 1e6 <= pair.goal;
         break;
       case Measure::kBandwidth:
+      case Measure::kFlops:
         met = ratio >= pair.goal;
         break;
     }
     all_met = all_met && met;
-    std::string ratio_text = pair.measure == Measure::kBandwidth ? Format("%.1f%%", ratio * 100)
-                                                                 : Format("%.2fx", ratio);
-    rows.push_back({pair.label, Absolute(pair, ours->ns_per_iteration),
-                    Absolute(pair, base->ns_per_iteration) + " (" + pair.baseline_label + ")",
+    std::string ratio_text = rate ? Format("%.1f%%", ratio * 100) : Format("%.2fx", ratio);
+    rows.push_back({pair.label, Absolute(pair, ours->ns_per_iteration, false),
+                    Absolute(pair, base->ns_per_iteration, true) + " (" + pair.baseline_label + ")",
                     ratio_text, GoalText(pair), met ? "yes" : "NO"});
-    entry["value"] = Absolute(pair, ours->ns_per_iteration);
-    entry["baseline_value"] = Absolute(pair, base->ns_per_iteration);
+    entry["value"] = Absolute(pair, ours->ns_per_iteration, false);
+    entry["baseline_value"] = Absolute(pair, base->ns_per_iteration, true);
     entry["ns_per_iteration"] = ours->ns_per_iteration;
     entry["baseline_ns_per_iteration"] = base->ns_per_iteration;
     entry["ratio"] = ratio;
@@ -177,8 +187,8 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
   }
-  std::cout << "\nSummary (ratio: time = Backplane / baseline, bandwidth = Backplane as % of "
-               "baseline; both measured in this run)\n";
+  std::cout << "\nSummary (ratio: time = Backplane / baseline, bandwidth and flops = Backplane "
+               "as % of baseline; both measured in this run)\n";
   for (const auto& row : rows) {
     std::cout << "  ";
     for (size_t c = 0; c < row.size(); ++c) {

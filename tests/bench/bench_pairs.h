@@ -13,6 +13,8 @@ enum class Measure {
   kTimePerCall,  // nanoseconds per iteration; the goal is an upper bound in ns
   kBandwidth,    // bytes per second; the goal is a lower bound on Backplane / baseline
   kElapsedTime,  // milliseconds per iteration; the goal is an upper bound in ms
+  kFlops,        // floating-point ops per second (`bytes` holds the flops of one iteration,
+                 // the same for both); the goal is a lower bound on Backplane / baseline
 };
 
 struct Pair {
@@ -22,11 +24,16 @@ struct Pair {
   const char* baseline_label;
   Measure measure;
   double goal;   // ns, fraction of baseline, or ms (see Measure)
-  size_t bytes;  // bytes moved per iteration (kBandwidth only)
+  size_t bytes;  // bytes moved per iteration (kBandwidth), flops per iteration (kFlops)
+  size_t baseline_bytes = 0;  // kBandwidth: the baseline's bytes per iteration if they differ
 };
 
 // Bytes per host→device copy.
 constexpr size_t kCopyBytes = size_t{64} << 20;
+// Bytes of each vector of the vector_add benchmark.
+constexpr size_t kVectorBytes = size_t{64} << 20;
+// The side of the square matmul benchmark.
+constexpr size_t kMatmulSide = 1024;
 // Workspace request size.
 constexpr size_t kWorkspaceBytes = 4096;
 
@@ -42,6 +49,17 @@ inline constexpr Pair kPairs[] = {
      Measure::kBandwidth, 0.90, kCopyBytes},
     {"discover + load every plugin (fresh process)", "BM_Plugins_DiscoverLoadAll",
      "BM_Plugins_DlopenOnly", "dlopen of the same files", Measure::kElapsedTime, 20.0, 0},
+    // Issue 4: generated code. Bandwidth counts every byte read and written: vector_add reads
+    // two 64 MiB vectors and writes one; memcpy reads 64 MiB and writes 64 MiB.
+    {"vector_add c, 1 core, 3 x 64 MiB", "BM_VectorAdd_C_1Core", "BM_Memcpy_64MiB", "memcpy",
+     Measure::kBandwidth, 0.80, 3 * kVectorBytes, 2 * kCopyBytes},
+    {"matmul_tiled c 1024^2 f32, 1 core", "BM_MatmulTiled_C_1Core", "BM_Sgemm_OpenBLAS_1Thread",
+     "OpenBLAS sgemm, 1 thread", Measure::kFlops, 0.50, 2 * kMatmulSide* kMatmulSide* kMatmulSide},
+    {"matmul_tiled c 1024^2 f32, all cores", "BM_MatmulTiled_C_AllCores",
+     "BM_Sgemm_OpenBLAS_AllThreads", "OpenBLAS sgemm, all threads", Measure::kFlops, 0.50,
+     2 * kMatmulSide* kMatmulSide* kMatmulSide},
+    {"target.build.c vector_add, cached", "BM_BuildC_Cached", "BM_BuildC_Cold",
+     "cold build (the compiler runs)", Measure::kElapsedTime, 5.0, 0},
 };
 
 }  // namespace backplane::bench

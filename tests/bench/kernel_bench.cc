@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// Generated code against its baselines, in the same run: the c target's vector_add against
+// memcpy, its tiled matmul against OpenBLAS sgemm (one thread and all threads), and the
+// latency of target.build.c with the compiler running (cold) and from the disk cache.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <backplane/runner/runner.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_pairs.h"
+
+namespace {
+
+namespace kernels = backplane::kernels;
+using backplane::Device;
+using backplane::Function;
+using backplane::Module;
+using backplane::Target;
+using backplane::Tensor;
+using backplane::bench::kMatmulSide;
+using backplane::bench::kVectorBytes;
+
+const DLDataType kF32{kDLFloat, 32, 1};
+
+// Cold builds add a library to the compile cache every time: the benchmarks use a private
+// cache folder, removed at exit, instead of the user's.
+struct PrivateCompileCache {
+  PrivateCompileCache() {
+    std::string dir = (std::filesystem::temp_directory_path() / "backplane-bench-XXXXXX").string();
+    if (mkdtemp(dir.data()) == nullptr) return;
+    path = dir;
+    setenv("XDG_CACHE_HOME", path.c_str(), 1);
+  }
+  ~PrivateCompileCache() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+const PrivateCompileCache kCache;
+
+Device Cpu() { return Device(DLDevice{kDLCPU, 0}); }
+
+// A float32 tensor of `n` random values in [0.5, 1] on cpu:0.
+Tensor RandomTensor(std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t = Tensor::Empty(shape, kF32, Cpu());
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(0.5f, 1.0f);
+  std::vector<float> v(t.NumElements());
+  for (float& x : v) x = dist(rng);
+  t.CopyFrom(v);
+  return t;
+}
+
+Module BuildKernel(const std::string& func, const std::string& target) {
+  const kernels::Case* c = kernels::Find(func);
+  if (c == nullptr) throw backplane::Error(BP_ERR_NOT_FOUND, "no kernel " + func);
+  return backplane::Build(backplane::runner::KernelSource(*c), Target::Parse(target));
+}
+
+int AllCores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+template <typename Body>
+void Guarded(benchmark::State& state, Body body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void BM_VectorAdd_C_1Core(benchmark::State& state) {
+  Guarded(state, [&] {
+    const int64_t n = static_cast<int64_t>(kVectorBytes / sizeof(float));
+    Module m = BuildKernel("vector_add", "c -num-cores=1");
+    Function f = m.GetFunction("vector_add");
+    Tensor a = RandomTensor({n}, 1), b = RandomTensor({n}, 2), c = RandomTensor({n}, 3);
+    for (auto _ : state) {
+      f(n, a.dl(), b.dl(), c.dl());
+      benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(state.iterations() * 3 * static_cast<int64_t>(kVectorBytes));
+  });
+}
+BENCHMARK(BM_VectorAdd_C_1Core)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void MatmulTiled(benchmark::State& state, int cores) {
+  Guarded(state, [&] {
+    const int64_t s = static_cast<int64_t>(kMatmulSide);
+    Module m = BuildKernel("matmul_tiled", "c -num-cores=" + std::to_string(cores));
+    Function f = m.GetFunction("matmul_tiled");
+    Tensor a = RandomTensor({s, s}, 1), b = RandomTensor({s, s}, 2), c = RandomTensor({s, s}, 3);
+    for (auto _ : state) {
+      f(s, s, s, a.dl(), b.dl(), c.dl());
+      benchmark::ClobberMemory();
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * s * s * s * static_cast<double>(state.iterations()),
+                           benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  });
+}
+void BM_MatmulTiled_C_1Core(benchmark::State& state) { MatmulTiled(state, 1); }
+void BM_MatmulTiled_C_AllCores(benchmark::State& state) { MatmulTiled(state, AllCores()); }
+BENCHMARK(BM_MatmulTiled_C_1Core)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatmulTiled_C_AllCores)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void Sgemm(benchmark::State& state, int threads) {
+  const int s = static_cast<int>(kMatmulSide);
+  openblas_set_num_threads(threads);
+  std::vector<float> a(static_cast<size_t>(s) * s), b(a.size()), c(a.size());
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<float> dist(0.5f, 1.0f);
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f, a.data(), s, b.data(), s,
+                0.0f, c.data(), s);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * s * s * s * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+void BM_Sgemm_OpenBLAS_1Thread(benchmark::State& state) { Sgemm(state, 1); }
+void BM_Sgemm_OpenBLAS_AllThreads(benchmark::State& state) { Sgemm(state, AllCores()); }
+BENCHMARK(BM_Sgemm_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sgemm_OpenBLAS_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// vector_add's IR with a constant that changes every time, so the source is new to the
+// cache and the compiler runs.
+std::string UniqueVectorAdd() {
+  static std::atomic<uint64_t> serial{0};
+  const uint64_t k = serial.fetch_add(1) + static_cast<uint64_t>(std::random_device{}()) * 1000;
+  return "# backplane-ir 1\n\nfunc vector_add(n: int32, a: buffer<float32>[n], b: "
+         "buffer<float32>[n], c: buffer<float32>[n]) {\n  for i in parallel(0, n) {\n    "
+         "c[i] = a[i] + b[i] + " +
+         std::to_string(k % 1000000) + ".0\n  }\n}\n";
+}
+
+void BM_BuildC_Cold(benchmark::State& state) {
+  Guarded(state, [&] {
+    Target t = Target::Parse("c");
+    for (auto _ : state) {
+      state.PauseTiming();
+      const std::string ir = UniqueVectorAdd();
+      state.ResumeTiming();
+      Module m = backplane::Build(ir, t);
+      benchmark::DoNotOptimize(m.GetFunction("vector_add"));
+    }
+  });
+}
+BENCHMARK(BM_BuildC_Cold)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+void BM_BuildC_Cached(benchmark::State& state) {
+  Guarded(state, [&] {
+    Target t = Target::Parse("c");
+    const std::string ir = UniqueVectorAdd();
+    backplane::Build(ir, t);  // the first build compiles and fills the cache
+    for (auto _ : state) {
+      Module m = backplane::Build(ir, t);
+      benchmark::DoNotOptimize(m.GetFunction("vector_add"));
+    }
+  });
+}
+BENCHMARK(BM_BuildC_Cached)->Unit(benchmark::kMillisecond);
+
+}  // namespace
