@@ -56,8 +56,8 @@ build() {
 
 if [ "$mode" = demo ]; then
   build release
-  echo "==> build/release/bin/backplane info"
-  exec build/release/bin/backplane info
+  echo "==> build/release/bin/backplane demo"
+  exec build/release/bin/backplane demo
 fi
 
 build release
@@ -72,7 +72,7 @@ ctest --preset asan
 echo "==> concurrency tests (tsan: ThreadSanitizer)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target cpu_stress_test cpu_plugin_test fakeacc_test \
-  core_registry_test core_object_test core_target_test
+  core_registry_test core_object_test core_target_test fakeacc_build_test ir_tests
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j "$jobs" \
-  -R "Stress|Concurrent|Thread|FakeAcc|SlotIsPerThread|ResourceDeleter"
+  -R "Stress|Concurrent|Thread|FakeAcc|SlotIsPerThread|ResourceDeleter|IrInterpGrid"
 echo "==> all tests passed"
