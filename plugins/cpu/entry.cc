@@ -4,6 +4,7 @@
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/plugin.hpp>
 
+#include "blas.h"
 #include "codegen.h"
 #include "device_api.h"
 #include "target.h"
@@ -13,4 +14,5 @@ BACKPLANE_PLUGIN_ENTRY_WITH((backplane::sdk::PluginDescription{
   backplane::sdk::RegisterDeviceAPI("cpu", backplane::cpu::CpuDeviceAPI::Global());
   backplane::cpu::RegisterTargetKinds();
   backplane::cpu::RegisterCodegen();
+  backplane::cpu::RegisterBlas();
 }

@@ -228,6 +228,41 @@ func vec(n: int32, alpha: float32, x: buffer<float32>[n], y: buffer<float32>[n],
   }
 }
 
+// float16 storage (IEEE half, math in float32), bool and uint8 buffers.
+TEST_F(CodegenTest, HalfBoolAndUnsignedTypes) {
+  Module m = Build(R"(
+func types(n: int32, x: buffer<float32>[n], h: buffer<float16>[n], b: buffer<bool>[n], u: buffer<uint8>[n]) {
+  for i in serial(0, n) {
+    h[i] = float16(x[i]) * float16(2.0)
+    b[i] = x[i] > 0.0
+    u[i] = uint8(int32(x[i] * 100.0)) + uint8(250)
+  }
+}
+)");
+  const int n = 64;
+  std::vector<float> x(n);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  for (float& v : x) v = dist(rng);
+  Tensor tx = Floats(x);
+  Tensor th = Tensor::Empty({n}, DLDataType{kDLFloat, 16, 1}, Device(bptest::CpuDevice()));
+  Tensor tb = Tensor::Empty({n}, DLDataType{6 /* bool, DLPack >= 0.8 */, 8, 1},
+                            Device(bptest::CpuDevice()));
+  Tensor tu = Tensor::Empty({n}, DLDataType{kDLUInt, 8, 1}, Device(bptest::CpuDevice()));
+  m.GetFunction("types")(n, tx.dl(), th.dl(), tb.dl(), tu.dl());
+  std::vector<_Float16> h = th.ToVector<_Float16>();
+  std::vector<uint8_t> b = tb.ToVector<uint8_t>(), u = tu.ToVector<uint8_t>();
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(static_cast<float>(h[i]),
+              static_cast<float>(static_cast<_Float16>(static_cast<_Float16>(x[i]) * 2)))
+        << i;
+    EXPECT_EQ(b[i], x[i] > 0 ? 1 : 0) << i;
+    EXPECT_EQ(u[i], static_cast<uint8_t>(static_cast<uint8_t>(static_cast<int32_t>(x[i] * 100)) +
+                                         static_cast<uint8_t>(250)))
+        << i;
+  }
+}
+
 TEST_F(CodegenTest, WrongCallsAreRefusedWithAMessage) {
   Module m = Build(kVectorAdd);
   Function f = m.GetFunction("vector_add");
@@ -360,6 +395,42 @@ func f(n: int32, k: float32, a: buffer<float32>[n]) {
   EXPECT_NE(status.message.find("negative scale"), std::string::npos) << status.message;
   EXPECT_NE(status.message.find("test.codegen.scale"), std::string::npos) << status.message;
   backplane::Registry::Remove("test.codegen.scale");
+}
+
+// A vendor library function (the cpu plugin's blas.sgemm, OpenBLAS) and generated code in one
+// function: c = relu(a @ b).
+TEST_F(CodegenTest, VendorBlasAndGeneratedCodeMixInOneFunction) {
+  Module m = Build(R"(
+func matmul_relu(m: int32, n: int32, k: int32, a: buffer<float32>[m, k], b: buffer<float32>[k, n], c: buffer<float32>[m, n]) {
+  call_packed("blas.sgemm", m, n, k, 1.0, a, b, 0.0, c)
+  for i in parallel(0, m) {
+    for j in serial(0, n) {
+      c[i, j] = max(c[i, j], 0.0)
+    }
+  }
+}
+)");
+  const int M = 37, N = 29, K = 41;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(M * K), b(K * N);
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  Tensor ta = Floats(a, {M, K}), tb = Floats(b, {K, N});
+  Tensor tc = Floats(bptest::RandomFloats(M * N, 4), {M, N});
+  m.GetFunction("matmul_relu")(M, N, K, ta.dl(), tb.dl(), tc.dl());
+  std::vector<float> c = tc.ToVector<float>();
+  int positive = 0;
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      double ref = 0;
+      for (int p = 0; p < K; ++p) ref += static_cast<double>(a[i * K + p]) * b[p * N + j];
+      ref = std::max(ref, 0.0);
+      positive += ref > 0;
+      ASSERT_NEAR(c[i * N + j], ref, 1e-4) << i << ", " << j;
+    }
+  }
+  EXPECT_GT(positive, M * N / 4);  // the data exercises both sides of the relu
 }
 
 }  // namespace
