@@ -2,16 +2,25 @@
 #
 # backplane_add_plugin(<name>
 #   SOURCES <files...>
-#   [PROVIDES <registered names...>]   # e.g. device_api.foo target.build.foo
+#   [PROVIDES <registered names...>]   # e.g. device_api.foo target.kind.foo target.build.foo
 #   [DEVICE_TYPES <device type names...>]
-#   [VERSION <text>] [VENDOR <text>]
-#   [OUTPUT_DIR <dir>]                 # default: the build tree's lib/backplane/plugins
+#   [VERSION <text>] [VENDOR <text>]   # default VERSION: the project's version
+#   [OUTPUT_DIR <dir>]                 # default: <build>/lib/backplane/plugins
 #   [ALLOW_UNDEFINED])                 # test-only: skip -z defs
 #
-# Builds lib backplane_<name> as a shared module with hidden visibility (only the entry
-# point is exported), compiled against the SDK headers only -- a plugin never links
-# libbackplane -- and writes the manifest <name>.bpplugin.json beside it so the core can
-# list the plugin without loading it.
+# Builds lib backplane_<name> (target backplane_<name>, file libbackplane_<name>.so) as a
+# shared module with hidden visibility (only the entry point bp_plugin_init is exported) and
+# -z defs (an undefined symbol fails the link, not the load), compiled against the SDK
+# headers only -- a plugin never links libbackplane -- and writes the manifest
+# <name>.bpplugin.json beside it so the core can list the plugin without loading it. Unless
+# OUTPUT_DIR is given, `cmake --install` puts both in <prefix>/lib/backplane/plugins.
+#
+# The same file serves the Backplane build and, installed in <prefix>/lib/cmake/Backplane/
+# and included by BackplaneConfig.cmake, plugins built out of tree against the installed SDK
+# (docs/plugin-guide.md). Both link the target Backplane::sdk: in the build an alias, in
+# an install the imported target.
+include_guard(GLOBAL)
+include(GNUInstallDirs)
 set(BACKPLANE_ABI_VERSION "1.3")  # keep equal to c_api.h BP_ABI_VERSION_MAJOR.MINOR
 
 function(backplane_add_plugin name)
@@ -20,13 +29,27 @@ function(backplane_add_plugin name)
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "backplane_add_plugin(${name}): SOURCES is required")
   endif()
+  if(NOT TARGET Backplane::sdk)
+    message(FATAL_ERROR "backplane_add_plugin(${name}): the target Backplane::sdk is missing; "
+                        "call find_package(Backplane CONFIG REQUIRED) first")
+  endif()
   if(NOT ARG_VERSION)
-    set(ARG_VERSION ${PROJECT_VERSION})
+    set(ARG_VERSION "${PROJECT_VERSION}")
+  endif()
+  if(NOT ARG_VERSION)
+    set(ARG_VERSION "0.0.0")
   endif()
   set(install_plugin OFF)
   if(NOT ARG_OUTPUT_DIR)
-    set(ARG_OUTPUT_DIR ${BACKPLANE_PLUGIN_OUTPUT_DIR})
+    if(BACKPLANE_PLUGIN_OUTPUT_DIR)
+      set(ARG_OUTPUT_DIR ${BACKPLANE_PLUGIN_OUTPUT_DIR})
+    else()  # out of tree: the build mirrors the install layout, as Backplane's own does
+      set(ARG_OUTPUT_DIR ${CMAKE_BINARY_DIR}/lib/backplane/plugins)
+    endif()
     set(install_plugin ON)  # test plugins, which name their own folder, are not installed
+  endif()
+  if(NOT TARGET Threads::Threads)
+    find_package(Threads REQUIRED)
   endif()
   set(target backplane_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
