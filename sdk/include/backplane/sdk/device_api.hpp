@@ -42,6 +42,9 @@ inline bool IsCompact(const DLTensor* t) {
   return true;
 }
 
+class DeviceAPI;
+inline int32_t RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api);
+
 // The base class of a backend's DeviceAPI. Methods take the device they act on; a backend
 // with one device per type checks dev.device_id itself.
 class DeviceAPI {
@@ -96,8 +99,14 @@ class DeviceAPI {
 
   // The C table for the core; `self` is this object. Valid while the object lives.
   const bp_device_api_t* table() const { return &table_; }
+  // The device type id this DeviceAPI was registered for (RegisterDeviceAPI), or -1 before.
+  // Device types named by a plugin get their id at run time, so a backend compares a
+  // DLDevice's device_type with this, never with a constant.
+  int32_t device_type() const { return device_type_; }
 
  private:
+  friend int32_t RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api);
+
   static bp_status_t GetAttrEntry(void* self, DLDevice dev, int32_t kind, bp_value_t* out);
   static bp_status_t GetPropertyEntry(void* self, DLDevice dev, const char* key, bp_value_t* out);
   static bp_status_t SetDeviceEntry(void* self, DLDevice dev);
@@ -123,14 +132,23 @@ class DeviceAPI {
   }
 
   bp_device_api_t table_;
+  int32_t device_type_ = -1;
 };
 
-// Registers `api` as the DeviceAPI of device type `type_name`: the global function
-// "device_api.<type_name>" returning its table as BP_VALUE_PTR. `api` must outlive every
-// use (see the lifetime note above).
-inline void RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api) {
+// Registers `api` as the DeviceAPI of device type `type_name` -- the global function
+// "device_api.<type_name>" returning its table as BP_VALUE_PTR (the seed's
+// TVM_REGISTER_GLOBAL("device_api.foo")) -- and returns the device type's id, which
+// api->device_type() answers from then on. A name DLPack does not define gets a fresh id
+// (>= BP_DEVICE_TYPE_FIRST_DYNAMIC) unless discovery already registered it from the
+// manifest's device_types; either way no enum or core edit is involved. `api` must outlive
+// every use (see the lifetime note above). Throws BP_ERR_ALREADY_EXISTS when another plugin
+// provides the type, BP_ERR_INVALID_ARGUMENT for a bad name.
+inline int32_t RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api) {
+  const int32_t type = RegisterDeviceType(type_name);
   void* table = const_cast<bp_device_api_t*>(api->table());
   RegisterFunction("device_api." + type_name, [table](PackedArgs) { return PtrValue(table); });
+  api->device_type_ = type;
+  return type;
 }
 
 // ---- implementation ---------------------------------------------------------------------

@@ -52,24 +52,24 @@ struct PluginDescription {
 // Values for results and attributes. An Any built here owns its object, if any.
 inline Any NoneValue() { return Any(); }
 inline Any IntValue(int64_t x) {
-  bp_value_t v = detail::ArgValue(BP_VALUE_INT);
+  bp_value_t v = ::backplane::detail::ArgValue(BP_VALUE_INT);
   v.u.v_int64 = x;
   return Any(v);
 }
 inline Any FloatValue(double x) {
-  bp_value_t v = detail::ArgValue(BP_VALUE_FLOAT);
+  bp_value_t v = ::backplane::detail::ArgValue(BP_VALUE_FLOAT);
   v.u.v_float64 = x;
   return Any(v);
 }
 // A pointer the receiver never frees (BP_VALUE_PTR).
 inline Any PtrValue(void* p) {
-  bp_value_t v = detail::ArgValue(BP_VALUE_PTR);
+  bp_value_t v = ::backplane::detail::ArgValue(BP_VALUE_PTR);
   v.u.v_ptr = p;
   return Any(v);
 }
 // A string object holding a copy of `text`.
 inline Any StringValue(std::string_view text) {
-  bp_value_t v = detail::ArgValue(BP_VALUE_OBJECT);
+  bp_value_t v = ::backplane::detail::ArgValue(BP_VALUE_OBJECT);
   v.u.v_obj = MakeString(text).release();
   return Any(v);
 }
@@ -85,7 +85,7 @@ void RegisterFunction(const std::string& name, Callable callable) {
 // when DLPack does not define the name and nobody registered it before.
 inline int32_t RegisterDeviceType(const std::string& name) {
   int32_t id = 0;
-  Check(detail::Api()->device_type_register(name.c_str(), &id));
+  Check(::backplane::detail::Api()->device_type_register(name.c_str(), &id));
   return id;
 }
 
@@ -93,10 +93,11 @@ inline int32_t RegisterDeviceType(const std::string& name) {
 inline std::string DeviceString(DLDevice dev) {
   const char* name = nullptr;
   std::string type;
-  if (detail::Api()->device_type_name(dev.device_type, &name) == BP_OK && name != nullptr) {
+  if (::backplane::detail::Api()->device_type_name(dev.device_type, &name) == BP_OK &&
+      name != nullptr) {
     type = name;
   } else {
-    detail::Api()->error_clear();
+    ::backplane::detail::Api()->error_clear();
     type = "device type " + std::to_string(static_cast<int>(dev.device_type));
   }
   return type + ":" + std::to_string(dev.device_id);
