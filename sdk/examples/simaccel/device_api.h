@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// simaccel's DeviceAPI: the seed's FooDeviceAPI for a simulated accelerator.
+//
+// - Devices simaccel:0 .. simaccel:N-1, N = kDefaultDevices or $SIMACCEL_DEVICES (0 to
+//   kMaxDevices; 0 shows that building code needs no device).
+// - Data space is the device's own memory, reached only through opaque handles (memory.h).
+// - Work is asynchronous: each device has a default stream (the null stream), CreateStream
+//   makes more, and each stream runs its work in order on a worker thread (stream.h). A
+//   host-to-device copy reads the host buffer before it returns (the seed's rule); a
+//   device-to-host copy writes the host buffer when its stream gets to it, so the caller
+//   synchronises the stream before reading.
+// - SetDevice and SetStream are per calling thread, as in CUDA: kernels the code generator
+//   made run on the thread's active stream of their device (the null stream unless
+//   SetStream chose another).
+// - No workspace entries: the core falls back to data space (the seed's default).
+#ifndef SIMACCEL_DEVICE_API_H_
+#define SIMACCEL_DEVICE_API_H_
+
+#include <backplane/sdk/device_api.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "memory.h"
+#include "stream.h"
+
+namespace simaccel {
+
+class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
+ public:
+  static constexpr int32_t kDefaultDevices = 1;
+  static constexpr int32_t kMaxDevices = 8;
+  // Device memory of each device, and what the device reports about itself.
+  static constexpr uint64_t kMemoryBytes = uint64_t{1} << 30;
+  static constexpr int64_t kMaxThreadsPerBlock = 1024;
+  static constexpr int64_t kWarpSize = 32;
+  static constexpr int64_t kSharedMemoryPerBlock = 48 * 1024;
+
+  // The one instance. It is never destroyed: the core may call it until the process ends.
+  static SimAccelDeviceAPI* Global();
+
+  // ---- the seed's DeviceAPI -----------------------------------------------------------
+  backplane::Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
+  // "memory" = "opaque handles", "live_allocations": data spaces alive on the device.
+  backplane::Any GetProperty(DLDevice dev, const std::string& key) override;
+  void SetDevice(DLDevice dev) override;
+  void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
+                       DLDataType type_hint) override;
+  void FreeDataSpace(DLDevice dev, void* ptr) override;
+  void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
+  bp_stream_t CreateStream(DLDevice dev) override;
+  void FreeStream(DLDevice dev, bp_stream_t stream) override;
+  void SetStream(DLDevice dev, bp_stream_t stream) override;
+  void StreamSync(DLDevice dev, bp_stream_t stream) override;
+  void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
+
+  // ---- for the code generator's modules (module.cc) -------------------------------------
+  // The device the calling thread made active with SetDevice (simaccel:0 by default).
+  DLDevice ActiveDevice() const;
+  // The allocation behind a data space handle of `dev` (see DeviceMemory::Resolve).
+  std::shared_ptr<Allocation> Resolve(DLDevice dev, const void* handle, uint64_t offset,
+                                      size_t nbytes, const char* what);
+  // Queues `work` on the calling thread's active stream of `dev` (the seed: generated code
+  // runs on the active stream).
+  void Launch(DLDevice dev, std::function<void()> work);
+
+  int32_t NumDevices() const { return num_devices_; }
+
+ private:
+  struct Device {
+    std::unique_ptr<DeviceMemory> memory;
+    std::shared_ptr<Stream> default_stream;  // the null stream, started on first use
+  };
+
+  SimAccelDeviceAPI();
+  bool Exists(DLDevice dev) const;
+  // `dev`, or BP_ERR_NOT_FOUND naming the devices there are.
+  Device& CheckDevice(DLDevice dev);
+  // The stream behind `handle` on `dev` (null: the device's default stream), or
+  // BP_ERR_INVALID_ARGUMENT for a handle that is not a live stream of `dev`.
+  std::shared_ptr<Stream> GetStream(DLDevice dev, bp_stream_t handle);
+  std::string DeviceName(int32_t id) const { return "simaccel:" + std::to_string(id); }
+
+  const int32_t num_devices_;
+  Device devices_[kMaxDevices];
+  std::mutex mu_;  // default streams and the stream table
+  uint64_t next_stream_serial_ = 1;
+  std::unordered_map<uintptr_t, std::shared_ptr<Stream>> streams_;
+};
+
+}  // namespace simaccel
+
+#endif  // SIMACCEL_DEVICE_API_H_

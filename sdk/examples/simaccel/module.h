@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// simaccel's runtime Module: the kernels target.build.simaccel produced, callable by name.
+//
+// What the code generator lowers the kernels to is the IR interpreter's compiled form
+// (backplane::ir::Interpreter compiles each PrimFunc once into closures and simulates the
+// GPU grid: blocks, threads, shared memory, barriers). A real backend would hold a device
+// binary here instead; everything around it -- launching on the active stream, checking
+// arguments, saving and loading -- is what a real backend does too.
+#ifndef SIMACCEL_MODULE_H_
+#define SIMACCEL_MODULE_H_
+
+#include <backplane/ir/interp.hpp>
+#include <backplane/sdk/module.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device_api.h"
+
+namespace simaccel {
+
+// What the Target allowed when the kernels were built; checked again at each launch, where
+// the launch sizes are known.
+struct KernelLimits {
+  int64_t max_num_threads = 0;
+};
+
+class SimAccelModule : public backplane::sdk::ModuleBase {
+ public:
+  static constexpr const char* kKind = "simaccel";
+
+  // `kernels` holds only kernels (functions with the attribute launch_params), as
+  // SplitHostDevice makes them. Throws ir::Error if the interpreter cannot run one.
+  SimAccelModule(SimAccelDeviceAPI* api, backplane::ir::IRModule kernels, KernelLimits limits);
+
+  // What SaveToBytes wrote; BP_ERR_INVALID_ARGUMENT for anything else.
+  static std::shared_ptr<SimAccelModule> FromBytes(SimAccelDeviceAPI* api,
+                                                   const std::string& bytes);
+
+  // A function that checks its arguments and queues the kernel on the active stream of the
+  // device its tensors are on (the thread's active device when it has no tensors). The
+  // packed arguments are the kernel's params, then one int64 extent per launch param.
+  backplane::Function GetFunction(const std::string& name) override;
+  std::vector<std::string> ListFunctions() override;
+  // "simaccel-module 1", the limits, then the kernels' IR text.
+  std::optional<std::string> SaveToBytes() override;
+  // "" or "ir": the kernels' IR text.
+  std::optional<std::string> InspectSource(const std::string& format) override;
+
+ private:
+  void Launch(const backplane::ir::PrimFunc& func, backplane::PackedArgs args);
+
+  SimAccelDeviceAPI* const api_;
+  const std::string text_;  // the kernels' canonical IR text
+  const KernelLimits limits_;
+  const backplane::ir::Interpreter program_;
+};
+
+}  // namespace simaccel
+
+#endif  // SIMACCEL_MODULE_H_
