@@ -607,8 +607,20 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       }
       const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
       if (constant && (n.scope != ir::StorageScope::kGlobal || bytes <= 64 * 1024)) {
-        Line(StorageQualifier(n.scope) + type + " " + name + "[" + std::to_string(count) + "]" +
-             (n.scope == ir::StorageScope::kShared ? "" : " = {0}") + ";");
+        const std::string elements = "[" + std::to_string(count) + "]";
+        if (n.scope == ir::StorageScope::kShared) {
+          Line(StorageQualifier(n.scope) + type + " " + name + elements + ";");
+        } else if (RestrictStackArrays()) {
+          // Accessed through a restrict pointer: once the compiler's induction variables turn
+          // `&array[i]` into plain integers, the restrict tag is what still tells it that the
+          // array aliases nothing else, so it can keep a local accumulator tile in registers
+          // across a loop (store motion) instead of loading and storing it at every step.
+          const std::string storage = "bp_storage_" + name;
+          Line(StorageQualifier(n.scope) + type + " " + storage + elements + " = {0};");
+          Line(type + "* restrict " + name + " = " + storage + ";");
+        } else {
+          Line(StorageQualifier(n.scope) + type + " " + name + elements + " = {0};");
+        }
         EmitStmt(n.body);
         return;
       }

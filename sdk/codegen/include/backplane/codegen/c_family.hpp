@@ -58,6 +58,9 @@ class CFamilyEmitter {
   // Whether the language has vector types with lane subscripts and elementwise + - * /
   // (GNU C vector extensions, OpenCL). If not, vector expressions are an error.
   virtual bool HasVectorTypes() const { return true; }
+  // Whether a constant-size local or small global allocation is declared as an array that the
+  // code reaches only through a restrict pointer (C), rather than used as the array itself.
+  virtual bool RestrictStackArrays() const { return false; }
 
   // ---- Helpers for dialects ---------------------------------------------------------------
   std::string EmitExpr(const ir::Expr& e);
@@ -126,6 +129,7 @@ class CEmitter : public CFamilyEmitter {
   void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
                           const std::string& name, const std::string& size) override;
   const char* DialectName() const override { return "c"; }
+  bool RestrictStackArrays() const override { return true; }
 
  private:
   CEmitOptions options_;
