@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: Apache-2.0
+// backplane-conformance: checks one plugin against the Backplane contract, clause by clause
+// (docs/conformance.md). The parent resolves the plugin, runs plugin.load to learn what the
+// plugin provides, then runs every test that applies in a process of its own, applies the
+// expected-failure and unsupported lists, and reports to the console, JSON and JUnit.
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <backplane/backplane.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+#include "conformance.h"
+#include "expectations.h"
+#include "isolate.h"
+#include "report.h"
+
+#ifndef BACKPLANE_VERSION
+#error "BACKPLANE_VERSION must be defined by the build (the project version)"
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+// The kit asks for absurd allocations on purpose (device.memory.huge): a refusal must come
+// back as a status, as it does outside the sanitizer.
+extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+#endif
+
+namespace {
+
+using namespace backplane::conformance;  // NOLINT: the program's own namespace
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct Options {
+  std::string plugin;
+  std::vector<std::string> plugin_paths;
+  std::string device;
+  std::vector<std::string> tests;
+  std::vector<std::string> excludes;
+  std::string json;
+  std::string junit;
+  std::vector<std::string> xfail_files;
+  std::vector<std::string> unsupported_files;
+  bool verify_xfails = false;
+  double timeout = 60;
+  int jobs = 1;
+  bool list = false;
+  bool verbose = false;
+  // Hidden: run one test in this process (the parent's children, or a debugger).
+  std::string run_one;
+  int result_fd = -1;
+};
+
+std::string SelfPath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = '\0';
+  return buf;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Absolute(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) return path;
+  std::string out = real;
+  std::free(real);
+  return out;
+}
+
+// The plugin library that `spec` names: a library path, a manifest path, or a plugin name
+// found by discovery. Throws std::runtime_error saying what was tried.
+std::string ResolvePlugin(const Options& o, std::string* name) {
+  const std::string& spec = o.plugin;
+  if (spec.find('/') != std::string::npos || access(spec.c_str(), F_OK) == 0) {
+    if (access(spec.c_str(), R_OK) != 0)
+      throw std::runtime_error(spec + " does not exist or cannot be read");
+    if (!EndsWith(spec, ".bpplugin.json")) return Absolute(spec);
+    std::ifstream in(spec);
+    nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
+    if (m.is_discarded() || !m.is_object() || !m.contains("library") || !m["library"].is_string()) {
+      throw std::runtime_error("manifest " + spec + " is not JSON with a \"library\" string");
+    }
+    *name = m.value("name", "");
+    const std::string dir = Absolute(spec).substr(0, Absolute(spec).rfind('/'));
+    const std::string lib = dir + "/" + m["library"].get<std::string>();
+    if (access(lib.c_str(), R_OK) != 0)
+      throw std::runtime_error("manifest " + spec + " names " + lib + ", which does not exist");
+    return Absolute(lib);
+  }
+  for (const std::string& p : o.plugin_paths)
+    backplane::Check(bp_plugin_path_add(Absolute(p).c_str()));
+  backplane::Check(bp_plugins_discover());
+  bp_object_t* list = nullptr;
+  backplane::Check(bp_plugins_list(&list));
+  const nlohmann::json all = nlohmann::json::parse(backplane::GetString(list));
+  bp_object_release(list);
+  std::string names;
+  for (const auto& p : Member(all, "plugins")) {
+    const std::string n = p.value("name", "");
+    names += (names.empty() ? "" : ", ") + n;
+    if (n == spec && p["library"].is_string()) {
+      *name = n;
+      return p["library"].get<std::string>();
+    }
+  }
+  throw std::runtime_error("no plugin named '" + spec +
+                           "' was found (found: " + (names.empty() ? std::string("none") : names) +
+                           "); pass the library's path, or its folder with --plugin-path");
+}
+
+bool Selected(const Options& o, const std::string& name) {
+  bool in = o.tests.empty();
+  for (const std::string& g : o.tests) in = in || fnmatch(g.c_str(), name.c_str(), 0) == 0;
+  for (const std::string& g : o.excludes) in = in && fnmatch(g.c_str(), name.c_str(), 0) != 0;
+  return in;
+}
+
+int g_result_fd = -1;
+
+// Writes `text` to the parent whole: one write() of at most PIPE_BUF bytes is atomic, so
+// lines from several threads never interleave.
+void WriteResultLine(const std::string& text) {
+  if (g_result_fd < 0) return;
+  std::string line = text.size() < 4000 ? text : text.substr(0, 3990);
+  if (line.back() != '\n') line += '\n';
+  ssize_t ignored = write(g_result_fd, line.data(), line.size());
+  (void)ignored;
+}
+
+// The failure a test's process reports the moment it happens (see SetFailureObserver); the
+// parent takes the last result line it got.
+void ReportFailureEarly(const std::string& message) {
+  TestResult r;
+  r.status = "failed";
+  r.failure = "assertion";
+  r.message = message.size() < 3000 ? message : message.substr(0, 3000) + "...";
+  WriteResultLine(ResultToJson(r).dump());
+}
+
+int ChildMain(const Options& o) {
+  const TestCase* test = FindTest(o.run_one);
+  if (test == nullptr) {
+    std::fprintf(stderr, "backplane-conformance: no test named '%s' (see --list)\n",
+                 o.run_one.c_str());
+    return kExitUsage;
+  }
+  Context ctx;
+  ctx.library = o.plugin;
+  for (const std::string& p : o.plugin_paths) ctx.plugin_paths.push_back(Absolute(p));
+  ctx.device_text = o.device;
+  g_result_fd = o.result_fd;
+  if (o.result_fd >= 0) SetFailureObserver(&ReportFailureEarly);
+  const TestResult r = RunHere(*test, ctx);
+  SetFailureObserver(nullptr);
+  const std::string text = ResultToJson(r).dump() + "\n";
+  std::fflush(nullptr);
+  if (o.result_fd >= 0) {
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = write(o.result_fd, text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    // The plugin stays loaded with its threads: leave without running static destructors.
+    _exit(0);
+  }
+  std::printf("%s", ResultToJson(r).dump(2).c_str());
+  std::fflush(nullptr);
+  _exit(r.status == "failed" ? kExitFailed : kExitOk);
+}
+
+std::string Timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Why a test does not apply to this plugin and device, or "".
+std::string NotApplicable(const TestCase& t, const PluginInfo& info, const DeviceTypeInfo* type) {
+  if ((t.needs & kNeedsDevice) != 0 && type == nullptr)
+    return "the plugin has no device present here";
+  if (type == nullptr) return "";
+  if ((t.needs & kNeedsOpaqueMemory) != 0 && type->id == kDLCPU) {
+    return "the device's data space is host memory, whose addresses cannot be validated";
+  }
+  const std::vector<std::string> kinds = info.CodegenKinds(type->name);
+  if ((t.needs & kNeedsCodegen) != 0 && kinds.empty()) {
+    return "the plugin has no code generator for a target kind of device type " + type->name;
+  }
+  if (t.kernel_family >= 0 && (t.kernel_family == 1) != (type->id != kDLCPU)) {
+    return std::string(t.kernel_family == 1 ? "a GPU kernel" : "a CPU kernel") +
+           "; code generators for " + type->name + " get " + (type->id != kDLCPU ? "GPU" : "CPU") +
+           " kernels";
+  }
+  if ((t.needs & kNeedsStreams) != 0 && !type->streams) {
+    return "single-queue device: create_stream gives the null stream";
+  }
+  return "";
+}
+
+int Run(const Options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunReport report;
+  report.kit_version = BACKPLANE_VERSION;
+  report.plugin_spec = o.plugin;
+  report.timestamp = Timestamp();
+  report.verify_xfails = o.verify_xfails;
+
+  std::string manifest_name;
+  std::string library;
+  try {
+    library = ResolvePlugin(o, &manifest_name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
+    return kExitUsage;
+  }
+  Expectations xfails, unsupported;
+  try {
+    for (const std::string& f : o.xfail_files) xfails.Read(f);
+    for (const std::string& f : o.unsupported_files) unsupported.Read(f);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
+    return kExitUsage;
+  }
+
+  IsolationOptions iso;
+  iso.self = SelfPath();
+  iso.timeout_s = o.timeout;
+  iso.jobs = o.jobs;
+  for (const std::string& p : o.plugin_paths)
+    iso.args.insert(iso.args.end(), {"--plugin-path", Absolute(p)});
+  std::vector<std::string> base_args = iso.args;
+  base_args.push_back(library);
+
+  // plugin.load first: it tells which device types, devices and code generators there are.
+  const TestCase* load = FindTest("plugin.load");
+  std::vector<const TestCase*> all_selected;
+  for (const TestCase& t : AllTests()) {
+    if (&t == load || Selected(o, t.name)) all_selected.push_back(&t);
+  }
+  const size_t total = all_selected.size();
+  size_t finished = 0;
+  std::printf("backplane-conformance %s: checking %s\n", BACKPLANE_VERSION, library.c_str());
+  std::fflush(stdout);
+
+  iso.args = base_args;
+  const TestResult load_result = RunIsolated({load}, iso, nullptr).front();
+  PluginInfo info;
+  const bool loaded = load_result.extra.contains("info");
+  if (loaded) info = PluginInfo::FromJson(load_result.extra["info"]);
+  if (info.name.empty()) info.name = manifest_name;
+  if (info.library.empty()) info.library = library;
+  report.plugin = info;
+
+  const DeviceTypeInfo* type = nullptr;
+  int32_t device_id = 0;
+  if (!o.device.empty()) {
+    const auto colon = o.device.find(':');
+    const std::string tname = o.device.substr(0, colon);
+    device_id = colon == std::string::npos ? 0 : std::atoi(o.device.c_str() + colon + 1);
+    for (const DeviceTypeInfo& t : info.device_types) {
+      if (t.name == tname) type = &t;
+    }
+    if (loaded && (type == nullptr || device_id >= type->count || device_id < 0)) {
+      std::fprintf(stderr, "backplane-conformance: --device %s: the plugin has no such device\n",
+                   o.device.c_str());
+      return kExitUsage;
+    }
+  } else {
+    for (const DeviceTypeInfo& t : info.device_types) {
+      if (type == nullptr && t.count > 0) type = &t;
+    }
+  }
+  std::vector<std::string> device_names;
+  if (type != nullptr) {
+    report.device = type->name + ":" + std::to_string(device_id);
+    if (static_cast<size_t>(device_id) < type->device_names.size()) {
+      report.device_name = type->device_names[static_cast<size_t>(device_id)];
+      device_names.push_back(report.device_name);
+    }
+    device_names.push_back(report.device);
+    base_args.insert(base_args.end() - 1, {"--device", report.device});
+  }
+
+  auto apply = [&](const TestCase* t, TestResult r) {
+    Outcome out;
+    out.test = t;
+    out.status = r.status;
+    if (const Expectation* x = xfails.Match(info.name, device_names, t->name)) {
+      const std::string why = "expected to fail: " +
+                              (x->reason.empty() ? std::string("(no reason given)") : x->reason) +
+                              " [" + x->where + "]";
+      if (r.status == "failed") {
+        out.status = "xfail";
+        out.expectation = why;
+      } else if (r.status == "passed") {
+        out.status = "xpass";
+        out.expectation = why;
+      }
+    }
+    out.result = std::move(r);
+    return out;
+  };
+  report.outcomes.push_back(apply(load, load_result));
+  PrintOutcome(report.outcomes.back(), ++finished, total, o.verbose, stdout);
+
+  std::vector<const TestCase*> to_run;
+  std::vector<size_t> slots;
+  for (const TestCase* t : all_selected) {
+    if (t == load) continue;
+    Outcome out;
+    out.test = t;
+    out.result.name = t->name;
+    if (const Expectation* x = unsupported.Match(info.name, device_names, t->name)) {
+      out.status = "unsupported";
+      out.expectation = (x->reason.empty() ? std::string("(no reason given)") : x->reason) + " [" +
+                        x->where + "]";
+      out.result.message = "unsupported: " + out.expectation;
+    } else if (!loaded) {
+      out.status = "skipped";
+      out.result.message = "not run: the plugin did not load (see plugin.load)";
+    } else if (std::string why = NotApplicable(*t, info, type); !why.empty()) {
+      out.status = "skipped";
+      out.result.message = why;
+    } else {
+      to_run.push_back(t);
+      slots.push_back(report.outcomes.size());
+    }
+    report.outcomes.push_back(out);
+  }
+  for (Outcome& out : report.outcomes) {
+    if (out.status == "skipped" || out.status == "unsupported")
+      PrintOutcome(out, ++finished, total, o.verbose, stdout);
+  }
+  iso.args = base_args;
+  std::vector<TestResult> results = RunIsolated(to_run, iso, [&](const TestResult& r) {
+    const TestCase* t = FindTest(r.name);
+    PrintOutcome(apply(t, r), ++finished, total, o.verbose, stdout);
+  });
+  for (size_t i = 0; i < results.size(); ++i)
+    report.outcomes[slots[i]] = apply(to_run[i], std::move(results[i]));
+
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  PrintSummary(report, stdout);
+  auto write = [](const std::string& path, const std::string& text, const char* what) {
+    std::ofstream f(path);
+    f << text;
+    if (!f) {
+      std::fprintf(stderr, "backplane-conformance: cannot write the %s report to %s\n", what,
+                   path.c_str());
+      return false;
+    }
+    return true;
+  };
+  bool written = true;
+  if (!o.json.empty()) written = write(o.json, ToJson(report), "JSON") && written;
+  if (!o.junit.empty()) written = write(o.junit, ToJUnit(report), "JUnit") && written;
+  if (!written) return kExitUsage;
+  return report.Ok() ? kExitOk : kExitFailed;
+}
+
+void ListTests() {
+  for (const TestCase& t : AllTests()) {
+    std::printf("%s\n    %s%s\n", t.name.c_str(), t.clause.c_str(),
+                t.requirement.empty() ? "" : (" [" + t.requirement + "]").c_str());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app(
+      "Checks one Backplane plugin against the contract, clause by clause: the seed's DeviceAPI, "
+      "Target and code generator clauses and the requirements BP-PLUGIN-1..10. Each test runs in "
+      "a process of its own, so a plugin that crashes or hangs fails that test only. Exit code 0 "
+      "when every test that applies passed (or is listed as an expected failure or unsupported), "
+      "1 when one failed, 2 for a usage error. See docs/conformance.md.",
+      "backplane-conformance");
+  app.set_version_flag("--version", std::string("backplane-conformance ") + BACKPLANE_VERSION);
+  app.add_option("plugin", o.plugin,
+                 "The plugin: its library (.so), its manifest (.bpplugin.json), or its name as "
+                 "discovery finds it");
+  app.add_option("--plugin-path", o.plugin_paths, "Search DIR for plugins first (repeatable)")
+      ->type_name("DIR")
+      ->allow_extra_args(false);
+  app.add_option("--device", o.device,
+                 "The device to check, TYPE:ID (default: device 0 of the plugin's first device "
+                 "type that has one)")
+      ->type_name("TYPE:ID");
+  app.add_option("--test,-t", o.tests, "Run only the tests whose names match GLOB (repeatable)")
+      ->type_name("GLOB")
+      ->allow_extra_args(false);
+  app.add_option("--exclude,-x", o.excludes,
+                 "Leave out the tests whose names match GLOB (repeatable)")
+      ->type_name("GLOB")
+      ->allow_extra_args(false);
+  app.add_option("--json", o.json, "Write the JSON report to FILE")->type_name("FILE");
+  app.add_option("--junit", o.junit, "Write the JUnit XML report to FILE")->type_name("FILE");
+  app.add_option("--xfail", o.xfail_files,
+                 "Expected failures: entries PLUGIN DEVICE TEST [REASON] (repeatable)")
+      ->type_name("FILE")
+      ->allow_extra_args(false);
+  app.add_option("--unsupported", o.unsupported_files,
+                 "Unsupported features, not run: entries PLUGIN DEVICE TEST [REASON] (repeatable)")
+      ->type_name("FILE")
+      ->allow_extra_args(false);
+  app.add_flag("--verify-xfails", o.verify_xfails, "Fail the run when an expected failure passes");
+  app.add_option("--timeout", o.timeout,
+                 "Seconds one test may take before it is killed (default 60)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--jobs,-j", o.jobs, "Tests to run at once (default 1)")->check(CLI::Range(1, 64));
+  app.add_flag("--list", o.list, "List the tests with the clause each checks, and exit");
+  app.add_flag("--verbose,-v", o.verbose, "Show every test's details, not only a failure's");
+  app.add_option("--run-one", o.run_one,
+                 "Run the one test NAME in this process, without isolation, and print its "
+                 "result as JSON (for a debugger)")
+      ->type_name("NAME");
+  app.add_option("--result-fd", o.result_fd)->group("");  // how a child reports to the kit
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  if (o.list) {
+    ListTests();
+    return kExitOk;
+  }
+  if (o.plugin.empty()) {
+    std::fprintf(stderr,
+                 "backplane-conformance: name the plugin to check (a library, a manifest or "
+                 "a plugin name); --help shows the options\n");
+    return kExitUsage;
+  }
+  if (!o.run_one.empty()) {
+    if (o.result_fd < 0) {  // by hand: the plugin may be named as for a run
+      std::string name;
+      try {
+        o.plugin = ResolvePlugin(o, &name);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
+        return kExitUsage;
+      }
+    }
+    return ChildMain(o);
+  }
+  try {
+    return Run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
+    return kExitUsage;
+  }
+}

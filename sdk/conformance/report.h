@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// The run's outcomes and the three reports: the console, JSON (--json) and JUnit XML
+// (--junit). docs/conformance.md describes the formats.
+#ifndef BACKPLANE_SDK_CONFORMANCE_REPORT_H_
+#define BACKPLANE_SDK_CONFORMANCE_REPORT_H_
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "conformance.h"
+#include "isolate.h"
+
+namespace backplane::conformance {
+
+// A test's final status:
+//   passed       it ran and passed
+//   failed       it ran and failed (a check, an unexpected error, a crash or a timeout)
+//   xfail        it failed, as an expected-failures entry says it does
+//   xpass        an expected-failures entry says it fails, but it passed
+//   unsupported  an unsupported-features entry names it; it did not run
+//   skipped      it does not apply to this plugin (no device, no code generator, ...)
+struct Outcome {
+  const TestCase* test = nullptr;
+  TestResult result;
+  std::string status;
+  std::string expectation;  // the matching entry's reason and where it is, if any
+};
+
+struct RunReport {
+  std::string kit_version;
+  std::string plugin_spec;  // what the command line named
+  PluginInfo plugin;
+  std::string device;       // "fakeacc:0", or "" when the plugin has none
+  std::string device_name;  // its BP_ATTR_DEVICE_NAME
+  std::vector<Outcome> outcomes;
+  double seconds = 0;
+  std::string timestamp;  // ISO 8601, when the run started
+  bool verify_xfails = false;
+
+  int Count(const std::string& status) const;
+  // True when everything not expected to fail or unsupported passed (or did not apply), and,
+  // under --verify-xfails, every expected failure failed.
+  bool Ok() const;
+};
+
+// One line for a finished test ("PASS  device.copy.host_to_device  0.01 s"), with its
+// message and a tail of its output when it failed.
+void PrintOutcome(const Outcome& o, size_t index, size_t total, bool verbose, FILE* out);
+// The summary after the run.
+void PrintSummary(const RunReport& r, FILE* out);
+std::string ToJson(const RunReport& r);
+std::string ToJUnit(const RunReport& r);
+
+}  // namespace backplane::conformance
+
+#endif  // BACKPLANE_SDK_CONFORMANCE_REPORT_H_
