@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs backplane-conformance as a third party would and checks what it reports: the cpu
+// plugin, fakeacc and the simulation (broken/ok.cc) pass with their code generators; each
+// broken plugin fails on the clause it breaks, named in the JSON report; a crash and a hang
+// fail their tests only; the expected-failure and unsupported lists and --verify-xfails
+// behave; the JSON and JUnit files parse.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using backplane::subprocess::Result;
+
+const std::string kKit = BACKPLANE_CONFORMANCE_PATH;
+const std::string kBroken = BACKPLANE_CONFORMANCE_PLUGIN_DIR;
+const std::string kData = BACKPLANE_CONFORMANCE_DATA_DIR;
+const std::string kScratch = BACKPLANE_CONFORMANCE_SCRATCH_DIR;
+
+std::string Lib(const std::string& dir, const std::string& name) {
+  return dir + "/libbackplane_" + name + ".so";
+}
+std::string Broken(const std::string& name) { return Lib(kBroken, name); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string WriteScratch(const std::string& name, const std::string& text) {
+  fs::create_directories(kScratch);
+  const std::string path = kScratch + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// A minimal well-formedness check of XML: balanced, properly nested tags, quoted attributes,
+// known entities, no bare '<' or '&' in text. Returns "" or what is wrong; counts the
+// elements named `count_tag`.
+std::string XmlProblem(const std::string& x, const std::string& count_tag, int* count) {
+  std::vector<std::string> stack;
+  *count = 0;
+  size_t i = 0;
+  if (x.rfind("<?xml", 0) == 0) i = x.find("?>") + 2;
+  auto check_entities = [&](const std::string& text) -> std::string {
+    for (size_t k = text.find('&'); k != std::string::npos; k = text.find('&', k + 1)) {
+      const size_t semi = text.find(';', k);
+      const std::string ent = semi == std::string::npos ? "" : text.substr(k, semi - k + 1);
+      if (ent != "&amp;" && ent != "&lt;" && ent != "&gt;" && ent != "&quot;" && ent != "&apos;") {
+        return "a bare or unknown entity at '" + text.substr(k, 12) + "'";
+      }
+    }
+    return "";
+  };
+  bool root_seen = false;
+  while (i < x.size()) {
+    const size_t lt = x.find('<', i);
+    const std::string text = x.substr(i, lt == std::string::npos ? std::string::npos : lt - i);
+    if (std::string e = check_entities(text); !e.empty()) return e;
+    if (text.find('>') != std::string::npos && stack.empty() &&
+        text.find_first_not_of(" \n") != std::string::npos) {
+      return "text outside the root element";
+    }
+    if (lt == std::string::npos) break;
+    const size_t gt = x.find('>', lt);
+    if (gt == std::string::npos) return "an unterminated tag";
+    std::string tag = x.substr(lt + 1, gt - lt - 1);
+    i = gt + 1;
+    if (tag.empty()) return "an empty tag";
+    if (tag[0] == '/') {
+      const std::string name = tag.substr(1);
+      if (stack.empty() || stack.back() != name)
+        return "a closing </" + name + "> that closes nothing open";
+      stack.pop_back();
+      continue;
+    }
+    const bool self_closing = tag.back() == '/';
+    if (self_closing) tag.pop_back();
+    const std::string name = tag.substr(0, tag.find_first_of(" \n"));
+    if (stack.empty() && root_seen) return "a second root element <" + name + ">";
+    root_seen = true;
+    if (name == count_tag) ++*count;
+    // Attributes: name="value" pairs.
+    size_t k = name.size();
+    while (k < tag.size()) {
+      while (k < tag.size() && (tag[k] == ' ' || tag[k] == '\n')) ++k;
+      if (k >= tag.size()) break;
+      const size_t eq = tag.find('=', k);
+      if (eq == std::string::npos || eq + 1 >= tag.size() || tag[eq + 1] != '"') {
+        return "an unquoted attribute in <" + name + ">";
+      }
+      const size_t close = tag.find('"', eq + 2);
+      if (close == std::string::npos) return "an unterminated attribute in <" + name + ">";
+      const std::string value = tag.substr(eq + 2, close - eq - 2);
+      if (value.find('<') != std::string::npos)
+        return "a '<' inside an attribute of <" + name + ">";
+      if (std::string e = check_entities(value); !e.empty()) return e;
+      k = close + 1;
+    }
+    if (!self_closing) stack.push_back(name);
+  }
+  if (!stack.empty()) return "<" + stack.back() + "> is never closed";
+  if (!root_seen) return "no root element";
+  return "";
+}
+
+struct KitRun {
+  Result process;
+  nlohmann::json json;
+  std::string junit;
+
+  // The report entry of test `name` (null json when absent).
+  nlohmann::json Test(const std::string& name) const {
+    for (const auto& t : json["tests"]) {
+      if (t["name"] == name) return t;
+    }
+    return nlohmann::json();
+  }
+  std::string Status(const std::string& name) const {
+    const nlohmann::json t = Test(name);
+    return t.is_null() ? "(absent)" : t["status"].get<std::string>();
+  }
+  std::string Message(const std::string& name) const {
+    const nlohmann::json t = Test(name);
+    return t.is_null() ? "" : t["message"].get<std::string>();
+  }
+  std::string Explain() const {
+    return process.Describe() + "\n--- stdout ---\n" + process.out + "\n--- stderr ---\n" +
+           process.err;
+  }
+};
+
+// Runs the kit with `args`, writing its JSON and JUnit reports to the scratch folder as
+// <tag>.json and <tag>.xml, and checks that both parse.
+KitRun RunKit(const std::vector<std::string>& args, const std::string& tag) {
+  fs::create_directories(kScratch);
+  const std::string json_path = kScratch + "/" + tag + ".json";
+  const std::string xml_path = kScratch + "/" + tag + ".xml";
+  fs::remove(json_path);
+  fs::remove(xml_path);
+  std::vector<std::string> argv = {kKit};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--json", json_path, "--junit", xml_path});
+  backplane::subprocess::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  KitRun run;
+  run.process = backplane::subprocess::Run(argv, options);
+  run.json = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
+  run.junit = ReadFile(xml_path);
+  EXPECT_FALSE(run.json.is_discarded()) << "the JSON report does not parse\n" << run.Explain();
+  if (run.json.is_discarded())
+    run.json = nlohmann::json::object({{"tests", nlohmann::json::array()}});
+  int cases = 0;
+  EXPECT_EQ(XmlProblem(run.junit, "testcase", &cases), "")
+      << "the JUnit report is not well-formed XML";
+  EXPECT_EQ(static_cast<size_t>(cases), run.json["tests"].size())
+      << "JUnit and JSON list different tests";
+  EXPECT_NE(run.junit.find("<testsuites"), std::string::npos);
+  return run;
+}
+
+// Expects every test whose name starts with `prefix` to have `status`, and at least one.
+void ExpectAll(const KitRun& run, const std::string& prefix, const std::string& status) {
+  int n = 0;
+  for (const auto& t : run.json["tests"]) {
+    const std::string name = t["name"];
+    if (name.rfind(prefix, 0) != 0) continue;
+    ++n;
+    EXPECT_EQ(t["status"], status) << name << ": " << t["message"];
+  }
+  EXPECT_GT(n, 0) << "no test starts with " << prefix;
+}
+
+// ---- the in-tree plugins pass ------------------------------------------------------------
+
+TEST(ConformanceKit, CpuPluginPasses) {
+  const KitRun run = RunKit({Lib(BACKPLANE_PLUGIN_DIR, "cpu")}, "cpu");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["ok"], true);
+  EXPECT_EQ(run.json["summary"]["failed"], 0);
+  EXPECT_EQ(run.json["plugin"]["name"], "cpu");
+  EXPECT_EQ(run.json["device"], "cpu:0");
+  for (const char* t :
+       {"plugin.load", "plugin.entry_point", "plugin.abi.negotiation", "plugin.names",
+        "target.kind.schema", "device.attr.types", "device.copy.host_reuse",
+        "device.stream.sync_waits", "device.concurrency.threads", "codegen.kernel.vector_add",
+        "codegen.kernel.conv2d", "codegen.module.save_load", "codegen.module.function_by_name"}) {
+    EXPECT_EQ(run.Status(t), "passed") << t << ": " << run.Message(t);
+  }
+  // GPU kernels and the checks of opaque handles do not apply to the host.
+  EXPECT_EQ(run.Status("codegen.kernel.vector_add_gpu"), "skipped");
+  EXPECT_EQ(run.Status("device.memory.bad_handle"), "skipped");
+  EXPECT_NE(run.process.out.find("CONFORMANT"), std::string::npos);
+}
+
+TEST(ConformanceKit, FindsThePluginByNameOrManifest) {
+  // By name, through discovery (the build tree's plugin folder).
+  KitRun run = RunKit({"cpu", "--test", "plugin.*"}, "cpu_by_name");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["plugin"]["name"], "cpu");
+  // By its manifest, and by name from a folder given with --plugin-path.
+  run = RunKit(
+      {std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/fakeacc.bpplugin.json", "--test", "plugin.load"},
+      "fakeacc_by_manifest");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["plugin"]["name"], "fakeacc");
+  run = RunKit({"simok", "--plugin-path", kBroken, "--test", "plugin.load"}, "simok_by_name");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["plugin"]["name"], "simok");
+}
+
+TEST(ConformanceKit, FakeAccPassesWithItsKnownGap) {
+  // fakeacc's code generator queues kernels on the null stream whatever SetStream chose: an
+  // expected failure (fakeacc.xfail), which may pass by chance, so no --verify-xfails here.
+  const KitRun run = RunKit(
+      {Lib(BACKPLANE_TEST_PLUGIN_DIR, "fakeacc"), "--xfail", kData + "/fakeacc.xfail"}, "fakeacc");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["device"], "fakeacc:0");
+  EXPECT_EQ(run.json["device_name"], "Backplane fake accelerator 0");
+  EXPECT_EQ(run.json["summary"]["failed"], 0);
+  for (const char* t : {"device.memory.bad_handle", "device.memory.out_of_bounds",
+                        "device.stream.sync_waits", "device.stream.sync_stream_from_to",
+                        "device.copy.device_to_device", "codegen.kernel.matmul_tiled_gpu",
+                        "codegen.kernel.softmax_gpu", "codegen.module.save_load"}) {
+    EXPECT_EQ(run.Status(t), "passed") << t << ": " << run.Message(t);
+  }
+  const std::string routes = run.Status("codegen.set_stream_routes");
+  EXPECT_TRUE(routes == "xfail" || routes == "xpass") << routes;
+  EXPECT_EQ(run.Status("codegen.kernel.vector_add"), "skipped");
+}
+
+TEST(ConformanceKit, TheSimulationPassesEverything) {
+  // The control for the broken plugins, run two tests at a time.
+  const KitRun run = RunKit({Broken("simok"), "--jobs", "2"}, "simok");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["summary"]["failed"], 0);
+  ExpectAll(run, "device.", "passed");
+  ExpectAll(run, "codegen.kernel.vector_add_gpu", "passed");
+  EXPECT_EQ(run.Status("codegen.set_stream_routes"), "passed");
+  EXPECT_EQ(run.Status("codegen.kernel.matmul"), "skipped");
+}
+
+// ---- each broken plugin fails on its clause ----------------------------------------------
+
+struct BrokenCase {
+  const char* plugin;
+  std::vector<std::string> args;  // test selection and options
+  const char* failing;            // the test that must fail
+  const char* message;            // what its message must say
+  const char* passing;            // a test that must still pass ("" for none)
+};
+
+// How gtest (and so ctest) shows a case.
+void PrintTo(const BrokenCase& c, std::ostream* os) { *os << c.plugin << " fails " << c.failing; }
+
+class BrokenPlugin : public ::testing::TestWithParam<BrokenCase> {};
+
+TEST_P(BrokenPlugin, FailsOnItsClause) {
+  const BrokenCase& c = GetParam();
+  std::vector<std::string> args = {Broken(c.plugin)};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  const KitRun run = RunKit(args, c.plugin);
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  EXPECT_EQ(run.json["ok"], false);
+  EXPECT_EQ(run.Status(c.failing), "failed") << run.Explain();
+  EXPECT_NE(run.Message(c.failing).find(c.message), std::string::npos)
+      << c.failing << " says: " << run.Message(c.failing);
+  // The console names the clause with what was seen.
+  EXPECT_NE(run.process.out.find(std::string(c.failing) + ": "), std::string::npos)
+      << run.process.out;
+  if (*c.passing != '\0') {
+    EXPECT_EQ(run.Status(c.passing), "passed") << run.Message(c.passing);
+  }
+  EXPECT_NE(run.junit.find("name=\"" + std::string(c.failing) + "\""), std::string::npos);
+  EXPECT_NE(run.junit.find("<failure"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ConformanceKit, BrokenPlugin,
+    ::testing::Values(
+        BrokenCase{"brokenabi",
+                   {"--test", "plugin.*"},
+                   "plugin.abi.negotiation",
+                   "offered a host of ABI 2.3, it still registered",
+                   "plugin.load"},
+        BrokenCase{"brokenabi",
+                   {"--test", "plugin.*"},
+                   "plugin.entry_point",
+                   "bp_brokenabi_extra",
+                   "plugin.device_api_table"},
+        BrokenCase{"brokennames",
+                   {"--test", "plugin.*"},
+                   "plugin.names",
+                   "'brokennames.undeclared'",
+                   "plugin.load"},
+        BrokenCase{"brokenattr",
+                   {"--test", "device.attr.*"},
+                   "device.attr.types",
+                   "answered a pointer (BP_VALUE_PTR)",
+                   "device.attr.unknown_property"},
+        BrokenCase{"brokenattr",
+                   {"--test", "device.attr.*"},
+                   "device.attr.exist_count",
+                   "past the last of its",
+                   ""},
+        BrokenCase{"brokenoverlap",
+                   {"--test", "device.memory.*"},
+                   "device.memory.distinct",
+                   "allocations overlap",
+                   "device.memory.zero_size"},
+        BrokenCase{"brokenworkspace",
+                   {"--test", "device.memory.workspace", "--test", "plugin.device_api_table"},
+                   "device.memory.workspace",
+                   "only alloc_workspace is set",
+                   ""},
+        BrokenCase{"brokenoffset",
+                   {"--test", "device.copy.*"},
+                   "device.copy.device_to_host_offsets",
+                   "-byte device-to-host copy at offset 3",
+                   "device.copy.host_to_device"},
+        BrokenCase{"brokenoffset",
+                   {"--test", "device.copy.*"},
+                   "device.copy.host_to_device_offsets",
+                   "-byte host-to-device copy at offset",
+                   ""},
+        BrokenCase{"brokenhostreuse",
+                   {"--test", "device.copy.host_reuse", "--test", "device.copy.host_to_device"},
+                   "device.copy.host_reuse",
+                   "after copy_data_from_to returned",
+                   "device.copy.host_to_device"},
+        BrokenCase{"brokensync",
+                   {"--test", "device.stream.*"},
+                   "device.stream.sync_waits",
+                   "stream_sync returned before the work submitted earlier completed",
+                   "device.stream.null"},
+        BrokenCase{"brokenorder",
+                   {"--test", "device.stream.*"},
+                   "device.stream.sync_stream_from_to",
+                   "did not wait for the work queued on stream 1",
+                   "device.stream.sync_waits"},
+        BrokenCase{"brokenthreads",
+                   {"--test", "device.concurrency.*", "--test", "device.memory.distinct"},
+                   "device.concurrency.threads",
+                   "threads at once",
+                   "device.memory.distinct"},
+        BrokenCase{"brokencodegen",
+                   {"--test", "codegen.kernel.vector_add*", "--test", "codegen.kernel.sum_gpu"},
+                   "codegen.kernel.vector_add_gpu",
+                   "did not match the float64 reference",
+                   ""},
+        BrokenCase{"brokenmodule",
+                   {"--test", "codegen.module.*", "--test", "codegen.kernel.saxpy_gpu"},
+                   "codegen.module.save_load",
+                   "loading back the module",
+                   "codegen.kernel.saxpy_gpu"}),
+    [](const ::testing::TestParamInfo<BrokenCase>& param) {
+      return std::string(param.param.plugin) + "_" + std::to_string(param.index);
+    });
+
+TEST(ConformanceKit, ACrashFailsOnlyItsTest) {
+  const KitRun run = RunKit({Broken("brokencrash"), "--test", "device.attr.types", "--test",
+                             "device.copy.host_to_device", "--test", "device.attr.repeatable"},
+                            "brokencrash");
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  const nlohmann::json t = run.Test("device.copy.host_to_device");
+  ASSERT_FALSE(t.is_null());
+  EXPECT_EQ(t["status"], "failed");
+  EXPECT_EQ(t["failure"], "crash") << t;
+  // A plain build dies of the signal; under AddressSanitizer the sanitizer reports the SEGV
+  // and exits instead.
+  const bool sigsegv = t.value("signal_name", "").find("SIGSEGV") != std::string::npos;
+  const bool asan_report = t.value("output", "").find("SEGV") != std::string::npos;
+  EXPECT_TRUE(sigsegv || asan_report) << t;
+  // The tests before and after it ran in processes of their own.
+  EXPECT_EQ(run.Status("device.attr.types"), "passed");
+  EXPECT_EQ(run.Status("device.attr.repeatable"), "passed");
+  EXPECT_NE(run.junit.find("<error"), std::string::npos);
+}
+
+TEST(ConformanceKit, AHangTimesOutAndTheRunGoesOn) {
+  const KitRun run = RunKit({Broken("brokenhang"), "--timeout", "2", "--test", "device.attr.types",
+                             "--test", "device.stream.null", "--test", "device.attr.exist_count"},
+                            "brokenhang");
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  const nlohmann::json t = run.Test("device.stream.null");
+  EXPECT_EQ(t["status"], "failed");
+  EXPECT_EQ(t["failure"], "timeout") << t;
+  EXPECT_NE(t["message"].get<std::string>().find("no result within 2 s"), std::string::npos) << t;
+  EXPECT_EQ(run.Status("device.attr.types"), "passed");
+  EXPECT_EQ(run.Status("device.attr.exist_count"), "passed");
+}
+
+// ---- expected failures, unsupported features, --verify-xfails ----------------------------
+
+TEST(ConformanceKit, ExpectedFailuresAndUnsupportedFeatures) {
+  const std::vector<std::string> offsets = {Broken("brokenoffset"), "--test",
+                                            "device.copy.*_offsets", "--test",
+                                            "device.copy.host_to_device"};
+  // Text form: globs for plugin, device (its name) and test, and a reason.
+  const std::string xfail = WriteScratch(
+      "offset.xfail",
+      "# plugin  device  test  reason\n"
+      "brokenoffset \"Backplane conformance sim*\" device.copy.*_offsets  ignores byte_offset\n");
+  std::vector<std::string> args = offsets;
+  args.insert(args.end(), {"--xfail", xfail});
+  KitRun run = RunKit(args, "offset_xfail");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.Status("device.copy.host_to_device_offsets"), "xfail");
+  EXPECT_EQ(run.Status("device.copy.device_to_host_offsets"), "xfail");
+  EXPECT_NE(run.Test("device.copy.device_to_host_offsets")["expectation"].get<std::string>().find(
+                "ignores byte_offset"),
+            std::string::npos);
+  EXPECT_EQ(run.Status("device.copy.host_to_device"), "passed");
+  EXPECT_EQ(run.json["summary"]["xfail"], 2);
+
+  // An entry for another plugin or device does not apply.
+  const std::string other = WriteScratch("other.xfail",
+                                         "fakeacc * device.copy.* not this plugin\n"
+                                         "* \"another device\" device.copy.* nor this device\n");
+  args = offsets;
+  args.insert(args.end(), {"--xfail", other});
+  run = RunKit(args, "offset_other");
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  EXPECT_EQ(run.Status("device.copy.host_to_device_offsets"), "failed");
+
+  // Unsupported (JSON form): not run, reported as skipped in JUnit.
+  const std::string unsupported = WriteScratch(
+      "offset.unsupported.json",
+      R"([{"plugin": "broken*", "device": "brokenoffset:0", "test": "device.copy.host_*offsets", "reason": "no offsets"},
+          {"test": "device.copy.device_to_host_offsets", "reason": "no offsets either"}])");
+  args = offsets;
+  args.insert(args.end(), {"--unsupported", unsupported});
+  run = RunKit(args, "offset_unsupported");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.Status("device.copy.host_to_device_offsets"), "unsupported");
+  EXPECT_EQ(run.Status("device.copy.host_to_device"), "passed");
+  EXPECT_NE(run.junit.find("<skipped message=\"unsupported: no offsets"), std::string::npos);
+
+  // An expected failure that passes: reported, and a failure only under --verify-xfails.
+  const std::string stale =
+      WriteScratch("stale.xfail", "brokenoffset * device.copy.host_to_device was fixed\n");
+  args = {Broken("brokenoffset"), "--test", "device.copy.host_to_device", "--xfail", stale};
+  run = RunKit(args, "stale_xfail");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.Status("device.copy.host_to_device"), "xpass");
+  args.push_back("--verify-xfails");
+  run = RunKit(args, "stale_xfail_verified");
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  EXPECT_EQ(run.Status("device.copy.host_to_device"), "xpass");
+  EXPECT_NE(run.junit.find("type=\"xpass\""), std::string::npos);
+
+  // --verify-xfails passes when every expected failure still fails.
+  args = {Broken("brokenoffset"), "--test", "device.copy.*_offsets", "--xfail", xfail,
+          "--verify-xfails"};
+  run = RunKit(args, "offset_verified");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["summary"]["xfail"], 2);
+}
+
+TEST(ConformanceKit, UsageErrors) {
+  backplane::subprocess::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  Result r = backplane::subprocess::Run({kKit, "no_such_plugin"}, options);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no plugin named 'no_such_plugin'"), std::string::npos) << r.err;
+  const std::string bad = WriteScratch("bad.xfail", "only-two fields\n");
+  r = backplane::subprocess::Run({kKit, Broken("simok"), "--xfail", bad}, options);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.xfail:1"), std::string::npos) << r.err;
+  r = backplane::subprocess::Run({kKit, Broken("simok"), "--device", "simok:5"}, options);
+  EXPECT_EQ(r.exit_code, 2);
+  r = backplane::subprocess::Run({kKit, "--list"}, options);
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* t : {"device.copy.device_to_host_offsets", "device.stream.sync_stream_from_to",
+                        "codegen.kernel.conv2d_gpu", "plugin.abi.negotiation", "[BP-PLUGIN-7]"}) {
+    EXPECT_NE(r.out.find(t), std::string::npos) << t;
+  }
+}
+
+}  // namespace
