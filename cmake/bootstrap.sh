@@ -27,6 +27,8 @@ packages=(
   libboost-dev libboost-filesystem-dev libdlpack-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device) and the validation layers.
+  libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
   clang-format
 )
 

@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: Apache-2.0
+// device_api.vulkan over the Vulkan loader. One VkDevice per physical device, created on
+// first use, with one compute queue. Every transfer is recorded into a command buffer,
+// submitted and waited for with a fence before the call returns, so the work of a stream is
+// complete once its call returns: StreamSync and SyncStreamFromTo have nothing left to wait
+// for (the streams are ordered by construction).
+#include "device_api.h"
+
+#include <vulkan/vulkan.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace vulkan {
+
+namespace {
+
+std::string VkResultName(VkResult r) {
+  switch (r) {
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+      return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+      return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+      return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+      return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+      return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    default:
+      return "VkResult " + std::to_string(static_cast<int>(r));
+  }
+}
+
+void CheckVk(VkResult r, const std::string& what) {
+  if (r == VK_SUCCESS) return;
+  const bp_error_kind_t kind =
+      (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+          ? BP_ERR_OUT_OF_MEMORY
+          : BP_ERR_DEVICE;
+  throw Error(kind, "vulkan: " + what + " failed with " + VkResultName(r) +
+                        (kind == BP_ERR_OUT_OF_MEMORY ? "; free device memory or ask for less"
+                                                      : "; check the Vulkan driver (vulkaninfo)"));
+}
+
+std::string VersionString(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+// A VkBuffer with its memory; the data-space handle is a pointer to one.
+struct Buffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  void* mapped = nullptr;  // for host-visible staging buffers
+};
+
+// A stream is a token; all work is complete when its call returns.
+struct Stream {
+  int32_t device_id;
+};
+
+struct Device {
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceMemoryProperties mem{};
+  uint32_t queue_family = 0;
+  uint32_t subgroup_size = 0;
+  bool has_budget = false;
+  // Created on first use, under mu.
+  std::mutex mu;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;
+  Buffer staging;  // grows on demand, host-visible and mapped
+  std::set<Buffer*> live;
+  std::set<Stream*> streams;
+};
+
+}  // namespace
+
+class Context {
+ public:
+  Context() {
+    VkApplicationInfo app{};
+    app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+    app.pApplicationName = "backplane";
+    app.apiVersion = VK_API_VERSION_1_2;
+    VkInstanceCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+    ci.pApplicationInfo = &app;
+    if (vkCreateInstance(&ci, nullptr, &instance_) != VK_SUCCESS) {
+      instance_ = VK_NULL_HANDLE;  // no driver: no devices
+      return;
+    }
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(instance_, &n, nullptr);
+    std::vector<VkPhysicalDevice> phys(n);
+    vkEnumeratePhysicalDevices(instance_, &n, phys.data());
+    for (VkPhysicalDevice p : phys) {
+      uint32_t qn = 0;
+      vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, nullptr);
+      std::vector<VkQueueFamilyProperties> qs(qn);
+      vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, qs.data());
+      int64_t family = -1;
+      for (uint32_t i = 0; i < qn; ++i) {
+        if (qs[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+          family = i;
+          break;
+        }
+      }
+      if (family < 0) continue;
+      auto d = std::make_unique<Device>();
+      d->physical = p;
+      d->queue_family = static_cast<uint32_t>(family);
+      VkPhysicalDeviceSubgroupProperties sub{};
+      sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+      VkPhysicalDeviceProperties2 p2{};
+      p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+      p2.pNext = &sub;
+      vkGetPhysicalDeviceProperties2(p, &p2);
+      d->props = p2.properties;
+      d->subgroup_size = sub.subgroupSize;
+      vkGetPhysicalDeviceMemoryProperties(p, &d->mem);
+      uint32_t en = 0;
+      vkEnumerateDeviceExtensionProperties(p, nullptr, &en, nullptr);
+      std::vector<VkExtensionProperties> exts(en);
+      vkEnumerateDeviceExtensionProperties(p, nullptr, &en, exts.data());
+      for (const auto& e : exts) {
+        if (std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0) {
+          d->has_budget = true;
+        }
+      }
+      devices_.push_back(std::move(d));
+    }
+  }
+
+  ~Context() {
+    for (auto& d : devices_) {
+      if (d->device == VK_NULL_HANDLE) continue;
+      vkDeviceWaitIdle(d->device);
+      for (Buffer* b : d->live) Destroy(*d, b);
+      if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
+      for (Stream* s : d->streams) delete s;
+      vkDestroyFence(d->device, d->fence, nullptr);
+      vkDestroyCommandPool(d->device, d->pool, nullptr);
+      vkDestroyDevice(d->device, nullptr);
+    }
+    if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
+  }
+
+  size_t count() const { return devices_.size(); }
+  bool Exists(DLDevice dev) const {
+    return dev.device_id >= 0 && static_cast<size_t>(dev.device_id) < devices_.size();
+  }
+
+  // The device `dev`, or an error naming the devices that exist.
+  Device& Dev(DLDevice dev) {
+    if (!Exists(dev)) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  sdk::DeviceString(dev) + " does not exist: this process sees " +
+                      std::to_string(devices_.size()) +
+                      " Vulkan device(s) with a compute queue; pass an id below that (see "
+                      "`backplane info` or vulkaninfo)");
+    }
+    return *devices_[dev.device_id];
+  }
+
+  // The device with its VkDevice created; the caller holds d.mu.
+  void Open(Device& d) {
+    if (d.device != VK_NULL_HANDLE) return;
+    const float priority = 1.0f;
+    VkDeviceQueueCreateInfo q{};
+    q.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    q.queueFamilyIndex = d.queue_family;
+    q.queueCount = 1;
+    q.pQueuePriorities = &priority;
+    VkDeviceCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    ci.queueCreateInfoCount = 1;
+    ci.pQueueCreateInfos = &q;
+    VkDevice device = VK_NULL_HANDLE;
+    CheckVk(vkCreateDevice(d.physical, &ci, nullptr, &device), "vkCreateDevice");
+    vkGetDeviceQueue(device, d.queue_family, 0, &d.queue);
+    VkCommandPoolCreateInfo pci{};
+    pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pci.queueFamilyIndex = d.queue_family;
+    VkResult r = vkCreateCommandPool(device, &pci, nullptr, &d.pool);
+    if (r != VK_SUCCESS) {
+      vkDestroyDevice(device, nullptr);
+      CheckVk(r, "vkCreateCommandPool");
+    }
+    VkCommandBufferAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    ai.commandPool = d.pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkFenceCreateInfo fci{};
+    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    r = vkAllocateCommandBuffers(device, &ai, &d.cmd);
+    if (r == VK_SUCCESS) r = vkCreateFence(device, &fci, nullptr, &d.fence);
+    if (r != VK_SUCCESS) {
+      vkDestroyCommandPool(device, d.pool, nullptr);
+      vkDestroyDevice(device, nullptr);
+      CheckVk(r, "creating the command buffer and fence");
+    }
+    d.device = device;
+  }
+
+  // A memory type allowed by `bits` with `want` flags, or -1.
+  static int64_t MemoryType(const Device& d, uint32_t bits, VkMemoryPropertyFlags want) {
+    for (uint32_t i = 0; i < d.mem.memoryTypeCount; ++i) {
+      if ((bits & (1u << i)) && (d.mem.memoryTypes[i].propertyFlags & want) == want) return i;
+    }
+    return -1;
+  }
+
+  // Fills `b` with a buffer of `size` bytes; host_visible asks for mapped host memory,
+  // otherwise device-local memory where the device has it. The caller holds d.mu.
+  void Create(Device& d, Buffer& b, VkDeviceSize size, bool host_visible) {
+    VkBufferCreateInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bi.size = std::max<VkDeviceSize>(size, 4);
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    CheckVk(vkCreateBuffer(d.device, &bi, nullptr, &b.buffer), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(d.device, b.buffer, &req);
+    int64_t type = -1;
+    if (host_visible) {
+      type = MemoryType(d, req.memoryTypeBits,
+                        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+    } else {
+      type = MemoryType(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+      if (type < 0) type = MemoryType(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    }
+    if (type < 0) {
+      vkDestroyBuffer(d.device, b.buffer, nullptr);
+      b.buffer = VK_NULL_HANDLE;
+      throw Error(BP_ERR_DEVICE, "vulkan: no memory type fits a buffer on " +
+                                     std::string(d.props.deviceName) +
+                                     "; the driver is unusable for Backplane");
+    }
+    VkMemoryAllocateInfo mi{};
+    mi.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    mi.allocationSize = req.size;
+    mi.memoryTypeIndex = static_cast<uint32_t>(type);
+    VkResult r = vkAllocateMemory(d.device, &mi, nullptr, &b.memory);
+    if (r == VK_SUCCESS) r = vkBindBufferMemory(d.device, b.buffer, b.memory, 0);
+    if (r == VK_SUCCESS && host_visible) {
+      r = vkMapMemory(d.device, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped);
+    }
+    if (r != VK_SUCCESS) {
+      DestroyContents(d, b);
+      CheckVk(r, "allocating " + std::to_string(size) + " bytes on " + d.props.deviceName);
+    }
+    b.size = size;
+  }
+
+  static void DestroyContents(Device& d, Buffer& b) {
+    if (b.buffer != VK_NULL_HANDLE) vkDestroyBuffer(d.device, b.buffer, nullptr);
+    if (b.memory != VK_NULL_HANDLE) vkFreeMemory(d.device, b.memory, nullptr);
+    b = Buffer{};
+  }
+  static void Destroy(Device& d, Buffer* b) {
+    DestroyContents(d, *b);
+    delete b;
+  }
+
+  // The staging buffer with at least `size` bytes; the caller holds d.mu.
+  Buffer& Staging(Device& d, VkDeviceSize size) {
+    if (d.staging.buffer == VK_NULL_HANDLE || d.staging.size < size) {
+      if (d.staging.buffer != VK_NULL_HANDLE) DestroyContents(d, d.staging);
+      Create(d, d.staging, std::max<VkDeviceSize>(size, 1 << 20), /*host_visible=*/true);
+    }
+    return d.staging;
+  }
+
+  // Records one buffer copy, submits it and waits; the caller holds d.mu.
+  void CopyBuffer(Device& d, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
+                  VkDeviceSize size) {
+    if (size == 0) return;
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    CheckVk(vkBeginCommandBuffer(d.cmd, &bi), "vkBeginCommandBuffer");
+    VkBufferCopy region{src_off, dst_off, size};
+    vkCmdCopyBuffer(d.cmd, src, dst, 1, &region);
+    CheckVk(vkEndCommandBuffer(d.cmd), "vkEndCommandBuffer");
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &d.cmd;
+    CheckVk(vkQueueSubmit(d.queue, 1, &si, d.fence), "vkQueueSubmit");
+    CheckVk(vkWaitForFences(d.device, 1, &d.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    CheckVk(vkResetFences(d.device, 1, &d.fence), "vkResetFences");
+  }
+
+  // The live buffer `ptr` on `d`, or an error; the caller holds d.mu.
+  static Buffer* Live(Device& d, void* ptr, DLDevice dev, const char* what) {
+    auto* b = static_cast<Buffer*>(ptr);
+    if (d.live.count(b) == 0) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  std::string("vulkan: ") + what + " " + sdk::PointerString(ptr) +
+                      " is not a live data space of " + sdk::DeviceString(dev) +
+                      "; pass a handle from AllocDataSpace on that device that is not freed");
+    }
+    return b;
+  }
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+VulkanDeviceAPI::VulkanDeviceAPI() : sdk::DeviceAPI(Entries{.workspace = false}) {}
+
+VulkanDeviceAPI* VulkanDeviceAPI::Global() {
+  static VulkanDeviceAPI* api = new VulkanDeviceAPI();
+  return api;
+}
+
+Context& VulkanDeviceAPI::Ctx() {
+  static std::once_flag once;
+  std::call_once(once, [this] { ctx_ = std::make_unique<Context>(); });
+  return *ctx_;
+}
+
+Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
+  Context& ctx = Ctx();
+  if (kind == BP_ATTR_EXIST) return sdk::IntValue(ctx.Exists(dev) ? 1 : 0);
+  if (!ctx.Exists(dev)) return sdk::NoneValue();
+  Device& d = ctx.Dev(dev);
+  const VkPhysicalDeviceLimits& lim = d.props.limits;
+  switch (kind) {
+    case BP_ATTR_MAX_THREADS_PER_BLOCK:
+      return sdk::IntValue(lim.maxComputeWorkGroupInvocations);
+    case BP_ATTR_WARP_SIZE:
+      return sdk::IntValue(d.subgroup_size);
+    case BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK:
+      return sdk::IntValue(lim.maxComputeSharedMemorySize);
+    case BP_ATTR_COMPUTE_VERSION:
+      return sdk::StringValue(std::to_string(VK_API_VERSION_MAJOR(d.props.apiVersion)) + "." +
+                              std::to_string(VK_API_VERSION_MINOR(d.props.apiVersion)));
+    case BP_ATTR_DEVICE_NAME:
+      return sdk::StringValue(d.props.deviceName);
+    case BP_ATTR_MAX_THREAD_DIMENSIONS:
+      return sdk::StringValue("[" + std::to_string(lim.maxComputeWorkGroupSize[0]) + ", " +
+                              std::to_string(lim.maxComputeWorkGroupSize[1]) + ", " +
+                              std::to_string(lim.maxComputeWorkGroupSize[2]) + "]");
+    case BP_ATTR_API_VERSION:
+      return sdk::StringValue(VersionString(d.props.apiVersion));
+    case BP_ATTR_DRIVER_VERSION:
+      return sdk::StringValue(std::to_string(d.props.driverVersion));
+    case BP_ATTR_TOTAL_GLOBAL_MEMORY: {
+      int64_t total = 0;
+      for (uint32_t i = 0; i < d.mem.memoryHeapCount; ++i) {
+        if (d.mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+          total += static_cast<int64_t>(d.mem.memoryHeaps[i].size);
+        }
+      }
+      return sdk::IntValue(total);
+    }
+    case BP_ATTR_AVAILABLE_GLOBAL_MEMORY: {
+      if (!d.has_budget) return sdk::NoneValue();
+      VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+      budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+      VkPhysicalDeviceMemoryProperties2 m2{};
+      m2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+      m2.pNext = &budget;
+      vkGetPhysicalDeviceMemoryProperties2(d.physical, &m2);
+      int64_t avail = 0;
+      for (uint32_t i = 0; i < m2.memoryProperties.memoryHeapCount; ++i) {
+        if (m2.memoryProperties.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+          const VkDeviceSize b = budget.heapBudget[i], u = budget.heapUsage[i];
+          avail += static_cast<int64_t>(b > u ? b - u : 0);
+        }
+      }
+      return sdk::IntValue(avail);
+    }
+    default:
+      // kMaxClockRate, multiprocessor count, registers, GCN arch, L2, pitch: Vulkan does
+      // not report them.
+      return sdk::NoneValue();
+  }
+}
+
+Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
+  Context& ctx = Ctx();
+  if (!ctx.Exists(dev)) return sdk::NoneValue();
+  const VkPhysicalDeviceLimits& lim = ctx.Dev(dev).props.limits;
+  if (key == "max_push_constants_size") return sdk::IntValue(lim.maxPushConstantsSize);
+  if (key == "max_storage_buffer_range") return sdk::IntValue(lim.maxStorageBufferRange);
+  if (key == "max_per_stage_descriptor_storage_buffers") {
+    return sdk::IntValue(lim.maxPerStageDescriptorStorageBuffers);
+  }
+  if (key == "vendor_id") return sdk::IntValue(ctx.Dev(dev).props.vendorID);
+  if (key == "device_id") return sdk::IntValue(ctx.Dev(dev).props.deviceID);
+  return sdk::NoneValue();
+}
+
+void VulkanDeviceAPI::SetDevice(DLDevice dev) { Ctx().Dev(dev); }
+
+void* VulkanDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment, DLDataType) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Ctx().Open(d);
+  // Offsets are applied on the device; a buffer's memory is aligned to at least
+  // minStorageBufferOffsetAlignment, which every dtype needs.
+  (void)alignment;
+  auto b = std::make_unique<Buffer>();
+  Ctx().Create(d, *b, nbytes, /*host_visible=*/false);
+  d.live.insert(b.get());
+  return b.release();
+}
+
+void VulkanDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Buffer* b = Context::Live(d, ptr, dev, "FreeDataSpace: handle");
+  d.live.erase(b);
+  Context::Destroy(d, b);
+}
+
+void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t) {
+  const size_t n = sdk::TensorBytes(from);
+  BACKPLANE_REQUIRE(n == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
+                    "vulkan CopyDataFromTo: source holds " + std::to_string(n) +
+                        " bytes, destination " + std::to_string(sdk::TensorBytes(to)) +
+                        "; pass tensors of the same byte size");
+  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
+                    "vulkan CopyDataFromTo: a tensor is strided; copy compact tensors");
+  const int32_t type = device_type();
+  const bool from_dev = from->device.device_type == type;
+  const bool to_dev = to->device.device_type == type;
+  Context& ctx = Ctx();
+  auto range = [n](const Buffer* b, uint64_t off, const char* side) {
+    BACKPLANE_REQUIRE(off + n <= b->size, BP_ERR_INVALID_ARGUMENT,
+                      std::string("vulkan CopyDataFromTo: the ") + side + " range [" +
+                          std::to_string(off) + ", " + std::to_string(off + n) +
+                          ") passes the end of its " + std::to_string(b->size) +
+                          "-byte data space; pass a smaller byte_offset or shape");
+  };
+  if (from_dev && to_dev) {
+    BACKPLANE_REQUIRE(from->device.device_id == to->device.device_id, BP_ERR_INVALID_ARGUMENT,
+                      "vulkan CopyDataFromTo: between two devices (" +
+                          sdk::DeviceString(from->device) + ", " + sdk::DeviceString(to->device) +
+                          "); copy through the host");
+    Device& d = ctx.Dev(from->device);
+    std::lock_guard<std::mutex> lock(d.mu);
+    Buffer* src = Context::Live(d, from->data, from->device, "CopyDataFromTo: source");
+    Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
+    range(src, from->byte_offset, "source");
+    range(dst, to->byte_offset, "destination");
+    ctx.CopyBuffer(d, src->buffer, from->byte_offset, dst->buffer, to->byte_offset, n);
+  } else if (to_dev && from->device.device_type == kDLCPU) {
+    Device& d = ctx.Dev(to->device);
+    std::lock_guard<std::mutex> lock(d.mu);
+    Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
+    range(dst, to->byte_offset, "destination");
+    if (n == 0) return;
+    Buffer& st = ctx.Staging(d, n);
+    std::memcpy(st.mapped, static_cast<const char*>(from->data) + from->byte_offset, n);
+    ctx.CopyBuffer(d, st.buffer, 0, dst->buffer, to->byte_offset, n);
+  } else if (from_dev && to->device.device_type == kDLCPU) {
+    Device& d = ctx.Dev(from->device);
+    std::lock_guard<std::mutex> lock(d.mu);
+    Buffer* src = Context::Live(d, from->data, from->device, "CopyDataFromTo: source");
+    range(src, from->byte_offset, "source");
+    if (n == 0) return;
+    Buffer& st = ctx.Staging(d, n);
+    ctx.CopyBuffer(d, src->buffer, from->byte_offset, st.buffer, 0, n);
+    std::memcpy(static_cast<char*>(to->data) + to->byte_offset, st.mapped, n);
+  } else {
+    throw Error(BP_ERR_INVALID_ARGUMENT, "vulkan CopyDataFromTo: from " +
+                                             sdk::DeviceString(from->device) + " to " +
+                                             sdk::DeviceString(to->device) +
+                                             "; one side must be vulkan, the other vulkan or cpu");
+  }
+}
+
+bp_stream_t VulkanDeviceAPI::CreateStream(DLDevice dev) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  auto* s = new Stream{dev.device_id};
+  d.streams.insert(s);
+  return s;
+}
+
+void VulkanDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
+  if (stream == nullptr) return;
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  auto* s = static_cast<Stream*>(stream);
+  BACKPLANE_REQUIRE(d.streams.erase(s) == 1, BP_ERR_INVALID_ARGUMENT,
+                    "vulkan FreeStream: " + sdk::PointerString(stream) +
+                        " is not a live stream of " + sdk::DeviceString(dev) +
+                        "; pass one from CreateStream on that device");
+  delete s;
+}
+
+void VulkanDeviceAPI::StreamSync(DLDevice dev, bp_stream_t) {
+  // Each call waits for its own submission, so nothing is pending; still check the device.
+  Ctx().Dev(dev);
+}
+
+void VulkanDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t, bp_stream_t) { Ctx().Dev(dev); }
+
+}  // namespace vulkan
+}  // namespace backplane
