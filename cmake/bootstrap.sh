@@ -28,7 +28,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device) and the validation layers.
-  libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
+  libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   clang-format
 )
 

@@ -6,6 +6,9 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,6 +66,34 @@ RawDevice QueryRaw() {
   return raw;
 }
 
+// The first value of each "key = value" line vulkaninfo prints for GPU0, or an empty map when
+// vulkaninfo is not installed. vulkaninfo wants XDG_RUNTIME_DIR (it prints noise without
+// it), so it runs with a private one when the environment has none.
+std::map<std::string, std::string> VulkanInfo() {
+  std::map<std::string, std::string> out;
+  if (std::system("command -v vulkaninfo >/dev/null 2>&1") != 0) return out;
+  std::string cmd = "vulkaninfo 2>/dev/null";
+  if (std::getenv("XDG_RUNTIME_DIR") == nullptr) {
+    cmd = "d=$(mktemp -d) && XDG_RUNTIME_DIR=$d vulkaninfo 2>/dev/null; rm -rf \"$d\"";
+  }
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return out;
+  char line[1024];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    std::string l(line);
+    const size_t eq = l.find(" = ");
+    if (eq == std::string::npos) continue;
+    std::string key = l.substr(0, eq);
+    key.erase(0, key.find_first_not_of(" \t"));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    std::string value = l.substr(eq + 3);
+    value.erase(value.find_last_not_of(" \t\n") + 1);
+    out.emplace(key, value);  // the first occurrence wins
+  }
+  pclose(f);
+  return out;
+}
+
 class VulkanTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -102,6 +133,27 @@ TEST_F(VulkanTest, AttributesMatchTheDriversProperties) {
   EXPECT_GT(api.GetAttr(BP_ATTR_TOTAL_GLOBAL_MEMORY).AsInt(), 0);
   EXPECT_TRUE(api.GetAttr(BP_ATTR_MAX_CLOCK_RATE).is_none());
   EXPECT_FALSE(DeviceAPI::Get(Device(DLDevice{kDLVulkan, 99})).Exists());
+}
+
+TEST_F(VulkanTest, AttributesMatchVulkaninfo) {
+  const auto info = VulkanInfo();
+  if (info.empty()) GTEST_SKIP() << "vulkaninfo is not installed (Debian: vulkan-tools)";
+  auto api = DeviceAPI::Get(Device(kDev));
+  EXPECT_EQ(api.GetAttr(BP_ATTR_DEVICE_NAME).AsString(), info.at("deviceName"));
+  EXPECT_EQ(std::to_string(api.GetAttr(BP_ATTR_MAX_THREADS_PER_BLOCK).AsInt()),
+            info.at("maxComputeWorkGroupInvocations"));
+  EXPECT_EQ(std::to_string(api.GetAttr(BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK).AsInt()),
+            info.at("maxComputeSharedMemorySize"));
+  EXPECT_EQ(std::to_string(api.GetAttr(BP_ATTR_WARP_SIZE).AsInt()), info.at("subgroupSize"));
+  // "1.3.230 (4206822)": the version, then the raw number.
+  const std::string api_version = info.at("apiVersion");
+  EXPECT_EQ(api.GetAttr(BP_ATTR_API_VERSION).AsString(),
+            api_version.substr(0, api_version.find(' ')));
+  const std::string driver = info.at("driverVersion");
+  const size_t open = driver.find('(');
+  ASSERT_NE(open, std::string::npos) << driver;
+  EXPECT_EQ(api.GetAttr(BP_ATTR_DRIVER_VERSION).AsString(),
+            driver.substr(open + 1, driver.find(')') - open - 1));
 }
 
 TEST_F(VulkanTest, RandomBytesRoundTripWithOffsetsAndOnTheDevice) {
