@@ -29,6 +29,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device) and the validation layers.
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+  # The OpenCL plugin: the ICD loader, the headers, PoCL (OpenCL on the CPU) and clinfo (a
+  # test compares the plugin's attributes with it).
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   clang-format
 )
 

@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "device_api.h"
+
+#include <cstring>
+#include <memory>
+#include <utility>
+
+namespace backplane {
+namespace opencl {
+
+namespace {
+
+thread_local std::unordered_map<int32_t, cl_command_queue> t_active_stream;
+
+template <typename T>
+T DeviceInfo(cl_device_id id, cl_device_info what) {
+  T value{};
+  Check(clGetDeviceInfo(id, what, sizeof(T), &value, nullptr), "clGetDeviceInfo");
+  return value;
+}
+
+std::string DeviceInfoString(cl_device_id id, cl_device_info what) {
+  size_t n = 0;
+  Check(clGetDeviceInfo(id, what, 0, nullptr, &n), "clGetDeviceInfo");
+  std::string s(n, '\0');
+  Check(clGetDeviceInfo(id, what, n, s.data(), nullptr), "clGetDeviceInfo");
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+// "OpenCL 3.0 PoCL ..." -> "3.0".
+std::string VersionNumber(const std::string& version) {
+  const size_t start = version.find(' ');
+  if (start == std::string::npos) return version;
+  const size_t end = version.find(' ', start + 1);
+  return version.substr(start + 1, end == std::string::npos ? end : end - start - 1);
+}
+
+bool IsDevice(const DLTensor* t, int32_t type) { return t->device.device_type == type; }
+
+}  // namespace
+
+const char* ErrorName(cl_int status) {
+  switch (status) {
+    case CL_DEVICE_NOT_FOUND:
+      return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE:
+      return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_COMPILER_NOT_AVAILABLE:
+      return "CL_COMPILER_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+      return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES:
+      return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY:
+      return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE:
+      return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE:
+      return "CL_INVALID_VALUE";
+    case CL_INVALID_DEVICE:
+      return "CL_INVALID_DEVICE";
+    case CL_INVALID_CONTEXT:
+      return "CL_INVALID_CONTEXT";
+    case CL_INVALID_COMMAND_QUEUE:
+      return "CL_INVALID_COMMAND_QUEUE";
+    case CL_INVALID_MEM_OBJECT:
+      return "CL_INVALID_MEM_OBJECT";
+    case CL_INVALID_BUFFER_SIZE:
+      return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_KERNEL_NAME:
+      return "CL_INVALID_KERNEL_NAME";
+    case CL_INVALID_KERNEL_ARGS:
+      return "CL_INVALID_KERNEL_ARGS";
+    case CL_INVALID_WORK_GROUP_SIZE:
+      return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_WORK_ITEM_SIZE:
+      return "CL_INVALID_WORK_ITEM_SIZE";
+    case CL_INVALID_EVENT:
+      return "CL_INVALID_EVENT";
+    case CL_INVALID_PLATFORM:
+      return "CL_INVALID_PLATFORM";
+    default:
+      return "OpenCL error";
+  }
+}
+
+void Check(cl_int status, const std::string& what) {
+  if (status == CL_SUCCESS) return;
+  const bp_status_t kind =
+      (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
+       status == CL_OUT_OF_HOST_MEMORY || status == CL_INVALID_BUFFER_SIZE)
+          ? BP_ERR_OUT_OF_MEMORY
+          : BP_ERR_DEVICE;
+  throw Error(kind, what + " failed: " + ErrorName(status) + " (" + std::to_string(status) +
+                        ") from the OpenCL driver; check the sizes and the device's limits "
+                        "(backplane info lists them)");
+}
+
+OpenCLDeviceAPI* OpenCLDeviceAPI::Global() {
+  static OpenCLDeviceAPI* instance = new OpenCLDeviceAPI();  // lives until the process ends
+  return instance;
+}
+
+OpenCLDeviceAPI::OpenCLDeviceAPI() {
+  // Platforms in clGetPlatformIDs order, devices in clGetDeviceIDs order: the documented,
+  // stable order of opencl:N. No platform (no ICD installed) means no devices, not an error.
+  cl_uint num_platforms = 0;
+  if (clGetPlatformIDs(0, nullptr, &num_platforms) != CL_SUCCESS || num_platforms == 0) return;
+  std::vector<cl_platform_id> platforms(num_platforms);
+  if (clGetPlatformIDs(num_platforms, platforms.data(), nullptr) != CL_SUCCESS) return;
+  for (cl_platform_id p : platforms) {
+    cl_uint n = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0) continue;
+    std::vector<cl_device_id> ids(n);
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr) != CL_SUCCESS) continue;
+    for (cl_device_id id : ids) {
+      Device d;
+      d.platform = p;
+      d.id = id;
+      devices_.push_back(d);
+    }
+  }
+  for (Device& d : devices_) {
+    cl_int err = CL_SUCCESS;
+    d.context = clCreateContext(nullptr, 1, &d.id, nullptr, nullptr, &err);
+    if (err != CL_SUCCESS) continue;  // CheckDevice reports it on use
+    d.queue = clCreateCommandQueueWithProperties(d.context, d.id, nullptr, &err);
+    if (err != CL_SUCCESS) d.queue = nullptr;
+  }
+}
+
+OpenCLDeviceAPI::~OpenCLDeviceAPI() {
+  for (Device& d : devices_) {
+    if (d.queue != nullptr) clReleaseCommandQueue(d.queue);
+    if (d.context != nullptr) clReleaseContext(d.context);
+  }
+}
+
+const OpenCLDeviceAPI::Device& OpenCLDeviceAPI::CheckDevice(DLDevice dev) const {
+  BACKPLANE_REQUIRE(
+      dev.device_type == device_type() && dev.device_id >= 0 && dev.device_id < DeviceCount(),
+      BP_ERR_NOT_FOUND,
+      "device " + sdk::DeviceString(dev) + " does not exist; OpenCL has " +
+          std::to_string(DeviceCount()) +
+          " device(s) here (opencl:0 ...); `backplane info` lists them");
+  const Device& d = devices_[dev.device_id];
+  BACKPLANE_REQUIRE(d.context != nullptr && d.queue != nullptr, BP_ERR_DEVICE,
+                    sdk::DeviceString(dev) +
+                        ": the OpenCL driver could not create a context or queue for it; "
+                        "check the driver with clinfo");
+  return d;
+}
+
+Any OpenCLDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
+  const bool exists =
+      dev.device_type == device_type() && dev.device_id >= 0 && dev.device_id < DeviceCount();
+  if (kind == BP_ATTR_EXIST) return sdk::IntValue(exists ? 1 : 0);
+  if (!exists) return sdk::NoneValue();
+  cl_device_id id = devices_[dev.device_id].id;
+  switch (kind) {
+    case BP_ATTR_MAX_THREADS_PER_BLOCK:
+      return sdk::IntValue(
+          static_cast<int64_t>(DeviceInfo<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE)));
+    case BP_ATTR_WARP_SIZE:
+      return sdk::IntValue(1);  // OpenCL has no warps; TVM's opencl target says 1 too
+    case BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK:
+      return sdk::IntValue(
+          static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE)));
+    case BP_ATTR_COMPUTE_VERSION:
+      return sdk::StringValue(VersionNumber(DeviceInfoString(id, CL_DEVICE_VERSION)));
+    case BP_ATTR_DEVICE_NAME:
+      return sdk::StringValue(DeviceInfoString(id, CL_DEVICE_NAME));
+    case BP_ATTR_MAX_CLOCK_RATE:
+      return sdk::IntValue(int64_t{1000} * DeviceInfo<cl_uint>(id, CL_DEVICE_MAX_CLOCK_FREQUENCY));
+    case BP_ATTR_MULTI_PROCESSOR_COUNT:
+      return sdk::IntValue(DeviceInfo<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS));
+    case BP_ATTR_MAX_THREAD_DIMENSIONS: {
+      const cl_uint dims = DeviceInfo<cl_uint>(id, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS);
+      std::vector<size_t> sizes(dims);
+      Check(clGetDeviceInfo(id, CL_DEVICE_MAX_WORK_ITEM_SIZES, dims * sizeof(size_t), sizes.data(),
+                            nullptr),
+            "clGetDeviceInfo(CL_DEVICE_MAX_WORK_ITEM_SIZES)");
+      std::string s = "[";
+      for (cl_uint i = 0; i < dims; ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
+      return sdk::StringValue(s + "]");
+    }
+    case BP_ATTR_API_VERSION:
+      return sdk::StringValue(DeviceInfoString(id, CL_DEVICE_VERSION));
+    case BP_ATTR_DRIVER_VERSION:
+      return sdk::StringValue(DeviceInfoString(id, CL_DRIVER_VERSION));
+    case BP_ATTR_L2_CACHE_SIZE_BYTES:
+      return sdk::IntValue(
+          static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE)));
+    case BP_ATTR_TOTAL_GLOBAL_MEMORY:
+      return sdk::IntValue(
+          static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE)));
+    default:
+      return sdk::NoneValue();  // no OpenCL query (registers, GCN arch, free memory, ...)
+  }
+}
+
+Any OpenCLDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
+  if (dev.device_type != device_type() || dev.device_id < 0 || dev.device_id >= DeviceCount()) {
+    return sdk::NoneValue();
+  }
+  cl_device_id id = devices_[dev.device_id].id;
+  if (key == "vendor") return sdk::StringValue(DeviceInfoString(id, CL_DEVICE_VENDOR));
+  if (key == "opencl_c_version") {
+    return sdk::StringValue(DeviceInfoString(id, CL_DEVICE_OPENCL_C_VERSION));
+  }
+  if (key == "max_mem_alloc_size") {
+    return sdk::IntValue(
+        static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE)));
+  }
+  return sdk::NoneValue();
+}
+
+void OpenCLDeviceAPI::SetDevice(DLDevice dev) { CheckDevice(dev); }
+
+void* OpenCLDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t, DLDataType) {
+  const Device& d = CheckDevice(dev);
+  const cl_ulong max_alloc = DeviceInfo<cl_ulong>(d.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  BACKPLANE_REQUIRE(nbytes <= max_alloc, BP_ERR_OUT_OF_MEMORY,
+                    "allocating " + std::to_string(nbytes) + " bytes on " + sdk::DeviceString(dev) +
+                        ": the device allows at most " + std::to_string(max_alloc) +
+                        " bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE); allocate less");
+  auto buffer = std::make_unique<Buffer>();
+  buffer->device_id = dev.device_id;
+  buffer->size = nbytes;
+  cl_int err = CL_SUCCESS;
+  // OpenCL has no zero-size buffers: a zero-size request gets one byte.
+  buffer->mem =
+      clCreateBuffer(d.context, CL_MEM_READ_WRITE, nbytes == 0 ? 1 : nbytes, nullptr, &err);
+  Check(err, "clCreateBuffer of " + std::to_string(nbytes) + " bytes on " + sdk::DeviceString(dev));
+  std::lock_guard<std::mutex> lock(mu_);
+  buffers_.insert(buffer.get());
+  return buffer.release();
+}
+
+Buffer* OpenCLDeviceAPI::CheckBuffer(DLDevice dev, void* handle) {
+  CheckDevice(dev);
+  auto* b = static_cast<Buffer*>(handle);
+  std::lock_guard<std::mutex> lock(mu_);
+  BACKPLANE_REQUIRE(buffers_.count(b) != 0, BP_ERR_INVALID_ARGUMENT,
+                    sdk::PointerString(handle) +
+                        " is not a live opencl buffer (freed already, a "
+                        "host pointer, or another backend's); pass a handle from alloc_data_space");
+  BACKPLANE_REQUIRE(b->device_id == dev.device_id, BP_ERR_INVALID_ARGUMENT,
+                    "buffer " + sdk::PointerString(handle) +
+                        " belongs to opencl:" + std::to_string(b->device_id) + ", not " +
+                        sdk::DeviceString(dev) + "; copy it to that device first");
+  return b;
+}
+
+void OpenCLDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
+  CheckDevice(dev);
+  if (ptr == nullptr) return;
+  Buffer* buffer = CheckBuffer(dev, ptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffers_.erase(buffer);
+  }
+  clReleaseMemObject(buffer->mem);
+  delete buffer;
+}
+
+cl_command_queue OpenCLDeviceAPI::Queue(DLDevice dev, bp_stream_t stream) {
+  const Device& d = CheckDevice(dev);
+  if (stream == nullptr) return d.queue;
+  auto q = static_cast<cl_command_queue>(stream);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(q);
+  BACKPLANE_REQUIRE(it != streams_.end(), BP_ERR_INVALID_ARGUMENT,
+                    sdk::PointerString(stream) +
+                        " is not a live opencl stream (freed already, or another backend's); "
+                        "pass a stream from create_stream or the null stream");
+  BACKPLANE_REQUIRE(it->second == dev.device_id, BP_ERR_INVALID_ARGUMENT,
+                    "stream " + sdk::PointerString(stream) +
+                        " belongs to opencl:" + std::to_string(it->second) + ", not " +
+                        sdk::DeviceString(dev) + "; use a stream of the device the work runs on");
+  return q;
+}
+
+cl_command_queue OpenCLDeviceAPI::ActiveQueue(DLDevice dev) {
+  auto it = t_active_stream.find(dev.device_id);
+  return Queue(dev, it == t_active_stream.end() ? nullptr : it->second);
+}
+
+void OpenCLDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
+  const size_t nbytes = sdk::TensorBytes(from);
+  BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
+                    "copy_data_from_to: source has " + std::to_string(nbytes) +
+                        " bytes but destination " + std::to_string(sdk::TensorBytes(to)) +
+                        "; pass tensors of the same byte size");
+  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
+                    "copy_data_from_to: opencl copies only compact tensors; make a compact copy");
+  const bool from_dev = IsDevice(from, device_type());
+  const bool to_dev = IsDevice(to, device_type());
+  auto buffer_of = [&](const DLTensor* t) {
+    CheckDevice(t->device);
+    BACKPLANE_REQUIRE(t->data != nullptr, BP_ERR_INVALID_ARGUMENT,
+                      "copy_data_from_to: " + sdk::DeviceString(t->device) +
+                          " tensor has no data; allocate it first");
+    Buffer* b = CheckBuffer(t->device, t->data);
+    BACKPLANE_REQUIRE(t->byte_offset + nbytes <= b->size, BP_ERR_INVALID_ARGUMENT,
+                      "copy_data_from_to: byte_offset " + std::to_string(t->byte_offset) + " + " +
+                          std::to_string(nbytes) + " bytes is past the end of the " +
+                          std::to_string(b->size) + "-byte buffer on " +
+                          sdk::DeviceString(t->device) + "; copy less or from an earlier offset");
+    return b;
+  };
+  if (from_dev && to_dev) {
+    Buffer* src = buffer_of(from);
+    Buffer* dst = buffer_of(to);
+    if (nbytes == 0) return;
+    if (from->device.device_id == to->device.device_id) {
+      Check(clEnqueueCopyBuffer(Queue(to->device, stream), src->mem, dst->mem, from->byte_offset,
+                                to->byte_offset, nbytes, 0, nullptr, nullptr),
+            "clEnqueueCopyBuffer");
+      return;
+    }
+    // Different contexts: through the host.
+    std::vector<char> staging(nbytes);
+    Check(clEnqueueReadBuffer(Queue(from->device, nullptr), src->mem, CL_TRUE, from->byte_offset,
+                              nbytes, staging.data(), 0, nullptr, nullptr),
+          "clEnqueueReadBuffer (cross-device copy)");
+    Check(clEnqueueWriteBuffer(Queue(to->device, stream), dst->mem, CL_TRUE, to->byte_offset,
+                               nbytes, staging.data(), 0, nullptr, nullptr),
+          "clEnqueueWriteBuffer (cross-device copy)");
+    return;
+  }
+  if (from_dev) {
+    Buffer* src = buffer_of(from);
+    if (nbytes == 0) return;
+    Check(clEnqueueReadBuffer(Queue(from->device, stream), src->mem, CL_TRUE, from->byte_offset,
+                              nbytes, static_cast<char*>(to->data) + to->byte_offset, 0, nullptr,
+                              nullptr),
+          "clEnqueueReadBuffer");
+    return;
+  }
+  BACKPLANE_REQUIRE(to_dev, BP_ERR_INVALID_ARGUMENT,
+                    "copy_data_from_to: neither side is an opencl device; use the host's copy");
+  Buffer* dst = buffer_of(to);
+  if (nbytes == 0) return;
+  // Blocking: the host side must be read before returning.
+  Check(clEnqueueWriteBuffer(Queue(to->device, stream), dst->mem, CL_TRUE, to->byte_offset, nbytes,
+                             static_cast<const char*>(from->data) + from->byte_offset, 0, nullptr,
+                             nullptr),
+        "clEnqueueWriteBuffer");
+}
+
+bp_stream_t OpenCLDeviceAPI::CreateStream(DLDevice dev) {
+  const Device& d = CheckDevice(dev);
+  cl_int err = CL_SUCCESS;
+  cl_command_queue q = clCreateCommandQueueWithProperties(d.context, d.id, nullptr, &err);
+  Check(err, "clCreateCommandQueueWithProperties on " + sdk::DeviceString(dev));
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_[q] = dev.device_id;
+  return q;
+}
+
+void OpenCLDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
+  if (stream == nullptr) return;
+  cl_command_queue q = Queue(dev, stream);
+  clFinish(q);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.erase(q);
+  }
+  auto it = t_active_stream.find(dev.device_id);
+  if (it != t_active_stream.end() && it->second == q) t_active_stream.erase(it);
+  clReleaseCommandQueue(q);
+}
+
+void OpenCLDeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
+  Queue(dev, stream);  // checks it
+  t_active_stream[dev.device_id] = static_cast<cl_command_queue>(stream);
+}
+
+void OpenCLDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
+  Check(clFinish(Queue(dev, stream)), "clFinish on " + sdk::DeviceString(dev));
+}
+
+void OpenCLDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) {
+  cl_command_queue from = Queue(dev, src);
+  cl_command_queue to = Queue(dev, dst);
+  if (from == to) return;
+  cl_event marker = nullptr;
+  Check(clEnqueueMarkerWithWaitList(from, 0, nullptr, &marker), "clEnqueueMarkerWithWaitList");
+  const cl_int err = clEnqueueBarrierWithWaitList(to, 1, &marker, nullptr);
+  clFlush(from);
+  clReleaseEvent(marker);
+  Check(err, "clEnqueueBarrierWithWaitList");
+}
+
+}  // namespace opencl
+}  // namespace backplane

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// device_api.opencl: every device of every OpenCL platform the ICD loader lists.
+//
+// Device order (stable, documented in docs/opencl.md): platforms in clGetPlatformIDs order,
+// within each platform its devices in clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order; opencl:N is
+// the N-th of that list. Each device has a context of its own and a default in-order queue
+// (the null stream). Data space is a cl_mem behind an opaque handle; streams are in-order
+// command queues.
+#ifndef BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_
+#define BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_
+
+#include <CL/cl.h>
+
+#include <backplane/sdk/device_api.hpp>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace backplane {
+namespace opencl {
+
+// The handle AllocDataSpace returns: one buffer of one device.
+struct Buffer {
+  cl_mem mem = nullptr;
+  int32_t device_id = 0;
+  size_t size = 0;
+};
+
+class OpenCLDeviceAPI : public sdk::DeviceAPI {
+ public:
+  struct Device {
+    cl_platform_id platform = nullptr;
+    cl_device_id id = nullptr;
+    cl_context context = nullptr;
+    cl_command_queue queue = nullptr;  // the null stream
+  };
+
+  static OpenCLDeviceAPI* Global();
+
+  Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
+  Any GetProperty(DLDevice dev, const std::string& key) override;
+  void SetDevice(DLDevice dev) override;
+  void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
+                       DLDataType type_hint) override;
+  void FreeDataSpace(DLDevice dev, void* ptr) override;
+  void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
+  bp_stream_t CreateStream(DLDevice dev) override;
+  void FreeStream(DLDevice dev, bp_stream_t stream) override;
+  void SetStream(DLDevice dev, bp_stream_t stream) override;
+  void StreamSync(DLDevice dev, bp_stream_t stream) override;
+  void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
+
+  int32_t DeviceCount() const { return static_cast<int32_t>(devices_.size()); }
+  // The device, or BP_ERR_NOT_FOUND naming the ones that exist.
+  const Device& CheckDevice(DLDevice dev) const;
+  // The queue of `stream` on `dev` (null: the device's default queue).
+  cl_command_queue Queue(DLDevice dev, bp_stream_t stream);
+  // The queue SetStream made active for this thread on `dev`.
+  cl_command_queue ActiveQueue(DLDevice dev);
+  // The live buffer `handle` of `dev`, or BP_ERR_INVALID_ARGUMENT.
+  Buffer* CheckBuffer(DLDevice dev, void* handle);
+
+ private:
+  OpenCLDeviceAPI();
+  ~OpenCLDeviceAPI() override;
+
+  std::vector<Device> devices_;
+  std::mutex mu_;
+  // Live buffers: a handle not in here is rejected, never dereferenced.
+  std::unordered_set<Buffer*> buffers_;
+  // Live streams: queue -> device id.
+  std::unordered_map<cl_command_queue, int32_t> streams_;
+};
+
+// Throws backplane::Error when `status` is not CL_SUCCESS: "<what>: <CL error name>".
+void Check(cl_int status, const std::string& what);
+const char* ErrorName(cl_int status);
+
+}  // namespace opencl
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+// device_api.opencl on the real ICD loader and driver (PoCL in CI): devices, attributes
+// against clinfo, copies with offsets on random data, streams, and errors for what a user
+// can cause. Skipped, with the reason, where no OpenCL device exists.
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+
+namespace {
+
+using bptest::Capture;
+
+class OpenCLTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(
+        Capture(bp_plugin_load(
+                    (std::string(BACKPLANE_OPENCL_PLUGIN_DIR) + "/libbackplane_opencl.so").c_str()))
+            .ok());
+    type_ = backplane::DeviceTypeFromName("opencl");
+    if (!backplane::DeviceAPI::Get(backplane::Device(Dev(0))).Exists()) {
+      GTEST_SKIP() << "no OpenCL device (install pocl-opencl-icd for one on the CPU)";
+    }
+  }
+  DLDevice Dev(int32_t id) const { return DLDevice{static_cast<DLDeviceType>(type_), id}; }
+  int32_t Count() const {
+    int32_t n = 0;
+    while (backplane::DeviceAPI::Get(backplane::Device(Dev(n))).Exists()) ++n;
+    return n;
+  }
+  void* Alloc(int32_t id, size_t n) const {
+    void* p = nullptr;
+    backplane::Check(bp_device_alloc_data_space(Dev(id), n, 64, backplane::UInt8(), &p));
+    return p;
+  }
+  static DLTensor View(void* data, DLDevice dev, int64_t* shape, uint64_t offset) {
+    return bptest::ByteView(data, dev, shape, offset);
+  }
+  int32_t type_ = 0;
+};
+
+// The value clinfo --raw prints for `key` on the first device, or "" without clinfo.
+std::string Clinfo(const std::string& key) {
+  FILE* f = popen("clinfo --raw 2>/dev/null", "r");
+  if (f == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, f) != nullptr) {
+    std::string line(buf);
+    const size_t k = line.find(" " + key + " ");
+    if (out.empty() && line.rfind("[", 0) == 0 && k != std::string::npos) {
+      size_t v = line.find_first_not_of(' ', k + key.size() + 1);
+      out = line.substr(v);
+      while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    }
+  }
+  pclose(f);
+  return out;
+}
+
+TEST_F(OpenCLTest, DevicesExistInOrderAndNotPastTheEnd) {
+  EXPECT_EQ(backplane::DeviceTypeName(type_), "opencl");
+  const int32_t n = Count();
+  ASSERT_GE(n, 1);
+  backplane::DeviceAPI past = backplane::DeviceAPI::Get(backplane::Device(Dev(n)));
+  EXPECT_FALSE(past.Exists());
+  for (int32_t kind = 1; kind < BP_ATTR_COUNT; ++kind) {
+    bp_value_t v;
+    ASSERT_EQ(bp_device_get_attr(Dev(n), kind, &v), BP_OK);
+    EXPECT_EQ(v.type, BP_VALUE_NONE) << "opencl:" << n << " kind " << kind;
+  }
+}
+
+TEST_F(OpenCLTest, AttributesMatchClinfo) {
+  auto api = backplane::DeviceAPI::Get(backplane::Device(Dev(0)));
+  const std::string name = api.GetAttr(BP_ATTR_DEVICE_NAME).AsString();
+  EXPECT_FALSE(name.empty());
+  EXPECT_EQ(api.GetAttr(BP_ATTR_WARP_SIZE).AsInt(), 1);
+  EXPECT_GT(api.GetAttr(BP_ATTR_MAX_THREADS_PER_BLOCK).AsInt(), 0);
+  EXPECT_EQ(api.GetAttr(BP_ATTR_MAX_THREAD_DIMENSIONS).AsString().front(), '[');
+  EXPECT_TRUE(api.GetAttr(BP_ATTR_GCN_ARCH).is_none());
+  if (Clinfo("CL_DEVICE_NAME").empty()) GTEST_SKIP() << "clinfo is not installed";
+  EXPECT_EQ(name, Clinfo("CL_DEVICE_NAME"));
+  EXPECT_EQ(std::to_string(api.GetAttr(BP_ATTR_MAX_THREADS_PER_BLOCK).AsInt()),
+            Clinfo("CL_DEVICE_MAX_WORK_GROUP_SIZE"));
+  EXPECT_EQ(std::to_string(api.GetAttr(BP_ATTR_MULTI_PROCESSOR_COUNT).AsInt()),
+            Clinfo("CL_DEVICE_MAX_COMPUTE_UNITS"));
+  EXPECT_EQ(std::to_string(api.GetAttr(BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK).AsInt()),
+            Clinfo("CL_DEVICE_LOCAL_MEM_SIZE"));
+  EXPECT_EQ(std::to_string(api.GetAttr(BP_ATTR_TOTAL_GLOBAL_MEMORY).AsInt()),
+            Clinfo("CL_DEVICE_GLOBAL_MEM_SIZE"));
+  EXPECT_EQ(api.GetAttr(BP_ATTR_DRIVER_VERSION).AsString(), Clinfo("CL_DRIVER_VERSION"));
+}
+
+TEST_F(OpenCLTest, CopiesWithOffsetsRoundTripRandomData) {
+  std::mt19937 rng(6);
+  const size_t n = 1 << 16;
+  std::vector<uint8_t> host(n), back(n, 0);
+  for (auto& b : host) b = static_cast<uint8_t>(rng());
+  void* a = Alloc(0, n + 128);
+  void* b = Alloc(0, n + 256);
+  int64_t shape = static_cast<int64_t>(n);
+  DLTensor h = View(host.data(), bptest::CpuDevice(), &shape, 0);
+  DLTensor da = View(a, Dev(0), &shape, 128);
+  DLTensor db = View(b, Dev(0), &shape, 256);
+  DLTensor r = View(back.data(), bptest::CpuDevice(), &shape, 0);
+  backplane::Check(bp_device_copy_data_from_to(&h, &da, nullptr));
+  backplane::Check(bp_device_copy_data_from_to(&da, &db, nullptr));
+  backplane::Check(bp_device_copy_data_from_to(&db, &r, nullptr));
+  EXPECT_EQ(host, back);
+  // A partial read from the middle.
+  int64_t part = 100;
+  std::vector<uint8_t> mid(100);
+  DLTensor src = View(b, Dev(0), &part, 256 + 1000);
+  DLTensor dst = View(mid.data(), bptest::CpuDevice(), &part, 0);
+  backplane::Check(bp_device_copy_data_from_to(&src, &dst, nullptr));
+  EXPECT_EQ(0, std::memcmp(mid.data(), host.data() + 1000, 100));
+  backplane::Check(bp_device_free_data_space(Dev(0), a));
+  backplane::Check(bp_device_free_data_space(Dev(0), b));
+}
+
+TEST_F(OpenCLTest, StreamsOrderWorkWithEvents) {
+  std::mt19937 rng(7);
+  const size_t n = 1 << 20;
+  std::vector<uint8_t> host(n), back(n, 0);
+  for (auto& b : host) b = static_cast<uint8_t>(rng());
+  bp_stream_t s1 = nullptr, s2 = nullptr;
+  backplane::Check(bp_device_stream_create(Dev(0), &s1));
+  backplane::Check(bp_device_stream_create(Dev(0), &s2));
+  backplane::Check(bp_device_stream_set(Dev(0), s1));
+  void* a = Alloc(0, n);
+  void* b = Alloc(0, n);
+  int64_t shape = static_cast<int64_t>(n);
+  DLTensor h = View(host.data(), bptest::CpuDevice(), &shape, 0);
+  DLTensor da = View(a, Dev(0), &shape, 0);
+  DLTensor db = View(b, Dev(0), &shape, 0);
+  DLTensor r = View(back.data(), bptest::CpuDevice(), &shape, 0);
+  backplane::Check(bp_device_copy_data_from_to(&h, &da, s1));
+  backplane::Check(bp_device_sync_stream_from_to(Dev(0), s1, s2));
+  backplane::Check(bp_device_copy_data_from_to(&da, &db, s2));
+  backplane::Check(bp_device_stream_sync(Dev(0), s2));
+  backplane::Check(bp_device_copy_data_from_to(&db, &r, s1));
+  EXPECT_EQ(host, back);
+  // A stream used on a device it does not belong to, and a freed stream, are errors.
+  backplane::Check(bp_device_stream_free(Dev(0), s2));
+  auto s = Capture(bp_device_stream_sync(Dev(0), s2));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  backplane::Check(bp_device_stream_set(Dev(0), nullptr));
+  backplane::Check(bp_device_stream_free(Dev(0), s1));
+  backplane::Check(bp_device_free_data_space(Dev(0), a));
+  backplane::Check(bp_device_free_data_space(Dev(0), b));
+}
+
+TEST_F(OpenCLTest, UserErrorsComeBackAsErrors) {
+  void* p = nullptr;
+  // More than the device can hold in one buffer.
+  auto s = Capture(bp_device_alloc_data_space(Dev(0), size_t{1} << 60, 64, backplane::UInt8(), &p));
+  EXPECT_EQ(s.kind, BP_ERR_OUT_OF_MEMORY) << s;
+  EXPECT_NE(s.message.find("CL_DEVICE_MAX_MEM_ALLOC_SIZE"), std::string::npos) << s;
+  s = Capture(bp_device_alloc_data_space(Dev(Count()), 16, 64, backplane::UInt8(), &p));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  // A host pointer where a handle belongs, past the end, freed twice.
+  void* a = Alloc(0, 64);
+  std::vector<uint8_t> host(64, 1);
+  int64_t shape = 64;
+  DLTensor from = View(host.data(), bptest::CpuDevice(), &shape, 0);
+  DLTensor to = View(host.data(), Dev(0), &shape, 0);
+  s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  to = View(a, Dev(0), &shape, 1);
+  s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("past the end"), std::string::npos) << s;
+  backplane::Check(bp_device_free_data_space(Dev(0), a));
+  s = Capture(bp_device_free_data_space(Dev(0), a));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  // Zero-size buffers are valid handles.
+  void* z = Alloc(0, 0);
+  backplane::Check(bp_device_free_data_space(Dev(0), z));
+}
+
+}  // namespace
