@@ -183,4 +183,17 @@ TEST_F(OpenCLTest, UserErrorsComeBackAsErrors) {
   backplane::Check(bp_device_free_data_space(Dev(0), z));
 }
 
+TEST_F(OpenCLTest, TargetFromDeviceFillsTheLimits) {
+  const backplane::Device dev(Dev(0));
+  const backplane::Target t = backplane::Target::FromDevice(dev, "");
+  EXPECT_EQ(t.Kind(), "opencl");
+  auto api = backplane::DeviceAPI::Get(dev);
+  EXPECT_EQ(t.GetAttr<int64_t>("max_num_threads"),
+            api.GetAttr(BP_ATTR_MAX_THREADS_PER_BLOCK).AsInt());
+  EXPECT_EQ(t.GetAttr<int64_t>("thread_warp_size"), 1);
+  EXPECT_EQ(t.GetAttr<int64_t>("max_shared_memory_per_block"),
+            api.GetAttr(BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK).AsInt());
+  EXPECT_EQ(t.GetAttr<std::string>("device_name"), api.GetAttr(BP_ATTR_DEVICE_NAME).AsString());
+}
+
 }  // namespace

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `opencl` TargetKind: TVM's attributes for kind opencl, with its defaults. FromDevice
+// fills the limits the DeviceAPI reports from clGetDeviceInfo (work-group size, local
+// memory, device name); thread_warp_size is 1 as OpenCL has no warps.
+#include "target.h"
+
+#include <backplane/sdk/target.hpp>
+#include <cstdint>
+#include <string>
+
+namespace backplane {
+namespace opencl {
+
+void RegisterTargetKind() {
+  namespace sdk = ::backplane::sdk;
+  sdk::TargetKindBuilder("opencl", "opencl")
+      .Attr<int64_t>("max_num_threads", int64_t{256}, BP_ATTR_MAX_THREADS_PER_BLOCK,
+                     "CL_DEVICE_MAX_WORK_GROUP_SIZE")
+      .Attr<int64_t>("max_threads_per_block", int64_t{256}, BP_ATTR_MAX_THREADS_PER_BLOCK,
+                     "CL_DEVICE_MAX_WORK_GROUP_SIZE")
+      .Attr<int64_t>("thread_warp_size", int64_t{1}, BP_ATTR_WARP_SIZE, "1: OpenCL has no warps")
+      .Attr<int64_t>("max_shared_memory_per_block", int64_t{16384},
+                     BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK, "CL_DEVICE_LOCAL_MEM_SIZE")
+      .Attr<int64_t>("texture_spatial_limit", int64_t{16384}, "largest image width/height")
+      .Attr<int64_t>("image_base_address_alignment", int64_t{64}, "bytes")
+      .Attr<std::string>("device_name", std::string(), BP_ATTR_DEVICE_NAME, "CL_DEVICE_NAME")
+      .Register();
+}
+
+}  // namespace opencl
+}  // namespace backplane
