@@ -9,6 +9,9 @@
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -91,6 +94,34 @@ struct Device {
 
 }  // namespace
 
+// Validation errors the debug-utils messenger saw (BACKPLANE_VULKAN_VALIDATION=1), or -1
+// when validation is off.
+std::atomic<int64_t> g_validation_errors{-1};
+
+VKAPI_ATTR VkBool32 VKAPI_CALL OnValidationMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                   void*) {
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    g_validation_errors.fetch_add(1);
+    std::fprintf(stderr, "backplane vulkan: validation error: %s\n",
+                 data != nullptr && data->pMessage != nullptr ? data->pMessage : "");
+  }
+  return VK_FALSE;
+}
+
+// True when the loader offers the instance layer `name`.
+bool HasLayer(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> layers(n);
+  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  for (const auto& l : layers) {
+    if (std::strcmp(l.layerName, name) == 0) return true;
+  }
+  return false;
+}
+
 class Context {
  public:
   Context() {
@@ -101,9 +132,42 @@ class Context {
     VkInstanceCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
     ci.pApplicationInfo = &app;
+    // BACKPLANE_VULKAN_VALIDATION=1: the Khronos validation layer with a debug-utils
+    // messenger that counts every validation error (vulkan.validation_errors).
+    const char* validation = std::getenv("BACKPLANE_VULKAN_VALIDATION");
+    const char* layer = "VK_LAYER_KHRONOS_validation";
+    const char* ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    VkDebugUtilsMessengerCreateInfoEXT mci{};
+    mci.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+    mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    mci.pfnUserCallback = &OnValidationMessage;
+    const bool validate = validation != nullptr && std::strcmp(validation, "1") == 0;
+    if (validate && HasLayer(layer)) {
+      ci.enabledLayerCount = 1;
+      ci.ppEnabledLayerNames = &layer;
+      ci.enabledExtensionCount = 1;
+      ci.ppEnabledExtensionNames = &ext;
+      ci.pNext = &mci;  // also covers vkCreateInstance and vkDestroyInstance
+    } else if (validate) {
+      std::fprintf(stderr,
+                   "backplane vulkan: BACKPLANE_VULKAN_VALIDATION=1 but the loader has no %s; "
+                   "install vulkan-validationlayers\n",
+                   layer);
+    }
     if (vkCreateInstance(&ci, nullptr, &instance_) != VK_SUCCESS) {
       instance_ = VK_NULL_HANDLE;  // no driver: no devices
       return;
+    }
+    if (ci.enabledLayerCount == 1) {
+      auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+          vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+      if (create != nullptr && create(instance_, &mci, nullptr, &messenger_) == VK_SUCCESS) {
+        g_validation_errors.store(0);
+      }
     }
     uint32_t n = 0;
     vkEnumeratePhysicalDevices(instance_, &n, nullptr);
@@ -157,6 +221,11 @@ class Context {
       vkDestroyFence(d->device, d->fence, nullptr);
       vkDestroyCommandPool(d->device, d->pool, nullptr);
       vkDestroyDevice(d->device, nullptr);
+    }
+    if (messenger_ != VK_NULL_HANDLE) {
+      auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+          vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+      if (destroy != nullptr) destroy(instance_, messenger_, nullptr);
     }
     if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
   }
@@ -323,6 +392,7 @@ class Context {
   }
 
   VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
@@ -331,6 +401,11 @@ VulkanDeviceAPI::VulkanDeviceAPI() : sdk::DeviceAPI(Entries{.workspace = false})
 VulkanDeviceAPI* VulkanDeviceAPI::Global() {
   static VulkanDeviceAPI* api = new VulkanDeviceAPI();
   return api;
+}
+
+int64_t VulkanDeviceAPI::ValidationErrors() {
+  Ctx();
+  return g_validation_errors.load();
 }
 
 Context& VulkanDeviceAPI::Ctx() {

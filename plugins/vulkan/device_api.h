@@ -17,6 +17,9 @@ class Context;
 class VulkanDeviceAPI final : public sdk::DeviceAPI {
  public:
   static VulkanDeviceAPI* Global();
+  // Validation errors seen so far with BACKPLANE_VULKAN_VALIDATION=1, or -1 when validation
+  // is off (the variable unset, or no VK_LAYER_KHRONOS_validation).
+  int64_t ValidationErrors();
 
   Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   Any GetProperty(DLDevice dev, const std::string& key) override;

@@ -11,4 +11,9 @@ BACKPLANE_PLUGIN_ENTRY_WITH((backplane::sdk::PluginDescription{
     "vulkan", BACKPLANE_VULKAN_VERSION, "Backplane", BP_ABI_VERSION_MINOR})) {
   backplane::sdk::RegisterDeviceAPI("vulkan", backplane::vulkan::VulkanDeviceAPI::Global());
   backplane::vulkan::RegisterTargetKind();
+  // vulkan.validation_errors(): see VulkanDeviceAPI::ValidationErrors.
+  backplane::sdk::RegisterFunction("vulkan.validation_errors", [](backplane::PackedArgs) {
+    return backplane::sdk::IntValue(
+        backplane::vulkan::VulkanDeviceAPI::Global()->ValidationErrors());
+  });
 }

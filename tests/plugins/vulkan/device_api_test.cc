@@ -22,6 +22,10 @@ using bptest::Capture;
 
 constexpr DLDevice kDev{kDLVulkan, 0};
 
+// The plugin creates its instance with the Khronos validation layer and a debug-utils
+// messenger; every validation error fails the test that caused it (TearDown).
+const int kValidationOn = setenv("BACKPLANE_VULKAN_VALIDATION", "1", /*overwrite=*/0);
+
 // The first physical device with a compute queue, as the plugin orders them.
 struct RawDevice {
   bool found = false;
@@ -100,6 +104,15 @@ class VulkanTest : public ::testing::Test {
     if (!DeviceAPI::Get(Device(kDev)).Exists()) {
       GTEST_SKIP() << "no Vulkan device with a compute queue (install mesa-vulkan-drivers for "
                       "lavapipe)";
+    }
+  }
+  void TearDown() override {
+    (void)kValidationOn;
+    const int64_t errors = backplane::Function::Get("vulkan.validation_errors")().AsInt();
+    if (errors < 0) {
+      RecordProperty("validation", "off: VK_LAYER_KHRONOS_validation is not installed");
+    } else {
+      EXPECT_EQ(errors, 0) << "the Vulkan validation layer reported errors (see stderr)";
     }
   }
   void* Alloc(size_t n) {
