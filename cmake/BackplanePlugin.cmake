@@ -61,6 +61,9 @@ function(backplane_add_plugin name)
     VISIBILITY_INLINES_HIDDEN ON
     PREFIX "lib"
     LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
+  # Static libraries linked in (Backplane::ir, codegen, a vendor's own) export nothing: two
+  # plugins carrying different versions of one library never bind to each other's copy.
+  target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL)
   if(NOT ARG_ALLOW_UNDEFINED AND NOT BACKPLANE_SANITIZE)
     target_link_options(${target} PRIVATE -Wl,-z,defs)
   endif()
