@@ -4,8 +4,7 @@
 //
 // Text form, one entry a line; '#' starts a comment line; a field with spaces is quoted:
 //   # plugin   device                      test                          reason
-//   fakeacc    "Backplane fake accel*"     codegen.set_stream_routes     kernels run on the null
-//   stream
+//   myaccel    "MyAccel X1*"               codegen.set_stream_routes     one queue per device
 //   *          *                           device.memory.out_of_bounds   no bounds on device
 //   pointers
 // JSON form: an array of {"plugin", "device", "test", "reason"} ("plugin" and "device"

@@ -22,7 +22,6 @@ using backplane::subprocess::Result;
 
 const std::string kKit = BACKPLANE_CONFORMANCE_PATH;
 const std::string kBroken = BACKPLANE_CONFORMANCE_PLUGIN_DIR;
-const std::string kData = BACKPLANE_CONFORMANCE_DATA_DIR;
 const std::string kScratch = BACKPLANE_CONFORMANCE_SCRATCH_DIR;
 
 std::string Lib(const std::string& dir, const std::string& name) {
@@ -219,11 +218,9 @@ TEST(ConformanceKit, FindsThePluginByNameOrManifest) {
   EXPECT_EQ(run.json["plugin"]["name"], "simok");
 }
 
-TEST(ConformanceKit, FakeAccPassesWithItsKnownGap) {
-  // fakeacc's code generator queues kernels on the null stream whatever SetStream chose: an
-  // expected failure (fakeacc.xfail), which may pass by chance, so no --verify-xfails here.
-  const KitRun run = RunKit(
-      {Lib(BACKPLANE_TEST_PLUGIN_DIR, "fakeacc"), "--xfail", kData + "/fakeacc.xfail"}, "fakeacc");
+TEST(ConformanceKit, FakeAccPassesEverything) {
+  // With no expected failures: its kernels run on the stream SetStream made active.
+  const KitRun run = RunKit({Lib(BACKPLANE_TEST_PLUGIN_DIR, "fakeacc")}, "fakeacc");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
   EXPECT_EQ(run.json["device"], "fakeacc:0");
   EXPECT_EQ(run.json["device_name"], "Backplane fake accelerator 0");
@@ -234,8 +231,9 @@ TEST(ConformanceKit, FakeAccPassesWithItsKnownGap) {
                         "codegen.kernel.softmax_gpu", "codegen.module.save_load"}) {
     EXPECT_EQ(run.Status(t), "passed") << t << ": " << run.Message(t);
   }
-  const std::string routes = run.Status("codegen.set_stream_routes");
-  EXPECT_TRUE(routes == "xfail" || routes == "xpass") << routes;
+  EXPECT_EQ(run.Status("codegen.set_stream_routes"), "passed")
+      << run.Message("codegen.set_stream_routes");
+  EXPECT_EQ(run.json["summary"]["xfail"], 0);
   EXPECT_EQ(run.Status("codegen.kernel.vector_add"), "skipped");
 }
 

@@ -31,6 +31,9 @@ constexpr uint64_t kStreamTag = 0x5Eull << 56;
 constexpr uint64_t kTagMask = 0xFFull << 56;
 
 thread_local int32_t t_active_device = 0;
+// The stream SetStream made active, per device, for this thread (null: the null stream).
+// Kernel launches go to it, as the seed asks of generated code.
+thread_local bp_stream_t t_active_stream[FakeAccDeviceAPI::kNumDevices] = {};
 
 std::string TensorString(const DLTensor* t) {
   return sdk::DeviceString(t->device) + " tensor " + sdk::PointerString(t->data) +
@@ -154,7 +157,9 @@ std::shared_ptr<Buffer> FakeAccDeviceAPI::Resolve(DLDevice dev, const void* hand
 }
 
 void FakeAccDeviceAPI::Launch(DLDevice dev, std::function<void()> work) {
-  GetStream(dev, nullptr)->Submit(std::move(work));
+  CheckDevice(dev);
+  // A stream freed while active is an error here, not a launch on the null stream.
+  GetStream(dev, t_active_stream[dev.device_id])->Submit(std::move(work));
 }
 
 void* FakeAccDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t, DLDataType) {
@@ -267,7 +272,8 @@ void FakeAccDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
 }
 
 void FakeAccDeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
-  GetStream(dev, stream);  // validates; fakeacc runs no generated code
+  GetStream(dev, stream);  // validates
+  t_active_stream[dev.device_id] = stream;
 }
 
 void FakeAccDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {

@@ -53,8 +53,9 @@ class FakeAccDeviceAPI final : public sdk::DeviceAPI {
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
 
   // For the code generator (codegen.cc): the bytes behind a data space handle of `dev`, and
-  // running `work` on `dev`'s null stream after what is queued there (kernel launches are
-  // asynchronous like copies; stream_sync waits for them and reports their failures).
+  // running `work` on the stream this thread made active on `dev` (SetStream; the null stream
+  // unless one was), after what is queued there (kernel launches are asynchronous like copies;
+  // stream_sync waits for them and reports their failures).
   std::shared_ptr<Buffer> Resolve(DLDevice dev, const void* handle, uint64_t offset, size_t nbytes,
                                   const char* what);
   void Launch(DLDevice dev, std::function<void()> work);
