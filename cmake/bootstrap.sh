@@ -33,6 +33,9 @@ packages=(
   # test compares the plugin's attributes with it).
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   clang-format
+  # Compiler cache: a second build of the same sources (another clone, CI after a
+  # developer's build) compiles only what changed.
+  ccache
 )
 
 missing=()
@@ -51,6 +54,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 jobs="$(nproc)"
+
+# Builds go through ccache when it is there. Paths are taken relative to the repository root,
+# so two clones of the same commit share cached objects.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$root"
+fi
 
 build() {
   local preset="$1"
