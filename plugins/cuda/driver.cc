@@ -4,7 +4,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-#include <backplane/sdk/plugin.hpp>
+#include <backplane/backplane.hpp>
 #include <string>
 
 namespace backplane {
