@@ -609,7 +609,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       if (constant && (n.scope != ir::StorageScope::kGlobal || bytes <= 64 * 1024)) {
         const std::string elements = "[" + std::to_string(count) + "]";
         if (n.scope == ir::StorageScope::kShared) {
-          Line(StorageQualifier(n.scope) + type + " " + name + elements + ";");
+          EmitSharedAllocation(n, type, name, count);
         } else if (RestrictStackArrays()) {
           // Accessed through a restrict pointer: once the compiler's induction variables turn
           // `&array[i]` into plain integers, the restrict tag is what still tells it that the
@@ -644,6 +644,11 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       return;
   }
   Fail("unknown statement kind");
+}
+
+void CFamilyEmitter::EmitSharedAllocation(const ir::AllocateNode& n, const std::string& type,
+                                          const std::string& name, int64_t count) {
+  Line(StorageQualifier(n.scope) + type + " " + name + "[" + std::to_string(count) + "];");
 }
 
 void CFamilyEmitter::EmitHeapAllocation(const ir::AllocateNode& n, const std::string& type,

@@ -138,6 +138,19 @@ void CollectDevices(int32_t type, const std::string& type_name, Json& type_entry
     ++count;
   }
   type_entry["device_count"] = count;
+  // A DeviceAPI may say why it has no devices (the optional property "status", e.g. a driver
+  // that is not installed); the report shows it beside the count.
+  if (count == 0 && type_entry["error"].is_null()) {
+    try {
+      Any status = DeviceAPI::Get(Device(DLDevice{static_cast<DLDeviceType>(type), 0}))
+                       .GetProperty("status");
+      if (status.type() == BP_VALUE_STR || status.type() == BP_VALUE_OBJECT) {
+        type_entry["status"] = status.ToString();
+      }
+    } catch (const std::exception&) {
+      // The property is optional; its absence is no error.
+    }
+  }
 }
 
 // Gathers the whole report. Plugins must have been discovered and loaded.
@@ -316,6 +329,7 @@ void PrintReport(const Json& report, std::ostream& out) {
     }
     type_table.AddRow({Text(t["id"]), Text(t["name"]), from, Field(t, "device_count")});
     if (!t["error"].is_null()) type_table.AddNote("error: " + Text(t["error"]));
+    if (t.contains("status")) type_table.AddNote("status: " + Text(t["status"]));
   }
   type_table.Print(out, 2, width);
 

@@ -51,6 +51,11 @@ class CFamilyEmitter {
   virtual std::string IntrinsicName(const std::string& name, ir::DType t);
   // A floating-point literal of type `t`.
   virtual std::string FloatLiteral(double v, ir::DType t);
+  // The declaration of a constant-size `shared` allocation of `count` elements, named `name`
+  // (the body follows). The base declares an array with StorageQualifier; a dialect may place
+  // it in dynamically sized shared memory instead (CUDA does).
+  virtual void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
+                                    const std::string& name, int64_t count);
   // An allocation too large for the stack or of a size known only at run time. The base
   // refuses it; C allocates it on the heap.
   virtual void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,

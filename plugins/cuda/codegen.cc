@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codegen.h"
+
+#include <backplane/ir/analysis.hpp>
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/sdk/codegen.hpp>
+#include <string>
+#include <utility>
+
+#include "cuda_module.h"
+#include "emitter.h"
+#include "nvrtc.h"
+#include "target.h"
+
+namespace backplane {
+namespace cuda {
+
+Module BuildCUDA(const std::string& ir_text, const Target& target) {
+  CUDAModuleData data;
+  data.arch = target.GetAttr<std::string>("arch").value_or(kDefaultArch);
+  data.cubin = target.GetAttr<bool>("cubin").value_or(false);
+  try {
+    ir::IRModule module = ir::Parse(ir_text, "target.build.cuda input");
+    ir::Verify(module);
+    CUDAEmitter emitter;
+    data.source = emitter.Emit(module);
+    data.kernels = emitter.kernels();
+    data.ir = ir::Print(module);
+  } catch (const ir::Error& e) {
+    throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.cuda: ") + e.what());
+  }
+  CompileResult r = CompileCuda(data.source, data.arch, data.cubin, {});
+  data.binary = std::move(r.binary);
+  return MakeCUDAModule(std::move(data));
+}
+
+void RegisterCodegen() {
+  sdk::RegisterCodegen("cuda", BuildCUDA);
+  sdk::RegisterModuleLoader("cuda", LoadCUDAModule);
+}
+
+}  // namespace cuda
+}  // namespace backplane

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cuda_module.h"
+
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/sdk/module.hpp>
+#include <backplane/sdk/plugin.hpp>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "device_api.h"
+
+namespace backplane {
+namespace cuda {
+
+namespace {
+
+constexpr const char* kMagic = "backplane-cuda-module 1\n";
+constexpr int64_t kStaticSharedLimit = 48 * 1024;
+
+// A kernel parameter as cuLaunchKernel reads it: the value, in the param's own type.
+union ParamSlot {
+  CUdeviceptr ptr;
+  int8_t i8;
+  int16_t i16;
+  int32_t i32;
+  int64_t i64;
+  uint8_t u8;
+  uint16_t u16;
+  uint32_t u32;
+  uint64_t u64;
+  float f32;
+  double f64;
+  bool b;
+};
+
+class CUDAModule : public sdk::ModuleBase {
+ public:
+  static constexpr const char* kKind = "cuda";
+
+  explicit CUDAModule(CUDAModuleData data)
+      : data_(std::move(data)), module_(ir::Parse(data_.ir, "cuda module IR")) {
+    for (const KernelInfo& k : data_.kernels) {
+      const ir::PrimFunc* f = module_.Find(k.name);
+      if (f == nullptr || f->params.size() != k.arg_types.size()) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "cuda module: the function table's kernel '" + k.name +
+                        "' does not match the module's IR; the module is damaged, rebuild it");
+      }
+      funcs_.push_back(f);
+    }
+  }
+
+  ~CUDAModule() override {
+    const Driver& d = Driver::Get();
+    if (!d.ok) return;
+    for (Loaded& l : loaded_) {
+      if (l.module != nullptr) d.cuModuleUnload(l.module);  // errors at exit are of no use
+    }
+  }
+
+  Function GetFunction(const std::string& name) override {
+    for (size_t i = 0; i < data_.kernels.size(); ++i) {
+      if (data_.kernels[i].name != name) continue;
+      auto self = std::static_pointer_cast<CUDAModule>(shared_from_this());
+      return Function::FromCallable([self, i](PackedArgs args) {
+        self->Launch(i, args);
+        return Any();
+      });
+    }
+    return Function();
+  }
+  std::vector<std::string> ListFunctions() override {
+    std::vector<std::string> names;
+    for (const KernelInfo& k : data_.kernels) names.push_back(k.name);
+    return names;
+  }
+  std::optional<std::string> SaveToBytes() override { return SerializeCUDAModule(data_); }
+  std::optional<std::string> InspectSource(const std::string& format) override {
+    if (format.empty() || format == "cuda" || format == "cu") return data_.source;
+    if (format == "ir") return data_.ir;
+    if (format == "ptx" && !data_.cubin) return data_.binary;
+    if (format == "cubin" && data_.cubin) return data_.binary;
+    return std::nullopt;
+  }
+
+ private:
+  struct Loaded {
+    CUmodule module = nullptr;
+    std::vector<CUfunction> functions;
+  };
+
+  // The kernel `index` in the device's context, loading the module there on first use.
+  CUfunction Kernel(CUDADeviceAPI* api, int32_t device_id, size_t index) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (loaded_.size() <= static_cast<size_t>(device_id)) loaded_.resize(device_id + 1);
+    Loaded& l = loaded_[device_id];
+    if (l.module == nullptr) {
+      const Driver& d = api->driver();
+      Check(d.cuModuleLoadData(&l.module, data_.binary.c_str()),
+            std::string("cuModuleLoadData of the module's ") + (data_.cubin ? "cubin" : "PTX") +
+                " for " + data_.arch + " on cuda:" + std::to_string(device_id) +
+                " (a cubin runs only on its exact arch, PTX on that arch and newer)");
+      l.functions.assign(data_.kernels.size(), nullptr);
+      for (size_t i = 0; i < data_.kernels.size(); ++i) {
+        const KernelInfo& k = data_.kernels[i];
+        Check(d.cuModuleGetFunction(&l.functions[i], l.module, k.symbol.c_str()),
+              "cuModuleGetFunction('" + k.symbol + "')");
+        if (k.dynamic_shared_bytes > kStaticSharedLimit) {
+          Check(
+              d.cuFuncSetAttribute(l.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   static_cast<int>(k.dynamic_shared_bytes)),
+              "kernel '" + k.name + "' needs " + std::to_string(k.dynamic_shared_bytes) +
+                  " bytes of shared memory; cuFuncSetAttribute");
+        }
+      }
+    }
+    return l.functions[index];
+  }
+
+  void Launch(size_t index, PackedArgs args) {
+    const KernelInfo& k = data_.kernels[index];
+    const ir::PrimFunc& f = *funcs_[index];
+    const size_t num_params = k.arg_types.size();
+    const size_t expected = num_params + k.launch_params.size();
+    BACKPLANE_REQUIRE(static_cast<size_t>(args.size()) == expected, BP_ERR_INVALID_ARGUMENT,
+                      "cuda kernel '" + k.name + "' takes " + std::to_string(num_params) +
+                          " argument(s) and " + std::to_string(k.launch_params.size()) +
+                          " launch extent(s), got " + std::to_string(args.size()) +
+                          " values; call it through the host function bp_build made");
+    CUDADeviceAPI* api = CUDADeviceAPI::Global();
+    const int32_t type = api->device_type();
+    std::vector<ir::ArgView> views = sdk::BindKernelArgs(
+        f, num_params > 0 ? &args[0] : nullptr, static_cast<int32_t>(num_params), "cuda",
+        [type](DLDevice d) { return d.device_type == type; });
+    // Every tensor on one device; the kernel runs there.
+    DLDevice device{static_cast<DLDeviceType>(type), 0};
+    bool have_device = false;
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges(num_params, {0, 0});
+    for (size_t i = 0; i < num_params; ++i) {
+      if (views[i].kind != ir::ArgView::Kind::kBuffer) continue;
+      const DLTensor* t = static_cast<const DLTensor*>(views[i].user);
+      BACKPLANE_REQUIRE(
+          !have_device || t->device.device_id == device.device_id, BP_ERR_INVALID_ARGUMENT,
+          "cuda kernel '" + k.name +
+              "': its tensors are on cuda:" + std::to_string(device.device_id) +
+              " and cuda:" + std::to_string(t->device.device_id) + "; put them on one device");
+      device = t->device;
+      have_device = true;
+      const uintptr_t start = reinterpret_cast<uintptr_t>(views[i].data);
+      ranges[i] = {start, start + sdk::TensorBytes(t)};
+    }
+    // Buffers are __restrict__: a written buffer may not overlap any other argument.
+    for (size_t i = 0; i < num_params; ++i) {
+      if (!k.written[i] || ranges[i].first == ranges[i].second) continue;
+      for (size_t j = 0; j < num_params; ++j) {
+        if (j == i || ranges[j].first == ranges[j].second) continue;
+        BACKPLANE_REQUIRE(
+            ranges[i].second <= ranges[j].first || ranges[j].second <= ranges[i].first,
+            BP_ERR_INVALID_ARGUMENT,
+            "cuda kernel '" + k.name + "': argument " + std::to_string(i) +
+                " (written) overlaps argument " + std::to_string(j) +
+                "; pass separate buffers (the kernel's buffers may not alias)");
+      }
+    }
+    // Launch extents: grid from blockIdx.*, block from threadIdx.*.
+    unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+    for (size_t i = 0; i < k.launch_params.size(); ++i) {
+      const int64_t extent = args.Int(static_cast<int32_t>(num_params + i));
+      const std::string& tag = k.launch_params[i];
+      BACKPLANE_REQUIRE(extent >= 0 && extent <= INT32_MAX, BP_ERR_INVALID_ARGUMENT,
+                        "cuda kernel '" + k.name + "': launch extent " + tag + " = " +
+                            std::to_string(extent) + " is out of range; sizes give 0 .. 2^31-1");
+      if (extent == 0) return;  // an empty grid: nothing runs
+      const int axis = tag.back() - 'x';
+      BACKPLANE_REQUIRE(axis >= 0 && axis < 3, BP_ERR_INVALID_ARGUMENT,
+                        "cuda kernel '" + k.name + "': unknown launch param '" + tag + "'");
+      (tag.rfind("blockIdx", 0) == 0 ? grid : block)[axis] = static_cast<unsigned>(extent);
+    }
+    std::vector<ParamSlot> slots(num_params);
+    std::vector<void*> pointers(num_params);
+    for (size_t i = 0; i < num_params; ++i) {
+      ParamSlot& s = slots[i];
+      const ir::ArgView& v = views[i];
+      const std::string& t = k.arg_types[i];
+      if (t == "handle") {
+        s.ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(v.data));
+      } else if (t == "float32") {
+        s.f32 = static_cast<float>(v.kind == ir::ArgView::Kind::kFloat ? v.f : v.i);
+      } else if (t == "float64") {
+        s.f64 = v.kind == ir::ArgView::Kind::kFloat ? v.f : static_cast<double>(v.i);
+      } else if (t == "int32") {
+        s.i32 = static_cast<int32_t>(v.i);
+      } else if (t == "int64") {
+        s.i64 = v.i;
+      } else if (t == "int16") {
+        s.i16 = static_cast<int16_t>(v.i);
+      } else if (t == "int8") {
+        s.i8 = static_cast<int8_t>(v.i);
+      } else if (t == "uint8") {
+        s.u8 = static_cast<uint8_t>(v.i);
+      } else if (t == "uint16") {
+        s.u16 = static_cast<uint16_t>(v.i);
+      } else if (t == "uint32") {
+        s.u32 = static_cast<uint32_t>(v.i);
+      } else if (t == "uint64") {
+        s.u64 = static_cast<uint64_t>(v.i);
+      } else if (t == "bool") {
+        s.b = v.i != 0;
+      } else {
+        throw Error(BP_ERR_INVALID_ARGUMENT, "cuda kernel '" + k.name + "': parameter " +
+                                                 std::to_string(i) + " has type " + t +
+                                                 ", which the cuda launcher cannot pass");
+      }
+      pointers[i] = &s;
+    }
+    api->Activate(device);
+    CUfunction fn = Kernel(api, device.device_id, index);
+    CUstream stream = api->ActiveStream(device);
+    Check(api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                       static_cast<unsigned>(k.dynamic_shared_bytes), stream,
+                                       pointers.empty() ? nullptr : pointers.data(), nullptr),
+          "cuLaunchKernel of '" + k.name + "' with grid (" + std::to_string(grid[0]) + ", " +
+              std::to_string(grid[1]) + ", " + std::to_string(grid[2]) + ") and block (" +
+              std::to_string(block[0]) + ", " + std::to_string(block[1]) + ", " +
+              std::to_string(block[2]) + ") on " + sdk::DeviceString(device));
+  }
+
+  CUDAModuleData data_;
+  ir::IRModule module_;
+  std::vector<const ir::PrimFunc*> funcs_;
+  std::mutex mu_;
+  std::vector<Loaded> loaded_;  // by device id
+};
+
+using Json = nlohmann::json;
+
+}  // namespace
+
+Module MakeCUDAModule(CUDAModuleData data) {
+  return sdk::MakeModule(std::make_shared<CUDAModule>(std::move(data)));
+}
+
+std::string SerializeCUDAModule(const CUDAModuleData& data) {
+  Json header;
+  header["arch"] = data.arch;
+  header["binary_format"] = data.cubin ? "cubin" : "ptx";
+  header["sections"] = {
+      {"ir", data.ir.size()}, {"source", data.source.size()}, {"binary", data.binary.size()}};
+  Json functions = Json::array();
+  for (const KernelInfo& k : data.kernels) {
+    functions.push_back({{"name", k.name},
+                         {"symbol", k.symbol},
+                         {"arg_types", k.arg_types},
+                         {"written", k.written},
+                         {"launch_params", k.launch_params},
+                         {"dynamic_shared_bytes", k.dynamic_shared_bytes}});
+  }
+  header["functions"] = functions;
+  return std::string(kMagic) + header.dump() + "\n" + data.ir + data.source + data.binary;
+}
+
+Module LoadCUDAModule(const std::string& bytes) {
+  auto bad = [](const std::string& what) {
+    return Error(BP_ERR_INVALID_ARGUMENT,
+                 "these bytes are not a cuda module (" + what +
+                     "); load a file that a cuda module's save wrote, or rebuild it");
+  };
+  const std::string magic = kMagic;
+  if (bytes.compare(0, magic.size(), magic) != 0) throw bad("no 'backplane-cuda-module 1' header");
+  const size_t eol = bytes.find('\n', magic.size());
+  if (eol == std::string::npos) throw bad("no function table");
+  Json h = Json::parse(bytes.substr(magic.size(), eol - magic.size()), nullptr, false);
+  CUDAModuleData data;
+  size_t pos = eol + 1;
+  try {
+    if (h.is_discarded()) throw bad("the function table is not JSON");
+    data.arch = h.at("arch").get<std::string>();
+    data.cubin = h.at("binary_format").get<std::string>() == "cubin";
+    std::string* sections[] = {&data.ir, &data.source, &data.binary};
+    const char* names[] = {"ir", "source", "binary"};
+    for (int i = 0; i < 3; ++i) {
+      const size_t n = h.at("sections").at(names[i]).get<size_t>();
+      if (n > bytes.size() - pos) throw bad(std::string("the ") + names[i] + " section is cut");
+      *sections[i] = bytes.substr(pos, n);
+      pos += n;
+    }
+    for (const Json& f : h.at("functions")) {
+      KernelInfo k;
+      k.name = f.at("name").get<std::string>();
+      k.symbol = f.at("symbol").get<std::string>();
+      k.arg_types = f.at("arg_types").get<std::vector<std::string>>();
+      k.written = f.at("written").get<std::vector<bool>>();
+      k.launch_params = f.at("launch_params").get<std::vector<std::string>>();
+      k.dynamic_shared_bytes = f.at("dynamic_shared_bytes").get<int64_t>();
+      if (k.written.size() != k.arg_types.size()) throw bad("a function entry is inconsistent");
+      data.kernels.push_back(std::move(k));
+    }
+  } catch (const Json::exception& e) {
+    throw bad(std::string("the function table lacks a field: ") + e.what());
+  }
+  if (pos != bytes.size()) throw bad("trailing bytes after the sections");
+  return MakeCUDAModule(std::move(data));
+}
+
+}  // namespace cuda
+}  // namespace backplane

@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "device_api.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace backplane {
+namespace cuda {
+
+namespace {
+
+thread_local std::unordered_map<int32_t, CUstream> t_active_stream;
+
+CUdeviceptr Ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+
+}  // namespace
+
+// ---- WorkspacePool ---------------------------------------------------------------------
+
+size_t WorkspacePool::SizeClass(size_t nbytes) {
+  size_t c = 4096;
+  while (c < nbytes) c <<= 1;
+  return c;
+}
+
+CUdeviceptr WorkspacePool::Take(size_t size_class) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = free_.find(size_class);
+  if (it == free_.end() || it->second.empty()) return 0;
+  CUdeviceptr p = it->second.back();
+  it->second.pop_back();
+  return p;
+}
+
+void WorkspacePool::Give(CUdeviceptr ptr, size_t size_class) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[size_class].push_back(ptr);
+}
+
+// ---- CUDADeviceAPI ---------------------------------------------------------------------
+
+CUDADeviceAPI* CUDADeviceAPI::Global() {
+  static CUDADeviceAPI* instance = new CUDADeviceAPI();  // lives until the process ends
+  return instance;
+}
+
+CUDADeviceAPI::CUDADeviceAPI() : driver_(&Driver::Get()) {
+  if (!driver_->ok) {
+    reason_ = driver_->reason;
+    return;
+  }
+  int count = 0;
+  const CUresult r = driver_->cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS) {
+    reason_ = "cuDeviceGetCount failed: " + ResultName(r);
+    return;
+  }
+  for (int i = 0; i < count; ++i) {
+    Device d;
+    if (driver_->cuDeviceGet(&d.handle, i) != CUDA_SUCCESS) break;
+    devices_.push_back(std::move(d));
+  }
+  if (devices_.empty()) {
+    reason_ = "the CUDA driver reports no devices (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
+  }
+}
+
+void CUDADeviceAPI::RequireDevice(DLDevice dev) const {
+  if (dev.device_type == device_type() && dev.device_id >= 0 && dev.device_id < DeviceCount()) {
+    return;
+  }
+  if (devices_.empty()) {
+    throw Error(BP_ERR_NOT_FOUND,
+                "device " + sdk::DeviceString(dev) +
+                    " does not exist: there are no CUDA devices here: " + reason_);
+  }
+  throw Error(BP_ERR_NOT_FOUND, "device " + sdk::DeviceString(dev) + " does not exist; CUDA has " +
+                                    std::to_string(DeviceCount()) +
+                                    " device(s) here (cuda:0 ...); `backplane info` lists them");
+}
+
+CUcontext CUDADeviceAPI::Activate(DLDevice dev) {
+  RequireDevice(dev);
+  Device& d = devices_[dev.device_id];
+  CUcontext ctx = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (d.context == nullptr) {
+      Check(driver_->cuDevicePrimaryCtxRetain(&d.context, d.handle),
+            "cuDevicePrimaryCtxRetain on " + sdk::DeviceString(dev));
+    }
+    ctx = d.context;
+  }
+  CUcontext current = nullptr;
+  if (driver_->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != ctx) {
+    Check(driver_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent on " + sdk::DeviceString(dev));
+  }
+  return ctx;
+}
+
+int CUDADeviceAPI::Attribute(int32_t id, CUdevice_attribute attr) {
+  int v = 0;
+  Check(driver_->cuDeviceGetAttribute(&v, attr, devices_[id].handle),
+        "cuDeviceGetAttribute(" + std::to_string(static_cast<int>(attr)) +
+            ") on cuda:" + std::to_string(id));
+  return v;
+}
+
+Any CUDADeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
+  const bool exists =
+      dev.device_type == device_type() && dev.device_id >= 0 && dev.device_id < DeviceCount();
+  if (kind == BP_ATTR_EXIST) return sdk::IntValue(exists ? 1 : 0);
+  if (!exists) return sdk::NoneValue();
+  const int32_t id = dev.device_id;
+  switch (kind) {
+    case BP_ATTR_MAX_THREADS_PER_BLOCK:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+    case BP_ATTR_WARP_SIZE:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_WARP_SIZE));
+    case BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+    case BP_ATTR_COMPUTE_VERSION:
+      return sdk::StringValue(
+          std::to_string(Attribute(id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)) + "." +
+          std::to_string(Attribute(id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)));
+    case BP_ATTR_DEVICE_NAME: {
+      char name[256] = {0};
+      Check(driver_->cuDeviceGetName(name, sizeof(name) - 1, devices_[id].handle),
+            "cuDeviceGetName");
+      return sdk::StringValue(name);
+    }
+    case BP_ATTR_MAX_CLOCK_RATE:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_CLOCK_RATE));  // kHz
+    case BP_ATTR_MULTI_PROCESSOR_COUNT:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+    case BP_ATTR_MAX_THREAD_DIMENSIONS:
+      return sdk::StringValue(
+          "[" + std::to_string(Attribute(id, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)) + ", " +
+          std::to_string(Attribute(id, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)) + ", " +
+          std::to_string(Attribute(id, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)) + "]");
+    case BP_ATTR_MAX_REGISTERS_PER_BLOCK:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK));
+    case BP_ATTR_API_VERSION:
+      return sdk::IntValue(CUDA_VERSION);  // the driver API version the plugin was built for
+    case BP_ATTR_DRIVER_VERSION: {
+      const int v = driver_->version;
+      return sdk::StringValue(std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10));
+    }
+    case BP_ATTR_L2_CACHE_SIZE_BYTES:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE));
+    case BP_ATTR_TOTAL_GLOBAL_MEMORY: {
+      size_t bytes = 0;
+      Check(driver_->cuDeviceTotalMem(&bytes, devices_[id].handle), "cuDeviceTotalMem");
+      return sdk::IntValue(static_cast<int64_t>(bytes));
+    }
+    case BP_ATTR_AVAILABLE_GLOBAL_MEMORY: {
+      Activate(dev);
+      size_t free_bytes = 0, total = 0;
+      Check(driver_->cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
+      return sdk::IntValue(static_cast<int64_t>(free_bytes));
+    }
+    case BP_ATTR_IMAGE_PITCH_ALIGNMENT:
+      return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT));
+    default:
+      return sdk::NoneValue();  // kGcnArch and anything CUDA has no query for
+  }
+}
+
+Any CUDADeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
+  if (key == "status") {
+    if (devices_.empty()) return sdk::StringValue("no devices: " + reason_);
+    return sdk::StringValue("ok: " + std::to_string(DeviceCount()) + " device(s), driver " +
+                            driver_->library + " version " + std::to_string(driver_->version));
+  }
+  if (dev.device_type != device_type() || dev.device_id < 0 || dev.device_id >= DeviceCount()) {
+    return sdk::NoneValue();
+  }
+  if (key == "compute_capability_major") {
+    return sdk::IntValue(Attribute(dev.device_id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR));
+  }
+  if (key == "compute_capability_minor") {
+    return sdk::IntValue(Attribute(dev.device_id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
+  }
+  if (key == "max_shared_memory_per_block_optin") {
+    return sdk::IntValue(
+        Attribute(dev.device_id, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  }
+  if (key == "max_registers_per_multiprocessor") {
+    return sdk::IntValue(
+        Attribute(dev.device_id, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR));
+  }
+  return sdk::NoneValue();
+}
+
+void CUDADeviceAPI::SetDevice(DLDevice dev) { Activate(dev); }
+
+void* CUDADeviceAPI::Allocate(DLDevice dev, size_t nbytes, size_t workspace_class) {
+  Activate(dev);
+  CUdeviceptr p = 0;
+  // cuMemAlloc refuses 0 bytes; a zero-size request gets the smallest allocation. Device
+  // allocations are 256-byte aligned, which covers every alignment a dtype needs.
+  Check(driver_->cuMemAlloc(&p, nbytes == 0 ? 1 : nbytes),
+        "cuMemAlloc of " + std::to_string(nbytes) + " bytes on " + sdk::DeviceString(dev));
+  std::lock_guard<std::mutex> lock(mu_);
+  allocations_[static_cast<uintptr_t>(p)] = Allocation{nbytes, dev.device_id, workspace_class};
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+}
+
+void* CUDADeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment, DLDataType) {
+  BACKPLANE_REQUIRE(alignment <= 256, BP_ERR_INVALID_ARGUMENT,
+                    "alloc_data_space on " + sdk::DeviceString(dev) + ": alignment " +
+                        std::to_string(alignment) +
+                        " is more than the 256 bytes CUDA allocations have; pass 256 or less");
+  return Allocate(dev, nbytes, 0);
+}
+
+void CUDADeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
+  RequireDevice(dev);
+  if (ptr == nullptr) return;
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+    BACKPLANE_REQUIRE(it != allocations_.end() && it->second.workspace_class == 0,
+                      BP_ERR_INVALID_ARGUMENT,
+                      sdk::PointerString(ptr) +
+                          " is not a live cuda data space (freed already, a workspace, a host "
+                          "pointer, or another backend's); pass a pointer from alloc_data_space");
+    BACKPLANE_REQUIRE(it->second.device_id == dev.device_id, BP_ERR_INVALID_ARGUMENT,
+                      sdk::PointerString(ptr) +
+                          " belongs to cuda:" + std::to_string(it->second.device_id) + ", not " +
+                          sdk::DeviceString(dev) + "; free it on its own device");
+    a = it->second;
+    allocations_.erase(it);
+  }
+  Activate(dev);
+  Check(driver_->cuMemFree(Ptr(ptr)), "cuMemFree on " + sdk::DeviceString(dev));
+}
+
+void* CUDADeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
+  RequireDevice(dev);
+  const size_t size_class = WorkspacePool::SizeClass(nbytes);
+  if (CUdeviceptr p = devices_[dev.device_id].pool->Take(size_class)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    allocations_[static_cast<uintptr_t>(p)] = Allocation{size_class, dev.device_id, size_class};
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+  }
+  void* p = Allocate(dev, size_class, size_class);
+  return p;
+}
+
+void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
+  RequireDevice(dev);
+  if (ptr == nullptr) return;
+  size_t size_class = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+    BACKPLANE_REQUIRE(
+        it != allocations_.end() && it->second.workspace_class != 0 &&
+            it->second.device_id == dev.device_id,
+        BP_ERR_INVALID_ARGUMENT,
+        sdk::PointerString(ptr) + " is not a live workspace of " + sdk::DeviceString(dev) +
+            " (freed already, a data space, or another device's); pass a pointer from "
+            "alloc_workspace on the same device");
+    size_class = it->second.workspace_class;
+    allocations_.erase(it);
+  }
+  // Kept for the next AllocWorkspace of this class; work queued on it may still be running,
+  // which is fine: streams of one device see allocations in queue order.
+  devices_[dev.device_id].pool->Give(Ptr(ptr), size_class);
+}
+
+const CUDADeviceAPI::Allocation* CUDADeviceAPI::Find(uintptr_t ptr, size_t nbytes,
+                                                     uintptr_t* base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.upper_bound(ptr);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  const size_t size = it->second.size == 0 ? 1 : it->second.size;
+  if (ptr >= it->first + size && !(ptr == it->first + size && nbytes == 0)) return nullptr;
+  *base = it->first;
+  return &it->second;
+}
+
+CUstream CUDADeviceAPI::Stream(DLDevice dev, bp_stream_t stream) {
+  RequireDevice(dev);
+  if (stream == nullptr) return nullptr;
+  auto s = static_cast<CUstream>(stream);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(s);
+  BACKPLANE_REQUIRE(it != streams_.end(), BP_ERR_INVALID_ARGUMENT,
+                    sdk::PointerString(stream) +
+                        " is not a live cuda stream (freed already, or another backend's); "
+                        "pass a stream from create_stream or the null stream");
+  BACKPLANE_REQUIRE(it->second == dev.device_id, BP_ERR_INVALID_ARGUMENT,
+                    "stream " + sdk::PointerString(stream) +
+                        " belongs to cuda:" + std::to_string(it->second) + ", not " +
+                        sdk::DeviceString(dev) + "; use a stream of the device the work runs on");
+  return s;
+}
+
+CUstream CUDADeviceAPI::ActiveStream(DLDevice dev) {
+  auto it = t_active_stream.find(dev.device_id);
+  return it == t_active_stream.end() ? nullptr : Stream(dev, it->second);
+}
+
+void CUDADeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
+  const size_t nbytes = sdk::TensorBytes(from);
+  BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
+                    "copy_data_from_to: source has " + std::to_string(nbytes) +
+                        " bytes but destination " + std::to_string(sdk::TensorBytes(to)) +
+                        "; pass tensors of the same byte size");
+  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
+                    "copy_data_from_to: cuda copies only compact tensors; make a compact copy");
+  const bool from_dev = from->device.device_type == device_type();
+  const bool to_dev = to->device.device_type == device_type();
+  BACKPLANE_REQUIRE(from_dev || to_dev, BP_ERR_INVALID_ARGUMENT,
+                    "copy_data_from_to: neither side is a cuda device; use the host's copy");
+  // The device side's address, checked against the allocation when the plugin made it.
+  auto device_address = [&](const DLTensor* t) {
+    RequireDevice(t->device);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
+    uintptr_t base = 0;
+    if (const Allocation* a = Find(reinterpret_cast<uintptr_t>(t->data), 0, &base)) {
+      BACKPLANE_REQUIRE(a->device_id == t->device.device_id, BP_ERR_INVALID_ARGUMENT,
+                        "copy_data_from_to: the data of a tensor on " +
+                            sdk::DeviceString(t->device) + " was allocated on cuda:" +
+                            std::to_string(a->device_id) + "; label the tensor with its device");
+      BACKPLANE_REQUIRE(p + nbytes <= base + a->size, BP_ERR_INVALID_ARGUMENT,
+                        "copy_data_from_to: " + std::to_string(nbytes) + " bytes at byte " +
+                            std::to_string(p - base) + " run past the end of the " +
+                            std::to_string(a->size) + "-byte buffer on " +
+                            sdk::DeviceString(t->device) + "; copy less or from an earlier offset");
+    }
+    return static_cast<CUdeviceptr>(p);
+  };
+  auto host_address = [](const DLTensor* t) {
+    return static_cast<char*>(t->data) + t->byte_offset;
+  };
+  if (from_dev && to_dev) {
+    const CUdeviceptr src = device_address(from);
+    const CUdeviceptr dst = device_address(to);
+    const CUcontext src_ctx = Activate(from->device);
+    CUstream s = Stream(from->device, stream);
+    if (nbytes == 0) return;
+    if (from->device.device_id == to->device.device_id) {
+      Check(driver_->cuMemcpyDtoDAsync(dst, src, nbytes, s), "cuMemcpyDtoDAsync");
+    } else {
+      const CUcontext dst_ctx = Activate(to->device);
+      Activate(from->device);
+      Check(driver_->cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, nbytes, s),
+            "cuMemcpyPeerAsync from " + sdk::DeviceString(from->device) + " to " +
+                sdk::DeviceString(to->device));
+    }
+    return;
+  }
+  if (from_dev) {
+    const CUdeviceptr src = device_address(from);
+    Activate(from->device);
+    CUstream s = Stream(from->device, stream);
+    if (nbytes == 0) return;
+    Check(driver_->cuMemcpyDtoHAsync(host_address(to), src, nbytes, s), "cuMemcpyDtoHAsync");
+    // Into cpu memory the host reads on return: wait. Into pinned cuda_host memory the copy
+    // stays asynchronous on the stream.
+    if (to->device.device_type == kDLCPU) {
+      Check(driver_->cuStreamSynchronize(s), "cuStreamSynchronize after a copy to the host");
+    }
+    return;
+  }
+  const CUdeviceptr dst = device_address(to);
+  Activate(to->device);
+  CUstream s = Stream(to->device, stream);
+  if (nbytes == 0) return;
+  // From pageable memory the driver returns once it has read the host buffer.
+  Check(driver_->cuMemcpyHtoDAsync(dst, host_address(from), nbytes, s), "cuMemcpyHtoDAsync");
+}
+
+bp_stream_t CUDADeviceAPI::CreateStream(DLDevice dev) {
+  Activate(dev);
+  CUstream s = nullptr;
+  Check(driver_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
+        "cuStreamCreate on " + sdk::DeviceString(dev));
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_[s] = dev.device_id;
+  return s;
+}
+
+void CUDADeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
+  if (stream == nullptr) return;
+  CUstream s = Stream(dev, stream);
+  Activate(dev);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.erase(s);
+  }
+  auto it = t_active_stream.find(dev.device_id);
+  if (it != t_active_stream.end() && it->second == s) t_active_stream.erase(it);
+  // Work still queued completes first; the driver releases the stream afterwards.
+  Check(driver_->cuStreamDestroy(s), "cuStreamDestroy on " + sdk::DeviceString(dev));
+}
+
+void CUDADeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
+  Stream(dev, stream);  // checks it
+  t_active_stream[dev.device_id] = static_cast<CUstream>(stream);
+}
+
+void CUDADeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
+  Activate(dev);
+  Check(driver_->cuStreamSynchronize(Stream(dev, stream)),
+        "cuStreamSynchronize on " + sdk::DeviceString(dev));
+}
+
+void CUDADeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) {
+  Activate(dev);
+  CUstream from = Stream(dev, src);
+  CUstream to = Stream(dev, dst);
+  if (from == to) return;
+  CUevent event = nullptr;
+  Check(driver_->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  CUresult r = driver_->cuEventRecord(event, from);
+  if (r == CUDA_SUCCESS) r = driver_->cuStreamWaitEvent(to, event, 0);
+  driver_->cuEventDestroy(event);  // released once the wait is satisfied
+  Check(r, "cuEventRecord/cuStreamWaitEvent between streams of " + sdk::DeviceString(dev));
+}
+
+}  // namespace cuda
+}  // namespace backplane

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <backplane/backplane.hpp>
+#include <string>
+
+namespace backplane {
+namespace cuda {
+
+namespace {
+
+std::string NameOf(const Driver& d, CUresult r) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (d.cuGetErrorName != nullptr && d.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
+  if (d.cuGetErrorString != nullptr && d.cuGetErrorString(r, &text) != CUDA_SUCCESS) {
+    text = nullptr;
+  }
+  std::string s = name != nullptr ? name : "CUresult";
+  s += " (" + std::to_string(static_cast<int>(r)) + ")";
+  if (text != nullptr) s += ": " + std::string(text);
+  return s;
+}
+
+#define BACKPLANE_CUDA_STR(x) #x
+#define BACKPLANE_CUDA_XSTR(x) BACKPLANE_CUDA_STR(x)
+
+Driver* Load() {
+  auto* d = new Driver();  // lives until the process ends
+  const char* env = secure_getenv("BACKPLANE_CUDA_DRIVER_LIBRARY");
+  d->library = env != nullptr && env[0] != '\0' ? env : "libcuda.so.1";
+  void* lib = dlopen(d->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = dlerror();
+    d->reason = "the CUDA driver library " + d->library + " could not be loaded (" +
+                (err != nullptr ? err : "no message") +
+                "); install the NVIDIA driver (it provides libcuda.so.1) on a machine with an "
+                "NVIDIA GPU";
+    return d;
+  }
+  std::string missing;
+  // cuda.h maps each name to its current versioned symbol; the string is that symbol.
+#define BACKPLANE_CUDA_RESOLVE(name)                                                    \
+  d->name = reinterpret_cast<decltype(d->name)>(dlsym(lib, BACKPLANE_CUDA_XSTR(name))); \
+  if (d->name == nullptr)                                                               \
+    missing += std::string(missing.empty() ? "" : ", ") + BACKPLANE_CUDA_XSTR(name);
+  BACKPLANE_CUDA_DRIVER_SYMBOLS(BACKPLANE_CUDA_RESOLVE)
+#undef BACKPLANE_CUDA_RESOLVE
+  if (!missing.empty()) {
+    d->reason = "the CUDA driver " + d->library + " lacks " + missing +
+                "; it is older than the CUDA API this plugin was built for (" +
+                std::to_string(CUDA_VERSION) + "): update the NVIDIA driver";
+    return d;
+  }
+  int version = 0;
+  if (d->cuDriverGetVersion(&version) == CUDA_SUCCESS) d->version = version;
+  const CUresult r = d->cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    // Not ResultName: Driver::Get() is still initializing this table.
+    d->reason =
+        "cuInit failed: " + NameOf(*d, r) +
+        (r == CUDA_ERROR_STUB_LIBRARY ? " (" + d->library + " is the toolkit's stub, not a driver)"
+                                      : std::string()) +
+        "; check that an NVIDIA GPU and its driver are installed (nvidia-smi) and that "
+        "CUDA_VISIBLE_DEVICES does not hide every device";
+    return d;
+  }
+  d->ok = true;
+  return d;
+}
+
+}  // namespace
+
+const Driver& Driver::Get() {
+  static const Driver* driver = Load();
+  return *driver;
+}
+
+std::string ResultName(CUresult r) { return NameOf(Driver::Get(), r); }
+
+void Check(CUresult r, const std::string& what) {
+  if (r == CUDA_SUCCESS) return;
+  const bp_status_t kind = r == CUDA_ERROR_OUT_OF_MEMORY ? BP_ERR_OUT_OF_MEMORY : BP_ERR_DEVICE;
+  throw Error(kind, what + " failed: " + ResultName(r) +
+                        (kind == BP_ERR_OUT_OF_MEMORY
+                             ? "; free memory or allocate less (backplane info shows the "
+                               "device's available memory)"
+                             : "; check the arguments and the device (nvidia-smi)"));
+}
+
+const Driver& RequireDriver(const std::string& what) {
+  const Driver& d = Driver::Get();
+  if (!d.ok) throw Error(BP_ERR_NOT_FOUND, what + ": no CUDA device is usable: " + d.reason);
+  return d;
+}
+
+}  // namespace cuda
+}  // namespace backplane

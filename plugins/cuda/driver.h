@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA driver API, loaded at run time: one table of the libcuda symbols the plugin uses,
+// and the status converter.
+//
+// The plugin is compiled against the toolkit's cuda.h but never linked with libcuda, so it
+// loads on a machine without a GPU or driver. Driver::Get() opens libcuda.so.1 (or
+// $BACKPLANE_CUDA_DRIVER_LIBRARY when set, e.g. the toolkit's stub for a test) once, resolves
+// every symbol by the versioned name cuda.h maps it to (cuMemAlloc -> cuMemAlloc_v2) and
+// calls cuInit(0). When any step fails, the table is not `ok` and `reason` says why; the
+// DeviceAPI then reports zero devices with that reason instead of failing.
+#ifndef BACKPLANE_PLUGINS_CUDA_DRIVER_H_
+#define BACKPLANE_PLUGINS_CUDA_DRIVER_H_
+
+#include <cuda.h>
+
+#include <string>
+
+namespace backplane {
+namespace cuda {
+
+// Each entry is a pointer with the exact type of the cuda.h function it names.
+#define BACKPLANE_CUDA_DRIVER_SYMBOLS(X) \
+  X(cuInit)                              \
+  X(cuDriverGetVersion)                  \
+  X(cuGetErrorName)                      \
+  X(cuGetErrorString)                    \
+  X(cuDeviceGetCount)                    \
+  X(cuDeviceGet)                         \
+  X(cuDeviceGetName)                     \
+  X(cuDeviceGetAttribute)                \
+  X(cuDeviceTotalMem)                    \
+  X(cuDeviceCanAccessPeer)               \
+  X(cuDevicePrimaryCtxRetain)            \
+  X(cuDevicePrimaryCtxRelease)           \
+  X(cuCtxSetCurrent)                     \
+  X(cuCtxGetCurrent)                     \
+  X(cuCtxEnablePeerAccess)               \
+  X(cuMemGetInfo)                        \
+  X(cuMemAlloc)                          \
+  X(cuMemFree)                           \
+  X(cuMemHostAlloc)                      \
+  X(cuMemFreeHost)                       \
+  X(cuMemcpyHtoDAsync)                   \
+  X(cuMemcpyDtoHAsync)                   \
+  X(cuMemcpyDtoDAsync)                   \
+  X(cuMemcpyPeerAsync)                   \
+  X(cuMemcpyAsync)                       \
+  X(cuStreamCreate)                      \
+  X(cuStreamDestroy)                     \
+  X(cuStreamSynchronize)                 \
+  X(cuStreamWaitEvent)                   \
+  X(cuEventCreate)                       \
+  X(cuEventRecord)                       \
+  X(cuEventDestroy)                      \
+  X(cuModuleLoadData)                    \
+  X(cuModuleUnload)                      \
+  X(cuModuleGetFunction)                 \
+  X(cuFuncSetAttribute)                  \
+  X(cuLaunchKernel)
+
+// The driver's symbols. Lives until the process ends (the library is never closed: modules
+// and memory of the driver may be released from static destructors).
+struct Driver {
+#define BACKPLANE_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+  BACKPLANE_CUDA_DRIVER_SYMBOLS(BACKPLANE_CUDA_DRIVER_MEMBER)
+#undef BACKPLANE_CUDA_DRIVER_MEMBER
+
+  bool ok = false;      // every symbol resolved and cuInit succeeded
+  std::string library;  // the library file tried (or loaded)
+  std::string reason;   // why not ok: "" when ok
+  int version = 0;      // cuDriverGetVersion, e.g. 13000; 0 when unknown
+
+  // The table, loaded on first use (thread-safe). Never throws.
+  static const Driver& Get();
+};
+
+// The name of a CUresult ("CUDA_ERROR_OUT_OF_MEMORY"), from the driver when it is loaded.
+std::string ResultName(CUresult r);
+
+// Throws backplane::Error when `r` is not CUDA_SUCCESS: "<what> failed: <name> (<code>):
+// <description>", with BP_ERR_OUT_OF_MEMORY for out-of-memory results, BP_ERR_DEVICE else.
+void Check(CUresult r, const std::string& what);
+
+// The driver table, or Error(BP_ERR_NOT_FOUND) carrying its reason and what to install.
+const Driver& RequireDriver(const std::string& what);
+
+}  // namespace cuda
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_CUDA_DRIVER_H_

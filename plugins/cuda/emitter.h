@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA C dialect of the C-family emitter: each kernel PrimFunc (SplitHostDevice's output,
+// with a `launch_params` attr) becomes one extern "C" __global__ function taking its params
+// in order (buffers as __restrict__ pointers, const when the kernel only reads them, scalars
+// by value). Thread axes are blockIdx/threadIdx, barriers __syncthreads(), and shared
+// allocations are carved from the kernel's dynamic shared memory, whose size the launch
+// passes (so a kernel may use more than the 48 KiB a static array may).
+#ifndef BACKPLANE_PLUGINS_CUDA_EMITTER_H_
+#define BACKPLANE_PLUGINS_CUDA_EMITTER_H_
+
+#include <backplane/codegen/c_family.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace cuda {
+
+// What a launch needs to know about one kernel: the function table saved with a module.
+struct KernelInfo {
+  std::string name;                        // the PrimFunc's name (the module's function)
+  std::string symbol;                      // the __global__ function's name in the PTX
+  std::vector<std::string> arg_types;      // per param: "handle" or a scalar dtype ("int32")
+  std::vector<bool> written;               // per param: a buffer the kernel stores to
+  std::vector<std::string> launch_params;  // "blockIdx.x", ... as the extents arrive
+  int64_t dynamic_shared_bytes = 0;        // bytes of shared memory the launch passes
+};
+
+class CUDAEmitter : public codegen::CFamilyEmitter {
+ public:
+  // The function table of the last Emit, one entry per PrimFunc in module order.
+  const std::vector<KernelInfo>& kernels() const { return kernels_; }
+
+ protected:
+  std::string Prelude() override;
+  void EmitFunction(const ir::PrimFunc& func) override;
+  std::string TypeName(ir::DType t) override;
+  std::string ThreadIndex(ir::ThreadTag tag) override;
+  std::string BarrierStatement() override { return "__syncthreads();"; }
+  std::string StorageQualifier(ir::StorageScope scope) override;
+  void EmitLoopPragma(const ir::ForNode& loop) override;
+  void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
+                            const std::string& name, int64_t count) override;
+  bool HasVectorTypes() const override { return false; }
+  const char* DialectName() const override { return "cuda"; }
+
+ private:
+  std::vector<KernelInfo> kernels_;
+  int64_t shared_offset_ = 0;  // bytes of dynamic shared memory used so far in this kernel
+};
+
+}  // namespace cuda
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_CUDA_EMITTER_H_

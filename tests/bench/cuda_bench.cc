@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+// CUDA benchmark pairs (issue 8), each Backplane path next to the raw driver API (or cuBLAS)
+// in the same run, on cuda:0:
+//   launch:   vector_add_gpu_kernel on 1 element through the module vs raw cuLaunchKernel of
+//             the same PTX (goal <= 1.1x)
+//   copies:   256 MiB pinned host <-> device through copy_data_from_to vs raw
+//             cuMemcpyHtoDAsync/DtoHAsync (goal >= 95%)
+//   vector_add: bytes/s of the generated kernel vs a device-to-device copy (goal >= 85%)
+//   matmul:   matmul_tiled_gpu vs cuBLAS sgemm at 4096 (ratio reported)
+// Every benchmark skips with the reason where there is no CUDA device (or no cuBLAS).
+// Run: build/release/bin/bench_cuda (tests/plugins/cuda/gpu_checks.sh does).
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <dlfcn.h>
+
+#include <backplane/backplane.hpp>
+#include <backplane/runner/runner.hpp>
+#include <string>
+#include <vector>
+
+#include "driver.h"
+
+namespace {
+
+using backplane::Device;
+using backplane::Module;
+using backplane::Tensor;
+namespace cu = backplane::cuda;
+
+constexpr size_t kCopyBytes = size_t{256} << 20;
+constexpr int64_t kVectorElems = int64_t{64} << 20;  // 256 MiB per vector
+constexpr int64_t kMatmulSide = 4096;
+
+DLDevice Gpu() { return DLDevice{kDLCUDA, 0}; }
+DLDataType F32() { return DLDataType{kDLFloat, 32, 1}; }
+
+// The plugin loaded and cuda:0 present, else the reason.
+std::string NoDevice() {
+  static const std::string reason = [] {
+    bp_plugins_discover();
+    bp_plugins_load_all();
+    backplane::DeviceAPI api = backplane::DeviceAPI::Get(Device(Gpu()));
+    if (api.Exists()) return std::string();
+    return "no CUDA device: " + api.GetProperty("status").ToString();
+  }();
+  return reason;
+}
+
+Module BuildKernel(const std::string& func) {
+  const backplane::kernels::Case* c = backplane::kernels::Find(func);
+  return backplane::Build(backplane::runner::KernelSource(*c),
+                          backplane::Target::FromDevice(Device(Gpu())));
+}
+
+void Sync() { backplane::Check(bp_device_stream_sync(Gpu(), nullptr)); }
+
+void BM_Launch_Backplane(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  Module m = BuildKernel("vector_add_gpu");
+  backplane::Function k = m.Imports()[0].GetFunction("vector_add_gpu_kernel");
+  Tensor a = Tensor::Empty({1}, F32(), Device(Gpu()));
+  k(1, a.dl(), a.dl(), Tensor::Empty({1}, F32(), Device(Gpu())).dl(), 1, 256);
+  Tensor c = Tensor::Empty({1}, F32(), Device(Gpu()));
+  for (auto _ : state) k(1, a.dl(), a.dl(), c.dl(), 1, 256);
+  Sync();
+}
+
+void BM_Launch_RawDriver(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  Module m = BuildKernel("vector_add_gpu");
+  const std::string ptx = m.Imports()[0].InspectSource("ptx");
+  const cu::Driver& d = cu::Driver::Get();
+  CUmodule mod = nullptr;
+  CUfunction fn = nullptr;
+  Tensor a = Tensor::Empty({1}, F32(), Device(Gpu()));
+  Tensor c = Tensor::Empty({1}, F32(), Device(Gpu()));
+  cu::Check(d.cuModuleLoadData(&mod, ptx.c_str()), "cuModuleLoadData");
+  cu::Check(d.cuModuleGetFunction(&fn, mod, "vector_add_gpu_kernel"), "cuModuleGetFunction");
+  int32_t n = 1;
+  CUdeviceptr pa = reinterpret_cast<CUdeviceptr>(a.dl()->data);
+  CUdeviceptr pc = reinterpret_cast<CUdeviceptr>(c.dl()->data);
+  void* params[] = {&n, &pa, &pa, &pc};
+  for (auto _ : state) d.cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
+  Sync();
+  d.cuModuleUnload(mod);
+}
+
+void CopyPinned(benchmark::State& state, bool raw, bool to_device) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  const int64_t n = static_cast<int64_t>(kCopyBytes);
+  Tensor host = Tensor::Empty({n}, backplane::UInt8(), Device(DLDevice{kDLCUDAHost, 0}));
+  Tensor dev = Tensor::Empty({n}, backplane::UInt8(), Device(Gpu()));
+  // A cpu-labelled view of the pinned memory: the driver sees pinned pages and uses DMA.
+  DLTensor h = *host.dl();
+  h.device = DLDevice{kDLCPU, 0};
+  const cu::Driver& d = cu::Driver::Get();
+  for (auto _ : state) {
+    if (raw) {
+      const CUdeviceptr p = reinterpret_cast<CUdeviceptr>(dev.dl()->data);
+      if (to_device) {
+        d.cuMemcpyHtoDAsync(p, h.data, kCopyBytes, nullptr);
+      } else {
+        d.cuMemcpyDtoHAsync(h.data, p, kCopyBytes, nullptr);
+      }
+      d.cuStreamSynchronize(nullptr);
+    } else {
+      backplane::Check(to_device ? bp_device_copy_data_from_to(&h, dev.dl(), nullptr)
+                                 : bp_device_copy_data_from_to(dev.dl(), &h, nullptr));
+      Sync();
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kCopyBytes));
+}
+void BM_CopyH2D_Backplane(benchmark::State& s) { CopyPinned(s, false, true); }
+void BM_CopyH2D_RawDriver(benchmark::State& s) { CopyPinned(s, true, true); }
+void BM_CopyD2H_Backplane(benchmark::State& s) { CopyPinned(s, false, false); }
+void BM_CopyD2H_RawDriver(benchmark::State& s) { CopyPinned(s, true, false); }
+
+void BM_VectorAdd_Backplane(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  Module m = BuildKernel("vector_add_gpu");
+  backplane::Function f = m.GetFunction("vector_add_gpu");
+  Tensor a = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
+  Tensor b = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
+  Tensor c = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
+  f(kVectorElems, a.dl(), b.dl(), c.dl());
+  Sync();
+  for (auto _ : state) {
+    f(kVectorElems, a.dl(), b.dl(), c.dl());
+    Sync();
+  }
+  state.SetBytesProcessed(state.iterations() * kVectorElems * 4 * 3);
+}
+
+void BM_DeviceCopy_RawDriver(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  Tensor a = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
+  Tensor c = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
+  const cu::Driver& d = cu::Driver::Get();
+  for (auto _ : state) {
+    d.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(c.dl()->data),
+                        reinterpret_cast<CUdeviceptr>(a.dl()->data), kVectorElems * 4, nullptr);
+    d.cuStreamSynchronize(nullptr);
+  }
+  state.SetBytesProcessed(state.iterations() * kVectorElems * 4 * 2);  // read + write
+}
+
+void BM_Matmul_Backplane(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  Module m = BuildKernel("matmul_tiled_gpu");
+  backplane::Function f = m.GetFunction("matmul_tiled_gpu");
+  const int64_t s = kMatmulSide;
+  Tensor a = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  Tensor b = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  Tensor c = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  for (auto _ : state) {
+    f(s, s, s, a.dl(), b.dl(), c.dl());
+    Sync();
+  }
+  state.counters["flops"] =
+      benchmark::Counter(2.0 * s * s * s * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void BM_Matmul_cuBLAS(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  void* lib = dlopen("libcublas.so." BACKPLANE_CUDA_TOOLKIT_VERSION_MAJOR, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return state.SkipWithError("no libcublas (install the CUDA Toolkit)");
+  auto create = reinterpret_cast<decltype(&cublasCreate_v2)>(dlsym(lib, "cublasCreate_v2"));
+  auto destroy = reinterpret_cast<decltype(&cublasDestroy_v2)>(dlsym(lib, "cublasDestroy_v2"));
+  auto sgemm = reinterpret_cast<decltype(&cublasSgemm_v2)>(dlsym(lib, "cublasSgemm_v2"));
+  if (create == nullptr || destroy == nullptr || sgemm == nullptr) {
+    return state.SkipWithError("libcublas lacks cublasSgemm_v2");
+  }
+  backplane::Check(bp_device_set(Gpu()));  // the primary context, which cuBLAS uses
+  cublasHandle_t h = nullptr;
+  if (create(&h) != CUBLAS_STATUS_SUCCESS) return state.SkipWithError("cublasCreate failed");
+  const int s = static_cast<int>(kMatmulSide);
+  Tensor a = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  Tensor b = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  Tensor c = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  const float one = 1.0f, zero = 0.0f;
+  for (auto _ : state) {
+    sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, s, s, s, &one, static_cast<float*>(b.dl()->data), s,
+          static_cast<float*>(a.dl()->data), s, &zero, static_cast<float*>(c.dl()->data), s);
+    Sync();
+  }
+  destroy(h);
+  state.counters["flops"] =
+      benchmark::Counter(2.0 * s * s * double(s) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_Launch_Backplane);
+BENCHMARK(BM_Launch_RawDriver);
+BENCHMARK(BM_CopyH2D_Backplane)->UseRealTime();
+BENCHMARK(BM_CopyH2D_RawDriver)->UseRealTime();
+BENCHMARK(BM_CopyD2H_Backplane)->UseRealTime();
+BENCHMARK(BM_CopyD2H_RawDriver)->UseRealTime();
+BENCHMARK(BM_VectorAdd_Backplane)->UseRealTime();
+BENCHMARK(BM_DeviceCopy_RawDriver)->UseRealTime();
+BENCHMARK(BM_Matmul_Backplane)->UseRealTime();
+BENCHMARK(BM_Matmul_cuBLAS)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda plugin on a real GPU: every GPU kernel of the catalog runs on cuda:0 and matches
+// the float64 reference (also after save and load), copies in every direction (host, pinned
+// cuda_host, device, peer) on random data with offsets, streams with SyncStreamFromTo, the
+// workspace pool and the attributes. Skipped, with the reason, where no CUDA device exists;
+// tests/plugins/cuda/gpu_checks.sh runs it on a GPU machine.
+#include <backplane/runner/runner.hpp>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+
+namespace {
+
+using backplane::Device;
+using backplane::Module;
+using backplane::Target;
+using bptest::Capture;
+namespace kernels = backplane::kernels;
+
+class CudaGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string lib = std::string(BACKPLANE_CUDA_PLUGIN_DIR) + "/libbackplane_cuda.so";
+    ASSERT_TRUE(Capture(bp_plugin_load(lib.c_str())).ok());
+    backplane::DeviceAPI api = backplane::DeviceAPI::Get(Device(DLDevice{kDLCUDA, 0}));
+    if (!api.Exists()) GTEST_SKIP() << "no CUDA device: " << api.GetProperty("status").ToString();
+  }
+  static DLDevice Gpu(int32_t id = 0) { return DLDevice{kDLCUDA, id}; }
+  static void* Alloc(DLDevice dev, size_t n) {
+    void* p = nullptr;
+    backplane::Check(bp_device_alloc_data_space(dev, n, 64, backplane::UInt8(), &p));
+    return p;
+  }
+  static void Copy(void* from, DLDevice fd, uint64_t fo, void* to, DLDevice td, uint64_t to_off,
+                   int64_t n, bp_stream_t stream = nullptr) {
+    int64_t shape[1] = {n};
+    DLTensor a = bptest::ByteView(from, fd, shape, fo);
+    DLTensor b = bptest::ByteView(to, td, shape, to_off);
+    backplane::Check(bp_device_copy_data_from_to(&a, &b, stream));
+  }
+};
+
+std::vector<std::string> GpuKernels() {
+  std::vector<std::string> names;
+  for (const kernels::Case& c : kernels::Catalog()) {
+    if (c.needs_threads) names.push_back(c.func);
+  }
+  return names;
+}
+
+class CudaGpuKernelTest : public CudaGpuTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CudaGpuKernelTest, RunsAndMatchesTheReference) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  // Built from the device: the arch comes from its compute capability.
+  Target target = Target::FromDevice(Device(Gpu()));
+  Module m = backplane::Build(backplane::runner::KernelSource(*c), target);
+  backplane::runner::Result r = backplane::runner::RunCase(*c, m, Device(Gpu()), c->small, 1);
+  EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
+  Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+  r = backplane::runner::RunCase(*c, loaded, Device(Gpu()), c->demo, 1, 7);
+  EXPECT_TRUE(r.ok) << c->func << " after save and load, demo size: " << r.error;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, CudaGpuKernelTest, ::testing::ValuesIn(GpuKernels()),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST_F(CudaGpuTest, CopiesInEveryDirectionWithOffsets) {
+  const size_t n = (1 << 20) + 37;
+  std::vector<uint8_t> src = bptest::RandomBytes(n, 11), back(n + 64, 0);
+  void* d0 = Alloc(Gpu(), n + 64);
+  void* d1 = Alloc(Gpu(), n + 64);
+  void* pinned = Alloc(DLDevice{kDLCUDAHost, 0}, n + 64);
+  Copy(src.data(), DLDevice{kDLCPU, 0}, 0, d0, Gpu(), 13, n);  // host -> device
+  Copy(d0, Gpu(), 13, d1, Gpu(), 5, n);                        // device -> device
+  Copy(d1, Gpu(), 5, pinned, DLDevice{kDLCUDAHost, 0}, 0, n);  // device -> pinned
+  backplane::Check(bp_device_stream_sync(Gpu(), nullptr));
+  EXPECT_EQ(std::memcmp(pinned, src.data(), n), 0);
+  Copy(pinned, DLDevice{kDLCUDAHost, 0}, 0, d0, Gpu(), 0, n);  // pinned -> device
+  Copy(d0, Gpu(), 0, back.data(), DLDevice{kDLCPU, 0}, 7, n);  // device -> host
+  EXPECT_EQ(std::memcmp(back.data() + 7, src.data(), n), 0);
+  backplane::DeviceAPI api1 = backplane::DeviceAPI::Get(Device(Gpu(1)));
+  if (api1.Exists()) {  // peer
+    void* p1 = Alloc(Gpu(1), n);
+    Copy(d0, Gpu(), 0, p1, Gpu(1), 0, n);
+    std::vector<uint8_t> peer(n);
+    Copy(p1, Gpu(1), 0, peer.data(), DLDevice{kDLCPU, 0}, 0, n);
+    EXPECT_EQ(peer, src);
+    backplane::Check(bp_device_free_data_space(Gpu(1), p1));
+  }
+  // Past the end of the buffer: refused with the sizes.
+  int64_t shape[1] = {static_cast<int64_t>(n + 64)};
+  DLTensor a = bptest::ByteView(src.data(), DLDevice{kDLCPU, 0}, shape, 0);
+  shape[0] = static_cast<int64_t>(n);
+  DLTensor b = bptest::ByteView(d0, Gpu(), shape, 100);
+  EXPECT_EQ(Capture(bp_device_copy_data_from_to(&b, &b, nullptr)).kind, BP_ERR_INVALID_ARGUMENT);
+  (void)a;
+  backplane::Check(bp_device_free_data_space(Gpu(), d0));
+  backplane::Check(bp_device_free_data_space(Gpu(), d1));
+  backplane::Check(bp_device_free_data_space(DLDevice{kDLCUDAHost, 0}, pinned));
+  EXPECT_EQ(Capture(bp_device_free_data_space(Gpu(), d0)).kind, BP_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CudaGpuTest, StreamsOrderWorkWithSyncStreamFromTo) {
+  const size_t n = 64 << 20;
+  std::vector<uint8_t> src = bptest::RandomBytes(n, 3), back(n);
+  void* a = Alloc(Gpu(), n);
+  void* b = Alloc(Gpu(), n);
+  bp_stream_t s1 = nullptr, s2 = nullptr;
+  backplane::Check(bp_device_stream_create(Gpu(), &s1));
+  backplane::Check(bp_device_stream_create(Gpu(), &s2));
+  Copy(src.data(), DLDevice{kDLCPU, 0}, 0, a, Gpu(), 0, n, s1);
+  backplane::Check(bp_device_sync_stream_from_to(Gpu(), s1, s2));
+  Copy(a, Gpu(), 0, b, Gpu(), 0, n, s2);
+  backplane::Check(bp_device_stream_sync(Gpu(), s2));
+  Copy(b, Gpu(), 0, back.data(), DLDevice{kDLCPU, 0}, 0, n, s2);
+  EXPECT_EQ(back, src);
+  backplane::Check(bp_device_stream_free(Gpu(), s1));
+  backplane::Check(bp_device_stream_free(Gpu(), s2));
+  backplane::Check(bp_device_free_data_space(Gpu(), a));
+  backplane::Check(bp_device_free_data_space(Gpu(), b));
+}
+
+TEST_F(CudaGpuTest, WorkspacesAreReused) {
+  void* w = nullptr;
+  backplane::Check(bp_device_alloc_workspace(Gpu(), 5000, backplane::UInt8(), &w));
+  backplane::Check(bp_device_free_workspace(Gpu(), w));
+  void* again = nullptr;
+  backplane::Check(bp_device_alloc_workspace(Gpu(), 7000, backplane::UInt8(), &again));
+  EXPECT_EQ(again, w);  // the same 8 KiB class
+  backplane::Check(bp_device_free_workspace(Gpu(), again));
+  EXPECT_EQ(Capture(bp_device_free_workspace(Gpu(), again)).kind, BP_ERR_INVALID_ARGUMENT);
+}
+
+TEST_F(CudaGpuTest, AttributesHaveTheSeedsFormats) {
+  backplane::DeviceAPI api = backplane::DeviceAPI::Get(Device(Gpu()));
+  const std::string cv = api.GetAttr(BP_ATTR_COMPUTE_VERSION).ToString();
+  EXPECT_TRUE(cv.size() >= 3 && cv.find('.') != std::string::npos) << cv;
+  const std::string dims = api.GetAttr(BP_ATTR_MAX_THREAD_DIMENSIONS).ToString();
+  EXPECT_EQ(dims, "[1024, 1024, 64]");
+  EXPECT_EQ(api.GetAttr(BP_ATTR_WARP_SIZE).AsInt(), 32);
+  EXPECT_GT(api.GetAttr(BP_ATTR_MULTI_PROCESSOR_COUNT).AsInt(), 0);
+  EXPECT_GT(api.GetAttr(BP_ATTR_TOTAL_GLOBAL_MEMORY).AsInt(),
+            api.GetAttr(BP_ATTR_AVAILABLE_GLOBAL_MEMORY).AsInt() - 1);
+  EXPECT_EQ(api.GetAttr(BP_ATTR_GCN_ARCH).type(), BP_VALUE_NONE);
+  Target t = Target::FromDevice(Device(Gpu()));
+  const std::string arch = t.GetAttr<std::string>("arch").value_or("");
+  EXPECT_EQ(arch.rfind("sm_", 0), 0u) << arch;
+}
+
+}  // namespace

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda plugin on a machine without a GPU (CI): it loads, reports zero devices with the
+// reason (also in `backplane info`), refuses device calls cleanly, and builds every GPU
+// kernel of the catalog to PTX that the toolkit's ptxas accepts for sm_90; modules save and
+// load; the target kind and tags; NVRTC's errors. Each test runs in a process of its own
+// (gtest_discover_tests), so the environment variables a test sets reach the plugin.
+#include <stdlib.h>
+
+#include <backplane/runner/runner.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+
+namespace {
+
+using backplane::Module;
+using backplane::Target;
+using bptest::Capture;
+namespace kernels = backplane::kernels;
+
+void LoadCuda() {
+  const std::string lib = std::string(BACKPLANE_CUDA_PLUGIN_DIR) + "/libbackplane_cuda.so";
+  ASSERT_TRUE(Capture(bp_plugin_load(lib.c_str())).ok()) << lib;
+}
+
+DLDevice Cuda(int32_t id = 0) { return DLDevice{kDLCUDA, id}; }
+
+// Runs `command`, returning its exit status and its output.
+int RunCommand(const std::string& command, std::string* output) {
+  FILE* f = popen((command + " 2>&1").c_str(), "r");
+  if (f == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) output->append(buf, n);
+  const int status = pclose(f);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<std::string> GpuKernels() {
+  std::vector<std::string> names;
+  for (const kernels::Case& c : kernels::Catalog()) {
+    if (c.needs_threads) names.push_back(c.func);
+  }
+  return names;
+}
+
+class CudaNoDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LoadCuda();
+    if (backplane::DeviceAPI::Get(backplane::Device(Cuda())).Exists()) {
+      GTEST_SKIP() << "a CUDA device exists here; these tests are for machines without one";
+    }
+  }
+};
+
+TEST_F(CudaNoDeviceTest, ReportsZeroDevicesWithTheReason) {
+  for (int32_t id : {0, 1, 7}) {
+    EXPECT_FALSE(backplane::DeviceAPI::Get(backplane::Device(Cuda(id))).Exists()) << id;
+  }
+  const std::string status =
+      backplane::DeviceAPI::Get(backplane::Device(Cuda())).GetProperty("status").ToString();
+  EXPECT_NE(status.find("no devices"), std::string::npos) << status;
+  EXPECT_NE(status.find("libcuda.so.1"), std::string::npos) << status;
+  EXPECT_NE(status.find("install the NVIDIA driver"), std::string::npos) << status;
+  const backplane::DeviceAPI host =
+      backplane::DeviceAPI::Get(backplane::Device(DLDevice{kDLCUDAHost, 0}));
+  EXPECT_FALSE(host.Exists());
+  EXPECT_EQ(host.GetProperty("status").ToString(), status);
+  // Attributes other than kExist are none, never an error.
+  bp_value_t v;
+  ASSERT_TRUE(Capture(bp_device_get_attr(Cuda(), BP_ATTR_COMPUTE_VERSION, &v)).ok());
+  EXPECT_EQ(v.type, BP_VALUE_NONE);
+}
+
+TEST_F(CudaNoDeviceTest, DeviceCallsFailCleanlyWithTheReason) {
+  void* p = nullptr;
+  bptest::Status s = Capture(bp_device_alloc_data_space(Cuda(), 1024, 64, backplane::UInt8(), &p));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  EXPECT_NE(s.message.find("libcuda.so.1"), std::string::npos) << s;
+  EXPECT_EQ(p, nullptr);
+  s = Capture(bp_device_set(Cuda()));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  bp_stream_t stream = nullptr;
+  s = Capture(bp_device_stream_create(Cuda(), &stream));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  s = Capture(bp_device_stream_sync(Cuda(), nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  s = Capture(bp_device_alloc_data_space(DLDevice{kDLCUDAHost, 0}, 64, 64, backplane::UInt8(), &p));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+  std::vector<float> host(16, 1.0f);
+  int64_t shape[1] = {16};
+  DLTensor from{
+      host.data(), DLDevice{kDLCPU, 0}, 1, DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
+  DLTensor to = from;
+  to.device = Cuda();
+  to.data = reinterpret_cast<void*>(uintptr_t{0x1000});
+  s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
+}
+
+TEST(CudaStubDriverTest, TheToolkitsStubDriverGivesTheCuInitReason) {
+  const char* stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+  if (!std::ifstream(stub)) GTEST_SKIP() << "no toolkit stub at " << stub;
+  setenv("BACKPLANE_CUDA_DRIVER_LIBRARY", stub, 1);  // every symbol resolves; cuInit fails
+  LoadCuda();
+  const backplane::DeviceAPI api = backplane::DeviceAPI::Get(backplane::Device(Cuda()));
+  EXPECT_FALSE(api.Exists());
+  const std::string status = api.GetProperty("status").ToString();
+  EXPECT_NE(status.find("cuInit failed"), std::string::npos) << status;
+  EXPECT_NE(status.find("stub"), std::string::npos) << status;
+}
+
+class CudaKernelBuildTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { LoadCuda(); }
+};
+
+TEST_P(CudaKernelBuildTest, CompilesToPtxThatPtxasAcceptsAndSaves) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m =
+      backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("cuda -arch=sm_90"));
+  EXPECT_EQ(m.Kind(), "ir_host");
+  ASSERT_EQ(m.Imports().size(), 1u);
+  Module dev = m.Imports()[0];
+  EXPECT_EQ(dev.Kind(), "cuda");
+  EXPECT_EQ(dev.ListFunctions(), std::vector<std::string>{c->func + "_kernel"});
+  const std::string ptx = dev.InspectSource("ptx");
+  EXPECT_NE(ptx.find(".target sm_90"), std::string::npos) << ptx.substr(0, 400);
+  EXPECT_NE(ptx.find(".entry " + c->func + "_kernel"), std::string::npos);
+  const std::string source = dev.InspectSource("cuda");
+  EXPECT_NE(source.find("extern \"C\" __global__ void"), std::string::npos) << source;
+
+  const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + c->func + ".ptx";
+  std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+  std::ofstream(path) << ptx;
+  std::string out;
+  const int rc = RunCommand(
+      std::string(BACKPLANE_CUDA_PTXAS) + " -arch=sm_90 " + path + " -o " + path + ".cubin", &out);
+  EXPECT_EQ(rc, 0) << "ptxas refused the PTX of " << c->func << ":\n" << out;
+
+  // The whole tree saves and loads back with the same PTX, needing no device.
+  Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+  ASSERT_EQ(loaded.Imports().size(), 1u);
+  EXPECT_EQ(loaded.Imports()[0].InspectSource("ptx"), ptx);
+  EXPECT_EQ(loaded.Imports()[0].ListFunctions(), dev.ListFunctions());
+  // Calling it without a device is a clean error, not a crash.
+  EXPECT_THROW(loaded.Imports()[0].GetFunction(c->func + "_kernel")(), backplane::Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, CudaKernelBuildTest, ::testing::ValuesIn(GpuKernels()),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST(CudaCodegenTest, CubinOptionBuildsACubin) {
+  LoadCuda();
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  Module m = backplane::Build(backplane::runner::KernelSource(*c),
+                              Target::Parse("cuda -arch=sm_90 -cubin=1"));
+  const std::string cubin = m.Imports()[0].InspectSource("cubin");
+  ASSERT_GE(cubin.size(), 4u);
+  EXPECT_EQ(cubin.substr(0, 4),
+            "\x7f"
+            "ELF");  // an ELF image
+  Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+  EXPECT_EQ(loaded.Imports()[0].InspectSource("cubin"), cubin);
+}
+
+TEST(CudaCodegenTest, NvrtcErrorsCarryItsLog) {
+  LoadCuda();
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  try {
+    backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("cuda -arch=sm_11"));
+    FAIL() << "built for an arch NVRTC does not know";
+  } catch (const backplane::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << msg;
+    EXPECT_NE(msg.find("NVRTC"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("compute_11"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("-arch"), std::string::npos) << msg;
+  }
+}
+
+TEST(CudaCodegenTest, MissingNvrtcIsNotFoundNamingTheToolkit) {
+  setenv("BACKPLANE_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
+  LoadCuda();
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  try {
+    backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("cuda -arch=sm_90"));
+    FAIL() << "built without NVRTC";
+  } catch (const backplane::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.kind(), BP_ERR_NOT_FOUND) << msg;
+    EXPECT_NE(msg.find("/nonexistent/libnvrtc.so.13"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CUDA Toolkit"), std::string::npos) << msg;
+  }
+}
+
+TEST(CudaTargetTest, KindAttributesDefaultsAndTags) {
+  LoadCuda();
+  Target t = Target::Parse("cuda");
+  EXPECT_EQ(t.GetAttr<std::string>("arch").value_or(""), "sm_75");
+  EXPECT_EQ(t.GetAttr<int64_t>("max_num_threads").value_or(0), 1024);
+  EXPECT_EQ(t.GetAttr<int64_t>("thread_warp_size").value_or(0), 32);
+  EXPECT_EQ(t.GetAttr<int64_t>("max_shared_memory_per_block").value_or(0), 49152);
+  EXPECT_EQ(t.GetAttr<int64_t>("registers_per_block").value_or(0), 65536);
+  EXPECT_EQ(Target::Parse("cuda -arch=sm_89").GetAttr<std::string>("arch").value_or(""), "sm_89");
+  for (const char* tag : {"nvidia/h100", "nvidia/h200"}) {
+    Target h = Target::Parse(tag);
+    EXPECT_EQ(h.Kind(), "cuda") << tag;
+    EXPECT_EQ(h.GetAttr<std::string>("arch").value_or(""), "sm_90a") << tag;
+    EXPECT_EQ(h.GetAttr<int64_t>("multiprocessor_count").value_or(0), 132) << tag;
+    EXPECT_EQ(h.GetAttr<int64_t>("l2_cache_size_bytes").value_or(0), 52428800) << tag;
+  }
+  try {
+    Target::Parse("cuda -arch=gfx90a");
+    FAIL() << "accepted an AMD arch";
+  } catch (const backplane::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("arch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("sm_90a"), std::string::npos) << msg;
+  }
+}
+
+TEST(CudaCliTest, InfoShowsTheReasonAndBuildCrossCompiles) {
+  LoadCuda();
+  if (backplane::DeviceAPI::Get(backplane::Device(Cuda())).Exists())
+    GTEST_SKIP() << "a device exists";
+  std::string out;
+  ASSERT_EQ(RunCommand(std::string(BACKPLANE_CLI_PATH) + " info", &out), 0) << out;
+  EXPECT_NE(out.find("status: no devices"), std::string::npos) << out;
+  EXPECT_NE(out.find("libcuda.so.1"), std::string::npos) << out;
+  std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+  const std::string module = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/vector_add_cuda.bpmod";
+  out.clear();
+  ASSERT_EQ(RunCommand(std::string(BACKPLANE_CLI_PATH) + " build --target 'cuda -arch=sm_90' -f " +
+                           "vector_add_gpu -o " + module + " " + kernels::KernelDir() +
+                           "/vector_add.bpir",
+                       &out),
+            0)
+      << out;
+  std::ifstream in(module, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Module m = Module::LoadFromBytes(bytes);
+  ASSERT_EQ(m.Imports().size(), 1u);
+  EXPECT_EQ(m.Imports()[0].Kind(), "cuda");
+  // Running it here says there is no device.
+  out.clear();
+  EXPECT_NE(RunCommand(std::string(BACKPLANE_CLI_PATH) + " run " + module +
+                           " -f vector_add_gpu --device cuda:0",
+                       &out),
+            0)
+      << out;
+}
+
+}  // namespace
