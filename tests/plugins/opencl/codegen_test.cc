@@ -198,8 +198,7 @@ TEST_F(OpenCLCodegenTest, ABuildErrorCarriesTheBuildLog) {
   source.replace(at, good.size(), bad);
   // The module's own format (what OpenCLModule::SaveToBytes writes): a magic line and JSON.
   const std::string bytes =
-      "BPOCLMOD1\n" +
-      nlohmann::json{{"ir", built.InspectSource("ir")}, {"source", source}}.dump();
+      "BPOCLMOD1\n" + nlohmann::json{{"ir", built.InspectSource("ir")}, {"source", source}}.dump();
   bp_object_t* obj = nullptr;
   backplane::Check(bp_bytes_create(bytes.data(), bytes.size(), &obj));
   backplane::ObjectRef blob = backplane::ObjectRef::Adopt(obj);
