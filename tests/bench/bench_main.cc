@@ -104,6 +104,7 @@ std::string Absolute(const Pair& pair, double ns, bool baseline) {
     case Measure::kTimePerCall:
       return Format("%.2f ns", ns);
     case Measure::kElapsedTime:
+    case Measure::kTimeRatio:
       return Format("%.3f ms", ns / 1e6);
     case Measure::kBandwidth:
       return Format("%.2f GB/s", Work(pair, baseline) / ns);
@@ -119,6 +120,8 @@ std::string GoalText(const Pair& pair) {
       return Format("<= %.0f ns", pair.goal);
     case Measure::kElapsedTime:
       return Format("<= %.0f ms", pair.goal);
+    case Measure::kTimeRatio:
+      return Format("<= %.2fx baseline", pair.goal);
     case Measure::kBandwidth:
     case Measure::kFlops:
       return Format(">= %.0f%% of baseline", pair.goal * 100);
@@ -163,6 +166,9 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
         break;
       case Measure::kElapsedTime:
         met = ours->ns_per_iteration / 1e6 <= pair.goal;
+        break;
+      case Measure::kTimeRatio:
+        met = ratio <= pair.goal;
         break;
       case Measure::kBandwidth:
       case Measure::kFlops:

@@ -15,6 +15,7 @@ enum class Measure {
   kElapsedTime,  // milliseconds per iteration; the goal is an upper bound in ms
   kFlops,        // floating-point ops per second (`bytes` holds the flops of one iteration,
                  // the same for both); the goal is a lower bound on Backplane / baseline
+  kTimeRatio,    // time per iteration; the goal is an upper bound on Backplane / baseline
 };
 
 struct Pair {
@@ -34,6 +35,8 @@ constexpr size_t kCopyBytes = size_t{64} << 20;
 constexpr size_t kVectorBytes = size_t{64} << 20;
 // The side of the square matmul benchmark.
 constexpr size_t kMatmulSide = 1024;
+// The side of the square matmul benchmark on OpenCL (PoCL on a few cores is slow).
+constexpr size_t kOpenCLMatmulSide = 256;
 // Workspace request size.
 constexpr size_t kWorkspaceBytes = 4096;
 
@@ -60,6 +63,18 @@ inline constexpr Pair kPairs[] = {
      2 * kMatmulSide* kMatmulSide* kMatmulSide},
     {"target.build.c vector_add, cached", "BM_BuildC_Cached", "BM_BuildC_Cold",
      "cold build (the compiler runs)", Measure::kElapsedTime, 5.0, 0},
+    // Issue 6: the OpenCL plugin against raw OpenCL on opencl:0 (tests/bench/opencl_bench.cc).
+    {"opencl empty kernel launch + finish", "BM_OpenCL_EmptyKernel", "BM_OpenCL_EmptyKernel_Raw",
+     "clEnqueueNDRangeKernel + clFinish", Measure::kTimeRatio, 1.10, 0},
+    {"copy host -> opencl:0, 64 MiB", "BM_OpenCL_CopyH2D_64MiB", "BM_OpenCL_CopyH2D_64MiB_Raw",
+     "clEnqueueWriteBuffer", Measure::kBandwidth, 0.95, kCopyBytes},
+    {"copy opencl:0 -> host, 64 MiB", "BM_OpenCL_CopyD2H_64MiB", "BM_OpenCL_CopyD2H_64MiB_Raw",
+     "clEnqueueReadBuffer", Measure::kBandwidth, 0.95, kCopyBytes},
+    {"vector_add_gpu opencl, 3 x 64 MiB", "BM_OpenCL_VectorAdd", "BM_OpenCL_VectorAdd_Raw",
+     "hand-written OpenCL C", Measure::kBandwidth, 0.90, 3 * kVectorBytes},
+    {"matmul_tiled_gpu opencl 256^2 f32", "BM_OpenCL_MatmulTiled", "BM_OpenCL_MatmulTiled_Raw",
+     "hand-written OpenCL C", Measure::kFlops, 0.90,
+     2 * kOpenCLMatmulSide* kOpenCLMatmulSide* kOpenCLMatmulSide},
 };
 
 }  // namespace backplane::bench

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codegen.h"
+
+#include <backplane/ir/text.hpp>
+#include <backplane/sdk/codegen.hpp>
+#include <string>
+
+#include "emitter.h"
+#include "module.h"
+#include "program_cache.h"
+
+namespace backplane {
+namespace opencl {
+
+Module BuildOpenCL(const std::string& ir_text, const Target& /*target*/) {
+  ir::IRModule m = ir::Parse(ir_text, "target.build.opencl input");
+  for (const ir::PrimFunc& f : m.functions()) LaunchAxes(f);  // kernels only
+  OpenCLEmitter emitter;
+  const std::string source = emitter.Emit(m);
+  return MakeOpenCLModule(ir::Print(m), source);
+}
+
+void RegisterCodegen() {
+  sdk::RegisterCodegen("opencl", BuildOpenCL);
+  sdk::RegisterModuleLoader("opencl", LoadOpenCLModule);
+  sdk::RegisterFunction("opencl.program_cache_stats", [](PackedArgs) {
+    const ProgramCacheStats s = GetProgramCacheStats();
+    return sdk::StringValue("compiled=" + std::to_string(s.compiled) +
+                            " loaded=" + std::to_string(s.loaded));
+  });
+}
+
+}  // namespace opencl
+}  // namespace backplane

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "emitter.h"
+
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace opencl {
+
+namespace {
+
+using ir::DType;
+using ir::StmtKind;
+
+// The statement with every `shared` allocation removed (its body kept), and those
+// allocations in `hoisted`, outermost first: OpenCL C declares __local arrays only at the
+// outermost scope of a kernel, while the IR allocates them inside the thread loops.
+ir::Stmt HoistShared(const ir::Stmt& s, std::vector<const ir::AllocateNode*>* hoisted) {
+  if (!s) return s;
+  switch (s.kind()) {
+    case StmtKind::kFor: {
+      const auto& f = *s.As<ir::ForNode>();
+      ir::Stmt body = HoistShared(f.body, hoisted);
+      if (f.for_kind == ir::ForKind::kThreadBinding) {
+        return ir::ThreadFor(f.var, f.thread, f.min, f.extent, body);
+      }
+      return ir::For(f.var, f.min, f.extent, f.for_kind, body);
+    }
+    case StmtKind::kIfThenElse: {
+      const auto& n = *s.As<ir::IfThenElseNode>();
+      return ir::IfThenElse(n.cond, HoistShared(n.then_case, hoisted),
+                            HoistShared(n.else_case, hoisted));
+    }
+    case StmtKind::kLetStmt: {
+      const auto& n = *s.As<ir::LetStmtNode>();
+      return ir::LetStmt(n.var, n.value, HoistShared(n.body, hoisted));
+    }
+    case StmtKind::kAllocate: {
+      const auto& n = *s.As<ir::AllocateNode>();
+      if (n.scope == ir::StorageScope::kShared) {
+        hoisted->push_back(&n);
+        return HoistShared(n.body, hoisted);
+      }
+      return ir::Allocate(n.buffer, n.scope, HoistShared(n.body, hoisted));
+    }
+    case StmtKind::kSeq: {
+      std::vector<ir::Stmt> seq;
+      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) seq.push_back(HoistShared(x, hoisted));
+      return ir::Seq(seq);
+    }
+    default:
+      return s;
+  }
+}
+
+// The element type a buffer of `t` has in memory and in kernel signatures: OpenCL allows no
+// bool in a kernel argument, so bool elements are bytes (DLPack's bool is one byte).
+DType StorageType(DType t) {
+  if (t.is_bool()) return DType{ir::DTypeCode::kUInt, 8, t.lanes};
+  return t;
+}
+
+}  // namespace
+
+std::vector<KernelArgSpec> KernelArgSpecs(const ir::PrimFunc& func) {
+  std::vector<KernelArgSpec> specs;
+  for (const ir::Param& p : func.params) {
+    KernelArgSpec s;
+    if (p.is_buffer()) {
+      s.kind = KernelArgSpec::Kind::kBuffer;
+      s.bytes = sizeof(void*);
+    } else {
+      const DType t = p.var().dtype();
+      if (t.is_float()) {
+        s.kind = KernelArgSpec::Kind::kFloat;
+        s.bytes = t.bits == 64 ? 8 : 4;  // float16 is passed as float
+      } else if (t.is_bool()) {
+        s.kind = KernelArgSpec::Kind::kUInt;
+        s.bytes = 1;
+      } else {
+        s.kind = t.is_uint() ? KernelArgSpec::Kind::kUInt : KernelArgSpec::Kind::kInt;
+        s.bytes = t.bits / 8;
+      }
+    }
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+std::vector<ir::ThreadTag> LaunchAxes(const ir::PrimFunc& func) {
+  auto it = func.attrs.find("launch_params");
+  if (it == func.attrs.end()) {
+    throw ir::Error(ir::ErrorKind::kValue,
+                    "opencl code generator: function '" + func.name +
+                        "' is not a kernel (no launch_params attr); build through bp_build, "
+                        "which splits host code from kernels");
+  }
+  static const std::map<std::string, ir::ThreadTag> kTags = {
+      {"blockIdx.x", ir::ThreadTag::kBlockIdxX},   {"blockIdx.y", ir::ThreadTag::kBlockIdxY},
+      {"blockIdx.z", ir::ThreadTag::kBlockIdxZ},   {"threadIdx.x", ir::ThreadTag::kThreadIdxX},
+      {"threadIdx.y", ir::ThreadTag::kThreadIdxY}, {"threadIdx.z", ir::ThreadTag::kThreadIdxZ}};
+  std::vector<ir::ThreadTag> axes;
+  std::stringstream in(it->second);
+  for (std::string name; std::getline(in, name, ',');) {
+    auto tag = kTags.find(name);
+    if (tag == kTags.end()) {
+      throw ir::Error(ir::ErrorKind::kValue, "opencl code generator: function '" + func.name +
+                                                 "' has launch param '" + name +
+                                                 "'; expected blockIdx.x/y/z or threadIdx.x/y/z");
+    }
+    axes.push_back(tag->second);
+  }
+  return axes;
+}
+
+std::string KernelName(const ir::PrimFunc& func) {
+  // Name() is the base's; a throwaway emitter spells it the same way as the kernel's text.
+  struct Namer : OpenCLEmitter {
+    std::string Of(const std::string& n) const { return Name(n); }
+  };
+  return Namer().Of(func.name);
+}
+
+std::string OpenCLEmitter::Prelude() {
+  std::string p = std::string(kHeader) + "\n";
+  if (uses_fp64_) p += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+  if (uses_fp16_) p += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n";
+  // The base spells fixed-width integer types as C does; OpenCL C has them under other names.
+  p += "typedef char int8_t;\n"
+       "typedef uchar uint8_t;\n"
+       "typedef short int16_t;\n"
+       "typedef ushort uint16_t;\n"
+       "typedef int int32_t;\n"
+       "typedef uint uint32_t;\n"
+       "typedef long int64_t;\n"
+       "typedef ulong uint64_t;\n"
+       // Contiguous vector loads and stores are spelled as memcpy by the base.
+       "#define memcpy __builtin_memcpy\n";
+  if (uses_floordiv_) {
+    p += "\nstatic inline int64_t bp_floordiv(int64_t a, int64_t b) {\n"
+         "  int64_t q = a / b;\n"
+         "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+         "}\n"
+         "static inline int64_t bp_floormod(int64_t a, int64_t b) {\n"
+         "  int64_t r = a % b;\n"
+         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+         "}\n";
+  }
+  return p;
+}
+
+void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
+  LaunchAxes(func);  // a kernel, with launch axes OpenCL has
+  std::string params;
+  std::vector<std::string> unpack;
+  for (const ir::Param& p : func.params) {
+    if (!params.empty()) params += ", ";
+    if (p.is_buffer()) {
+      const std::string name = Name(p.buffer().name());
+      const std::string type = TypeName(StorageType(p.buffer().dtype()));
+      params += "__global " + type + "* restrict bp_p_" + name + ", const long bp_o_" + name;
+      unpack.push_back("__global " + type + "* restrict " + name + " = (__global " + type +
+                       "*)((__global char*)bp_p_" + name + " + bp_o_" + name + ");");
+      continue;
+    }
+    const DType t = p.var().dtype();
+    const std::string name = Name(p.var().name());
+    if (t.is_bool() || (t.is_float() && t.bits == 16)) {
+      // No bool or half kernel arguments: a byte or a float, converted here.
+      params += std::string(t.is_bool() ? "const uchar" : "const float") + " bp_s_" + name;
+      unpack.push_back("const " + TypeName(t) + " " + name + " = " +
+                       (t.is_bool() ? "bp_s_" + name + " != 0;" : "(half)bp_s_" + name + ";"));
+      continue;
+    }
+    params += "const " + TypeName(t) + " " + name;
+  }
+  Line("__kernel void " + Name(func.name) + "(" + params + ") {");
+  ++indent_;
+  for (const std::string& u : unpack) Line(u);
+  std::vector<const ir::AllocateNode*> shared;
+  const ir::Stmt body = HoistShared(func.body, &shared);
+  std::map<std::string, const ir::AllocateNode*> seen;
+  for (const ir::AllocateNode* a : shared) {
+    const std::string name = Name(a->buffer.name());
+    if (!seen.emplace(name, a).second) {
+      Fail("two shared allocations are named '" + a->buffer.name() +
+           "'; OpenCL declares them all at the kernel's top, so give them distinct names");
+    }
+    int64_t count = 1;
+    for (const ir::Expr& d : a->buffer->shape) {
+      const auto* c = d.As<ir::IntImmNode>();
+      if (c == nullptr) {
+        Fail("shared allocation '" + a->buffer.name() +
+             "' needs a constant size (its shape must be numbers)");
+      }
+      count *= c->value;
+    }
+    Line(StorageQualifier(ir::StorageScope::kShared) + TypeName(StorageType(a->buffer.dtype())) +
+         " " + name + "[" + std::to_string(count) + "];");
+  }
+  EmitStmt(body);
+  --indent_;
+  Line("}");
+}
+
+std::string OpenCLEmitter::TypeName(DType t) {
+  std::string scalar;
+  switch (t.code) {
+    case ir::DTypeCode::kInt:
+      scalar = t.bits == 8 ? "char" : t.bits == 16 ? "short" : t.bits == 32 ? "int" : "long";
+      break;
+    case ir::DTypeCode::kUInt:
+      scalar = t.bits == 8 ? "uchar" : t.bits == 16 ? "ushort" : t.bits == 32 ? "uint" : "ulong";
+      break;
+    case ir::DTypeCode::kFloat:
+      if (t.bits == 16) uses_fp16_ = true;
+      if (t.bits == 64) uses_fp64_ = true;
+      scalar = t.bits == 16 ? "half" : t.bits == 32 ? "float" : "double";
+      break;
+    case ir::DTypeCode::kBool:
+      scalar = t.lanes == 1 ? "bool" : "char";  // OpenCL has no bool vectors
+      break;
+    case ir::DTypeCode::kHandle:
+      Fail("a handle has no OpenCL C type");
+  }
+  if (t.lanes == 1) {
+    // Scalars keep the C spelling for integers (typedefs in the prelude), so the base's
+    // casts and literals read the same in both dialects.
+    if (t.is_integer())
+      return (t.is_uint() ? "u" : "") + std::string("int") + std::to_string(t.bits) + "_t";
+    return scalar;
+  }
+  if (t.lanes != 2 && t.lanes != 4 && t.lanes != 8 && t.lanes != 16) {
+    Fail("vector type " + ir::ToString(t) + " has " + std::to_string(t.lanes) +
+         " lanes; OpenCL vectors have 2, 4, 8 or 16");
+  }
+  return scalar + std::to_string(t.lanes);
+}
+
+std::string OpenCLEmitter::ThreadIndex(ir::ThreadTag tag) {
+  switch (tag) {
+    case ir::ThreadTag::kBlockIdxX:
+      return "get_group_id(0)";
+    case ir::ThreadTag::kBlockIdxY:
+      return "get_group_id(1)";
+    case ir::ThreadTag::kBlockIdxZ:
+      return "get_group_id(2)";
+    case ir::ThreadTag::kThreadIdxX:
+      return "get_local_id(0)";
+    case ir::ThreadTag::kThreadIdxY:
+      return "get_local_id(1)";
+    case ir::ThreadTag::kThreadIdxZ:
+      return "get_local_id(2)";
+    default:
+      Fail("a loop is bound to no thread axis");
+  }
+}
+
+std::string OpenCLEmitter::BarrierStatement() { return "barrier(CLK_LOCAL_MEM_FENCE);"; }
+
+std::string OpenCLEmitter::StorageQualifier(ir::StorageScope scope) {
+  return scope == ir::StorageScope::kShared ? "__local " : "";
+}
+
+void OpenCLEmitter::EmitLoopPragma(const ir::ForNode& loop) {
+  if (loop.for_kind != ir::ForKind::kUnrolled) return;
+  const auto* extent = loop.extent.As<ir::IntImmNode>();
+  if (extent != nullptr && extent->value > 0 && extent->value <= 64) {
+    Line("#pragma unroll " + std::to_string(extent->value));
+  }
+}
+
+std::string OpenCLEmitter::IntrinsicName(const std::string& name, DType) {
+  return name;  // OpenCL's math builtins are overloaded on float and double
+}
+
+}  // namespace opencl
+}  // namespace backplane

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "module.h"
+
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/sdk/module.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "device_api.h"
+#include "emitter.h"
+#include "program_cache.h"
+
+namespace backplane {
+namespace opencl {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The first line of a saved opencl module.
+constexpr const char* kMagic = "BPOCLMOD1\n";
+
+// Buffers a kernel body stores to (kernels have no call_packed).
+void CollectWritten(const ir::Stmt& s, std::vector<const ir::BufferNode*>* out) {
+  if (!s) return;
+  switch (s.kind()) {
+    case ir::StmtKind::kFor:
+      CollectWritten(s.As<ir::ForNode>()->body, out);
+      break;
+    case ir::StmtKind::kIfThenElse:
+      CollectWritten(s.As<ir::IfThenElseNode>()->then_case, out);
+      CollectWritten(s.As<ir::IfThenElseNode>()->else_case, out);
+      break;
+    case ir::StmtKind::kLetStmt:
+      CollectWritten(s.As<ir::LetStmtNode>()->body, out);
+      break;
+    case ir::StmtKind::kStore:
+      out->push_back(s.As<ir::StoreNode>()->buffer.get());
+      break;
+    case ir::StmtKind::kAllocate:
+      CollectWritten(s.As<ir::AllocateNode>()->body, out);
+      break;
+    case ir::StmtKind::kSeq:
+      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) CollectWritten(x, out);
+      break;
+    default:
+      break;
+  }
+}
+
+// The bytes past the view's first element that it spans ([0, result)).
+uint64_t SpanBytes(const DLTensor& t) {
+  int64_t last = 0, stride = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] == 0) return 0;
+    const int64_t s = t.strides != nullptr ? t.strides[d] : stride;
+    last += (t.shape[d] - 1) * s;
+    stride *= t.shape[d];
+  }
+  const uint64_t bytes = (t.dtype.bits * t.dtype.lanes + 7u) / 8u;
+  return static_cast<uint64_t>(last) * bytes + bytes;
+}
+
+// One kernel of the module and what a call needs.
+struct Kernel {
+  const ir::PrimFunc* func = nullptr;
+  std::string cl_name;
+  std::vector<KernelArgSpec> args;
+  std::vector<ir::ThreadTag> axes;
+  std::vector<bool> written;  // per param
+};
+
+class OpenCLModule : public sdk::ModuleBase {
+ public:
+  static constexpr const char* kKind = "opencl";
+
+  OpenCLModule(std::string ir_text, std::string source)
+      : ir_text_(std::move(ir_text)),
+        ir_(ir::Parse(ir_text_, "opencl module")),
+        source_(std::move(source)) {
+    for (const ir::PrimFunc& f : ir_.functions()) {
+      Kernel k;
+      k.func = &f;
+      k.cl_name = KernelName(f);
+      k.args = KernelArgSpecs(f);
+      k.axes = LaunchAxes(f);
+      std::vector<const ir::BufferNode*> stored;
+      CollectWritten(f.body, &stored);
+      for (const ir::Param& p : f.params) {
+        bool w = false;
+        for (const ir::BufferNode* b : stored) w = w || (p.is_buffer() && p.buffer().get() == b);
+        k.written.push_back(w);
+      }
+      kernels_.emplace(f.name, std::move(k));
+    }
+  }
+  ~OpenCLModule() override {
+    // Functions hold the module: nothing can be enqueuing now. Enqueued work holds its own
+    // references to the kernel and program (the OpenCL retain rules).
+    for (auto& [key, kernel] : cl_kernels_) clReleaseKernel(kernel);
+    for (auto& [id, program] : programs_) clReleaseProgram(program);
+  }
+
+  Function GetFunction(const std::string& name) override {
+    auto it = kernels_.find(name);
+    if (it == kernels_.end()) return Function();
+    auto self = std::static_pointer_cast<OpenCLModule>(shared_from_this());
+    const Kernel* k = &it->second;
+    return Function::FromCallable([self, k](PackedArgs args) {
+      self->Launch(*k, args);
+      return Any();
+    });
+  }
+  std::vector<std::string> ListFunctions() override {
+    std::vector<std::string> names;
+    for (const ir::PrimFunc& f : ir_.functions()) names.push_back(f.name);
+    return names;
+  }
+  std::optional<std::string> SaveToBytes() override {
+    Json kernels = Json::array();
+    for (const ir::PrimFunc& f : ir_.functions()) {
+      const Kernel& k = kernels_.at(f.name);
+      Json args = Json::array();
+      for (const KernelArgSpec& a : k.args) {
+        static const char* kKinds[] = {"int", "uint", "float", "buffer"};
+        args.push_back({{"kind", kKinds[static_cast<int>(a.kind)]}, {"bytes", a.bytes}});
+      }
+      kernels.push_back({{"name", f.name},
+                         {"cl_name", k.cl_name},
+                         {"launch_params", f.attrs.at("launch_params")},
+                         {"args", args}});
+    }
+    const Json header = {{"ir", ir_text_},
+                         {"source", source_},
+                         {"build_options", kBuildOptions},
+                         {"kernels", kernels}};
+    return std::string(kMagic) + header.dump();
+  }
+  std::optional<std::string> InspectSource(const std::string& format) override {
+    if (format.empty() || format == "cl" || format == "opencl") return source_;
+    if (format == "ir") return ir_text_;
+    return std::nullopt;
+  }
+
+ private:
+  // The program of this module built for device `id` (once; a failure is kept and reported
+  // again on every call, with its build log, rather than compiling again).
+  cl_program Program(OpenCLDeviceAPI* api, DLDevice dev) {
+    const OpenCLDeviceAPI::Device& d = api->CheckDevice(dev);
+    std::lock_guard<std::mutex> lock(build_mu_);
+    auto failed = build_errors_.find(dev.device_id);
+    if (failed != build_errors_.end()) throw failed->second;
+    auto it = programs_.find(dev.device_id);
+    if (it != programs_.end()) return it->second;
+    std::string what = "the opencl module of";
+    for (const ir::PrimFunc& f : ir_.functions()) what += " " + f.name;
+    try {
+      cl_program p = BuildProgram(d, source_, what);
+      programs_[dev.device_id] = p;
+      return p;
+    } catch (const Error& e) {
+      if (e.kind() == BP_ERR_INVALID_ARGUMENT) build_errors_.emplace(dev.device_id, e);
+      throw;
+    }
+  }
+
+  void Launch(const Kernel& k, PackedArgs args) {
+    OpenCLDeviceAPI* api = OpenCLDeviceAPI::Global();
+    const ir::PrimFunc& f = *k.func;
+    const int32_t num_params = static_cast<int32_t>(f.params.size());
+    const int32_t num_axes = static_cast<int32_t>(k.axes.size());
+    if (args.size() != num_params + num_axes) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "opencl kernel '" + f.name + "' takes " + std::to_string(num_params) +
+                      " arguments and " + std::to_string(num_axes) + " launch extents (" +
+                      f.attrs.at("launch_params") + "), got " + std::to_string(args.size()) +
+                      " values; call the host function bp_build made, which launches it");
+    }
+    const int32_t type = api->device_type();
+    std::vector<ir::ArgView> views =
+        sdk::BindKernelArgs(f, num_params > 0 ? &args[0] : nullptr, num_params, "opencl",
+                            [type](DLDevice d) { return d.device_type == type; });
+
+    // The grid: blocks and threads per dimension, from the trailing extents.
+    size_t blocks[3] = {1, 1, 1}, threads[3] = {1, 1, 1};
+    int work_dim = 1;
+    bool empty = false;
+    for (int32_t i = 0; i < num_axes; ++i) {
+      const int64_t extent = args.Int(num_params + i);
+      const std::string axis = ir::ToString(k.axes[static_cast<size_t>(i)]);
+      if (extent < 0 || extent > (int64_t{1} << 40)) {
+        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': launch extent " +
+                                                 axis + " = " + std::to_string(extent) +
+                                                 " is out of range; pass a size >= 0");
+      }
+      const int tag = static_cast<int>(k.axes[static_cast<size_t>(i)]);
+      const bool block = tag <= static_cast<int>(ir::ThreadTag::kBlockIdxZ);
+      const int dim = block ? tag - static_cast<int>(ir::ThreadTag::kBlockIdxX)
+                            : tag - static_cast<int>(ir::ThreadTag::kThreadIdxX);
+      (block ? blocks : threads)[dim] = static_cast<size_t>(extent);
+      work_dim = std::max(work_dim, dim + 1);
+      empty = empty || extent == 0;
+    }
+
+    // The device: that of the tensors, all on one.
+    DLDevice dev{static_cast<DLDeviceType>(type), -1};
+    for (int32_t i = 0; i < num_params; ++i) {
+      if (views[static_cast<size_t>(i)].kind != ir::ArgView::Kind::kBuffer) continue;
+      const DLTensor* t = static_cast<const DLTensor*>(views[static_cast<size_t>(i)].user);
+      if (dev.device_id >= 0 && t->device.device_id != dev.device_id) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "opencl kernel '" + f.name +
+                        "': its tensors are on opencl:" + std::to_string(dev.device_id) +
+                        " and opencl:" + std::to_string(t->device.device_id) +
+                        "; copy them to one device");
+      }
+      dev = t->device;
+    }
+    if (dev.device_id < 0) dev.device_id = 0;
+    const OpenCLDeviceAPI::Device& device = api->CheckDevice(dev);
+
+    // Buffers: live handles of this device, the view inside the buffer, no written buffer
+    // overlapping another argument (the kernel's pointers are restrict).
+    struct Mem {
+      cl_mem mem = nullptr;
+      cl_long offset = 0;
+      uint64_t span = 0;
+    };
+    std::vector<Mem> mems(static_cast<size_t>(num_params));
+    for (int32_t i = 0; i < num_params; ++i) {
+      const ir::ArgView& v = views[static_cast<size_t>(i)];
+      if (v.kind != ir::ArgView::Kind::kBuffer) continue;
+      const DLTensor* t = static_cast<const DLTensor*>(v.user);
+      Mem& m = mems[static_cast<size_t>(i)];
+      m.span = SpanBytes(*t);
+      if (t->data == nullptr && m.span == 0) continue;
+      const std::string arg = "argument " + std::to_string(i) + " '" +
+                              f.params[static_cast<size_t>(i)].buffer().name() + "'";
+      if (t->data == nullptr) {
+        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg +
+                                                 " has no data; allocate it on the device first");
+      }
+      Buffer* b = api->CheckBuffer(t->device, t->data);
+      if (t->byte_offset + m.span > b->size) {
+        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg +
+                                                 " spans bytes [" + std::to_string(t->byte_offset) +
+                                                 ", " + std::to_string(t->byte_offset + m.span) +
+                                                 ") of a " + std::to_string(b->size) +
+                                                 "-byte buffer; pass a tensor inside it");
+      }
+      m.mem = b->mem;
+      m.offset = static_cast<cl_long>(t->byte_offset);
+    }
+    for (int32_t i = 0; i < num_params; ++i) {
+      const Mem& a = mems[static_cast<size_t>(i)];
+      if (!k.written[static_cast<size_t>(i)] || a.mem == nullptr || a.span == 0) continue;
+      for (int32_t j = 0; j < num_params; ++j) {
+        const Mem& b = mems[static_cast<size_t>(j)];
+        if (j == i || b.mem != a.mem || b.span == 0) continue;
+        const bool overlap = a.offset < b.offset + static_cast<cl_long>(b.span) &&
+                             b.offset < a.offset + static_cast<cl_long>(a.span);
+        if (overlap) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "opencl kernel '" + f.name + "': argument " + std::to_string(i) + " '" +
+                          f.params[static_cast<size_t>(i)].buffer().name() +
+                          "' is written and overlaps argument " + std::to_string(j) +
+                          "; the kernel's buffers are restrict: pass a separate output");
+        }
+      }
+    }
+    if (empty) return;  // a grid with no block or no thread runs nothing
+
+    // The work-group must fit the device.
+    size_t group = threads[0] * threads[1] * threads[2];
+    size_t max_group = 0;
+    Check(clGetDeviceInfo(device.id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(max_group), &max_group,
+                          nullptr),
+          "clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE)");
+    if (group > max_group) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "opencl kernel '" + f.name + "': a block of " + std::to_string(threads[0]) +
+                      " x " + std::to_string(threads[1]) + " x " + std::to_string(threads[2]) +
+                      " threads exceeds " + sdk::DeviceString(dev) + "'s " +
+                      std::to_string(max_group) +
+                      " (CL_DEVICE_MAX_WORK_GROUP_SIZE); build for Target::FromDevice, "
+                      "whose max_num_threads is the device's");
+    }
+
+    cl_program program = Program(api, dev);
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    cl_kernel& kernel = cl_kernels_[{dev.device_id, f.name}];
+    if (kernel == nullptr) {
+      cl_int err = CL_SUCCESS;
+      kernel = clCreateKernel(program, k.cl_name.c_str(), &err);
+      if (err != CL_SUCCESS) {
+        kernel = nullptr;
+        Check(err, "clCreateKernel(" + k.cl_name + ")");
+      }
+    }
+    cl_uint index = 0;
+    auto set = [&](size_t size, const void* value) {
+      Check(clSetKernelArg(kernel, index, size, value),
+            "clSetKernelArg(" + k.cl_name + ", " + std::to_string(index) + ")");
+      ++index;
+    };
+    for (int32_t i = 0; i < num_params; ++i) {
+      const ir::ArgView& v = views[static_cast<size_t>(i)];
+      const KernelArgSpec& spec = k.args[static_cast<size_t>(i)];
+      if (spec.kind == KernelArgSpec::Kind::kBuffer) {
+        const Mem& m = mems[static_cast<size_t>(i)];
+        set(sizeof(cl_mem), &m.mem);
+        set(sizeof(cl_long), &m.offset);
+        continue;
+      }
+      const bool is_int = v.kind == ir::ArgView::Kind::kInt;
+      if (spec.kind == KernelArgSpec::Kind::kFloat) {
+        const double x = is_int ? static_cast<double>(v.i) : v.f;
+        const float x32 = static_cast<float>(x);
+        spec.bytes == 8 ? set(8, &x) : set(4, &x32);
+        continue;
+      }
+      const int64_t x = is_int ? v.i : static_cast<int64_t>(v.f);
+      const int8_t x8 = static_cast<int8_t>(x);
+      const int16_t x16 = static_cast<int16_t>(x);
+      const int32_t x32 = static_cast<int32_t>(x);
+      switch (spec.bytes) {
+        case 1:
+          set(1, &x8);
+          break;
+        case 2:
+          set(2, &x16);
+          break;
+        case 4:
+          set(4, &x32);
+          break;
+        default:
+          set(8, &x);
+          break;
+      }
+    }
+    size_t global[3];
+    for (int d = 0; d < 3; ++d) global[d] = blocks[d] * threads[d];
+    Check(clEnqueueNDRangeKernel(api->ActiveQueue(dev), kernel, static_cast<cl_uint>(work_dim),
+                                 nullptr, global, threads, 0, nullptr, nullptr),
+          "clEnqueueNDRangeKernel(" + k.cl_name + ") on " + sdk::DeviceString(dev));
+  }
+
+  std::string ir_text_;
+  ir::IRModule ir_;
+  std::string source_;
+  std::map<std::string, Kernel> kernels_;
+  std::mutex build_mu_;
+  std::map<int32_t, cl_program> programs_;  // per device id (each device has its context)
+  std::map<int32_t, Error> build_errors_;   // per device id: a build that failed
+  std::mutex launch_mu_;                    // clSetKernelArg + enqueue are one step
+  std::map<std::pair<int32_t, std::string>, cl_kernel> cl_kernels_;
+};
+
+}  // namespace
+
+Module MakeOpenCLModule(const std::string& ir_text, const std::string& source) {
+  return sdk::MakeModule(std::make_shared<OpenCLModule>(ir_text, source));
+}
+
+Module LoadOpenCLModule(const std::string& bytes) {
+  const size_t magic = std::string(kMagic).size();
+  if (bytes.compare(0, magic, kMagic) != 0) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                "these bytes are not an opencl module (they do not start with BPOCLMOD1); "
+                "load a file that an opencl module saved");
+  }
+  const Json header =
+      Json::parse(bytes.begin() + static_cast<std::ptrdiff_t>(magic), bytes.end(), nullptr, false);
+  if (header.is_discarded() || !header.is_object() || !header.contains("ir") ||
+      !header["ir"].is_string() || !header.contains("source") || !header["source"].is_string()) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                "the opencl module is damaged (its header is not JSON with 'ir' and 'source'); "
+                "build and save it again");
+  }
+  try {
+    return MakeOpenCLModule(header["ir"].get<std::string>(), header["source"].get<std::string>());
+  } catch (const ir::Error& e) {
+    throw Error(BP_ERR_INVALID_ARGUMENT, std::string("the opencl module's IR: ") + e.what());
+  }
+}
+
+}  // namespace opencl
+}  // namespace backplane

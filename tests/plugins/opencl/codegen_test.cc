@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: Apache-2.0
+// target.build.opencl on the real ICD loader and driver (PoCL in CI): every GPU kernel of the
+// catalog built by bp_build for Target::FromDevice(opencl:0) runs on random inputs and
+// matches the float64 reference, also after save and load; the generated OpenCL C; the disk
+// cache of program binaries (a second build skips the compiler, a damaged entry is rebuilt);
+// a build error carries the OpenCL build log; wrong arguments are clean errors; kernels run on
+// the stream SetStream made active; tensors at byte offsets. Each test is a process of its
+// own (gtest_discover_tests), so each sets its own cache folder before the plugin loads.
+// Skipped, with the reason, where no OpenCL device exists.
+#include <stdlib.h>
+
+#include <backplane/runner/runner.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace kernels = backplane::kernels;
+using backplane::Device;
+using backplane::Module;
+using backplane::Target;
+using backplane::Tensor;
+
+const DLDataType kF32{kDLFloat, 32, 1};
+
+class OpenCLCodegenTest : public ::testing::Test {
+ protected:
+  // `shared_cache`: the kernel tests share one cache folder, so a second run of the suite
+  // compiles nothing; the others get a fresh folder of their own, so what they find there is
+  // what they put there.
+  void SetUpCache(bool shared_cache) {
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    cache_home_ = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/opencl_cache/" +
+                  (shared_cache ? std::string("shared") : Sanitized(name));
+    if (!shared_cache) fs::remove_all(cache_home_);
+    fs::create_directories(cache_home_);
+    fs::permissions(cache_home_, fs::perms::owner_all, fs::perm_options::replace);
+    setenv("XDG_CACHE_HOME", cache_home_.c_str(), 1);
+    ASSERT_TRUE(
+        bptest::Capture(
+            bp_plugin_load(
+                (std::string(BACKPLANE_OPENCL_PLUGIN_DIR) + "/libbackplane_opencl.so").c_str()))
+            .ok());
+    if (!backplane::DeviceAPI::Get(Cl()).Exists()) {
+      GTEST_SKIP() << "no OpenCL device (install pocl-opencl-icd for one on the CPU)";
+    }
+  }
+  void SetUp() override { SetUpCache(false); }
+  static std::string Sanitized(std::string s) {
+    for (char& c : s) {
+      if (c == '/') c = '_';
+    }
+    return s;
+  }
+  static Device Cl() { return Device("opencl", 0); }
+  static Target ClTarget() { return Target::FromDevice(Cl()); }
+  static Module BuildCase(const kernels::Case& c) {
+    return backplane::Build(backplane::runner::KernelSource(c), ClTarget());
+  }
+  static std::string Stats() {
+    return backplane::Function::Get("opencl.program_cache_stats")().AsString();
+  }
+  std::string CacheDir() const { return cache_home_ + "/backplane/opencl"; }
+  std::vector<fs::path> CacheEntries() const {
+    std::vector<fs::path> out;
+    if (!fs::exists(CacheDir())) return out;
+    for (const auto& e : fs::directory_iterator(CacheDir())) {
+      if (e.path().extension() == ".bin") out.push_back(e.path());
+    }
+    return out;
+  }
+  std::string cache_home_;
+};
+
+std::vector<std::string> GpuKernels() {
+  std::vector<std::string> names;
+  for (const kernels::Case& c : kernels::Catalog()) {
+    if (c.needs_threads) names.push_back(c.func);
+  }
+  return names;
+}
+
+class OpenCLKernelTest : public OpenCLCodegenTest,
+                         public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override { SetUpCache(true); }
+};
+
+TEST_P(OpenCLKernelTest, BuildsRunsAndMatchesTheReference) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m = BuildCase(*c);
+  EXPECT_EQ(m.Kind(), "ir_host");
+  ASSERT_EQ(m.Imports().size(), 1u);
+  EXPECT_EQ(m.Imports()[0].Kind(), "opencl");
+  EXPECT_EQ(m.Imports()[0].ListFunctions(), std::vector<std::string>{c->func + "_kernel"});
+  backplane::runner::Result r = backplane::runner::RunCase(*c, m, Cl(), c->small, 1);
+  EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
+  EXPECT_LE(r.max_error, c->tolerance);
+
+  // The whole tree saves and loads back; the loaded module builds its program again (from
+  // the disk cache) and runs on other random inputs.
+  Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+  ASSERT_EQ(loaded.Imports().size(), 1u);
+  EXPECT_EQ(loaded.Imports()[0].Kind(), "opencl");
+  EXPECT_EQ(loaded.Imports()[0].InspectSource(), m.Imports()[0].InspectSource());
+  r = backplane::runner::RunCase(*c, loaded, Cl(), c->small, 1, 7);
+  EXPECT_TRUE(r.ok) << c->func << " after save and load: " << r.error;
+  // Two programs built (one per module); the second at least came from the disk cache.
+  const std::string stats = Stats();
+  EXPECT_TRUE(stats == "compiled=1 loaded=1" || stats == "compiled=0 loaded=2") << stats;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, OpenCLKernelTest, ::testing::ValuesIn(GpuKernels()),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST_F(OpenCLCodegenTest, SourceIsOpenCLC) {
+  Module m = BuildCase(*kernels::Find("matmul_tiled_gpu"));
+  const std::string cl = m.Imports()[0].InspectSource();
+  for (const char* want :
+       {"__kernel void matmul_tiled_gpu_kernel(", "__global float* restrict bp_p_a",
+        "const long bp_o_a", "get_group_id(1)", "get_local_id(0)", "__local float ta[256];",
+        "barrier(CLK_LOCAL_MEM_FENCE);", "#pragma unroll 16", "0.0f"}) {
+    EXPECT_NE(cl.find(want), std::string::npos) << "no '" << want << "' in\n" << cl;
+  }
+  // __local arrays sit at the kernel's outermost scope, before any thread index is read.
+  EXPECT_LT(cl.find("__local float tb[256];"), cl.find("get_group_id")) << cl;
+  EXPECT_EQ(m.Imports()[0].InspectSource("ir").find("# backplane-ir 1"), 0u);
+  // Math intrinsics are OpenCL's overloaded builtins, not C's expf.
+  const std::string softmax = BuildCase(*kernels::Find("softmax_gpu")).Imports()[0].InspectSource();
+  EXPECT_NE(softmax.find("exp("), std::string::npos) << softmax;
+  EXPECT_EQ(softmax.find("expf("), std::string::npos) << softmax;
+}
+
+TEST_F(OpenCLCodegenTest, ASecondBuildSkipsTheCompiler) {
+  // PoCL's own kernel cache would hide the difference: off for this process.
+  setenv("POCL_KERNEL_CACHE", "0", 1);
+  const kernels::Case* c = kernels::Find("matmul_tiled_gpu");
+  auto first_call = [&]() {
+    Module m = BuildCase(*c);
+    const auto t0 = std::chrono::steady_clock::now();
+    backplane::runner::Result r = backplane::runner::RunCase(*c, m, Cl(), c->small, 1);
+    EXPECT_TRUE(r.ok) << r.error;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const double cold = first_call();
+  EXPECT_EQ(Stats(), "compiled=1 loaded=0");
+  ASSERT_EQ(CacheEntries().size(), 1u) << "no program binary in " << CacheDir();
+  const double warm = first_call();  // a new module: its program comes from the disk cache
+  EXPECT_EQ(Stats(), "compiled=1 loaded=1");
+  EXPECT_LT(warm, cold) << "cold " << cold << " s, warm " << warm << " s";
+  std::printf("first call of matmul_tiled_gpu: compiled %.3f s, from the cache %.3f s\n", cold,
+              warm);
+}
+
+TEST_F(OpenCLCodegenTest, ADamagedCacheEntryIsRebuilt) {
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  EXPECT_TRUE(backplane::runner::RunCase(*c, BuildCase(*c), Cl(), c->small, 1).ok);
+  std::vector<fs::path> entries = CacheEntries();
+  ASSERT_EQ(entries.size(), 1u);
+  const auto size = fs::file_size(entries[0]);
+  // Truncated, then flipped bytes: both are refused by the checksum and compiled again.
+  fs::resize_file(entries[0], size / 2);
+  backplane::runner::Result r = backplane::runner::RunCase(*c, BuildCase(*c), Cl(), c->small, 1);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(Stats(), "compiled=2 loaded=0");
+  EXPECT_GT(fs::file_size(entries[0]), size / 2) << "the entry was not replaced";
+  {
+    std::fstream f(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size - 100));
+    f.write("garbage!", 8);
+  }
+  r = backplane::runner::RunCase(*c, BuildCase(*c), Cl(), c->small, 1);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(Stats(), "compiled=3 loaded=0");
+  r = backplane::runner::RunCase(*c, BuildCase(*c), Cl(), c->small, 1);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(Stats(), "compiled=3 loaded=1");
+}
+
+TEST_F(OpenCLCodegenTest, ABuildErrorCarriesTheBuildLog) {
+  // An opencl module whose OpenCL C was edited by hand: the build fails on the first call
+  // with the driver's log and the generated line it points at, as a clean error.
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  const Module built = BuildCase(*c).Imports()[0];
+  std::string source = built.InspectSource();
+  const std::string good = "get_local_id(0)", bad = "get_lokal_id(0)";
+  const size_t at = source.find(good);
+  ASSERT_NE(at, std::string::npos);
+  source.replace(at, good.size(), bad);
+  // The module's own format (what OpenCLModule::SaveToBytes writes): a magic line and JSON.
+  const std::string bytes =
+      "BPOCLMOD1\n" + nlohmann::json{{"ir", built.InspectSource("ir")}, {"source", source}}.dump();
+  bp_object_t* obj = nullptr;
+  backplane::Check(bp_bytes_create(bytes.data(), bytes.size(), &obj));
+  backplane::ObjectRef blob = backplane::ObjectRef::Adopt(obj);
+  bp_value_t arg{};
+  arg.type = BP_VALUE_OBJECT;
+  arg.u.v_obj = blob.get();
+  backplane::Any loaded =
+      backplane::Function::Get("runtime.module.load_from_bytes.opencl").CallPacked(&arg, 1);
+  Module m(loaded.AsObject());
+  backplane::Function kernel = m.GetFunction(c->func + "_kernel");
+  Tensor a = Tensor::Empty({100}, kF32, Cl()), out = Tensor::Empty({100}, kF32, Cl());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      kernel(100, a.dl(), a.dl(), out.dl(), int64_t{1}, int64_t{256});
+      FAIL() << "a kernel that does not compile ran";
+    } catch (const backplane::Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << msg;
+      EXPECT_NE(msg.find("build log"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("get_lokal_id"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("generated line"), std::string::npos) << msg;
+    }
+  }
+  // Asked again, the same error without compiling again.
+  EXPECT_EQ(Stats(), "compiled=1 loaded=0");
+}
+
+TEST_F(OpenCLCodegenTest, WrongArgumentsAreCleanErrors) {
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  Module m = BuildCase(*c);
+  backplane::Function f = m.GetFunction(c->func);
+  Tensor a = Tensor::Empty({100}, kF32, Cl());
+  Tensor b = Tensor::Empty({99}, kF32, Cl());
+  Tensor host = Tensor::Empty({100}, kF32, Device("cpu", 0));
+  auto expect_error = [](auto call, const std::string& want) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one mentioning " << want;
+    } catch (const backplane::Error& e) {
+      EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { f(100, a.dl(), b.dl(), a.dl()); }, "[99]");
+  expect_error([&] { f(100, a.dl(), host.dl(), a.dl()); }, "copy it to the device");
+  // The kernel itself, called without its launch extents.
+  backplane::Function kernel = m.Imports()[0].GetFunction(c->func + "_kernel");
+  expect_error([&] { kernel(100, a.dl(), a.dl(), a.dl()); }, "launch extents");
+  // A written buffer that overlaps an input (the kernel's pointers are restrict).
+  expect_error([&] { kernel(100, a.dl(), a.dl(), a.dl(), int64_t{1}, int64_t{256}); }, "overlaps");
+  // A block larger than the device allows.
+  Tensor c_out = Tensor::Empty({100}, kF32, Cl());
+  expect_error([&] { kernel(100, a.dl(), a.dl(), c_out.dl(), int64_t{1}, int64_t{1} << 20); },
+               "CL_DEVICE_MAX_WORK_GROUP_SIZE");
+}
+
+// Random floats in [-1, 1].
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST_F(OpenCLCodegenTest, TensorsAtByteOffsets) {
+  // Three 1000-element views into one buffer: vector_add reads two and writes the third.
+  const int64_t n = 1000;
+  Tensor whole = Tensor::Empty({3 * n + 16}, kF32, Cl());
+  const std::vector<float> data = Random(static_cast<size_t>(3 * n + 16), 5);
+  whole.CopyFromBytes(data.data(), data.size() * sizeof(float));
+  int64_t shape[1] = {n};
+  auto view = [&](int64_t first) {
+    DLTensor t = *whole.dl();
+    t.shape = shape;
+    t.byte_offset = static_cast<uint64_t>(first) * sizeof(float);
+    return t;
+  };
+  DLTensor a = view(3), b = view(3 + n), out = view(3 + 2 * n);
+  Module m = BuildCase(*kernels::Find("vector_add_gpu"));
+  m.GetFunction("vector_add_gpu")(n, &a, &b, &out);
+  std::vector<float> got(data.size());
+  whole.CopyToBytes(got.data(), got.size() * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got[static_cast<size_t>(3 + 2 * n + i)],
+              data[static_cast<size_t>(3 + i)] + data[static_cast<size_t>(3 + n + i)])
+        << i;
+  }
+  // Untouched around the output.
+  EXPECT_EQ(got[2], data[2]);
+  EXPECT_EQ(got[static_cast<size_t>(3 + 3 * n)], data[static_cast<size_t>(3 + 3 * n)]);
+}
+
+TEST_F(OpenCLCodegenTest, KernelsRunOnTheActiveStream) {
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  Module m = BuildCase(*c);
+  const int64_t n = 1 << 16;
+  const std::vector<float> a_host = Random(n, 1), b_host = Random(n, 2);
+  Tensor a = Tensor::Empty({n}, kF32, Cl()), b = Tensor::Empty({n}, kF32, Cl()),
+         out = Tensor::Empty({n}, kF32, Cl());
+  a.CopyFromBytes(a_host.data(), n * sizeof(float));
+  b.CopyFromBytes(b_host.data(), n * sizeof(float));
+  backplane::Check(bp_device_stream_sync(Cl().dl, nullptr));
+  bp_stream_t s = nullptr;
+  backplane::Check(bp_device_stream_create(Cl().dl, &s));
+  backplane::Check(bp_device_stream_set(Cl().dl, s));
+  m.GetFunction(c->func)(n, a.dl(), b.dl(), out.dl());
+  // Read on the active stream and wait for it alone: the kernel must have been ahead of it.
+  std::vector<float> got(n, std::nanf(""));
+  out.CopyToBytes(got.data(), n * sizeof(float), s);
+  backplane::Check(bp_device_stream_sync(Cl().dl, s));
+  backplane::Check(bp_device_stream_set(Cl().dl, nullptr));
+  backplane::Check(bp_device_stream_free(Cl().dl, s));
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], a_host[i] + b_host[i]) << i;
+}
+
+}  // namespace
