@@ -51,6 +51,15 @@ class CFamilyEmitter {
   virtual std::string IntrinsicName(const std::string& name, ir::DType t);
   // A floating-point literal of type `t`.
   virtual std::string FloatLiteral(double v, ir::DType t);
+  // An integer literal of type `t` ("5", "((int64_t)5ll)").
+  virtual std::string EmitIntLiteral(int64_t v, ir::DType t);
+  // `operand` (already parenthesized where it needs to be) converted to `type`: C's
+  // "(type)operand"; a language without C casts spells a constructor ("type(operand)").
+  virtual std::string CastText(const std::string& type, const std::string& operand);
+  // Emits the declaration `declaration` ("float acc[4]", qualifier included) of a zero-filled
+  // array `name` of `count` elements of `type`. C: "declaration = {0};".
+  virtual void EmitZeroedArray(const std::string& declaration, const std::string& type,
+                               const std::string& name, int64_t count);
   // An allocation too large for the stack or of a size known only at run time. The base
   // refuses it; C allocates it on the heap.
   virtual void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
@@ -66,10 +75,11 @@ class CFamilyEmitter {
   std::string EmitExpr(const ir::Expr& e);
   void EmitStmt(const ir::Stmt& s);
   // The C identifier for an IR name (IR names that are C keywords or collide with the
-  // emitter's own bp_ names get a suffix).
-  std::string Name(const std::string& ir_name) const;
-  // The flat element offset of `indices` in `buffer` (row-major, or the declared strides).
-  std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // emitter's own bp_ names get a suffix). A language with more reserved words extends it.
+  virtual std::string Name(const std::string& ir_name) const;
+  // The flat element offset of `indices` in `buffer` (row-major, or the declared strides), as
+  // int64 arithmetic; a language that indexes with 32-bit integers overrides it.
+  virtual std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
   // Appends a line at the current indentation.
   void Line(const std::string& text);
   // Throws ir::Error(kValue) "<dialect> code generator: in function '<f>': <what>".
@@ -92,7 +102,6 @@ class CFamilyEmitter {
   void EmitStore(const ir::StoreNode& store);
   std::string EmitBinary(const ir::BinaryNode& b);
   std::string EmitCall(const ir::CallNode& call);
-  std::string EmitIntLiteral(int64_t v, ir::DType t);
   int temp_counter_ = 0;
 };
 
