@@ -137,6 +137,17 @@ std::string CFamilyEmitter::IntrinsicName(const std::string& name, DType t) {
   return t.bits == 32 ? name + "f" : name;
 }
 
+void CFamilyEmitter::EmitLoop(const ir::ForNode& loop, const std::string& type,
+                              const std::string& var, const std::string& begin,
+                              const std::string& end) {
+  Line("for (" + type + " " + var + " = " + begin + "; " + var + " < " + end + "; ++" + var +
+       ") {");
+  ++indent_;
+  EmitStmt(loop.body);
+  --indent_;
+  Line("}");
+}
+
 std::string CFamilyEmitter::CastText(const std::string& type, const std::string& operand) {
   return "(" + type + ")" + operand;
 }
@@ -564,12 +575,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       EmitLoopPragma(f);
       const bool parallel = f.for_kind == ir::ForKind::kParallel;
       if (parallel) ++parallel_depth_;
-      Line("for (" + type + " " + var + " = " + EmitExpr(f.min) + "; " + var + " < " + end +
-           "; ++" + var + ") {");
-      ++indent_;
-      EmitStmt(f.body);
-      --indent_;
-      Line("}");
+      EmitLoop(f, type, var, EmitExpr(f.min), end);
       if (parallel) --parallel_depth_;
       return;
     }

@@ -45,6 +45,10 @@ class CFamilyEmitter {
   virtual std::string StorageQualifier(ir::StorageScope scope);
   // Lines to put before a loop of this kind (pragmas), at the current indentation.
   virtual void EmitLoopPragma(const ir::ForNode& loop);
+  // Emits a loop that is not thread-bound, after its pragmas: `var` of `type` from `begin`
+  // while below `end`, running loop.body. C: one `for` statement.
+  virtual void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
+                        const std::string& begin, const std::string& end);
   // A packed call as an expression; C-family device languages have none.
   virtual std::string CallPacked(const ir::CallPackedNode& call);
   // The function name of a math intrinsic for a scalar of type `t` ("expf", "exp", "native_exp").
