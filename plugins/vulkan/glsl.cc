@@ -181,6 +181,50 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     return type + "(" + operand + ")";
   }
 
+  // llvmpipe (lavapipe) gives each shader invocation a budget of 65535 loop iterations over
+  // all its loops together (gallivm's loop limiter) and silently leaves every loop once it is
+  // spent. So an innermost loop whose trip count is not a small constant runs 8 iterations
+  // per back edge (the same iterations in the same order, on every device), with the rest in
+  // a plain loop after it.
+  void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
+                const std::string& begin, const std::string& end) override {
+    const auto* extent = loop.extent.As<ir::IntImmNode>();
+    bool innermost = true;
+    Walk(loop.body, [&](const ir::Stmt& st) { innermost = innermost && !st.As<ir::ForNode>(); });
+    if ((extent != nullptr && extent->value <= 64) || !innermost) {
+      CFamilyEmitter::EmitLoop(loop, type, var, begin, end);
+      return;
+    }
+    constexpr int kUnroll = 8;
+    const std::string stop = Temp(), at = Temp();
+    Line("{");
+    ++indent_;
+    Line("const " + type + " " + stop + " = " + end + ";");
+    Line(type + " " + at + " = " + begin + ";");
+    Line("for (; " + at + " < " + stop + " - " + type + "(" + std::to_string(kUnroll - 1) + "); " +
+         at + " += " + type + "(" + std::to_string(kUnroll) + ")) {");
+    ++indent_;
+    for (int k = 0; k < kUnroll; ++k) {
+      Line("{");
+      ++indent_;
+      Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
+           ");");
+      EmitStmt(loop.body);
+      --indent_;
+      Line("}");
+    }
+    --indent_;
+    Line("}");
+    Line("for (; " + at + " < " + stop + "; ++" + at + ") {");
+    ++indent_;
+    Line("const " + type + " " + var + " = " + at + ";");
+    EmitStmt(loop.body);
+    --indent_;
+    Line("}");
+    --indent_;
+    Line("}");
+  }
+
   void EmitZeroedArray(const std::string& declaration, const std::string& type,
                        const std::string& name, int64_t count) override {
     Line(declaration + ";");
