@@ -29,6 +29,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device) and the validation layers.
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+  # Its code generator: shaderc (GLSL -> SPIR-V in process), glslang, spirv-val for the tests.
+  libshaderc-dev glslang-tools spirv-tools
   # The OpenCL plugin: the ICD loader, the headers, PoCL (OpenCL on the CPU) and clinfo (a
   # test compares the plugin's attributes with it).
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo

@@ -6,15 +6,21 @@
 // for (the streams are ordered by construction).
 #include "device_api.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,6 +66,38 @@ std::string VersionString(uint32_t v) {
          "." + std::to_string(VK_API_VERSION_PATCH(v));
 }
 
+// The folder for the pipeline caches: $XDG_CACHE_HOME/backplane/vulkan, else
+// ~/.cache/backplane/vulkan (the cache root of the c code generator), created private; ""
+// when neither is usable (the pipelines are then cached in memory only).
+std::string PipelineCacheDir() {
+  const char* xdg = secure_getenv("XDG_CACHE_HOME");
+  const char* home = secure_getenv("HOME");
+  std::string base;
+  if (xdg != nullptr && xdg[0] == '/') {
+    base = std::string(xdg) + "/backplane/vulkan";
+  } else if (home != nullptr && home[0] == '/') {
+    base = std::string(home) + "/.cache/backplane/vulkan";
+  } else {
+    return "";
+  }
+  std::string partial;
+  std::stringstream parts(base);
+  for (std::string part; std::getline(parts, part, '/');) {
+    if (part.empty()) continue;
+    partial += "/" + part;
+    mkdir(partial.c_str(), 0700);
+  }
+  struct stat st;
+  // Another user's writable folder could hand the driver a crafted cache: not used.
+  if (stat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return "";
+  }
+  return base;
+}
+
+}  // namespace
+
 // A VkBuffer with its memory; the data-space handle is a pointer to one.
 struct Buffer {
   VkBuffer buffer = VK_NULL_HANDLE;
@@ -76,6 +114,7 @@ struct Stream {
 struct Device {
   VkPhysicalDevice physical = VK_NULL_HANDLE;
   VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceFeatures features{};
   VkPhysicalDeviceMemoryProperties mem{};
   uint32_t queue_family = 0;
   uint32_t subgroup_size = 0;
@@ -90,9 +129,9 @@ struct Device {
   Buffer staging;  // grows on demand, host-visible and mapped
   std::set<Buffer*> live;
   std::set<Stream*> streams;
+  VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
+  std::string pipeline_cache_path;                  // "" when not kept on disk
 };
-
-}  // namespace
 
 // Validation errors the debug-utils messenger saw (BACKPLANE_VULKAN_VALIDATION=1), or -1
 // when validation is off.
@@ -196,6 +235,7 @@ class Context {
       p2.pNext = &sub;
       vkGetPhysicalDeviceProperties2(p, &p2);
       d->props = p2.properties;
+      vkGetPhysicalDeviceFeatures(p, &d->features);
       d->subgroup_size = sub.subgroupSize;
       vkGetPhysicalDeviceMemoryProperties(p, &d->mem);
       uint32_t en = 0;
@@ -218,6 +258,9 @@ class Context {
       for (Buffer* b : d->live) Destroy(*d, b);
       if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
       for (Stream* s : d->streams) delete s;
+      if (d->pipeline_cache != VK_NULL_HANDLE) {
+        vkDestroyPipelineCache(d->device, d->pipeline_cache, nullptr);
+      }
       vkDestroyFence(d->device, d->fence, nullptr);
       vkDestroyCommandPool(d->device, d->pool, nullptr);
       vkDestroyDevice(d->device, nullptr);
@@ -256,10 +299,16 @@ class Context {
     q.queueFamilyIndex = d.queue_family;
     q.queueCount = 1;
     q.pQueuePriorities = &priority;
+    // The kernels' 64-bit types, where the device has them (the code generator records
+    // which a kernel needs, and a launch on a device without them is refused).
+    VkPhysicalDeviceFeatures features{};
+    features.shaderInt64 = d.features.shaderInt64;
+    features.shaderFloat64 = d.features.shaderFloat64;
     VkDeviceCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
+    ci.pEnabledFeatures = &features;
     VkDevice device = VK_NULL_HANDLE;
     CheckVk(vkCreateDevice(d.physical, &ci, nullptr, &device), "vkCreateDevice");
     vkGetDeviceQueue(device, d.queue_family, 0, &d.queue);
@@ -363,12 +412,20 @@ class Context {
   void CopyBuffer(Device& d, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
                   VkDeviceSize size) {
     if (size == 0) return;
+    Submit(d, [&](VkCommandBuffer cmd) {
+      VkBufferCopy region{src_off, dst_off, size};
+      vkCmdCopyBuffer(cmd, src, dst, 1, &region);
+    });
+  }
+
+  // Records `record` into the device's command buffer, submits it and waits for it with the
+  // fence; the caller holds d.mu.
+  void Submit(Device& d, const std::function<void(VkCommandBuffer)>& record) {
     VkCommandBufferBeginInfo bi{};
     bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     CheckVk(vkBeginCommandBuffer(d.cmd, &bi), "vkBeginCommandBuffer");
-    VkBufferCopy region{src_off, dst_off, size};
-    vkCmdCopyBuffer(d.cmd, src, dst, 1, &region);
+    record(d.cmd);
     CheckVk(vkEndCommandBuffer(d.cmd), "vkEndCommandBuffer");
     VkSubmitInfo si{};
     si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
@@ -402,6 +459,89 @@ VulkanDeviceAPI* VulkanDeviceAPI::Global() {
   static VulkanDeviceAPI* api = new VulkanDeviceAPI();
   return api;
 }
+
+// ---- DeviceScope ---------------------------------------------------------------------------
+
+VkDevice DeviceScope::device() const { return d_->device; }
+const VkPhysicalDeviceProperties& DeviceScope::properties() const { return d_->props; }
+bool DeviceScope::shader_int64() const { return d_->features.shaderInt64 == VK_TRUE; }
+bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == VK_TRUE; }
+
+VkPipelineCache DeviceScope::PipelineCache() {
+  if (d_->pipeline_cache != VK_NULL_HANDLE) return d_->pipeline_cache;
+  static const std::string dir = PipelineCacheDir();
+  std::string initial;
+  if (!dir.empty()) {
+    // One file per device model and driver build: the UUID changes with the driver.
+    char uuid[2 * VK_UUID_SIZE + 1] = {};
+    for (uint32_t i = 0; i < VK_UUID_SIZE; ++i) {
+      std::snprintf(uuid + 2 * i, 3, "%02x", d_->props.pipelineCacheUUID[i]);
+    }
+    d_->pipeline_cache_path = dir + "/" + std::to_string(d_->props.vendorID) + "-" +
+                              std::to_string(d_->props.deviceID) + "-" + uuid + ".bin";
+    std::ifstream in(d_->pipeline_cache_path, std::ios::binary);
+    initial.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  VkPipelineCacheCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
+  ci.initialDataSize = initial.size();
+  ci.pInitialData = initial.empty() ? nullptr : initial.data();
+  if (vkCreatePipelineCache(d_->device, &ci, nullptr, &d_->pipeline_cache) != VK_SUCCESS) {
+    // A damaged file: start empty (the driver checks the header and ignores a foreign one).
+    ci.initialDataSize = 0;
+    ci.pInitialData = nullptr;
+    CheckVk(vkCreatePipelineCache(d_->device, &ci, nullptr, &d_->pipeline_cache),
+            "vkCreatePipelineCache");
+  }
+  return d_->pipeline_cache;
+}
+
+void DeviceScope::SavePipelineCache() {
+  if (d_->pipeline_cache == VK_NULL_HANDLE || d_->pipeline_cache_path.empty()) return;
+  size_t size = 0;
+  if (vkGetPipelineCacheData(d_->device, d_->pipeline_cache, &size, nullptr) != VK_SUCCESS) return;
+  std::string data(size, '\0');
+  if (vkGetPipelineCacheData(d_->device, d_->pipeline_cache, &size, data.data()) != VK_SUCCESS) {
+    return;
+  }
+  data.resize(size);
+  // Published with a rename, so a concurrent reader never sees half a file.
+  const std::string tmp = d_->pipeline_cache_path + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!out) {
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), d_->pipeline_cache_path.c_str()) != 0) std::remove(tmp.c_str());
+}
+
+VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
+                              const std::string& what) {
+  Buffer* b = Context::Live(*d_, handle, dev_, what.c_str());
+  BACKPLANE_REQUIRE(offset + nbytes <= b->size, BP_ERR_INVALID_ARGUMENT,
+                    "vulkan: " + what + " spans bytes [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + nbytes) + ") of a " + std::to_string(b->size) +
+                        "-byte data space; pass a tensor that fits its allocation");
+  return b->buffer;
+}
+
+void DeviceScope::SubmitAndWait(const std::function<void(VkCommandBuffer)>& record) {
+  ctx_->Submit(*d_, record);
+}
+
+void VulkanDeviceAPI::WithDevice(DLDevice dev, const std::function<void(DeviceScope&)>& fn) {
+  Context& ctx = Ctx();
+  Device& d = ctx.Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  ctx.Open(d);
+  DeviceScope scope(&ctx, &d, dev);
+  fn(scope);
+}
+
+int32_t VulkanDeviceAPI::DeviceCount() { return static_cast<int32_t>(Ctx().count()); }
 
 int64_t VulkanDeviceAPI::ValidationErrors() {
   Ctx();

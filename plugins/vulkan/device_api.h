@@ -5,7 +5,10 @@
 #ifndef BACKPLANE_PLUGINS_VULKAN_DEVICE_API_H_
 #define BACKPLANE_PLUGINS_VULKAN_DEVICE_API_H_
 
+#include <vulkan/vulkan.h>
+
 #include <backplane/sdk/device_api.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -13,6 +16,34 @@ namespace backplane {
 namespace vulkan {
 
 class Context;
+struct Device;
+
+// One opened device with its lock held, for the plugin's kernels (module.cc): valid only
+// inside the VulkanDeviceAPI::WithDevice callback that received it.
+class DeviceScope {
+ public:
+  VkDevice device() const;
+  const VkPhysicalDeviceProperties& properties() const;
+  bool shader_int64() const;
+  bool shader_float64() const;
+  // The device's pipeline cache, read from disk on first use (docs/vulkan.md).
+  VkPipelineCache PipelineCache();
+  // Writes the pipeline cache to disk (atomically); a failure to write is ignored, the cache
+  // being an optimisation.
+  void SavePipelineCache();
+  // The VkBuffer behind data-space `handle` when [offset, offset + nbytes) lies inside it;
+  // else Error(BP_ERR_INVALID_ARGUMENT) naming `what`.
+  VkBuffer Resolve(void* handle, uint64_t offset, uint64_t nbytes, const std::string& what);
+  // Records `record` into the device's command buffer, submits it and waits for it.
+  void SubmitAndWait(const std::function<void(VkCommandBuffer)>& record);
+
+ private:
+  friend class VulkanDeviceAPI;
+  DeviceScope(Context* ctx, Device* d, DLDevice dev) : ctx_(ctx), d_(d), dev_(dev) {}
+  Context* ctx_;
+  Device* d_;
+  DLDevice dev_;
+};
 
 class VulkanDeviceAPI final : public sdk::DeviceAPI {
  public:
@@ -20,6 +51,11 @@ class VulkanDeviceAPI final : public sdk::DeviceAPI {
   // Validation errors seen so far with BACKPLANE_VULKAN_VALIDATION=1, or -1 when validation
   // is off (the variable unset, or no VK_LAYER_KHRONOS_validation).
   int64_t ValidationErrors();
+  // Opens `dev` (creating its VkDevice on first use) and runs `fn` with its lock held. Throws
+  // Error(BP_ERR_INVALID_ARGUMENT) for a device that does not exist.
+  void WithDevice(DLDevice dev, const std::function<void(DeviceScope&)>& fn);
+  // The number of Vulkan devices with a compute queue.
+  int32_t DeviceCount();
 
   Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   Any GetProperty(DLDevice dev, const std::string& key) override;

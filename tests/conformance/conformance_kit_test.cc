@@ -5,6 +5,7 @@
 // fail their tests only; the expected-failure and unsupported lists and --verify-xfails
 // behave; the JSON and JUnit files parse.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -246,6 +247,39 @@ TEST(ConformanceKit, TheSimulationPassesEverything) {
   ExpectAll(run, "codegen.kernel.vector_add_gpu", "passed");
   EXPECT_EQ(run.Status("codegen.set_stream_routes"), "passed");
   EXPECT_EQ(run.Status("codegen.kernel.matmul"), "skipped");
+}
+
+TEST(ConformanceKit, VulkanPluginPasses) {
+#ifndef BACKPLANE_CONFORMANCE_HAS_VULKAN
+  GTEST_SKIP() << "the Vulkan plugin is not built here (install libvulkan-dev, libshaderc-dev)";
+#else
+  // With the Khronos validation layer on: the plugin prints every validation error.
+  setenv("BACKPLANE_VULKAN_VALIDATION", "1", 1);
+  // Under the asan preset the kit's process would report lavapipe's own allocations
+  // (libvulkan_lvp.so, a third-party driver) as leaks: only its frames are suppressed.
+  const std::string supp = std::string(BACKPLANE_CONFORMANCE_SCRATCH_DIR) + "/lavapipe.supp";
+  std::filesystem::create_directories(BACKPLANE_CONFORMANCE_SCRATCH_DIR);
+  std::ofstream(supp) << "leak:libvulkan_lvp.so\n";
+  setenv("LSAN_OPTIONS", ("suppressions=" + supp).c_str(), 1);
+  const KitRun run = RunKit({Lib(BACKPLANE_PLUGIN_DIR, "vulkan"), "--jobs", "2"}, "vulkan");
+  if (!run.json["device"].is_string()) {
+    GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)";
+  }
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["device"], "vulkan:0");
+  EXPECT_EQ(run.json["summary"]["failed"], 0);
+  EXPECT_EQ(run.json["summary"]["xfail"], 0);
+  ExpectAll(run, "device.copy.", "passed");
+  ExpectAll(run, "device.stream.", "passed");
+  for (const char* k :
+       {"vector_add", "saxpy", "sum", "softmax", "matmul", "matmul_tiled", "transpose", "conv2d"}) {
+    const std::string t = std::string("codegen.kernel.") + k + "_gpu";
+    EXPECT_EQ(run.Status(t), "passed") << t << ": " << run.Message(t);
+  }
+  EXPECT_EQ(run.Status("codegen.module.save_load"), "passed");
+  EXPECT_EQ(run.Status("codegen.set_stream_routes"), "passed");
+  EXPECT_EQ(run.process.err.find("validation error"), std::string::npos) << run.process.err;
+#endif
 }
 
 // ---- each broken plugin fails on its clause ----------------------------------------------

@@ -137,6 +137,26 @@ std::string CFamilyEmitter::IntrinsicName(const std::string& name, DType t) {
   return t.bits == 32 ? name + "f" : name;
 }
 
+void CFamilyEmitter::EmitLoop(const ir::ForNode& loop, const std::string& type,
+                              const std::string& var, const std::string& begin,
+                              const std::string& end) {
+  Line("for (" + type + " " + var + " = " + begin + "; " + var + " < " + end + "; ++" + var +
+       ") {");
+  ++indent_;
+  EmitStmt(loop.body);
+  --indent_;
+  Line("}");
+}
+
+std::string CFamilyEmitter::CastText(const std::string& type, const std::string& operand) {
+  return "(" + type + ")" + operand;
+}
+
+void CFamilyEmitter::EmitZeroedArray(const std::string& declaration, const std::string&,
+                                     const std::string&, int64_t) {
+  Line(declaration + " = {0};");
+}
+
 std::string CFamilyEmitter::FloatLiteral(double v, DType t) {
   std::string text;
   if (std::isnan(v)) {
@@ -223,7 +243,7 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
     }
     case ExprKind::kCast:
       if (t.lanes > 1) return EmitVectorElementwise(e);
-      return "((" + TypeName(t) + ")(" + EmitExpr(e.As<ir::CastNode>()->value) + "))";
+      return "(" + CastText(TypeName(t), "(" + EmitExpr(e.As<ir::CastNode>()->value) + ")") + ")";
     case ExprKind::kLoad:
       return EmitLoad(*e.As<ir::LoadNode>());
     case ExprKind::kCall:
@@ -272,12 +292,14 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b) {
       return wrap("(" + x + " / " + y + ")");
     case BinaryOp::kFloorDiv:
       if (operand.is_float()) {
-        return "(" + TypeName(t) + ")" + IntrinsicName("floor", operand) + "(" + x + " / " + y +
-               ")";
+        return CastText(TypeName(t), IntrinsicName("floor", operand) + "(" + x + " / " + y + ")");
       }
       if (operand.is_uint()) return wrap("(" + x + " / " + y + ")");
       uses_floordiv_ = true;
-      return "((" + TypeName(t) + ")bp_floordiv((int64_t)(" + x + "), (int64_t)(" + y + ")))";
+      return "(" +
+             CastText(TypeName(t), "bp_floordiv(" + CastText("int64_t", "(" + x + ")") + ", " +
+                                       CastText("int64_t", "(" + y + ")") + ")") +
+             ")";
     case BinaryOp::kFloorMod:
       if (operand.is_float()) {
         return "(" + x + " - " + IntrinsicName("floor", operand) + "(" + x + " / " + y + ") * " +
@@ -285,7 +307,10 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b) {
       }
       if (operand.is_uint()) return wrap("(" + x + " % " + y + ")");
       uses_floordiv_ = true;
-      return "((" + TypeName(t) + ")bp_floormod((int64_t)(" + x + "), (int64_t)(" + y + ")))";
+      return "(" +
+             CastText(TypeName(t), "bp_floormod(" + CastText("int64_t", "(" + x + ")") + ", " +
+                                       CastText("int64_t", "(" + y + ")") + ")") +
+             ")";
     case BinaryOp::kMin:
       return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
     case BinaryOp::kMax:
@@ -535,8 +560,8 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         const ir::IntImmNode* min = AsIntImm(f.min);
         Line("const " + type + " " + var + " = " +
              (min != nullptr && min->value == 0
-                  ? "(" + type + ")" + index
-                  : "(" + type + ")(" + EmitExpr(f.min) + " + " + index + ")") +
+                  ? CastText(type, index)
+                  : CastText(type, "(" + EmitExpr(f.min) + " + " + index + ")")) +
              ";");
         EmitStmt(f.body);
         --indent_;
@@ -550,12 +575,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       EmitLoopPragma(f);
       const bool parallel = f.for_kind == ir::ForKind::kParallel;
       if (parallel) ++parallel_depth_;
-      Line("for (" + type + " " + var + " = " + EmitExpr(f.min) + "; " + var + " < " + end +
-           "; ++" + var + ") {");
-      ++indent_;
-      EmitStmt(f.body);
-      --indent_;
-      Line("}");
+      EmitLoop(f, type, var, EmitExpr(f.min), end);
       if (parallel) --parallel_depth_;
       return;
     }
@@ -616,10 +636,12 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
           // array aliases nothing else, so it can keep a local accumulator tile in registers
           // across a loop (store motion) instead of loading and storing it at every step.
           const std::string storage = "bp_storage_" + name;
-          Line(StorageQualifier(n.scope) + type + " " + storage + elements + " = {0};");
+          EmitZeroedArray(StorageQualifier(n.scope) + type + " " + storage + elements, type,
+                          storage, count);
           Line(type + "* restrict " + name + " = " + storage + ";");
         } else {
-          Line(StorageQualifier(n.scope) + type + " " + name + elements + " = {0};");
+          EmitZeroedArray(StorageQualifier(n.scope) + type + " " + name + elements, type, name,
+                          count);
         }
         EmitStmt(n.body);
         return;

@@ -45,6 +45,10 @@ class CFamilyEmitter {
   virtual std::string StorageQualifier(ir::StorageScope scope);
   // Lines to put before a loop of this kind (pragmas), at the current indentation.
   virtual void EmitLoopPragma(const ir::ForNode& loop);
+  // Emits a loop that is not thread-bound, after its pragmas: `var` of `type` from `begin`
+  // while below `end`, running loop.body. C: one `for` statement.
+  virtual void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
+                        const std::string& begin, const std::string& end);
   // A packed call as an expression; C-family device languages have none.
   virtual std::string CallPacked(const ir::CallPackedNode& call);
   // The function name of a math intrinsic for a scalar of type `t` ("expf", "exp", "native_exp").
@@ -56,6 +60,15 @@ class CFamilyEmitter {
   // it in dynamically sized shared memory instead (CUDA does).
   virtual void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
                                     const std::string& name, int64_t count);
+  // An integer literal of type `t` ("5", "((int64_t)5ll)").
+  virtual std::string EmitIntLiteral(int64_t v, ir::DType t);
+  // `operand` (already parenthesized where it needs to be) converted to `type`: C's
+  // "(type)operand"; a language without C casts spells a constructor ("type(operand)").
+  virtual std::string CastText(const std::string& type, const std::string& operand);
+  // Emits the declaration `declaration` ("float acc[4]", qualifier included) of a zero-filled
+  // array `name` of `count` elements of `type`. C: "declaration = {0};".
+  virtual void EmitZeroedArray(const std::string& declaration, const std::string& type,
+                               const std::string& name, int64_t count);
   // An allocation too large for the stack or of a size known only at run time. The base
   // refuses it; C allocates it on the heap.
   virtual void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
@@ -71,10 +84,11 @@ class CFamilyEmitter {
   std::string EmitExpr(const ir::Expr& e);
   void EmitStmt(const ir::Stmt& s);
   // The C identifier for an IR name (IR names that are C keywords or collide with the
-  // emitter's own bp_ names get a suffix).
-  std::string Name(const std::string& ir_name) const;
-  // The flat element offset of `indices` in `buffer` (row-major, or the declared strides).
-  std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // emitter's own bp_ names get a suffix). A language with more reserved words extends it.
+  virtual std::string Name(const std::string& ir_name) const;
+  // The flat element offset of `indices` in `buffer` (row-major, or the declared strides), as
+  // int64 arithmetic; a language that indexes with 32-bit integers overrides it.
+  virtual std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
   // Appends a line at the current indentation.
   void Line(const std::string& text);
   // Throws ir::Error(kValue) "<dialect> code generator: in function '<f>': <what>".
@@ -97,7 +111,6 @@ class CFamilyEmitter {
   void EmitStore(const ir::StoreNode& store);
   std::string EmitBinary(const ir::BinaryNode& b);
   std::string EmitCall(const ir::CallNode& call);
-  std::string EmitIntLiteral(int64_t v, ir::DType t);
   int temp_counter_ = 0;
 };
 

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: Apache-2.0
+// The GLSL compute-shader dialect of the C-family emitter, one shader per kernel.
+#include "glsl.h"
+
+#include <backplane/codegen/c_family.hpp>
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace vulkan {
+
+namespace {
+
+// Words GLSL reserves beyond C's (the base renames C's): an IR name that is one gets a suffix.
+const std::set<std::string>& GlslReservedWords() {
+  static const std::set<std::string> kWords = {
+      "attribute", "varying",   "buffer",     "shared",    "coherent",      "readonly",
+      "writeonly", "resource",  "layout",     "centroid",  "flat",          "smooth",
+      "patch",     "sample",    "subroutine", "in",        "out",           "inout",
+      "uniform",   "invariant", "precise",    "discard",   "lowp",          "mediump",
+      "highp",     "precision", "common",     "partition", "active",        "input",
+      "output",    "filter",    "image",      "superp",    "noperspective", "noinline",
+      "vec2",      "vec3",      "vec4",       "ivec2",     "ivec3",         "ivec4",
+      "uvec2",     "uvec3",     "uvec4",      "bvec2",     "bvec3",         "bvec4",
+      "dvec2",     "dvec3",     "dvec4",      "mat2",      "mat3",          "mat4",
+      "dmat2",     "dmat3",     "dmat4",      "sampler",   "texture",       "atomic_uint",
+      "dot",       "cross",     "length",     "distance",  "normalize",     "mix",
+      "step",      "clamp",     "sign",       "fract",     "mod",           "barrier",
+      "int64_t",   "uint64_t",  "float64_t",  "double",    "uint"};
+  return kWords;
+}
+
+// Calls `fn` on every statement of `s`, outermost first.
+void Walk(const ir::Stmt& s, const std::function<void(const ir::Stmt&)>& fn) {
+  if (!s) return;
+  fn(s);
+  switch (s.kind()) {
+    case ir::StmtKind::kFor:
+      Walk(s.As<ir::ForNode>()->body, fn);
+      return;
+    case ir::StmtKind::kIfThenElse:
+      Walk(s.As<ir::IfThenElseNode>()->then_case, fn);
+      Walk(s.As<ir::IfThenElseNode>()->else_case, fn);
+      return;
+    case ir::StmtKind::kLetStmt:
+      Walk(s.As<ir::LetStmtNode>()->body, fn);
+      return;
+    case ir::StmtKind::kAllocate:
+      Walk(s.As<ir::AllocateNode>()->body, fn);
+      return;
+    case ir::StmtKind::kSeq:
+      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) Walk(x, fn);
+      return;
+    default:
+      return;
+  }
+}
+
+class GlslEmitter : public codegen::CFamilyEmitter {
+ public:
+  GlslEmitter(int64_t max_threads, int64_t max_push)
+      : max_threads_(max_threads), max_push_(max_push) {}
+  KernelLayout layout;
+
+ protected:
+  const char* DialectName() const override { return "vulkan"; }
+  bool HasVectorTypes() const override { return false; }
+
+  std::string Name(const std::string& ir_name) const override {
+    if (GlslReservedWords().count(ir_name) != 0 || ir_name.rfind("gl_", 0) == 0) {
+      return ir_name + "_u";
+    }
+    return CFamilyEmitter::Name(ir_name);
+  }
+
+  std::string TypeName(ir::DType t) override {
+    if (t.lanes != 1) {
+      Fail("vector type " + ir::ToString(t) +
+           " is not supported by the vulkan target; use scalar loops");
+    }
+    if (t.is_bool()) return "bool";
+    if ((t.is_int() || t.is_uint()) && t.bits == 32) return t.is_int() ? "int" : "uint";
+    if ((t.is_int() || t.is_uint()) && t.bits == 64) {
+      layout.uses_int64 = true;
+      return t.is_int() ? "int64_t" : "uint64_t";
+    }
+    if (t.is_float() && t.bits == 32) return "float";
+    if (t.is_float() && t.bits == 64) {
+      layout.uses_float64 = true;
+      return "double";
+    }
+    Fail("type " + ir::ToString(t) +
+         " is not supported by the vulkan target (8- and 16-bit types need device features it "
+         "does not ask for); use int32, int64, float32 or float64");
+  }
+
+  std::string ThreadIndex(ir::ThreadTag tag) override {
+    switch (tag) {
+      case ir::ThreadTag::kBlockIdxX:
+        return "gl_WorkGroupID.x";
+      case ir::ThreadTag::kBlockIdxY:
+        return "gl_WorkGroupID.y";
+      case ir::ThreadTag::kBlockIdxZ:
+        return "gl_WorkGroupID.z";
+      case ir::ThreadTag::kThreadIdxX:
+        return "gl_LocalInvocationID.x";
+      case ir::ThreadTag::kThreadIdxY:
+        return "gl_LocalInvocationID.y";
+      case ir::ThreadTag::kThreadIdxZ:
+        return "gl_LocalInvocationID.z";
+      default:
+        Fail("unknown thread axis");
+    }
+  }
+
+  // A control barrier for the workgroup that also makes shared (and buffer) writes visible
+  // to the workgroup.
+  std::string BarrierStatement() override { return "groupMemoryBarrier(); barrier();"; }
+
+  // GLSL declares workgroup memory at global scope: the Prelude declares every shared
+  // allocation, and the statement where the IR allocates it becomes a comment.
+  std::string StorageQualifier(ir::StorageScope scope) override {
+    return scope == ir::StorageScope::kShared ? "// shared, declared at global scope: " : "";
+  }
+
+  std::string IntrinsicName(const std::string& name, ir::DType t) override {
+    static const std::set<std::string> kFloat32Only = {"exp", "exp2", "log", "log2", "tanh",
+                                                       "sin", "cos",  "pow", "erf"};
+    if (t.bits == 64 && kFloat32Only.count(name) != 0) {
+      Fail(name + " on float64 has no GLSL built-in; compute it in float32");
+    }
+    if (name == "fabs") return "abs";
+    if (name == "round") {
+      uses_round_ = true;
+      return "bp_round";  // GLSL's round picks either way at .5; the IR rounds away from 0
+    }
+    if (name == "erf") {
+      uses_erf_ = true;
+      return "bp_erf";
+    }
+    return name;
+  }
+
+  std::string FloatLiteral(double v, ir::DType t) override {
+    std::string text;
+    if (std::isnan(v)) {
+      text = "uintBitsToFloat(0x7fc00000u)";
+    } else if (std::isinf(v)) {
+      text = v < 0 ? "uintBitsToFloat(0xff800000u)" : "uintBitsToFloat(0x7f800000u)";
+    } else {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), t.bits == 64 ? "%.17g" : "%.9g", v);
+      text = buf;
+      if (text.find_first_of(".en") == std::string::npos) text += ".0";
+      if (t.bits == 64) text += "lf";
+      if (v < 0) text = "(" + text + ")";
+      return text;
+    }
+    if (t.bits == 64) return "double(" + text + ")";
+    return text;
+  }
+
+  std::string EmitIntLiteral(int64_t v, ir::DType t) override {
+    if (t.is_bool()) return v != 0 ? "true" : "false";
+    TypeName(t);  // refuses the types the target lacks
+    if (t.is_uint()) return std::to_string(static_cast<uint64_t>(v)) + (t.bits == 64 ? "ul" : "u");
+    const std::string suffix = t.bits == 64 ? "l" : "";
+    if (t.bits == 64 && v == INT64_MIN) return "(-9223372036854775807l - 1l)";
+    if (t.bits == 32 && v == INT32_MIN) return "(-2147483647 - 1)";
+    return v < 0 ? "(" + std::to_string(v) + suffix + ")" : std::to_string(v) + suffix;
+  }
+
+  std::string CastText(const std::string& type, const std::string& operand) override {
+    return type + "(" + operand + ")";
+  }
+
+  // llvmpipe (lavapipe) gives each shader invocation a budget of 65535 loop iterations over
+  // all its loops together (gallivm's loop limiter) and silently leaves every loop once it is
+  // spent. So an innermost loop whose trip count is not a small constant runs 8 iterations
+  // per back edge (the same iterations in the same order, on every device), with the rest in
+  // a plain loop after it.
+  void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
+                const std::string& begin, const std::string& end) override {
+    const auto* extent = loop.extent.As<ir::IntImmNode>();
+    bool innermost = true;
+    Walk(loop.body, [&](const ir::Stmt& st) { innermost = innermost && !st.As<ir::ForNode>(); });
+    if ((extent != nullptr && extent->value <= 64) || !innermost) {
+      CFamilyEmitter::EmitLoop(loop, type, var, begin, end);
+      return;
+    }
+    constexpr int kUnroll = 8;
+    const std::string stop = Temp(), at = Temp();
+    Line("{");
+    ++indent_;
+    Line("const " + type + " " + stop + " = " + end + ";");
+    Line(type + " " + at + " = " + begin + ";");
+    Line("for (; " + at + " < " + stop + " - " + type + "(" + std::to_string(kUnroll - 1) + "); " +
+         at + " += " + type + "(" + std::to_string(kUnroll) + ")) {");
+    ++indent_;
+    for (int k = 0; k < kUnroll; ++k) {
+      Line("{");
+      ++indent_;
+      Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
+           ");");
+      EmitStmt(loop.body);
+      --indent_;
+      Line("}");
+    }
+    --indent_;
+    Line("}");
+    Line("for (; " + at + " < " + stop + "; ++" + at + ") {");
+    ++indent_;
+    Line("const " + type + " " + var + " = " + at + ";");
+    EmitStmt(loop.body);
+    --indent_;
+    Line("}");
+    --indent_;
+    Line("}");
+  }
+
+  void EmitZeroedArray(const std::string& declaration, const std::string& type,
+                       const std::string& name, int64_t count) override {
+    Line(declaration + ";");
+    Line("for (int bp_z = 0; bp_z < " + std::to_string(count) + "; ++bp_z) " + name +
+         "[bp_z] = " + type + "(0);");
+  }
+
+  // GLSL indexes arrays with 32-bit integers; a storage buffer holds fewer than 2^31
+  // elements of 4 bytes or more under every device's maxStorageBufferRange.
+  std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices) override {
+    auto index = [&](const ir::Expr& e) {
+      const ir::DType t = e.dtype();
+      const std::string text = EmitExpr(e);
+      return t.is_int() && t.bits == 32 ? "(" + text + ")" : "int(" + text + ")";
+    };
+    const ir::BufferNode& b = *buffer.get();
+    if (indices.size() == 1 && b.strides.empty()) return index(indices[0]);
+    std::string flat;
+    if (!b.strides.empty()) {
+      for (size_t k = 0; k < indices.size(); ++k) {
+        flat += (k ? " + " : "") + index(indices[k]) + " * " + index(b.strides[k]);
+      }
+      return flat;
+    }
+    flat = index(indices[0]);
+    for (size_t k = 1; k < indices.size(); ++k) {
+      flat = "(" + flat + ") * " + index(b.shape[k]) + " + " + index(indices[k]);
+    }
+    return flat;
+  }
+
+  void EmitFunction(const ir::PrimFunc& func) override {
+    MakeLayout(func);
+    Line("void main() {");
+    ++indent_;
+    for (const PushField& f : layout.push) {
+      const ir::Var& v = func.params[f.param].var();
+      const std::string name = Name(v.name());
+      if (v.dtype().is_bool()) {
+        Line("const bool " + name + " = bp_push." + name + " != 0;");
+      } else {
+        Line("const " + TypeName(v.dtype()) + " " + name + " = bp_push." + name + ";");
+      }
+    }
+    EmitStmt(func.body);
+    --indent_;
+    Line("}");
+  }
+
+  std::string Prelude() override {
+    const ir::PrimFunc& func = *func_prelude_;
+    std::string decls;
+    decls += "layout(local_size_x = " + std::to_string(layout.local_size[0]) +
+             ", local_size_y = " + std::to_string(layout.local_size[1]) +
+             ", local_size_z = " + std::to_string(layout.local_size[2]) + ") in;\n";
+    for (size_t i = 0; i < layout.bindings.size(); ++i) {
+      const ir::Buffer& b = func.params[layout.bindings[i]].buffer();
+      decls += "layout(std430, set = 0, binding = " + std::to_string(i) + ") buffer bp_buffer_" +
+               std::to_string(i) + " { " + TypeName(b.dtype()) + " " + Name(b.name()) + "[]; };\n";
+    }
+    if (!layout.push.empty()) {
+      decls += "layout(push_constant) uniform bp_push_block {\n";
+      for (const PushField& f : layout.push) {
+        const ir::Var& v = func.params[f.param].var();
+        const std::string type = v.dtype().is_bool() ? "int" : TypeName(v.dtype());
+        decls += "  layout(offset = " + std::to_string(f.offset) + ") " + type + " " +
+                 Name(v.name()) + ";\n";
+      }
+      decls += "} bp_push;\n";
+    }
+    for (const std::string& s : shared_) decls += s + "\n";
+    std::string helpers;
+    if (uses_floordiv_) {
+      layout.uses_int64 = true;
+      helpers +=
+          "int64_t bp_floordiv(int64_t a, int64_t b) {\n"
+          "  int64_t q = a / b;\n"
+          "  return (q * b != a && ((a < 0l) != (b < 0l))) ? q - 1l : q;\n"
+          "}\n"
+          "int64_t bp_floormod(int64_t a, int64_t b) {\n"
+          "  int64_t r = a - (a / b) * b;\n"
+          "  return (r != 0l && ((r < 0l) != (b < 0l))) ? r + b : r;\n"
+          "}\n";
+    }
+    if (uses_round_) {
+      helpers +=
+          "float bp_round(float x) {\n"
+          "  float t = trunc(x);\n"
+          "  return abs(x - t) >= 0.5 ? t + sign(x) : t;\n"
+          "}\n";
+      if (layout.uses_float64) {
+        helpers +=
+            "double bp_round(double x) {\n"
+            "  double t = trunc(x);\n"
+            "  return abs(x - t) >= 0.5lf ? t + sign(x) : t;\n"
+            "}\n";
+      }
+    }
+    if (uses_erf_) {
+      // Abramowitz & Stegun 7.1.26 (absolute error under 1.5e-7, float32's precision).
+      helpers +=
+          "float bp_erf(float x) {\n"
+          "  float s = sign(x), a = abs(x), t = 1.0 / (1.0 + 0.3275911 * a);\n"
+          "  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - "
+          "0.284496736) * t + 0.254829592) * t * exp(-a * a);\n"
+          "  return s * y;\n"
+          "}\n";
+    }
+    std::string head = "#version 450\n// Generated by Backplane's vulkan code generator: kernel " +
+                       func.name + ".\n";
+    if (layout.uses_int64) {
+      head += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    }
+    return head + decls + helpers;
+  }
+
+ public:
+  void SetFunction(const ir::PrimFunc& f) { func_prelude_ = &f; }
+
+ private:
+  void MakeLayout(const ir::PrimFunc& func) {
+    layout = KernelLayout();
+    layout.name = func.name;
+    auto attr = func.attrs.find("launch_params");
+    if (func.attrs.count("kernel") == 0 || attr == func.attrs.end()) {
+      Fail(
+          "it is not a kernel (no launch_params attribute); build through bp_build, which "
+          "splits host code from kernels");
+    }
+    std::string rest = attr->second;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      layout.launch_params.push_back(rest.substr(0, comma));
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    }
+    uint32_t offset = 0;
+    for (size_t i = 0; i < func.params.size(); ++i) {
+      const ir::Param& p = func.params[i];
+      if (p.is_buffer()) {
+        TypeName(p.buffer().dtype());
+        layout.bindings.push_back(static_cast<int32_t>(i));
+        continue;
+      }
+      const ir::DType t = p.var().dtype();
+      TypeName(t);
+      PushField f;
+      f.param = static_cast<int32_t>(i);
+      const uint32_t size = t.bits == 64 ? 8 : 4;
+      f.kind = t.is_float()  ? (t.bits == 64 ? 'd' : 'f')
+               : t.is_uint() ? (t.bits == 64 ? 'L' : 'u')
+                             : (t.bits == 64 ? 'l' : 'i');
+      offset = (offset + size - 1) / size * size;
+      f.offset = offset;
+      offset += size;
+      layout.push.push_back(f);
+    }
+    layout.push_size = offset;
+    if (static_cast<int64_t>(offset) > max_push_) {
+      Fail("its " + std::to_string(layout.push.size()) + " scalar parameters take " +
+           std::to_string(offset) + " bytes of push constants, more than the target's " +
+           "max_push_constants_size " + std::to_string(max_push_) +
+           "; pass fewer scalars (or put them in a buffer)");
+    }
+    std::map<std::string, std::string> shared;
+    Walk(func.body, [&](const ir::Stmt& s) {
+      if (const auto* f = s.As<ir::ForNode>()) {
+        if (f->for_kind != ir::ForKind::kThreadBinding) return;
+        const int axis = static_cast<int>(f->thread) - static_cast<int>(ir::ThreadTag::kThreadIdxX);
+        if (axis < 0 || axis > 2) return;
+        const auto* extent = f->extent.As<ir::IntImmNode>();
+        if (extent == nullptr || extent->value <= 0) {
+          Fail(std::string("the extent of ") + ir::ToString(f->thread) + " is " +
+               ir::Print(f->extent) +
+               "; the vulkan target makes it the workgroup's local size, which must be a "
+               "positive constant: bind threadIdx with a number");
+        }
+        layout.local_size[axis] = static_cast<uint32_t>(extent->value);
+      } else if (const auto* a = s.As<ir::AllocateNode>()) {
+        if (a->scope != ir::StorageScope::kShared) return;
+        int64_t count = 1;
+        for (const ir::Expr& d : a->buffer->shape) {
+          const auto* c = d.As<ir::IntImmNode>();
+          if (c == nullptr) {
+            Fail("shared allocation '" + a->buffer.name() +
+                 "' needs a constant size (its shape must be numbers)");
+          }
+          count *= c->value;
+        }
+        const std::string name = Name(a->buffer.name());
+        const std::string decl = "shared " + TypeName(a->buffer.dtype()) + " " + name + "[" +
+                                 std::to_string(count) + "];";
+        auto [it, added] = shared.emplace(name, decl);
+        if (!added && it->second != decl) {
+          Fail("two shared allocations are called '" + a->buffer.name() +
+               "' with different types or sizes; GLSL declares workgroup memory at global "
+               "scope, so give them different names");
+        }
+      }
+    });
+    for (const auto& [name, decl] : shared) shared_.push_back(decl);
+    const int64_t threads =
+        int64_t{layout.local_size[0]} * layout.local_size[1] * layout.local_size[2];
+    if (threads > max_threads_) {
+      Fail("a workgroup of " + std::to_string(layout.local_size[0]) + " x " +
+           std::to_string(layout.local_size[1]) + " x " + std::to_string(layout.local_size[2]) +
+           " = " + std::to_string(threads) + " invocations is more than the target's " +
+           "max_num_threads " + std::to_string(max_threads_) + "; bind fewer threads");
+    }
+  }
+
+  int64_t max_threads_, max_push_;
+  const ir::PrimFunc* func_prelude_ = nullptr;
+  std::vector<std::string> shared_;
+  bool uses_round_ = false;
+  bool uses_erf_ = false;
+};
+
+}  // namespace
+
+GlslKernel EmitGlslKernel(const ir::PrimFunc& func, int64_t max_threads,
+                          int64_t max_push_constants) {
+  GlslEmitter emitter(max_threads, max_push_constants);
+  ir::IRModule one;
+  one.Add(func);
+  emitter.SetFunction(one.functions()[0]);
+  GlslKernel k;
+  k.source = emitter.Emit(one);
+  k.layout = emitter.layout;
+  return k;
+}
+
+}  // namespace vulkan
+}  // namespace backplane

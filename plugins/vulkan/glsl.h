@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// The vulkan code generator's source language: each kernel SplitHostDevice made becomes one
+// GLSL 450 compute shader (a dialect of the C-family emitter), with the layout the runtime
+// binds it by (KernelLayout): buffers are storage buffers at set 0, binding i in parameter
+// order; scalars are push constants; threadIdx.* extents are the workgroup's local size and
+// blockIdx.* extents the dispatch's group counts.
+#ifndef BACKPLANE_PLUGINS_VULKAN_GLSL_H_
+#define BACKPLANE_PLUGINS_VULKAN_GLSL_H_
+
+#include <backplane/ir/ir.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace vulkan {
+
+// One scalar parameter in the push-constant block.
+struct PushField {
+  int32_t param = 0;    // index in the kernel's params
+  uint32_t offset = 0;  // bytes from the block's start
+  char kind = 'i';      // 'i' int32 (and bool), 'u' uint32, 'l' int64, 'L' uint64, 'f', 'd'
+};
+
+// How a kernel is bound and launched; saved with the module so loading needs no IR analysis.
+struct KernelLayout {
+  std::string name;
+  std::vector<int32_t> bindings;  // binding i is buffer param bindings[i]
+  std::vector<PushField> push;
+  uint32_t push_size = 0;  // bytes of the push-constant block (0: none)
+  uint32_t local_size[3] = {1, 1, 1};
+  std::vector<std::string> launch_params;  // "blockIdx.x", ... (the launch_params attr)
+  bool uses_int64 = false;                 // needs shaderInt64
+  bool uses_float64 = false;               // needs shaderFloat64
+};
+
+// A kernel as GLSL and its layout.
+struct GlslKernel {
+  KernelLayout layout;
+  std::string source;
+};
+
+// Emits `func` (a kernel: attrs kernel = "1" and launch_params) as a GLSL compute shader.
+// Throws ir::Error(kValue) naming the function for what the target cannot express: a
+// threadIdx extent that is not a constant, more than `max_threads` invocations a workgroup,
+// 8- or 16-bit types, vectors, a push-constant block over `max_push_constants` bytes.
+GlslKernel EmitGlslKernel(const ir::PrimFunc& func, int64_t max_threads,
+                          int64_t max_push_constants);
+
+}  // namespace vulkan
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_VULKAN_GLSL_H_

@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: Apache-2.0
+// The vulkan runtime Module: saving and loading (no device needed), and launching a kernel:
+// on its first call on a device the shader module, descriptor-set layout, pipeline layout,
+// compute pipeline (through the device's pipeline cache, kept on disk) and a descriptor set
+// are made; each call binds the tensors' VkBuffers, pushes the scalars, dispatches the
+// blockIdx extents as group counts and waits.
+#include "module.h"
+
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/sdk/module.hpp>
+#include <backplane/sdk/plugin.hpp>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "device_api.h"
+
+namespace backplane {
+namespace vulkan {
+
+namespace {
+
+constexpr const char* kMagic = "backplane-vulkan-module 1\n";
+
+// ---- Saving and loading: "<key> <length>\n<bytes>\n" fields after the magic line ----------
+
+void Put(std::string& out, const std::string& key, const std::string& value) {
+  out += key + " " + std::to_string(value.size()) + "\n" + value + "\n";
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
+  // The value of the next field, which must be `key`.
+  std::string Get(const std::string& key) {
+    const size_t space = bytes_.find(' ', pos_), nl = bytes_.find('\n', pos_);
+    if (space == std::string::npos || nl == std::string::npos || space > nl ||
+        bytes_.compare(pos_, space - pos_, key) != 0) {
+      Bad("expected the field '" + key + "' at byte " + std::to_string(pos_));
+    }
+    size_t len = 0;
+    try {
+      len = std::stoull(bytes_.substr(space + 1, nl - space - 1));
+    } catch (const std::exception&) {
+      Bad("the field '" + key + "' has no valid length");
+    }
+    if (nl + 1 + len + 1 > bytes_.size() || bytes_[nl + 1 + len] != '\n') {
+      Bad("the field '" + key + "' is cut short");
+    }
+    std::string value = bytes_.substr(nl + 1, len);
+    pos_ = nl + 1 + len + 1;
+    return value;
+  }
+  [[noreturn]] static void Bad(const std::string& what) {
+    throw Error(
+        BP_ERR_INVALID_ARGUMENT,
+        "not a vulkan module (" + what +
+            "); pass bytes a vulkan module's SaveToBytes wrote, from this Backplane version");
+  }
+
+ private:
+  const std::string& bytes_;
+  size_t pos_ = std::strlen(kMagic);
+};
+
+std::string LayoutText(const KernelLayout& l) {
+  std::ostringstream o;
+  o << "bindings";
+  for (int32_t b : l.bindings) o << " " << b;
+  o << "\npush_size " << l.push_size << "\n";
+  for (const PushField& f : l.push)
+    o << "push " << f.param << " " << f.offset << " " << f.kind << "\n";
+  o << "local_size " << l.local_size[0] << " " << l.local_size[1] << " " << l.local_size[2] << "\n";
+  o << "launch";
+  for (const std::string& p : l.launch_params) o << " " << p;
+  o << "\nuses " << l.uses_int64 << " " << l.uses_float64 << "\n";
+  return o.str();
+}
+
+KernelLayout ParseLayout(const std::string& name, const std::string& text) {
+  KernelLayout l;
+  l.name = name;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string key;
+    f >> key;
+    if (key == "bindings") {
+      for (int32_t b; f >> b;) l.bindings.push_back(b);
+      continue;
+    } else if (key == "push_size") {
+      f >> l.push_size;
+    } else if (key == "push") {
+      PushField p;
+      f >> p.param >> p.offset >> p.kind;
+      l.push.push_back(p);
+    } else if (key == "local_size") {
+      f >> l.local_size[0] >> l.local_size[1] >> l.local_size[2];
+    } else if (key == "launch") {
+      for (std::string p; f >> p;) l.launch_params.push_back(p);
+      continue;
+    } else if (key == "uses") {
+      f >> l.uses_int64 >> l.uses_float64;
+    } else {
+      Reader::Bad("kernel '" + name + "' has an unknown layout line '" + line + "'");
+    }
+    if (f.fail()) Reader::Bad("kernel '" + name + "' has a damaged layout line '" + line + "'");
+  }
+  return l;
+}
+
+// A kernel's Vulkan objects on one device.
+struct Pipeline {
+  VkShaderModule shader = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+
+  void Destroy(VkDevice dev) {
+    if (pool != VK_NULL_HANDLE) vkDestroyDescriptorPool(dev, pool, nullptr);
+    if (pipeline != VK_NULL_HANDLE) vkDestroyPipeline(dev, pipeline, nullptr);
+    if (layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(dev, layout, nullptr);
+    if (set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(dev, set_layout, nullptr);
+    if (shader != VK_NULL_HANDLE) vkDestroyShaderModule(dev, shader, nullptr);
+    *this = Pipeline{};
+  }
+};
+
+void Check(VkResult r, const std::string& what) {
+  if (r == VK_SUCCESS) return;
+  throw Error(r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY
+                  ? BP_ERR_OUT_OF_MEMORY
+                  : BP_ERR_DEVICE,
+              "vulkan: " + what + " failed with VkResult " + std::to_string(static_cast<int>(r)) +
+                  "; check the Vulkan driver (vulkaninfo)");
+}
+
+class VulkanModule : public sdk::ModuleBase {
+ public:
+  static constexpr const char* kKind = "vulkan";
+
+  VulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels)
+      : ir_text_(std::move(ir_text)),
+        ir_(ir::Parse(ir_text_, "vulkan module")),
+        kernels_(std::move(kernels)) {
+    for (const CompiledKernel& k : kernels_) {
+      const ir::PrimFunc* f = ir_.Find(k.layout.name);
+      if (f == nullptr) Reader::Bad("kernel '" + k.layout.name + "' is not in its IR");
+      funcs_.push_back(f);
+      for (int32_t b : k.layout.bindings) {
+        if (b < 0 || static_cast<size_t>(b) >= f->params.size() || !f->params[b].is_buffer()) {
+          Reader::Bad("kernel '" + k.layout.name + "' binds a parameter that is not a buffer");
+        }
+      }
+      for (const PushField& p : k.layout.push) {
+        if (p.param < 0 || static_cast<size_t>(p.param) >= f->params.size() ||
+            f->params[p.param].is_buffer() || p.offset + 8 > 4096) {
+          Reader::Bad("kernel '" + k.layout.name + "' pushes a parameter that is not a scalar");
+        }
+      }
+    }
+  }
+
+  ~VulkanModule() override {
+    for (auto& [device_id, pipelines] : pipelines_) {
+      try {
+        VulkanDeviceAPI::Global()->WithDevice(DLDevice{kDLVulkan, device_id}, [&](DeviceScope& s) {
+          for (Pipeline& p : pipelines) p.Destroy(s.device());
+        });
+      } catch (const std::exception&) {
+        // The device is gone; its objects went with it.
+      }
+    }
+  }
+
+  Function GetFunction(const std::string& name) override {
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      if (kernels_[i].layout.name != name) continue;
+      auto self = std::static_pointer_cast<VulkanModule>(shared_from_this());
+      return Function::FromCallable([self, i](PackedArgs args) {
+        self->Launch(i, args);
+        return Any();
+      });
+    }
+    return Function();
+  }
+
+  std::vector<std::string> ListFunctions() override {
+    std::vector<std::string> names;
+    for (const CompiledKernel& k : kernels_) names.push_back(k.layout.name);
+    return names;
+  }
+
+  std::optional<std::string> SaveToBytes() override {
+    std::string out = kMagic;
+    Put(out, "ir", ir_text_);
+    Put(out, "kernels", std::to_string(kernels_.size()));
+    for (const CompiledKernel& k : kernels_) {
+      Put(out, "name", k.layout.name);
+      Put(out, "layout", LayoutText(k.layout));
+      Put(out, "glsl", k.glsl);
+      Put(out, "spirv",
+          std::string(reinterpret_cast<const char*>(k.spirv.data()),
+                      k.spirv.size() * sizeof(uint32_t)));
+    }
+    return out;
+  }
+
+  // "" or "glsl": every kernel's GLSL; "ir": the kernels' IR.
+  std::optional<std::string> InspectSource(const std::string& format) override {
+    if (format == "ir") return ir_text_;
+    if (!format.empty() && format != "glsl") return std::nullopt;
+    std::string text;
+    for (const CompiledKernel& k : kernels_) text += k.glsl + "\n";
+    return text;
+  }
+
+ private:
+  // Makes kernel i's objects on the device of `s`.
+  Pipeline Create(size_t i, DeviceScope& s) {
+    const CompiledKernel& k = kernels_[i];
+    VkDevice dev = s.device();
+    Pipeline p;
+    try {
+      VkShaderModuleCreateInfo smi{};
+      smi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+      smi.codeSize = k.spirv.size() * sizeof(uint32_t);
+      smi.pCode = k.spirv.data();
+      Check(vkCreateShaderModule(dev, &smi, nullptr, &p.shader), "vkCreateShaderModule");
+      std::vector<VkDescriptorSetLayoutBinding> bindings(k.layout.bindings.size());
+      for (size_t b = 0; b < bindings.size(); ++b) {
+        bindings[b].binding = static_cast<uint32_t>(b);
+        bindings[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        bindings[b].descriptorCount = 1;
+        bindings[b].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+      }
+      VkDescriptorSetLayoutCreateInfo dli{};
+      dli.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+      dli.bindingCount = static_cast<uint32_t>(bindings.size());
+      dli.pBindings = bindings.data();
+      Check(vkCreateDescriptorSetLayout(dev, &dli, nullptr, &p.set_layout),
+            "vkCreateDescriptorSetLayout");
+      VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, k.layout.push_size};
+      VkPipelineLayoutCreateInfo pli{};
+      pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+      pli.setLayoutCount = 1;
+      pli.pSetLayouts = &p.set_layout;
+      pli.pushConstantRangeCount = k.layout.push_size > 0 ? 1 : 0;
+      pli.pPushConstantRanges = &range;
+      Check(vkCreatePipelineLayout(dev, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
+      VkComputePipelineCreateInfo ci{};
+      ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+      ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+      ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+      ci.stage.module = p.shader;
+      ci.stage.pName = "main";
+      ci.layout = p.layout;
+      Check(vkCreateComputePipelines(dev, s.PipelineCache(), 1, &ci, nullptr, &p.pipeline),
+            "vkCreateComputePipelines for kernel '" + k.layout.name + "'");
+      s.SavePipelineCache();
+      if (!bindings.empty()) {
+        VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                  static_cast<uint32_t>(bindings.size())};
+        VkDescriptorPoolCreateInfo dpi{};
+        dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+        dpi.maxSets = 1;
+        dpi.poolSizeCount = 1;
+        dpi.pPoolSizes = &size;
+        Check(vkCreateDescriptorPool(dev, &dpi, nullptr, &p.pool), "vkCreateDescriptorPool");
+        VkDescriptorSetAllocateInfo ai{};
+        ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+        ai.descriptorPool = p.pool;
+        ai.descriptorSetCount = 1;
+        ai.pSetLayouts = &p.set_layout;
+        Check(vkAllocateDescriptorSets(dev, &ai, &p.set), "vkAllocateDescriptorSets");
+      }
+    } catch (...) {
+      p.Destroy(dev);
+      throw;
+    }
+    return p;
+  }
+
+  void Launch(size_t i, PackedArgs args) {
+    const CompiledKernel& k = kernels_[i];
+    const KernelLayout& l = k.layout;
+    const ir::PrimFunc& f = *funcs_[i];
+    const int32_t num_params = static_cast<int32_t>(f.params.size());
+    const int32_t want = num_params + static_cast<int32_t>(l.launch_params.size());
+    if (args.size() != want) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "vulkan kernel '" + l.name + "' takes " + std::to_string(num_params) +
+                      " parameters and " + std::to_string(l.launch_params.size()) +
+                      " launch extents, got " + std::to_string(args.size()) +
+                      " arguments; call it through the host code bp_build made");
+    }
+    std::vector<ir::ArgView> views =
+        sdk::BindKernelArgs(f, num_params > 0 ? &args[0] : nullptr, num_params, "vulkan",
+                            [](DLDevice d) { return d.device_type == kDLVulkan; });
+    uint32_t groups[3] = {1, 1, 1};
+    for (size_t a = 0; a < l.launch_params.size(); ++a) {
+      const std::string& axis = l.launch_params[a];
+      const int64_t extent = args.Int(num_params + static_cast<int32_t>(a));
+      const int dim = axis.back() - 'x';
+      if (axis.rfind("threadIdx.", 0) == 0) {
+        if (extent != l.local_size[dim]) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "vulkan kernel '" + l.name + "': the launch extent of " + axis + " is " +
+                          std::to_string(extent) + ", but the shader was built with local size " +
+                          std::to_string(l.local_size[dim]) + "; launch it as built");
+        }
+      } else if (extent <= 0) {
+        return;  // an empty grid: nothing runs
+      } else {
+        groups[dim] = static_cast<uint32_t>(std::min<int64_t>(extent, UINT32_MAX));
+        if (extent > UINT32_MAX) groups[dim] = UINT32_MAX;
+      }
+    }
+    // The device: the tensors'.
+    DLDevice device{kDLVulkan, 0};
+    bool have_device = false;
+    for (int32_t b : l.bindings) {
+      const DLTensor* t = static_cast<const DLTensor*>(views[b].user);
+      if (have_device && t->device.device_id != device.device_id) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "vulkan kernel '" + l.name +
+                        "': its tensors are on vulkan:" + std::to_string(device.device_id) +
+                        " and vulkan:" + std::to_string(t->device.device_id) +
+                        "; put them on one device");
+      }
+      device = t->device;
+      have_device = true;
+    }
+    std::string push(l.push_size, '\0');
+    for (const PushField& p : l.push) {
+      const ir::ArgView& v = views[p.param];
+      char* at = push.data() + p.offset;
+      auto put = [at](auto x) { std::memcpy(at, &x, sizeof(x)); };
+      switch (p.kind) {
+        case 'f':
+          put(static_cast<float>(v.kind == ir::ArgView::Kind::kFloat ? v.f : v.i));
+          break;
+        case 'd':
+          put(v.kind == ir::ArgView::Kind::kFloat ? v.f : static_cast<double>(v.i));
+          break;
+        case 'l':
+        case 'L':
+          put(v.i);
+          break;
+        default:
+          put(static_cast<int32_t>(v.i));
+      }
+    }
+    VulkanDeviceAPI::Global()->WithDevice(device, [&](DeviceScope& s) {
+      const VkPhysicalDeviceLimits& lim = s.properties().limits;
+      if ((l.uses_int64 && !s.shader_int64()) || (l.uses_float64 && !s.shader_float64())) {
+        throw Error(
+            BP_ERR_UNSUPPORTED,
+            "vulkan kernel '" + l.name + "' uses " +
+                (l.uses_int64 ? "64-bit integers (shaderInt64)" : "64-bit floats (shaderFloat64)") +
+                ", which " + s.properties().deviceName +
+                " lacks; use 32-bit types in the kernel (floordiv/floormod on ints use "
+                "int64)");
+      }
+      for (int d = 0; d < 3; ++d) {
+        if (groups[d] > lim.maxComputeWorkGroupCount[d]) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "vulkan kernel '" + l.name + "': " + std::to_string(groups[d]) +
+                          " workgroups along " + std::string(1, static_cast<char>('x' + d)) +
+                          " is more than the device's maxComputeWorkGroupCount " +
+                          std::to_string(lim.maxComputeWorkGroupCount[d]) +
+                          "; bind fewer blocks to that axis");
+        }
+      }
+      std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);
+      if (per_device[i].pipeline == VK_NULL_HANDLE) per_device[i] = Create(i, s);
+      const Pipeline& p = per_device[i];
+      std::vector<VkDescriptorBufferInfo> infos(l.bindings.size());
+      std::vector<VkWriteDescriptorSet> writes(l.bindings.size());
+      for (size_t b = 0; b < l.bindings.size(); ++b) {
+        const DLTensor* t = static_cast<const DLTensor*>(views[l.bindings[b]].user);
+        const uint64_t nbytes = sdk::TensorBytes(t);
+        const std::string what =
+            "kernel '" + l.name + "' argument " + std::to_string(l.bindings[b]);
+        if (t->byte_offset % lim.minStorageBufferOffsetAlignment != 0) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "vulkan " + what + " has byte_offset " + std::to_string(t->byte_offset) +
+                          ", not a multiple of the device's minStorageBufferOffsetAlignment " +
+                          std::to_string(lim.minStorageBufferOffsetAlignment) +
+                          "; copy it to a tensor of its own");
+        }
+        if (nbytes > lim.maxStorageBufferRange) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "vulkan " + what + " holds " + std::to_string(nbytes) +
+                          " bytes, more than the device's maxStorageBufferRange " +
+                          std::to_string(lim.maxStorageBufferRange) + "; split the work");
+        }
+        infos[b].buffer = s.Resolve(t->data, t->byte_offset, nbytes, what);
+        infos[b].offset = nbytes == 0 ? 0 : t->byte_offset;
+        infos[b].range = nbytes == 0 ? VK_WHOLE_SIZE : nbytes;
+        writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        writes[b].dstSet = p.set;
+        writes[b].dstBinding = static_cast<uint32_t>(b);
+        writes[b].descriptorCount = 1;
+        writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[b].pBufferInfo = &infos[b];
+      }
+      // The set is not in use: the previous call on this device has completed.
+      if (!writes.empty()) {
+        vkUpdateDescriptorSets(s.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
+                               nullptr);
+      }
+      s.SubmitAndWait([&](VkCommandBuffer cmd) {
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+        if (p.set != VK_NULL_HANDLE) {
+          vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0,
+                                  nullptr);
+        }
+        if (!push.empty()) {
+          vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                             static_cast<uint32_t>(push.size()), push.data());
+        }
+        vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
+      });
+    });
+  }
+
+  // The pipelines of device `id` (one slot per kernel); the caller holds the device's lock.
+  std::vector<Pipeline>& PipelinesOf(int32_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Pipeline>& v = pipelines_[id];
+    v.resize(kernels_.size());
+    return v;
+  }
+
+  std::string ir_text_;
+  ir::IRModule ir_;
+  std::vector<CompiledKernel> kernels_;
+  std::vector<const ir::PrimFunc*> funcs_;
+  std::mutex mu_;
+  std::map<int32_t, std::vector<Pipeline>> pipelines_;
+};
+
+}  // namespace
+
+Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels) {
+  return sdk::MakeModule(std::make_shared<VulkanModule>(std::move(ir_text), std::move(kernels)));
+}
+
+Module LoadVulkanModule(const std::string& bytes) {
+  if (bytes.compare(0, std::strlen(kMagic), kMagic) != 0) {
+    Reader::Bad("it does not start with \"backplane-vulkan-module 1\"");
+  }
+  Reader r(bytes);
+  std::string ir_text = r.Get("ir");
+  size_t count = 0;
+  try {
+    count = std::stoull(r.Get("kernels"));
+  } catch (const std::invalid_argument&) {
+    Reader::Bad("the kernel count is not a number");
+  }
+  std::vector<CompiledKernel> kernels;
+  for (size_t i = 0; i < count; ++i) {
+    CompiledKernel k;
+    const std::string name = r.Get("name");
+    k.layout = ParseLayout(name, r.Get("layout"));
+    k.glsl = r.Get("glsl");
+    const std::string spirv = r.Get("spirv");
+    if (spirv.size() % 4 != 0 || spirv.size() < 20) {
+      Reader::Bad("kernel '" + name + "' has no valid SPIR-V");
+    }
+    k.spirv.resize(spirv.size() / 4);
+    std::memcpy(k.spirv.data(), spirv.data(), spirv.size());
+    if (k.spirv[0] != 0x07230203u) Reader::Bad("kernel '" + name + "' has no SPIR-V magic");
+    kernels.push_back(std::move(k));
+  }
+  return MakeVulkanModule(std::move(ir_text), std::move(kernels));
+}
+
+}  // namespace vulkan
+}  // namespace backplane

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// The vulkan runtime Module: per kernel its SPIR-V, its GLSL and its layout (bindings, push
+// constants, local size, launch params), plus the kernels' IR for checking calls. It is
+// made and loaded without a device; a kernel's pipeline is created on its first call on each
+// device, through the device's pipeline cache.
+#ifndef BACKPLANE_PLUGINS_VULKAN_MODULE_H_
+#define BACKPLANE_PLUGINS_VULKAN_MODULE_H_
+
+#include <backplane/backplane.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "glsl.h"
+
+namespace backplane {
+namespace vulkan {
+
+// A compiled kernel.
+struct CompiledKernel {
+  KernelLayout layout;
+  std::string glsl;
+  std::vector<uint32_t> spirv;
+};
+
+// The module of `kernels`, whose IR (the kernels SplitHostDevice made, text form) is
+// `ir_text`. Throws ir::Error if the IR does not parse.
+Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels);
+
+// What MakeVulkanModule's module saved (SaveToBytes), back into a Module. Bytes that are not
+// such a module are Error(BP_ERR_INVALID_ARGUMENT) saying what is wrong.
+Module LoadVulkanModule(const std::string& bytes);
+
+}  // namespace vulkan
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_VULKAN_MODULE_H_

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: Apache-2.0
+// The vulkan code generator on the real loader and driver (lavapipe in CI), with the Khronos
+// validation layer on: every GPU kernel of the catalog through bp_build for
+// Target::FromDevice(vulkan:0) against the float64 reference, saved and loaded back; every
+// generated SPIR-V module through the real spirv-val; the pipeline cache on disk; building
+// without a device; the errors a user can cause. Device tests skip when no Vulkan device
+// exists.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <backplane/runner/runner.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+
+// Under the asan preset: lavapipe (libvulkan_lvp.so, a third-party driver) keeps allocations
+// from compiling pipelines where LeakSanitizer cannot see them; only its own frames are
+// suppressed.
+extern "C" const char* __lsan_default_suppressions() { return "leak:libvulkan_lvp.so\n"; }
+
+namespace {
+
+using backplane::Device;
+using backplane::DeviceAPI;
+using backplane::Module;
+using backplane::Target;
+namespace kernels = backplane::kernels;
+
+constexpr DLDevice kDev{kDLVulkan, 0};
+
+// Every test runs with the validation layer and fails on any error it reports (TearDown).
+const int kValidationOn = setenv("BACKPLANE_VULKAN_VALIDATION", "1", /*overwrite=*/0);
+
+std::vector<std::string> GpuKernels() {
+  std::vector<std::string> names;
+  for (const kernels::Case& c : kernels::Catalog()) {
+    if (c.needs_threads) names.push_back(c.func);
+  }
+  return names;
+}
+
+// The SPIR-V binaries in a saved vulkan module ("spirv <length>\n<bytes>\n" fields).
+std::vector<std::string> SpirvOf(const std::string& saved) {
+  std::vector<std::string> out;
+  for (size_t at = saved.find("\nspirv "); at != std::string::npos;
+       at = saved.find("\nspirv ", at + 1)) {
+    const size_t nl = saved.find('\n', at + 1);
+    const size_t len = std::stoull(saved.substr(at + 7, nl - at - 7));
+    out.push_back(saved.substr(nl + 1, len));
+  }
+  return out;
+}
+
+class VulkanCodegenTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!DeviceAPI::Get(Device(kDev)).Exists()) {
+      GTEST_SKIP() << "no Vulkan device with a compute queue (install mesa-vulkan-drivers for "
+                      "lavapipe)";
+    }
+  }
+  void TearDown() override {
+    (void)kValidationOn;
+    if (!DeviceAPI::Get(Device(kDev)).Exists()) return;
+    const int64_t errors = backplane::Function::Get("vulkan.validation_errors")().AsInt();
+    if (errors < 0) {
+      RecordProperty("validation", "off: VK_LAYER_KHRONOS_validation is not installed");
+    } else {
+      EXPECT_EQ(errors, 0) << "the Vulkan validation layer reported errors (see stderr)";
+    }
+  }
+  static Module BuildFor(const kernels::Case& c) {
+    return backplane::Build(backplane::runner::KernelSource(c), Target::FromDevice(Device(kDev)));
+  }
+};
+
+class VulkanKernelTest : public VulkanCodegenTest,
+                         public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(VulkanKernelTest, RunsOnTheDeviceAndMatchesTheReference) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m = BuildFor(*c);
+  ASSERT_EQ(m.Imports().size(), 1u);
+  EXPECT_EQ(m.Imports()[0].Kind(), "vulkan");
+  backplane::runner::Result r = backplane::runner::RunCase(*c, m, Device(kDev), c->small, 1);
+  EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
+  EXPECT_GT(r.max_error, -1.0);
+
+  // Saved and loaded back (the kernels' SPIR-V, no recompilation), with other random data.
+  Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+  r = backplane::runner::RunCase(*c, loaded, Device(kDev), c->small, 1, 7);
+  EXPECT_TRUE(r.ok) << c->func << " after save and load: " << r.error;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, VulkanKernelTest, ::testing::ValuesIn(GpuKernels()),
+                         [](const auto& param_info) { return param_info.param; });
+
+// spirv-val (spirv-tools) accepts every module the code generator makes, for Vulkan 1.1.
+TEST(VulkanSpirv, EveryGeneratedModulePassesSpirvVal) {
+  if (std::system("command -v spirv-val >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "spirv-val is not installed (Debian: spirv-tools)";
+  }
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/bp_vulkan_spv_" +
+                          std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  int checked = 0;
+  for (const std::string& name : GpuKernels()) {
+    const kernels::Case* c = kernels::Find(name);
+    Module m = backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("vulkan"));
+    ASSERT_EQ(m.Imports().size(), 1u);
+    const std::vector<std::string> spirv = SpirvOf(m.Imports()[0].SaveToBytes());
+    ASSERT_EQ(spirv.size(), 1u) << name;
+    const std::string path = dir + "/" + name + ".spv";
+    std::ofstream(path, std::ios::binary) << spirv[0];
+    const std::string cmd = "spirv-val --target-env vulkan1.1 " + path + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string output;
+    char buf[512];
+    while (fgets(buf, sizeof(buf), p) != nullptr) output += buf;
+    EXPECT_EQ(pclose(p), 0) << name << ": spirv-val: " << output << "\nGLSL:\n"
+                            << m.Imports()[0].InspectSource("glsl");
+    ++checked;
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(checked, static_cast<int>(GpuKernels().size()));
+  EXPECT_GE(checked, 7);
+}
+
+TEST(VulkanSource, TheGlslShowsTheLayout) {
+  const kernels::Case* c = kernels::Find("matmul_tiled_gpu");
+  Module m = backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("vulkan"));
+  const std::string glsl = m.Imports()[0].InspectSource("");
+  EXPECT_NE(glsl.find("local_size_x = 16, local_size_y = 16"), std::string::npos) << glsl;
+  EXPECT_NE(glsl.find("layout(std430, set = 0, binding = 2) buffer"), std::string::npos) << glsl;
+  EXPECT_NE(glsl.find("layout(push_constant) uniform"), std::string::npos) << glsl;
+  EXPECT_NE(glsl.find("shared float ta[256];"), std::string::npos) << glsl;
+  EXPECT_NE(glsl.find("barrier();"), std::string::npos) << glsl;
+  EXPECT_NE(m.Imports()[0].InspectSource("ir").find("matmul_tiled_gpu"), std::string::npos);
+}
+
+// Building reads the Target only: with no Vulkan driver at all it still works.
+TEST(VulkanBuild, NeedsNoDevice) {
+  // A process of its own (gtest_discover_tests): the loader reads this at the plugin's first use.
+  setenv("VK_ICD_FILENAMES", "/nonexistent/backplane_no_icd.json", 1);
+  setenv("VK_DRIVER_FILES", "/nonexistent/backplane_no_icd.json", 1);
+  if (DeviceAPI::Get(Device(kDev)).Exists()) {
+    GTEST_SKIP() << "the Vulkan plugin was loaded with its devices earlier in this process; run "
+                    "this test alone (ctest does)";
+  }
+  for (const std::string& name : GpuKernels()) {
+    const kernels::Case* c = kernels::Find(name);
+    Module m = backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("vulkan"));
+    Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+    EXPECT_EQ(loaded.Imports()[0].ListFunctions(), std::vector<std::string>{name + "_kernel"});
+  }
+}
+
+TEST(VulkanBuild, WhatTheTargetCannotExpressIsNamed) {
+  // threadIdx.x bound with a run-time extent: the local size must be a constant.
+  const std::string ir =
+      "# backplane-ir 1\n"
+      "func scale_gpu(n: int32, x: buffer<float32>[n]) {\n"
+      "  for tx in thread(threadIdx.x, 0, n) {\n"
+      "    x[tx] = x[tx] * 2.0\n"
+      "  }\n"
+      "}\n";
+  try {
+    backplane::Build(ir, Target::Parse("vulkan"));
+    FAIL() << "built a kernel whose local size is not a constant";
+  } catch (const backplane::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << msg;
+    EXPECT_NE(msg.find("threadIdx.x"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("constant"), std::string::npos) << msg;
+  }
+  // More invocations than the Target allows.
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  try {
+    backplane::Build(backplane::runner::KernelSource(*c),
+                     Target::Parse("vulkan -max_num_threads=64"));
+    FAIL() << "built a 256-thread workgroup for max_num_threads=64";
+  } catch (const backplane::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_num_threads 64"), std::string::npos) << e.what();
+  }
+  // An 8-bit type.
+  const std::string int8 =
+      "# backplane-ir 1\n"
+      "func inc_gpu(n: int32, x: buffer<int8>[n]) {\n"
+      "  for tx in thread(threadIdx.x, 0, 64) {\n"
+      "    x[tx] = x[tx] + int8(1)\n"
+      "  }\n"
+      "}\n";
+  try {
+    backplane::Build(int8, Target::Parse("vulkan"));
+    FAIL() << "built an int8 kernel";
+  } catch (const backplane::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("int8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VulkanBuild, DamagedModuleBytesAreRefused) {
+  backplane::Build(backplane::runner::KernelSource(*kernels::Find("saxpy_gpu")),
+                   Target::Parse("vulkan"));  // loads the plugin
+  auto load = backplane::Function::Get("runtime.module.load_from_bytes.vulkan");
+  for (const std::string& bad :
+       {std::string("hello"), std::string("backplane-vulkan-module 1\nir 500\n# backplane-ir")}) {
+    bp_object_t* obj = nullptr;
+    backplane::Check(bp_bytes_create(bad.data(), bad.size(), &obj));
+    backplane::ObjectRef bytes = backplane::ObjectRef::Adopt(obj);
+    try {
+      load(bytes);
+      FAIL() << "loaded damaged bytes";
+    } catch (const backplane::Error& e) {
+      EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(e.what()).find("not a vulkan module"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(VulkanCodegenTest, WrongArgumentsAreRefusedBeforeAnyLaunch) {
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  Module m = BuildFor(*c);
+  backplane::Tensor a = backplane::Tensor::Empty({100}, DLDataType{kDLFloat, 32, 1}, Device(kDev));
+  backplane::Tensor b = backplane::Tensor::Empty({99}, DLDataType{kDLFloat, 32, 1}, Device(kDev));
+  backplane::Tensor h = backplane::Tensor::Empty({100}, DLDataType{kDLFloat, 32, 1}, Device());
+  try {
+    m.GetFunction(c->func)(100, a.dl(), b.dl(), a.dl());
+    FAIL() << "ran with a tensor of the wrong shape";
+  } catch (const backplane::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("[99]"), std::string::npos) << e.what();
+  }
+  // A host tensor passed to the kernel directly.
+  Module kernel = m.Imports()[0];
+  try {
+    kernel.GetFunction(c->func + "_kernel")(100, a.dl(), h.dl(), a.dl(), int64_t{1}, int64_t{256});
+    FAIL() << "ran with a host tensor";
+  } catch (const backplane::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("copy it to the device"), std::string::npos) << e.what();
+  }
+  // A launch extent other than the local size it was built with.
+  try {
+    kernel.GetFunction(c->func + "_kernel")(100, a.dl(), a.dl(), a.dl(), int64_t{1}, int64_t{128});
+    FAIL() << "launched with another local size";
+  } catch (const backplane::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("local size 256"), std::string::npos) << e.what();
+  }
+}
+
+// lavapipe leaves every loop of an invocation once 65535 iterations have run in all of them;
+// the code generator unrolls, so a kernel running 3 x 50000 iterations in one invocation
+// still does all of them, in order.
+TEST_F(VulkanCodegenTest, LongLoopsRunEveryIteration) {
+  const std::string ir =
+      "# backplane-ir 1\n"
+      "func long_sum_gpu(n: int32, x: buffer<float32>[n], out: buffer<float32>[3]) {\n"
+      "  for tx in thread(threadIdx.x, 0, 1) {\n"
+      "    for r in serial(0, 3) {\n"
+      "      out[r] = 0.0\n"
+      "      for i in serial(0, n) {\n"
+      "        out[r] = out[r] + x[i] * float32(r + 1)\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  Module m = backplane::Build(ir, Target::FromDevice(Device(kDev)));
+  const int n = 50000;
+  std::vector<float> x = bptest::RandomFloats(n, 11);
+  backplane::Tensor tx = backplane::Tensor::Empty({n}, DLDataType{kDLFloat, 32, 1}, Device(kDev));
+  backplane::Tensor to = backplane::Tensor::Empty({3}, DLDataType{kDLFloat, 32, 1}, Device(kDev));
+  tx.CopyFromBytes(x.data(), x.size() * sizeof(float));
+  m.GetFunction("long_sum_gpu")(n, tx.dl(), to.dl());
+  std::vector<float> got(3);
+  to.CopyToBytes(got.data(), got.size() * sizeof(float));
+  for (int r = 0; r < 3; ++r) {
+    double want = 0, scale = 0;
+    for (int i = 0; i < n; ++i) {
+      want += static_cast<double>(x[i]) * (r + 1);
+      scale += std::abs(static_cast<double>(x[i])) * (r + 1);
+    }
+    // float32 rounding of 50000 terms stays far below 1e-4 of their magnitude; one missing
+    // term is ~1e-5, and the loop limiter would drop thousands.
+    EXPECT_NEAR(got[r], want, 1e-4 * scale) << "row " << r;
+    EXPECT_NEAR(got[r], want, 1e-6 * scale) << "row " << r;
+  }
+}
+
+TEST_F(VulkanCodegenTest, ThePipelineCacheIsKeptOnDisk) {
+  // A process of its own: the cache folder is chosen at the first pipeline.
+  const std::string root = std::filesystem::temp_directory_path().string() + "/bp_vulkan_cache_" +
+                           std::to_string(getpid());
+  setenv("XDG_CACHE_HOME", root.c_str(), 1);
+  const kernels::Case* c = kernels::Find("saxpy_gpu");
+  backplane::runner::Result r =
+      backplane::runner::RunCase(*c, BuildFor(*c), Device(kDev), c->small, 1);
+  EXPECT_TRUE(r.ok) << r.error;
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(root + "/backplane/vulkan")) {
+    EXPECT_EQ(e.path().extension(), ".bin") << e.path();
+    EXPECT_GT(std::filesystem::file_size(e.path()), 16u) << e.path();
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
