@@ -138,7 +138,7 @@ case "$step" in
       expect simaccel-demo "^$k +cpu:0 +ok" "the demo did not pass $k on cpu:0"
       expect simaccel-demo "^${k}_gpu +simaccel:0 +ok" "the demo did not pass ${k}_gpu on simaccel:0"
     done
-    expect simaccel-demo " passed, 0 failed on 2 device" "the demo reported failures"
+    expect simaccel-demo " passed, 0 failed on [0-9]+ device" "the demo reported failures"
 
     # A module saved by one process runs in another (the loader), on a second device.
     run simaccel-build-module "$prefix/bin/backplane" build \

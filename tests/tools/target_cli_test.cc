@@ -102,7 +102,7 @@ TEST(CliTarget, ErrorsExitOneWithTheCoresMessage) {
            {"c -opt-level=7", {"opt-level", "7", "0, 1, 2 or 3"}},
            {"c -mcpuu=skylake", {"'mcpuu'", "'mcpu'"}},
            {R"({"kind": "c", "fast-math": 1})", {"fast-math", "bool"}},
-           {"cuda", {"'cuda'"}},
+           {"nosuchkind", {"'nosuchkind'"}},
        }) {
     SCOPED_TRACE(c.text);
     sp::Result result = RunCli({"target", c.text});
