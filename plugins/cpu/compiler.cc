@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <backplane/sdk/disk_cache.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -32,20 +33,6 @@ namespace {
 
 // Bumped when the generated code's conventions change, so old cache entries are not reused.
 constexpr const char* kCacheFormat = "c-cache-1";
-
-uint64_t Fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string Hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string Arch(const std::string& triple) { return triple.substr(0, triple.find('-')); }
 
@@ -127,46 +114,6 @@ std::string CompilerVersion(const std::string& cc) {
   std::string version = r.output.substr(0, r.output.find('\n'));
   versions[cc] = version;
   return version;
-}
-
-void MakeDirs(const std::string& path) {
-  std::string partial;
-  std::stringstream parts(path);
-  std::string part;
-  while (std::getline(parts, part, '/')) {
-    partial += part.empty() && partial.empty() ? "" : "/" + part;
-    if (partial.empty() || partial == "/") continue;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return;
-  }
-}
-
-bool IsPrivateFolder(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-}
-
-std::string ChooseCacheDir() {
-  std::string base;
-  const char* xdg = secure_getenv("XDG_CACHE_HOME");
-  const char* home = secure_getenv("HOME");
-  if (xdg != nullptr && xdg[0] == '/') {
-    base = std::string(xdg) + "/backplane/c";
-  } else if (home != nullptr && home[0] == '/') {
-    base = std::string(home) + "/.cache/backplane/c";
-  }
-  if (!base.empty()) {
-    MakeDirs(base);
-    if (IsPrivateFolder(base)) return base;
-  }
-  // No usable cache: a private folder for this process (nothing is shared with others).
-  std::string tmpl = "/tmp/backplane-c-XXXXXX";
-  if (mkdtemp(tmpl.data()) != nullptr) return tmpl;
-  throw Error(BP_ERR_INTERNAL, "target.build.c: no cache folder: " + base +
-                                   " is not usable and mkdtemp in /tmp failed (" +
-                                   std::strerror(errno) +
-                                   "); set XDG_CACHE_HOME to a folder "
-                                   "you own");
 }
 
 bool FileExists(const std::string& path) {
@@ -258,7 +205,13 @@ CompileOptions OptionsFromTarget(const Target& target) {
 }
 
 std::string CacheDir() {
-  static const std::string dir = ChooseCacheDir();
+  static const std::string dir = sdk::CacheFolder("c");
+  if (dir.empty()) {
+    throw Error(BP_ERR_INTERNAL,
+                "target.build.c: no cache folder: neither $XDG_CACHE_HOME/backplane/c nor "
+                "~/.cache/backplane/c is a private folder this user owns, and mkdtemp in /tmp "
+                "failed; set XDG_CACHE_HOME to a folder you own");
+  }
   return dir;
 }
 
@@ -274,8 +227,7 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
   }
   std::string key_material =
       std::string(kCacheFormat) + "\n" + version + "\n" + Quote(argv) + "\n" + source;
-  const std::string key =
-      Hex(Fnv1a(key_material)) + Hex(Fnv1a(key_material, 0x84222325cbf29ce4ull));
+  const std::string key = sdk::CacheKey(key_material);
   const std::string dir = CacheDir();
   const std::string lib = dir + "/" + key + ".so";
   if (FileExists(lib)) return lib;
@@ -320,13 +272,10 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
 
 std::string CacheLibraryBytes(const std::string& library) {
   const std::string dir = CacheDir();
-  const std::string key = Hex(Fnv1a(library)) + Hex(Fnv1a(library, 0x84222325cbf29ce4ull));
+  const std::string key = sdk::CacheKey(library);
   const std::string lib = dir + "/" + key + ".so";
   if (FileExists(lib) && ReadFileBytes(lib) == library) return lib;
-  const std::string tmp = ScratchName(dir, key, ".so");
-  WriteFile(tmp, library);
-  if (rename(tmp.c_str(), lib.c_str()) != 0) {
-    unlink(tmp.c_str());
+  if (!sdk::WriteFileAtomic(lib, library)) {
     throw Error(BP_ERR_INTERNAL, "runtime.module.load_from_bytes.c: cannot write " + lib + ": " +
                                      std::strerror(errno));
   }

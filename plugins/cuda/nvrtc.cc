@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <backplane/sdk/disk_cache.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <cerrno>
 #include <cstdint>
@@ -75,81 +76,6 @@ Nvrtc* Load() {
   return n;
 }
 
-uint64_t Fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-std::string Hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-void MakeDirs(const std::string& path) {
-  std::string partial;
-  std::stringstream parts(path);
-  std::string part;
-  while (std::getline(parts, part, '/')) {
-    partial += part.empty() && partial.empty() ? "" : "/" + part;
-    if (partial.empty() || partial == "/") continue;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return;
-  }
-}
-
-// A folder only this user can write: another user's files there could be loaded as code.
-bool IsPrivateFolder(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-}
-
-std::string ChooseCacheDir() {
-  std::string base;
-  const char* xdg = secure_getenv("XDG_CACHE_HOME");
-  const char* home = secure_getenv("HOME");
-  if (xdg != nullptr && xdg[0] == '/') {
-    base = std::string(xdg) + "/backplane/cuda";
-  } else if (home != nullptr && home[0] == '/') {
-    base = std::string(home) + "/.cache/backplane/cuda";
-  }
-  if (!base.empty()) {
-    MakeDirs(base);
-    if (IsPrivateFolder(base)) return base;
-  }
-  std::string tmpl = "/tmp/backplane-cuda-XXXXXX";
-  if (mkdtemp(tmpl.data()) != nullptr) return tmpl;
-  return "";  // no cache: every build compiles
-}
-
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return static_cast<bool>(in) || in.eof();
-}
-
-// Publishes `bytes` as `path` atomically; a failure only means no cache entry.
-void WriteCacheEntry(const std::string& dir, const std::string& path, const std::string& bytes) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      dir + "/.tmp" + std::to_string(getpid()) + "_" + std::to_string(counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) {
-      unlink(tmp.c_str());
-      return;
-    }
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
-}
-
 // NVRTC's log with each generated line it points at ("bp.cu(12): error: ...").
 std::string ExplainLog(const std::string& log, const std::string& source) {
   std::vector<std::string> lines;
@@ -180,7 +106,7 @@ const Nvrtc& Nvrtc::Get() {
 }
 
 std::string CacheDir() {
-  static const std::string dir = ChooseCacheDir();
+  static const std::string dir = sdk::CacheFolder("cuda");
   return dir;
 }
 
@@ -194,13 +120,12 @@ CompileResult CompileCuda(const std::string& source, const std::string& arch, bo
   std::string key_material = std::string(kCacheFormat) + "\n" + n.version + "\n";
   for (const std::string& o : options) key_material += o + "\n";
   key_material += source;
-  const std::string key =
-      Hex(Fnv1a(key_material)) + Hex(Fnv1a(key_material, 0x84222325cbf29ce4ull));
+  const std::string key = sdk::CacheKey(key_material);
   const std::string dir = CacheDir();
   const std::string path = dir.empty() ? "" : dir + "/" + key + (cubin ? ".cubin" : ".ptx");
   CompileResult result;
   result.cubin = cubin;
-  if (!path.empty() && ReadFile(path, &result.binary) && !result.binary.empty()) {
+  if (!path.empty() && sdk::ReadCacheEntry(path, &result.binary) && !result.binary.empty()) {
     result.from_cache = true;
     return result;
   }
@@ -249,7 +174,7 @@ CompileResult CompileCuda(const std::string& source, const std::string& arch, bo
     throw Error(BP_ERR_INTERNAL, std::string("target.build.cuda: reading NVRTC's output failed: ") +
                                      n.nvrtcGetErrorString(r));
   }
-  if (!path.empty()) WriteCacheEntry(dir, path, result.binary);
+  if (!path.empty()) sdk::WriteCacheEntry(path, result.binary);  // best effort
   return result;
 }
 

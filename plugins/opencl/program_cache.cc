@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <backplane/sdk/disk_cache.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,24 +23,9 @@ namespace {
 
 // Bumped when the generated code's conventions or the entry format change.
 constexpr const char* kCacheFormat = "opencl-cache-1";
-constexpr const char* kEntryMagic = "BPCLBIN1\n";
 
 std::atomic<int64_t> g_compiled{0};
 std::atomic<int64_t> g_loaded{0};
-
-uint64_t Fnv1a(const std::string& text, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string Hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string Info(cl_device_id id, cl_device_info what) {
   size_t n = 0;
@@ -48,68 +34,6 @@ std::string Info(cl_device_id id, cl_device_info what) {
   if (clGetDeviceInfo(id, what, n, s.data(), nullptr) != CL_SUCCESS) return "";
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
-}
-
-void MakeDirs(const std::string& path) {
-  std::string partial;
-  std::stringstream parts(path);
-  for (std::string part; std::getline(parts, part, '/');) {
-    if (part.empty()) continue;
-    partial += "/" + part;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return;
-  }
-}
-
-bool IsPrivateFolder(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-}
-
-std::string ChooseCacheDir() {
-  std::string base;
-  const char* xdg = secure_getenv("XDG_CACHE_HOME");
-  const char* home = secure_getenv("HOME");
-  if (xdg != nullptr && xdg[0] == '/') {
-    base = std::string(xdg) + "/backplane/opencl";
-  } else if (home != nullptr && home[0] == '/') {
-    base = std::string(home) + "/.cache/backplane/opencl";
-  }
-  if (base.empty()) return "";
-  MakeDirs(base);
-  return IsPrivateFolder(base) ? base : "";
-}
-
-// The payload of a cache entry, or "" when it is absent, truncated or damaged.
-std::string ReadEntry(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const std::string all = bytes.str();
-  const size_t header = std::strlen(kEntryMagic) + 17;  // magic, 16 hex digits, newline
-  if (all.size() <= header || all.compare(0, std::strlen(kEntryMagic), kEntryMagic) != 0) {
-    return "";
-  }
-  std::string payload = all.substr(header);
-  if (all.substr(std::strlen(kEntryMagic), 16) != Hex(Fnv1a(payload))) return "";
-  return payload;
-}
-
-void WriteEntry(const std::string& path, const std::string& payload) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      path + ".tmp" + std::to_string(getpid()) + "_" + std::to_string(counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kEntryMagic << Hex(Fnv1a(payload)) << "\n";
-    out.write(payload.data(), static_cast<std::streamsize>(payload.size()));
-    if (!out) {
-      unlink(tmp.c_str());
-      return;  // a cache that cannot be written only costs the next run a compile
-    }
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
 }
 
 std::string BuildLog(cl_program program, cl_device_id id) {
@@ -183,7 +107,7 @@ cl_program FromBinary(const OpenCLDeviceAPI::Device& d, const std::string& binar
 }  // namespace
 
 std::string ProgramCacheDir() {
-  static const std::string dir = ChooseCacheDir();
+  static const std::string dir = sdk::CacheFolder("opencl");
   return dir;
 }
 
@@ -197,13 +121,10 @@ cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& sou
       std::string(kCacheFormat) + "\n" + kBuildOptions + "\n" + Info(d.id, CL_DEVICE_NAME) + "\n" +
       Info(d.id, CL_DEVICE_VERSION) + "\n" + Info(d.id, CL_DRIVER_VERSION) + "\n" + source;
   const std::string dir = ProgramCacheDir();
-  const std::string entry = dir.empty()
-                                ? ""
-                                : dir + "/" + Hex(Fnv1a(key_material)) +
-                                      Hex(Fnv1a(key_material, 0x84222325cbf29ce4ull)) + ".bin";
+  const std::string entry = dir.empty() ? "" : dir + "/" + sdk::CacheKey(key_material) + ".bin";
   if (!entry.empty()) {
-    const std::string binary = ReadEntry(entry);
-    if (!binary.empty()) {
+    std::string binary;
+    if (sdk::ReadCacheEntry(entry, &binary) && !binary.empty()) {
       if (cl_program p = FromBinary(d, binary)) {
         ++g_loaded;
         return p;
@@ -234,7 +155,7 @@ cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& sou
   }
   if (!entry.empty()) {
     const std::string binary = ProgramBinary(program);
-    if (!binary.empty()) WriteEntry(entry, binary);
+    if (!binary.empty()) sdk::WriteCacheEntry(entry, binary);  // best effort
   }
   return program;
 }
