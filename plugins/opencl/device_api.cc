@@ -136,8 +136,8 @@ OpenCLDeviceAPI::OpenCLDeviceAPI() {
 }
 
 OpenCLDeviceAPI::~OpenCLDeviceAPI() {
-  for (auto& pool : pools_) {
-    for (Buffer* b : pool->TakeAll()) Destroy(b);
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    for (Buffer* b : DrainPool(static_cast<int32_t>(i))) Destroy(b);
   }
   for (Device& d : devices_) {
     if (d.queue != nullptr) clReleaseCommandQueue(d.queue);
@@ -240,7 +240,7 @@ cl_mem OpenCLDeviceAPI::CreateMem(DLDevice dev, const Device& d, size_t bytes) {
   cl_mem mem = clCreateBuffer(d.context, CL_MEM_READ_WRITE, n, nullptr, &err);
   if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
       err == CL_OUT_OF_HOST_MEMORY) {
-    std::vector<Buffer*> cached = pools_[static_cast<size_t>(dev.device_id)]->TakeAll();
+    std::vector<Buffer*> cached = DrainPool(dev.device_id);
     if (!cached.empty()) {
       for (Buffer* b : cached) Destroy(b);
       err = CL_SUCCESS;
@@ -254,7 +254,15 @@ cl_mem OpenCLDeviceAPI::CreateMem(DLDevice dev, const Device& d, size_t bytes) {
 void* OpenCLDeviceAPI::Publish(Buffer* b) {
   std::lock_guard<std::mutex> lock(mu_);
   buffers_.insert(b);
+  b->live = true;
   return b;
+}
+
+std::vector<Buffer*> OpenCLDeviceAPI::DrainPool(int32_t device_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Buffer*> all = pools_[static_cast<size_t>(device_id)]->TakeAll();
+  for (Buffer* b : all) buffers_.erase(b);
+  return all;
 }
 
 void OpenCLDeviceAPI::Destroy(Buffer* b) {
@@ -277,23 +285,27 @@ void* OpenCLDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
   WorkspacePool& pool = *pools_[static_cast<size_t>(dev.device_id)];
   size_t class_bytes = WorkspacePool::ClassBytes(nbytes);
   if (class_bytes > d.max_alloc) class_bytes = 0;  // the rounding must not pass the limit
-  Buffer* b = class_bytes != 0 ? pool.Take(class_bytes) : nullptr;
-  if (b == nullptr) {
-    auto fresh = std::make_unique<Buffer>();
-    fresh->device_id = dev.device_id;
-    fresh->workspace = true;
-    const size_t bytes = class_bytes != 0 ? class_bytes : nbytes;
-    fresh->mem = CreateMem(dev, d, bytes);
-    fresh->capacity = bytes == 0 ? 1 : bytes;
-    b = fresh.release();
+  if (class_bytes != 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Buffer* b = pool.Take(class_bytes)) {
+      b->size = nbytes;
+      b->live = true;
+      return b;
+    }
   }
-  b->size = nbytes;
-  return Publish(b);
+  auto fresh = std::make_unique<Buffer>();
+  fresh->device_id = dev.device_id;
+  fresh->workspace = true;
+  const size_t bytes = class_bytes != 0 ? class_bytes : nbytes;
+  fresh->mem = CreateMem(dev, d, bytes);
+  fresh->capacity = bytes == 0 ? 1 : bytes;
+  fresh->size = nbytes;
+  return Publish(fresh.release());
 }
 
 Buffer* OpenCLDeviceAPI::LiveBufferLocked(DLDevice dev, void* handle) {
   auto* b = static_cast<Buffer*>(handle);
-  BACKPLANE_REQUIRE(buffers_.count(b) != 0, BP_ERR_INVALID_ARGUMENT,
+  BACKPLANE_REQUIRE(buffers_.count(b) != 0 && b->live, BP_ERR_INVALID_ARGUMENT,
                     sdk::PointerString(handle) +
                         " is not a live opencl buffer (freed already, a host pointer, or another "
                         "backend's); pass a handle from alloc_data_space or alloc_workspace");
@@ -322,6 +334,11 @@ Buffer* OpenCLDeviceAPI::Retire(DLDevice dev, void* handle, bool workspace) {
                                 " is a workspace from alloc_workspace, not data space; free it "
                                 "with free_workspace");
   }
+  b->live = false;
+  if (workspace && WorkspacePool::ClassBytes(b->capacity) == b->capacity &&
+      pools_[static_cast<size_t>(dev.device_id)]->Keep(b)) {
+    return nullptr;
+  }
   buffers_.erase(b);
   return b;
 }
@@ -335,16 +352,12 @@ void OpenCLDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
 void OpenCLDeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
   CheckDevice(dev);
   if (ptr == nullptr) return;
-  Buffer* b = Retire(dev, ptr, /*workspace=*/true);
-  if (WorkspacePool::ClassBytes(b->capacity) == b->capacity &&
-      pools_[static_cast<size_t>(dev.device_id)]->Keep(b)) {
-    return;
-  }
-  Destroy(b);
+  if (Buffer* b = Retire(dev, ptr, /*workspace=*/true)) Destroy(b);
 }
 
 size_t OpenCLDeviceAPI::WorkspaceCachedBytes(DLDevice dev) {
   CheckDevice(dev);
+  std::lock_guard<std::mutex> lock(mu_);
   return pools_[static_cast<size_t>(dev.device_id)]->CachedBytes();
 }
 

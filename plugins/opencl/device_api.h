@@ -33,6 +33,7 @@ struct Buffer {
   size_t size = 0;         // the bytes requested: kernels and copies may use [0, size)
   size_t capacity = 0;     // the bytes of `mem` (a workspace's size class; at least 1)
   bool workspace = false;  // from AllocWorkspace: freed with FreeWorkspace only
+  bool live = false;       // handed out; false while a freed workspace sits in the pool
 };
 
 class OpenCLDeviceAPI : public sdk::DeviceAPI {
@@ -87,23 +88,28 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   // A new cl_mem of `bytes` (0 -> 1) on `dev`. A driver out-of-memory releases the pooled
   // workspaces of that device and tries once more.
   cl_mem CreateMem(DLDevice dev, const Device& d, size_t bytes);
-  // Makes `b` live (CheckBuffer accepts it) and returns it as a handle.
+  // Records `b` (a new Buffer) as live, so that CheckBuffer accepts it; returns it as a handle.
   void* Publish(Buffer* b);
   // The live buffer `handle` of `dev`, or BP_ERR_INVALID_ARGUMENT; mu_ must be held.
   Buffer* LiveBufferLocked(DLDevice dev, void* handle);
   // Checks that `handle` is live on `dev` and of the kind `workspace`, and makes it not live,
-  // in one step (two threads freeing one handle: one wins, the other gets the error).
+  // in one step (two threads freeing one handle: one wins, the other gets the error). A
+  // workspace goes to the pool when it fits: then the result is null; otherwise it is the
+  // buffer to Destroy, forgotten already.
   Buffer* Retire(DLDevice dev, void* handle, bool workspace);
-  // Releases the cl_mem and the Buffer.
+  // Empties the pool of device `device_id` and forgets its buffers; the caller destroys them.
+  std::vector<Buffer*> DrainPool(int32_t device_id);
+  // Releases the cl_mem and the Buffer (no longer in buffers_).
   static void Destroy(Buffer* b);
 
   std::vector<Device> devices_;
   std::mutex mu_;
-  // Live buffers: a handle not in here is rejected, never dereferenced.
+  // Every Buffer that exists, live or in a pool: a handle not in here is rejected, never
+  // dereferenced; one in here is a buffer when its `live` is set.
   std::unordered_set<Buffer*> buffers_;
   // Live streams: queue -> device id.
   std::unordered_map<cl_command_queue, int32_t> streams_;
-  // One workspace pool per device, indexed like devices_.
+  // One workspace pool per device, indexed like devices_; used under mu_.
   std::vector<std::unique_ptr<WorkspacePool>> pools_;
 };
 

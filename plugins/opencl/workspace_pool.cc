@@ -16,7 +16,6 @@ size_t WorkspacePool::ClassBytes(size_t nbytes) {
 }
 
 Buffer* WorkspacePool::Take(size_t class_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = free_.find(class_bytes);
   if (it == free_.end() || it->second.empty()) return nullptr;
   Buffer* b = it->second.back();
@@ -26,7 +25,6 @@ Buffer* WorkspacePool::Take(size_t class_bytes) {
 }
 
 bool WorkspacePool::Keep(Buffer* b) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (cached_bytes_ + b->capacity > kMaxCachedBytes) return false;
   free_[b->capacity].push_back(b);
   cached_bytes_ += b->capacity;
@@ -34,17 +32,11 @@ bool WorkspacePool::Keep(Buffer* b) {
 }
 
 std::vector<Buffer*> WorkspacePool::TakeAll() {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<Buffer*> all;
   for (auto& [bytes, list] : free_) all.insert(all.end(), list.begin(), list.end());
   free_.clear();
   cached_bytes_ = 0;
   return all;
-}
-
-size_t WorkspacePool::CachedBytes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return cached_bytes_;
 }
 
 }  // namespace opencl

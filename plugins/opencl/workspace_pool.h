@@ -7,12 +7,12 @@
 // two below them (4 steps per doubling, so at most 25% is unused). Classes above
 // kMaxClassBytes are not pooled. The pool keeps at most kMaxCachedBytes of free buffers; a
 // free beyond that releases the buffer. The pool only stores Buffer objects: liveness
-// (which handles are in use) stays with OpenCLDeviceAPI.
+// (which handles are in use) stays with OpenCLDeviceAPI, which calls the pool under its own
+// lock, so that a free or an alloc takes one lock in all (the pool has none of its own).
 #ifndef BACKPLANE_PLUGINS_OPENCL_WORKSPACE_POOL_H_
 #define BACKPLANE_PLUGINS_OPENCL_WORKSPACE_POOL_H_
 
 #include <cstddef>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -34,21 +34,20 @@ class WorkspacePool {
   static size_t ClassBytes(size_t nbytes);
 
   // A cached buffer of class `class_bytes`, taken out of the pool, or null when there is
-  // none. Thread-safe.
+  // none.
   Buffer* Take(size_t class_bytes);
 
   // Keeps `b` (a workspace buffer whose capacity is a class) for reuse. False when that
-  // would pass kMaxCachedBytes: the caller still owns `b` and releases it. Thread-safe.
+  // would pass kMaxCachedBytes: the caller still owns `b` and releases it.
   bool Keep(Buffer* b);
 
-  // Empties the pool; the caller releases what it returns. Thread-safe.
+  // Empties the pool; the caller releases what it returns.
   std::vector<Buffer*> TakeAll();
 
   // Bytes of freed buffers held right now.
-  size_t CachedBytes();
+  size_t CachedBytes() const { return cached_bytes_; }
 
  private:
-  std::mutex mu_;
   size_t cached_bytes_ = 0;
   std::unordered_map<size_t, std::vector<Buffer*>> free_;  // class bytes -> free buffers
 };
