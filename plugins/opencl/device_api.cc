@@ -131,6 +131,10 @@ OpenCLDeviceAPI::OpenCLDeviceAPI() {
                         nullptr) != CL_SUCCESS) {
       d.max_alloc = 0;  // every allocation then fails with the limit in its message
     }
+    if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(d.max_work_group),
+                        &d.max_work_group, nullptr) != CL_SUCCESS) {
+      d.max_work_group = 0;  // every launch then fails with the limit in its message
+    }
   }
   for (size_t i = 0; i < devices_.size(); ++i) pools_.push_back(std::make_unique<WorkspacePool>());
 }

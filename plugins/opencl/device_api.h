@@ -44,6 +44,7 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
     cl_context context = nullptr;
     cl_command_queue queue = nullptr;  // the null stream
     cl_ulong max_alloc = 0;            // CL_DEVICE_MAX_MEM_ALLOC_SIZE
+    size_t max_work_group = 0;         // CL_DEVICE_MAX_WORK_GROUP_SIZE
   };
 
   static OpenCLDeviceAPI* Global();
