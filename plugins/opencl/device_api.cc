@@ -127,10 +127,22 @@ OpenCLDeviceAPI::OpenCLDeviceAPI() {
     if (err != CL_SUCCESS) continue;  // CheckDevice reports it on use
     d.queue = clCreateCommandQueueWithProperties(d.context, d.id, nullptr, &err);
     if (err != CL_SUCCESS) d.queue = nullptr;
+    if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(d.max_alloc), &d.max_alloc,
+                        nullptr) != CL_SUCCESS) {
+      d.max_alloc = 0;  // every allocation then fails with the limit in its message
+    }
+    if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(d.max_work_group),
+                        &d.max_work_group, nullptr) != CL_SUCCESS) {
+      d.max_work_group = 0;  // every launch then fails with the limit in its message
+    }
   }
+  for (size_t i = 0; i < devices_.size(); ++i) pools_.push_back(std::make_unique<WorkspacePool>());
 }
 
 OpenCLDeviceAPI::~OpenCLDeviceAPI() {
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    for (Buffer* b : DrainPool(static_cast<int32_t>(i))) Destroy(b);
+  }
   for (Device& d : devices_) {
     if (d.queue != nullptr) clReleaseCommandQueue(d.queue);
     if (d.context != nullptr) clReleaseContext(d.context);
@@ -209,6 +221,9 @@ Any OpenCLDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   if (key == "opencl_c_version") {
     return sdk::StringValue(DeviceInfoString(id, CL_DEVICE_OPENCL_C_VERSION));
   }
+  if (key == "workspace_cached_bytes") {
+    return sdk::IntValue(static_cast<int64_t>(WorkspaceCachedBytes(dev)));
+  }
   if (key == "max_mem_alloc_size") {
     return sdk::IntValue(
         static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE)));
@@ -218,34 +233,86 @@ Any OpenCLDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
 
 void OpenCLDeviceAPI::SetDevice(DLDevice dev) { CheckDevice(dev); }
 
+cl_mem OpenCLDeviceAPI::CreateMem(DLDevice dev, const Device& d, size_t bytes) {
+  BACKPLANE_REQUIRE(bytes <= d.max_alloc, BP_ERR_OUT_OF_MEMORY,
+                    "allocating " + std::to_string(bytes) + " bytes on " + sdk::DeviceString(dev) +
+                        ": the device allows at most " + std::to_string(d.max_alloc) +
+                        " bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE); allocate less");
+  // OpenCL has no zero-size buffers: a zero-size request gets one byte.
+  const size_t n = bytes == 0 ? 1 : bytes;
+  cl_int err = CL_SUCCESS;
+  cl_mem mem = clCreateBuffer(d.context, CL_MEM_READ_WRITE, n, nullptr, &err);
+  if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+      err == CL_OUT_OF_HOST_MEMORY) {
+    std::vector<Buffer*> cached = DrainPool(dev.device_id);
+    if (!cached.empty()) {
+      for (Buffer* b : cached) Destroy(b);
+      err = CL_SUCCESS;
+      mem = clCreateBuffer(d.context, CL_MEM_READ_WRITE, n, nullptr, &err);
+    }
+  }
+  Check(err, "clCreateBuffer of " + std::to_string(bytes) + " bytes on " + sdk::DeviceString(dev));
+  return mem;
+}
+
+void* OpenCLDeviceAPI::Publish(Buffer* b) {
+  std::lock_guard<std::mutex> lock(mu_);
+  buffers_.insert(b);
+  b->live = true;
+  return b;
+}
+
+std::vector<Buffer*> OpenCLDeviceAPI::DrainPool(int32_t device_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Buffer*> all = pools_[static_cast<size_t>(device_id)]->TakeAll();
+  for (Buffer* b : all) buffers_.erase(b);
+  return all;
+}
+
+void OpenCLDeviceAPI::Destroy(Buffer* b) {
+  clReleaseMemObject(b->mem);
+  delete b;
+}
+
 void* OpenCLDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t, DLDataType) {
   const Device& d = CheckDevice(dev);
-  const cl_ulong max_alloc = DeviceInfo<cl_ulong>(d.id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
-  BACKPLANE_REQUIRE(nbytes <= max_alloc, BP_ERR_OUT_OF_MEMORY,
-                    "allocating " + std::to_string(nbytes) + " bytes on " + sdk::DeviceString(dev) +
-                        ": the device allows at most " + std::to_string(max_alloc) +
-                        " bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE); allocate less");
   auto buffer = std::make_unique<Buffer>();
   buffer->device_id = dev.device_id;
   buffer->size = nbytes;
-  cl_int err = CL_SUCCESS;
-  // OpenCL has no zero-size buffers: a zero-size request gets one byte.
-  buffer->mem =
-      clCreateBuffer(d.context, CL_MEM_READ_WRITE, nbytes == 0 ? 1 : nbytes, nullptr, &err);
-  Check(err, "clCreateBuffer of " + std::to_string(nbytes) + " bytes on " + sdk::DeviceString(dev));
-  std::lock_guard<std::mutex> lock(mu_);
-  buffers_.insert(buffer.get());
-  return buffer.release();
+  buffer->capacity = nbytes == 0 ? 1 : nbytes;
+  buffer->mem = CreateMem(dev, d, nbytes);
+  return Publish(buffer.release());
 }
 
-Buffer* OpenCLDeviceAPI::CheckBuffer(DLDevice dev, void* handle) {
-  CheckDevice(dev);
+void* OpenCLDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
+  const Device& d = CheckDevice(dev);
+  WorkspacePool& pool = *pools_[static_cast<size_t>(dev.device_id)];
+  size_t class_bytes = WorkspacePool::ClassBytes(nbytes);
+  if (class_bytes > d.max_alloc) class_bytes = 0;  // the rounding must not pass the limit
+  if (class_bytes != 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Buffer* b = pool.Take(class_bytes)) {
+      b->size = nbytes;
+      b->live = true;
+      return b;
+    }
+  }
+  auto fresh = std::make_unique<Buffer>();
+  fresh->device_id = dev.device_id;
+  fresh->workspace = true;
+  const size_t bytes = class_bytes != 0 ? class_bytes : nbytes;
+  fresh->mem = CreateMem(dev, d, bytes);
+  fresh->capacity = bytes == 0 ? 1 : bytes;
+  fresh->size = nbytes;
+  return Publish(fresh.release());
+}
+
+Buffer* OpenCLDeviceAPI::LiveBufferLocked(DLDevice dev, void* handle) {
   auto* b = static_cast<Buffer*>(handle);
-  std::lock_guard<std::mutex> lock(mu_);
-  BACKPLANE_REQUIRE(buffers_.count(b) != 0, BP_ERR_INVALID_ARGUMENT,
+  BACKPLANE_REQUIRE(buffers_.count(b) != 0 && b->live, BP_ERR_INVALID_ARGUMENT,
                     sdk::PointerString(handle) +
-                        " is not a live opencl buffer (freed already, a "
-                        "host pointer, or another backend's); pass a handle from alloc_data_space");
+                        " is not a live opencl buffer (freed already, a host pointer, or another "
+                        "backend's); pass a handle from alloc_data_space or alloc_workspace");
   BACKPLANE_REQUIRE(b->device_id == dev.device_id, BP_ERR_INVALID_ARGUMENT,
                     "buffer " + sdk::PointerString(handle) +
                         " belongs to opencl:" + std::to_string(b->device_id) + ", not " +
@@ -253,16 +320,49 @@ Buffer* OpenCLDeviceAPI::CheckBuffer(DLDevice dev, void* handle) {
   return b;
 }
 
+Buffer* OpenCLDeviceAPI::CheckBuffer(DLDevice dev, void* handle) {
+  CheckDevice(dev);
+  std::lock_guard<std::mutex> lock(mu_);
+  return LiveBufferLocked(dev, handle);
+}
+
+Buffer* OpenCLDeviceAPI::Retire(DLDevice dev, void* handle, bool workspace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Buffer* b = LiveBufferLocked(dev, handle);
+  if (b->workspace != workspace) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                workspace ? sdk::PointerString(handle) +
+                                " is data space from alloc_data_space, not a workspace; free it "
+                                "with free_data_space"
+                          : sdk::PointerString(handle) +
+                                " is a workspace from alloc_workspace, not data space; free it "
+                                "with free_workspace");
+  }
+  b->live = false;
+  if (workspace && WorkspacePool::ClassBytes(b->capacity) == b->capacity &&
+      pools_[static_cast<size_t>(dev.device_id)]->Keep(b)) {
+    return nullptr;
+  }
+  buffers_.erase(b);
+  return b;
+}
+
 void OpenCLDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   CheckDevice(dev);
   if (ptr == nullptr) return;
-  Buffer* buffer = CheckBuffer(dev, ptr);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    buffers_.erase(buffer);
-  }
-  clReleaseMemObject(buffer->mem);
-  delete buffer;
+  Destroy(Retire(dev, ptr, /*workspace=*/false));
+}
+
+void OpenCLDeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
+  CheckDevice(dev);
+  if (ptr == nullptr) return;
+  if (Buffer* b = Retire(dev, ptr, /*workspace=*/true)) Destroy(b);
+}
+
+size_t OpenCLDeviceAPI::WorkspaceCachedBytes(DLDevice dev) {
+  CheckDevice(dev);
+  std::lock_guard<std::mutex> lock(mu_);
+  return pools_[static_cast<size_t>(dev.device_id)]->CachedBytes();
 }
 
 cl_command_queue OpenCLDeviceAPI::Queue(DLDevice dev, bp_stream_t stream) {

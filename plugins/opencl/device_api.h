@@ -4,7 +4,8 @@
 // Device order (stable, documented in docs/opencl.md): platforms in clGetPlatformIDs order,
 // within each platform its devices in clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order; opencl:N is
 // the N-th of that list. Each device has a context of its own and a default in-order queue
-// (the null stream). Data space is a cl_mem behind an opaque handle; streams are in-order
+// (the null stream). Data space is a cl_mem behind an opaque handle; workspaces are such
+// buffers too, kept in a per-device pool (workspace_pool.h) when freed; streams are in-order
 // command queues.
 #ifndef BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_
 #define BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_
@@ -13,20 +14,26 @@
 
 #include <backplane/sdk/device_api.hpp>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "workspace_pool.h"
+
 namespace backplane {
 namespace opencl {
 
-// The handle AllocDataSpace returns: one buffer of one device.
+// The handle AllocDataSpace and AllocWorkspace return: one buffer of one device.
 struct Buffer {
   cl_mem mem = nullptr;
   int32_t device_id = 0;
-  size_t size = 0;
+  size_t size = 0;         // the bytes requested: kernels and copies may use [0, size)
+  size_t capacity = 0;     // the bytes of `mem` (a workspace's size class; at least 1)
+  bool workspace = false;  // from AllocWorkspace: freed with FreeWorkspace only
+  bool live = false;       // handed out; false while a freed workspace sits in the pool
 };
 
 class OpenCLDeviceAPI : public sdk::DeviceAPI {
@@ -36,6 +43,8 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
     cl_device_id id = nullptr;
     cl_context context = nullptr;
     cl_command_queue queue = nullptr;  // the null stream
+    cl_ulong max_alloc = 0;            // CL_DEVICE_MAX_MEM_ALLOC_SIZE
+    size_t max_work_group = 0;         // CL_DEVICE_MAX_WORK_GROUP_SIZE
   };
 
   static OpenCLDeviceAPI* Global();
@@ -45,7 +54,15 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   void SetDevice(DLDevice dev) override;
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                        DLDataType type_hint) override;
+  // Data space freed as a workspace (or the reverse), or freed twice, is
+  // BP_ERR_INVALID_ARGUMENT and changes nothing.
   void FreeDataSpace(DLDevice dev, void* ptr) override;
+  // A buffer of at least `nbytes` from the device's workspace pool, else a new one. The
+  // handle is a buffer like data space (copies and kernels take it) until FreeWorkspace.
+  void* AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType type_hint) override;
+  // Returns a workspace to the pool (released when the pool is full). It may be handed out
+  // again at once: work queued on another stream that still uses it must be synced first.
+  void FreeWorkspace(DLDevice dev, void* ptr) override;
   void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
   bp_stream_t CreateStream(DLDevice dev) override;
   void FreeStream(DLDevice dev, bp_stream_t stream) override;
@@ -62,17 +79,39 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   cl_command_queue ActiveQueue(DLDevice dev);
   // The live buffer `handle` of `dev`, or BP_ERR_INVALID_ARGUMENT.
   Buffer* CheckBuffer(DLDevice dev, void* handle);
+  // Bytes of freed workspaces the pool of `dev` keeps (property "workspace_cached_bytes").
+  size_t WorkspaceCachedBytes(DLDevice dev);
 
  private:
   OpenCLDeviceAPI();
   ~OpenCLDeviceAPI() override;
 
+  // A new cl_mem of `bytes` (0 -> 1) on `dev`. A driver out-of-memory releases the pooled
+  // workspaces of that device and tries once more.
+  cl_mem CreateMem(DLDevice dev, const Device& d, size_t bytes);
+  // Records `b` (a new Buffer) as live, so that CheckBuffer accepts it; returns it as a handle.
+  void* Publish(Buffer* b);
+  // The live buffer `handle` of `dev`, or BP_ERR_INVALID_ARGUMENT; mu_ must be held.
+  Buffer* LiveBufferLocked(DLDevice dev, void* handle);
+  // Checks that `handle` is live on `dev` and of the kind `workspace`, and makes it not live,
+  // in one step (two threads freeing one handle: one wins, the other gets the error). A
+  // workspace goes to the pool when it fits: then the result is null; otherwise it is the
+  // buffer to Destroy, forgotten already.
+  Buffer* Retire(DLDevice dev, void* handle, bool workspace);
+  // Empties the pool of device `device_id` and forgets its buffers; the caller destroys them.
+  std::vector<Buffer*> DrainPool(int32_t device_id);
+  // Releases the cl_mem and the Buffer (no longer in buffers_).
+  static void Destroy(Buffer* b);
+
   std::vector<Device> devices_;
   std::mutex mu_;
-  // Live buffers: a handle not in here is rejected, never dereferenced.
+  // Every Buffer that exists, live or in a pool: a handle not in here is rejected, never
+  // dereferenced; one in here is a buffer when its `live` is set.
   std::unordered_set<Buffer*> buffers_;
   // Live streams: queue -> device id.
   std::unordered_map<cl_command_queue, int32_t> streams_;
+  // One workspace pool per device, indexed like devices_; used under mu_.
+  std::vector<std::unique_ptr<WorkspacePool>> pools_;
 };
 
 // Throws backplane::Error when `status` is not CL_SUCCESS: "<what>: <CL error name>".

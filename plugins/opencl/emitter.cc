@@ -270,7 +270,11 @@ void OpenCLEmitter::EmitLoopPragma(const ir::ForNode& loop) {
   if (loop.for_kind != ir::ForKind::kUnrolled) return;
   const auto* extent = loop.extent.As<ir::IntImmNode>();
   if (extent != nullptr && extent->value > 0 && extent->value <= 64) {
+    // The hint is left out where the program is built with -DBP_NO_UNROLL_HINTS (CPU devices,
+    // see BuildOptions in program_cache.h): the source stays the same for every device.
+    Line("#ifndef BP_NO_UNROLL_HINTS");
     Line("#pragma unroll " + std::to_string(extent->value));
+    Line("#endif");
   }
 }
 

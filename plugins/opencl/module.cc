@@ -196,10 +196,10 @@ class OpenCLModule : public sdk::ModuleBase {
     bool empty = false;
     for (int32_t i = 0; i < num_axes; ++i) {
       const int64_t extent = args.Int(num_params + i);
-      const std::string axis = ir::ToString(k.axes[static_cast<size_t>(i)]);
       if (extent < 0 || extent > (int64_t{1} << 40)) {
         throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': launch extent " +
-                                                 axis + " = " + std::to_string(extent) +
+                                                 ir::ToString(k.axes[static_cast<size_t>(i)]) +
+                                                 " = " + std::to_string(extent) +
                                                  " is out of range; pass a size >= 0");
       }
       const int tag = static_cast<int>(k.axes[static_cast<size_t>(i)]);
@@ -243,15 +243,18 @@ class OpenCLModule : public sdk::ModuleBase {
       Mem& m = mems[static_cast<size_t>(i)];
       m.span = SpanBytes(*t);
       if (t->data == nullptr && m.span == 0) continue;
-      const std::string arg = "argument " + std::to_string(i) + " '" +
-                              f.params[static_cast<size_t>(i)].buffer().name() + "'";
+      // Messages only: built when a check fails, not on every launch.
+      auto arg = [&] {
+        return "argument " + std::to_string(i) + " '" +
+               f.params[static_cast<size_t>(i)].buffer().name() + "'";
+      };
       if (t->data == nullptr) {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg +
+        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg() +
                                                  " has no data; allocate it on the device first");
       }
       Buffer* b = api->CheckBuffer(t->device, t->data);
       if (t->byte_offset + m.span > b->size) {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg +
+        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg() +
                                                  " spans bytes [" + std::to_string(t->byte_offset) +
                                                  ", " + std::to_string(t->byte_offset + m.span) +
                                                  ") of a " + std::to_string(b->size) +
@@ -281,10 +284,7 @@ class OpenCLModule : public sdk::ModuleBase {
 
     // The work-group must fit the device.
     size_t group = threads[0] * threads[1] * threads[2];
-    size_t max_group = 0;
-    Check(clGetDeviceInfo(device.id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(max_group), &max_group,
-                          nullptr),
-          "clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE)");
+    const size_t max_group = device.max_work_group;
     if (group > max_group) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   "opencl kernel '" + f.name + "': a block of " + std::to_string(threads[0]) +
@@ -297,7 +297,7 @@ class OpenCLModule : public sdk::ModuleBase {
 
     cl_program program = Program(api, dev);
     std::lock_guard<std::mutex> lock(launch_mu_);
-    cl_kernel& kernel = cl_kernels_[{dev.device_id, f.name}];
+    cl_kernel& kernel = cl_kernels_[{dev.device_id, &k}];
     if (kernel == nullptr) {
       cl_int err = CL_SUCCESS;
       kernel = clCreateKernel(program, k.cl_name.c_str(), &err);
@@ -308,8 +308,10 @@ class OpenCLModule : public sdk::ModuleBase {
     }
     cl_uint index = 0;
     auto set = [&](size_t size, const void* value) {
-      Check(clSetKernelArg(kernel, index, size, value),
-            "clSetKernelArg(" + k.cl_name + ", " + std::to_string(index) + ")");
+      const cl_int err = clSetKernelArg(kernel, index, size, value);
+      if (err != CL_SUCCESS) {
+        Check(err, "clSetKernelArg(" + k.cl_name + ", " + std::to_string(index) + ")");
+      }
       ++index;
     };
     for (int32_t i = 0; i < num_params; ++i) {
@@ -349,9 +351,12 @@ class OpenCLModule : public sdk::ModuleBase {
     }
     size_t global[3];
     for (int d = 0; d < 3; ++d) global[d] = blocks[d] * threads[d];
-    Check(clEnqueueNDRangeKernel(api->ActiveQueue(dev), kernel, static_cast<cl_uint>(work_dim),
-                                 nullptr, global, threads, 0, nullptr, nullptr),
-          "clEnqueueNDRangeKernel(" + k.cl_name + ") on " + sdk::DeviceString(dev));
+    const cl_int err =
+        clEnqueueNDRangeKernel(api->ActiveQueue(dev), kernel, static_cast<cl_uint>(work_dim),
+                               nullptr, global, threads, 0, nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+      Check(err, "clEnqueueNDRangeKernel(" + k.cl_name + ") on " + sdk::DeviceString(dev));
+    }
   }
 
   std::string ir_text_;
@@ -362,7 +367,8 @@ class OpenCLModule : public sdk::ModuleBase {
   std::map<int32_t, cl_program> programs_;  // per device id (each device has its context)
   std::map<int32_t, Error> build_errors_;   // per device id: a build that failed
   std::mutex launch_mu_;                    // clSetKernelArg + enqueue are one step
-  std::map<std::pair<int32_t, std::string>, cl_kernel> cl_kernels_;
+  // Per device id and kernel (an entry of kernels_, whose address is stable).
+  std::map<std::pair<int32_t, const Kernel*>, cl_kernel> cl_kernels_;
 };
 
 }  // namespace

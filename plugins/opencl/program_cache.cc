@@ -87,7 +87,8 @@ std::string ProgramBinary(cl_program program) {
 }
 
 // A program built from a cached binary, or nullptr when the driver refuses it.
-cl_program FromBinary(const OpenCLDeviceAPI::Device& d, const std::string& binary) {
+cl_program FromBinary(const OpenCLDeviceAPI::Device& d, const std::string& binary,
+                      const std::string& options) {
   const size_t size = binary.size();
   const unsigned char* data = reinterpret_cast<const unsigned char*>(binary.data());
   cl_int status = CL_SUCCESS;
@@ -97,7 +98,7 @@ cl_program FromBinary(const OpenCLDeviceAPI::Device& d, const std::string& binar
     if (program != nullptr) clReleaseProgram(program);
     return nullptr;
   }
-  if (clBuildProgram(program, 1, &d.id, kBuildOptions, nullptr, nullptr) != CL_SUCCESS) {
+  if (clBuildProgram(program, 1, &d.id, options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
     clReleaseProgram(program);
     return nullptr;
   }
@@ -105,6 +106,16 @@ cl_program FromBinary(const OpenCLDeviceAPI::Device& d, const std::string& binar
 }
 
 }  // namespace
+
+std::string BuildOptions(const OpenCLDeviceAPI::Device& d) {
+  std::string options = kBuildOptions;
+  cl_device_type type = 0;
+  if (clGetDeviceInfo(d.id, CL_DEVICE_TYPE, sizeof(type), &type, nullptr) == CL_SUCCESS &&
+      (type & CL_DEVICE_TYPE_CPU) != 0) {
+    options += std::string(options.empty() ? "" : " ") + "-DBP_NO_UNROLL_HINTS";
+  }
+  return options;
+}
 
 std::string ProgramCacheDir() {
   static const std::string dir = sdk::CacheFolder("opencl");
@@ -117,15 +128,16 @@ ProgramCacheStats GetProgramCacheStats() {
 
 cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& source,
                         const std::string& what) {
+  const std::string options = BuildOptions(d);
   const std::string key_material =
-      std::string(kCacheFormat) + "\n" + kBuildOptions + "\n" + Info(d.id, CL_DEVICE_NAME) + "\n" +
+      std::string(kCacheFormat) + "\n" + options + "\n" + Info(d.id, CL_DEVICE_NAME) + "\n" +
       Info(d.id, CL_DEVICE_VERSION) + "\n" + Info(d.id, CL_DRIVER_VERSION) + "\n" + source;
   const std::string dir = ProgramCacheDir();
   const std::string entry = dir.empty() ? "" : dir + "/" + sdk::CacheKey(key_material) + ".bin";
   if (!entry.empty()) {
     std::string binary;
     if (sdk::ReadCacheEntry(entry, &binary) && !binary.empty()) {
-      if (cl_program p = FromBinary(d, binary)) {
+      if (cl_program p = FromBinary(d, binary, options)) {
         ++g_loaded;
         return p;
       }
@@ -136,7 +148,7 @@ cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& sou
   cl_int err = CL_SUCCESS;
   cl_program program = clCreateProgramWithSource(d.context, 1, &text, &length, &err);
   Check(err, "clCreateProgramWithSource (" + what + ")");
-  err = clBuildProgram(program, 1, &d.id, kBuildOptions, nullptr, nullptr);
+  err = clBuildProgram(program, 1, &d.id, options.c_str(), nullptr, nullptr);
   ++g_compiled;
   if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS) {
     const std::string log = BuildLog(program, d.id);

@@ -26,6 +26,11 @@ namespace opencl {
 // Build options every program gets (part of the cache key).
 constexpr const char* kBuildOptions = "";
 
+// The options a program gets on `device`: kBuildOptions, plus -DBP_NO_UNROLL_HINTS on a CPU
+// device (CL_DEVICE_TYPE_CPU), where the generated unroll hints made matmul_tiled_gpu 3x
+// slower on PoCL 3.1 (docs/opencl.md); GPU compilers keep them.
+std::string BuildOptions(const OpenCLDeviceAPI::Device& device);
+
 // A built program of `source` for `device` (its context), owned by the caller
 // (clReleaseProgram). A source that does not compile is Error(BP_ERR_INVALID_ARGUMENT) with
 // the OpenCL build log, each error followed by the generated line it points at; `what`

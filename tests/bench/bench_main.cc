@@ -104,7 +104,10 @@ std::string Absolute(const Pair& pair, double ns, bool baseline) {
     case Measure::kTimePerCall:
       return Format("%.2f ns", ns);
     case Measure::kElapsedTime:
-    case Measure::kTimeRatio:
+      return Format("%.3f ms", ns / 1e6);
+    case Measure::kTimeRatio:  // from nanoseconds (a workspace) to milliseconds (a kernel)
+      if (ns < 1e3) return Format("%.1f ns", ns);
+      if (ns < 1e6) return Format("%.1f us", ns / 1e3);
       return Format("%.3f ms", ns / 1e6);
     case Measure::kBandwidth:
       return Format("%.2f GB/s", Work(pair, baseline) / ns);

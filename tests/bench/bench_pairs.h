@@ -75,6 +75,9 @@ inline constexpr Pair kPairs[] = {
     {"matmul_tiled_gpu opencl 256^2 f32", "BM_OpenCL_MatmulTiled", "BM_OpenCL_MatmulTiled_Raw",
      "hand-written OpenCL C", Measure::kFlops, 0.90,
      2 * kOpenCLMatmulSide* kOpenCLMatmulSide* kOpenCLMatmulSide},
+    {"opencl workspace alloc+free, 4 KiB", "BM_OpenCL_Workspace_AllocFree",
+     "BM_OpenCL_CreateReleaseBuffer_Raw", "clCreateBuffer + clReleaseMemObject",
+     Measure::kTimeRatio, 1.0, 0},
 };
 
 }  // namespace backplane::bench

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // device_api.opencl on the real ICD loader and driver (PoCL in CI): devices, attributes
-// against clinfo, copies with offsets on random data, streams, and errors for what a user
-// can cause. Skipped, with the reason, where no OpenCL device exists.
+// against clinfo, copies with offsets on random data, streams, the workspace pool (reuse,
+// its bound, wrong frees, several threads), and errors for what a user can cause. Skipped, with the
+// reason, where no OpenCL device exists.
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../test_util.h"
@@ -36,6 +40,27 @@ class OpenCLTest : public ::testing::Test {
     void* p = nullptr;
     backplane::Check(bp_device_alloc_data_space(Dev(id), n, 64, backplane::UInt8(), &p));
     return p;
+  }
+  void* Workspace(size_t n) const {
+    void* p = nullptr;
+    backplane::Check(bp_device_alloc_workspace(Dev(0), n, backplane::UInt8(), &p));
+    return p;
+  }
+  int64_t CachedBytes() const {
+    return backplane::DeviceAPI::Get(backplane::Device(Dev(0)))
+        .GetProperty("workspace_cached_bytes")
+        .AsInt();
+  }
+  // Copies `data` into `handle` at `offset` and back; true when the bytes come back.
+  bool RoundTrip(void* handle, const std::vector<uint8_t>& data, uint64_t offset) const {
+    std::vector<uint8_t> back(data.size(), 0);
+    int64_t shape = static_cast<int64_t>(data.size());
+    DLTensor h = View(const_cast<uint8_t*>(data.data()), bptest::CpuDevice(), &shape, 0);
+    DLTensor d = View(handle, Dev(0), &shape, offset);
+    DLTensor r = View(back.data(), bptest::CpuDevice(), &shape, 0);
+    backplane::Check(bp_device_copy_data_from_to(&h, &d, nullptr));
+    backplane::Check(bp_device_copy_data_from_to(&d, &r, nullptr));
+    return back == data;
   }
   static DLTensor View(void* data, DLDevice dev, int64_t* shape, uint64_t offset) {
     return bptest::ByteView(data, dev, shape, offset);
@@ -181,6 +206,129 @@ TEST_F(OpenCLTest, UserErrorsComeBackAsErrors) {
   // Zero-size buffers are valid handles.
   void* z = Alloc(0, 0);
   backplane::Check(bp_device_free_data_space(Dev(0), z));
+}
+
+TEST_F(OpenCLTest, WorkspaceOfTheSameSizeClassIsReused) {
+  void* a = Workspace(4000);
+  const int64_t cached = CachedBytes();
+  backplane::Check(bp_device_free_workspace(Dev(0), a));
+  EXPECT_EQ(CachedBytes(), cached + 4096);  // kept in the 4 KiB class, not released
+  void* b = Workspace(4096);                // the same class: the same buffer comes back
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(CachedBytes(), cached);
+  void* c = Workspace(4097);  // the 5 KiB class: a buffer of its own
+  EXPECT_NE(c, a);
+  backplane::Check(bp_device_free_workspace(Dev(0), c));
+  void* d = Workspace(5000);  // 4097 and 5000 share the 5 KiB class
+  EXPECT_EQ(d, c);
+  backplane::Check(bp_device_free_workspace(Dev(0), b));
+  backplane::Check(bp_device_free_workspace(Dev(0), d));
+}
+
+TEST_F(OpenCLTest, WorkspaceRoundTripsRandomDataWithinItsRequestedSize) {
+  const std::vector<uint8_t> data = bptest::RandomBytes(10000, 61);
+  void* w = Workspace(10100);  // its class is 10 KiB + 2 KiB, more than requested
+  EXPECT_TRUE(RoundTrip(w, data, 100));
+  backplane::Check(bp_device_free_workspace(Dev(0), w));
+  // Handed out again for a smaller request: copies may use only the bytes requested now.
+  void* again = Workspace(10000);
+  ASSERT_EQ(again, w);
+  EXPECT_TRUE(RoundTrip(again, bptest::RandomBytes(10000, 62), 0));
+  int64_t shape = 10000;
+  std::vector<uint8_t> host(10000, 7);
+  DLTensor h = View(host.data(), bptest::CpuDevice(), &shape, 0);
+  DLTensor past = View(again, Dev(0), &shape, 1);
+  auto s = Capture(bp_device_copy_data_from_to(&h, &past, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("past the end"), std::string::npos) << s;
+  backplane::Check(bp_device_free_workspace(Dev(0), again));
+  // Zero bytes is a valid workspace too.
+  void* z = Workspace(0);
+  EXPECT_NE(z, nullptr);
+  backplane::Check(bp_device_free_workspace(Dev(0), z));
+}
+
+TEST_F(OpenCLTest, WorkspacePoolKeepsAtMostItsBound) {
+  // Eight 16 MiB workspaces (the largest pooled class) freed: the pool keeps at most 64 MiB.
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(Workspace(size_t{16} << 20));
+  for (void* b : blocks) backplane::Check(bp_device_free_workspace(Dev(0), b));
+  // Earlier tests may have left small buffers in the pool: it is full to within one class.
+  const int64_t full = CachedBytes();
+  EXPECT_LE(full, int64_t{64} << 20);
+  EXPECT_GT(full, int64_t{48} << 20);
+  // Past the largest class: created and released each time, never cached.
+  void* big = Workspace((size_t{16} << 20) + 1);
+  EXPECT_TRUE(RoundTrip(big, bptest::RandomBytes(4096, 63), (size_t{16} << 20) - 4095));
+  backplane::Check(bp_device_free_workspace(Dev(0), big));
+  EXPECT_EQ(CachedBytes(), full);
+}
+
+TEST_F(OpenCLTest, WorkspaceFreedWrongOrTwiceIsAnError) {
+  void* w = Workspace(256);
+  void* d = Alloc(0, 256);
+  auto s = Capture(bp_device_free_data_space(Dev(0), w));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("free_workspace"), std::string::npos) << s;
+  s = Capture(bp_device_free_workspace(Dev(0), d));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("free_data_space"), std::string::npos) << s;
+  // Both are still live and intact after the refused frees.
+  EXPECT_TRUE(RoundTrip(w, bptest::RandomBytes(256, 64), 0));
+  EXPECT_TRUE(RoundTrip(d, bptest::RandomBytes(256, 65), 0));
+  backplane::Check(bp_device_free_workspace(Dev(0), w));
+  backplane::Check(bp_device_free_data_space(Dev(0), d));
+  s = Capture(bp_device_free_workspace(Dev(0), w));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("not a live opencl buffer"), std::string::npos) << s;
+  // A freed workspace sits in the pool but is not a live buffer for copies.
+  std::vector<uint8_t> host(256, 1);
+  int64_t shape = 256;
+  DLTensor h = View(host.data(), bptest::CpuDevice(), &shape, 0);
+  DLTensor freed = View(w, Dev(0), &shape, 0);
+  s = Capture(bp_device_copy_data_from_to(&h, &freed, nullptr));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+}
+
+TEST_F(OpenCLTest, WorkspaceConcurrentAllocFreeFromFourThreads) {
+  std::mutex mu;
+  std::set<void*> live;  // no handle may be live twice
+  std::vector<std::string> problems;
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(70 + t);
+      const size_t sizes[] = {1, 100, 4096, 5000, 65536};
+      for (int i = 0; i < 60; ++i) {
+        const size_t n = sizes[rng() % 5];
+        void* p = nullptr;
+        auto s = Capture(bp_device_alloc_workspace(Dev(0), n, backplane::UInt8(), &p));
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          problems.push_back(s.message);
+          return;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!live.insert(p).second) problems.push_back("a live workspace was handed out twice");
+        }
+        const bool ok = RoundTrip(p, bptest::RandomBytes(n, 80 + t * 100 + i), 0);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!ok) problems.push_back("thread " + std::to_string(t) + ": data did not round-trip");
+          live.erase(p);
+        }
+        s = Capture(bp_device_free_workspace(Dev(0), p));
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          problems.push_back(s.message);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(problems.empty()) << problems.front();
+  EXPECT_LE(CachedBytes(), int64_t{64} << 20);
 }
 
 TEST_F(OpenCLTest, TargetFromDeviceFillsTheLimits) {
