@@ -215,28 +215,28 @@ class ArgChecker {
   std::string CheckScalar(size_t k, const Var& v) const {
     const ArgView& a = args_[k];
     const DType t = v.dtype();
-    const std::string head = Head(k, v.name());
+    auto head = [&] { return Head(k, v.name()); };  // only for a message
     const std::string want = t.is_float() ? "a " + ToString(t) + " scalar; pass a number"
                                           : "an " + ToString(t) + " scalar; pass an integer";
     if (!t.is_scalar() || t.is_handle())
-      return head + " has the unsupported parameter type " + ToString(t) +
+      return head() + " has the unsupported parameter type " + ToString(t) +
              ": declare scalar parameters with a scalar dtype";
     if (t.is_float()) {
-      if (a.kind == ArgView::Kind::kBuffer) return head + " is a buffer, expected " + want;
+      if (a.kind == ArgView::Kind::kBuffer) return head() + " is a buffer, expected " + want;
       return "";
     }
     // int, uint, bool
     if (t.is_bool()) {
       const std::string bwant = "a bool scalar; pass 0 or 1";
       if (a.kind != ArgView::Kind::kInt)
-        return head + " is " + DescribeScalar(a) + ", expected " + bwant;
+        return head() + " is " + DescribeScalar(a) + ", expected " + bwant;
       if (a.i != 0 && a.i != 1)
-        return head + " is " + std::to_string(a.i) + ", out of the range of bool [0, 1]; pass " +
+        return head() + " is " + std::to_string(a.i) + ", out of the range of bool [0, 1]; pass " +
                "0 or 1";
       return "";
     }
     if (a.kind != ArgView::Kind::kInt)
-      return head + " is " + DescribeScalar(a) + ", expected " + want;
+      return head() + " is " + DescribeScalar(a) + ", expected " + want;
     int64_t lo, hi;
     std::string hi_text;
     if (t.is_uint()) {
@@ -249,28 +249,33 @@ class ArgChecker {
       hi_text = std::to_string(hi);
     }
     if (a.i < lo || a.i > hi)
-      return head + " is " + std::to_string(a.i) + ", out of the range of " + ToString(t) + " [" +
+      return head() + " is " + std::to_string(a.i) + ", out of the range of " + ToString(t) + " [" +
              std::to_string(lo) + ", " + hi_text + "]; pass a value in that range";
     return "";
   }
 
-  // "[k, n] = [64, 32] (k = 64, n = 32 from the scalar arguments)", or "[64, 32]" when the
-  // expressions are constants. Sets *error instead if they cannot be evaluated.
-  std::string Expected(const std::vector<Expr>& exprs, std::vector<int64_t>* values,
-                       std::string* error) const {
+  // Evaluates `exprs` into *values; false with *error set if they cannot be evaluated. Builds
+  // no text: every call of a kernel runs this, and the text is needed only for a message.
+  bool Evaluate(const std::vector<Expr>& exprs, std::vector<int64_t>* values,
+                std::string* error) const {
     values->clear();
     for (const Expr& e : exprs) {
       try {
         values->push_back(EvalIntExpr(func_, e, args_));
       } catch (const Error& err) {
         *error = err.what();
-        return "";
+        return false;
       }
     }
+    return true;
+  }
+
+  // "[k, n] = [64, 32] (k = 64, n = 32 from the scalar arguments)", or "[64, 32]" when the
+  // expressions are constants, for `values` that Evaluate gave for `exprs`.
+  std::string Expected(const std::vector<Expr>& exprs, const std::vector<int64_t>& values) const {
     std::vector<const VarNode*> vars;
     for (const Expr& e : exprs) CollectVars(e, &vars);
-    const std::string text = ExprList(exprs);
-    const std::string nums = List(*values);
+    const std::string nums = List(values);
     if (vars.empty()) return nums;
     std::vector<std::string> binds;
     for (const VarNode* v : vars) {
@@ -279,45 +284,44 @@ class ArgChecker {
                       std::to_string(detail::WrapInt(
                           static_cast<uint64_t>(args_[static_cast<size_t>(p)].i), v->dtype)));
     }
-    return text + " = " + nums + " (" + Join(binds) + " from the scalar arguments)";
+    return ExprList(exprs) + " = " + nums + " (" + Join(binds) + " from the scalar arguments)";
   }
 
   std::string CheckBuffer(size_t k, const Buffer& b) const {
     const ArgView& a = args_[k];
-    const std::string head = Head(k, b.name());
+    auto head = [&] { return Head(k, b.name()); };  // only for a message
     if (a.kind != ArgView::Kind::kBuffer)
-      return head + " is " + DescribeScalar(a) + ", expected a buffer<" + ToString(b.dtype()) +
+      return head() + " is " + DescribeScalar(a) + ", expected a buffer<" + ToString(b.dtype()) +
              ">" + ExprList(b->shape) + "; pass a tensor";
     if (a.dtype != b.dtype())
-      return head + " has dtype " + ToString(a.dtype) + ", expected " + ToString(b.dtype()) +
+      return head() + " has dtype " + ToString(a.dtype) + ", expected " + ToString(b.dtype()) +
              "; pass a " + ToString(b.dtype()) + " tensor";
     const int rank = static_cast<int>(b->shape.size());
     if (a.ndim < 0 || (a.ndim > 0 && a.shape == nullptr))
-      return head + " has " + std::to_string(a.ndim) + " dimensions and " +
+      return head() + " has " + std::to_string(a.ndim) + " dimensions and " +
              (a.shape == nullptr ? "no shape (a null pointer)" : "a shape") + ", expected rank " +
              std::to_string(rank) + "; pass a tensor with its shape";
     std::vector<int64_t> want;
     std::string error;
-    const std::string expected = Expected(b->shape, &want, &error);
-    if (!error.empty())
-      return head + ": cannot evaluate its shape " + ExprList(b->shape) + " (" + error +
+    if (!Evaluate(b->shape, &want, &error))
+      return head() + ": cannot evaluate its shape " + ExprList(b->shape) + " (" + error +
              "); pass scalar arguments that give a valid shape";
     for (int d = 0; d < rank; ++d)
       if (want[static_cast<size_t>(d)] < 0)
-        return head + ": its shape " + expected + " has a negative extent; pass scalar " +
-               "arguments that give non-negative extents";
+        return head() + ": its shape " + Expected(b->shape, want) +
+               " has a negative extent; pass scalar arguments that give non-negative extents";
     if (a.ndim != rank)
-      return head + " has rank " + std::to_string(a.ndim) + " (shape " + List(a.shape, a.ndim) +
-             "), expected rank " + std::to_string(rank) + ": " + expected +
+      return head() + " has rank " + std::to_string(a.ndim) + " (shape " + List(a.shape, a.ndim) +
+             "), expected rank " + std::to_string(rank) + ": " + Expected(b->shape, want) +
              "; pass a tensor of that shape";
     for (int d = 0; d < rank; ++d)
       if (a.shape[d] != want[static_cast<size_t>(d)])
-        return head + " has shape " + List(a.shape, a.ndim) + ", expected " + expected +
-               "; pass a tensor of that shape";
+        return head() + " has shape " + List(a.shape, a.ndim) + ", expected " +
+               Expected(b->shape, want) + "; pass a tensor of that shape";
     bool empty = false;
     for (int64_t e : want) empty = empty || e == 0;
     if (a.data == nullptr && !empty)
-      return head + " has no data (a null pointer); pass an allocated tensor";
+      return head() + " has no data (a null pointer); pass an allocated tensor";
     // Strides: the declared ones, or compact row-major.
     std::vector<int64_t> compact(static_cast<size_t>(rank));
     uint64_t s = 1;  // wraps for absurd shapes instead of overflowing
@@ -327,21 +331,21 @@ class ArgChecker {
     }
     const std::vector<int64_t> given =
         a.strides != nullptr ? std::vector<int64_t>(a.strides, a.strides + rank) : compact;
-    const std::string given_text =
-        (a.strides != nullptr ? "strides " : "compact row-major strides ") + List(given);
+    auto given_text = [&] {
+      return (a.strides != nullptr ? "strides " : "compact row-major strides ") + List(given);
+    };
     if (b->strides.empty()) {
       if (!SameStrides(given, compact, want))
-        return head + " has " + given_text + ", expected compact row-major strides " +
+        return head() + " has " + given_text() + ", expected compact row-major strides " +
                List(compact) + "; pass a contiguous tensor (or declare strides on the parameter)";
       return "";
     }
     std::vector<int64_t> want_strides;
-    const std::string expected_strides = Expected(b->strides, &want_strides, &error);
-    if (!error.empty())
-      return head + ": cannot evaluate its strides " + ExprList(b->strides) + " (" + error +
+    if (!Evaluate(b->strides, &want_strides, &error))
+      return head() + ": cannot evaluate its strides " + ExprList(b->strides) + " (" + error +
              "); pass scalar arguments that give valid strides";
     if (!SameStrides(given, want_strides, want))
-      return head + " has " + given_text + ", expected " + expected_strides +
+      return head() + " has " + given_text() + ", expected " + Expected(b->strides, want_strides) +
              "; pass a tensor with those strides";
     return "";
   }
