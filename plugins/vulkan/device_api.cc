@@ -118,7 +118,11 @@ struct Device {
   VkPhysicalDeviceMemoryProperties mem{};
   uint32_t queue_family = 0;
   uint32_t subgroup_size = 0;
+  uint32_t subgroup_operations = 0;  // VkSubgroupFeatureFlags, when compute has subgroups
   bool has_budget = false;
+  // What the target kind's supports_* flags report (Target::FromDevice).
+  bool float16 = false, int8 = false, buffer8 = false, buffer16 = false;
+  std::set<std::string> extensions;
   // Created on first use, under mu.
   std::mutex mu;
   VkDevice device = VK_NULL_HANDLE;
@@ -159,6 +163,55 @@ bool HasLayer(const char* name) {
     if (std::strcmp(l.layerName, name) == 0) return true;
   }
   return false;
+}
+
+// The device's API version as far as this instance (API 1.2) may use it.
+uint32_t UsableVersion(const Device& d) {
+  return std::min<uint32_t>(d.props.apiVersion, VK_API_VERSION_1_2);
+}
+
+// Fills the 8/16-bit feature flags of `d`, chaining only the structures its API version or
+// extensions define (anything else in the chain is invalid usage).
+void QueryStorageFeatures(Device& d) {
+  const bool v11 = UsableVersion(d) >= VK_API_VERSION_1_1;
+  const bool v12 = UsableVersion(d) >= VK_API_VERSION_1_2;
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  VkPhysicalDevice16BitStorageFeatures s16{};
+  s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  VkPhysicalDevice8BitStorageFeatures s8{};
+  s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+  VkPhysicalDeviceShaderFloat16Int8Features f16{};
+  f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  void** next = &f2.pNext;
+  auto chain = [&next](auto& s) {
+    *next = &s;
+    next = &s.pNext;
+  };
+  if (v11 || d.extensions.count(VK_KHR_16BIT_STORAGE_EXTENSION_NAME)) chain(s16);
+  if (v12 || d.extensions.count(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) chain(s8);
+  if (v12 || d.extensions.count(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) chain(f16);
+  vkGetPhysicalDeviceFeatures2(d.physical, &f2);
+  d.buffer16 = s16.storageBuffer16BitAccess == VK_TRUE;
+  d.buffer8 = s8.storageBuffer8BitAccess == VK_TRUE;
+  d.float16 = f16.shaderFloat16 == VK_TRUE;
+  d.int8 = f16.shaderInt8 == VK_TRUE;
+}
+
+// Device type names as TVM's vulkan target writes them.
+const char* DeviceTypeName(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
+  }
 }
 
 class Context {
@@ -237,16 +290,17 @@ class Context {
       d->props = p2.properties;
       vkGetPhysicalDeviceFeatures(p, &d->features);
       d->subgroup_size = sub.subgroupSize;
+      if (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) {
+        d->subgroup_operations = sub.supportedOperations;
+      }
       vkGetPhysicalDeviceMemoryProperties(p, &d->mem);
       uint32_t en = 0;
       vkEnumerateDeviceExtensionProperties(p, nullptr, &en, nullptr);
       std::vector<VkExtensionProperties> exts(en);
       vkEnumerateDeviceExtensionProperties(p, nullptr, &en, exts.data());
-      for (const auto& e : exts) {
-        if (std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0) {
-          d->has_budget = true;
-        }
-      }
+      for (const auto& e : exts) d->extensions.insert(e.extensionName);
+      d->has_budget = d->extensions.count(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) != 0;
+      QueryStorageFeatures(*d);
       devices_.push_back(std::move(d));
     }
   }
@@ -616,14 +670,56 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
 Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   Context& ctx = Ctx();
   if (!ctx.Exists(dev)) return sdk::NoneValue();
-  const VkPhysicalDeviceLimits& lim = ctx.Dev(dev).props.limits;
+  const Device& d = ctx.Dev(dev);
+  const VkPhysicalDeviceLimits& lim = d.props.limits;
+  const uint32_t version = UsableVersion(d);
+  auto has = [&d](const char* ext) { return sdk::IntValue(d.extensions.count(ext) ? 1 : 0); };
+  auto flag = [](bool b) { return sdk::IntValue(b ? 1 : 0); };
   if (key == "max_push_constants_size") return sdk::IntValue(lim.maxPushConstantsSize);
   if (key == "max_storage_buffer_range") return sdk::IntValue(lim.maxStorageBufferRange);
-  if (key == "max_per_stage_descriptor_storage_buffers") {
+  if (key == "max_uniform_buffer_range") return sdk::IntValue(lim.maxUniformBufferRange);
+  if (key == "max_per_stage_descriptor_storage_buffers" ||
+      key == "max_per_stage_descriptor_storage_buffer") {
     return sdk::IntValue(lim.maxPerStageDescriptorStorageBuffers);
   }
-  if (key == "vendor_id") return sdk::IntValue(ctx.Dev(dev).props.vendorID);
-  if (key == "device_id") return sdk::IntValue(ctx.Dev(dev).props.deviceID);
+  if (key == "max_block_size_x") return sdk::IntValue(lim.maxComputeWorkGroupSize[0]);
+  if (key == "max_block_size_y") return sdk::IntValue(lim.maxComputeWorkGroupSize[1]);
+  if (key == "max_block_size_z") return sdk::IntValue(lim.maxComputeWorkGroupSize[2]);
+  if (key == "vendor_id") return sdk::IntValue(d.props.vendorID);
+  if (key == "device_id") return sdk::IntValue(d.props.deviceID);
+  if (key == "device_type") return sdk::StringValue(DeviceTypeName(d.props.deviceType));
+  if (key == "driver_version") return sdk::IntValue(d.props.driverVersion);
+  if (key == "vulkan_api_version") return sdk::IntValue(d.props.apiVersion);
+  if (key == "max_spirv_version") {
+    // The SPIR-V version word (0x00MMmm00) that the usable Vulkan version accepts.
+    if (version >= VK_API_VERSION_1_2) return sdk::IntValue(0x10500);
+    if (version >= VK_API_VERSION_1_1) return sdk::IntValue(0x10300);
+    return sdk::IntValue(0x10000);
+  }
+  if (key == "supported_subgroup_operations") return sdk::IntValue(d.subgroup_operations);
+  if (key == "supports_float16") return flag(d.float16);
+  if (key == "supports_float32" || key == "supports_int32") return flag(true);
+  if (key == "supports_float64") return flag(d.features.shaderFloat64 == VK_TRUE);
+  if (key == "supports_int8") return flag(d.int8);
+  if (key == "supports_int16") return flag(d.features.shaderInt16 == VK_TRUE);
+  if (key == "supports_int64") return flag(d.features.shaderInt64 == VK_TRUE);
+  if (key == "supports_8bit_buffer") return flag(d.buffer8);
+  if (key == "supports_16bit_buffer") return flag(d.buffer16);
+  // Core since Vulkan 1.1 (dedicated allocation, the storage-buffer storage class) and 1.3
+  // (integer dot products), else an extension.
+  if (key == "supports_storage_buffer_storage_class") {
+    return version >= VK_API_VERSION_1_1 ? flag(true)
+                                         : has(VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME);
+  }
+  if (key == "supports_dedicated_allocation") {
+    return version >= VK_API_VERSION_1_1 ? flag(true)
+                                         : has(VK_KHR_DEDICATED_ALLOCATION_EXTENSION_NAME);
+  }
+  if (key == "supports_integer_dot_product") {
+    return has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
+  if (key == "supports_push_descriptor") return has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  if (key == "supports_cooperative_matrix") return has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   return sdk::NoneValue();
 }
 
