@@ -132,6 +132,7 @@ struct Device {
   VkFence fence = VK_NULL_HANDLE;
   Buffer staging;  // grows on demand, host-visible and mapped
   std::set<Buffer*> live;
+  uint64_t freed = 0;  // data spaces freed so far (DeviceScope::FreedCount)
   std::set<Stream*> streams;
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
   std::string pipeline_cache_path;                  // "" when not kept on disk
@@ -573,14 +574,17 @@ void DeviceScope::SavePipelineCache() {
 }
 
 VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
-                              const std::string& what) {
-  Buffer* b = Context::Live(*d_, handle, dev_, what.c_str());
+                              const std::function<std::string()>& what) {
+  auto* b = static_cast<Buffer*>(handle);
+  if (d_->live.count(b) == 0) Context::Live(*d_, handle, dev_, what().c_str());  // throws
   BACKPLANE_REQUIRE(offset + nbytes <= b->size, BP_ERR_INVALID_ARGUMENT,
-                    "vulkan: " + what + " spans bytes [" + std::to_string(offset) + ", " +
+                    "vulkan: " + what() + " spans bytes [" + std::to_string(offset) + ", " +
                         std::to_string(offset + nbytes) + ") of a " + std::to_string(b->size) +
                         "-byte data space; pass a tensor that fits its allocation");
   return b->buffer;
 }
+
+uint64_t DeviceScope::FreedCount() const { return d_->freed; }
 
 void DeviceScope::SubmitAndWait(const std::function<void(VkCommandBuffer)>& record) {
   ctx_->Submit(*d_, record);
@@ -743,6 +747,7 @@ void VulkanDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   std::lock_guard<std::mutex> lock(d.mu);
   Buffer* b = Context::Live(d, ptr, dev, "FreeDataSpace: handle");
   d.live.erase(b);
+  ++d.freed;
   Context::Destroy(d, b);
 }
 

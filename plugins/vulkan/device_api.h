@@ -32,8 +32,12 @@ class DeviceScope {
   // being an optimisation.
   void SavePipelineCache();
   // The VkBuffer behind data-space `handle` when [offset, offset + nbytes) lies inside it;
-  // else Error(BP_ERR_INVALID_ARGUMENT) naming `what`.
-  VkBuffer Resolve(void* handle, uint64_t offset, uint64_t nbytes, const std::string& what);
+  // else Error(BP_ERR_INVALID_ARGUMENT) naming what `what()` returns (called only then).
+  VkBuffer Resolve(void* handle, uint64_t offset, uint64_t nbytes,
+                   const std::function<std::string()>& what);
+  // How many data spaces of this device have been freed so far: a VkBuffer handle seen at
+  // one count may name a different buffer at a later one (the driver reuses handles).
+  uint64_t FreedCount() const;
   // Records `record` into the device's command buffer, submits it and waits for it.
   void SubmitAndWait(const std::function<void(VkCommandBuffer)>& record);
 
