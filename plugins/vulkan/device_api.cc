@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // device_api.vulkan over the Vulkan loader. One VkDevice per physical device, created on
-// first use, with one compute queue. Every transfer is recorded into a command buffer,
-// submitted and waited for with a fence before the call returns, so the work of a stream is
-// complete once its call returns: StreamSync and SyncStreamFromTo have nothing left to wait
-// for (the streams are ordered by construction).
+// first use, with one compute queue. Copies and kernels are submitted on a stream
+// (stream.cc) and return without waiting, except where the host must see the bytes
+// (device -> host copies); StreamSync waits for a stream, SyncStreamFromTo orders two.
 #include "device_api.h"
 
 #include <sys/stat.h>
@@ -22,7 +21,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "context.h"
 
 namespace backplane {
 namespace vulkan {
@@ -48,17 +50,6 @@ std::string VkResultName(VkResult r) {
     default:
       return "VkResult " + std::to_string(static_cast<int>(r));
   }
-}
-
-void CheckVk(VkResult r, const std::string& what) {
-  if (r == VK_SUCCESS) return;
-  const bp_error_kind_t kind =
-      (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-          ? BP_ERR_OUT_OF_MEMORY
-          : BP_ERR_DEVICE;
-  throw Error(kind, "vulkan: " + what + " failed with " + VkResultName(r) +
-                        (kind == BP_ERR_OUT_OF_MEMORY ? "; free device memory or ask for less"
-                                                      : "; check the Vulkan driver (vulkaninfo)"));
 }
 
 std::string VersionString(uint32_t v) {
@@ -98,49 +89,23 @@ std::string PipelineCacheDir() {
 
 }  // namespace
 
-// A VkBuffer with its memory; the data-space handle is a pointer to one.
-struct Buffer {
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  VkDeviceSize size = 0;
-  void* mapped = nullptr;  // for host-visible staging buffers
-};
-
-// A stream is a token; all work is complete when its call returns.
-struct Stream {
-  int32_t device_id;
-};
-
-struct Device {
-  VkPhysicalDevice physical = VK_NULL_HANDLE;
-  VkPhysicalDeviceProperties props{};
-  VkPhysicalDeviceFeatures features{};
-  VkPhysicalDeviceMemoryProperties mem{};
-  uint32_t queue_family = 0;
-  uint32_t subgroup_size = 0;
-  uint32_t subgroup_operations = 0;  // VkSubgroupFeatureFlags, when compute has subgroups
-  bool has_budget = false;
-  // What the target kind's supports_* flags report (Target::FromDevice).
-  bool float16 = false, int8 = false, buffer8 = false, buffer16 = false;
-  std::set<std::string> extensions;
-  // Created on first use, under mu.
-  std::mutex mu;
-  VkDevice device = VK_NULL_HANDLE;
-  VkQueue queue = VK_NULL_HANDLE;
-  VkCommandPool pool = VK_NULL_HANDLE;
-  VkCommandBuffer cmd = VK_NULL_HANDLE;
-  VkFence fence = VK_NULL_HANDLE;
-  Buffer staging;  // grows on demand, host-visible and mapped
-  std::set<Buffer*> live;
-  uint64_t freed = 0;  // data spaces freed so far (DeviceScope::FreedCount)
-  std::set<Stream*> streams;
-  VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
-  std::string pipeline_cache_path;                  // "" when not kept on disk
-};
+void CheckVk(VkResult r, const std::string& what) {
+  if (r == VK_SUCCESS) return;
+  const bp_error_kind_t kind =
+      (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+          ? BP_ERR_OUT_OF_MEMORY
+          : BP_ERR_DEVICE;
+  throw Error(kind, "vulkan: " + what + " failed with " + VkResultName(r) +
+                        (kind == BP_ERR_OUT_OF_MEMORY ? "; free device memory or ask for less"
+                                                      : "; check the Vulkan driver (vulkaninfo)"));
+}
 
 // Validation errors the debug-utils messenger saw (BACKPLANE_VULKAN_VALIDATION=1), or -1
 // when validation is off.
 std::atomic<int64_t> g_validation_errors{-1};
+
+// The calling thread's active stream per device id (SetStream); kernels run on it.
+thread_local std::unordered_map<int32_t, void*> t_active_stream;
 
 VKAPI_ATTR VkBool32 VKAPI_CALL OnValidationMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                    VkDebugUtilsMessageTypeFlagsEXT,
@@ -171,8 +136,8 @@ uint32_t UsableVersion(const Device& d) {
   return std::min<uint32_t>(d.props.apiVersion, VK_API_VERSION_1_2);
 }
 
-// Fills the 8/16-bit feature flags of `d`, chaining only the structures its API version or
-// extensions define (anything else in the chain is invalid usage).
+// Fills the 8/16-bit feature flags and the timeline-semaphore support of `d`, chaining only the
+// structures its API version or extensions define (anything else in the chain is invalid usage).
 void QueryStorageFeatures(Device& d) {
   const bool v11 = UsableVersion(d) >= VK_API_VERSION_1_1;
   const bool v12 = UsableVersion(d) >= VK_API_VERSION_1_2;
@@ -184,6 +149,8 @@ void QueryStorageFeatures(Device& d) {
   s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
   VkPhysicalDeviceShaderFloat16Int8Features f16{};
   f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  VkPhysicalDeviceTimelineSemaphoreFeatures timeline{};
+  timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES;
   void** next = &f2.pNext;
   auto chain = [&next](auto& s) {
     *next = &s;
@@ -192,11 +159,13 @@ void QueryStorageFeatures(Device& d) {
   if (v11 || d.extensions.count(VK_KHR_16BIT_STORAGE_EXTENSION_NAME)) chain(s16);
   if (v12 || d.extensions.count(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) chain(s8);
   if (v12 || d.extensions.count(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) chain(f16);
+  if (v12) chain(timeline);  // streams use the core (1.2) entry points
   vkGetPhysicalDeviceFeatures2(d.physical, &f2);
   d.buffer16 = s16.storageBuffer16BitAccess == VK_TRUE;
   d.buffer8 = s8.storageBuffer8BitAccess == VK_TRUE;
   d.float16 = f16.shaderFloat16 == VK_TRUE;
   d.int8 = f16.shaderInt8 == VK_TRUE;
+  d.has_timeline = timeline.timelineSemaphore == VK_TRUE;
 }
 
 // Device type names as TVM's vulkan target writes them.
@@ -312,11 +281,14 @@ class Context {
       vkDeviceWaitIdle(d->device);
       for (Buffer* b : d->live) Destroy(*d, b);
       if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
-      for (Stream* s : d->streams) delete s;
+      for (Stream* s : d->streams) {
+        DestroyStream(*d, *s);
+        delete s;
+      }
+      DestroyStream(*d, d->null_stream);
       if (d->pipeline_cache != VK_NULL_HANDLE) {
         vkDestroyPipelineCache(d->device, d->pipeline_cache, nullptr);
       }
-      vkDestroyFence(d->device, d->fence, nullptr);
       vkDestroyCommandPool(d->device, d->pool, nullptr);
       vkDestroyDevice(d->device, nullptr);
     }
@@ -359,8 +331,13 @@ class Context {
     VkPhysicalDeviceFeatures features{};
     features.shaderInt64 = d.features.shaderInt64;
     features.shaderFloat64 = d.features.shaderFloat64;
+    // Timeline semaphores order the streams (stream.cc); without them work is synchronous.
+    VkPhysicalDeviceTimelineSemaphoreFeatures timeline{};
+    timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES;
+    timeline.timelineSemaphore = VK_TRUE;
     VkDeviceCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    if (d.has_timeline) ci.pNext = &timeline;
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
     ci.pEnabledFeatures = &features;
@@ -376,21 +353,15 @@ class Context {
       vkDestroyDevice(device, nullptr);
       CheckVk(r, "vkCreateCommandPool");
     }
-    VkCommandBufferAllocateInfo ai{};
-    ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    ai.commandPool = d.pool;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VkFenceCreateInfo fci{};
-    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-    r = vkAllocateCommandBuffers(device, &ai, &d.cmd);
-    if (r == VK_SUCCESS) r = vkCreateFence(device, &fci, nullptr, &d.fence);
-    if (r != VK_SUCCESS) {
+    d.device = device;
+    try {
+      InitStream(d, d.null_stream);
+    } catch (...) {
       vkDestroyCommandPool(device, d.pool, nullptr);
       vkDestroyDevice(device, nullptr);
-      CheckVk(r, "creating the command buffer and fence");
+      d.device = VK_NULL_HANDLE;
+      throw;
     }
-    d.device = device;
   }
 
   // A memory type allowed by `bits` with `want` flags, or -1.
@@ -463,32 +434,22 @@ class Context {
     return d.staging;
   }
 
-  // Records one buffer copy, submits it and waits; the caller holds d.mu.
-  void CopyBuffer(Device& d, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
-                  VkDeviceSize size) {
-    if (size == 0) return;
-    Submit(d, [&](VkCommandBuffer cmd) {
+  // Submits one buffer copy on `s`; with `to_host`, a barrier then makes the written bytes
+  // visible to the host. The caller holds d.mu.
+  static Use CopyBuffer(Device& d, Stream& s, VkBuffer src, VkDeviceSize src_off, VkBuffer dst,
+                        VkDeviceSize dst_off, VkDeviceSize size, bool to_host = false) {
+    return Submit(d, s, [&](VkCommandBuffer cmd) {
       VkBufferCopy region{src_off, dst_off, size};
       vkCmdCopyBuffer(cmd, src, dst, 1, &region);
+      if (to_host) {
+        VkMemoryBarrier barrier{};
+        barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+        barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                             &barrier, 0, nullptr, 0, nullptr);
+      }
     });
-  }
-
-  // Records `record` into the device's command buffer, submits it and waits for it with the
-  // fence; the caller holds d.mu.
-  void Submit(Device& d, const std::function<void(VkCommandBuffer)>& record) {
-    VkCommandBufferBeginInfo bi{};
-    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    CheckVk(vkBeginCommandBuffer(d.cmd, &bi), "vkBeginCommandBuffer");
-    record(d.cmd);
-    CheckVk(vkEndCommandBuffer(d.cmd), "vkEndCommandBuffer");
-    VkSubmitInfo si{};
-    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &d.cmd;
-    CheckVk(vkQueueSubmit(d.queue, 1, &si, d.fence), "vkQueueSubmit");
-    CheckVk(vkWaitForFences(d.device, 1, &d.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-    CheckVk(vkResetFences(d.device, 1, &d.fence), "vkResetFences");
   }
 
   // The live buffer `ptr` on `d`, or an error; the caller holds d.mu.
@@ -586,9 +547,16 @@ VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
 
 uint64_t DeviceScope::FreedCount() const { return d_->freed; }
 
-void DeviceScope::SubmitAndWait(const std::function<void(VkCommandBuffer)>& record) {
-  ctx_->Submit(*d_, record);
+Use DeviceScope::Submit(const std::function<void(VkCommandBuffer)>& record) {
+  auto it = t_active_stream.find(dev_.device_id);
+  Stream& s = StreamOf(*d_, it == t_active_stream.end() ? nullptr : it->second,
+                       "kernel launch on the thread's active stream");
+  return vulkan::Submit(*d_, s, record);
 }
+
+void DeviceScope::Wait(const Use& use) { vulkan::Wait(*d_, use); }
+
+void DeviceScope::WaitIdle() { WaitAll(*d_); }
 
 void VulkanDeviceAPI::WithDevice(DLDevice dev, const std::function<void(DeviceScope&)>& fn) {
   Context& ctx = Ctx();
@@ -746,12 +714,13 @@ void VulkanDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
   Buffer* b = Context::Live(d, ptr, dev, "FreeDataSpace: handle");
+  WaitAll(d);  // queued work may still use it
   d.live.erase(b);
   ++d.freed;
   Context::Destroy(d, b);
 }
 
-void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t) {
+void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
   const size_t n = sdk::TensorBytes(from);
   BACKPLANE_REQUIRE(n == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
                     "vulkan CopyDataFromTo: source holds " + std::to_string(n) +
@@ -781,24 +750,34 @@ void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
     Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
     range(src, from->byte_offset, "source");
     range(dst, to->byte_offset, "destination");
-    ctx.CopyBuffer(d, src->buffer, from->byte_offset, dst->buffer, to->byte_offset, n);
+    Stream& s = StreamOf(d, stream, "CopyDataFromTo");
+    if (n == 0) return;
+    Context::CopyBuffer(d, s, src->buffer, from->byte_offset, dst->buffer, to->byte_offset, n);
   } else if (to_dev && from->device.device_type == kDLCPU) {
     Device& d = ctx.Dev(to->device);
     std::lock_guard<std::mutex> lock(d.mu);
     Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
     range(dst, to->byte_offset, "destination");
+    Stream& s = StreamOf(d, stream, "CopyDataFromTo");
     if (n == 0) return;
+    // The host bytes are read before the call returns; the write to the device is queued.
+    Wait(d, d.staging_use);  // the staging buffer's previous copy is done
     Buffer& st = ctx.Staging(d, n);
     std::memcpy(st.mapped, static_cast<const char*>(from->data) + from->byte_offset, n);
-    ctx.CopyBuffer(d, st.buffer, 0, dst->buffer, to->byte_offset, n);
+    d.staging_use = Context::CopyBuffer(d, s, st.buffer, 0, dst->buffer, to->byte_offset, n);
   } else if (from_dev && to->device.device_type == kDLCPU) {
     Device& d = ctx.Dev(from->device);
     std::lock_guard<std::mutex> lock(d.mu);
     Buffer* src = Context::Live(d, from->data, from->device, "CopyDataFromTo: source");
     range(src, from->byte_offset, "source");
+    Stream& s = StreamOf(d, stream, "CopyDataFromTo");
     if (n == 0) return;
+    // After the stream's earlier work; the host bytes are written before the call returns.
+    Wait(d, d.staging_use);
     Buffer& st = ctx.Staging(d, n);
-    ctx.CopyBuffer(d, src->buffer, from->byte_offset, st.buffer, 0, n);
+    d.staging_use = Context::CopyBuffer(d, s, src->buffer, from->byte_offset, st.buffer, 0, n,
+                                        /*to_host=*/true);
+    Wait(d, d.staging_use);
     std::memcpy(static_cast<char*>(to->data) + to->byte_offset, st.mapped, n);
   } else {
     throw Error(BP_ERR_INVALID_ARGUMENT, "vulkan CopyDataFromTo: from " +
@@ -811,29 +790,47 @@ void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
 bp_stream_t VulkanDeviceAPI::CreateStream(DLDevice dev) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  auto* s = new Stream{dev.device_id};
-  d.streams.insert(s);
-  return s;
+  Ctx().Open(d);
+  auto s = std::make_unique<Stream>();
+  s->id = d.next_stream_id++;
+  InitStream(d, *s);
+  d.streams.insert(s.get());
+  return s.release();
 }
 
 void VulkanDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
   if (stream == nullptr) return;
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  auto* s = static_cast<Stream*>(stream);
-  BACKPLANE_REQUIRE(d.streams.erase(s) == 1, BP_ERR_INVALID_ARGUMENT,
-                    "vulkan FreeStream: " + sdk::PointerString(stream) +
-                        " is not a live stream of " + sdk::DeviceString(dev) +
-                        "; pass one from CreateStream on that device");
-  delete s;
+  Stream& s = StreamOf(d, stream, "FreeStream");
+  d.streams.erase(&s);
+  DestroyStream(d, s);  // waits for its work first
+  delete &s;
+  for (auto& [device_id, active] : t_active_stream) {
+    if (device_id == dev.device_id && active == stream) active = nullptr;
+  }
 }
 
-void VulkanDeviceAPI::StreamSync(DLDevice dev, bp_stream_t) {
-  // Each call waits for its own submission, so nothing is pending; still check the device.
-  Ctx().Dev(dev);
+void VulkanDeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  StreamOf(d, stream, "SetStream");
+  t_active_stream[dev.device_id] = stream;
 }
 
-void VulkanDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t, bp_stream_t) { Ctx().Dev(dev); }
+void VulkanDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Stream& s = StreamOf(d, stream, "StreamSync");
+  Wait(d, Use{s.id, s.submitted});
+}
+
+void VulkanDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Order(d, StreamOf(d, src, "SyncStreamFromTo: source"),
+        StreamOf(d, dst, "SyncStreamFromTo: destination"));
+}
 
 }  // namespace vulkan
 }  // namespace backplane

@@ -3,7 +3,7 @@
 // on its first call on a device the shader module, descriptor-set layout, pipeline layout,
 // compute pipeline (through the device's pipeline cache, kept on disk) and a descriptor set
 // are made; each call binds the tensors' VkBuffers, pushes the scalars, dispatches the
-// blockIdx extents as group counts and waits.
+// blockIdx extents as group counts and submits on the active stream.
 #include "module.h"
 
 #include <algorithm>
@@ -130,6 +130,7 @@ struct Pipeline {
   // same buffers, ranges and count needs no vkUpdateDescriptorSets.
   std::vector<VkDescriptorBufferInfo> bound;
   uint64_t bound_freed = 0;
+  Use last_use;  // the last dispatch that read `set`
 
   void Destroy(VkDevice dev) {
     if (pool != VK_NULL_HANDLE) vkDestroyDescriptorPool(dev, pool, nullptr);
@@ -180,6 +181,7 @@ class VulkanModule : public sdk::ModuleBase {
     for (auto& [device_id, pipelines] : pipelines_) {
       try {
         VulkanDeviceAPI::Global()->WithDevice(DLDevice{kDLVulkan, device_id}, [&](DeviceScope& s) {
+          s.WaitIdle();  // a queued dispatch may still use them
           for (Pipeline& p : pipelines) p.Destroy(s.device());
         });
       } catch (const std::exception&) {
@@ -414,15 +416,15 @@ class VulkanModule : public sdk::ModuleBase {
         infos[b].offset = nbytes == 0 ? 0 : t->byte_offset;
         infos[b].range = nbytes == 0 ? VK_WHOLE_SIZE : nbytes;
       }
-      // The set is not in use (the previous call on this device has completed); it is
-      // rewritten only when the bindings changed or a buffer was freed since (a freed
-      // buffer's handle may now name another).
+      // The set is rewritten only when the bindings changed or a buffer was freed since (a
+      // freed buffer's handle may now name another), after the dispatch that last read it.
       auto same = [](const VkDescriptorBufferInfo& x, const VkDescriptorBufferInfo& y) {
         return x.buffer == y.buffer && x.offset == y.offset && x.range == y.range;
       };
       const bool current = p.bound.size() == infos.size() && p.bound_freed == s.FreedCount() &&
                            std::equal(infos.begin(), infos.end(), p.bound.begin(), same);
       if (!infos.empty() && !current) {
+        s.Wait(p.last_use);  // a queued dispatch may still read the set
         std::vector<VkWriteDescriptorSet> writes(infos.size());
         for (size_t b = 0; b < infos.size(); ++b) {
           writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
@@ -437,7 +439,7 @@ class VulkanModule : public sdk::ModuleBase {
         p.bound = infos;
         p.bound_freed = s.FreedCount();
       }
-      s.SubmitAndWait([&](VkCommandBuffer cmd) {
+      p.last_use = s.Submit([&](VkCommandBuffer cmd) {
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
         if (p.set != VK_NULL_HANDLE) {
           vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0,
