@@ -117,14 +117,17 @@ Use Submit(Device& d, Stream& s, const std::function<void(VkCommandBuffer)>& rec
     cmd = s.idle.back();
     s.idle.pop_back();
   }
-  // Until it is in flight, the buffer goes back to the idle list on any error.
+  // Until it is in flight, the buffer goes back to the idle list, reset, on any error (a
+  // buffer left recording could not be begun again).
   bool submitted = false;
   struct Keep {
     Stream& s;
     VkCommandBuffer cmd;
     const bool& submitted;
     ~Keep() {
-      if (!submitted) s.idle.push_back(cmd);
+      if (submitted) return;
+      vkResetCommandBuffer(cmd, 0);
+      s.idle.push_back(cmd);
     }
   } keep{s, cmd, submitted};
   VkCommandBufferBeginInfo bi{};
