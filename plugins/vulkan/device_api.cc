@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // device_api.vulkan over the Vulkan loader. One VkDevice per physical device, created on
-// first use, with one compute queue. Every transfer is recorded into a command buffer,
-// submitted and waited for with a fence before the call returns, so the work of a stream is
-// complete once its call returns: StreamSync and SyncStreamFromTo have nothing left to wait
-// for (the streams are ordered by construction).
+// first use, with one compute queue. Copies and kernels are submitted on a stream
+// (stream.cc) and return without waiting, except where the host must see the bytes
+// (device -> host copies); StreamSync waits for a stream, SyncStreamFromTo orders two.
 #include "device_api.h"
 
 #include <sys/stat.h>
@@ -22,7 +21,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "context.h"
 
 namespace backplane {
 namespace vulkan {
@@ -48,17 +50,6 @@ std::string VkResultName(VkResult r) {
     default:
       return "VkResult " + std::to_string(static_cast<int>(r));
   }
-}
-
-void CheckVk(VkResult r, const std::string& what) {
-  if (r == VK_SUCCESS) return;
-  const bp_error_kind_t kind =
-      (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-          ? BP_ERR_OUT_OF_MEMORY
-          : BP_ERR_DEVICE;
-  throw Error(kind, "vulkan: " + what + " failed with " + VkResultName(r) +
-                        (kind == BP_ERR_OUT_OF_MEMORY ? "; free device memory or ask for less"
-                                                      : "; check the Vulkan driver (vulkaninfo)"));
 }
 
 std::string VersionString(uint32_t v) {
@@ -98,44 +89,23 @@ std::string PipelineCacheDir() {
 
 }  // namespace
 
-// A VkBuffer with its memory; the data-space handle is a pointer to one.
-struct Buffer {
-  VkBuffer buffer = VK_NULL_HANDLE;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  VkDeviceSize size = 0;
-  void* mapped = nullptr;  // for host-visible staging buffers
-};
-
-// A stream is a token; all work is complete when its call returns.
-struct Stream {
-  int32_t device_id;
-};
-
-struct Device {
-  VkPhysicalDevice physical = VK_NULL_HANDLE;
-  VkPhysicalDeviceProperties props{};
-  VkPhysicalDeviceFeatures features{};
-  VkPhysicalDeviceMemoryProperties mem{};
-  uint32_t queue_family = 0;
-  uint32_t subgroup_size = 0;
-  bool has_budget = false;
-  // Created on first use, under mu.
-  std::mutex mu;
-  VkDevice device = VK_NULL_HANDLE;
-  VkQueue queue = VK_NULL_HANDLE;
-  VkCommandPool pool = VK_NULL_HANDLE;
-  VkCommandBuffer cmd = VK_NULL_HANDLE;
-  VkFence fence = VK_NULL_HANDLE;
-  Buffer staging;  // grows on demand, host-visible and mapped
-  std::set<Buffer*> live;
-  std::set<Stream*> streams;
-  VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
-  std::string pipeline_cache_path;                  // "" when not kept on disk
-};
+void CheckVk(VkResult r, const std::string& what) {
+  if (r == VK_SUCCESS) return;
+  const bp_error_kind_t kind =
+      (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+          ? BP_ERR_OUT_OF_MEMORY
+          : BP_ERR_DEVICE;
+  throw Error(kind, "vulkan: " + what + " failed with " + VkResultName(r) +
+                        (kind == BP_ERR_OUT_OF_MEMORY ? "; free device memory or ask for less"
+                                                      : "; check the Vulkan driver (vulkaninfo)"));
+}
 
 // Validation errors the debug-utils messenger saw (BACKPLANE_VULKAN_VALIDATION=1), or -1
 // when validation is off.
 std::atomic<int64_t> g_validation_errors{-1};
+
+// The calling thread's active stream per device id (SetStream); kernels run on it.
+thread_local std::unordered_map<int32_t, void*> t_active_stream;
 
 VKAPI_ATTR VkBool32 VKAPI_CALL OnValidationMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                    VkDebugUtilsMessageTypeFlagsEXT,
@@ -159,6 +129,59 @@ bool HasLayer(const char* name) {
     if (std::strcmp(l.layerName, name) == 0) return true;
   }
   return false;
+}
+
+// The device's API version as far as this instance (API 1.2) may use it.
+uint32_t UsableVersion(const Device& d) {
+  return std::min<uint32_t>(d.props.apiVersion, VK_API_VERSION_1_2);
+}
+
+// Fills the 8/16-bit feature flags and the timeline-semaphore support of `d`, chaining only the
+// structures its API version or extensions define (anything else in the chain is invalid usage).
+void QueryStorageFeatures(Device& d) {
+  const bool v11 = UsableVersion(d) >= VK_API_VERSION_1_1;
+  const bool v12 = UsableVersion(d) >= VK_API_VERSION_1_2;
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  VkPhysicalDevice16BitStorageFeatures s16{};
+  s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  VkPhysicalDevice8BitStorageFeatures s8{};
+  s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+  VkPhysicalDeviceShaderFloat16Int8Features f16{};
+  f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  VkPhysicalDeviceTimelineSemaphoreFeatures timeline{};
+  timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES;
+  void** next = &f2.pNext;
+  auto chain = [&next](auto& s) {
+    *next = &s;
+    next = &s.pNext;
+  };
+  if (v11 || d.extensions.count(VK_KHR_16BIT_STORAGE_EXTENSION_NAME)) chain(s16);
+  if (v12 || d.extensions.count(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) chain(s8);
+  if (v12 || d.extensions.count(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) chain(f16);
+  if (v12) chain(timeline);  // streams use the core (1.2) entry points
+  vkGetPhysicalDeviceFeatures2(d.physical, &f2);
+  d.buffer16 = s16.storageBuffer16BitAccess == VK_TRUE;
+  d.buffer8 = s8.storageBuffer8BitAccess == VK_TRUE;
+  d.float16 = f16.shaderFloat16 == VK_TRUE;
+  d.int8 = f16.shaderInt8 == VK_TRUE;
+  d.has_timeline = timeline.timelineSemaphore == VK_TRUE;
+}
+
+// Device type names as TVM's vulkan target writes them.
+const char* DeviceTypeName(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
+  }
 }
 
 class Context {
@@ -237,16 +260,17 @@ class Context {
       d->props = p2.properties;
       vkGetPhysicalDeviceFeatures(p, &d->features);
       d->subgroup_size = sub.subgroupSize;
+      if (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) {
+        d->subgroup_operations = sub.supportedOperations;
+      }
       vkGetPhysicalDeviceMemoryProperties(p, &d->mem);
       uint32_t en = 0;
       vkEnumerateDeviceExtensionProperties(p, nullptr, &en, nullptr);
       std::vector<VkExtensionProperties> exts(en);
       vkEnumerateDeviceExtensionProperties(p, nullptr, &en, exts.data());
-      for (const auto& e : exts) {
-        if (std::strcmp(e.extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) == 0) {
-          d->has_budget = true;
-        }
-      }
+      for (const auto& e : exts) d->extensions.insert(e.extensionName);
+      d->has_budget = d->extensions.count(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) != 0;
+      QueryStorageFeatures(*d);
       devices_.push_back(std::move(d));
     }
   }
@@ -257,11 +281,14 @@ class Context {
       vkDeviceWaitIdle(d->device);
       for (Buffer* b : d->live) Destroy(*d, b);
       if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
-      for (Stream* s : d->streams) delete s;
+      for (Stream* s : d->streams) {
+        DestroyStream(*d, *s);
+        delete s;
+      }
+      DestroyStream(*d, d->null_stream);
       if (d->pipeline_cache != VK_NULL_HANDLE) {
         vkDestroyPipelineCache(d->device, d->pipeline_cache, nullptr);
       }
-      vkDestroyFence(d->device, d->fence, nullptr);
       vkDestroyCommandPool(d->device, d->pool, nullptr);
       vkDestroyDevice(d->device, nullptr);
     }
@@ -304,8 +331,13 @@ class Context {
     VkPhysicalDeviceFeatures features{};
     features.shaderInt64 = d.features.shaderInt64;
     features.shaderFloat64 = d.features.shaderFloat64;
+    // Timeline semaphores order the streams (stream.cc); without them work is synchronous.
+    VkPhysicalDeviceTimelineSemaphoreFeatures timeline{};
+    timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES;
+    timeline.timelineSemaphore = VK_TRUE;
     VkDeviceCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    if (d.has_timeline) ci.pNext = &timeline;
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
     ci.pEnabledFeatures = &features;
@@ -321,21 +353,15 @@ class Context {
       vkDestroyDevice(device, nullptr);
       CheckVk(r, "vkCreateCommandPool");
     }
-    VkCommandBufferAllocateInfo ai{};
-    ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    ai.commandPool = d.pool;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VkFenceCreateInfo fci{};
-    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-    r = vkAllocateCommandBuffers(device, &ai, &d.cmd);
-    if (r == VK_SUCCESS) r = vkCreateFence(device, &fci, nullptr, &d.fence);
-    if (r != VK_SUCCESS) {
+    d.device = device;
+    try {
+      InitStream(d, d.null_stream);
+    } catch (...) {
       vkDestroyCommandPool(device, d.pool, nullptr);
       vkDestroyDevice(device, nullptr);
-      CheckVk(r, "creating the command buffer and fence");
+      d.device = VK_NULL_HANDLE;
+      throw;
     }
-    d.device = device;
   }
 
   // A memory type allowed by `bits` with `want` flags, or -1.
@@ -408,32 +434,22 @@ class Context {
     return d.staging;
   }
 
-  // Records one buffer copy, submits it and waits; the caller holds d.mu.
-  void CopyBuffer(Device& d, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
-                  VkDeviceSize size) {
-    if (size == 0) return;
-    Submit(d, [&](VkCommandBuffer cmd) {
+  // Submits one buffer copy on `s`; with `to_host`, a barrier then makes the written bytes
+  // visible to the host. The caller holds d.mu.
+  static Use CopyBuffer(Device& d, Stream& s, VkBuffer src, VkDeviceSize src_off, VkBuffer dst,
+                        VkDeviceSize dst_off, VkDeviceSize size, bool to_host = false) {
+    return Submit(d, s, [&](VkCommandBuffer cmd) {
       VkBufferCopy region{src_off, dst_off, size};
       vkCmdCopyBuffer(cmd, src, dst, 1, &region);
+      if (to_host) {
+        VkMemoryBarrier barrier{};
+        barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+        barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                             &barrier, 0, nullptr, 0, nullptr);
+      }
     });
-  }
-
-  // Records `record` into the device's command buffer, submits it and waits for it with the
-  // fence; the caller holds d.mu.
-  void Submit(Device& d, const std::function<void(VkCommandBuffer)>& record) {
-    VkCommandBufferBeginInfo bi{};
-    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    CheckVk(vkBeginCommandBuffer(d.cmd, &bi), "vkBeginCommandBuffer");
-    record(d.cmd);
-    CheckVk(vkEndCommandBuffer(d.cmd), "vkEndCommandBuffer");
-    VkSubmitInfo si{};
-    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &d.cmd;
-    CheckVk(vkQueueSubmit(d.queue, 1, &si, d.fence), "vkQueueSubmit");
-    CheckVk(vkWaitForFences(d.device, 1, &d.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-    CheckVk(vkResetFences(d.device, 1, &d.fence), "vkResetFences");
   }
 
   // The live buffer `ptr` on `d`, or an error; the caller holds d.mu.
@@ -519,18 +535,28 @@ void DeviceScope::SavePipelineCache() {
 }
 
 VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
-                              const std::string& what) {
-  Buffer* b = Context::Live(*d_, handle, dev_, what.c_str());
+                              const std::function<std::string()>& what) {
+  auto* b = static_cast<Buffer*>(handle);
+  if (d_->live.count(b) == 0) Context::Live(*d_, handle, dev_, what().c_str());  // throws
   BACKPLANE_REQUIRE(offset + nbytes <= b->size, BP_ERR_INVALID_ARGUMENT,
-                    "vulkan: " + what + " spans bytes [" + std::to_string(offset) + ", " +
+                    "vulkan: " + what() + " spans bytes [" + std::to_string(offset) + ", " +
                         std::to_string(offset + nbytes) + ") of a " + std::to_string(b->size) +
                         "-byte data space; pass a tensor that fits its allocation");
   return b->buffer;
 }
 
-void DeviceScope::SubmitAndWait(const std::function<void(VkCommandBuffer)>& record) {
-  ctx_->Submit(*d_, record);
+uint64_t DeviceScope::FreedCount() const { return d_->freed; }
+
+Use DeviceScope::Submit(const std::function<void(VkCommandBuffer)>& record) {
+  auto it = t_active_stream.find(dev_.device_id);
+  Stream& s = StreamOf(*d_, it == t_active_stream.end() ? nullptr : it->second,
+                       "kernel launch on the thread's active stream");
+  return vulkan::Submit(*d_, s, record);
 }
+
+void DeviceScope::Wait(const Use& use) { vulkan::Wait(*d_, use); }
+
+void DeviceScope::WaitIdle() { WaitAll(*d_); }
 
 void VulkanDeviceAPI::WithDevice(DLDevice dev, const std::function<void(DeviceScope&)>& fn) {
   Context& ctx = Ctx();
@@ -616,14 +642,56 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
 Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   Context& ctx = Ctx();
   if (!ctx.Exists(dev)) return sdk::NoneValue();
-  const VkPhysicalDeviceLimits& lim = ctx.Dev(dev).props.limits;
+  const Device& d = ctx.Dev(dev);
+  const VkPhysicalDeviceLimits& lim = d.props.limits;
+  const uint32_t version = UsableVersion(d);
+  auto has = [&d](const char* ext) { return sdk::IntValue(d.extensions.count(ext) ? 1 : 0); };
+  auto flag = [](bool b) { return sdk::IntValue(b ? 1 : 0); };
   if (key == "max_push_constants_size") return sdk::IntValue(lim.maxPushConstantsSize);
   if (key == "max_storage_buffer_range") return sdk::IntValue(lim.maxStorageBufferRange);
-  if (key == "max_per_stage_descriptor_storage_buffers") {
+  if (key == "max_uniform_buffer_range") return sdk::IntValue(lim.maxUniformBufferRange);
+  if (key == "max_per_stage_descriptor_storage_buffers" ||
+      key == "max_per_stage_descriptor_storage_buffer") {
     return sdk::IntValue(lim.maxPerStageDescriptorStorageBuffers);
   }
-  if (key == "vendor_id") return sdk::IntValue(ctx.Dev(dev).props.vendorID);
-  if (key == "device_id") return sdk::IntValue(ctx.Dev(dev).props.deviceID);
+  if (key == "max_block_size_x") return sdk::IntValue(lim.maxComputeWorkGroupSize[0]);
+  if (key == "max_block_size_y") return sdk::IntValue(lim.maxComputeWorkGroupSize[1]);
+  if (key == "max_block_size_z") return sdk::IntValue(lim.maxComputeWorkGroupSize[2]);
+  if (key == "vendor_id") return sdk::IntValue(d.props.vendorID);
+  if (key == "device_id") return sdk::IntValue(d.props.deviceID);
+  if (key == "device_type") return sdk::StringValue(DeviceTypeName(d.props.deviceType));
+  if (key == "driver_version") return sdk::IntValue(d.props.driverVersion);
+  if (key == "vulkan_api_version") return sdk::IntValue(d.props.apiVersion);
+  if (key == "max_spirv_version") {
+    // The SPIR-V version word (0x00MMmm00) that the usable Vulkan version accepts.
+    if (version >= VK_API_VERSION_1_2) return sdk::IntValue(0x10500);
+    if (version >= VK_API_VERSION_1_1) return sdk::IntValue(0x10300);
+    return sdk::IntValue(0x10000);
+  }
+  if (key == "supported_subgroup_operations") return sdk::IntValue(d.subgroup_operations);
+  if (key == "supports_float16") return flag(d.float16);
+  if (key == "supports_float32" || key == "supports_int32") return flag(true);
+  if (key == "supports_float64") return flag(d.features.shaderFloat64 == VK_TRUE);
+  if (key == "supports_int8") return flag(d.int8);
+  if (key == "supports_int16") return flag(d.features.shaderInt16 == VK_TRUE);
+  if (key == "supports_int64") return flag(d.features.shaderInt64 == VK_TRUE);
+  if (key == "supports_8bit_buffer") return flag(d.buffer8);
+  if (key == "supports_16bit_buffer") return flag(d.buffer16);
+  // Core since Vulkan 1.1 (dedicated allocation, the storage-buffer storage class) and 1.3
+  // (integer dot products), else an extension.
+  if (key == "supports_storage_buffer_storage_class") {
+    return version >= VK_API_VERSION_1_1 ? flag(true)
+                                         : has(VK_KHR_STORAGE_BUFFER_STORAGE_CLASS_EXTENSION_NAME);
+  }
+  if (key == "supports_dedicated_allocation") {
+    return version >= VK_API_VERSION_1_1 ? flag(true)
+                                         : has(VK_KHR_DEDICATED_ALLOCATION_EXTENSION_NAME);
+  }
+  if (key == "supports_integer_dot_product") {
+    return has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
+  if (key == "supports_push_descriptor") return has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  if (key == "supports_cooperative_matrix") return has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   return sdk::NoneValue();
 }
 
@@ -646,11 +714,13 @@ void VulkanDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
   Buffer* b = Context::Live(d, ptr, dev, "FreeDataSpace: handle");
+  WaitAll(d);  // queued work may still use it
   d.live.erase(b);
+  ++d.freed;
   Context::Destroy(d, b);
 }
 
-void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t) {
+void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
   const size_t n = sdk::TensorBytes(from);
   BACKPLANE_REQUIRE(n == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
                     "vulkan CopyDataFromTo: source holds " + std::to_string(n) +
@@ -680,24 +750,34 @@ void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
     Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
     range(src, from->byte_offset, "source");
     range(dst, to->byte_offset, "destination");
-    ctx.CopyBuffer(d, src->buffer, from->byte_offset, dst->buffer, to->byte_offset, n);
+    Stream& s = StreamOf(d, stream, "CopyDataFromTo");
+    if (n == 0) return;
+    Context::CopyBuffer(d, s, src->buffer, from->byte_offset, dst->buffer, to->byte_offset, n);
   } else if (to_dev && from->device.device_type == kDLCPU) {
     Device& d = ctx.Dev(to->device);
     std::lock_guard<std::mutex> lock(d.mu);
     Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
     range(dst, to->byte_offset, "destination");
+    Stream& s = StreamOf(d, stream, "CopyDataFromTo");
     if (n == 0) return;
+    // The host bytes are read before the call returns; the write to the device is queued.
+    Wait(d, d.staging_use);  // the staging buffer's previous copy is done
     Buffer& st = ctx.Staging(d, n);
     std::memcpy(st.mapped, static_cast<const char*>(from->data) + from->byte_offset, n);
-    ctx.CopyBuffer(d, st.buffer, 0, dst->buffer, to->byte_offset, n);
+    d.staging_use = Context::CopyBuffer(d, s, st.buffer, 0, dst->buffer, to->byte_offset, n);
   } else if (from_dev && to->device.device_type == kDLCPU) {
     Device& d = ctx.Dev(from->device);
     std::lock_guard<std::mutex> lock(d.mu);
     Buffer* src = Context::Live(d, from->data, from->device, "CopyDataFromTo: source");
     range(src, from->byte_offset, "source");
+    Stream& s = StreamOf(d, stream, "CopyDataFromTo");
     if (n == 0) return;
+    // After the stream's earlier work; the host bytes are written before the call returns.
+    Wait(d, d.staging_use);
     Buffer& st = ctx.Staging(d, n);
-    ctx.CopyBuffer(d, src->buffer, from->byte_offset, st.buffer, 0, n);
+    d.staging_use = Context::CopyBuffer(d, s, src->buffer, from->byte_offset, st.buffer, 0, n,
+                                        /*to_host=*/true);
+    Wait(d, d.staging_use);
     std::memcpy(static_cast<char*>(to->data) + to->byte_offset, st.mapped, n);
   } else {
     throw Error(BP_ERR_INVALID_ARGUMENT, "vulkan CopyDataFromTo: from " +
@@ -710,29 +790,47 @@ void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
 bp_stream_t VulkanDeviceAPI::CreateStream(DLDevice dev) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  auto* s = new Stream{dev.device_id};
-  d.streams.insert(s);
-  return s;
+  Ctx().Open(d);
+  auto s = std::make_unique<Stream>();
+  s->id = d.next_stream_id++;
+  InitStream(d, *s);
+  d.streams.insert(s.get());
+  return s.release();
 }
 
 void VulkanDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
   if (stream == nullptr) return;
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  auto* s = static_cast<Stream*>(stream);
-  BACKPLANE_REQUIRE(d.streams.erase(s) == 1, BP_ERR_INVALID_ARGUMENT,
-                    "vulkan FreeStream: " + sdk::PointerString(stream) +
-                        " is not a live stream of " + sdk::DeviceString(dev) +
-                        "; pass one from CreateStream on that device");
-  delete s;
+  Stream& s = StreamOf(d, stream, "FreeStream");
+  d.streams.erase(&s);
+  DestroyStream(d, s);  // waits for its work first
+  delete &s;
+  for (auto& [device_id, active] : t_active_stream) {
+    if (device_id == dev.device_id && active == stream) active = nullptr;
+  }
 }
 
-void VulkanDeviceAPI::StreamSync(DLDevice dev, bp_stream_t) {
-  // Each call waits for its own submission, so nothing is pending; still check the device.
-  Ctx().Dev(dev);
+void VulkanDeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  StreamOf(d, stream, "SetStream");
+  t_active_stream[dev.device_id] = stream;
 }
 
-void VulkanDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t, bp_stream_t) { Ctx().Dev(dev); }
+void VulkanDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Stream& s = StreamOf(d, stream, "StreamSync");
+  Wait(d, Use{s.id, s.submitted});
+}
+
+void VulkanDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Order(d, StreamOf(d, src, "SyncStreamFromTo: source"),
+        StreamOf(d, dst, "SyncStreamFromTo: destination"));
+}
 
 }  // namespace vulkan
 }  // namespace backplane

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // device_api.vulkan: every physical device with a compute queue, in the loader's order
 // (vkEnumeratePhysicalDevices), is vulkan:0, vulkan:1, ... Data space is a VkBuffer with its
-// memory behind an opaque handle; copies with the host go through a pooled staging buffer.
+// memory behind an opaque handle; copies with the host go through a pooled staging buffer;
+// streams run asynchronously on timeline semaphores (stream.cc).
 #ifndef BACKPLANE_PLUGINS_VULKAN_DEVICE_API_H_
 #define BACKPLANE_PLUGINS_VULKAN_DEVICE_API_H_
 
@@ -11,6 +12,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "context.h"
 
 namespace backplane {
 namespace vulkan {
@@ -32,10 +35,21 @@ class DeviceScope {
   // being an optimisation.
   void SavePipelineCache();
   // The VkBuffer behind data-space `handle` when [offset, offset + nbytes) lies inside it;
-  // else Error(BP_ERR_INVALID_ARGUMENT) naming `what`.
-  VkBuffer Resolve(void* handle, uint64_t offset, uint64_t nbytes, const std::string& what);
-  // Records `record` into the device's command buffer, submits it and waits for it.
-  void SubmitAndWait(const std::function<void(VkCommandBuffer)>& record);
+  // else Error(BP_ERR_INVALID_ARGUMENT) naming what `what()` returns (called only then).
+  VkBuffer Resolve(void* handle, uint64_t offset, uint64_t nbytes,
+                   const std::function<std::string()>& what);
+  // How many data spaces of this device have been freed so far: a VkBuffer handle seen at
+  // one count may name a different buffer at a later one (the driver reuses handles).
+  uint64_t FreedCount() const;
+  // Records `record` into a command buffer and submits it on the calling thread's active
+  // stream of the device (SetStream; the null stream by default), after that stream's earlier
+  // work; returns without waiting for it. Error(BP_ERR_INVALID_ARGUMENT) when the active
+  // stream was freed.
+  Use Submit(const std::function<void(VkCommandBuffer)>& record);
+  // Returns once `use` is done.
+  void Wait(const Use& use);
+  // Returns once all work submitted to the device is done.
+  void WaitIdle();
 
  private:
   friend class VulkanDeviceAPI;
@@ -66,6 +80,7 @@ class VulkanDeviceAPI final : public sdk::DeviceAPI {
   void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
   bp_stream_t CreateStream(DLDevice dev) override;
   void FreeStream(DLDevice dev, bp_stream_t stream) override;
+  void SetStream(DLDevice dev, bp_stream_t stream) override;
   void StreamSync(DLDevice dev, bp_stream_t stream) override;
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
 

@@ -3,9 +3,10 @@
 // on its first call on a device the shader module, descriptor-set layout, pipeline layout,
 // compute pipeline (through the device's pipeline cache, kept on disk) and a descriptor set
 // are made; each call binds the tensors' VkBuffers, pushes the scalars, dispatches the
-// blockIdx extents as group counts and waits.
+// blockIdx extents as group counts and submits on the active stream.
 #include "module.h"
 
+#include <algorithm>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/kernel_args.hpp>
@@ -125,6 +126,11 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkDescriptorPool pool = VK_NULL_HANDLE;
   VkDescriptorSet set = VK_NULL_HANDLE;
+  // What `set` holds, and the device's FreedCount when it was written: a call binding the
+  // same buffers, ranges and count needs no vkUpdateDescriptorSets.
+  std::vector<VkDescriptorBufferInfo> bound;
+  uint64_t bound_freed = 0;
+  Use last_use;  // the last dispatch that read `set`
 
   void Destroy(VkDevice dev) {
     if (pool != VK_NULL_HANDLE) vkDestroyDescriptorPool(dev, pool, nullptr);
@@ -175,6 +181,7 @@ class VulkanModule : public sdk::ModuleBase {
     for (auto& [device_id, pipelines] : pipelines_) {
       try {
         VulkanDeviceAPI::Global()->WithDevice(DLDevice{kDLVulkan, device_id}, [&](DeviceScope& s) {
+          s.WaitIdle();  // a queued dispatch may still use them
           for (Pipeline& p : pipelines) p.Destroy(s.device());
         });
       } catch (const std::exception&) {
@@ -384,43 +391,55 @@ class VulkanModule : public sdk::ModuleBase {
       }
       std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);
       if (per_device[i].pipeline == VK_NULL_HANDLE) per_device[i] = Create(i, s);
-      const Pipeline& p = per_device[i];
+      Pipeline& p = per_device[i];
       std::vector<VkDescriptorBufferInfo> infos(l.bindings.size());
-      std::vector<VkWriteDescriptorSet> writes(l.bindings.size());
       for (size_t b = 0; b < l.bindings.size(); ++b) {
         const DLTensor* t = static_cast<const DLTensor*>(views[l.bindings[b]].user);
         const uint64_t nbytes = sdk::TensorBytes(t);
-        const std::string what =
-            "kernel '" + l.name + "' argument " + std::to_string(l.bindings[b]);
+        auto what = [&l, &b] {
+          return "kernel '" + l.name + "' argument " + std::to_string(l.bindings[b]);
+        };
         if (t->byte_offset % lim.minStorageBufferOffsetAlignment != 0) {
           throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "vulkan " + what + " has byte_offset " + std::to_string(t->byte_offset) +
+                      "vulkan " + what() + " has byte_offset " + std::to_string(t->byte_offset) +
                           ", not a multiple of the device's minStorageBufferOffsetAlignment " +
                           std::to_string(lim.minStorageBufferOffsetAlignment) +
                           "; copy it to a tensor of its own");
         }
         if (nbytes > lim.maxStorageBufferRange) {
           throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "vulkan " + what + " holds " + std::to_string(nbytes) +
+                      "vulkan " + what() + " holds " + std::to_string(nbytes) +
                           " bytes, more than the device's maxStorageBufferRange " +
                           std::to_string(lim.maxStorageBufferRange) + "; split the work");
         }
         infos[b].buffer = s.Resolve(t->data, t->byte_offset, nbytes, what);
         infos[b].offset = nbytes == 0 ? 0 : t->byte_offset;
         infos[b].range = nbytes == 0 ? VK_WHOLE_SIZE : nbytes;
-        writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-        writes[b].dstSet = p.set;
-        writes[b].dstBinding = static_cast<uint32_t>(b);
-        writes[b].descriptorCount = 1;
-        writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[b].pBufferInfo = &infos[b];
       }
-      // The set is not in use: the previous call on this device has completed.
-      if (!writes.empty()) {
+      // The set is rewritten only when the bindings changed or a buffer was freed since (a
+      // freed buffer's handle may now name another), after the dispatch that last read it.
+      auto same = [](const VkDescriptorBufferInfo& x, const VkDescriptorBufferInfo& y) {
+        return x.buffer == y.buffer && x.offset == y.offset && x.range == y.range;
+      };
+      const bool current = p.bound.size() == infos.size() && p.bound_freed == s.FreedCount() &&
+                           std::equal(infos.begin(), infos.end(), p.bound.begin(), same);
+      if (!infos.empty() && !current) {
+        s.Wait(p.last_use);  // a queued dispatch may still read the set
+        std::vector<VkWriteDescriptorSet> writes(infos.size());
+        for (size_t b = 0; b < infos.size(); ++b) {
+          writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+          writes[b].dstSet = p.set;
+          writes[b].dstBinding = static_cast<uint32_t>(b);
+          writes[b].descriptorCount = 1;
+          writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+          writes[b].pBufferInfo = &infos[b];
+        }
         vkUpdateDescriptorSets(s.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
                                nullptr);
+        p.bound = infos;
+        p.bound_freed = s.FreedCount();
       }
-      s.SubmitAndWait([&](VkCommandBuffer cmd) {
+      p.last_use = s.Submit([&](VkCommandBuffer cmd) {
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
         if (p.set != VK_NULL_HANDLE) {
           vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0,

@@ -1,18 +1,93 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `vulkan` TargetKind: TVM's attributes for kind vulkan. FromDevice fills the limits
-// the DeviceAPI reports (work-group invocations, subgroup size, shared memory); the rest
-// keep TVM's defaults.
+// the DeviceAPI reports as attributes (work-group invocations, subgroup size, shared memory,
+// name); the canonicalizer, given the device, fills every other device-derived attribute
+// (work-group sizes, buffer ranges, push-constant bytes, the supports_* flags, versions)
+// from device_api.vulkan's properties of the same names. Without a device the values stay.
 #include "target.h"
 
 #include <backplane/sdk/target.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
+
+#include "device_api.h"
 
 namespace backplane {
 namespace vulkan {
 
+namespace {
+
+namespace sdk = ::backplane::sdk;
+using Json = nlohmann::json;
+
+// The attributes the canonicalizer reads from VulkanDeviceAPI::GetProperty (same key) when
+// the Target is built from a device; `flag` ones are bools (the property answers 0 or 1).
+struct DeviceProperty {
+  const char* name;
+  bool flag;
+};
+constexpr DeviceProperty kDeviceProperties[] = {
+    {"supports_float16", true},
+    {"supports_float32", true},
+    {"supports_float64", true},
+    {"supports_int8", true},
+    {"supports_int16", true},
+    {"supports_int32", true},
+    {"supports_int64", true},
+    {"supports_8bit_buffer", true},
+    {"supports_16bit_buffer", true},
+    {"supports_storage_buffer_storage_class", true},
+    {"supports_push_descriptor", true},
+    {"supports_dedicated_allocation", true},
+    {"supports_integer_dot_product", true},
+    {"supports_cooperative_matrix", true},
+    {"supported_subgroup_operations", false},
+    {"max_block_size_x", false},
+    {"max_block_size_y", false},
+    {"max_block_size_z", false},
+    {"max_push_constants_size", false},
+    {"max_uniform_buffer_range", false},
+    {"max_storage_buffer_range", false},
+    {"max_per_stage_descriptor_storage_buffer", false},
+    {"device_type", false},
+    {"driver_version", false},
+    {"vulkan_api_version", false},
+    {"max_spirv_version", false},
+};
+
+std::string Canonicalize(const std::string& attrs_json, const DLDevice* device) {
+  Json attrs = Json::parse(attrs_json, nullptr, /*allow_exceptions=*/false);
+  if (!attrs.is_object()) {
+    throw Error(BP_ERR_INTERNAL,
+                "target kind 'vulkan': the canonicalizer got attributes that are not a JSON "
+                "object (a bug in libbackplane; please report it)");
+  }
+  if (device != nullptr) {
+    VulkanDeviceAPI* api = VulkanDeviceAPI::Global();
+    for (const DeviceProperty& p : kDeviceProperties) {
+      const Any v = api->GetProperty(*device, p.name);
+      if (v.type() == BP_VALUE_INT) {
+        attrs[p.name] = p.flag ? Json(v.AsInt() != 0) : Json(v.AsInt());
+      } else if (v.type() == BP_VALUE_OBJECT) {
+        attrs[p.name] = v.AsString();  // device_type, a string object
+      }
+    }
+  }
+  // The code generator sizes work groups and push-constant blocks by these: a value below 1
+  // would refuse every kernel with a confusing message.
+  for (const char* name : {"max_num_threads", "max_threads_per_block", "max_block_size_x",
+                           "max_block_size_y", "max_block_size_z", "max_push_constants_size"}) {
+    if (attrs.contains(name) && attrs[name].is_number_integer() && attrs[name].get<int64_t>() < 1) {
+      sdk::ThrowTargetAttrError(name, "is " + attrs[name].dump() + "; expected at least 1");
+    }
+  }
+  return attrs.dump();
+}
+
+}  // namespace
+
 void RegisterTargetKind() {
-  namespace sdk = ::backplane::sdk;
   sdk::TargetKindBuilder("vulkan", "vulkan")
       .Keys({"vulkan", "gpu"})
       .Attr<bool>("supports_float16", false, "shaderFloat16")
@@ -50,7 +125,10 @@ void RegisterTargetKind() {
       .Attr<std::string>("device_type", std::string(), "VkPhysicalDeviceType")
       .Attr<int64_t>("driver_version", int64_t{0}, "driverVersion")
       .Attr<int64_t>("vulkan_api_version", int64_t{0}, "apiVersion")
-      .Attr<int64_t>("max_spirv_version", int64_t{0}, "the newest SPIR-V the device takes")
+      .Attr<int64_t>("max_spirv_version", int64_t{0},
+                     "the newest SPIR-V the device takes, as SPIR-V's version word (0x10500 "
+                     "is 1.5)")
+      .Canonicalizer(Canonicalize)
       .Register();
 }
 

@@ -37,6 +37,9 @@ constexpr size_t kVectorBytes = size_t{64} << 20;
 constexpr size_t kMatmulSide = 1024;
 // The side of the square matmul benchmark on OpenCL (PoCL on a few cores is slow).
 constexpr size_t kOpenCLMatmulSide = 256;
+// Elements of each vector of the Vulkan vector_add benchmark: 65535 workgroups of 256, the
+// most that lavapipe's maxComputeWorkGroupCount (65535) allows (64 MiB less 1 KiB a vector).
+constexpr size_t kVulkanVectorElements = size_t{65535} * 256;
 // Workspace request size.
 constexpr size_t kWorkspaceBytes = 4096;
 
@@ -78,6 +81,15 @@ inline constexpr Pair kPairs[] = {
     {"opencl workspace alloc+free, 4 KiB", "BM_OpenCL_Workspace_AllocFree",
      "BM_OpenCL_CreateReleaseBuffer_Raw", "clCreateBuffer + clReleaseMemObject",
      Measure::kTimeRatio, 1.0, 0},
+    // Issue 7: the Vulkan plugin against raw Vulkan on vulkan:0 (tests/bench/vulkan_bench.cc).
+    {"vulkan empty dispatch + wait", "BM_Vulkan_EmptyKernel", "BM_Vulkan_EmptyKernel_Raw",
+     "vkCmdDispatch + vkQueueSubmit + vkWaitForFences", Measure::kTimeRatio, 1.10, 0},
+    {"copy host -> vulkan:0, 64 MiB", "BM_Vulkan_CopyH2D_64MiB", "BM_Vulkan_CopyH2D_64MiB_Raw",
+     "memcpy to staging + vkCmdCopyBuffer", Measure::kBandwidth, 0.95, kCopyBytes},
+    {"copy vulkan:0 -> host, 64 MiB", "BM_Vulkan_CopyD2H_64MiB", "BM_Vulkan_CopyD2H_64MiB_Raw",
+     "vkCmdCopyBuffer + memcpy from staging", Measure::kBandwidth, 0.95, kCopyBytes},
+    {"vector_add_gpu vulkan, 3 x 64 MiB", "BM_Vulkan_VectorAdd", "BM_Vulkan_VectorAdd_Raw",
+     "hand-written GLSL", Measure::kBandwidth, 0.90, 3 * kVulkanVectorElements * sizeof(float)},
 };
 
 }  // namespace backplane::bench

@@ -258,20 +258,22 @@ TEST_F(VulkanCodegenTest, WrongArgumentsAreRefusedBeforeAnyLaunch) {
 // lavapipe leaves every loop of an invocation once 65535 iterations have run in all of them;
 // the code generator unrolls, so a kernel running 3 x 50000 iterations in one invocation
 // still does all of them, in order.
+// out[r] = (r + 1) * sum(x), in one invocation: 3n loop iterations.
+constexpr const char* kLongSumIR =
+    "# backplane-ir 1\n"
+    "func long_sum_gpu(n: int32, x: buffer<float32>[n], out: buffer<float32>[3]) {\n"
+    "  for tx in thread(threadIdx.x, 0, 1) {\n"
+    "    for r in serial(0, 3) {\n"
+    "      out[r] = 0.0\n"
+    "      for i in serial(0, n) {\n"
+    "        out[r] = out[r] + x[i] * float32(r + 1)\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
 TEST_F(VulkanCodegenTest, LongLoopsRunEveryIteration) {
-  const std::string ir =
-      "# backplane-ir 1\n"
-      "func long_sum_gpu(n: int32, x: buffer<float32>[n], out: buffer<float32>[3]) {\n"
-      "  for tx in thread(threadIdx.x, 0, 1) {\n"
-      "    for r in serial(0, 3) {\n"
-      "      out[r] = 0.0\n"
-      "      for i in serial(0, n) {\n"
-      "        out[r] = out[r] + x[i] * float32(r + 1)\n"
-      "      }\n"
-      "    }\n"
-      "  }\n"
-      "}\n";
-  Module m = backplane::Build(ir, Target::FromDevice(Device(kDev)));
+  Module m = backplane::Build(kLongSumIR, Target::FromDevice(Device(kDev)));
   const int n = 50000;
   std::vector<float> x = bptest::RandomFloats(n, 11);
   backplane::Tensor tx = backplane::Tensor::Empty({n}, DLDataType{kDLFloat, 32, 1}, Device(kDev));
@@ -291,6 +293,74 @@ TEST_F(VulkanCodegenTest, LongLoopsRunEveryIteration) {
     EXPECT_NEAR(got[r], want, 1e-4 * scale) << "row " << r;
     EXPECT_NEAR(got[r], want, 1e-6 * scale) << "row " << r;
   }
+}
+
+// Kernels go to the thread's active stream and return without waiting: on stream A a long
+// kernel reads x, a host -> device copy then replaces x and a second kernel reads the new x;
+// stream B reads the first result only after SyncStreamFromTo(A, B). Out of order, a kernel
+// would read the wrong x or B would read a result not yet written.
+TEST_F(VulkanCodegenTest, KernelsRunOnTheActiveStreamInOrder) {
+  Module m = backplane::Build(kLongSumIR, Target::FromDevice(Device(kDev)));
+  backplane::Function f = m.GetFunction("long_sum_gpu");
+  const int n = 50000;
+  const std::vector<float> x1 = bptest::RandomFloats(n, 21), x2 = bptest::RandomFloats(n, 22);
+  const DLDataType f32{kDLFloat, 32, 1};
+  backplane::Tensor tx = backplane::Tensor::Empty({n}, f32, Device(kDev));
+  backplane::Tensor out1 = backplane::Tensor::Empty({3}, f32, Device(kDev));
+  backplane::Tensor out2 = backplane::Tensor::Empty({3}, f32, Device(kDev));
+  const std::vector<float> junk = bptest::RandomFloats(3, 23);
+  out1.CopyFromBytes(junk.data(), junk.size() * sizeof(float));
+  out2.CopyFromBytes(junk.data(), junk.size() * sizeof(float));
+  bp_stream_t a = nullptr, b = nullptr;
+  backplane::Check(bp_device_stream_create(kDev, &a));
+  backplane::Check(bp_device_stream_create(kDev, &b));
+  // The host copies: byte views of host vectors on stream A or B.
+  auto copy = [](const void* from, DLDevice from_dev, void* to, DLDevice to_dev, int64_t bytes,
+                 const DLTensor* dev_side, bool to_device, bp_stream_t s) {
+    int64_t shape = bytes;
+    DLTensor host = bptest::ByteView(const_cast<void*>(to_device ? from : to),
+                                     to_device ? from_dev : to_dev, &shape, 0);
+    backplane::Check(to_device ? bp_device_copy_data_from_to(&host, dev_side, s)
+                               : bp_device_copy_data_from_to(dev_side, &host, s));
+  };
+  const int64_t xbytes = n * static_cast<int64_t>(sizeof(float));
+  copy(x1.data(), bptest::CpuDevice(), nullptr, {}, xbytes, tx.dl(), true, a);
+  backplane::Check(bp_device_stream_set(kDev, a));
+  f(n, tx.dl(), out1.dl());
+  copy(x2.data(), bptest::CpuDevice(), nullptr, {}, xbytes, tx.dl(), true, a);
+  f(n, tx.dl(), out2.dl());
+  backplane::Check(bp_device_stream_set(kDev, nullptr));
+  backplane::Check(bp_device_sync_stream_from_to(kDev, a, b));
+  std::vector<float> got1(3), got2(3);
+  copy(nullptr, {}, got1.data(), bptest::CpuDevice(), 3 * sizeof(float), out1.dl(), false, b);
+  backplane::Check(bp_device_stream_sync(kDev, a));
+  copy(nullptr, {}, got2.data(), bptest::CpuDevice(), 3 * sizeof(float), out2.dl(), false, a);
+  for (int r = 0; r < 3; ++r) {
+    double want1 = 0, want2 = 0, scale = 0;
+    for (int i = 0; i < n; ++i) {
+      want1 += static_cast<double>(x1[i]) * (r + 1);
+      want2 += static_cast<double>(x2[i]) * (r + 1);
+      scale +=
+          (std::abs(static_cast<double>(x1[i])) + std::abs(static_cast<double>(x2[i]))) * (r + 1);
+    }
+    EXPECT_NEAR(got1[r], want1, 1e-6 * scale) << "row " << r << " of the first kernel";
+    EXPECT_NEAR(got2[r], want2, 1e-6 * scale) << "row " << r << " of the second kernel";
+  }
+  // A freed stream is named.
+  backplane::Check(bp_device_stream_free(kDev, b));
+  auto s = bptest::Capture(bp_device_stream_set(kDev, b));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_NE(s.message.find("not a live stream"), std::string::npos) << s;
+  // Freeing a tensor a queued kernel writes, or the stream, waits for the kernel first
+  // (ASan and the validation layer would see a use after free).
+  backplane::Check(bp_device_stream_set(kDev, a));
+  {
+    backplane::Tensor scratch = backplane::Tensor::Empty({3}, f32, Device(kDev));
+    f(n, tx.dl(), scratch.dl());
+  }
+  f(n, tx.dl(), out1.dl());
+  backplane::Check(bp_device_stream_set(kDev, nullptr));
+  backplane::Check(bp_device_stream_free(kDev, a));
 }
 
 TEST_F(VulkanCodegenTest, ThePipelineCacheIsKeptOnDisk) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct RawDevice {
   bool found = false;
   VkPhysicalDeviceProperties props{};
   uint32_t subgroup = 0;
+  uint32_t subgroup_ops = 0;  // when the compute stage has subgroup operations
+  VkPhysicalDeviceFeatures features{};
+  // From VkPhysicalDeviceVulkan11Features / Vulkan12Features (a device of API 1.2 or newer);
+  // the plugin reads the per-feature structures instead.
+  bool buffer16 = false, buffer8 = false, float16 = false, int8 = false;
+  std::set<std::string> extensions;
 };
 
 RawDevice QueryRaw() {
@@ -69,6 +76,29 @@ RawDevice QueryRaw() {
     raw.found = true;
     raw.props = p2.properties;
     raw.subgroup = sub.subgroupSize;
+    if (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT)
+      raw.subgroup_ops = sub.supportedOperations;
+    vkGetPhysicalDeviceFeatures(p, &raw.features);
+    if (raw.props.apiVersion >= VK_API_VERSION_1_2) {
+      VkPhysicalDeviceVulkan11Features v11{};
+      v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+      VkPhysicalDeviceVulkan12Features v12{};
+      v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+      v11.pNext = &v12;
+      VkPhysicalDeviceFeatures2 f2{};
+      f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+      f2.pNext = &v11;
+      vkGetPhysicalDeviceFeatures2(p, &f2);
+      raw.buffer16 = v11.storageBuffer16BitAccess == VK_TRUE;
+      raw.buffer8 = v12.storageBuffer8BitAccess == VK_TRUE;
+      raw.float16 = v12.shaderFloat16 == VK_TRUE;
+      raw.int8 = v12.shaderInt8 == VK_TRUE;
+    }
+    uint32_t en = 0;
+    vkEnumerateDeviceExtensionProperties(p, nullptr, &en, nullptr);
+    std::vector<VkExtensionProperties> exts(en);
+    vkEnumerateDeviceExtensionProperties(p, nullptr, &en, exts.data());
+    for (const auto& e : exts) raw.extensions.insert(e.extensionName);
     break;
   }
   vkDestroyInstance(inst, nullptr);
@@ -240,6 +270,69 @@ TEST_F(VulkanTest, TargetFromDeviceFillsTheLimits) {
   EXPECT_EQ(t.GetAttr<int64_t>("thread_warp_size"), api.GetAttr(BP_ATTR_WARP_SIZE).AsInt());
   EXPECT_EQ(t.GetAttr<int64_t>("max_shared_memory_per_block"),
             api.GetAttr(BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK).AsInt());
+}
+
+// The canonicalizer fills the rest from the device's properties: each checked against the
+// driver queried independently (through the Vulkan 1.1/1.2 feature structures).
+TEST_F(VulkanTest, TargetFromDeviceFillsEveryDeviceAttribute) {
+  const RawDevice raw = QueryRaw();
+  ASSERT_TRUE(raw.found);
+  const VkPhysicalDeviceLimits& lim = raw.props.limits;
+  const backplane::Target t = backplane::Target::FromDevice(Device(kDev), "vulkan");
+  auto i = [&t](const char* name) { return t.GetAttr<int64_t>(name).value_or(-1); };
+  auto b = [&t](const char* name) { return t.GetAttr<bool>(name); };
+  EXPECT_EQ(i("max_block_size_x"), lim.maxComputeWorkGroupSize[0]);
+  EXPECT_EQ(i("max_block_size_y"), lim.maxComputeWorkGroupSize[1]);
+  EXPECT_EQ(i("max_block_size_z"), lim.maxComputeWorkGroupSize[2]);
+  EXPECT_EQ(i("max_push_constants_size"), lim.maxPushConstantsSize);
+  EXPECT_EQ(i("max_storage_buffer_range"), lim.maxStorageBufferRange);
+  EXPECT_EQ(i("max_uniform_buffer_range"), lim.maxUniformBufferRange);
+  EXPECT_EQ(i("max_per_stage_descriptor_storage_buffer"), lim.maxPerStageDescriptorStorageBuffers);
+  EXPECT_EQ(i("driver_version"), raw.props.driverVersion);
+  EXPECT_EQ(i("vulkan_api_version"), raw.props.apiVersion);
+  EXPECT_EQ(i("supported_subgroup_operations"), raw.subgroup_ops);
+  EXPECT_EQ(b("supports_float64"), raw.features.shaderFloat64 == VK_TRUE);
+  EXPECT_EQ(b("supports_int64"), raw.features.shaderInt64 == VK_TRUE);
+  EXPECT_EQ(b("supports_int16"), raw.features.shaderInt16 == VK_TRUE);
+  EXPECT_EQ(b("supports_float32"), true);
+  EXPECT_EQ(b("supports_int32"), true);
+  EXPECT_EQ(b("supports_push_descriptor"), raw.extensions.count("VK_KHR_push_descriptor") == 1);
+  EXPECT_EQ(b("supports_cooperative_matrix"),
+            raw.extensions.count("VK_NV_cooperative_matrix") == 1);
+  EXPECT_EQ(b("supports_integer_dot_product"),
+            raw.extensions.count("VK_KHR_shader_integer_dot_product") == 1);
+  if (raw.props.apiVersion >= VK_API_VERSION_1_2) {
+    EXPECT_EQ(b("supports_float16"), raw.float16);
+    EXPECT_EQ(b("supports_int8"), raw.int8);
+    EXPECT_EQ(b("supports_8bit_buffer"), raw.buffer8);
+    EXPECT_EQ(b("supports_16bit_buffer"), raw.buffer16);
+    EXPECT_EQ(i("max_spirv_version"), 0x10500);  // the plugin's instance is API 1.2
+    EXPECT_EQ(b("supports_storage_buffer_storage_class"), true);
+    EXPECT_EQ(b("supports_dedicated_allocation"), true);
+  }
+  const std::map<VkPhysicalDeviceType, std::string> types = {
+      {VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, "integrated"},
+      {VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, "discrete"},
+      {VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU, "virtual"},
+      {VK_PHYSICAL_DEVICE_TYPE_CPU, "cpu"},
+      {VK_PHYSICAL_DEVICE_TYPE_OTHER, "other"}};
+  EXPECT_EQ(t.GetAttr<std::string>("device_type"), types.at(raw.props.deviceType));
+  // The values differ from TVM's defaults somewhere (lavapipe: 1024-wide work groups, 64-bit
+  // types), so they did come from the device; and the Target round-trips without a device.
+  EXPECT_NE(t.ToJson(), backplane::Target::Parse("vulkan").ToJson());
+  EXPECT_EQ(backplane::Target::Parse(t.ToJson()).ToJson(), t.ToJson());
+}
+
+// A value below 1 for a size the code generator relies on is refused with the attribute's
+// name.
+TEST_F(VulkanTest, TargetRefusesNonPositiveLimits) {
+  try {
+    backplane::Target::Parse("vulkan -max_push_constants_size=0");
+    FAIL() << "a zero max_push_constants_size was accepted";
+  } catch (const backplane::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("max_push_constants_size"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

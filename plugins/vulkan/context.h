@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: Apache-2.0
+// The plugin's per-device state, shared by device_api.cc (devices, memory, copies) and
+// stream.cc (streams: submission, ordering and waiting). Internal to the plugin.
+#ifndef BACKPLANE_PLUGINS_VULKAN_CONTEXT_H_
+#define BACKPLANE_PLUGINS_VULKAN_CONTEXT_H_
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace backplane {
+namespace vulkan {
+
+// A VkBuffer with its memory; the data-space handle is a pointer to one.
+struct Buffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkDeviceSize size = 0;
+  void* mapped = nullptr;  // for host-visible staging buffers
+};
+
+// Where work went: the stream's id and the value of its timeline that marks the work done.
+// Once no live stream has the id, the work is done (a stream is drained before it is freed).
+struct Use {
+  uint64_t stream = 0;
+  uint64_t value = 0;
+};
+
+// A stream: submissions on one queue, ordered among themselves by the stream's timeline
+// semaphore (each waits for the value the previous one signals). With timeline semaphores
+// off (a device older than Vulkan 1.2), every submission is waited for before it returns.
+struct Stream {
+  uint64_t id = 0;  // unique on its device; the null stream is 0
+  VkSemaphore timeline = VK_NULL_HANDLE;
+  uint64_t submitted = 0;  // the value the last submission signals
+  // Semaphore values the next submission waits for (SyncStreamFromTo).
+  std::vector<std::pair<VkSemaphore, uint64_t>> waits;
+  // Command buffers in flight with the value that completes them, and idle ones.
+  std::deque<std::pair<VkCommandBuffer, uint64_t>> in_flight;
+  std::vector<VkCommandBuffer> idle;
+};
+
+struct Device {
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceFeatures features{};
+  VkPhysicalDeviceMemoryProperties mem{};
+  uint32_t queue_family = 0;
+  uint32_t subgroup_size = 0;
+  uint32_t subgroup_operations = 0;  // VkSubgroupFeatureFlags, when compute has subgroups
+  bool has_budget = false;
+  bool has_timeline = false;  // the device offers timeline semaphores (Vulkan 1.2)
+  // What the target kind's supports_* flags report (Target::FromDevice).
+  bool float16 = false, int8 = false, buffer8 = false, buffer16 = false;
+  std::set<std::string> extensions;
+  // Created on first use, under mu.
+  std::mutex mu;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  Stream null_stream;         // the stream of a null bp_stream_t
+  std::set<Stream*> streams;  // from CreateStream
+  uint64_t next_stream_id = 1;
+  Buffer staging;   // grows on demand, host-visible and mapped
+  Use staging_use;  // the last submission that touched the staging buffer
+  std::set<Buffer*> live;
+  uint64_t freed = 0;  // data spaces freed so far (DeviceScope::FreedCount)
+  VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
+  std::string pipeline_cache_path;                  // "" when not kept on disk
+};
+
+// Throws Error (BP_ERR_OUT_OF_MEMORY or BP_ERR_DEVICE) naming `what` unless r is VK_SUCCESS.
+void CheckVk(VkResult r, const std::string& what);
+
+// ---- streams (stream.cc); the caller holds d.mu for each -----------------------------------
+
+// Makes `s` usable on the opened device `d` (its timeline semaphore).
+void InitStream(Device& d, Stream& s);
+// Waits for the work of `s`, then frees what it holds; pending waits of other streams on it
+// are dropped (they are satisfied).
+void DestroyStream(Device& d, Stream& s);
+// The stream `stream` names on `d` (the null stream for nullptr), or
+// Error(BP_ERR_INVALID_ARGUMENT) naming `what` when it is not a live stream of the device.
+Stream& StreamOf(Device& d, void* stream, const std::string& what);
+// Records `record` into a command buffer and submits it on `s` after the stream's earlier
+// work and its pending waits; returns at once (timeline semaphores) or once it is done.
+Use Submit(Device& d, Stream& s, const std::function<void(VkCommandBuffer)>& record);
+// Returns once `use` is done.
+void Wait(Device& d, const Use& use);
+// Returns once every stream's submitted work is done.
+void WaitAll(Device& d);
+// `dst`'s next submission waits for the work `src` has submitted so far.
+void Order(Device& d, Stream& src, Stream& dst);
+
+}  // namespace vulkan
+}  // namespace backplane
+
+#endif  // BACKPLANE_PLUGINS_VULKAN_CONTEXT_H_
