@@ -20,15 +20,6 @@
 
 #include "../test_util.h"
 
-// LeakSanitizer (asan preset): PoCL 3.1 leaks one 16-byte object of its own (in
-// pocl_check_kernel_disk_cache) each time clGetProgramInfo(CL_PROGRAM_BINARIES) serialises a
-// freshly compiled program, which program_cache.cc does to save the binary. libpocl has no
-// frame pointers, so LSan's default (fast) unwinder stops at the libpocl frame and a
-// function-name suppression cannot match; full unwinding made these tests 7x slower. So
-// allocations made by libpocl itself are suppressed, in this test program only; the plugin's
-// own allocations are still checked.
-extern "C" const char* __lsan_default_suppressions() { return "leak:libpocl.so\n"; }
-
 namespace {
 
 namespace fs = std::filesystem;

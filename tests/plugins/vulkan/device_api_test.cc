@@ -15,11 +15,6 @@
 
 #include "../test_util.h"
 
-// Under the asan preset: lavapipe (libvulkan_lvp.so, a third-party driver) keeps allocations
-// from compiling pipelines where LeakSanitizer cannot see them; only its own frames are
-// suppressed.
-extern "C" const char* __lsan_default_suppressions() { return "leak:libvulkan_lvp.so\n"; }
-
 namespace {
 
 using backplane::Device;
