@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <backplane/codegen/c_family.hpp>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/kernel_args.hpp>
@@ -55,47 +56,6 @@ struct CContext {
 bool OnHost(DLDevice dev) {
   return dev.device_type == kDLCPU || dev.device_type == kDLCUDAHost ||
          dev.device_type == kDLROCMHost;
-}
-
-// Which buffer params a statement may write: stores, and buffers passed to call_packed.
-void CollectWritten(const ir::Stmt& s, std::vector<const ir::BufferNode*>* out);
-void CollectWrittenExpr(const ir::Expr& e, std::vector<const ir::BufferNode*>* out) {
-  if (!e) return;
-  if (const auto* c = e.As<ir::CallPackedNode>()) {
-    for (const ir::Expr& a : c->args) {
-      if (const auto* r = a.As<ir::BufferRefNode>()) out->push_back(r->buffer.get());
-    }
-  }
-}
-void CollectWritten(const ir::Stmt& s, std::vector<const ir::BufferNode*>* out) {
-  if (!s) return;
-  switch (s.kind()) {
-    case ir::StmtKind::kFor:
-      CollectWritten(s.As<ir::ForNode>()->body, out);
-      break;
-    case ir::StmtKind::kIfThenElse:
-      CollectWritten(s.As<ir::IfThenElseNode>()->then_case, out);
-      CollectWritten(s.As<ir::IfThenElseNode>()->else_case, out);
-      break;
-    case ir::StmtKind::kLetStmt:
-      CollectWrittenExpr(s.As<ir::LetStmtNode>()->value, out);
-      CollectWritten(s.As<ir::LetStmtNode>()->body, out);
-      break;
-    case ir::StmtKind::kStore:
-      out->push_back(s.As<ir::StoreNode>()->buffer.get());
-      break;
-    case ir::StmtKind::kAllocate:
-      CollectWritten(s.As<ir::AllocateNode>()->body, out);
-      break;
-    case ir::StmtKind::kEvaluate:
-      CollectWrittenExpr(s.As<ir::EvaluateNode>()->value, out);
-      break;
-    case ir::StmtKind::kBarrier:
-      break;
-    case ir::StmtKind::kSeq:
-      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) CollectWritten(x, out);
-      break;
-  }
 }
 
 // The bytes [begin, end) a buffer argument spans.
@@ -306,8 +266,7 @@ Function CModule::GetFunction(const std::string& name) {
   kernel->module = std::static_pointer_cast<CModule>(shared_from_this());
   kernel->func = func;
   kernel->entry = reinterpret_cast<EntryFn>(symbol);
-  std::vector<const ir::BufferNode*> written;
-  CollectWritten(func->body, &written);
+  const std::vector<const ir::BufferNode*> written = ir::WrittenBuffers(func->body);
   for (const ir::Param& p : func->params) {
     bool w = false;
     for (const ir::BufferNode* b : written) w = w || (p.is_buffer() && p.buffer().get() == b);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "module.h"
 
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/kernel_args.hpp>
@@ -28,34 +29,6 @@ using Json = nlohmann::json;
 
 // The first line of a saved opencl module.
 constexpr const char* kMagic = "BPOCLMOD1\n";
-
-// Buffers a kernel body stores to (kernels have no call_packed).
-void CollectWritten(const ir::Stmt& s, std::vector<const ir::BufferNode*>* out) {
-  if (!s) return;
-  switch (s.kind()) {
-    case ir::StmtKind::kFor:
-      CollectWritten(s.As<ir::ForNode>()->body, out);
-      break;
-    case ir::StmtKind::kIfThenElse:
-      CollectWritten(s.As<ir::IfThenElseNode>()->then_case, out);
-      CollectWritten(s.As<ir::IfThenElseNode>()->else_case, out);
-      break;
-    case ir::StmtKind::kLetStmt:
-      CollectWritten(s.As<ir::LetStmtNode>()->body, out);
-      break;
-    case ir::StmtKind::kStore:
-      out->push_back(s.As<ir::StoreNode>()->buffer.get());
-      break;
-    case ir::StmtKind::kAllocate:
-      CollectWritten(s.As<ir::AllocateNode>()->body, out);
-      break;
-    case ir::StmtKind::kSeq:
-      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) CollectWritten(x, out);
-      break;
-    default:
-      break;
-  }
-}
 
 // The bytes past the view's first element that it spans ([0, result)).
 uint64_t SpanBytes(const DLTensor& t) {
@@ -93,8 +66,7 @@ class OpenCLModule : public sdk::ModuleBase {
       k.cl_name = KernelName(f);
       k.args = KernelArgSpecs(f);
       k.axes = LaunchAxes(f);
-      std::vector<const ir::BufferNode*> stored;
-      CollectWritten(f.body, &stored);
+      const std::vector<const ir::BufferNode*> stored = ir::WrittenBuffers(f.body);
       for (const ir::Param& p : f.params) {
         bool w = false;
         for (const ir::BufferNode* b : stored) w = w || (p.is_buffer() && p.buffer().get() == b);

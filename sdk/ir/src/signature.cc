@@ -216,13 +216,15 @@ class ArgChecker {
     const ArgView& a = args_[k];
     const DType t = v.dtype();
     auto head = [&] { return Head(k, v.name()); };  // only for a message
-    const std::string want = t.is_float() ? "a " + ToString(t) + " scalar; pass a number"
-                                          : "an " + ToString(t) + " scalar; pass an integer";
+    auto want = [&] {                               // only for a message
+      return t.is_float() ? "a " + ToString(t) + " scalar; pass a number"
+                          : "an " + ToString(t) + " scalar; pass an integer";
+    };
     if (!t.is_scalar() || t.is_handle())
       return head() + " has the unsupported parameter type " + ToString(t) +
              ": declare scalar parameters with a scalar dtype";
     if (t.is_float()) {
-      if (a.kind == ArgView::Kind::kBuffer) return head() + " is a buffer, expected " + want;
+      if (a.kind == ArgView::Kind::kBuffer) return head() + " is a buffer, expected " + want();
       return "";
     }
     // int, uint, bool
@@ -236,7 +238,7 @@ class ArgChecker {
       return "";
     }
     if (a.kind != ArgView::Kind::kInt)
-      return head() + " is " + DescribeScalar(a) + ", expected " + want;
+      return head() + " is " + DescribeScalar(a) + ", expected " + want();
     int64_t lo, hi;
     std::string hi_text;
     if (t.is_uint()) {

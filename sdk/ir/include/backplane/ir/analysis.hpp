@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Structural equality and the verifier.
+// Structural equality, the verifier, and which buffers a statement writes.
 #ifndef BACKPLANE_IR_ANALYSIS_HPP_
 #define BACKPLANE_IR_ANALYSIS_HPP_
 
@@ -28,6 +28,11 @@ struct VerifyOptions {
 std::vector<std::string> VerifyErrors(const IRModule& module, const VerifyOptions& options = {});
 // Throws Error(kVerify) with all the messages, one a line, if there are any.
 void Verify(const IRModule& module, const VerifyOptions& options = {});
+
+// The buffers `s` may write: those it stores to, and those it passes to call_packed (the
+// callee may write them), in the order met, with repeats. Code generators use it to refuse a
+// written buffer that overlaps another argument. The pointers are borrowed from `s`.
+std::vector<const BufferNode*> WrittenBuffers(const Stmt& s);
 
 }  // namespace ir
 }  // namespace backplane

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <backplane/ir/analysis.hpp>
+
+namespace backplane {
+namespace ir {
+
+namespace {
+
+void CollectFromExpr(const Expr& e, std::vector<const BufferNode*>* out) {
+  if (!e) return;
+  if (const auto* c = e.As<CallPackedNode>()) {
+    for (const Expr& a : c->args) {
+      if (const auto* r = a.As<BufferRefNode>()) out->push_back(r->buffer.get());
+    }
+  }
+}
+
+void Collect(const Stmt& s, std::vector<const BufferNode*>* out) {
+  if (!s) return;
+  switch (s.kind()) {
+    case StmtKind::kFor:
+      Collect(s.As<ForNode>()->body, out);
+      break;
+    case StmtKind::kIfThenElse:
+      Collect(s.As<IfThenElseNode>()->then_case, out);
+      Collect(s.As<IfThenElseNode>()->else_case, out);
+      break;
+    case StmtKind::kLetStmt:
+      CollectFromExpr(s.As<LetStmtNode>()->value, out);
+      Collect(s.As<LetStmtNode>()->body, out);
+      break;
+    case StmtKind::kStore:
+      out->push_back(s.As<StoreNode>()->buffer.get());
+      break;
+    case StmtKind::kAllocate:
+      Collect(s.As<AllocateNode>()->body, out);
+      break;
+    case StmtKind::kEvaluate:
+      CollectFromExpr(s.As<EvaluateNode>()->value, out);
+      break;
+    case StmtKind::kBarrier:
+      break;
+    case StmtKind::kSeq:
+      for (const Stmt& x : s.As<SeqNode>()->seq) Collect(x, out);
+      break;
+  }
+}
+
+}  // namespace
+
+std::vector<const BufferNode*> WrittenBuffers(const Stmt& s) {
+  std::vector<const BufferNode*> out;
+  Collect(s, &out);
+  return out;
+}
+
+}  // namespace ir
+}  // namespace backplane
