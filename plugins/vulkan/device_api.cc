@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <backplane/sdk/disk_cache.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -55,36 +56,6 @@ std::string VkResultName(VkResult r) {
 std::string VersionString(uint32_t v) {
   return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
          "." + std::to_string(VK_API_VERSION_PATCH(v));
-}
-
-// The folder for the pipeline caches: $XDG_CACHE_HOME/backplane/vulkan, else
-// ~/.cache/backplane/vulkan (the cache root of the c code generator), created private; ""
-// when neither is usable (the pipelines are then cached in memory only).
-std::string PipelineCacheDir() {
-  const char* xdg = secure_getenv("XDG_CACHE_HOME");
-  const char* home = secure_getenv("HOME");
-  std::string base;
-  if (xdg != nullptr && xdg[0] == '/') {
-    base = std::string(xdg) + "/backplane/vulkan";
-  } else if (home != nullptr && home[0] == '/') {
-    base = std::string(home) + "/.cache/backplane/vulkan";
-  } else {
-    return "";
-  }
-  std::string partial;
-  std::stringstream parts(base);
-  for (std::string part; std::getline(parts, part, '/');) {
-    if (part.empty()) continue;
-    partial += "/" + part;
-    mkdir(partial.c_str(), 0700);
-  }
-  struct stat st;
-  // Another user's writable folder could hand the driver a crafted cache: not used.
-  if (stat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return "";
-  }
-  return base;
 }
 
 }  // namespace
@@ -485,7 +456,8 @@ bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == 
 
 VkPipelineCache DeviceScope::PipelineCache() {
   if (d_->pipeline_cache != VK_NULL_HANDLE) return d_->pipeline_cache;
-  static const std::string dir = PipelineCacheDir();
+  // $XDG_CACHE_HOME/backplane/vulkan (else ~/.cache/...), private; "" keeps it in memory.
+  static const std::string dir = sdk::CacheFolder("vulkan");
   std::string initial;
   if (!dir.empty()) {
     // One file per device model and driver build: the UUID changes with the driver.
@@ -495,8 +467,8 @@ VkPipelineCache DeviceScope::PipelineCache() {
     }
     d_->pipeline_cache_path = dir + "/" + std::to_string(d_->props.vendorID) + "-" +
                               std::to_string(d_->props.deviceID) + "-" + uuid + ".bin";
-    std::ifstream in(d_->pipeline_cache_path, std::ios::binary);
-    initial.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    // A checksummed entry: a truncated or damaged file is never handed to the driver.
+    if (!sdk::ReadCacheEntry(d_->pipeline_cache_path, &initial)) initial.clear();
   }
   VkPipelineCacheCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
@@ -521,17 +493,7 @@ void DeviceScope::SavePipelineCache() {
     return;
   }
   data.resize(size);
-  // Published with a rename, so a concurrent reader never sees half a file.
-  const std::string tmp = d_->pipeline_cache_path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!out) {
-      std::remove(tmp.c_str());
-      return;
-    }
-  }
-  if (std::rename(tmp.c_str(), d_->pipeline_cache_path.c_str()) != 0) std::remove(tmp.c_str());
+  sdk::WriteCacheEntry(d_->pipeline_cache_path, data);  // atomic; best effort
 }
 
 VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
