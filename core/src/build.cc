@@ -91,6 +91,7 @@ struct HostFunction {
   Ref module;
   std::shared_ptr<HostModule> impl;
   std::string name;
+  const ir::PrimFunc* func;  // in impl->interp's module, which never changes
 };
 
 ir::DType DTypeOf(DLDataType t) {
@@ -108,7 +109,7 @@ DLTensor* TensorArg(const bp_value_t& v) {
 }
 
 void CallHost(const HostFunction& fn, const bp_value_t* args, int32_t n) {
-  const ir::PrimFunc* func = fn.impl->interp.module().Find(fn.name);
+  const ir::PrimFunc* func = fn.func;
   std::vector<ir::ArgView> views(static_cast<size_t>(n < 0 ? 0 : n));
   for (size_t i = 0; i < views.size(); ++i) {
     const bp_value_t& v = args[i];
@@ -164,13 +165,14 @@ void CallHost(const HostFunction& fn, const bp_value_t* args, int32_t n) {
           break;
       }
     }
-    bp_value_t r = CallFunction(callee.get(), values.data(), static_cast<int32_t>(values.size()),
-                                "'" + name + "' (called by host function '" + fn.name + "')");
+    bp_value_t r = CallFunctionDescribed(
+        callee.get(), values.data(), static_cast<int32_t>(values.size()),
+        [&] { return "'" + name + "' (called by host function '" + fn.name + "')"; });
     if (r.type == BP_VALUE_OBJECT) bp_object_release(r.u.v_obj);
     return static_cast<int64_t>(r.type == BP_VALUE_INT ? r.u.v_int64 : 0);
   };
   try {
-    fn.impl->interp.Run(fn.name, views, call);
+    fn.impl->interp.Run(fn.name, views, call, ir::Interpreter::Args::kAlreadyChecked);
   } catch (const ir::Error& e) {
     Fail(BP_ERR_INVALID_ARGUMENT, std::string("host function '") + fn.name + "': " + e.what());
   }
@@ -180,8 +182,9 @@ bp_status_t HostGetFunction(void* self, const char* name, bp_object_t** out) {
   BP_API_BEGIN
   auto impl = *static_cast<std::shared_ptr<HostModule>*>(self);
   *out = nullptr;
-  if (impl->interp.module().Find(name) == nullptr) return BP_OK;
-  auto* fn = new HostFunction{Ref::Share(impl->self), impl, name};
+  const ir::PrimFunc* func = impl->interp.module().Find(name);
+  if (func == nullptr) return BP_OK;
+  auto* fn = new HostFunction{Ref::Share(impl->self), impl, name, func};
   bp_status_t st = bp_function_create(
       [](void* res, const bp_value_t* args, int32_t n, bp_value_t*) -> bp_status_t {
         BP_API_BEGIN

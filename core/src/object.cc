@@ -62,9 +62,12 @@ bp_object_t* NewStringArray(const std::vector<std::string>& texts) {
   return owner.release();
 }
 
-bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t n,
-                        const std::string& what) {
-  const auto& f = As<FunctionObject>(func, BP_OBJECT_FUNCTION, what);
+bp_value_t CallFunctionDescribed(const bp_object_t* func, const bp_value_t* args, int32_t n,
+                                 const std::function<std::string()>& describe) {
+  if (func == nullptr || func->type() != BP_OBJECT_FUNCTION) {
+    As<FunctionObject>(func, BP_OBJECT_FUNCTION, describe());  // throws, naming the function
+  }
+  const auto& f = static_cast<const FunctionObject&>(*func);
   bp_value_t out;
   out.type = BP_VALUE_NONE;
   out.reserved0 = 0;
@@ -76,10 +79,10 @@ bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t
   } catch (...) {
     // A function written without the SDK's edge wrapper let an exception out.
     StatusFromCurrentException();
-    Fail(BP_ERR_PLUGIN, what + ": threw a C++ exception across the C boundary (" +
+    Fail(BP_ERR_PLUGIN, describe() + ": threw a C++ exception across the C boundary (" +
                             LastErrorMessage() + "); wrap the body with CatchAtEdge");
   }
-  CheckPluginStatus(st, seq, what);
+  if (st != BP_OK) CheckPluginStatus(st, seq, describe());
   return out;
 }
 

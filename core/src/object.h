@@ -5,6 +5,7 @@
 #define BACKPLANE_CORE_OBJECT_H_
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -114,9 +115,16 @@ bp_object_t* NewString(std::string text);
 // Makes an array of string objects (owned).
 bp_object_t* NewStringArray(const std::vector<std::string>& texts);
 
+// Calls a function object, checking its status; `describe` names it in errors and runs only
+// when there is one, so a hot caller builds no string per call.
+bp_value_t CallFunctionDescribed(const bp_object_t* func, const bp_value_t* args, int32_t n,
+                                 const std::function<std::string()>& describe);
+
 // Calls a function object, checking its status; `what` names it in errors.
-bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t n,
-                        const std::string& what);
+inline bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, int32_t n,
+                               const std::string& what) {
+  return CallFunctionDescribed(func, args, n, [&what] { return what; });
+}
 
 }  // namespace backplane::core
 

@@ -7,6 +7,7 @@
 #include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/module.hpp>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,7 +79,7 @@ class OpenCLModule : public sdk::ModuleBase {
   ~OpenCLModule() override {
     // Functions hold the module: nothing can be enqueuing now. Enqueued work holds its own
     // references to the kernel and program (the OpenCL retain rules).
-    for (auto& [key, kernel] : cl_kernels_) clReleaseKernel(kernel);
+    for (auto& [key, state] : cl_kernels_) clReleaseKernel(state.kernel);
     for (auto& [id, program] : programs_) clReleaseProgram(program);
   }
 
@@ -269,20 +270,32 @@ class OpenCLModule : public sdk::ModuleBase {
 
     cl_program program = Program(api, dev);
     std::lock_guard<std::mutex> lock(launch_mu_);
-    cl_kernel& kernel = cl_kernels_[{dev.device_id, &k}];
-    if (kernel == nullptr) {
+    KernelState& state = cl_kernels_[{dev.device_id, &k}];
+    if (state.kernel == nullptr) {
       cl_int err = CL_SUCCESS;
-      kernel = clCreateKernel(program, k.cl_name.c_str(), &err);
+      state.kernel = clCreateKernel(program, k.cl_name.c_str(), &err);
       if (err != CL_SUCCESS) {
-        kernel = nullptr;
+        state.kernel = nullptr;
         Check(err, "clCreateKernel(" + k.cl_name + ")");
       }
     }
+    cl_kernel kernel = state.kernel;
     cl_uint index = 0;
+    // An argument whose bytes are those set last time is not set again: a kernel called in a
+    // loop on the same tensors sets nothing, and PoCL allocates on every clSetKernelArg.
     auto set = [&](size_t size, const void* value) {
-      const cl_int err = clSetKernelArg(kernel, index, size, value);
-      if (err != CL_SUCCESS) {
-        Check(err, "clSetKernelArg(" + k.cl_name + ", " + std::to_string(index) + ")");
+      uint64_t bits = 0;
+      std::memcpy(&bits, value, size);  // size <= 8: scalars, cl_mem, offsets
+      if (index >= state.last.size()) state.last.resize(index + 1);
+      KernelState::Arg& last = state.last[index];
+      if (last.size != size || last.bits != bits) {
+        last.size = 0;  // unknown until the call succeeds
+        const cl_int err = clSetKernelArg(kernel, index, size, value);
+        if (err != CL_SUCCESS) {
+          Check(err, "clSetKernelArg(" + k.cl_name + ", " + std::to_string(index) + ")");
+        }
+        last.size = size;
+        last.bits = bits;
       }
       ++index;
     };
@@ -339,8 +352,17 @@ class OpenCLModule : public sdk::ModuleBase {
   std::map<int32_t, cl_program> programs_;  // per device id (each device has its context)
   std::map<int32_t, Error> build_errors_;   // per device id: a build that failed
   std::mutex launch_mu_;                    // clSetKernelArg + enqueue are one step
-  // Per device id and kernel (an entry of kernels_, whose address is stable).
-  std::map<std::pair<int32_t, const Kernel*>, cl_kernel> cl_kernels_;
+  // A kernel object per device id and kernel (an entry of kernels_, whose address is stable),
+  // with the argument values last set on it.
+  struct KernelState {
+    struct Arg {
+      size_t size = 0;  // 0: not set (or the last set failed)
+      uint64_t bits = 0;
+    };
+    cl_kernel kernel = nullptr;
+    std::vector<Arg> last;
+  };
+  std::map<std::pair<int32_t, const Kernel*>, KernelState> cl_kernels_;
 };
 
 }  // namespace

@@ -316,4 +316,63 @@ TEST_F(OpenCLCodegenTest, KernelsRunOnTheActiveStream) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], a_host[i] + b_host[i]) << i;
 }
 
+// The module sets a kernel argument only when its value changed since the last launch; calls
+// that change one argument at a time (the scalar, a tensor, the size, a buffer freed and
+// allocated again, which may get the same cl_mem) must each see their own arguments.
+TEST_F(OpenCLCodegenTest, EachCallUsesItsOwnArgumentsWhenOnlySomeChange) {
+  const kernels::Case* c = kernels::Find("saxpy_gpu");
+  Module m = BuildCase(*c);
+  backplane::Function saxpy = m.GetFunction(c->func);
+  const int64_t n = 3000;
+  auto upload = [&](const std::vector<float>& v) {
+    Tensor t = Tensor::Empty({static_cast<int64_t>(v.size())}, kF32, Cl());
+    t.CopyFromBytes(v.data(), v.size() * sizeof(float));
+    return t;
+  };
+  auto download = [&](const Tensor& t, size_t count) {
+    std::vector<float> v(count, std::nanf(""));
+    t.CopyToBytes(v.data(), count * sizeof(float));
+    return v;
+  };
+  // y = alpha * x + y, on the host in float32, as the kernel computes it.
+  auto expect = [&](const char* step, float alpha, const std::vector<float>& x,
+                    std::vector<float>* y_ref, const Tensor& y, size_t count) {
+    for (size_t i = 0; i < count; ++i) (*y_ref)[i] = alpha * x[i] + (*y_ref)[i];
+    const std::vector<float> got = download(y, y_ref->size());
+    for (size_t i = 0; i < y_ref->size(); ++i) {
+      ASSERT_NEAR(got[i], (*y_ref)[i], 1e-5f) << step << ", element " << i;
+    }
+  };
+  const std::vector<float> x1 = Random(n, 11), x2 = Random(n, 12);
+  std::vector<float> y1_ref = Random(n, 13), y2_ref = Random(n, 14);
+  Tensor x1_t = upload(x1), x2_t = upload(x2), y1_t = upload(y1_ref), y2_t = upload(y2_ref);
+
+  saxpy(int32_t{n}, 0.5f, x1_t.dl(), y1_t.dl());
+  expect("first call", 0.5f, x1, &y1_ref, y1_t, n);
+  saxpy(int32_t{n}, 0.5f, x1_t.dl(), y1_t.dl());  // the same arguments again
+  expect("same arguments", 0.5f, x1, &y1_ref, y1_t, n);
+  saxpy(int32_t{n}, -2.0f, x1_t.dl(), y1_t.dl());  // only the scalar changes
+  expect("new alpha", -2.0f, x1, &y1_ref, y1_t, n);
+  saxpy(int32_t{n}, -2.0f, x2_t.dl(), y1_t.dl());  // only x changes
+  expect("new x", -2.0f, x2, &y1_ref, y1_t, n);
+  saxpy(int32_t{n}, -2.0f, x2_t.dl(), y2_t.dl());  // only y changes
+  expect("new y", -2.0f, x2, &y2_ref, y2_t, n);
+
+  // Only n changes: a view of the first 1000 elements; the rest of y is untouched.
+  const int64_t part = 1000;
+  int64_t shape[1] = {part};
+  DLTensor x_part = *x2_t.dl(), y_part = *y2_t.dl();
+  x_part.shape = shape;
+  y_part.shape = shape;
+  saxpy(int32_t{part}, -2.0f, &x_part, &y_part);
+  expect("smaller n", -2.0f, x2, &y2_ref, y2_t, static_cast<size_t>(part));
+
+  // A new x in place of a freed one: the driver may hand out the freed cl_mem again.
+  x1_t = Tensor();
+  const std::vector<float> x3 = Random(n, 15);
+  Tensor x3_t = upload(x3);
+  saxpy(int32_t{n}, 3.0f, x3_t.dl(), y2_t.dl());
+  expect("reallocated x", 3.0f, x3, &y2_ref, y2_t, n);
+}
+
 }  // namespace

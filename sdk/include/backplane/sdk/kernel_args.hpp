@@ -50,12 +50,15 @@ std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value
   for (size_t i = 0; i < views.size(); ++i) {
     const bp_value_t& v = args[i];
     const bool want_buffer = i < num_params && func.params[i].is_buffer();
-    const std::string arg =
-        "argument " + std::to_string(i) +
-        (i < num_params
-             ? " '" + (want_buffer ? func.params[i].buffer().name() : func.params[i].var().name()) +
-                   "'"
-             : std::string());
+    // Built only for a message: every kernel launch runs this loop.
+    auto arg = [&] {
+      return "argument " + std::to_string(i) +
+             (i < num_params ? " '" +
+                                   (want_buffer ? func.params[i].buffer().name()
+                                                : func.params[i].var().name()) +
+                                   "'"
+                             : std::string());
+    };
     if (v.type == BP_VALUE_INT) {
       views[i].kind = ir::ArgView::Kind::kInt;
       views[i].i = v.u.v_int64;
@@ -65,7 +68,7 @@ std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value
     } else if (DLTensor* t = TensorOf(v)) {
       if (!device_ok(t->device)) {
         throw Error(BP_ERR_INVALID_ARGUMENT,
-                    std::string(who) + " function '" + func.name + "': " + arg +
+                    std::string(who) + " function '" + func.name + "': " + arg() +
                         " is a tensor on device type " + std::to_string(t->device.device_type) +
                         ":" + std::to_string(t->device.device_id) +
                         ", which this module's code cannot reach; copy it to the device the "
@@ -80,7 +83,7 @@ std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value
       a.strides = t->strides;
       a.user = t;
     } else {
-      throw Error(BP_ERR_TYPE, std::string(who) + " function '" + func.name + "': " + arg +
+      throw Error(BP_ERR_TYPE, std::string(who) + " function '" + func.name + "': " + arg() +
                                    " has value type " + std::to_string(v.type) + "; expected " +
                                    (want_buffer ? "a tensor" : "an int or a float"));
     }

@@ -52,6 +52,13 @@ class Interpreter {
   void Run(const std::string& func, const std::vector<ArgView>& args,
            const PackedCall& call = nullptr) const;
 
+  // Whether Run checks its arguments: kAlreadyChecked is for a caller that has just run
+  // CheckArgs on the same views itself (to word the message its own way), so a launch does
+  // not check every argument twice.
+  enum class Args { kCheck, kAlreadyChecked };
+  void Run(const std::string& func, const std::vector<ArgView>& args, const PackedCall& call,
+           Args args_state) const;
+
  private:
   struct Impl;
   std::shared_ptr<const Impl> impl_;
