@@ -324,12 +324,23 @@ TEST_F(CodegenTest, CompilerFailureReportsTheCompilersMessage) {
   EXPECT_NE(status.message.find("no-such-compiler-xyz"), std::string::npos) << status.message;
 }
 
-TEST_F(CodegenTest, ASecondBuildComesFromTheDiskCacheInUnder5ms) {
+// The cached build's budget: 5 ms (issue 4), or 25 ms in a sanitizer build, where every
+// allocation and copy is several times slower and ctest runs two tests at once on 2 cores.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kCachedBuildBudgetMs = 25.0;
+#else
+constexpr double kCachedBuildBudgetMs = 5.0;
+#endif
+
+TEST_F(CodegenTest, ASecondBuildComesFromTheDiskCache) {
   const std::string kernel =
       std::string(kVectorAdd) +
       "\nfunc only_in_the_cache_test(a: buffer<float32>[1]) {\n  a[0] = 1.0\n}\n";
   const size_t before = CachedLibraries();
+  auto c0 = std::chrono::steady_clock::now();
   Build(kernel);
+  const double cold_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
   EXPECT_EQ(CachedLibraries(), before + 1) << "the library is cached under XDG_CACHE_HOME";
   EXPECT_TRUE(std::filesystem::is_directory(CacheHome() + "/backplane/c"));
   double best_ms = 1e9;
@@ -340,7 +351,10 @@ TEST_F(CodegenTest, ASecondBuildComesFromTheDiskCacheInUnder5ms) {
     auto t1 = std::chrono::steady_clock::now();
     best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
-  EXPECT_LT(best_ms, 5.0);
+  EXPECT_EQ(CachedLibraries(), before + 1) << "a cached build adds no library";
+  // Far below the compile (which runs the C compiler), whatever the machine's load.
+  EXPECT_LT(best_ms, cold_ms / 5) << "cold build " << cold_ms << " ms";
+  EXPECT_LT(best_ms, kCachedBuildBudgetMs);
   // Different flags are a different entry.
   Build(kernel, "c -opt-level=1");
   EXPECT_EQ(CachedLibraries(), before + 2);
