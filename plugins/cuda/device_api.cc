@@ -10,8 +10,6 @@ namespace cuda {
 
 namespace {
 
-thread_local std::unordered_map<int32_t, CUstream> t_active_stream;
-
 CUdeviceptr Ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
 
 }  // namespace
@@ -286,24 +284,12 @@ const CUDADeviceAPI::Allocation* CUDADeviceAPI::Find(uintptr_t ptr, size_t nbyte
 
 CUstream CUDADeviceAPI::Stream(DLDevice dev, bp_stream_t stream) {
   RequireDevice(dev);
-  if (stream == nullptr) return nullptr;
-  auto s = static_cast<CUstream>(stream);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = streams_.find(s);
-  BACKPLANE_REQUIRE(it != streams_.end(), BP_ERR_INVALID_ARGUMENT,
-                    sdk::PointerString(stream) +
-                        " is not a live cuda stream (freed already, or another backend's); "
-                        "pass a stream from create_stream or the null stream");
-  BACKPLANE_REQUIRE(it->second == dev.device_id, BP_ERR_INVALID_ARGUMENT,
-                    "stream " + sdk::PointerString(stream) +
-                        " belongs to cuda:" + std::to_string(it->second) + ", not " +
-                        sdk::DeviceString(dev) + "; use a stream of the device the work runs on");
-  return s;
+  return static_cast<CUstream>(streams_.Check(dev, stream));
 }
 
 CUstream CUDADeviceAPI::ActiveStream(DLDevice dev) {
-  auto it = t_active_stream.find(dev.device_id);
-  return it == t_active_stream.end() ? nullptr : Stream(dev, it->second);
+  RequireDevice(dev);
+  return static_cast<CUstream>(streams_.Active(dev));
 }
 
 void CUDADeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
@@ -382,8 +368,7 @@ bp_stream_t CUDADeviceAPI::CreateStream(DLDevice dev) {
   CUstream s = nullptr;
   Check(driver_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
         "cuStreamCreate on " + sdk::DeviceString(dev));
-  std::lock_guard<std::mutex> lock(mu_);
-  streams_[s] = dev.device_id;
+  streams_.Add(s, dev);
   return s;
 }
 
@@ -391,19 +376,14 @@ void CUDADeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
   if (stream == nullptr) return;
   CUstream s = Stream(dev, stream);
   Activate(dev);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    streams_.erase(s);
-  }
-  auto it = t_active_stream.find(dev.device_id);
-  if (it != t_active_stream.end() && it->second == s) t_active_stream.erase(it);
+  streams_.Remove(stream);
   // Work still queued completes first; the driver releases the stream afterwards.
   Check(driver_->cuStreamDestroy(s), "cuStreamDestroy on " + sdk::DeviceString(dev));
 }
 
 void CUDADeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
-  Stream(dev, stream);  // checks it
-  t_active_stream[dev.device_id] = static_cast<CUstream>(stream);
+  RequireDevice(dev);
+  streams_.SetActive(dev, stream);
 }
 
 void CUDADeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {

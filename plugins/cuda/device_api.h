@@ -14,12 +14,12 @@
 #include <cuda.h>
 
 #include <backplane/sdk/device_api.hpp>
+#include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "driver.h"
@@ -106,7 +106,7 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   std::vector<Device> devices_;
   std::mutex mu_;
   std::map<uintptr_t, Allocation> allocations_;  // by base address
-  std::unordered_map<CUstream, int32_t> streams_;
+  sdk::StreamRegistry streams_{"cuda"};          // live streams and each thread's active one
 };
 
 // device_api.cuda_host: pinned (page-locked) host memory from cuMemHostAlloc, portable to

@@ -10,8 +10,6 @@ namespace opencl {
 
 namespace {
 
-thread_local std::unordered_map<int32_t, cl_command_queue> t_active_stream;
-
 template <typename T>
 T DeviceInfo(cl_device_id id, cl_device_info what) {
   T value{};
@@ -368,23 +366,13 @@ size_t OpenCLDeviceAPI::WorkspaceCachedBytes(DLDevice dev) {
 cl_command_queue OpenCLDeviceAPI::Queue(DLDevice dev, bp_stream_t stream) {
   const Device& d = CheckDevice(dev);
   if (stream == nullptr) return d.queue;
-  auto q = static_cast<cl_command_queue>(stream);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = streams_.find(q);
-  BACKPLANE_REQUIRE(it != streams_.end(), BP_ERR_INVALID_ARGUMENT,
-                    sdk::PointerString(stream) +
-                        " is not a live opencl stream (freed already, or another backend's); "
-                        "pass a stream from create_stream or the null stream");
-  BACKPLANE_REQUIRE(it->second == dev.device_id, BP_ERR_INVALID_ARGUMENT,
-                    "stream " + sdk::PointerString(stream) +
-                        " belongs to opencl:" + std::to_string(it->second) + ", not " +
-                        sdk::DeviceString(dev) + "; use a stream of the device the work runs on");
-  return q;
+  return static_cast<cl_command_queue>(streams_.Check(dev, stream));
 }
 
 cl_command_queue OpenCLDeviceAPI::ActiveQueue(DLDevice dev) {
-  auto it = t_active_stream.find(dev.device_id);
-  return Queue(dev, it == t_active_stream.end() ? nullptr : it->second);
+  const Device& d = CheckDevice(dev);
+  bp_stream_t active = streams_.Active(dev);
+  return active == nullptr ? d.queue : static_cast<cl_command_queue>(active);
 }
 
 void OpenCLDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
@@ -455,8 +443,7 @@ bp_stream_t OpenCLDeviceAPI::CreateStream(DLDevice dev) {
   cl_int err = CL_SUCCESS;
   cl_command_queue q = clCreateCommandQueueWithProperties(d.context, d.id, nullptr, &err);
   Check(err, "clCreateCommandQueueWithProperties on " + sdk::DeviceString(dev));
-  std::lock_guard<std::mutex> lock(mu_);
-  streams_[q] = dev.device_id;
+  streams_.Add(q, dev);
   return q;
 }
 
@@ -464,18 +451,13 @@ void OpenCLDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
   if (stream == nullptr) return;
   cl_command_queue q = Queue(dev, stream);
   clFinish(q);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    streams_.erase(q);
-  }
-  auto it = t_active_stream.find(dev.device_id);
-  if (it != t_active_stream.end() && it->second == q) t_active_stream.erase(it);
+  streams_.Remove(stream);
   clReleaseCommandQueue(q);
 }
 
 void OpenCLDeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
-  Queue(dev, stream);  // checks it
-  t_active_stream[dev.device_id] = static_cast<cl_command_queue>(stream);
+  CheckDevice(dev);
+  streams_.SetActive(dev, stream);
 }
 
 void OpenCLDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {

@@ -13,11 +13,11 @@
 #include <CL/cl.h>
 
 #include <backplane/sdk/device_api.hpp>
+#include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -108,8 +108,8 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   // Every Buffer that exists, live or in a pool: a handle not in here is rejected, never
   // dereferenced; one in here is a buffer when its `live` is set.
   std::unordered_set<Buffer*> buffers_;
-  // Live streams: queue -> device id.
-  std::unordered_map<cl_command_queue, int32_t> streams_;
+  // Live streams (command queues) and each thread's active one.
+  sdk::StreamRegistry streams_{"opencl"};
   // One workspace pool per device, indexed like devices_; used under mu_.
   std::vector<std::unique_ptr<WorkspacePool>> pools_;
 };
