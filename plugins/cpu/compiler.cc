@@ -283,14 +283,12 @@ std::string CacheLibraryBytes(const std::string& library) {
 }
 
 std::string ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string bytes;
+  if (!sdk::ReadWholeFile(path, &bytes)) {
     throw Error(BP_ERR_NOT_FOUND,
                 "cannot read " + path + ": " + std::strerror(errno) + "; check the cache folder");
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  return bytes;
 }
 
 }  // namespace cpu

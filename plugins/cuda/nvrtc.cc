@@ -3,17 +3,10 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <backplane/sdk/disk_cache.hpp>
 #include <backplane/sdk/plugin.hpp>
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>

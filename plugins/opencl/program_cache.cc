@@ -1,16 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "program_cache.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <backplane/sdk/disk_cache.hpp>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>

@@ -5,22 +5,16 @@
 // (device -> host copies); StreamSync waits for a stream, SyncStreamFromTo orders two.
 #include "device_api.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
 #include <atomic>
 #include <backplane/sdk/disk_cache.hpp>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
