@@ -319,11 +319,24 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
     }
     host_json = h.text;
   }
+  if (text.size() > kMaxIRTextBytes) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "bp_build: the IR text is " + std::to_string(text.size()) + " bytes, more than the " +
+             std::to_string(kMaxIRTextBytes >> 20) +
+             " MiB limit (docs/host-guide.md, \"Input limits\"); split it into several modules");
+  }
   ir::IRModule module;
   try {
     module = ir::Parse(text, "bp_build input");
   } catch (const ir::Error& e) {
     Fail(BP_ERR_INVALID_ARGUMENT, std::string("bp_build: the IR does not parse: ") + e.what());
+  }
+  if (module.functions().empty()) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         std::string("bp_build: the IR holds no function (") +
+             (text.empty() ? "the text is empty" : "only comments, blank lines or a header") +
+             "), so the module would be empty; give IR text with at least one `func NAME(...) "
+             "{ ... }` (docs/ir.md)");
   }
   const bool cpu = t.kind->device_type_id == kDLCPU;
   ir::VerifyOptions options;

@@ -10,6 +10,10 @@
 
 namespace backplane::core {
 
+// The largest IR text bp_build takes (docs/host-guide.md, "Input limits"); `backplane build` reads
+// kernel files with the same cap.
+constexpr size_t kMaxIRTextBytes = size_t{16} << 20;  // 16 MiB
+
 // bp_build: IR text for `target` (and an optional CPU `host` Target) to a module.
 Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host);
 

@@ -3,11 +3,15 @@
 // by one process is loaded and run, checked against the reference, by another; errors exit
 // non-zero with a message that says what to do.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
+#include <backplane/backplane.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "subprocess.h"
@@ -124,6 +128,149 @@ TEST_F(BuildRunCli, DemoRunsEveryCpuKernelAndPrintsATable) {
   }
   EXPECT_TRUE(Contains(d.out, "0 failed")) << d.out;
   EXPECT_FALSE(Contains(d.out, "FAILED")) << d.out;
+}
+
+// Issue 13, item 8: nothing that is not a kernel file or a module builds or runs; every
+// input is read under a cap (never until the memory runs out), and the message names the
+// file, what was expected and what to do.
+TEST_F(BuildRunCli, EmptyDirectoryDeviceAndFifoInputsAreRefused) {
+  { std::ofstream empty(Path("empty.bpir")); }
+  {
+    std::ofstream comments(Path("comments.bpir"));
+    comments << "# backplane-ir 1\n# nothing but comments\n\n";
+  }
+  struct Case {
+    std::string file;
+    std::string says;
+  };
+  const std::vector<Case> inputs = {
+      {Path("empty.bpir"), "is empty"},
+      {"/dev/null", "is empty"},
+      {dir_.string(), "is a directory"},
+      {"/dev/zero", "more than 16 MiB"},
+      {Path("comments.bpir"), "holds no function"},
+  };
+  for (const Case& c : inputs) {
+    sp::Result b = Cli({"build", c.file, "-t", "c", "-o", Path("x.bpmod")});
+    EXPECT_EQ(b.exit_code, 2) << c.file << ": " << b.Describe() << "\n" << b.out << b.err;
+    EXPECT_TRUE(Contains(b.err, c.file)) << b.err;
+    EXPECT_TRUE(Contains(b.err, c.says)) << b.err;
+    EXPECT_TRUE(Contains(b.err, "give a kernel file") || Contains(b.err, "give such a file"))
+        << b.err;
+    EXPECT_FALSE(fs::exists(Path("x.bpmod"))) << c.file;
+  }
+  const std::vector<Case> modules = {
+      {Path("empty.bpir"), "is empty"},
+      {"/dev/null", "is empty"},
+      {dir_.string(), "is a directory"},
+      {"/dev/zero", "more than 256 MiB"},
+  };
+  for (const Case& c : modules) {
+    sp::Result r = Cli({"run", c.file, "-f", "scale"});
+    EXPECT_EQ(r.exit_code, 2) << c.file << ": " << r.Describe() << "\n" << r.out << r.err;
+    EXPECT_TRUE(Contains(r.err, c.file)) << r.err;
+    EXPECT_TRUE(Contains(r.err, c.says)) << r.err;
+    EXPECT_TRUE(Contains(r.err, "give a module file")) << r.err;
+  }
+  // A FIFO is read as a stream, under the same cap: here its writer sends nothing.
+  for (const char* command : {"build", "run"}) {
+    const std::string fifo = Path(std::string(command) + ".fifo");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << fifo;
+    std::thread writer([&] { std::ofstream w(fifo); });
+    sp::Result r = std::string(command) == "build"
+                       ? Cli({"build", fifo, "-t", "c", "-o", Path("x.bpmod")})
+                       : Cli({"run", fifo, "-f", "scale"});
+    writer.join();
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.Describe() << "\n" << r.err;
+    EXPECT_TRUE(Contains(r.err, fifo + "' is empty")) << r.err;
+  }
+}
+
+// Issue 13, item 10: a parse error names the file, line and column, with one exit code,
+// whether or not --func picks functions.
+TEST_F(BuildRunCli, ParseErrorsNameTheFileWithOrWithoutFunc) {
+  {
+    std::ofstream k(Path("bad.bpir"));
+    k << "# backplane-ir 1\n\nfunc f(n: int32, a: buffer<float32>[n]) {\n"
+         "  a[0] = q\n}\n";
+  }
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--func", "f"}}) {
+    std::vector<std::string> args = {"build", Path("bad.bpir"), "-t", "c", "-o", Path("x")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    sp::Result b = Cli(args);
+    EXPECT_EQ(b.exit_code, 2) << b.Describe() << "\n" << b.err;
+    EXPECT_TRUE(Contains(b.err, Path("bad.bpir") + ":4:10")) << b.err;
+    EXPECT_FALSE(Contains(b.err, "bp_build input")) << b.err;
+  }
+  // IR that parses but does not verify is the user's error too: same exit code, file named.
+  {
+    std::ofstream k(Path("mixed.bpir"));
+    k << "func f(n: int32, a: buffer<float32>[n]) {\n"
+         "  for i in serial(0, n) {\n    a[i] = a[i] * n\n  }\n}\n";
+  }
+  sp::Result v = Cli({"build", Path("mixed.bpir"), "-t", "c", "-o", Path("x")});
+  EXPECT_EQ(v.exit_code, 2) << v.Describe() << "\n" << v.err;
+  EXPECT_TRUE(Contains(v.err, Path("mixed.bpir"))) << v.err;
+  EXPECT_TRUE(Contains(v.err, "does not verify")) << v.err;
+}
+
+// Issue 13, item 10: an error a code generator reports with its own name is not prefixed
+// with that name a second time by the core ("target.build.c: target.build.c: ...").
+TEST_F(BuildRunCli, CodeGeneratorErrorsAreNotPrefixedTwice) {
+  {
+    std::ofstream k(Path("scale.bpir"));
+    k << "func scale(n: int32, a: buffer<float32>[n]) {\n"
+         "  for i in serial(0, n) {\n    a[i] = a[i] * 2.0\n  }\n}\n";
+  }
+  sp::Result b =
+      Cli({"build", Path("scale.bpir"), "-t", "c -cc=/nonexistent/cc", "-o", Path("x.bpmod")});
+  EXPECT_NE(b.exit_code, 0);
+  EXPECT_TRUE(Contains(b.err, "target.build.c: cannot run the C compiler")) << b.err;
+  EXPECT_FALSE(Contains(b.err, "target.build.c: target.build.c")) << b.err;
+}
+
+// Issue 13, item 10: a module for another device type runs on that type's device 0 by
+// default; a --device of the wrong type says which one to give.
+TEST_F(BuildRunCli, TheDeviceComesFromTheModuleKind) {
+  sp::Result b = Cli({"build", KernelFile("vector_add.bpir"), "-t", "opencl", "-f",
+                      "vector_add_gpu", "-o", Path("va.bpmod")});
+  if (b.exit_code != 0) GTEST_SKIP() << "no opencl code generator here: " << b.err;
+  sp::Result wrong = Cli({"run", Path("va.bpmod"), "-f", "vector_add_gpu", "-d", "cpu:0"});
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.Describe() << "\n" << wrong.out << wrong.err;
+  EXPECT_TRUE(Contains(wrong.err, "--device opencl:0")) << wrong.err;
+  EXPECT_FALSE(Contains(wrong.err, "device type")) << wrong.err;
+  sp::Result info = Cli({"info"});
+  if (!Contains(info.out, "opencl")) GTEST_SKIP() << "no opencl device here";
+  sp::Result r =
+      Cli({"run", Path("va.bpmod"), "-f", "vector_add_gpu", "--dim", "n=1000", "--repeat", "1"});
+  if (r.exit_code != 0 && Contains(r.err, "no device")) GTEST_SKIP() << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "vector_add_gpu on opencl:0: ok")) << r.out << r.err;
+}
+
+// Issue 13, item 8, in the core: bp_build itself refuses IR with no function (empty text,
+// only comments) and IR text over its 16 MiB cap, whoever calls it.
+TEST(BuildDriver, RefusesIRWithoutFunctionsAndTextOverTheCap) {
+  const backplane::Target c = backplane::Target::Parse("c");
+  for (const std::string& text : {std::string(), std::string("# backplane-ir 1\n# nothing\n")}) {
+    try {
+      backplane::Build(text, c);
+      ADD_FAILURE() << "built an empty module from '" << text << "'";
+    } catch (const backplane::Error& e) {
+      EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+      EXPECT_TRUE(Contains(e.what(), "holds no function")) << e.what();
+      EXPECT_TRUE(Contains(e.what(), "func NAME")) << e.what();
+    }
+  }
+  const std::string huge = "# backplane-ir 1\n" + std::string((size_t{16} << 20) + 1, ' ');
+  try {
+    backplane::Build(huge, c);
+    ADD_FAILURE() << "took IR text over the cap";
+  } catch (const backplane::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(Contains(e.what(), "16 MiB")) << e.what();
+  }
 }
 
 }  // namespace

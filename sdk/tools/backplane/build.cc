@@ -10,15 +10,20 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "input.h"
 
 namespace backplane::cli {
 
 namespace {
+
+const InputKind kKernelFile = {
+    "kernel file",
+    "the IR's text form (.bpir, docs/ir.md), e.g. share/backplane/kernels/matmul.bpir",
+    kMaxKernelFileBytes};
 
 struct BuildOptions {
   std::string input;
@@ -31,24 +36,30 @@ struct BuildOptions {
 
 int RunBuild(const BuildOptions& o) {
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
-  std::ifstream in(o.input, std::ios::binary);
-  if (!in) {
-    std::cerr << "backplane build: cannot read '" << o.input << "'; give a kernel file in the "
-              << "IR's text form (.bpir)\n";
+  std::string ir_text;
+  const std::string problem = ReadInputFile(o.input, kKernelFile, &ir_text);
+  if (!problem.empty()) {
+    std::cerr << "backplane build: " << problem << "\n";
     return kExitUsage;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string ir_text = text.str();
+  // Parsed here, under the file's name, whether or not --func picks functions: every parse
+  // error is "FILE:LINE:COL: ..." with the same exit code (bp_build only knows its input as
+  // text).
+  ir::IRModule file;
+  try {
+    file = ir::Parse(ir_text, o.input);
+  } catch (const ir::Error& e) {
+    std::cerr << "backplane build: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (file.functions().empty()) {
+    std::cerr << "backplane build: " << o.input << " holds no function (only comments or "
+              << "blank lines); a kernel file holds at least one `func NAME(...) { ... }` "
+              << "(docs/ir.md); give such a file\n";
+    return kExitUsage;
+  }
   if (!o.functions.empty()) {
     // Only the functions asked for: a file may hold CPU and GPU variants side by side.
-    ir::IRModule file;
-    try {
-      file = ir::Parse(ir_text, o.input);
-    } catch (const ir::Error& e) {
-      std::cerr << "backplane build: " << e.what() << "\n";
-      return kExitUsage;
-    }
     ir::IRModule chosen;
     for (const std::string& name : o.functions) {
       const ir::PrimFunc* f = file.Find(name);
@@ -75,7 +86,13 @@ int RunBuild(const BuildOptions& o) {
     if (std::string(e.what()).find("on a CPU target") != std::string::npos) {
       hint = "\n(the file holds GPU variants; build the CPU functions only, e.g. --func NAME)";
     }
-    throw Error(e.kind(), e.what() + hint);
+    // IR that does not verify is an error in the user's file, like one that does not parse:
+    // the same exit code, and the file named.
+    if (e.kind() == BP_ERR_INVALID_ARGUMENT) {
+      std::cerr << "backplane build: " << o.input << ": " << e.what() << hint << "\n";
+      return kExitUsage;
+    }
+    throw Error(e.kind(), o.input + ": " + e.what() + hint);
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

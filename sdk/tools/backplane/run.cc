@@ -12,21 +12,52 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "input.h"
 
 namespace backplane::cli {
 
 namespace {
 
+const InputKind kModuleFile = {"module file",
+                               "Backplane's module format (what 'backplane build' writes)",
+                               kMaxModuleFileBytes};
+
+// The device type the module's code runs on: the device type of the target kind named like
+// the module, or of one of its imports (a split module is "ir_host" importing the kernels);
+// "" when no kind is known by that name.
+std::string ModuleDeviceType(const Module& m) {
+  const nlohmann::json kinds = nlohmann::json::parse(TargetKinds::Describe());
+  std::vector<Module> todo = {m};
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const std::string kind = todo[i].Kind();
+    for (const nlohmann::json& k : kinds["kinds"]) {
+      if (k.value("name", "") == kind && k["device_type"].is_string()) {
+        return k["device_type"].get<std::string>();
+      }
+    }
+    for (Module& imp : todo[i].Imports()) todo.push_back(imp);
+  }
+  return "";
+}
+
+// "ir_host + opencl".
+std::string ModuleKinds(const Module& m) {
+  std::string kinds = m.Kind();
+  for (const Module& imp : m.Imports()) kinds += " + " + imp.Kind();
+  return kinds;
+}
+
 struct RunOptions {
   std::string module;
   std::string func;
-  std::string device = "cpu:0";
+  std::string device;  // "" = from the module's kind
   std::vector<std::string> dims;
   int repeat = 5;
   uint64_t seed = 1;
@@ -104,7 +135,7 @@ std::vector<kernels::Arg> GenericArgs(const ir::PrimFunc& f, const kernels::Dims
 }
 
 int RunGeneric(const Module& m, const std::string& func, Device dev, const kernels::Dims& dims,
-               const RunOptions& o) {
+               const RunOptions& o, const std::string& device_text) {
   const std::string ir_text = m.InspectSource("ir");
   if (ir_text.empty()) {
     std::cerr << "backplane run: '" << func << "' is not a reference kernel and the module "
@@ -128,7 +159,7 @@ int RunGeneric(const Module& m, const std::string& func, Device dev, const kerne
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(times.begin(), times.end());
-  std::cout << func << " on " << o.device << ": ran (no reference known, not checked), "
+  std::cout << func << " on " << device_text << ": ran (no reference known, not checked), "
             << runner::FormatSeconds(times[times.size() / 2]) << " median of " << times.size()
             << "\n";
   return kExitOk;
@@ -142,21 +173,30 @@ int RunRun(const RunOptions& o) {
     std::cerr << "backplane run: --dim '" << bad << "' is not NAME=INTEGER (e.g. --dim n=4096)\n";
     return kExitUsage;
   }
-  std::ifstream in(o.module, std::ios::binary);
-  if (!in) {
-    std::cerr << "backplane run: cannot read '" << o.module << "'; give a file that "
-              << "'backplane build' wrote\n";
+  std::string bytes;
+  const std::string problem = ReadInputFile(o.module, kModuleFile, &bytes);
+  if (!problem.empty()) {
+    std::cerr << "backplane run: " << problem << "\n";
     return kExitUsage;
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  Module m = Module::LoadFromBytes(bytes.str());
-  Device dev = Device::Parse(o.device);
+  Module m = Module::LoadFromBytes(bytes);
+  const std::string module_device = ModuleDeviceType(m);
+  std::string device_text = o.device;
+  if (device_text.empty()) device_text = module_device.empty() ? "cpu:0" : module_device + ":0";
+  Device dev = Device::Parse(device_text);
+  if (!module_device.empty() && dev.TypeName() != module_device) {
+    std::cerr << "backplane run: " << o.module << " holds code for " << module_device
+              << " devices (module " << ModuleKinds(m) << "), so it cannot run on " << device_text
+              << "; give --device " << module_device
+              << ":0 (or leave --device out), or build the kernel for a Target of that "
+              << "device's kind\n";
+    return kExitUsage;
+  }
   const kernels::Case* c = kernels::Find(o.func);
-  if (c == nullptr) return RunGeneric(m, o.func, dev, dims, o);
+  if (c == nullptr) return RunGeneric(m, o.func, dev, dims, o, device_text);
   runner::Result r = runner::RunCase(*c, m, dev, dims, o.repeat, o.seed);
   if (!r.ok) {
-    std::cout << o.func << " on " << o.device << ": FAILED: " << r.error << "\n";
+    std::cout << o.func << " on " << device_text << ": FAILED: " << r.error << "\n";
     return kExitFailure;
   }
   char rate[64];
@@ -167,7 +207,7 @@ int RunRun(const RunOptions& o) {
   }
   char err[32];
   std::snprintf(err, sizeof(err), "%.2g", r.max_error);
-  std::cout << o.func << " on " << o.device << ": ok (max relative error " << err
+  std::cout << o.func << " on " << device_text << ": ok (max relative error " << err
             << " vs the float64 reference), " << runner::FormatSeconds(r.seconds) << " median of "
             << std::max(1, o.repeat) << ", " << rate << "\n";
   return kExitOk;
@@ -181,7 +221,10 @@ Command AddRunCommand(CLI::App& parent) {
       "run", "Run a function of a saved module on random inputs, check it, and time it");
   app->add_option("MODULE", o->module, "A module file written by 'backplane build'")->required();
   app->add_option("--func,-f", o->func, "The function to run")->required();
-  app->add_option("--device,-d", o->device, "The device, e.g. cpu:0 (default), opencl:1");
+  app->add_option(
+      "--device,-d", o->device,
+      "The device, e.g. cpu:0, opencl:1; by default device 0 of the type the module's code "
+      "runs on (cpu:0 for a c module, opencl:0 for an opencl one)");
   app->add_option("--dim", o->dims,
                   "A size parameter, e.g. --dim n=4096 (repeat; sizes not given take the "
                   "reference kernel's demo size)")
