@@ -59,7 +59,14 @@ void CheckPluginStatus(bp_status_t status, uint64_t sequence_before, const std::
     Fail(status, context + ": failed (" + bp_error_kind_name(status) +
                      ") without an error message; the plugin should call error_set");
   }
-  Fail(status, context + ": " + LastErrorMessage());
+  // A message that already starts with the context ("target.build.cuda: NVRTC ...") keeps
+  // it once: a plugin that names itself is not named twice.
+  const std::string message = LastErrorMessage();
+  if (message.size() > context.size() && message.compare(0, context.size(), context) == 0 &&
+      (message[context.size()] == ':' || message[context.size()] == ' ')) {
+    Fail(status, message);
+  }
+  Fail(status, context + ": " + message);
 }
 
 }  // namespace backplane::core
