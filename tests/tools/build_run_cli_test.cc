@@ -228,6 +228,14 @@ TEST_F(BuildRunCli, CodeGeneratorErrorsAreNotPrefixedTwice) {
   EXPECT_NE(b.exit_code, 0);
   EXPECT_TRUE(Contains(b.err, "target.build.c: cannot run the C compiler")) << b.err;
   EXPECT_FALSE(Contains(b.err, "target.build.c: target.build.c")) << b.err;
+  // The same through cuda, whose NVRTC errors name target.build.cuda (NVRTC refuses the
+  // architecture); skipped where the cuda code generator cannot run at all.
+  sp::Result cu = Cli({"build", KernelFile("vector_add.bpir"), "-t", "cuda -arch=sm_1", "-f",
+                       "vector_add_gpu", "-o", Path("cu.bpmod")});
+  EXPECT_NE(cu.exit_code, 0) << cu.out;
+  if (!Contains(cu.err, "NVRTC")) GTEST_SKIP() << "no NVRTC here: " << cu.err;
+  EXPECT_TRUE(Contains(cu.err, "target.build.cuda: NVRTC")) << cu.err;
+  EXPECT_FALSE(Contains(cu.err, "target.build.cuda: target.build.cuda")) << cu.err;
 }
 
 // Issue 13, item 10: a module for another device type runs on that type's device 0 by
