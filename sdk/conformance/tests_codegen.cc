@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // Code generation (the seed's "Target Code Generators"): every reference kernel of the
 // catalog builds for the plugin's target (Target::FromDevice), runs on its device and
-// matches the float64 reference; every function is found by name; modules save, load back
-// and run; generated code runs on the stream SetStream made active.
+// matches the float64 reference and the IR interpreter on the same inputs; every function is found
+// by name; modules save, load back and run; generated code runs on the stream SetStream made
+// active.
 #include <backplane/ir/text.hpp>
 #include <backplane/kernels/catalog.hpp>
+#include <backplane/runner/check.hpp>
 #include <backplane/runner/runner.hpp>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "conformance.h"
 #include "device_util.h"
@@ -52,10 +57,34 @@ const kernels::Case& FamilyCase(const Context& ctx, const std::string& cpu_name)
   return *c;
 }
 
+// The case's function run on the device and on the IR interpreter (the IR as written, not
+// what the module says it holds), on the same inputs at the case's small sizes; every
+// buffer compared with the tolerance by dtype (runner/check.hpp). Returns the largest
+// error as a fraction of the tolerance.
+double MatchesInterpreter(const kernels::Case& c, const Module& m, const Context& ctx,
+                          const std::string& what) {
+  std::map<std::string, std::string> values;
+  for (const auto& [name, v] : c.small) values[name] = std::to_string(v);
+  try {
+    const runner::Oracle oracle(ir::Parse(runner::KernelSource(c), c.file));
+    const std::vector<runner::CheckArg> args =
+        runner::MakeCheckArgs(oracle.Function(c.func), values, 7);
+    const runner::CheckResult r = runner::RunChecked(m, oracle, c.func, Device(ctx.dev), args);
+    if (!r.ok) {
+      Fail(what + " ran on " + DeviceString(ctx.dev) +
+           " and did not match the IR interpreter: " + r.error);
+    }
+    return r.max_ratio;
+  } catch (const Error& e) {
+    Fail(what + ": checking against the IR interpreter failed: " + e.what());
+  }
+}
+
 void RunChecked(const kernels::Case& c, const Module& m, const Context& ctx,
                 const std::string& what) {
   const runner::Result r = runner::RunCase(c, m, Device(ctx.dev), c.small, 1);
   if (!r.ok) Fail(what + " ran on " + DeviceString(ctx.dev) + " and failed: " + r.error);
+  MatchesInterpreter(c, m, ctx, what);
 }
 
 void Kernel(Context& ctx, const std::string& func) {
@@ -75,10 +104,13 @@ void Kernel(Context& ctx, const std::string& func) {
       Fail(func + " built by target.build." + kind + " ran on " + DeviceString(ctx.dev) +
            " and did not match the float64 reference: " + r.error);
     }
-    char err[64];
-    std::snprintf(err, sizeof(err), "%.3g", r.max_error);
-    ctx.Detail(kind + ": relative error " + err + " (tolerance " + std::to_string(c->tolerance) +
-               ")");
+    const double ratio = MatchesInterpreter(*c, m, ctx, func + " built by target.build." + kind);
+    char err[160];
+    std::snprintf(err, sizeof(err),
+                  "%.3g (tolerance %g); vs the IR interpreter: largest error %.2g of the "
+                  "tolerance",
+                  r.max_error, c->tolerance, ratio);
+    ctx.Detail(kind + ": relative error " + err);
   }
 }
 
@@ -234,7 +266,7 @@ void AddCodegenTests(std::vector<TestCase>* out) {
     TestCase t{"codegen.kernel." + func,
                "the code generator builds the reference kernel " + func + " (" + c.file +
                    ") for a Target read from the device; it runs there and matches the float64 "
-                   "reference",
+                   "reference and the IR interpreter",
                "",
                kNeedsDevice | kNeedsCodegen,
                [func](Context& ctx) { Kernel(ctx, func); },

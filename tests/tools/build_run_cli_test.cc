@@ -86,7 +86,7 @@ TEST_F(BuildRunCli, AFunctionWithoutAReferenceRunsUnchecked) {
   ASSERT_EQ(b.exit_code, 0) << b.err;
   sp::Result r = Cli({"run", Path("s.bpmod"), "-f", "scale", "--dim", "n=100"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
-  EXPECT_TRUE(Contains(r.out, "not checked")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "not checked; --check compares it")) << r.out;
   sp::Result missing = Cli({"run", Path("s.bpmod"), "-f", "scale"});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_TRUE(Contains(missing.err, "--dim n=")) << missing.err;
@@ -279,6 +279,69 @@ TEST(BuildDriver, RefusesIRWithoutFunctionsAndTextOverTheCap) {
     EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(Contains(e.what(), "16 MiB")) << e.what();
   }
+}
+
+// Issue 13, item 5: any kernel, not only the catalog's, checked against the IR interpreter on
+// the same inputs; a module whose code differs from the IR given with --ir is a mismatch
+// that names function, buffer, index, got, expected and tolerance; scalars of any dtype.
+TEST_F(BuildRunCli, CheckComparesAnyKernelWithTheInterpreter) {
+  const std::string head =
+      "# backplane-ir 1\n\nfunc affine(n: int32, alpha: float32, shift: int64, flag: bool, "
+      "a: buffer<float32>[n], b: buffer<int64>[n]) {\n  for i in serial(0, n) {\n";
+  {
+    std::ofstream k(Path("affine.bpir"));
+    k << head << "    a[i] = a[i] * alpha + 1.0\n    b[i] = select(flag, b[i] + shift, b[i])\n"
+      << "  }\n}\n";
+  }
+  {
+    std::ofstream k(Path("other.bpir"));  // the same signature, other arithmetic
+    k << head << "    a[i] = a[i] * alpha + 1.0\n    b[i] = select(flag, b[i] - shift, b[i])\n"
+      << "  }\n}\n";
+  }
+  sp::Result b = Cli({"build", Path("affine.bpir"), "-t", "c", "-o", Path("affine.bpmod")});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const std::vector<std::string> run = {"run",     Path("affine.bpmod"),
+                                        "-f",      "affine",
+                                        "--dim",   "n=777",
+                                        "--arg",   "alpha=-1.5",
+                                        "--arg",   "shift=-5000000000",
+                                        "--arg",   "flag=true",
+                                        "--check", "-r",
+                                        "1"};
+  sp::Result ok = Cli(run);
+  EXPECT_EQ(ok.exit_code, 0) << ok.Describe() << "\n" << ok.out << ok.err;
+  EXPECT_TRUE(Contains(ok.out, "affine on cpu:0: ok (matches the IR interpreter")) << ok.out;
+
+  std::vector<std::string> wrong = run;
+  wrong.insert(wrong.end(), {"--ir", Path("other.bpir")});
+  sp::Result bad = Cli(wrong);
+  EXPECT_EQ(bad.exit_code, 1) << bad.Describe() << "\n" << bad.out << bad.err;
+  EXPECT_TRUE(Contains(bad.out,
+                       "FAILED against the IR interpreter: function 'affine', buffer "
+                       "'b': first difference at index 0 of 777"))
+      << bad.out;
+  EXPECT_TRUE(Contains(bad.out, "exact for int64")) << bad.out;
+  EXPECT_FALSE(Contains(bad.out, "buffer 'a'")) << bad.out;
+
+  // A value that does not fit its param names the param and its dtype.
+  std::vector<std::string> too_big = run;
+  too_big[9] = "shift=9223372036854775808";
+  sp::Result big = Cli(too_big);
+  EXPECT_EQ(big.exit_code, 2) << big.Describe() << "\n" << big.out << big.err;
+  EXPECT_TRUE(Contains(big.err, "parameter 'shift' of function 'affine' is int64")) << big.err;
+  std::vector<std::string> not_bool = run;
+  not_bool[11] = "flag=yes";
+  sp::Result nb = Cli(not_bool);
+  EXPECT_EQ(nb.exit_code, 2) << nb.Describe() << "\n" << nb.out << nb.err;
+  EXPECT_TRUE(Contains(nb.err, "parameter 'flag' of function 'affine' is bool")) << nb.err;
+
+  // A catalog kernel checked against the interpreter too (at its test sizes).
+  sp::Result mb = Cli({"build", KernelFile("matmul.bpir"), "-t", "c", "-f", "matmul_tiled", "-o",
+                       Path("mm.bpmod")});
+  ASSERT_EQ(mb.exit_code, 0) << mb.err;
+  sp::Result mm = Cli({"run", Path("mm.bpmod"), "-f", "matmul_tiled", "--check", "-r", "1"});
+  EXPECT_EQ(mm.exit_code, 0) << mm.Describe() << "\n" << mm.out << mm.err;
+  EXPECT_TRUE(Contains(mm.out, "matches the IR interpreter")) << mm.out;
 }
 
 }  // namespace

@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// `backplane run MODULE --func NAME --device cpu:0 [--dim n=4096 ...]`: loads a saved module,
-// runs one of its functions on random inputs, checks the result against the float64
-// reference when the function is one of the reference kernels, and prints the time.
+// `backplane run MODULE --func NAME [--device cpu:0] [--dim n=4096 ...] [--check]`: loads a
+// saved module, runs one of its functions on random inputs, checks the result against the
+// float64 reference when the function is one of the reference kernels, or against the IR
+// interpreter on the same inputs with --check (any function), and prints the time.
 #include <CLI/CLI.hpp>
 #include <backplane/backplane.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/runner/check.hpp>
 #include <backplane/runner/runner.hpp>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ namespace backplane::cli {
 
 namespace {
 
+const InputKind kKernelFile = {"kernel file", "the IR's text form (.bpir, docs/ir.md)",
+                               kMaxKernelFileBytes};
 const InputKind kModuleFile = {"module file",
                                "Backplane's module format (what 'backplane build' writes)",
                                kMaxModuleFileBytes};
@@ -57,100 +60,123 @@ std::string ModuleKinds(const Module& m) {
 struct RunOptions {
   std::string module;
   std::string func;
-  std::string device;  // "" = from the module's kind
-  std::vector<std::string> dims;
+  std::string device;             // "" = from the module's kind
+  std::vector<std::string> dims;  // NAME=VALUE for scalar params
+  bool check = false;             // compare with the IR interpreter
+  std::string ir_file;            // the IR to compare with, instead of the module's own
+  double rtol = -1;               // the float tolerance instead of the dtype's (< 0)
   int repeat = 5;
   uint64_t seed = 1;
   std::vector<std::string> plugin_paths;
 };
 
-// "n=4096" pairs.
-bool ParseDims(const std::vector<std::string>& items, kernels::Dims* out, std::string* bad) {
+// "n=4096", "alpha=-1.5" pairs; the values are parsed against the function's signature later.
+bool ParseValues(const std::vector<std::string>& items, std::map<std::string, std::string>* out,
+                 std::string* bad) {
   for (const std::string& item : items) {
     const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       *bad = item;
       return false;
     }
+    (*out)[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return true;
+}
+
+// The values as catalog sizes, when every one is an integer (the catalog's runner takes
+// integer sizes only).
+bool AsDims(const std::map<std::string, std::string>& values, kernels::Dims* dims) {
+  for (const auto& [name, text] : values) {
     try {
       size_t used = 0;
-      const std::string value = item.substr(eq + 1);
-      (*out)[item.substr(0, eq)] = std::stoll(value, &used);
-      if (used != value.size()) throw std::invalid_argument(value);
+      (*dims)[name] = std::stoll(text, &used);
+      if (used != text.size()) return false;
     } catch (const std::exception&) {
-      *bad = item;
       return false;
     }
   }
   return true;
 }
 
-// Random inputs from the function's signature: scalars from --dim (float scalars random),
-// buffers of the shapes their expressions give.
-std::vector<kernels::Arg> GenericArgs(const ir::PrimFunc& f, const kernels::Dims& dims,
-                                      uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(0.1, 1.0);
-  std::vector<kernels::Arg> args;
-  std::vector<ir::ArgView> views;
-  for (const ir::Param& p : f.params) {
-    kernels::Arg a;
-    if (!p.is_buffer()) {
-      a.name = p.var().name();
-      a.dtype = p.var().dtype();
-      auto it = dims.find(a.name);
-      if (a.dtype.is_float()) {
-        a.scalar = it != dims.end() ? static_cast<double>(it->second) : dist(rng);
-      } else if (it != dims.end()) {
-        a.scalar = static_cast<double>(it->second);
-      } else {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "function '" + f.name + "' needs a value for its " +
-                                                 "scalar parameter '" + a.name +
-                                                 "'; give it with --dim " + a.name + "=VALUE");
-      }
-      ir::ArgView v;
-      v.kind = ir::ArgView::Kind::kInt;
-      v.i = static_cast<int64_t>(a.scalar);
-      views.push_back(v);
-    } else {
-      a.name = p.buffer().name();
-      a.is_buffer = true;
-      a.dtype = p.buffer().dtype();
-      a.is_output = true;
-      views.push_back(ir::ArgView());
-    }
-    args.push_back(std::move(a));
-  }
-  for (size_t i = 0; i < f.params.size(); ++i) {
-    if (!f.params[i].is_buffer()) continue;
-    int64_t count = 1;
-    for (const ir::Expr& d : f.params[i].buffer()->shape) {
-      args[i].shape.push_back(ir::EvalIntExpr(f, d, views));
-      count *= args[i].shape.back();
-    }
-    args[i].data.resize(static_cast<size_t>(count));
-    for (double& x : args[i].data) x = dist(rng);
-  }
-  return args;
+double Median(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
-int RunGeneric(const Module& m, const std::string& func, Device dev, const kernels::Dims& dims,
-               const RunOptions& o, const std::string& device_text) {
-  const std::string ir_text = m.InspectSource("ir");
-  if (ir_text.empty()) {
-    std::cerr << "backplane run: '" << func << "' is not a reference kernel and the module "
-              << "(kind " << m.Kind() << ") does not show its IR, so its arguments are unknown\n";
+// Any function, its arguments from its signature (the IR the module keeps, or --ir): checked
+// against the IR interpreter with --check, else only run and timed.
+int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
+               std::map<std::string, std::string> values, const RunOptions& o,
+               const std::string& device_text) {
+  std::optional<runner::Oracle> oracle;
+  if (!o.ir_file.empty()) {
+    std::string text;
+    const std::string problem = ReadInputFile(o.ir_file, kKernelFile, &text);
+    if (!problem.empty()) {
+      std::cerr << "backplane run: --ir: " << problem << "\n";
+      return kExitUsage;
+    }
+    try {
+      oracle.emplace(ir::Parse(text, o.ir_file));
+    } catch (const ir::Error& e) {
+      std::cerr << "backplane run: --ir: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  } else {
+    try {
+      oracle.emplace(runner::Oracle::FromModule(m));
+    } catch (const Error& e) {
+      if (o.check) {
+        std::cerr << "backplane run: --check: " << o.module << ": " << e.what() << "\n";
+        return kExitUsage;
+      }
+      std::cerr << "backplane run: '" << o.func << "' is not a reference kernel and " << o.module
+                << ": " << e.what() << "\n";
+      return kExitUsage;
+    }
+  }
+  const ir::PrimFunc* f = nullptr;
+  try {
+    f = &oracle->Function(o.func);
+  } catch (const Error& e) {
+    std::cerr << "backplane run: " << (o.ir_file.empty() ? o.module : o.ir_file) << ": " << e.what()
+              << "\n";
     return kExitUsage;
   }
-  ir::IRModule ir = ir::Parse(ir_text, o.module);
-  const ir::PrimFunc* f = ir.Find(func);
-  if (f == nullptr) {
-    std::cerr << "backplane run: the module has no function '" << func << "'\n";
+  // A catalog kernel's sizes not given take its test sizes under --check (the interpreter is
+  // 100 to 10,000 times slower than a device: demo sizes would take minutes), else its demo
+  // sizes as without --check.
+  if (c != nullptr) {
+    for (const auto& [name, v] : o.check ? c->small : c->demo) {
+      values.emplace(name, std::to_string(v));
+    }
+    for (const auto& [name, v] : c->demo) values.emplace(name, std::to_string(v));
+  }
+  std::vector<runner::CheckArg> args;
+  try {
+    args = runner::MakeCheckArgs(*f, values, o.seed);
+  } catch (const Error& e) {
+    std::cerr << "backplane run: " << e.what() << "\n";
     return kExitUsage;
   }
-  std::vector<kernels::Arg> args = GenericArgs(*f, dims, o.seed);
-  runner::DeviceArgs device_args(args, dev);
-  Function fn = m.GetFunction(func);
+  std::string verdict = "ran (not checked; --check compares it with the IR interpreter)";
+  if (o.check) {
+    runner::CheckOptions options;
+    options.rtol = o.rtol;
+    runner::CheckResult r = runner::RunChecked(m, *oracle, o.func, dev, args, options);
+    if (!r.ok) {
+      std::cout << o.func << " on " << device_text
+                << ": FAILED against the IR interpreter: " << r.error << "\n";
+      return kExitFailure;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.2g", r.max_ratio);
+    verdict =
+        std::string("ok (matches the IR interpreter; largest error ") + buf + " of the tolerance)";
+  }
+  runner::CheckDeviceArgs device_args(args, dev);
+  Function fn = m.GetFunction(o.func);
   std::vector<double> times;
   for (int i = 0; i < std::max(1, o.repeat); ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -158,19 +184,18 @@ int RunGeneric(const Module& m, const std::string& func, Device dev, const kerne
     Check(bp_device_stream_sync(dev.dl, nullptr));
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(times.begin(), times.end());
-  std::cout << func << " on " << device_text << ": ran (no reference known, not checked), "
-            << runner::FormatSeconds(times[times.size() / 2]) << " median of " << times.size()
-            << "\n";
+  std::cout << o.func << " on " << device_text << ": " << verdict << ", "
+            << runner::FormatSeconds(Median(times)) << " median of " << times.size() << "\n";
   return kExitOk;
 }
 
 int RunRun(const RunOptions& o) {
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
-  kernels::Dims dims;
+  std::map<std::string, std::string> values;
   std::string bad;
-  if (!ParseDims(o.dims, &dims, &bad)) {
-    std::cerr << "backplane run: --dim '" << bad << "' is not NAME=INTEGER (e.g. --dim n=4096)\n";
+  if (!ParseValues(o.dims, &values, &bad)) {
+    std::cerr << "backplane run: --dim '" << bad << "' is not NAME=VALUE (e.g. --dim n=4096, "
+              << "--dim alpha=-1.5, --dim flag=true)\n";
     return kExitUsage;
   }
   std::string bytes;
@@ -193,7 +218,10 @@ int RunRun(const RunOptions& o) {
     return kExitUsage;
   }
   const kernels::Case* c = kernels::Find(o.func);
-  if (c == nullptr) return RunGeneric(m, o.func, dev, dims, o, device_text);
+  kernels::Dims dims;
+  if (c == nullptr || o.check || !o.ir_file.empty() || !AsDims(values, &dims)) {
+    return RunGeneric(m, c, dev, values, o, device_text);
+  }
   runner::Result r = runner::RunCase(*c, m, dev, dims, o.repeat, o.seed);
   if (!r.ok) {
     std::cout << o.func << " on " << device_text << ": FAILED: " << r.error << "\n";
@@ -225,10 +253,23 @@ Command AddRunCommand(CLI::App& parent) {
       "--device,-d", o->device,
       "The device, e.g. cpu:0, opencl:1; by default device 0 of the type the module's code "
       "runs on (cpu:0 for a c module, opencl:0 for an opencl one)");
-  app->add_option("--dim", o->dims,
-                  "A size parameter, e.g. --dim n=4096 (repeat; sizes not given take the "
-                  "reference kernel's demo size)")
-      ->type_name("NAME=N");
+  app->add_option("--dim,--arg", o->dims,
+                  "A scalar parameter: a size (--dim n=4096) or any scalar of the function, "
+                  "e.g. --arg alpha=-1.5, --arg big=5000000000, --arg flag=true (repeat; the "
+                  "sizes of a reference kernel not given take its demo size, float scalars not "
+                  "given are random)")
+      ->type_name("NAME=VALUE");
+  app->add_flag("--check", o->check,
+                "Run the function on the IR interpreter too, on the same inputs, and compare "
+                "every buffer (tolerance by dtype: exact for integers and bool; "
+                "docs/host-guide.md). Any kernel, not only the reference ones");
+  app->add_option("--ir", o->ir_file,
+                  "The kernel file (.bpir) the module was built from, for --check when the "
+                  "module does not keep its IR, or to check it against another IR")
+      ->type_name("FILE");
+  app->add_option("--rtol", o->rtol,
+                  "With --check: the relative tolerance for float buffers instead of the "
+                  "dtype's (1e-2 float16, 1e-4 float32, 1e-10 float64)");
   app->add_option("--repeat,-r", o->repeat, "Timed runs after the checked one (default 5)");
   app->add_option("--seed", o->seed, "Seed of the random inputs (default 1)");
   app->add_option("--plugin-path", o->plugin_paths, "Search DIR for plugins first")

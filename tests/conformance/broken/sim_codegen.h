@@ -22,6 +22,7 @@ namespace sim {
 
 struct CodegenOptions {
   bool wrong_results = false;  // add 1 to the first element of each kernel's last buffer
+  bool clobber_input = false;  // add 1 to the first element of each kernel's first buffer
   bool refuse_load = false;    // runtime.module.load_from_bytes fails
 };
 
@@ -70,6 +71,7 @@ class SimModule : public sdk::ModuleBase {
     auto launched = std::make_shared<Launched>();
     launched->shapes.resize(static_cast<size_t>(n));
     DLDevice device{static_cast<DLDeviceType>(type), 0};
+    int first_buffer = -1;
     int last_buffer = -1;
     for (int32_t i = 0; i < n; ++i) {
       if (static_cast<size_t>(i) >= num_params) {
@@ -93,18 +95,28 @@ class SimModule : public sdk::ModuleBase {
         v.shape = launched->shapes[static_cast<size_t>(i)].data();
         v.strides = nullptr;
         v.user = nullptr;
+        if (first_buffer < 0) first_buffer = i;
         last_buffer = i;
       }
       launched->views.push_back(v);
     }
     auto self = std::static_pointer_cast<SimModule>(shared_from_this());
     const std::string name = f.name;
-    api_->Launch(device, [self, launched, name, last_buffer] {
+    api_->Launch(device, [self, launched, name, first_buffer, last_buffer] {
       try {
         self->interp_.Run(name, launched->views);
       } catch (const ir::Error& e) {
         throw Error(BP_ERR_DEVICE,
                     std::string(Kind::kKind) + " kernel '" + name + "': " + e.what());
+      }
+      if (self->options_.clobber_input && first_buffer >= 0 && first_buffer != last_buffer) {
+        ir::ArgView& in = launched->views[static_cast<size_t>(first_buffer)];
+        if (in.dtype.bits == 32) {
+          float x;
+          std::memcpy(&x, in.data, sizeof(x));
+          x += 1.0f;
+          std::memcpy(in.data, &x, sizeof(x));
+        }
       }
       if (self->options_.wrong_results && last_buffer >= 0) {
         ir::ArgView& out = launched->views[static_cast<size_t>(last_buffer)];
