@@ -112,8 +112,9 @@ TEST_F(BuildRunCli, ErrorsSayWhatToDo) {
     bad << "BPMODULE garbage";
   }
   sp::Result corrupt = Cli({"run", Path("bad.bpmod"), "-f", "matmul"});
-  EXPECT_EQ(corrupt.exit_code, 1) << corrupt.Describe();
+  EXPECT_EQ(corrupt.exit_code, 2) << corrupt.Describe();
   EXPECT_TRUE(Contains(corrupt.err, "module file")) << corrupt.err;
+  EXPECT_TRUE(Contains(corrupt.err, Path("bad.bpmod") + ": ")) << corrupt.err;
 
   sp::Result bad_dim = Cli({"run", Path("bad.bpmod"), "-f", "matmul", "--dim", "m"});
   EXPECT_EQ(bad_dim.exit_code, 2);

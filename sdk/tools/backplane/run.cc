@@ -204,7 +204,15 @@ int RunRun(const RunOptions& o) {
     std::cerr << "backplane run: " << problem << "\n";
     return kExitUsage;
   }
-  Module m = Module::LoadFromBytes(bytes);
+  Module m;
+  try {
+    m = Module::LoadFromBytes(bytes);
+  } catch (const Error& e) {
+    // A damaged file or one from elsewhere is the user's input: named, with the usage exit.
+    if (e.kind() != BP_ERR_INVALID_ARGUMENT) throw Error(e.kind(), o.module + ": " + e.what());
+    std::cerr << "backplane run: " << o.module << ": " << e.what() << "\n";
+    return kExitUsage;
+  }
   const std::string module_device = ModuleDeviceType(m);
   std::string device_text = o.device;
   if (device_text.empty()) device_text = module_device.empty() ? "cpu:0" : module_device + ":0";
