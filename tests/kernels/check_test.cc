@@ -147,9 +147,9 @@ TEST(CheckAgainstInterpreter, ScalarsOfEveryDtype) {
   const Module m = Build(kScalars, Target::Parse("c"));
   const runner::Oracle oracle = runner::Oracle::FromModule(m);
   const std::map<std::string, std::string> values = {
-      {"a", "-128"}, {"b", "-300"},  {"c", "-2147483648"}, {"d", "-9007199254740993"},
-      {"e", "255"},  {"f", "65535"}, {"g", "4000000000"},  {"h", "9223372036854775807"},
-      {"k", "true"}, {"p", "-1.5"},  {"q", "0.1"},         {"r", "1e300"}};
+      {"a", "-128"}, {"b", "-0x12C"}, {"c", "-2147483648"}, {"d", "-9007199254740993"},
+      {"e", "255"},  {"f", "065535"}, {"g", "4000000000"},  {"h", "9223372036854775807"},
+      {"k", "true"}, {"p", "-1.5"},   {"q", "0.1"},         {"r", "1e300"}};
   const auto args = runner::MakeCheckArgs(oracle.Function("scalars"), values, 1);
   const runner::CheckResult r = runner::RunChecked(m, oracle, "scalars", Device("cpu", 0), args);
   ASSERT_TRUE(r.ok) << r.error;

@@ -211,7 +211,9 @@ void ParseScalar(const std::string& func, const ir::Var& param, const std::strin
     return;
   }
   if (t.is_uint() && text.find('-') != std::string::npos) fail("it is negative");
-  const long long v = std::strtoll(text.c_str(), &end, 0);
+  // Decimal, or hex with 0x; never octal (a leading zero is decimal: 010 is ten).
+  const bool hex = text.find("0x") != std::string::npos || text.find("0X") != std::string::npos;
+  const long long v = std::strtoll(text.c_str(), &end, hex ? 16 : 10);
   if (end != text.c_str() + text.size() || end == text.c_str()) {
     fail("'" + text + "' is not a whole number");
   }
