@@ -2,11 +2,14 @@
 // `backplane build`, `backplane run` and `backplane demo` as a user runs them: a module saved
 // by one process is loaded and run, checked against the reference, by another; errors exit
 // non-zero with a message that says what to do.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <backplane/backplane.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -177,7 +180,18 @@ TEST_F(BuildRunCli, EmptyDirectoryDeviceAndFifoInputsAreRefused) {
   for (const char* command : {"build", "run"}) {
     const std::string fifo = Path(std::string(command) + ".fifo");
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << fifo;
-    std::thread writer([&] { std::ofstream w(fifo); });
+    // The writer waits (up to 60 s) for the tool to open the FIFO, then closes it without
+    // writing; it never blocks, so a tool that fails before opening cannot hang the test.
+    std::thread writer([&] {
+      for (int i = 0; i < 6000; ++i) {
+        const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+          ::close(fd);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
     sp::Result r = std::string(command) == "build"
                        ? Cli({"build", fifo, "-t", "c", "-o", Path("x.bpmod")})
                        : Cli({"run", fifo, "-f", "scale"});
