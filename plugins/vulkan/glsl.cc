@@ -185,10 +185,11 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // the lanes of one vector) a budget of 65535 loop back edges over all its loops together
   // (gallivm's loop limiter) and then leaves every loop after at most one more iteration, with
   // no error (docs/vulkan.md). So (1) an innermost loop whose trip count is not a small
-  // constant runs kUnroll iterations per back edge and its remainder straight-line (no back
-  // edge at all): the same iterations in the same order, on every device; and (2) after every
-  // loop the shader checks that the loop variable reached the end, and records an error in
-  // the kernel's error buffer when it did not, which the runtime raises naming the loop.
+  // constant runs 32 (small body) or 8 iterations per back edge, then 4 per back edge, then
+  // the last 3 at most straight-line: the same iterations in the same order, on every device;
+  // and (2) after every loop the shader checks that the loop variable reached the end, and
+  // records an error in the kernel's error buffer when it did not, which the runtime raises
+  // naming the loop.
   void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
                 const std::string& begin, const std::string& end) override {
     const auto* extent = loop.extent.As<ir::IntImmNode>();
