@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "glsl.h"
+
 namespace backplane {
 namespace vulkan {
 
@@ -48,6 +50,25 @@ struct Stream {
   std::vector<VkCommandBuffer> idle;
 };
 
+// The error record of one kernel on one device (docs/vulkan.md, "Errors the shader reports"):
+// kStatusWords uint32 words in host-visible, host-coherent memory that the kernel's shader
+// writes at most once (atomicCompSwap on word 0): [0] the code (0: no error), [1] the
+// kernel-local site id, [2..7] three int64 details as (low, high) word pairs. The host reads
+// and clears it once the dispatches that use it are done.
+struct KernelStatus {
+  VkDevice device = VK_NULL_HANDLE;
+  Buffer buffer;  // mapped; freed by the destructor
+  // Throws the Error that the record `words` describes (code != 0).
+  std::function<void(const uint32_t* words)> raise;
+  // The queued dispatches that may write the record: the last one per stream.
+  std::vector<Use> pending;
+  bool watched = false;  // in Device::watched
+  KernelStatus() = default;
+  KernelStatus(const KernelStatus&) = delete;
+  KernelStatus& operator=(const KernelStatus&) = delete;
+  ~KernelStatus();
+};
+
 struct Device {
   VkPhysicalDevice physical = VK_NULL_HANDLE;
   VkPhysicalDeviceProperties props{};
@@ -75,6 +96,8 @@ struct Device {
   uint64_t freed = 0;  // data spaces freed so far (DeviceScope::FreedCount)
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
   std::string pipeline_cache_path;                  // "" when not kept on disk
+  // Kernel error records with dispatches queued since they were last read (CheckStatus).
+  std::vector<std::shared_ptr<KernelStatus>> watched;
 };
 
 // Throws Error (BP_ERR_OUT_OF_MEMORY or BP_ERR_DEVICE) naming `what` unless r is VK_SUCCESS.
@@ -99,6 +122,12 @@ void Wait(Device& d, const Use& use);
 void WaitAll(Device& d);
 // `dst`'s next submission waits for the work `src` has submitted so far.
 void Order(Device& d, Stream& src, Stream& dst);
+// Whether `use` is done (without waiting).
+bool Done(Device& d, const Use& use);
+// Reads the error records of d.watched whose dispatches are all done: clears each one and
+// throws the Error of the first that holds an error (the others stay watched, so a later call
+// raises theirs). Records with dispatches still queued are left for a later call.
+void CheckStatus(Device& d);
 
 }  // namespace vulkan
 }  // namespace backplane

@@ -514,6 +514,38 @@ void DeviceScope::Wait(const Use& use) { vulkan::Wait(*d_, use); }
 
 void DeviceScope::WaitIdle() { WaitAll(*d_); }
 
+KernelStatus::~KernelStatus() {
+  if (buffer.buffer != VK_NULL_HANDLE) vkDestroyBuffer(device, buffer.buffer, nullptr);
+  if (buffer.memory != VK_NULL_HANDLE) vkFreeMemory(device, buffer.memory, nullptr);
+}
+
+std::shared_ptr<KernelStatus> DeviceScope::NewKernelStatus(
+    std::function<void(const uint32_t*)> raise) {
+  auto st = std::make_shared<KernelStatus>();
+  st->device = d_->device;
+  st->raise = std::move(raise);
+  ctx_->Create(*d_, st->buffer, kStatusBufferWords * sizeof(uint32_t), /*host_visible=*/true);
+  std::memset(st->buffer.mapped, 0, kStatusBufferWords * sizeof(uint32_t));
+  return st;
+}
+
+void DeviceScope::Watch(const std::shared_ptr<KernelStatus>& status, const Use& use) {
+  bool replaced = false;
+  for (Use& u : status->pending) {
+    if (u.stream == use.stream) {
+      u.value = std::max(u.value, use.value);  // a stream's work completes in order
+      replaced = true;
+    }
+  }
+  if (!replaced) status->pending.push_back(use);
+  if (!status->watched) {
+    status->watched = true;
+    d_->watched.push_back(status);
+  }
+}
+
+void DeviceScope::CheckStatus() { vulkan::CheckStatus(*d_); }
+
 void VulkanDeviceAPI::WithDevice(DLDevice dev, const std::function<void(DeviceScope&)>& fn) {
   Context& ctx = Ctx();
   Device& d = ctx.Dev(dev);
@@ -735,6 +767,7 @@ void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
                                         /*to_host=*/true);
     Wait(d, d.staging_use);
     std::memcpy(static_cast<char*>(to->data) + to->byte_offset, st.mapped, n);
+    CheckStatus(d);  // results a kernel left incomplete are not read silently
   } else {
     throw Error(BP_ERR_INVALID_ARGUMENT, "vulkan CopyDataFromTo: from " +
                                              sdk::DeviceString(from->device) + " to " +
@@ -779,6 +812,7 @@ void VulkanDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
   std::lock_guard<std::mutex> lock(d.mu);
   Stream& s = StreamOf(d, stream, "StreamSync");
   Wait(d, Use{s.id, s.submitted});
+  CheckStatus(d);  // a kernel's error surfaces here at the latest
 }
 
 void VulkanDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) {

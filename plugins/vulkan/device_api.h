@@ -50,6 +50,13 @@ class DeviceScope {
   void Wait(const Use& use);
   // Returns once all work submitted to the device is done.
   void WaitIdle();
+  // A new, cleared error record for a kernel (docs/vulkan.md, "Errors the shader reports");
+  // `raise` throws the Error a non-zero record describes.
+  std::shared_ptr<KernelStatus> NewKernelStatus(std::function<void(const uint32_t*)> raise);
+  // Notes that the dispatch `use` may write `status`: its record is read once that is done.
+  void Watch(const std::shared_ptr<KernelStatus>& status, const Use& use);
+  // Reads the records whose dispatches are all done and throws the first error (CheckStatus).
+  void CheckStatus();
 
  private:
   friend class VulkanDeviceAPI;

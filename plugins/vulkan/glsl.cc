@@ -181,31 +181,78 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     return type + "(" + operand + ")";
   }
 
-  // llvmpipe (lavapipe) gives each shader invocation a budget of 65535 loop iterations over
-  // all its loops together (gallivm's loop limiter) and silently leaves every loop once it is
-  // spent. So an innermost loop whose trip count is not a small constant runs 8 iterations
-  // per back edge (the same iterations in the same order, on every device), with the rest in
-  // a plain loop after it.
+  // llvmpipe (lavapipe) gives each SIMD group of invocations (8 or 16 of a workgroup, run as
+  // the lanes of one vector) a budget of 65535 loop back edges over all its loops together
+  // (gallivm's loop limiter) and then leaves every loop after at most one more iteration, with
+  // no error (docs/vulkan.md). So (1) an innermost loop whose trip count is not a small
+  // constant runs 32 (small body) or 8 iterations per back edge, then 4 per back edge, then
+  // the last 3 at most straight-line: the same iterations in the same order, on every device;
+  // and (2) after every loop the shader checks that the loop variable reached the end, and
+  // records an error in the kernel's error buffer when it did not, which the runtime raises
+  // naming the loop.
   void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
                 const std::string& begin, const std::string& end) override {
     const auto* extent = loop.extent.As<ir::IntImmNode>();
     bool innermost = true;
     Walk(loop.body, [&](const ir::Stmt& st) { innermost = innermost && !st.As<ir::ForNode>(); });
-    if ((extent != nullptr && extent->value <= 64) || !innermost) {
-      CFamilyEmitter::EmitLoop(loop, type, var, begin, end);
-      return;
-    }
-    constexpr int kUnroll = 8;
+    const uint32_t site =
+        Site(kStatusLoopCutShort, "loop '" + loop.var.name() + "' (" + ir::ToString(loop.for_kind) +
+                                      " from " + OneLine(ir::Print(loop.min)) + ", extent " +
+                                      OneLine(ir::Print(loop.extent)) + ")");
     const std::string stop = Temp(), at = Temp();
     Line("{");
     ++indent_;
     Line("const " + type + " " + stop + " = " + end + ";");
     Line(type + " " + at + " = " + begin + ";");
-    Line("for (; " + at + " < " + stop + " - " + type + "(" + std::to_string(kUnroll - 1) + "); " +
-         at + " += " + type + "(" + std::to_string(kUnroll) + ")) {");
-    ++indent_;
-    for (int k = 0; k < kUnroll; ++k) {
-      Line("{");
+    // The loop variable at the check is `at` plus the buffer's zero word: Mesa's NIR knows
+    // nothing of the loop limiter, so it would fold `at < stop` after a loop that only ends
+    // when that is false.
+    auto check = [&](const std::string& cut_short) {
+      Line("if (" + cut_short + ") " + Record(site, type, at, stop) + ";");
+    };
+    const std::string opaque =
+        "(" + at + " + " + type + "(bp_status[" + std::to_string(kStatusWords) + "]))";
+    if ((extent != nullptr && extent->value <= 64) || !innermost) {
+      Line("for (; " + at + " < " + stop + "; ++" + at + ") {");
+      ++indent_;
+      Line("const " + type + " " + var + " = " + at + ";");
+      EmitStmt(loop.body);
+      --indent_;
+      Line("}");
+      check(opaque + " < " + stop);
+      --indent_;
+      Line("}");
+      return;
+    }
+    // Small bodies unroll further: the budget then covers 4x the iterations. The remainder
+    // (under `unroll` iterations) runs 4 per back edge and its last 3 straight-line: llvmpipe
+    // runs both sides of an `if` under a lane mask, so each straight-line copy costs a full
+    // body even when it is skipped, and a loop pass then costs at most unroll / 4 - 1 more
+    // back edges and 3 masked copies.
+    const int unroll = ir::Print(loop.body).size() <= kSmallBody ? 32 : 8;
+    auto copies = [&](int count) {
+      for (int k = 0; k < count; ++k) {
+        Line("{");
+        ++indent_;
+        Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
+             ");");
+        EmitStmt(loop.body);
+        --indent_;
+        Line("}");
+      }
+    };
+    for (int step : {unroll, 4}) {
+      const std::string last = type + "(" + std::to_string(step - 1) + ")";
+      Line("for (; " + at + " < " + stop + " - " + last + "; " + at + " += " + type + "(" +
+           std::to_string(step) + ")) {");
+      ++indent_;
+      copies(step);
+      --indent_;
+      Line("}");
+      check(opaque + " < " + stop + " - " + last);
+    }
+    for (int k = 0; k < 3; ++k) {
+      Line("if (" + at + " + " + type + "(" + std::to_string(k) + ") < " + stop + ") {");
       ++indent_;
       Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
            ");");
@@ -215,21 +262,23 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     }
     --indent_;
     Line("}");
-    Line("for (; " + at + " < " + stop + "; ++" + at + ") {");
-    ++indent_;
-    Line("const " + type + " " + var + " = " + at + ";");
-    EmitStmt(loop.body);
-    --indent_;
-    Line("}");
-    --indent_;
-    Line("}");
   }
 
   void EmitZeroedArray(const std::string& declaration, const std::string& type,
                        const std::string& name, int64_t count) override {
+    const uint32_t site =
+        Site(kStatusLoopCutShort, "the loop that zero-fills local array '" + name + "' (" +
+                                      std::to_string(count) + " elements)");
     Line(declaration + ";");
-    Line("for (int bp_z = 0; bp_z < " + std::to_string(count) + "; ++bp_z) " + name +
-         "[bp_z] = " + type + "(0);");
+    Line("{");
+    ++indent_;
+    Line("int bp_z = 0;");
+    Line("for (; bp_z < " + std::to_string(count) + "; ++bp_z) " + name + "[bp_z] = " + type +
+         "(0);");
+    Line("if (bp_z + int(bp_status[" + std::to_string(kStatusWords) + "]) < " +
+         std::to_string(count) + ") " + Record(site, "int", "bp_z", std::to_string(count)) + ";");
+    --indent_;
+    Line("}");
   }
 
   // GLSL indexes arrays with 32-bit integers; a storage buffer holds fewer than 2^31
@@ -297,6 +346,38 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     }
     for (const std::string& s : shared_) decls += s + "\n";
     std::string helpers;
+    if (!layout.sites.empty()) {
+      // The error buffer (docs/vulkan.md, "Errors the shader reports"): the first error of a
+      // dispatch wins the compare-and-swap on word 0 and fills in the rest.
+      decls += "layout(std430, set = 0, binding = " + std::to_string(layout.bindings.size()) +
+               ") buffer bp_status_block { uint bp_status[" + std::to_string(kStatusBufferWords) +
+               "]; };\n";
+      helpers +=
+          "int bp_invocation() {\n"
+          "  uvec3 n = gl_NumWorkGroups * gl_WorkGroupSize;\n"
+          "  return int(gl_GlobalInvocationID.x + n.x * (gl_GlobalInvocationID.y + n.y * "
+          "gl_GlobalInvocationID.z));\n"
+          "}\n"
+          "void bp_fail(uint code, uint site, int a, int b, int c) {\n"
+          "  if (atomicCompSwap(bp_status[0], 0u, code) == 0u) {\n"
+          "    bp_status[1] = site;\n"
+          "    bp_status[2] = uint(a); bp_status[3] = a < 0 ? 0xffffffffu : 0u;\n"
+          "    bp_status[4] = uint(b); bp_status[5] = b < 0 ? 0xffffffffu : 0u;\n"
+          "    bp_status[6] = uint(c); bp_status[7] = c < 0 ? 0xffffffffu : 0u;\n"
+          "  }\n"
+          "}\n";
+      if (layout.uses_int64) {
+        helpers +=
+            "void bp_fail(uint code, uint site, int64_t a, int64_t b, int64_t c) {\n"
+            "  if (atomicCompSwap(bp_status[0], 0u, code) == 0u) {\n"
+            "    bp_status[1] = site;\n"
+            "    bp_status[2] = uint(a & 0xffffffffl); bp_status[3] = uint(a >> 32);\n"
+            "    bp_status[4] = uint(b & 0xffffffffl); bp_status[5] = uint(b >> 32);\n"
+            "    bp_status[6] = uint(c & 0xffffffffl); bp_status[7] = uint(c >> 32);\n"
+            "  }\n"
+            "}\n";
+      }
+    }
     if (uses_floordiv_) {
       layout.uses_int64 = true;
       helpers +=
@@ -434,6 +515,34 @@ class GlslEmitter : public codegen::CFamilyEmitter {
            "max_num_threads " + std::to_string(max_threads_) + "; bind fewer threads");
     }
   }
+
+  // A new check site of the kernel (its id is its index).
+  uint32_t Site(StatusCode code, std::string what) {
+    layout.sites.push_back(StatusSite{code, std::move(what)});
+    return static_cast<uint32_t>(layout.sites.size() - 1);
+  }
+
+  // The statement that records error `site` with details (value, end, this invocation) of
+  // GLSL type `type`.
+  std::string Record(uint32_t site, const std::string& type, const std::string& value,
+                     const std::string& end) {
+    const bool wide = type == "int64_t" || type == "uint64_t";
+    const std::string cast = wide ? "int64_t" : "int";
+    return "bp_fail(" + std::to_string(layout.sites[site].code) + "u, " + std::to_string(site) +
+           "u, " + cast + "(" + value + "), " + cast + "(" + end + "), " + cast +
+           "(bp_invocation()))";
+  }
+
+  static std::string OneLine(std::string text) {
+    for (char& c : text) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    return text;
+  }
+
+  // Loop bodies up to this many characters of IR text (about two short statements) unroll 32
+  // times, larger ones 8 times.
+  static constexpr size_t kSmallBody = 120;
 
   int64_t max_threads_, max_push_;
   const ir::PrimFunc* func_prelude_ = nullptr;

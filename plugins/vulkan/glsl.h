@@ -22,6 +22,31 @@ struct PushField {
   char kind = 'i';      // 'i' int32 (and bool), 'u' uint32, 'l' int64, 'L' uint64, 'f', 'd'
 };
 
+// The error buffer's record in uint32 words: code, site, three int64 details as word pairs;
+// the buffer has one more word, always 0, that the shader adds to the values it checks so the
+// shader compiler cannot fold a check away (docs/vulkan.md).
+constexpr uint32_t kStatusWords = 8;
+constexpr uint32_t kStatusBufferWords = kStatusWords + 1;
+
+// Error codes the shader records in its error buffer (docs/vulkan.md, "Errors the shader
+// reports"). Details are three int64 values whose meaning depends on the code.
+enum StatusCode : uint32_t {
+  kStatusOk = 0,
+  // A loop left before its end (the driver's loop limiter): details = the loop variable where
+  // it stopped, the loop's end, the invocation's global linear index.
+  kStatusLoopCutShort = 1,
+  // Reserved for generated checks to come: an integer division by zero, an index outside a
+  // buffer's extent.
+  kStatusDivisionByZero = 2,
+  kStatusOutOfBounds = 3,
+};
+
+// A place in a kernel that can record an error; its id is its index in KernelLayout::sites.
+struct StatusSite {
+  uint32_t code = kStatusOk;
+  std::string what;  // one line: "loop 'j' (serial from 0, extent n)"
+};
+
 // How a kernel is bound and launched; saved with the module so loading needs no IR analysis.
 struct KernelLayout {
   std::string name;
@@ -32,6 +57,9 @@ struct KernelLayout {
   std::vector<std::string> launch_params;  // "blockIdx.x", ... (the launch_params attr)
   bool uses_int64 = false;                 // needs shaderInt64
   bool uses_float64 = false;               // needs shaderFloat64
+  // The checks the shader makes; when there are any, the error buffer is one more storage
+  // buffer at binding bindings.size() (kStatusWords uint32 words).
+  std::vector<StatusSite> sites;
 };
 
 // A kernel as GLSL and its layout.

@@ -29,7 +29,9 @@ namespace vulkan {
 
 namespace {
 
-constexpr const char* kMagic = "backplane-vulkan-module 1\n";
+// Version 2: kernels carry their check sites and an error buffer (version 1 had neither, so
+// its kernels could be cut short silently; they are refused).
+constexpr const char* kMagic = "backplane-vulkan-module 2\n";
 
 // ---- Saving and loading: "<key> <length>\n<bytes>\n" fields after the magic line ----------
 
@@ -83,6 +85,7 @@ std::string LayoutText(const KernelLayout& l) {
   o << "launch";
   for (const std::string& p : l.launch_params) o << " " << p;
   o << "\nuses " << l.uses_int64 << " " << l.uses_float64 << "\n";
+  for (const StatusSite& site : l.sites) o << "site " << site.code << " " << site.what << "\n";
   return o.str();
 }
 
@@ -110,12 +113,55 @@ KernelLayout ParseLayout(const std::string& name, const std::string& text) {
       continue;
     } else if (key == "uses") {
       f >> l.uses_int64 >> l.uses_float64;
+    } else if (key == "site") {
+      StatusSite site;
+      f >> site.code;
+      f.get();  // the space before the text
+      std::getline(f, site.what);
+      if (site.code == kStatusOk) f.setstate(std::ios::failbit);
+      l.sites.push_back(site);
+      if (f.fail()) Reader::Bad("kernel '" + name + "' has a damaged layout line '" + line + "'");
+      continue;
     } else {
       Reader::Bad("kernel '" + name + "' has an unknown layout line '" + line + "'");
     }
     if (f.fail()) Reader::Bad("kernel '" + name + "' has a damaged layout line '" + line + "'");
   }
   return l;
+}
+
+int64_t Detail(const uint32_t* words, int k) {
+  const uint64_t v = uint64_t{words[2 + 2 * k]} | (uint64_t{words[3 + 2 * k]} << 32);
+  return static_cast<int64_t>(v);
+}
+
+// Throws the error that a kernel's error record holds (docs/vulkan.md).
+[[noreturn]] void RaiseStatus(const KernelLayout& l, const std::string& device,
+                              const uint32_t* words) {
+  const uint32_t code = words[0], site = words[1];
+  const std::string where =
+      site < l.sites.size() ? l.sites[site].what : "check site " + std::to_string(site);
+  const std::string kernel = "vulkan kernel '" + l.name + "' on " + device;
+  if (code == kStatusLoopCutShort) {
+    throw Error(
+        BP_ERR_DEVICE,
+        kernel + ": " + where + " stopped at " + std::to_string(Detail(words, 0)) +
+            " before its end " + std::to_string(Detail(words, 1)) + " in invocation " +
+            std::to_string(Detail(words, 2)) +
+            " (global linear index), so its results are incomplete. The driver left the loop "
+            "early: lavapipe (llvmpipe) lets each group of invocations it runs as one SIMD "
+            "vector take 65535 loop back edges in all its loops together, then leaves every "
+            "loop (the code generator runs innermost loops 32 iterations per back edge when "
+            "the body is small, else 8: about 2 million or 500 thousand iterations). Give each "
+            "invocation less work: bind the loop, or an outer one, to blockIdx/threadIdx, or "
+            "split it over several launches");
+  }
+  throw Error(BP_ERR_DEVICE,
+              kernel + ": " + where + " recorded error code " + std::to_string(code) +
+                  " (details " + std::to_string(Detail(words, 0)) + ", " +
+                  std::to_string(Detail(words, 1)) + ", " + std::to_string(Detail(words, 2)) +
+                  "), which this Backplane version does not know; rebuild the "
+                  "kernel with this version");
 }
 
 // A kernel's Vulkan objects on one device.
@@ -131,6 +177,8 @@ struct Pipeline {
   std::vector<VkDescriptorBufferInfo> bound;
   uint64_t bound_freed = 0;
   Use last_use;  // the last dispatch that read `set`
+  // The kernel's error buffer (at binding bindings.size()) when the shader makes checks.
+  std::shared_ptr<KernelStatus> status;
 
   void Destroy(VkDevice dev) {
     if (pool != VK_NULL_HANDLE) vkDestroyDescriptorPool(dev, pool, nullptr);
@@ -138,7 +186,7 @@ struct Pipeline {
     if (layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(dev, layout, nullptr);
     if (set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(dev, set_layout, nullptr);
     if (shader != VK_NULL_HANDLE) vkDestroyShaderModule(dev, shader, nullptr);
-    *this = Pipeline{};
+    *this = Pipeline{};  // a status still watched is freed after its last read
   }
 };
 
@@ -244,7 +292,9 @@ class VulkanModule : public sdk::ModuleBase {
       smi.codeSize = k.spirv.size() * sizeof(uint32_t);
       smi.pCode = k.spirv.data();
       Check(vkCreateShaderModule(dev, &smi, nullptr, &p.shader), "vkCreateShaderModule");
-      std::vector<VkDescriptorSetLayoutBinding> bindings(k.layout.bindings.size());
+      const bool checks = !k.layout.sites.empty();
+      std::vector<VkDescriptorSetLayoutBinding> bindings(k.layout.bindings.size() +
+                                                         (checks ? 1 : 0));
       for (size_t b = 0; b < bindings.size(); ++b) {
         bindings[b].binding = static_cast<uint32_t>(b);
         bindings[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
@@ -290,6 +340,21 @@ class VulkanModule : public sdk::ModuleBase {
         ai.descriptorSetCount = 1;
         ai.pSetLayouts = &p.set_layout;
         Check(vkAllocateDescriptorSets(dev, &ai, &p.set), "vkAllocateDescriptorSets");
+      }
+      if (checks) {
+        p.status =
+            s.NewKernelStatus([layout = k.layout, device = std::string(s.properties().deviceName)](
+                                  const uint32_t* words) { RaiseStatus(layout, device, words); });
+        VkDescriptorBufferInfo info{p.status->buffer.buffer, 0,
+                                    kStatusBufferWords * sizeof(uint32_t)};
+        VkWriteDescriptorSet w{};
+        w.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        w.dstSet = p.set;
+        w.dstBinding = static_cast<uint32_t>(k.layout.bindings.size());
+        w.descriptorCount = 1;
+        w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w.pBufferInfo = &info;
+        vkUpdateDescriptorSets(dev, 1, &w, 0, nullptr);
       }
     } catch (...) {
       p.Destroy(dev);
@@ -389,6 +454,7 @@ class VulkanModule : public sdk::ModuleBase {
                           "; bind fewer blocks to that axis");
         }
       }
+      s.CheckStatus();  // an earlier kernel's error, found since, is raised before more work
       std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);
       if (per_device[i].pipeline == VK_NULL_HANDLE) per_device[i] = Create(i, s);
       Pipeline& p = per_device[i];
@@ -450,7 +516,21 @@ class VulkanModule : public sdk::ModuleBase {
                              static_cast<uint32_t>(push.size()), push.data());
         }
         vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
+        if (p.status) {
+          // The record is read on the host once the dispatch is done.
+          VkBufferMemoryBarrier b{};
+          b.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER;
+          b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+          b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+          b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+          b.buffer = p.status->buffer.buffer;
+          b.offset = 0;
+          b.size = VK_WHOLE_SIZE;
+          vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                               VK_PIPELINE_STAGE_HOST_BIT, 0, 0, nullptr, 1, &b, 0, nullptr);
+        }
       });
+      if (p.status) s.Watch(p.status, p.last_use);
     });
   }
 
@@ -478,7 +558,7 @@ Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels
 
 Module LoadVulkanModule(const std::string& bytes) {
   if (bytes.compare(0, std::strlen(kMagic), kMagic) != 0) {
-    Reader::Bad("it does not start with \"backplane-vulkan-module 1\"");
+    Reader::Bad("it does not start with \"backplane-vulkan-module 2\"");
   }
   Reader r(bytes);
   std::string ir_text = r.Get("ir");

@@ -5,7 +5,9 @@
 // once; StreamSync waits on the host for the last value; SyncStreamFromTo makes the next
 // submission of one stream wait for another's value on the device. Command buffers are
 // recycled once the timeline passes their value.
+#include <algorithm>
 #include <backplane/sdk/plugin.hpp>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -194,6 +196,41 @@ void Order(Device& d, Stream& src, Stream& dst) {
   if (&src == &dst || src.submitted == 0 || src.timeline == VK_NULL_HANDLE) return;
   if (Completed(d, src) >= src.submitted) return;  // nothing left to wait for
   dst.waits.emplace_back(src.timeline, src.submitted);
+}
+
+bool Done(Device& d, const Use& use) {
+  Stream* s = Find(d, use.stream);
+  return s == nullptr || Completed(d, *s) >= use.value;
+}
+
+void CheckStatus(Device& d) {
+  std::vector<std::shared_ptr<KernelStatus>> finished;
+  for (size_t i = 0; i < d.watched.size();) {
+    KernelStatus& st = *d.watched[i];
+    st.pending.erase(std::remove_if(st.pending.begin(), st.pending.end(),
+                                    [&d](const Use& u) { return Done(d, u); }),
+                     st.pending.end());
+    if (st.pending.empty()) {
+      st.watched = false;
+      finished.push_back(std::move(d.watched[i]));
+      d.watched.erase(d.watched.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < finished.size(); ++i) {
+    auto* words = static_cast<uint32_t*>(finished[i]->buffer.mapped);
+    if (words[0] == 0) continue;
+    uint32_t record[kStatusWords];
+    std::memcpy(record, words, sizeof(record));
+    std::memset(words, 0, sizeof(record));
+    // The records not read yet stay watched (with no dispatch pending) for the next call.
+    for (size_t j = i + 1; j < finished.size(); ++j) {
+      finished[j]->watched = true;
+      d.watched.push_back(std::move(finished[j]));
+    }
+    finished[i]->raise(record);
+  }
 }
 
 }  // namespace vulkan

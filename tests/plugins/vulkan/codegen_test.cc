@@ -250,9 +250,10 @@ TEST_F(VulkanCodegenTest, WrongArgumentsAreRefusedBeforeAnyLaunch) {
   }
 }
 
-// lavapipe leaves every loop of an invocation once 65535 iterations have run in all of them;
-// the code generator unrolls, so a kernel running 3 x 50000 iterations in one invocation
-// still does all of them, in order.
+// lavapipe leaves every loop of a SIMD group of invocations once they have taken 65535 loop
+// back edges in all of them; the code generator unrolls, so a kernel running 3 x 50000
+// iterations in one invocation still does all of them, in order (vulkan_long_loops_test
+// covers the budget's edges and the error past it).
 // out[r] = (r + 1) * sum(x), in one invocation: 3n loop iterations.
 constexpr const char* kLongSumIR =
     "# backplane-ir 1\n"
