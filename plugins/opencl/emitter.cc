@@ -127,6 +127,9 @@ std::string KernelName(const ir::PrimFunc& func) {
 
 std::string OpenCLEmitter::Prelude() {
   std::string p = std::string(kHeader) + "\n";
+  // The IR rounds a*b+c twice (docs/ir.md); OpenCL C may contract it into an FMA by default.
+  p +=
+      options_.fp_contract ? "#pragma OPENCL FP_CONTRACT ON\n" : "#pragma OPENCL FP_CONTRACT OFF\n";
   if (uses_fp64_) p += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
   if (uses_fp16_) p += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n";
   // The base spells fixed-width integer types as C does; OpenCL C has them under other names.

@@ -259,3 +259,31 @@ TEST(CudaCliTest, InfoShowsTheReasonAndBuildCrossCompiles) {
 }
 
 }  // namespace
+
+// a*b+c rounds twice (docs/ir.md): NVRTC runs with --fmad=false, so the PTX multiplies and
+// adds (mul.rn.f32, add.rn.f32) and fuses nothing unless the Target asks for
+// fast-math-contract (then fma.rn.f32).
+TEST(CudaCodegenTest, MultiplyAddIsNotContractedUnlessTheTargetAsks) {
+  LoadCuda();
+  const std::string ir = R"(# backplane-ir 1
+func muladd(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n], d: buffer<float32>[n]) {
+  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {
+    for tx in thread(threadIdx.x, 0, 64) {
+      if (bx * 64 + tx < n) {
+        d[bx * 64 + tx] = a[bx * 64 + tx] * b[bx * 64 + tx] + c[bx * 64 + tx]
+      }
+    }
+  }
+}
+)";
+  const std::string ptx =
+      backplane::Build(ir, Target::Parse("cuda -arch=sm_90")).Imports()[0].InspectSource("ptx");
+  EXPECT_EQ(ptx.find("fma.rn.f32"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("mul.rn.f32"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("add.rn.f32"), std::string::npos) << ptx;
+  const std::string fused =
+      backplane::Build(ir, Target::Parse("cuda -arch=sm_90 -fast-math-contract"))
+          .Imports()[0]
+          .InspectSource("ptx");
+  EXPECT_NE(fused.find("fma.rn.f32"), std::string::npos) << fused;
+}
