@@ -18,8 +18,11 @@ Module BuildOpenCL(const std::string& ir_text, const Target& target) {
   OpenCLEmitOptions options;
   options.fp_contract = target.GetAttr<bool>("fast-math-contract").value_or(false);
   OpenCLEmitter emitter(options);
+  codegen::CheckOptions checks;
+  checks.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
+  emitter.set_checks(checks);
   const std::string source = emitter.Emit(m);
-  return MakeOpenCLModule(ir::Print(m), source);
+  return MakeOpenCLModule(ir::Print(m), source, emitter.fault_sites());
 }
 
 void RegisterCodegen() {

@@ -6,10 +6,12 @@
 //
 // Scalars are passed by value (bool as uchar, float16 as float), every buffer as a __global
 // pointer followed by its byte offset (a DLTensor's byte_offset: OpenCL cannot offset a
-// cl_mem). Thread axes read get_group_id/get_local_id, `shared` allocations are __local
-// arrays declared at the kernel's outermost scope (OpenCL allows them nowhere else), a
-// barrier is barrier(CLK_LOCAL_MEM_FENCE), math intrinsics are OpenCL's overloaded builtins.
-// Emit throws ir::Error(kValue) for what OpenCL C cannot express, naming the function.
+// cl_mem); a kernel with a run-time check (a division by a variable, -bounds-check) takes
+// one more argument, `__global bp_fault_t* bp_fault`, the fault record (KernelHasFaults). Thread
+// axes read get_group_id/get_local_id, `shared` allocations are __local arrays declared at the
+// kernel's outermost scope (OpenCL allows them nowhere else), a barrier is
+// barrier(CLK_LOCAL_MEM_FENCE), math intrinsics are OpenCL's overloaded builtins. Emit throws
+// ir::Error(kValue) for what OpenCL C cannot express, naming the function.
 #ifndef BACKPLANE_PLUGINS_OPENCL_EMITTER_H_
 #define BACKPLANE_PLUGINS_OPENCL_EMITTER_H_
 
@@ -38,6 +40,9 @@ std::vector<ir::ThreadTag> LaunchAxes(const ir::PrimFunc& func);
 // The OpenCL C identifier of a PrimFunc's kernel.
 std::string KernelName(const ir::PrimFunc& func);
 
+// Whether the kernel of `func` takes the fault record (a site of `sites` is in it).
+bool KernelHasFaults(const ir::PrimFunc& func, const std::vector<codegen::FaultSite>& sites);
+
 // Options of the OpenCL C dialect, from the opencl Target.
 struct OpenCLEmitOptions {
   // FP_CONTRACT ON (the OpenCL default: a*b+c may become one FMA) instead of OFF (the IR's
@@ -61,6 +66,11 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   void EmitLoopPragma(const ir::ForNode& loop) override;
   std::string IntrinsicName(const std::string& name, ir::DType t) override;
   const char* DialectName() const override { return "opencl"; }
+  // The fault record is a hidden last kernel argument `__global bp_fault_t* bp_fault` of the
+  // kernels that have a run-time check (HasFaultRecord in the module's site table).
+  bool HasFaultRecord() const override { return true; }
+  std::string FaultRecordType() override { return "__global bp_fault_t*"; }
+  std::string FaultClaim(const std::string& record, const std::string& site) override;
 
  private:
   OpenCLEmitOptions options_;
