@@ -24,8 +24,12 @@ Module BuildCUDA(const std::string& ir_text, const Target& target) {
     ir::IRModule module = ir::Parse(ir_text, "target.build.cuda input");
     ir::Verify(module);
     CUDAEmitter emitter;
+    codegen::CheckOptions checks;
+    checks.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
+    emitter.set_checks(checks);
     data.source = emitter.Emit(module);
     data.kernels = emitter.kernels();
+    data.fault_sites = emitter.fault_sites();
     data.ir = ir::Print(module);
   } catch (const ir::Error& e) {
     throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.cuda: ") + e.what());
