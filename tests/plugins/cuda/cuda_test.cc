@@ -154,6 +154,22 @@ TEST_P(CudaKernelBuildTest, CompilesToPtxThatPtxasAcceptsAndSaves) {
   EXPECT_THROW(loaded.Imports()[0].GetFunction(c->func + "_kernel")(), backplane::Error);
 }
 
+// With -bounds-check every GPU kernel of the catalog builds to PTX that ptxas accepts.
+TEST_P(CudaKernelBuildTest, BuildsWithBoundsCheck) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m = backplane::Build(backplane::runner::KernelSource(*c),
+                              Target::Parse("cuda -arch=sm_90 -bounds-check"));
+  EXPECT_NE(m.Imports()[0].InspectSource("cuda").find("bp_chk("), std::string::npos);
+  const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + c->func + "_bc.ptx";
+  std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+  std::ofstream(path) << m.Imports()[0].InspectSource("ptx");
+  std::string out;
+  const int rc = RunCommand(
+      std::string(BACKPLANE_CUDA_PTXAS) + " -arch=sm_90 " + path + " -o " + path + ".cubin", &out);
+  EXPECT_EQ(rc, 0) << "ptxas refused the PTX of " << c->func << ":\n" << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Catalog, CudaKernelBuildTest, ::testing::ValuesIn(GpuKernels()),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -120,6 +120,21 @@ TEST_P(OpenCLKernelTest, BuildsRunsAndMatchesTheReference) {
   EXPECT_TRUE(stats == "compiled=1 loaded=1" || stats == "compiled=0 loaded=2") << stats;
 }
 
+// With -bounds-check every GPU kernel of the catalog still matches: no false alarm from
+// shared memory, barriers or two-dimensional buffers.
+TEST_P(OpenCLKernelTest, MatchesTheReferenceWithBoundsCheck) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  const Target target =
+      Target::Parse("opencl -bounds-check -max_num_threads=" +
+                    std::to_string(ClTarget().GetAttr<int64_t>("max_num_threads").value_or(256)));
+  Module m = backplane::Build(backplane::runner::KernelSource(*c), target);
+  EXPECT_NE(m.Imports()[0].InspectSource().find("bp_chk("), std::string::npos);
+  backplane::runner::Result r = backplane::runner::RunCase(*c, m, Cl(), c->small, 1, 3);
+  EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
+  EXPECT_LE(r.max_error, c->tolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Catalog, OpenCLKernelTest, ::testing::ValuesIn(GpuKernels()),
                          [](const auto& param_info) { return param_info.param; });
 
