@@ -51,6 +51,11 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
     return "atomicCAS(&" + record + "->site, 0, " + site + ") == 0";
   }
   std::string HelperQualifier() override { return "static __device__ __forceinline__"; }
+  // NVRTC has no GNU statement expressions.
+  std::string StatementExpression(const std::string& statements,
+                                  const std::string& value) override {
+    return "([&]() { " + statements + " return " + value + "; }())";
+  }
 
  private:
   std::vector<KernelInfo> kernels_;

@@ -609,27 +609,31 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
          l + ") " + r + "[" + l + "] = " + lane + "; " + r + "; })";
 }
 
-// A load or store's index texts: scalar indices checked against their extents (when `site`
-// is not 0), the last one of a contiguous vector access left to the caller.
+// The parts of a bounds-checked access (docs/codegen-guide.md, "Run-time checks"): its
+// index is computed once into `index` through bp_chk/bp_chkv, which clear the flag `ok` when
+// an index is out of bounds (after recording the fault); the access then does not happen, so
+// even an empty buffer with a null pointer is never touched.
+struct CFamilyEmitter::CheckedAccess {
+  std::string ok;     // the flag's name
+  std::string index;  // the flat index's name
+  std::string decls;  // "int ok = 1; " (the index is declared where it is computed)
+};
+
+CFamilyEmitter::CheckedAccess CFamilyEmitter::BeginCheckedAccess() {
+  CheckedAccess a;
+  a.ok = Temp();
+  a.index = Temp();
+  a.decls = "int " + a.ok + " = 1; ";
+  return a;
+}
+
 std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
   const ir::LoadNode& load = *e.As<ir::LoadNode>();
   const DType t = load.dtype;
   const std::string buf = Name(load.buffer.name());
   const int site = AccessSite(load.buffer, checks_.bounds_check ? ir::Print(e) : "");
-  const ir::BufferNode& bn = *load.buffer.get();
-  // The index texts of scalar dimensions, checked.
-  auto checked = [&](const std::vector<ir::Expr>& idx) {
-    std::vector<std::string> out;
-    for (size_t k = 0; k < idx.size(); ++k) {
-      out.push_back(
-          CheckedIndex(EmitExpr(idx[k]), EmitExpr(bn.shape[k]), static_cast<int>(k), site));
-    }
-    return out;
-  };
-  if (t.lanes == 1) {
-    if (site == 0) return buf + "[" + FlatIndex(load.buffer, load.indices) + "]";
-    return buf + "[" + CheckedFlat(load.buffer, checked(load.indices)) + "]";
-  }
+  if (site != 0) return EmitCheckedLoad(load, site);
+  if (t.lanes == 1) return buf + "[" + FlatIndex(load.buffer, load.indices) + "]";
   // Contiguous: every index scalar but the last, which is ramp(base, 1, lanes).
   const size_t last = load.indices.size() - 1;
   bool contiguous = load.buffer->strides.empty();
@@ -641,35 +645,21 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
   if (contiguous) {
     std::vector<ir::Expr> idx = load.indices;
     idx[last] = ramp->base;
-    std::string flat;
-    if (site == 0) {
-      flat = FlatIndex(load.buffer, idx);
-    } else {
-      std::vector<std::string> texts = checked(std::vector<ir::Expr>(idx.begin(), idx.end() - 1));
-      texts.push_back("bp_chkv(bp_fault, " + std::to_string(site) + ", " + std::to_string(last) +
-                      ", (int64_t)(" + EmitExpr(ramp->base) + "), " + std::to_string(t.lanes) +
-                      ", (int64_t)(" + EmitExpr(bn.shape[last]) + "))");
-      flat = CheckedFlat(load.buffer, texts);
-    }
-    return "({ " + TypeName(t) + " " + v + "; memcpy(&" + v + ", &" + buf + "[" + flat +
-           "], sizeof(" + v + ")); " + v + "; })";
+    return "({ " + TypeName(t) + " " + v + "; memcpy(&" + v + ", &" + buf + "[" +
+           FlatIndex(load.buffer, idx) + "], sizeof(" + v + ")); " + v + "; })";
   }
   // Gather lane by lane.
   const std::string l = Temp();
   std::string decls;
   std::vector<std::string> lane_idx;
-  for (size_t k = 0; k < load.indices.size(); ++k) {
-    const ir::Expr& i = load.indices[k];
-    std::string lane;
+  for (const ir::Expr& i : load.indices) {
     if (i.dtype().lanes == 1) {
-      lane = EmitExpr(i);
+      lane_idx.push_back(EmitExpr(i));
     } else {
       std::string iv = Temp();
       decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
-      lane = iv + "[" + l + "]";
+      lane_idx.push_back(iv + "[" + l + "]");
     }
-    if (site != 0) lane = CheckedIndex(lane, EmitExpr(bn.shape[k]), static_cast<int>(k), site);
-    lane_idx.push_back(lane);
   }
   std::vector<ir::Expr> lane_vars;
   for (size_t k = 0; k < lane_idx.size(); ++k) {
@@ -687,35 +677,142 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
          "]; " + v + "; })";
 }
 
+// The checked flat index of an access: `scalar` are the index texts of every dimension (for a
+// contiguous vector access the last is its base, checked for `lanes` elements).
+std::string CFamilyEmitter::CheckedAccessIndex(const ir::Buffer& buffer,
+                                               const std::vector<std::string>& scalar, int lanes,
+                                               int site, const std::string& ok) {
+  const ir::BufferNode& bn = *buffer.get();
+  std::vector<std::string> texts;
+  for (size_t k = 0; k < scalar.size(); ++k) {
+    const std::string extent = EmitExpr(bn.shape[k]);
+    if (lanes > 1 && k + 1 == scalar.size()) {
+      texts.push_back("bp_chkv(bp_fault, " + std::to_string(site) + ", " + std::to_string(k) +
+                      ", (int64_t)(" + scalar[k] + "), " + std::to_string(lanes) + ", (int64_t)(" +
+                      extent + "), &" + ok + ")");
+    } else {
+      texts.push_back(CheckedIndex(scalar[k], extent, static_cast<int>(k), site) + ok + ")");
+    }
+  }
+  return CheckedFlat(buffer, texts);
+}
+
+// An access is contiguous when every index is scalar but the last, a ramp of stride 1, and
+// the buffer has no declared strides; `base` gets the ramp's base.
+static bool Contiguous(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices,
+                       ir::Expr* base) {
+  const size_t last = indices.size() - 1;
+  bool contiguous = buffer->strides.empty();
+  for (size_t k = 0; k < last; ++k) contiguous = contiguous && indices[k].dtype().lanes == 1;
+  const ir::RampNode* ramp = indices[last].As<ir::RampNode>();
+  contiguous = contiguous && ramp != nullptr && AsIntImm(ramp->stride) != nullptr &&
+               AsIntImm(ramp->stride)->value == 1;
+  if (contiguous) *base = ramp->base;
+  return contiguous;
+}
+
+std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) {
+  const DType t = load.dtype;
+  const std::string buf = Name(load.buffer.name());
+  const CheckedAccess a = BeginCheckedAccess();
+  std::vector<std::string> idx;
+  if (t.lanes == 1) {
+    for (const ir::Expr& i : load.indices) idx.push_back(EmitExpr(i));
+    return StatementExpression(
+        a.decls + "const int64_t " + a.index + " = " +
+            CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + ";",
+        a.ok + " ? " + buf + "[" + a.index + "] : " + CastText(TypeName(t), "0"));
+  }
+  const std::string v = Temp(), l = Temp();
+  const std::string zero = "for (int " + l + " = 0; " + l + " < " + std::to_string(t.lanes) +
+                           "; ++" + l + ") " + v + "[" + l + "] = 0;";
+  ir::Expr base;
+  if (Contiguous(load.buffer, load.indices, &base)) {
+    for (size_t k = 0; k + 1 < load.indices.size(); ++k) idx.push_back(EmitExpr(load.indices[k]));
+    idx.push_back(EmitExpr(base));
+    return "({ " + TypeName(t) + " " + v + "; " + a.decls + "const int64_t " + a.index + " = " +
+           CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
+           ") memcpy(&" + v + ", &" + buf + "[" + a.index + "], sizeof(" + v + ")); else " + zero +
+           " " + v + "; })";
+  }
+  // Gather lane by lane; after a lane out of bounds the rest are 0.
+  std::string decls;
+  for (const ir::Expr& i : load.indices) {
+    if (i.dtype().lanes == 1) {
+      idx.push_back(EmitExpr(i));
+    } else {
+      std::string iv = Temp();
+      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
+      idx.push_back(iv + "[" + l + "]");
+    }
+  }
+  return "({ " + TypeName(t) + " " + v + "; " + decls + a.decls + "for (int " + l + " = 0; " + l +
+         " < " + std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
+         CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + "; " + v + "[" + l + "] = " + a.ok +
+         " ? " + buf + "[" + a.index + "] : 0; } " + v + "; })";
+}
+
+void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
+  const DType t = store.value.dtype();
+  const std::string buf = Name(store.buffer.name());
+  // The value first, as the interpreter: a bad load in it is the error, not the store.
+  const std::string v = Temp();
+  const std::string value = TypeName(t) + " " + v + " = " + EmitExpr(store.value) + "; ";
+  const CheckedAccess a = BeginCheckedAccess();
+  std::vector<std::string> idx;
+  const int lanes = store.indices.back().dtype().lanes;
+  if (lanes == 1) {
+    for (const ir::Expr& i : store.indices) idx.push_back(EmitExpr(i));
+    if (t.lanes == 1) {
+      Line("{ const " + value + a.decls + "const int64_t " + a.index + " = " +
+           CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf +
+           "[" + a.index + "] = " + v + "; }");
+      return;
+    }
+  }
+  ir::Expr base;
+  if (Contiguous(store.buffer, store.indices, &base)) {
+    idx.clear();
+    for (size_t k = 0; k + 1 < store.indices.size(); ++k) {
+      idx.push_back(EmitExpr(store.indices[k]));
+    }
+    idx.push_back(EmitExpr(base));
+    Line("{ " + value + a.decls + "const int64_t " + a.index + " = " +
+         CheckedAccessIndex(store.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
+         ") memcpy(&" + buf + "[" + a.index + "], &" + v + ", sizeof(" + v + ")); }");
+    return;
+  }
+  // Scatter lane by lane; after a lane out of bounds the rest are not stored.
+  idx.clear();
+  const std::string l = Temp();
+  std::string decls;
+  for (const ir::Expr& i : store.indices) {
+    if (i.dtype().lanes == 1) {
+      idx.push_back(EmitExpr(i));
+    } else {
+      std::string iv = Temp();
+      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
+      idx.push_back(iv + "[" + l + "]");
+    }
+  }
+  Line("{ " + value + decls + a.decls + "for (int " + l + " = 0; " + l + " < " +
+       std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
+       CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf + "[" +
+       a.index + "] = " + (t.lanes > 1 ? v + "[" + l + "]" : v) + "; } }");
+}
+
 void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
   const ir::StoreNode& store = *s.As<ir::StoreNode>();
   const DType t = store.value.dtype();
   const std::string buf = Name(store.buffer.name());
-  std::string text;
   if (checks_.bounds_check) {
-    text = ir::Print(s, 0);
+    std::string text = ir::Print(s, 0);
     while (!text.empty() && text.back() == '\n') text.pop_back();
+    EmitCheckedStore(store, AccessSite(store.buffer, text));
+    return;
   }
-  const int site = AccessSite(store.buffer, text);
-  const ir::BufferNode& bn = *store.buffer.get();
-  auto checked = [&](const std::vector<ir::Expr>& idx) {
-    std::vector<std::string> out;
-    for (size_t k = 0; k < idx.size(); ++k) {
-      out.push_back(
-          CheckedIndex(EmitExpr(idx[k]), EmitExpr(bn.shape[k]), static_cast<int>(k), site));
-    }
-    return out;
-  };
   if (t.lanes == 1) {
-    if (site == 0) {
-      Line(buf + "[" + FlatIndex(store.buffer, store.indices) + "] = " + EmitExpr(store.value) +
-           ";");
-      return;
-    }
-    // The value first, as the interpreter: a bad load in it is the error, not the store.
-    const std::string v = Temp();
-    Line("{ const " + TypeName(t) + " " + v + " = " + EmitExpr(store.value) + "; " + buf + "[" +
-         CheckedFlat(store.buffer, checked(store.indices)) + "] = " + v + "; }");
+    Line(buf + "[" + FlatIndex(store.buffer, store.indices) + "] = " + EmitExpr(store.value) + ";");
     return;
   }
   const size_t last = store.indices.size() - 1;
@@ -728,35 +825,21 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
   if (contiguous) {
     std::vector<ir::Expr> idx = store.indices;
     idx[last] = ramp->base;
-    std::string flat;
-    if (site == 0) {
-      flat = FlatIndex(store.buffer, idx);
-    } else {
-      std::vector<std::string> texts = checked(std::vector<ir::Expr>(idx.begin(), idx.end() - 1));
-      texts.push_back("bp_chkv(bp_fault, " + std::to_string(site) + ", " + std::to_string(last) +
-                      ", (int64_t)(" + EmitExpr(ramp->base) + "), " + std::to_string(t.lanes) +
-                      ", (int64_t)(" + EmitExpr(bn.shape[last]) + "))");
-      flat = CheckedFlat(store.buffer, texts);
-    }
     Line("{ " + TypeName(t) + " " + v + " = " + EmitExpr(store.value) + "; memcpy(&" + buf + "[" +
-         flat + "], &" + v + ", sizeof(" + v + ")); }");
+         FlatIndex(store.buffer, idx) + "], &" + v + ", sizeof(" + v + ")); }");
     return;
   }
   const std::string l = Temp();
   std::string decls;
   std::vector<std::string> lane_idx;
-  for (size_t k = 0; k < store.indices.size(); ++k) {
-    const ir::Expr& i = store.indices[k];
-    std::string lane;
+  for (const ir::Expr& i : store.indices) {
     if (i.dtype().lanes == 1) {
-      lane = EmitExpr(i);
+      lane_idx.push_back(EmitExpr(i));
     } else {
       std::string iv = Temp();
       decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
-      lane = iv + "[" + l + "]";
+      lane_idx.push_back(iv + "[" + l + "]");
     }
-    if (site != 0) lane = CheckedIndex(lane, EmitExpr(bn.shape[k]), static_cast<int>(k), site);
-    lane_idx.push_back(lane);
   }
   std::vector<ir::Expr> lane_vars;
   for (size_t k = 0; k < lane_idx.size(); ++k) {
@@ -908,6 +991,11 @@ void CFamilyEmitter::EmitHeapAllocation(const ir::AllocateNode& n, const std::st
 
 // ---- Run-time checks ----------------------------------------------------------------------
 
+std::string CFamilyEmitter::StatementExpression(const std::string& statements,
+                                                const std::string& value) {
+  return "({ " + statements + " " + value + "; })";
+}
+
 std::string CFamilyEmitter::FaultClaim(const std::string& record, const std::string& site) {
   return "__sync_bool_compare_and_swap(&" + record + "->site, 0, " + site + ")";
 }
@@ -966,7 +1054,7 @@ int CFamilyEmitter::AccessSite(const ir::Buffer& buffer, const std::string& text
 std::string CFamilyEmitter::CheckedIndex(const std::string& index, const std::string& extent,
                                          int dim, int site) {
   return "bp_chk(bp_fault, " + std::to_string(site) + ", " + std::to_string(dim) + ", (int64_t)(" +
-         index + "), (int64_t)(" + extent + "))";
+         index + "), (int64_t)(" + extent + "), &";
 }
 
 std::string CFamilyEmitter::CheckedFlat(const ir::Buffer& buffer,
@@ -1056,18 +1144,20 @@ std::string CFamilyEmitter::FaultHelpers() {
          "}\n";
   }
   if (helpers_.count("chk")) {
-    // An index out of bounds reads (or writes) element 0 instead: the call fails anyway.
+    // An index out of bounds clears *ok: the access is skipped (a load gives 0).
     p += q + "int64_t bp_chk(" + r +
-         " f, int32_t site, int32_t dim, int64_t i, int64_t n) {\n"
+         " f, int32_t site, int32_t dim, int64_t i, int64_t n, int* ok) {\n"
          "  if ((uint64_t)i < (uint64_t)n) return i;\n"
          "  bp_fault_set(f, site, i, n, dim);\n"
+         "  *ok = 0;\n"
          "  return 0;\n"
          "}\n"
          // A contiguous vector access of `lanes` elements from i.
          + q + "int64_t bp_chkv(" + r +
-         " f, int32_t site, int32_t dim, int64_t i, int64_t lanes, int64_t n) {\n"
+         " f, int32_t site, int32_t dim, int64_t i, int64_t lanes, int64_t n, int* ok) {\n"
          "  if ((uint64_t)i < (uint64_t)n && (uint64_t)(i + lanes - 1) < (uint64_t)n) return i;\n"
          "  bp_fault_set(f, site, (uint64_t)i < (uint64_t)n ? i + lanes - 1 : i, n, dim);\n"
+         "  *ok = 0;\n"
          "  return 0;\n"
          "}\n";
   }

@@ -629,6 +629,15 @@ func t2(n: int32, m: int32, a: buffer<float32>[n, 8], o: buffer<float32>[n, 8]) 
   EXPECT_EQ(s.message,
             "t2: index 3 is out of bounds for dimension 0 of buffer 'a' (extent 3) in "
             "`a[i, ramp(0, 1, 8)]`");
+  // Empty tensors without data (a null pointer): the access out of bounds is skipped, never
+  // made, so the error comes back instead of a crash.
+  int64_t zero[1] = {0};
+  DLTensor empty{nullptr, DLDevice{kDLCPU, 0}, 1, kF32, zero, nullptr, 0};
+  DLTensor empty_b = empty, empty_c = empty;
+  s = Capture([&] { checked.GetFunction("vector_add")(0, 1, &empty, &empty_b, &empty_c); });
+  EXPECT_EQ(s.message,
+            "vector_add: index 0 is out of bounds for dimension 0 of buffer 'a' (extent 0) in "
+            "`a[i]`");
   // The default build carries no bounds checks.
   EXPECT_EQ(Build(kWrongExtent).InspectSource().find("bp_chk("), std::string::npos);
   EXPECT_NE(checked.InspectSource().find("bp_chk("), std::string::npos);

@@ -574,6 +574,14 @@ TEST_F(OpenCLCodegenTest, BoundsCheckTurnsAnAccessOutOfBoundsIntoAnError) {
   checked.GetFunction("f")(m, m, ta.dl(), tb.dl(), tc.dl());
   std::vector<float> c = tc.ToVector<float>();
   for (int64_t i = 0; i < m; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << i;
+  // Empty tensors without data: the access out of bounds is skipped, never made.
+  int64_t zero[1] = {0};
+  DLTensor empty{nullptr, DLDevice{kDLOpenCL, 0}, 1, kF32, zero, nullptr, 0};
+  DLTensor empty_b = empty, empty_c = empty;
+  s = CaptureError([&] { checked.GetFunction("f")(1, 0, &empty, &empty_b, &empty_c); });
+  EXPECT_EQ(s.message,
+            "'f_kernel' (called by host function 'f'): f_kernel: index 0 is out of bounds for "
+            "dimension 0 of buffer 'a' (extent 0) in `a[i]`");
   // Saved and loaded, the module keeps its messages.
   Module loaded = Module::LoadFromBytes(checked.SaveToBytes());
   s = CaptureError([&] { loaded.GetFunction("f")(m + 1, m, ta.dl(), tb.dl(), tc.dl()); });

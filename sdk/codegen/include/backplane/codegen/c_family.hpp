@@ -139,6 +139,10 @@ class CFamilyEmitter {
   // An expression, true when it claimed the record: `record->site` from 0 to `site_plus_one`,
   // atomically where threads share the record.
   virtual std::string FaultClaim(const std::string& record, const std::string& site_plus_one);
+  // An expression that runs `statements` and then has the value of `value`: a GNU statement
+  // expression "({ statements value; })" (gcc, clang, OpenCL C); CUDA C++ spells an
+  // immediately called lambda. Used by bounds-checked scalar loads.
+  virtual std::string StatementExpression(const std::string& statements, const std::string& value);
   // The qualifiers of a helper function ("static inline", "static __device__ inline").
   virtual std::string HelperQualifier() { return "static inline"; }
   // The typedef of bp_fault_t and the helpers the functions used (call from Prelude()).
@@ -187,8 +191,15 @@ class CFamilyEmitter {
   // checked for a zero divisor and wrapping INT_MIN / -1 (site: the text of the expression).
   std::string CheckedIntDivision(ir::BinaryOp op, ir::DType t, const std::string& x,
                                  const std::string& y, const ir::Expr& divisor, const ir::Expr& e);
-  // `index` checked against `extent` (dimension `dim`) when bounds checking is on.
+  // The start of `index` checked against `extent` (dimension `dim`): the caller appends the
+  // name of the access's ok flag and ")".
   std::string CheckedIndex(const std::string& index, const std::string& extent, int dim, int site);
+  struct CheckedAccess;
+  CheckedAccess BeginCheckedAccess();
+  std::string CheckedAccessIndex(const ir::Buffer& buffer, const std::vector<std::string>& scalar,
+                                 int lanes, int site, const std::string& ok);
+  std::string EmitCheckedLoad(const ir::LoadNode& load, int site);
+  void EmitCheckedStore(const ir::StoreNode& store, int site);
   // The bounds-check site of a load or store of `buffer` (0 when checking is off).
   int AccessSite(const ir::Buffer& buffer, const std::string& text);
   int temp_counter_ = 0;
