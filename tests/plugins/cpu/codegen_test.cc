@@ -583,6 +583,29 @@ func big(n: int64, out: buffer<float32>[1]) {
       << s.message;
 }
 
+// An allocation the system refuses (2^50 bytes: more than x86-64's or AArch64's 47/48-bit
+// address space, so calloc fails whatever the overcommit setting) is BP_ERR_OUT_OF_MEMORY
+// naming it. Not under AddressSanitizer, whose allocator aborts on such a size by default.
+TEST_F(CodegenTest, AnAllocationTheSystemRefusesIsOutOfMemory) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer aborts on a 1 PiB calloc instead of returning NULL";
+#else
+  Module m = Build(R"(
+func big(n: int64, out: buffer<float32>[1]) {
+  alloc t: float32[n, n] global
+  t[0, 0] = 1.5f32
+  out[0] = t[0, 0]
+}
+)");
+  Tensor out = Floats({0.0f});
+  bptest::Status s = Capture([&] { m.GetFunction("big")(int64_t{1} << 24, out.dl()); });
+  EXPECT_EQ(s.kind, BP_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(s.message,
+            "big: out of host memory for allocation 't' (float32, shape [n, n]) of "
+            "1125899906842624 bytes; free memory or make it smaller");
+#endif
+}
+
 const char* kWrongExtent = R"(# backplane-ir 1
 func vector_add(n: int32, m: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n]) {
   for i in parallel(0, m) {
