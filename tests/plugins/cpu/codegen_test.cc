@@ -475,7 +475,7 @@ TEST_F(CodegenTest, IntegerDivisionByZeroIsAnErrorAndIntMinByMinusOneWraps) {
                         static_cast<uint8_t>(std::stoi(t.substr(t[0] == 'u' ? 4 : 3))), 1};
     const int bits = dt.bits;
     const bool is_signed = dt.code == kDLInt;
-    const int64_t lo = is_signed ? -(int64_t{1} << (bits - 1)) : 0;
+    const int64_t lo = is_signed ? static_cast<int64_t>(~uint64_t{0} << (bits - 1)) : 0;
     std::mt19937_64 rng(11);
     std::vector<int64_t> a(n), b(n);
     for (int64_t i = 0; i < n; ++i) {
