@@ -12,6 +12,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,15 @@ Target TargetFor(const Context& ctx, const std::string& kind) {
   } catch (const Error& e) {
     Fail("Target::FromDevice(" + DeviceString(ctx.dev) + ", \"" + kind + "\") failed: " + e.what());
   }
+}
+
+// The same Target with bounds checks on (docs/codegen-guide.md, "The error channel"), or
+// nothing when the kind declares no `bounds-check` attribute (a third party's kind may not).
+std::optional<Target> BoundsChecked(const Target& t) {
+  nlohmann::json j = nlohmann::json::parse(t.ToJson());
+  if (!j.contains("bounds-check")) return std::nullopt;
+  j["bounds-check"] = true;
+  return Target::Parse(j.dump());
 }
 
 Module BuildFor(const std::string& ir, const Target& target, const std::string& what) {
@@ -105,6 +116,15 @@ void Kernel(Context& ctx, const std::string& func) {
            " and did not match the float64 reference: " + r.error);
     }
     const double ratio = MatchesInterpreter(*c, m, ctx, func + " built by target.build." + kind);
+    // The bounds-checked build runs the same inputs: an access out of bounds that the
+    // unchecked build survived by chance is an error naming the buffer and the index here.
+    if (const std::optional<Target> checked = BoundsChecked(t)) {
+      const Module mc =
+          BuildFor(runner::KernelSource(*c), *checked, func + " (" + c->file + ", -bounds-check)");
+      MatchesInterpreter(*c, mc, ctx, func + " built by target.build." + kind + " -bounds-check");
+    } else {
+      ctx.Detail(kind + ": the target kind has no bounds-check attribute; checked build skipped");
+    }
     char err[160];
     std::snprintf(err, sizeof(err),
                   "%.3g (tolerance %g); vs the IR interpreter: largest error %.2g of the "
