@@ -47,7 +47,8 @@ using EntryFn = int32_t (*)(const CArg* args, CContext* ctx);
 class CModule;
 
 struct CContext {
-  CallPackedFn call_packed;  // must stay the first member (bp_ctx_t in the generated code)
+  CallPackedFn call_packed;     // must stay the first member (bp_ctx_t in the generated code)
+  codegen::FaultRecord* fault;  // must stay the second member
   CModule* module;
   const std::vector<ir::ArgView>* views;
   std::string failure;  // set when a call_packed fails
@@ -78,13 +79,15 @@ class CModule : public sdk::ModuleBase {
   static constexpr const char* kKind = "c";
 
   CModule(std::string ir_text, ir::IRModule ir, std::string source, CompileOptions options,
-          std::string library_path, std::string library_bytes)
+          std::string library_path, std::string library_bytes,
+          std::vector<codegen::FaultSite> sites)
       : ir_text_(std::move(ir_text)),
         ir_(std::move(ir)),
         source_(std::move(source)),
         options_(std::move(options)),
         library_path_(std::move(library_path)),
-        library_bytes_(std::move(library_bytes)) {}
+        library_bytes_(std::move(library_bytes)),
+        sites_(std::move(sites)) {}
   ~CModule() override {
     // Functions hold the module, so no code of the library can still be running.
     if (handle_ != nullptr) dlclose(handle_);
@@ -102,7 +105,8 @@ class CModule : public sdk::ModuleBase {
                    {"cc", options_.cc},
                    {"flags", options_.flags},
                    {"triple", options_.triple},
-                   {"num_threads", options_.num_threads}};
+                   {"num_threads", options_.num_threads},
+                   {"fault_sites", codegen::FaultSitesToJson(sites_)}};
     std::string library = library_bytes_.empty() ? ReadFileBytes(library_path_) : library_bytes_;
     header["library_size"] = library.size();
     return std::string(kMagic) + header.dump() + "\n" + library;
@@ -112,6 +116,8 @@ class CModule : public sdk::ModuleBase {
     if (format == "ir") return ir_text_;
     return std::nullopt;
   }
+
+  const std::vector<codegen::FaultSite>& sites() const { return sites_; }
 
   // A global function called by generated code, looked up once per name.
   Function Callee(const std::string& name) {
@@ -161,6 +167,7 @@ class CModule : public sdk::ModuleBase {
   std::string load_error_;
   std::mutex mu_;
   std::map<std::string, Function> callees_;
+  std::vector<codegen::FaultSite> sites_;
 };
 
 // One function of a c module: the entry point and what checking a call needs.
@@ -240,11 +247,15 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
       c_args[i].i = v.i;
     }
   }
-  CContext ctx{CallPackedFromC, module.get(), &views, {}};
+  codegen::FaultRecord fault;
+  CContext ctx{CallPackedFromC, &fault, module.get(), &views, {}};
   const int32_t rc = entry(c_args.data(), &ctx);
-  if (rc == 4 && ctx.failure.empty()) {
-    throw Error(BP_ERR_OUT_OF_MEMORY,
-                "c function '" + func->name + "': out of host memory for an allocation");
+  if (fault.site != 0) {
+    // The first run-time check that failed (a call_packed failure after it is a consequence).
+    const std::vector<codegen::FaultSite>& sites = module->sites();
+    throw Error(
+        codegen::FaultIsOutOfMemory(sites, fault) ? BP_ERR_OUT_OF_MEMORY : BP_ERR_INVALID_ARGUMENT,
+        codegen::FaultMessage(sites, fault));
   }
   if (rc != 0) {
     throw Error(
@@ -286,11 +297,11 @@ Function CModule::GetFunction(const std::string& name) {
 }  // namespace
 
 Module MakeCModule(std::string ir_text, std::string source, CompileOptions options,
-                   std::string library_path) {
+                   std::string library_path, std::vector<codegen::FaultSite> sites) {
   ir::IRModule ir = ir::Parse(ir_text);
-  return sdk::MakeModule(std::make_shared<CModule>(std::move(ir_text), std::move(ir),
-                                                   std::move(source), std::move(options),
-                                                   std::move(library_path), std::string()));
+  return sdk::MakeModule(std::make_shared<CModule>(
+      std::move(ir_text), std::move(ir), std::move(source), std::move(options),
+      std::move(library_path), std::string(), std::move(sites)));
 }
 
 Module LoadCModule(const std::string& bytes) {
@@ -311,6 +322,7 @@ Module LoadCModule(const std::string& bytes) {
   CompileOptions options;
   std::string ir_text, source;
   size_t library_size = 0;
+  std::vector<codegen::FaultSite> sites;
   try {
     ir_text = header.at("ir").get<std::string>();
     source = header.at("source").get<std::string>();
@@ -319,6 +331,12 @@ Module LoadCModule(const std::string& bytes) {
     options.triple = header.at("triple").get<std::string>();
     options.num_threads = header.at("num_threads").get<int>();
     library_size = header.at("library_size").get<size_t>();
+    // Modules saved before the run-time checks existed have no table (and no checks).
+    if (header.contains("fault_sites")) {
+      sites = codegen::FaultSitesFromJson(header.at("fault_sites").get<std::string>());
+    }
+  } catch (const ir::Error& e) {
+    throw bad(e.what());
   } catch (const Json::exception& e) {
     throw bad(std::string("the header lacks a field or has a wrong type (") + e.what() + ")");
   }
@@ -341,9 +359,9 @@ Module LoadCModule(const std::string& bytes) {
   } else {
     held = std::move(library);
   }
-  return sdk::MakeModule(std::make_shared<CModule>(std::move(ir_text), std::move(ir),
-                                                   std::move(source), std::move(options),
-                                                   std::move(path), std::move(held)));
+  return sdk::MakeModule(std::make_shared<CModule>(
+      std::move(ir_text), std::move(ir), std::move(source), std::move(options), std::move(path),
+      std::move(held), std::move(sites)));
 }
 
 }  // namespace cpu

@@ -6,7 +6,9 @@
 #define BACKPLANE_PLUGINS_CPU_C_MODULE_H_
 
 #include <backplane/backplane.hpp>
+#include <backplane/codegen/c_family.hpp>
 #include <string>
+#include <vector>
 
 #include "compiler.h"
 
@@ -14,9 +16,10 @@ namespace backplane {
 namespace cpu {
 
 // A module for `ir_text` (verified), whose C `source` was compiled with `options` into the
-// shared library at `library_path`.
+// shared library at `library_path`; `sites` are the emitter's fault sites (the messages of
+// the run-time checks the source carries).
 Module MakeCModule(std::string ir_text, std::string source, CompileOptions options,
-                   std::string library_path);
+                   std::string library_path, std::vector<codegen::FaultSite> sites);
 
 // Reads what a c module's SaveToBytes wrote (runtime.module.load_from_bytes.c). Malformed
 // input is an Error naming what is wrong.

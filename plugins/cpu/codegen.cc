@@ -23,6 +23,7 @@ Module BuildC(const std::string& ir_text, const Target& target) {
   }
   ir::IRModule module;
   std::string source;
+  std::vector<codegen::FaultSite> sites;
   CompileOptions options = OptionsFromTarget(target);
   try {
     module = ir::Parse(ir_text, "target.build.c input");
@@ -31,13 +32,19 @@ Module BuildC(const std::string& ir_text, const Target& target) {
     ir::Verify(module, verify);
     codegen::CEmitOptions emit;
     emit.num_threads = options.num_threads;
-    source = codegen::CEmitter(emit).Emit(module);
+    codegen::CEmitter emitter(emit);
+    codegen::CheckOptions checks;
+    checks.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
+    emitter.set_checks(checks);
+    source = emitter.Emit(module);
+    sites = emitter.fault_sites();
   } catch (const ir::Error& e) {
     throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.c: ") + e.what());
   }
   std::string library = CompileSharedLibrary(source, options);
   // The module keeps the canonical text, so a saved module's IR reads the same everywhere.
-  return MakeCModule(ir::Print(module), std::move(source), std::move(options), std::move(library));
+  return MakeCModule(ir::Print(module), std::move(source), std::move(options), std::move(library),
+                     std::move(sites));
 }
 
 void RegisterCodegen() {

@@ -135,6 +135,9 @@ void RegisterTargetKinds() {
       .Attr<bool>("fast-math-arcp", false, "allow a reciprocal instead of a division")
       .Attr<bool>("fast-math-contract", false, "allow fusing, e.g. a*b+c into an FMA")
       .Attr<bool>("fast-math-reassoc", false, "allow reassociating float operations")
+      .Attr<bool>("bounds-check", false,
+                  "check every index against its extent: an access out of bounds is an error "
+                  "naming the function, buffer, index and extent (slower)")
       .Attr<std::string>("cc", std::string("cc"), "C compiler the c code generator runs")
       .Attr<std::vector<std::string>>("cflags", std::vector<std::string>{},
                                       "extra C compiler flags, e.g. -march=native")

@@ -64,6 +64,7 @@ class CUDAModule : public sdk::ModuleBase {
     if (!d.ok) return;
     for (Loaded& l : loaded_) {
       if (l.module != nullptr) d.cuModuleUnload(l.module);  // errors at exit are of no use
+      if (l.fault != 0) d.cuMemFree(l.fault);
     }
   }
 
@@ -96,6 +97,7 @@ class CUDAModule : public sdk::ModuleBase {
   struct Loaded {
     CUmodule module = nullptr;
     std::vector<CUfunction> functions;
+    CUdeviceptr fault = 0;  // the fault record (32 zero bytes), when a kernel has checks
   };
 
   // The kernel `index` in the device's context, loading the module there on first use.
@@ -114,6 +116,13 @@ class CUDAModule : public sdk::ModuleBase {
         const KernelInfo& k = data_.kernels[i];
         Check(d.cuModuleGetFunction(&l.functions[i], l.module, k.symbol.c_str()),
               "cuModuleGetFunction('" + k.symbol + "')");
+        if (k.faults && l.fault == 0) {
+          const codegen::FaultRecord zero;
+          Check(d.cuMemAlloc(&l.fault, sizeof(zero)), "cuMemAlloc of the fault record");
+          Check(d.cuMemcpyHtoDAsync(l.fault, &zero, sizeof(zero), nullptr),
+                "clearing the fault record");
+          Check(d.cuStreamSynchronize(nullptr), "clearing the fault record");
+        }
         if (k.dynamic_shared_bytes > kStaticSharedLimit) {
           Check(
               d.cuFuncSetAttribute(l.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -124,6 +133,12 @@ class CUDAModule : public sdk::ModuleBase {
       }
     }
     return l.functions[index];
+  }
+
+  // The fault record of the module on `device_id` (after Kernel loaded the module there).
+  CUdeviceptr FaultRecord(int32_t device_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return loaded_[static_cast<size_t>(device_id)].fault;
   }
 
   void Launch(size_t index, PackedArgs args) {
@@ -225,6 +240,15 @@ class CUDAModule : public sdk::ModuleBase {
     api->Activate(device);
     CUfunction fn = Kernel(api, device.device_id, index);
     CUstream stream = api->ActiveStream(device);
+    // A kernel with run-time checks gets the record last; one such launch at a time per
+    // module, which waits for the kernel and reads the record (docs/codegen-guide.md).
+    std::unique_lock<std::mutex> fault_lock(fault_mu_, std::defer_lock);
+    ParamSlot record{};
+    if (k.faults) {
+      fault_lock.lock();
+      record.ptr = FaultRecord(device.device_id);
+      pointers.push_back(&record);
+    }
     Check(api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                        static_cast<unsigned>(k.dynamic_shared_bytes), stream,
                                        pointers.empty() ? nullptr : pointers.data(), nullptr),
@@ -232,6 +256,19 @@ class CUDAModule : public sdk::ModuleBase {
               std::to_string(grid[1]) + ", " + std::to_string(grid[2]) + ") and block (" +
               std::to_string(block[0]) + ", " + std::to_string(block[1]) + ", " +
               std::to_string(block[2]) + ") on " + sdk::DeviceString(device));
+    if (k.faults) {
+      const Driver& d = api->driver();
+      codegen::FaultRecord r;
+      Check(d.cuMemcpyDtoHAsync(&r, record.ptr, sizeof(r), stream), "reading the fault record");
+      Check(d.cuStreamSynchronize(stream), "reading the fault record of '" + k.name + "'");
+      if (r.site != 0) {
+        const codegen::FaultRecord zero;
+        Check(d.cuMemcpyHtoDAsync(record.ptr, &zero, sizeof(zero), stream),
+              "clearing the fault record");
+        Check(d.cuStreamSynchronize(stream), "clearing the fault record");
+        throw Error(BP_ERR_INVALID_ARGUMENT, codegen::FaultMessage(data_.fault_sites, r));
+      }
+    }
   }
 
   CUDAModuleData data_;
@@ -239,6 +276,7 @@ class CUDAModule : public sdk::ModuleBase {
   std::vector<const ir::PrimFunc*> funcs_;
   std::mutex mu_;
   std::vector<Loaded> loaded_;  // by device id
+  std::mutex fault_mu_;         // held from the launch of a kernel with checks to its record read
 };
 
 using Json = nlohmann::json;
@@ -262,9 +300,11 @@ std::string SerializeCUDAModule(const CUDAModuleData& data) {
                          {"arg_types", k.arg_types},
                          {"written", k.written},
                          {"launch_params", k.launch_params},
-                         {"dynamic_shared_bytes", k.dynamic_shared_bytes}});
+                         {"dynamic_shared_bytes", k.dynamic_shared_bytes},
+                         {"faults", k.faults}});
   }
   header["functions"] = functions;
+  header["fault_sites"] = codegen::FaultSitesToJson(data.fault_sites);
   return std::string(kMagic) + header.dump() + "\n" + data.ir + data.source + data.binary;
 }
 
@@ -301,11 +341,17 @@ Module LoadCUDAModule(const std::string& bytes) {
       k.written = f.at("written").get<std::vector<bool>>();
       k.launch_params = f.at("launch_params").get<std::vector<std::string>>();
       k.dynamic_shared_bytes = f.at("dynamic_shared_bytes").get<int64_t>();
+      k.faults = f.value("faults", false);  // modules saved before the checks have none
       if (k.written.size() != k.arg_types.size()) throw bad("a function entry is inconsistent");
       data.kernels.push_back(std::move(k));
     }
+    if (h.contains("fault_sites")) {
+      data.fault_sites = codegen::FaultSitesFromJson(h.at("fault_sites").get<std::string>());
+    }
   } catch (const Json::exception& e) {
     throw bad(std::string("the function table lacks a field: ") + e.what());
+  } catch (const ir::Error& e) {
+    throw bad(e.what());
   }
   if (pos != bytes.size()) throw bad("trailing bytes after the sections");
   return MakeCUDAModule(std::move(data));

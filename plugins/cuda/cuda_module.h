@@ -22,6 +22,7 @@ struct CUDAModuleData {
   std::string source;  // the generated CUDA C
   std::string binary;  // PTX text or cubin bytes
   std::vector<KernelInfo> kernels;
+  std::vector<codegen::FaultSite> fault_sites;  // the run-time checks' messages
 };
 
 // The module for `data`. Needs no device until a function is called. Throws ir::Error for IR

@@ -53,6 +53,7 @@ std::string CUDAEmitter::Prelude() {
       "typedef unsigned long long uint64_t;\n"
       "#define NAN __int_as_float(0x7fc00000)\n"
       "#define INFINITY __int_as_float(0x7f800000)\n";
+  p += FaultHelpers();
   if (uses_floordiv_) {
     p += "\n__device__ __forceinline__ int64_t bp_floordiv(int64_t a, int64_t b) {\n"
          "  int64_t q = a / b;\n"
@@ -166,12 +167,23 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   const std::string bounds = threads > 0 && threads <= 1024
                                  ? "__launch_bounds__(" + std::to_string(threads) + ") "
                                  : std::string();
-  Line("extern \"C\" __global__ void " + bounds + k.symbol + "(" + params + ") {");
+  // The body first, into a stream of its own: whether the kernel takes the fault record is
+  // known once its checks were emitted.
+  const std::string before = out_.str();
+  out_.str("");
+  const size_t sites_before = sites_.size();
   ++indent_;
   shared_offset_ = 0;
   if (has_shared) Line("extern __shared__ __align__(16) unsigned char bp_shared[];");
   EmitStmt(func.body);
   --indent_;
+  const std::string body = out_.str();
+  k.faults = sites_.size() > sites_before;
+  if (k.faults) params += std::string(params.empty() ? "" : ", ") + "bp_fault_t* bp_fault";
+  out_.str("");
+  out_ << before;
+  Line("extern \"C\" __global__ void " + bounds + k.symbol + "(" + params + ") {");
+  out_ << body;
   Line("}");
   k.dynamic_shared_bytes = shared_offset_;
   kernels_.push_back(std::move(k));

@@ -2,7 +2,8 @@
 // The CUDA C dialect of the C-family emitter: each kernel PrimFunc (SplitHostDevice's output,
 // with a `launch_params` attr) becomes one extern "C" __global__ function taking its params
 // in order (buffers as __restrict__ pointers, const when the kernel only reads them, scalars
-// by value). Thread axes are blockIdx/threadIdx, barriers __syncthreads(), and shared
+// by value; a kernel with run-time checks takes the fault record `bp_fault_t* bp_fault`
+// last). Thread axes are blockIdx/threadIdx, barriers __syncthreads(), and shared
 // allocations are carved from the kernel's dynamic shared memory, whose size the launch
 // passes (so a kernel may use more than the 48 KiB a static array may).
 #ifndef BACKPLANE_PLUGINS_CUDA_EMITTER_H_
@@ -24,6 +25,8 @@ struct KernelInfo {
   std::vector<bool> written;               // per param: a buffer the kernel stores to
   std::vector<std::string> launch_params;  // "blockIdx.x", ... as the extents arrive
   int64_t dynamic_shared_bytes = 0;        // bytes of shared memory the launch passes
+  // The kernel has run-time checks: it takes the fault record (bp_fault_t*) after its params.
+  bool faults = false;
 };
 
 class CUDAEmitter : public codegen::CFamilyEmitter {
@@ -43,6 +46,16 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
                             const std::string& name, int64_t count) override;
   bool HasVectorTypes() const override { return false; }
   const char* DialectName() const override { return "cuda"; }
+  bool HasFaultRecord() const override { return true; }
+  std::string FaultClaim(const std::string& record, const std::string& site) override {
+    return "atomicCAS(&" + record + "->site, 0, " + site + ") == 0";
+  }
+  std::string HelperQualifier() override { return "static __device__ __forceinline__"; }
+  // NVRTC has no GNU statement expressions.
+  std::string StatementExpression(const std::string& statements,
+                                  const std::string& value) override {
+    return "([&]() { " + statements + " return " + value + "; }())";
+  }
 
  private:
   std::vector<KernelInfo> kernels_;

@@ -95,6 +95,12 @@ void RegisterTargetKind() {
                      "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
       .Attr<std::string>("model", sdk::kNoDefault, BP_ATTR_DEVICE_NAME, "the GPU's name")
       .Attr<std::vector<std::string>>("libs", sdk::kNoDefault, "external libraries, e.g. cublas")
+      .Attr<bool>("fast-math-contract", false,
+                  "allow fusing, e.g. a*b+c into an FMA (otherwise NVRTC runs with --fmad=false "
+                  "and keeps the IR's separate roundings)")
+      .Attr<bool>("bounds-check", false,
+                  "check every index against its extent: an access out of bounds is an error "
+                  "naming the kernel, buffer, index and extent (slower)")
       .Canonicalizer(Canonicalize)
       .Register();
   // NVIDIA H100 SXM5 and H200 SXM (GH100): compute capability 9.0, 132 SMs, 50 MiB of L2.

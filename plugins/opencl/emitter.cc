@@ -125,8 +125,22 @@ std::string KernelName(const ir::PrimFunc& func) {
   return Namer().Of(func.name);
 }
 
+bool KernelHasFaults(const ir::PrimFunc& func, const std::vector<codegen::FaultSite>& sites) {
+  for (const codegen::FaultSite& s : sites) {
+    if (s.func == func.name) return true;
+  }
+  return false;
+}
+
+std::string OpenCLEmitter::FaultClaim(const std::string& record, const std::string& site) {
+  return "atomic_cmpxchg((volatile __global int*)&" + record + "->site, 0, " + site + ") == 0";
+}
+
 std::string OpenCLEmitter::Prelude() {
   std::string p = std::string(kHeader) + "\n";
+  // The IR rounds a*b+c twice (docs/ir.md); OpenCL C may contract it into an FMA by default.
+  p +=
+      options_.fp_contract ? "#pragma OPENCL FP_CONTRACT ON\n" : "#pragma OPENCL FP_CONTRACT OFF\n";
   if (uses_fp64_) p += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
   if (uses_fp16_) p += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n";
   // The base spells fixed-width integer types as C does; OpenCL C has them under other names.
@@ -140,6 +154,7 @@ std::string OpenCLEmitter::Prelude() {
        "typedef ulong uint64_t;\n"
        // Contiguous vector loads and stores are spelled as memcpy by the base.
        "#define memcpy __builtin_memcpy\n";
+  p += FaultHelpers();
   if (uses_floordiv_) {
     p += "\nstatic inline int64_t bp_floordiv(int64_t a, int64_t b) {\n"
          "  int64_t q = a / b;\n"
@@ -178,7 +193,11 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
     }
     params += "const " + TypeName(t) + " " + name;
   }
-  Line("__kernel void " + Name(func.name) + "(" + params + ") {");
+  // The body first, into a stream of its own: whether the kernel takes the fault record is
+  // known once its checks were emitted.
+  const std::string before = out_.str();
+  out_.str("");
+  const size_t sites_before = sites_.size();
   ++indent_;
   for (const std::string& u : unpack) Line(u);
   std::vector<const ir::AllocateNode*> shared;
@@ -204,6 +223,14 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
   }
   EmitStmt(body);
   --indent_;
+  const std::string text = out_.str();
+  if (sites_.size() > sites_before) {
+    params += std::string(params.empty() ? "" : ", ") + "__global bp_fault_t* bp_fault";
+  }
+  out_.str("");
+  out_ << before;
+  Line("__kernel void " + Name(func.name) + "(" + params + ") {");
+  out_ << text;
   Line("}");
 }
 

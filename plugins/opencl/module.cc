@@ -51,22 +51,25 @@ struct Kernel {
   std::vector<KernelArgSpec> args;
   std::vector<ir::ThreadTag> axes;
   std::vector<bool> written;  // per param
+  bool faults = false;        // takes the fault record as a last argument
 };
 
 class OpenCLModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "opencl";
 
-  OpenCLModule(std::string ir_text, std::string source)
+  OpenCLModule(std::string ir_text, std::string source, std::vector<codegen::FaultSite> sites)
       : ir_text_(std::move(ir_text)),
         ir_(ir::Parse(ir_text_, "opencl module")),
-        source_(std::move(source)) {
+        source_(std::move(source)),
+        sites_(std::move(sites)) {
     for (const ir::PrimFunc& f : ir_.functions()) {
       Kernel k;
       k.func = &f;
       k.cl_name = KernelName(f);
       k.args = KernelArgSpecs(f);
       k.axes = LaunchAxes(f);
+      k.faults = KernelHasFaults(f, sites_);
       const std::vector<const ir::BufferNode*> stored = ir::WrittenBuffers(f.body);
       for (const ir::Param& p : f.params) {
         bool w = false;
@@ -81,6 +84,7 @@ class OpenCLModule : public sdk::ModuleBase {
     // references to the kernel and program (the OpenCL retain rules).
     for (auto& [key, state] : cl_kernels_) clReleaseKernel(state.kernel);
     for (auto& [id, program] : programs_) clReleaseProgram(program);
+    for (auto& [id, mem] : fault_records_) clReleaseMemObject(mem);
   }
 
   Function GetFunction(const std::string& name) override {
@@ -115,7 +119,8 @@ class OpenCLModule : public sdk::ModuleBase {
     const Json header = {{"ir", ir_text_},
                          {"source", source_},
                          {"build_options", kBuildOptions},
-                         {"kernels", kernels}};
+                         {"kernels", kernels},
+                         {"fault_sites", codegen::FaultSitesToJson(sites_)}};
     return std::string(kMagic) + header.dump();
   }
   std::optional<std::string> InspectSource(const std::string& format) override {
@@ -334,19 +339,54 @@ class OpenCLModule : public sdk::ModuleBase {
           break;
       }
     }
+    cl_mem record = nullptr;
+    if (k.faults) {
+      record = FaultRecord(device, dev.device_id);
+      set(sizeof(cl_mem), &record);
+    }
     size_t global[3];
     for (int d = 0; d < 3; ++d) global[d] = blocks[d] * threads[d];
-    const cl_int err =
-        clEnqueueNDRangeKernel(api->ActiveQueue(dev), kernel, static_cast<cl_uint>(work_dim),
-                               nullptr, global, threads, 0, nullptr, nullptr);
+    cl_command_queue queue = api->ActiveQueue(dev);
+    const cl_int err = clEnqueueNDRangeKernel(queue, kernel, static_cast<cl_uint>(work_dim),
+                                              nullptr, global, threads, 0, nullptr, nullptr);
     if (err != CL_SUCCESS) {
       Check(err, "clEnqueueNDRangeKernel(" + k.cl_name + ") on " + sdk::DeviceString(dev));
     }
+    if (record != nullptr) CheckFaults(queue, record, k);
+  }
+
+  // The fault record of device `id` (32 zero bytes, made on first use).
+  cl_mem FaultRecord(const OpenCLDeviceAPI::Device& device, int32_t id) {
+    auto it = fault_records_.find(id);
+    if (it != fault_records_.end()) return it->second;
+    codegen::FaultRecord zero;
+    cl_int err = CL_SUCCESS;
+    cl_mem mem = clCreateBuffer(device.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                sizeof(zero), &zero, &err);
+    Check(err, "clCreateBuffer(the fault record of the opencl module)");
+    fault_records_[id] = mem;
+    return mem;
+  }
+
+  // Waits for the kernel and reads its fault record (launch_mu_ held, so no other launch of
+  // this module shares it meanwhile): a fault is raised as the interpreter's error, and the
+  // record is cleared for the next launch.
+  void CheckFaults(cl_command_queue queue, cl_mem record, const Kernel& k) {
+    codegen::FaultRecord r;
+    Check(clEnqueueReadBuffer(queue, record, CL_TRUE, 0, sizeof(r), &r, 0, nullptr, nullptr),
+          "clEnqueueReadBuffer(the fault record of " + k.cl_name + ")");
+    if (r.site == 0) return;
+    const codegen::FaultRecord zero;
+    Check(clEnqueueWriteBuffer(queue, record, CL_TRUE, 0, sizeof(zero), &zero, 0, nullptr, nullptr),
+          "clEnqueueWriteBuffer(the fault record of " + k.cl_name + ")");
+    throw Error(BP_ERR_INVALID_ARGUMENT, codegen::FaultMessage(sites_, r));
   }
 
   std::string ir_text_;
   ir::IRModule ir_;
   std::string source_;
+  std::vector<codegen::FaultSite> sites_;
+  std::map<int32_t, cl_mem> fault_records_;  // per device id, under launch_mu_
   std::map<std::string, Kernel> kernels_;
   std::mutex build_mu_;
   std::map<int32_t, cl_program> programs_;  // per device id (each device has its context)
@@ -367,8 +407,9 @@ class OpenCLModule : public sdk::ModuleBase {
 
 }  // namespace
 
-Module MakeOpenCLModule(const std::string& ir_text, const std::string& source) {
-  return sdk::MakeModule(std::make_shared<OpenCLModule>(ir_text, source));
+Module MakeOpenCLModule(const std::string& ir_text, const std::string& source,
+                        std::vector<codegen::FaultSite> sites) {
+  return sdk::MakeModule(std::make_shared<OpenCLModule>(ir_text, source, std::move(sites)));
 }
 
 Module LoadOpenCLModule(const std::string& bytes) {
@@ -387,7 +428,13 @@ Module LoadOpenCLModule(const std::string& bytes) {
                 "build and save it again");
   }
   try {
-    return MakeOpenCLModule(header["ir"].get<std::string>(), header["source"].get<std::string>());
+    // Modules saved before the run-time checks existed have no table (and no checks).
+    std::vector<codegen::FaultSite> sites;
+    if (header.contains("fault_sites") && header["fault_sites"].is_string()) {
+      sites = codegen::FaultSitesFromJson(header["fault_sites"].get<std::string>());
+    }
+    return MakeOpenCLModule(header["ir"].get<std::string>(), header["source"].get<std::string>(),
+                            std::move(sites));
   } catch (const ir::Error& e) {
     throw Error(BP_ERR_INVALID_ARGUMENT, std::string("the opencl module's IR: ") + e.what());
   }

@@ -24,6 +24,12 @@ void RegisterTargetKind() {
       .Attr<int64_t>("texture_spatial_limit", int64_t{16384}, "largest image width/height")
       .Attr<int64_t>("image_base_address_alignment", int64_t{64}, "bytes")
       .Attr<std::string>("device_name", std::string(), BP_ATTR_DEVICE_NAME, "CL_DEVICE_NAME")
+      .Attr<bool>("fast-math-contract", false,
+                  "allow fusing, e.g. a*b+c into an FMA (otherwise #pragma OPENCL FP_CONTRACT "
+                  "OFF keeps the IR's separate roundings)")
+      .Attr<bool>("bounds-check", false,
+                  "check every index against its extent: an access out of bounds is an error "
+                  "naming the kernel, buffer, index and extent (slower)")
       .Register();
 }
 

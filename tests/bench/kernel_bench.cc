@@ -101,11 +101,80 @@ void BM_VectorAdd_C_1Core(benchmark::State& state) {
 // of the pair only.
 BENCHMARK(BM_VectorAdd_C_1Core)->Unit(benchmark::kMillisecond);
 
-void MatmulTiled(benchmark::State& state, int cores) {
+// The same with -bounds-check: the cost of checking every index (docs/performance.md).
+void BM_VectorAdd_C_1Core_BoundsCheck(benchmark::State& state) {
+  Guarded(state, [&] {
+    const int64_t n = static_cast<int64_t>(kVectorBytes / sizeof(float));
+    Module m = BuildKernel("vector_add", "c -march=native -num-cores=1 -bounds-check");
+    Function f = m.GetFunction("vector_add");
+    Tensor a = RandomTensor({n}, 1), b = RandomTensor({n}, 2), c = RandomTensor({n}, 3);
+    for (auto _ : state) {
+      f(n, a.dl(), b.dl(), c.dl());
+      benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(state.iterations() * 3 * static_cast<int64_t>(kVectorBytes));
+  });
+}
+BENCHMARK(BM_VectorAdd_C_1Core_BoundsCheck)->Unit(benchmark::kMillisecond);
+
+// Integer division by a variable, which the c target always checks (a zero divisor is an
+// error, INT_MIN / -1 wraps), against the same loop compiled into this program unchecked.
+constexpr int64_t kDivideElements = 16 << 20;
+const char* kDivide = R"(# backplane-ir 1
+func divide(n: int32, a: buffer<int32>[n], b: buffer<int32>[n], q: buffer<int32>[n]) {
+  for i in serial(0, n) {
+    q[i] = a[i] / b[i]
+  }
+}
+)";
+std::vector<int32_t> DivideInput(uint64_t seed, bool divisor) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> v(kDivideElements);
+  for (int32_t& x : v) {
+    x = static_cast<int32_t>(rng() % 2000001) - 1000000;
+    if (divisor && x == 0) x = 7;
+  }
+  return v;
+}
+void BM_IntDivide_C_Checked(benchmark::State& state) {
+  Guarded(state, [&] {
+    Module m = backplane::Build(kDivide, Target::Parse("c -march=native -num-cores=1"));
+    Function f = m.GetFunction("divide");
+    const DLDataType i32{kDLInt, 32, 1};
+    Tensor a = Tensor::Empty({kDivideElements}, i32, Cpu());
+    Tensor b = Tensor::Empty({kDivideElements}, i32, Cpu());
+    Tensor q = Tensor::Empty({kDivideElements}, i32, Cpu());
+    a.CopyFrom(DivideInput(1, false));
+    b.CopyFrom(DivideInput(2, true));
+    for (auto _ : state) {
+      f(kDivideElements, a.dl(), b.dl(), q.dl());
+      benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(state.iterations() * kDivideElements);
+  });
+}
+BENCHMARK(BM_IntDivide_C_Checked)->Unit(benchmark::kMillisecond);
+void BM_IntDivide_Host_Unchecked(benchmark::State& state) {
+  const std::vector<int32_t> a = DivideInput(1, false), b = DivideInput(2, true);
+  std::vector<int32_t> q(kDivideElements);
+  for (auto _ : state) {
+    const int32_t* pa = a.data();
+    const int32_t* pb = b.data();
+    int32_t* pq = q.data();
+    for (int64_t i = 0; i < kDivideElements; ++i) pq[i] = pa[i] / pb[i];
+    benchmark::DoNotOptimize(pq);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kDivideElements);
+}
+BENCHMARK(BM_IntDivide_Host_Unchecked)->Unit(benchmark::kMillisecond);
+
+void MatmulTiled(benchmark::State& state, int cores, bool bounds_check = false) {
   Guarded(state, [&] {
     const int64_t s = static_cast<int64_t>(kMatmulSide);
     Module m = BuildKernel(
-        "matmul_tiled", "c -march=native -fast-math-contract -num-cores=" + std::to_string(cores));
+        "matmul_tiled", "c -march=native -fast-math-contract -num-cores=" + std::to_string(cores) +
+                            (bounds_check ? " -bounds-check" : ""));
     Function f = m.GetFunction("matmul_tiled");
     Tensor a = RandomTensor({s, s}, 1), b = RandomTensor({s, s}, 2), c = RandomTensor({s, s}, 3);
     for (auto _ : state) {
@@ -119,7 +188,9 @@ void MatmulTiled(benchmark::State& state, int cores) {
 }
 void BM_MatmulTiled_C_1Core(benchmark::State& state) { MatmulTiled(state, 1); }
 void BM_MatmulTiled_C_AllCores(benchmark::State& state) { MatmulTiled(state, AllCores()); }
+void BM_MatmulTiled_C_1Core_BoundsCheck(benchmark::State& state) { MatmulTiled(state, 1, true); }
 BENCHMARK(BM_MatmulTiled_C_1Core)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatmulTiled_C_1Core_BoundsCheck)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulTiled_C_AllCores)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void Sgemm(benchmark::State& state, int threads) {

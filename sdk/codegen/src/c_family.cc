@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -45,12 +46,154 @@ const ir::IntImmNode* AsIntImm(const ir::Expr& e) { return e.As<ir::IntImmNode>(
 
 }  // namespace
 
+// ---- Faults -------------------------------------------------------------------------------
+
+std::string FaultMessage(const FaultSite& site, const FaultRecord& r) {
+  switch (site.kind) {
+    case FaultSite::Kind::kDivisionByZero:
+      return site.func + ": integer division by zero in `" + site.text + "`";
+    case FaultSite::Kind::kOutOfBounds:
+      return site.func + ": index " + std::to_string(r.arg[0]) +
+             " is out of bounds for dimension " + std::to_string(r.arg[2]) + " of buffer '" +
+             site.buffer + "' (extent " + std::to_string(r.arg[1]) + ") in `" + site.text + "`";
+    case FaultSite::Kind::kAllocation: {
+      const std::string what =
+          "allocation '" + site.buffer + "' (" + site.dtype + ", shape " + site.text + ")";
+      if (r.arg[0] == 1) {
+        return site.func + ": " + what + " has extent " + std::to_string(r.arg[2]) +
+               " in dimension " + std::to_string(r.arg[1]) +
+               "; an extent must be >= 0 (check the scalar arguments its shape uses)";
+      }
+      if (r.arg[0] == 2) {
+        return site.func + ": out of host memory for " + what + " of " + std::to_string(r.arg[1]) +
+               " bytes; free memory or make it smaller";
+      }
+      double bytes = 0;
+      std::memcpy(&bytes, &r.arg[1], sizeof(bytes));
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.6g", bytes);
+      return site.func + ": " + what + " needs " + text +
+             " bytes, more than the address space holds (its size overflows); make it smaller";
+    }
+  }
+  return site.func + ": a run-time check failed";
+}
+
+std::string FaultMessage(const std::vector<FaultSite>& sites, const FaultRecord& record) {
+  if (record.site == 0) return "";
+  if (record.site < 0 || static_cast<size_t>(record.site) > sites.size()) {
+    return "a run-time check of site " + std::to_string(record.site) +
+           " failed, and the module has no such site (the module is damaged; rebuild it)";
+  }
+  return FaultMessage(sites[static_cast<size_t>(record.site) - 1], record);
+}
+
+bool FaultIsOutOfMemory(const std::vector<FaultSite>& sites, const FaultRecord& record) {
+  if (record.site <= 0 || static_cast<size_t>(record.site) > sites.size()) return false;
+  return sites[static_cast<size_t>(record.site) - 1].kind == FaultSite::Kind::kAllocation &&
+         record.arg[0] == 2;
+}
+
+namespace {
+
+// JSON string escaping for the site table (names and IR text: printable ASCII and `\n`).
+std::string Quote(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      q += '\\';
+      q += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      q += buf;
+    } else {
+      q += c;
+    }
+  }
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string FaultSitesToJson(const std::vector<FaultSite>& sites) {
+  std::string j = "[";
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const FaultSite& f = sites[i];
+    j += std::string(i ? "," : "") + "[" + std::to_string(static_cast<int>(f.kind)) + "," +
+         Quote(f.func) + "," + Quote(f.buffer) + "," + Quote(f.text) + "," + Quote(f.dtype) + "]";
+  }
+  return j + "]";
+}
+
+std::vector<FaultSite> FaultSitesFromJson(const std::string& json) {
+  // The inverse of FaultSitesToJson: an array of [kind, func, buffer, text, dtype].
+  std::vector<FaultSite> sites;
+  size_t pos = 0;
+  auto fail = [&]() -> void {
+    throw ir::Error(ir::ErrorKind::kValue,
+                    "the fault site table of a saved module is damaged near byte " +
+                        std::to_string(pos) + "; build and save the module again");
+  };
+  auto expect = [&](char c) {
+    if (pos >= json.size() || json[pos] != c) fail();
+    ++pos;
+  };
+  auto string = [&]() {
+    expect('"');
+    std::string out;
+    while (pos < json.size() && json[pos] != '"') {
+      char c = json[pos++];
+      if (c == '\\') {
+        if (pos >= json.size()) fail();
+        c = json[pos++];
+        if (c == 'u') {
+          if (pos + 4 > json.size()) fail();
+          c = static_cast<char>(std::stoi(json.substr(pos, 4), nullptr, 16));
+          pos += 4;
+        }
+      }
+      out += c;
+    }
+    expect('"');
+    return out;
+  };
+  expect('[');
+  while (pos < json.size() && json[pos] != ']') {
+    if (!sites.empty()) expect(',');
+    expect('[');
+    FaultSite f;
+    if (pos >= json.size() || json[pos] < '0' || json[pos] > '2') fail();
+    f.kind = static_cast<FaultSite::Kind>(json[pos++] - '0');
+    expect(',');
+    f.func = string();
+    expect(',');
+    f.buffer = string();
+    expect(',');
+    f.text = string();
+    expect(',');
+    f.dtype = string();
+    expect(']');
+    sites.push_back(std::move(f));
+  }
+  expect(']');
+  return sites;
+}
+
 // ---- Base ---------------------------------------------------------------------------------
 
 std::string CFamilyEmitter::Emit(const ir::IRModule& module) {
   out_.str("");
   vector_types_.clear();
   uses_floordiv_ = false;
+  sites_.clear();
+  helpers_.clear();
+  if (checks_.bounds_check && !HasFaultRecord()) {
+    throw ir::Error(ir::ErrorKind::kValue,
+                    std::string(DialectName()) +
+                        " code generator: bounds checking (-bounds-check) is not supported for "
+                        "this target yet; build without it");
+  }
   for (const ir::PrimFunc& f : module.functions()) {
     func_ = &f;
     indent_ = 0;
@@ -231,7 +374,7 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
       const bool native_vector = b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub ||
                                  b.op == BinaryOp::kMul || (b.op == BinaryOp::kDiv && t.is_float());
       if (t.lanes > 1 && !native_vector) return EmitVectorElementwise(e);
-      return EmitBinary(b);
+      return EmitBinary(b, e);
     }
     case ExprKind::kNot:
       if (t.lanes > 1) return EmitVectorElementwise(e);
@@ -245,7 +388,7 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
       if (t.lanes > 1) return EmitVectorElementwise(e);
       return "(" + CastText(TypeName(t), "(" + EmitExpr(e.As<ir::CastNode>()->value) + ")") + ")";
     case ExprKind::kLoad:
-      return EmitLoad(*e.As<ir::LoadNode>());
+      return EmitLoad(e);
     case ExprKind::kCall:
       if (t.lanes > 1) return EmitVectorElementwise(e);
       return EmitCall(*e.As<ir::CallNode>());
@@ -272,7 +415,7 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
   Fail("unknown expression kind in " + ir::Print(e));
 }
 
-std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b) {
+std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& e) {
   const DType t = b.dtype;  // result type (bool for comparisons)
   const DType operand = b.a.dtype();
   std::string x = EmitExpr(b.a), y = EmitExpr(b.b);
@@ -281,6 +424,12 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b) {
     if (t.is_integer() && t.bits < 32) return "((" + TypeName(t) + ")" + text + ")";
     return text;
   };
+  const bool division =
+      b.op == BinaryOp::kDiv || b.op == BinaryOp::kFloorDiv || b.op == BinaryOp::kFloorMod;
+  if (division && operand.is_integer() && HasFaultRecord()) {
+    return "(" +
+           CastText(TypeName(t), "(" + CheckedIntDivision(b.op, operand, x, y, b.b, e) + ")") + ")";
+  }
   switch (b.op) {
     case BinaryOp::kAdd:
       return wrap("(" + x + " + " + y + ")");
@@ -389,14 +538,23 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
           lane = "(" + x + " > " + y + " ? " + x + " : " + y + ")";
           break;
         case BinaryOp::kDiv:
-          lane = "(" + x + " / " + y + ")";
+          lane = ot.is_integer() && HasFaultRecord() ? CheckedIntDivision(b.op, ot, x, y, b.b, e)
+                                                     : "(" + x + " / " + y + ")";
           break;
         case BinaryOp::kFloorDiv:
+          if (ot.is_integer() && HasFaultRecord()) {
+            lane = CheckedIntDivision(b.op, ot, x, y, b.b, e);
+            break;
+          }
           uses_floordiv_ = true;
           lane = ot.is_float() ? IntrinsicName("floor", ot) + "(" + x + " / " + y + ")"
                                : "bp_floordiv(" + x + ", " + y + ")";
           break;
         case BinaryOp::kFloorMod:
+          if (ot.is_integer() && HasFaultRecord()) {
+            lane = CheckedIntDivision(b.op, ot, x, y, b.b, e);
+            break;
+          }
           uses_floordiv_ = true;
           lane = ot.is_float() ? "(" + x + " - " + IntrinsicName("floor", ot) + "(" + x + " / " +
                                      y + ") * " + y + ")"
@@ -451,9 +609,30 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
          l + ") " + r + "[" + l + "] = " + lane + "; " + r + "; })";
 }
 
-std::string CFamilyEmitter::EmitLoad(const ir::LoadNode& load) {
+// The parts of a bounds-checked access (docs/codegen-guide.md, "Run-time checks"): its
+// index is computed once into `index` through bp_chk/bp_chkv, which clear the flag `ok` when
+// an index is out of bounds (after recording the fault); the access then does not happen, so
+// even an empty buffer with a null pointer is never touched.
+struct CFamilyEmitter::CheckedAccess {
+  std::string ok;     // the flag's name
+  std::string index;  // the flat index's name
+  std::string decls;  // "int ok = 1; " (the index is declared where it is computed)
+};
+
+CFamilyEmitter::CheckedAccess CFamilyEmitter::BeginCheckedAccess() {
+  CheckedAccess a;
+  a.ok = Temp();
+  a.index = Temp();
+  a.decls = "int " + a.ok + " = 1; ";
+  return a;
+}
+
+std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
+  const ir::LoadNode& load = *e.As<ir::LoadNode>();
   const DType t = load.dtype;
   const std::string buf = Name(load.buffer.name());
+  const int site = AccessSite(load.buffer, checks_.bounds_check ? ir::Print(e) : "");
+  if (site != 0) return EmitCheckedLoad(load, site);
   if (t.lanes == 1) return buf + "[" + FlatIndex(load.buffer, load.indices) + "]";
   // Contiguous: every index scalar but the last, which is ramp(base, 1, lanes).
   const size_t last = load.indices.size() - 1;
@@ -498,9 +677,140 @@ std::string CFamilyEmitter::EmitLoad(const ir::LoadNode& load) {
          "]; " + v + "; })";
 }
 
-void CFamilyEmitter::EmitStore(const ir::StoreNode& store) {
+// The checked flat index of an access: `scalar` are the index texts of every dimension (for a
+// contiguous vector access the last is its base, checked for `lanes` elements).
+std::string CFamilyEmitter::CheckedAccessIndex(const ir::Buffer& buffer,
+                                               const std::vector<std::string>& scalar, int lanes,
+                                               int site, const std::string& ok) {
+  const ir::BufferNode& bn = *buffer.get();
+  std::vector<std::string> texts;
+  for (size_t k = 0; k < scalar.size(); ++k) {
+    const std::string extent = EmitExpr(bn.shape[k]);
+    if (lanes > 1 && k + 1 == scalar.size()) {
+      texts.push_back("bp_chkv(bp_fault, " + std::to_string(site) + ", " + std::to_string(k) +
+                      ", (int64_t)(" + scalar[k] + "), " + std::to_string(lanes) + ", (int64_t)(" +
+                      extent + "), &" + ok + ")");
+    } else {
+      texts.push_back(CheckedIndex(scalar[k], extent, static_cast<int>(k), site) + ok + ")");
+    }
+  }
+  return CheckedFlat(buffer, texts);
+}
+
+// An access is contiguous when every index is scalar but the last, a ramp of stride 1, and
+// the buffer has no declared strides; `base` gets the ramp's base.
+static bool Contiguous(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices,
+                       ir::Expr* base) {
+  const size_t last = indices.size() - 1;
+  bool contiguous = buffer->strides.empty();
+  for (size_t k = 0; k < last; ++k) contiguous = contiguous && indices[k].dtype().lanes == 1;
+  const ir::RampNode* ramp = indices[last].As<ir::RampNode>();
+  contiguous = contiguous && ramp != nullptr && AsIntImm(ramp->stride) != nullptr &&
+               AsIntImm(ramp->stride)->value == 1;
+  if (contiguous) *base = ramp->base;
+  return contiguous;
+}
+
+std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) {
+  const DType t = load.dtype;
+  const std::string buf = Name(load.buffer.name());
+  const CheckedAccess a = BeginCheckedAccess();
+  std::vector<std::string> idx;
+  if (t.lanes == 1) {
+    for (const ir::Expr& i : load.indices) idx.push_back(EmitExpr(i));
+    return StatementExpression(
+        a.decls + "const int64_t " + a.index + " = " +
+            CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + ";",
+        a.ok + " ? " + buf + "[" + a.index + "] : " + CastText(TypeName(t), "0"));
+  }
+  const std::string v = Temp(), l = Temp();
+  const std::string zero = "for (int " + l + " = 0; " + l + " < " + std::to_string(t.lanes) +
+                           "; ++" + l + ") " + v + "[" + l + "] = 0;";
+  ir::Expr base;
+  if (Contiguous(load.buffer, load.indices, &base)) {
+    for (size_t k = 0; k + 1 < load.indices.size(); ++k) idx.push_back(EmitExpr(load.indices[k]));
+    idx.push_back(EmitExpr(base));
+    return "({ " + TypeName(t) + " " + v + "; " + a.decls + "const int64_t " + a.index + " = " +
+           CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
+           ") memcpy(&" + v + ", &" + buf + "[" + a.index + "], sizeof(" + v + ")); else " + zero +
+           " " + v + "; })";
+  }
+  // Gather lane by lane; after a lane out of bounds the rest are 0.
+  std::string decls;
+  for (const ir::Expr& i : load.indices) {
+    if (i.dtype().lanes == 1) {
+      idx.push_back(EmitExpr(i));
+    } else {
+      std::string iv = Temp();
+      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
+      idx.push_back(iv + "[" + l + "]");
+    }
+  }
+  return "({ " + TypeName(t) + " " + v + "; " + decls + a.decls + "for (int " + l + " = 0; " + l +
+         " < " + std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
+         CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + "; " + v + "[" + l + "] = " + a.ok +
+         " ? " + buf + "[" + a.index + "] : 0; } " + v + "; })";
+}
+
+void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
   const DType t = store.value.dtype();
   const std::string buf = Name(store.buffer.name());
+  // The value first, as the interpreter: a bad load in it is the error, not the store.
+  const std::string v = Temp();
+  const std::string value = TypeName(t) + " " + v + " = " + EmitExpr(store.value) + "; ";
+  const CheckedAccess a = BeginCheckedAccess();
+  std::vector<std::string> idx;
+  const int lanes = store.indices.back().dtype().lanes;
+  if (lanes == 1) {
+    for (const ir::Expr& i : store.indices) idx.push_back(EmitExpr(i));
+    if (t.lanes == 1) {
+      Line("{ const " + value + a.decls + "const int64_t " + a.index + " = " +
+           CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf +
+           "[" + a.index + "] = " + v + "; }");
+      return;
+    }
+  }
+  ir::Expr base;
+  if (Contiguous(store.buffer, store.indices, &base)) {
+    idx.clear();
+    for (size_t k = 0; k + 1 < store.indices.size(); ++k) {
+      idx.push_back(EmitExpr(store.indices[k]));
+    }
+    idx.push_back(EmitExpr(base));
+    Line("{ " + value + a.decls + "const int64_t " + a.index + " = " +
+         CheckedAccessIndex(store.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
+         ") memcpy(&" + buf + "[" + a.index + "], &" + v + ", sizeof(" + v + ")); }");
+    return;
+  }
+  // Scatter lane by lane; after a lane out of bounds the rest are not stored.
+  idx.clear();
+  const std::string l = Temp();
+  std::string decls;
+  for (const ir::Expr& i : store.indices) {
+    if (i.dtype().lanes == 1) {
+      idx.push_back(EmitExpr(i));
+    } else {
+      std::string iv = Temp();
+      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
+      idx.push_back(iv + "[" + l + "]");
+    }
+  }
+  Line("{ " + value + decls + a.decls + "for (int " + l + " = 0; " + l + " < " +
+       std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
+       CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf + "[" +
+       a.index + "] = " + (t.lanes > 1 ? v + "[" + l + "]" : v) + "; } }");
+}
+
+void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
+  const ir::StoreNode& store = *s.As<ir::StoreNode>();
+  const DType t = store.value.dtype();
+  const std::string buf = Name(store.buffer.name());
+  if (checks_.bounds_check) {
+    std::string text = ir::Print(s, 0);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    EmitCheckedStore(store, AccessSite(store.buffer, text));
+    return;
+  }
   if (t.lanes == 1) {
     Line(buf + "[" + FlatIndex(store.buffer, store.indices) + "] = " + EmitExpr(store.value) + ";");
     return;
@@ -610,7 +920,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       return;
     }
     case StmtKind::kStore:
-      EmitStore(*s.As<ir::StoreNode>());
+      EmitStore(s);
       return;
     case StmtKind::kAllocate: {
       const auto& n = *s.As<ir::AllocateNode>();
@@ -679,6 +989,203 @@ void CFamilyEmitter::EmitHeapAllocation(const ir::AllocateNode& n, const std::st
        " elements) is too large or not of constant size for the " + DialectName() + " target");
 }
 
+// ---- Run-time checks ----------------------------------------------------------------------
+
+std::string CFamilyEmitter::StatementExpression(const std::string& statements,
+                                                const std::string& value) {
+  return "({ " + statements + " " + value + "; })";
+}
+
+std::string CFamilyEmitter::FaultClaim(const std::string& record, const std::string& site) {
+  return "__sync_bool_compare_and_swap(&" + record + "->site, 0, " + site + ")";
+}
+
+int CFamilyEmitter::AddFaultSite(FaultSite::Kind kind, const std::string& buffer,
+                                 const std::string& text, const std::string& dtype) {
+  FaultSite site;
+  site.kind = kind;
+  site.func = func_ != nullptr ? func_->name : "";
+  site.buffer = buffer;
+  site.text = text;
+  site.dtype = dtype;
+  sites_.push_back(std::move(site));
+  if (sites_.size() > static_cast<size_t>(INT32_MAX) - 1) Fail("too many run-time checks");
+  return static_cast<int>(sites_.size());
+}
+
+std::string CFamilyEmitter::CheckedIntDivision(BinaryOp op, DType t, const std::string& x,
+                                               const std::string& y, const ir::Expr& divisor,
+                                               const ir::Expr& e) {
+  // A constant divisor other than 0 (and -1 for signed types) needs no check.
+  const ir::IntImmNode* c = AsIntImm(divisor);
+  if (c == nullptr) {
+    if (const auto* bc = divisor.As<ir::BroadcastNode>()) c = AsIntImm(bc->value);
+  }
+  const bool safe = c != nullptr && c->value != 0 && !(t.is_int() && c->value == -1);
+  const std::string width = t.bits <= 32 ? "32" : "64";
+  if (safe) {
+    if (op == BinaryOp::kDiv || t.is_uint()) {
+      return "(" + x + (op == BinaryOp::kFloorMod ? " % " : " / ") + y + ")";
+    }
+    uses_floordiv_ = true;
+    return std::string(op == BinaryOp::kFloorDiv ? "bp_floordiv(" : "bp_floormod(") +
+           CastText("int64_t", "(" + x + ")") + ", " + CastText("int64_t", "(" + y + ")") + ")";
+  }
+  std::string text = ir::Print(e);
+  const std::string site = std::to_string(AddFaultSite(FaultSite::Kind::kDivisionByZero, "", text));
+  std::string helper;
+  if (t.is_uint()) {
+    helper = (op == BinaryOp::kFloorMod ? "mod_u" : "div_u") + width;
+  } else if (op == BinaryOp::kDiv) {
+    helper = "div_i" + width;
+  } else {
+    helper = op == BinaryOp::kFloorDiv ? "floordiv_chk" : "floormod_chk";
+  }
+  helpers_.insert(helper);
+  return "bp_" + helper + "(bp_fault, " + site + ", " + x + ", " + y + ")";
+}
+
+int CFamilyEmitter::AccessSite(const ir::Buffer& buffer, const std::string& text) {
+  if (!checks_.bounds_check) return 0;
+  helpers_.insert("chk");
+  return AddFaultSite(FaultSite::Kind::kOutOfBounds, buffer.name(), text);
+}
+
+std::string CFamilyEmitter::CheckedIndex(const std::string& index, const std::string& extent,
+                                         int dim, int site) {
+  return "bp_chk(bp_fault, " + std::to_string(site) + ", " + std::to_string(dim) + ", (int64_t)(" +
+         index + "), (int64_t)(" + extent + "), &";
+}
+
+std::string CFamilyEmitter::CheckedFlat(const ir::Buffer& buffer,
+                                        const std::vector<std::string>& idx) {
+  const ir::BufferNode& b = *buffer.get();
+  if (idx.size() == 1 && b.strides.empty()) return idx[0];
+  std::string flat;
+  if (!b.strides.empty()) {
+    for (size_t k = 0; k < idx.size(); ++k) {
+      flat += (k ? " + " : "") + idx[k] + " * (int64_t)(" + EmitExpr(b.strides[k]) + ")";
+    }
+    return flat;
+  }
+  flat = idx[0];
+  for (size_t k = 1; k < idx.size(); ++k) {
+    flat = "(" + flat + ") * (int64_t)(" + EmitExpr(b.shape[k]) + ") + " + idx[k];
+  }
+  return flat;
+}
+
+std::string CFamilyEmitter::FaultHelpers() {
+  const std::string q = HelperQualifier() + " ";
+  const std::string r = FaultRecordType();
+  std::string p =
+      "\n/* The fault record: the first run-time check that fails claims it "
+      "(docs/codegen-guide.md). */\n"
+      "typedef struct { int32_t site; int32_t reserved; int64_t arg[3]; } bp_fault_t;\n";
+  if (helpers_.empty()) return p;
+  p += q + "void bp_fault_set(" + r +
+       " f, int32_t site, int64_t a0, int64_t a1, int64_t a2) {\n"
+       "  if (" +
+       FaultClaim("f", "site") +
+       ") {\n"
+       "    f->arg[0] = a0;\n"
+       "    f->arg[1] = a1;\n"
+       "    f->arg[2] = a2;\n"
+       "  }\n"
+       "}\n";
+  for (const char* w : {"32", "64"}) {
+    const std::string it = std::string("int") + w + "_t", ut = std::string("uint") + w + "_t";
+    if (helpers_.count(std::string("div_i") + w)) {
+      // b == 0 or b == -1 in one compare; -1 negates with wrap-around (INT_MIN / -1 = INT_MIN).
+      p += q + it + " bp_div_i" + w + "(" + r + " f, int32_t site, " + it + " a, " + it +
+           " b) {\n"
+           "  if ((" +
+           ut +
+           ")b + 1u <= 1u) {\n"
+           "    if (b == 0) { bp_fault_set(f, site, 0, 0, 0); return 0; }\n"
+           "    return (" +
+           it + ")((" + ut + ")0 - (" + ut +
+           ")a);\n"
+           "  }\n"
+           "  return a / b;\n"
+           "}\n";
+    }
+    for (const char* op : {"div", "mod"}) {
+      if (!helpers_.count(std::string(op) + "_u" + w)) continue;
+      p += q + ut + " bp_" + op + "_u" + w + "(" + r + " f, int32_t site, " + ut + " a, " + ut +
+           " b) {\n"
+           "  if (b == 0u) { bp_fault_set(f, site, 0, 0, 0); return 0u; }\n"
+           "  return a " +
+           (std::string(op) == "div" ? "/" : "%") +
+           " b;\n"
+           "}\n";
+    }
+  }
+  if (helpers_.count("floordiv_chk")) {
+    p += q + "int64_t bp_floordiv_chk(" + r +
+         " f, int32_t site, int64_t a, int64_t b) {\n"
+         "  if ((uint64_t)b + 1u <= 1u) {\n"
+         "    if (b == 0) { bp_fault_set(f, site, 0, 0, 0); return 0; }\n"
+         "    return (int64_t)((uint64_t)0 - (uint64_t)a);\n"
+         "  }\n"
+         "  int64_t q = a / b;\n"
+         "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+         "}\n";
+  }
+  if (helpers_.count("floormod_chk")) {
+    p += q + "int64_t bp_floormod_chk(" + r +
+         " f, int32_t site, int64_t a, int64_t b) {\n"
+         "  if ((uint64_t)b + 1u <= 1u) {\n"
+         "    if (b == 0) bp_fault_set(f, site, 0, 0, 0);\n"
+         "    return 0;\n"
+         "  }\n"
+         "  int64_t r = a % b;\n"
+         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+         "}\n";
+  }
+  if (helpers_.count("chk")) {
+    // An index out of bounds clears *ok: the access is skipped (a load gives 0).
+    p += q + "int64_t bp_chk(" + r +
+         " f, int32_t site, int32_t dim, int64_t i, int64_t n, int* ok) {\n"
+         "  if ((uint64_t)i < (uint64_t)n) return i;\n"
+         "  bp_fault_set(f, site, i, n, dim);\n"
+         "  *ok = 0;\n"
+         "  return 0;\n"
+         "}\n"
+         // A contiguous vector access of `lanes` elements from i.
+         + q + "int64_t bp_chkv(" + r +
+         " f, int32_t site, int32_t dim, int64_t i, int64_t lanes, int64_t n, int* ok) {\n"
+         "  if ((uint64_t)i < (uint64_t)n && (uint64_t)(i + lanes - 1) < (uint64_t)n) return i;\n"
+         "  bp_fault_set(f, site, (uint64_t)i < (uint64_t)n ? i + lanes - 1 : i, n, dim);\n"
+         "  *ok = 0;\n"
+         "  return 0;\n"
+         "}\n";
+  }
+  if (helpers_.count("alloc")) {
+    // The bytes of an allocation, or 0 after recording why it cannot be made. Never 0
+    // otherwise (an empty allocation takes one byte, so calloc's NULL always means failure).
+    p += q + "size_t bp_alloc_bytes(" + r +
+         " f, int32_t site, int64_t elem, int32_t ndim, const int64_t* dims) {\n"
+         "  uint64_t bytes = (uint64_t)elem;\n"
+         "  double approx = (double)elem;\n"
+         "  int overflow = 0;\n"
+         "  for (int32_t k = 0; k < ndim; ++k) {\n"
+         "    if (dims[k] < 0) { bp_fault_set(f, site, 1, k, dims[k]); return 0; }\n"
+         "    approx *= (double)dims[k];\n"
+         "    overflow |= __builtin_mul_overflow(bytes, (uint64_t)dims[k], &bytes);\n"
+         "  }\n"
+         "  if (overflow || bytes > (uint64_t)PTRDIFF_MAX) {\n"
+         "    int64_t bits;\n"
+         "    memcpy(&bits, &approx, sizeof(bits));\n"
+         "    bp_fault_set(f, site, 0, bits, 0);\n"
+         "    return 0;\n"
+         "  }\n"
+         "  return bytes == 0 ? 1 : (size_t)bytes;\n"
+         "}\n";
+  }
+  return p;
+}
+
 // ---- C dialect ----------------------------------------------------------------------------
 
 std::string CEmitter::Prelude() {
@@ -692,13 +1199,15 @@ std::string CEmitter::Prelude() {
       "#include <string.h>\n"
       "\n"
       "#define BP_EXPORT __attribute__((visibility(\"default\")))\n"
-      "#define BP_OUT_OF_MEMORY 4\n"
-      "typedef union { int64_t i; double f; void* p; } bp_arg_t;\n"
-      "typedef struct bp_ctx bp_ctx_t;\n"
-      "struct bp_ctx {\n"
-      "  int32_t (*call_packed)(bp_ctx_t* ctx, const char* name, int32_t num_args,\n"
-      "                         const int32_t* codes, const bp_arg_t* args);\n"
-      "};\n";
+      "#define BP_FAULT 5\n";
+  p += FaultHelpers();
+  p += "typedef union { int64_t i; double f; void* p; } bp_arg_t;\n"
+       "typedef struct bp_ctx bp_ctx_t;\n"
+       "struct bp_ctx {\n"
+       "  int32_t (*call_packed)(bp_ctx_t* ctx, const char* name, int32_t num_args,\n"
+       "                         const int32_t* codes, const bp_arg_t* args);\n"
+       "  bp_fault_t* fault;\n"
+       "};\n";
   if (uses_floordiv_) {
     p += "\nstatic inline int64_t bp_floordiv(int64_t a, int64_t b) {\n"
          "  int64_t q = a / b;\n"
@@ -718,7 +1227,8 @@ void CEmitter::EmitFunction(const ir::PrimFunc& func) {
   Line("BP_EXPORT int32_t " + std::string(kEntryPrefix) + func.name +
        "(const bp_arg_t* bp_args, bp_ctx_t* bp_ctx) {");
   ++indent_;
-  Line("(void)bp_ctx;");
+  Line("bp_fault_t* const bp_fault = bp_ctx->fault;");
+  Line("(void)bp_fault;");
   for (size_t i = 0; i < func.params.size(); ++i) {
     const ir::Param& p = func.params[i];
     const std::string arg = "bp_args[" + std::to_string(i) + "]";
@@ -732,7 +1242,8 @@ void CEmitter::EmitFunction(const ir::PrimFunc& func) {
     }
   }
   EmitStmt(func.body);
-  Line("return 0;");
+  // A fault let the function run on with harmless values; the caller reads the record.
+  Line("return bp_fault->site != 0 ? BP_FAULT : 0;");
   --indent_;
   Line("}");
 }
@@ -812,12 +1323,31 @@ std::string CEmitter::CallPacked(const ir::CallPackedNode& call) {
 }
 
 void CEmitter::EmitHeapAllocation(const ir::AllocateNode& n, const std::string& type,
-                                  const std::string& name, const std::string& size) {
-  Line(type + "* restrict " + name + " = (" + type + "*)calloc(" + size + ", sizeof(" + type +
-       "));");
-  Line("if (" + name + " == NULL) return BP_OUT_OF_MEMORY;");
+                                  const std::string& name, const std::string& /*size*/) {
+  // The size is computed with overflow checks (never a wrapped size), and a size that cannot
+  // be allocated is a fault naming the allocation; the body then does not run.
+  std::string shape, dims;
+  for (const ir::Expr& d : n.buffer->shape) {
+    shape += (shape.empty() ? "" : ", ") + ir::Print(d);
+    dims += (dims.empty() ? "" : ", ") + std::string("(int64_t)(") + EmitExpr(d) + ")";
+  }
+  helpers_.insert("alloc");
+  const int site = AddFaultSite(FaultSite::Kind::kAllocation, n.buffer.name(), "[" + shape + "]",
+                                ir::ToString(n.buffer.dtype()));
+  const std::string bytes = Temp();
+  Line("const size_t " + bytes + " = bp_alloc_bytes(bp_fault, " + std::to_string(site) +
+       ", (int64_t)sizeof(" + type + "), " + std::to_string(n.buffer->shape.size()) +
+       ", (const int64_t[]){" + dims + "});");
+  Line(type + "* restrict " + name + " = " + bytes + " != 0 ? (" + type + "*)calloc(" + bytes +
+       ", 1) : NULL;");
+  Line("if (" + name + " != NULL) {");
+  ++indent_;
   EmitStmt(n.body);
   Line("free(" + name + ");");
+  --indent_;
+  Line("} else if (" + bytes + " != 0) {");
+  Line("  bp_fault_set(bp_fault, " + std::to_string(site) + ", 2, (int64_t)" + bytes + ", 0);");
+  Line("}");
 }
 
 }  // namespace codegen

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -448,3 +449,208 @@ func matmul_relu(m: int32, n: int32, k: int32, a: buffer<float32>[m, k], b: buff
 }
 
 }  // namespace
+
+// ---- Run-time checks (issue 13 items 3 and 4; docs/codegen-guide.md "Run-time checks") -----
+
+// Every integer division of the IR (/, floordiv, floormod, signed and unsigned, 8 to 64 bits)
+// by zero is the interpreter's error, never SIGFPE; INT_MIN / -1 wraps.
+TEST_F(CodegenTest, IntegerDivisionByZeroIsAnErrorAndIntMinByMinusOneWraps) {
+  struct Case {
+    const char* dtype;
+    const char* expr;
+  };
+  const Case cases[] = {{"int32", "a[i] / b[i]"},          {"int32", "floordiv(a[i], b[i])"},
+                        {"int32", "floormod(a[i], b[i])"}, {"int64", "a[i] / b[i]"},
+                        {"int64", "floordiv(a[i], b[i])"}, {"int64", "floormod(a[i], b[i])"},
+                        {"uint32", "a[i] / b[i]"},         {"uint32", "floormod(a[i], b[i])"},
+                        {"int8", "a[i] / b[i]"},           {"uint64", "floordiv(a[i], b[i])"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.dtype) + " " + c.expr);
+    const std::string t = c.dtype;
+    Module m =
+        Build("func divide(n: int32, a: buffer<" + t + ">[n], b: buffer<" + t + ">[n], q: buffer<" +
+              t + ">[n]) {\n  for i in serial(0, n) {\n    q[i] = " + c.expr + "\n  }\n}\n");
+    const int64_t n = 64;
+    const DLDataType dt{static_cast<uint8_t>(t[0] == 'u' ? kDLUInt : kDLInt),
+                        static_cast<uint8_t>(std::stoi(t.substr(t[0] == 'u' ? 4 : 3))), 1};
+    const int bits = dt.bits;
+    const bool is_signed = dt.code == kDLInt;
+    const int64_t lo = is_signed ? -(int64_t{1} << (bits - 1)) : 0;
+    std::mt19937_64 rng(11);
+    std::vector<int64_t> a(n), b(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t range = bits == 8 ? 100 : 1000;  // values of the type
+      a[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * range + 1)) -
+             (is_signed ? range : 0);
+      do b[i] = static_cast<int64_t>(rng() % 41) - (is_signed ? 20 : 0);
+      while (b[i] == 0);
+    }
+    if (is_signed) {
+      a[5] = lo;  // INT_MIN / -1 wraps to INT_MIN; floormod gives 0
+      b[5] = -1;
+    }
+    auto tensor = [&](const std::vector<int64_t>& v) {
+      Tensor x = Tensor::Empty({n}, dt, Device(bptest::CpuDevice()));
+      std::vector<uint8_t> bytes(static_cast<size_t>(n) * bits / 8);
+      for (int64_t i = 0; i < n; ++i) std::memcpy(&bytes[i * bits / 8], &v[i], bits / 8);
+      x.CopyFromBytes(bytes.data(), bytes.size());
+      return x;
+    };
+    auto values = [&](const Tensor& x) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(n) * bits / 8);
+      x.CopyToBytes(bytes.data(), bytes.size());
+      std::vector<int64_t> v(n);
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t u = 0;
+        std::memcpy(&u, &bytes[i * bits / 8], bits / 8);
+        if (is_signed && bits < 64 && (u >> (bits - 1)) != 0) u |= ~uint64_t{0} << bits;
+        v[i] = static_cast<int64_t>(u);
+      }
+      return v;
+    };
+    Tensor ta = tensor(a), tb = tensor(b), tq = tensor(std::vector<int64_t>(n, 0));
+    m.GetFunction("divide")(n, ta.dl(), tb.dl(), tq.dl());
+    const std::vector<int64_t> q = values(tq);
+    const std::string e = c.expr;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t want;
+      if (is_signed && b[i] == -1) {
+        // Wraps at the type's width: -INT_MIN is INT_MIN.
+        const uint64_t neg = uint64_t{0} - static_cast<uint64_t>(a[i]);
+        const int64_t wrapped = bits == 64 ? static_cast<int64_t>(neg) : (a[i] == lo ? lo : -a[i]);
+        want = e.find("floormod") != std::string::npos ? 0 : wrapped;
+      } else {
+        const int64_t tq0 = a[i] / b[i];
+        const int64_t fd = (tq0 * b[i] != a[i] && ((a[i] < 0) != (b[i] < 0))) ? tq0 - 1 : tq0;
+        want = e.find("floordiv") != std::string::npos   ? fd
+               : e.find("floormod") != std::string::npos ? a[i] - fd * b[i]
+                                                         : tq0;
+      }
+      ASSERT_EQ(q[i], want) << a[i] << " and " << b[i] << " at " << i;
+    }
+    b[37] = 0;
+    tb = tensor(b);
+    bptest::Status s = Capture([&] { m.GetFunction("divide")(n, ta.dl(), tb.dl(), tq.dl()); });
+    EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(s.message, "divide: integer division by zero in `" + e + "`");
+  }
+}
+
+// A vector division by zero, and a scalar whose divisor comes from a parameter.
+TEST_F(CodegenTest, VectorAndScalarDivisionByZeroAreErrors) {
+  Module m = Build(R"(
+func vdiv(d: int32, a: buffer<int32>[8], q: buffer<int32>[8]) {
+  for i in serial(0, 2) {
+    q[ramp(i * 4, 1, 4)] = a[ramp(i * 4, 1, 4)] / broadcast(d, 4)
+  }
+}
+)");
+  Tensor ta = Tensor::Empty({8}, kI32, Device(bptest::CpuDevice()));
+  Tensor tq = Tensor::Empty({8}, kI32, Device(bptest::CpuDevice()));
+  ta.CopyFrom(std::vector<int32_t>{7, -7, 9, 100, INT32_MIN, 5, 6, 12});
+  m.GetFunction("vdiv")(-1, ta.dl(), tq.dl());
+  EXPECT_EQ(tq.ToVector<int32_t>(),
+            (std::vector<int32_t>{-7, 7, -9, -100, INT32_MIN, -5, -6, -12}));
+  bptest::Status s = Capture([&] { m.GetFunction("vdiv")(0, ta.dl(), tq.dl()); });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(s.message,
+            "vdiv: integer division by zero in `a[ramp(i * 4, 1, 4)] / broadcast(d, 4)`");
+}
+
+// An allocation's size is computed with overflow checks: n = 2^32 makes n * n * 4 bytes wrap
+// to 0 in 64 bits, which must be an error naming it rather than a tiny buffer written past.
+TEST_F(CodegenTest, AnAllocationWhoseSizeOverflowsIsAnError) {
+  Module m = Build(R"(
+func big(n: int64, out: buffer<float32>[1]) {
+  alloc t: float32[n, n] global
+  t[0, 0] = 1.5f32
+  out[0] = t[0, 0]
+}
+)");
+  Tensor out = Floats({0.0f});
+  m.GetFunction("big")(int64_t{3}, out.dl());
+  EXPECT_EQ(out.ToVector<float>()[0], 1.5f);
+  bptest::Status s = Capture([&] { m.GetFunction("big")(int64_t{1} << 32, out.dl()); });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(s.message,
+            "big: allocation 't' (float32, shape [n, n]) needs 7.3787e+19 bytes, more than the "
+            "address space holds (its size overflows); make it smaller");
+  s = Capture([&] { m.GetFunction("big")(int64_t{-2}, out.dl()); });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(s.message.find("big: allocation 't' (float32, shape [n, n]) has extent -2 in "
+                           "dimension 0; an extent must be >= 0"),
+            std::string::npos)
+      << s.message;
+}
+
+const char* kWrongExtent = R"(# backplane-ir 1
+func vector_add(n: int32, m: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n]) {
+  for i in parallel(0, m) {
+    c[i] = a[i] + b[i]
+  }
+}
+)";
+
+// With -bounds-check, the first access out of bounds is the interpreter's error; the same
+// kernel with a right extent gives the right result; the default build has no checks.
+TEST_F(CodegenTest, BoundsCheckTurnsAnAccessOutOfBoundsIntoAnError) {
+  Module checked = Build(kWrongExtent, "c -bounds-check");
+  const int n = 4;
+  std::vector<float> a = bptest::RandomFloats(n, 4), b = bptest::RandomFloats(n, 5);
+  Tensor ta = Floats(a), tb = Floats(b), tc = Floats(std::vector<float>(n, 0.0f));
+  bptest::Status s =
+      Capture([&] { checked.GetFunction("vector_add")(n, n + 1, ta.dl(), tb.dl(), tc.dl()); });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(s.message,
+            "vector_add: index 4 is out of bounds for dimension 0 of buffer 'a' (extent 4) in "
+            "`a[i]`");
+  checked.GetFunction("vector_add")(n, n, ta.dl(), tb.dl(), tc.dl());
+  std::vector<float> c = tc.ToVector<float>();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(c[i], a[i] + b[i]);
+  // Stores, several dimensions, vectors, and allocations are checked too.
+  Module two = Build(R"(
+func t2(n: int32, m: int32, a: buffer<float32>[n, 8], o: buffer<float32>[n, 8]) {
+  alloc s: float32[8] local
+  for i in serial(0, m) {
+    s[ramp(0, 1, 8)] = a[i, ramp(0, 1, 8)]
+    for j in serial(0, 8) {
+      o[i, j] = s[j] * 2.0f32
+    }
+  }
+}
+)",
+                     "c -bounds-check");
+  std::vector<float> x = bptest::RandomFloats(3 * 8, 6);
+  Tensor tx = Floats(x, {3, 8}), to = Floats(std::vector<float>(24, 0.0f), {3, 8});
+  two.GetFunction("t2")(3, 3, tx.dl(), to.dl());
+  std::vector<float> o = to.ToVector<float>();
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(o[i], x[i] * 2.0f);
+  s = Capture([&] { two.GetFunction("t2")(3, 4, tx.dl(), to.dl()); });
+  EXPECT_EQ(s.message,
+            "t2: index 3 is out of bounds for dimension 0 of buffer 'a' (extent 3) in "
+            "`a[i, ramp(0, 1, 8)]`");
+  // Empty tensors without data (a null pointer): the access out of bounds is skipped, never
+  // made, so the error comes back instead of a crash.
+  int64_t zero[1] = {0};
+  DLTensor empty{nullptr, DLDevice{kDLCPU, 0}, 1, kF32, zero, nullptr, 0};
+  DLTensor empty_b = empty, empty_c = empty;
+  s = Capture([&] { checked.GetFunction("vector_add")(0, 1, &empty, &empty_b, &empty_c); });
+  EXPECT_EQ(s.message,
+            "vector_add: index 0 is out of bounds for dimension 0 of buffer 'a' (extent 0) in "
+            "`a[i]`");
+  // The default build carries no bounds checks.
+  EXPECT_EQ(Build(kWrongExtent).InspectSource().find("bp_chk("), std::string::npos);
+  EXPECT_NE(checked.InspectSource().find("bp_chk("), std::string::npos);
+}
+
+// The check survives saving and loading (the message table travels with the module).
+TEST_F(CodegenTest, ASavedModuleKeepsItsChecksMessages) {
+  Module checked = Build(kWrongExtent, "c -bounds-check");
+  Module loaded = Module::LoadFromBytes(checked.SaveToBytes());
+  Tensor ta = Floats({1, 2}), tb = Floats({3, 4}), tc = Floats({0, 0});
+  bptest::Status s =
+      Capture([&] { loaded.GetFunction("vector_add")(2, 3, ta.dl(), tb.dl(), tc.dl()); });
+  EXPECT_EQ(s.message,
+            "vector_add: index 2 is out of bounds for dimension 0 of buffer 'a' (extent 2) in "
+            "`a[i]`");
+}

@@ -49,6 +49,18 @@ TEST_P(CpuKernelTest, MatchesTheReferenceAtDemoSizes) {
   EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
 }
 
+// With -bounds-check every catalog kernel still matches: the checks raise nothing where every
+// access is in bounds (no false alarm from vectors, strides, allocations or parallel loops).
+TEST_P(CpuKernelTest, MatchesTheReferenceWithBoundsCheck) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m =
+      backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("c -bounds-check"));
+  backplane::runner::Result r =
+      backplane::runner::RunCase(*c, m, Device(bptest::CpuDevice()), c->small, 1, 3);
+  EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
+}
+
 INSTANTIATE_TEST_SUITE_P(Catalog, CpuKernelTest, ::testing::ValuesIn(CpuKernels()),
                          [](const auto& param_info) { return param_info.param; });
 

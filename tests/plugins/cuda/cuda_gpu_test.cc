@@ -153,3 +153,60 @@ TEST_F(CudaGpuTest, AttributesHaveTheSeedsFormats) {
 }
 
 }  // namespace
+
+// Run-time checks on the GPU (docs/codegen-guide.md "Run-time checks"): a division by zero
+// and, with -bounds-check, an access out of bounds are the interpreter's errors read from the
+// fault record; INT_MIN / -1 wraps; right inputs give right results; a good call after a
+// fault runs (the record was cleared).
+TEST_F(CudaGpuTest, RunTimeChecksRaiseTheInterpretersErrors) {
+  const std::string ir = R"(# backplane-ir 1
+func f(n: int32, m: int32, a: buffer<int32>[m], b: buffer<int32>[m], q: buffer<int32>[m]) {
+  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {
+    for tx in thread(threadIdx.x, 0, 64) {
+      let i: int32 = bx * 64 + tx
+      if (i < n) {
+        q[i] = a[i] / b[i]
+      }
+    }
+  }
+}
+)";
+  Target target = Target::Parse(Target::FromDevice(Device(Gpu())).ToJson());
+  Module m = backplane::Build(
+      ir, Target::Parse("cuda -bounds-check -arch=" + target.GetAttr<std::string>("arch").value()));
+  const int32_t n = 100;
+  std::vector<int32_t> a(n), b(n);
+  for (int32_t i = 0; i < n; ++i) {
+    a[i] = (i * 7919) % 2001 - 1000;
+    b[i] = i % 13 - 6 == 0 ? 5 : i % 13 - 6;
+  }
+  a[3] = INT32_MIN;
+  b[3] = -1;
+  const DLDataType i32{kDLInt, 32, 1};
+  backplane::Tensor ta = backplane::Tensor::Empty({n}, i32, Device(Gpu()));
+  backplane::Tensor tb = backplane::Tensor::Empty({n}, i32, Device(Gpu()));
+  backplane::Tensor tq = backplane::Tensor::Empty({n}, i32, Device(Gpu()));
+  ta.CopyFrom(a);
+  tb.CopyFrom(b);
+  m.GetFunction("f")(n, n, ta.dl(), tb.dl(), tq.dl());
+  std::vector<int32_t> q = tq.ToVector<int32_t>();
+  for (int32_t i = 0; i < n; ++i) EXPECT_EQ(q[i], i == 3 ? INT32_MIN : a[i] / b[i]) << i;
+  auto error = [&](int32_t count) {
+    try {
+      m.GetFunction("f")(count, n, ta.dl(), tb.dl(), tq.dl());
+    } catch (const backplane::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error(n + 1).find("f_kernel: index 100 is out of bounds for dimension 0 of buffer "
+                              "'a' (extent 100) in `a[i]`"),
+            std::string::npos);
+  b[50] = 0;
+  tb.CopyFrom(b);
+  EXPECT_NE(error(n).find("f_kernel: integer division by zero in `a[i] / b[i]`"),
+            std::string::npos);
+  b[50] = 1;
+  tb.CopyFrom(b);
+  EXPECT_EQ(error(n), "no error");
+}

@@ -154,6 +154,22 @@ TEST_P(CudaKernelBuildTest, CompilesToPtxThatPtxasAcceptsAndSaves) {
   EXPECT_THROW(loaded.Imports()[0].GetFunction(c->func + "_kernel")(), backplane::Error);
 }
 
+// With -bounds-check every GPU kernel of the catalog builds to PTX that ptxas accepts.
+TEST_P(CudaKernelBuildTest, BuildsWithBoundsCheck) {
+  const kernels::Case* c = kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m = backplane::Build(backplane::runner::KernelSource(*c),
+                              Target::Parse("cuda -arch=sm_90 -bounds-check"));
+  EXPECT_NE(m.Imports()[0].InspectSource("cuda").find("bp_chk("), std::string::npos);
+  const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + c->func + "_bc.ptx";
+  std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+  std::ofstream(path) << m.Imports()[0].InspectSource("ptx");
+  std::string out;
+  const int rc = RunCommand(
+      std::string(BACKPLANE_CUDA_PTXAS) + " -arch=sm_90 " + path + " -o " + path + ".cubin", &out);
+  EXPECT_EQ(rc, 0) << "ptxas refused the PTX of " << c->func << ":\n" << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Catalog, CudaKernelBuildTest, ::testing::ValuesIn(GpuKernels()),
                          [](const auto& param_info) { return param_info.param; });
 
@@ -259,3 +275,88 @@ TEST(CudaCliTest, InfoShowsTheReasonAndBuildCrossCompiles) {
 }
 
 }  // namespace
+
+// a*b+c rounds twice (docs/ir.md): NVRTC runs with --fmad=false, so the PTX multiplies and
+// adds (mul.rn.f32, add.rn.f32) and fuses nothing unless the Target asks for
+// fast-math-contract (then fma.rn.f32).
+TEST(CudaCodegenTest, MultiplyAddIsNotContractedUnlessTheTargetAsks) {
+  LoadCuda();
+  const std::string ir = R"(# backplane-ir 1
+func muladd(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n], d: buffer<float32>[n]) {
+  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {
+    for tx in thread(threadIdx.x, 0, 64) {
+      if (bx * 64 + tx < n) {
+        d[bx * 64 + tx] = a[bx * 64 + tx] * b[bx * 64 + tx] + c[bx * 64 + tx]
+      }
+    }
+  }
+}
+)";
+  const std::string ptx =
+      backplane::Build(ir, Target::Parse("cuda -arch=sm_90")).Imports()[0].InspectSource("ptx");
+  EXPECT_EQ(ptx.find("fma.rn.f32"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("mul.rn.f32"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("add.rn.f32"), std::string::npos) << ptx;
+  const std::string fused =
+      backplane::Build(ir, Target::Parse("cuda -arch=sm_90 -fast-math-contract"))
+          .Imports()[0]
+          .InspectSource("ptx");
+  EXPECT_NE(fused.find("fma.rn.f32"), std::string::npos) << fused;
+}
+
+// Run-time checks in CUDA C (docs/codegen-guide.md "Run-time checks"): a division by a
+// variable is checked (bp_div_i32 and floordiv/floormod helpers, INT_MIN / -1 wrapping) and
+// -bounds-check checks every access; a kernel with a check takes the fault record last, which
+// the first fault claims with atomicCAS. The PTX must pass ptxas; the module saves the site
+// table. Running it needs a GPU (cuda_gpu_test); here the source and PTX are checked.
+TEST(CudaCodegenTest, RunTimeChecksBuildToPtxThatPtxasAccepts) {
+  LoadCuda();
+  const std::string ir = R"(# backplane-ir 1
+func f(n: int32, d: int32, a: buffer<int32>[n], q: buffer<int32>[n, 3]) {
+  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {
+    for tx in thread(threadIdx.x, 0, 64) {
+      let i: int32 = bx * 64 + tx
+      if (i < n) {
+        q[i, 0] = a[i] / d
+        q[i, 1] = floordiv(a[i], d)
+        q[i, 2] = floormod(a[i], 4)
+      }
+    }
+  }
+}
+)";
+  for (const char* target : {"cuda -arch=sm_90", "cuda -arch=sm_90 -bounds-check"}) {
+    SCOPED_TRACE(target);
+    const bool bounds = std::string(target).find("bounds") != std::string::npos;
+    Module m = backplane::Build(ir, Target::Parse(target));
+    Module dev = m.Imports()[0];
+    const std::string src = dev.InspectSource("cuda");
+    for (const char* want : {"bp_fault_t* bp_fault) {", "atomicCAS(&f->site, 0, site) == 0",
+                             "bp_div_i32(bp_fault, ", "bp_floordiv_chk(bp_fault, "}) {
+      EXPECT_NE(src.find(want), std::string::npos) << "no '" << want << "' in\n" << src;
+    }
+    // floormod by the constant 4 needs no check.
+    EXPECT_EQ(src.find("bp_floormod_chk("), std::string::npos) << src;
+    EXPECT_EQ(src.find("bp_chk(") != std::string::npos, bounds) << src;
+    const std::string ptx = dev.InspectSource("ptx");
+    EXPECT_NE(ptx.find("atom.global.cas.b32"), std::string::npos) << ptx;
+    const std::string path =
+        std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/checks" + (bounds ? "_bounds" : "") + ".ptx";
+    std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+    std::ofstream(path) << ptx;
+    std::string out;
+    const int rc = RunCommand(
+        std::string(BACKPLANE_CUDA_PTXAS) + " -arch=sm_90 " + path + " -o " + path + ".cubin",
+        &out);
+    EXPECT_EQ(rc, 0) << "ptxas refused the PTX:\n" << out;
+    Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+    EXPECT_EQ(loaded.Imports()[0].SaveToBytes(), dev.SaveToBytes());
+  }
+  // The default build of a kernel without a division by a variable has no record.
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  const std::string plain =
+      backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("cuda -arch=sm_90"))
+          .Imports()[0]
+          .InspectSource("cuda");
+  EXPECT_EQ(plain.find("bp_fault_t* bp_fault"), std::string::npos) << plain;
+}

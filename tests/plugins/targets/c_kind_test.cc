@@ -44,6 +44,7 @@ Json DefaultC(const std::string& mtriple) {
               {"fast-math-arcp", false},
               {"fast-math-contract", false},
               {"fast-math-reassoc", false},
+              {"bounds-check", false},
               {"cc", "cc"},
               {"cflags", Json::array()}};
 }

@@ -22,11 +22,59 @@
 namespace backplane {
 namespace codegen {
 
+// ---- Run-time faults (the error channel of generated code; docs/codegen-guide.md) ----------
+// A place in the generated code that can fail at run time where the IR defines an error: an
+// integer division by zero (always checked), an index out of bounds (with bounds checking on)
+// or a heap allocation whose size overflows or that the system refuses. Generated code never
+// traps there: it records the first fault in a record and goes on with a harmless value (a
+// load gives element 0 of a non-empty buffer, a division 0, an allocation's body is skipped);
+// the host reads the record after the call and raises FaultMessage as the error.
+struct FaultSite {
+  enum class Kind { kDivisionByZero, kOutOfBounds, kAllocation };
+  Kind kind = Kind::kDivisionByZero;
+  std::string func;    // the PrimFunc
+  std::string buffer;  // kOutOfBounds, kAllocation: the buffer's name
+  std::string text;    // the IR text of the expression or statement (kAllocation: the shape)
+  std::string dtype;   // kAllocation: the element type
+};
+// The record as generated code sees it (bp_fault_t, 32 bytes, the same in every dialect):
+// `site` is 0 until the first fault claims it (an atomic compare-exchange of 0 with the
+// site's index + 1), then arg[] says what happened:
+//   kOutOfBounds: arg = {index, extent, dimension}
+//   kAllocation:  arg = {reason, a, b}: reason 0: the size overflows (a = the size in bytes
+//                 as the bits of a double); 1: a negative extent (a = dimension, b = extent);
+//                 2: the allocation failed (a = bytes)
+struct FaultRecord {
+  int32_t site = 0;
+  int32_t reserved = 0;
+  int64_t arg[3] = {0, 0, 0};
+};
+static_assert(sizeof(FaultRecord) == 32, "bp_fault_t is 32 bytes in generated code");
+// The error message of a fault, as the interpreter words it ("f: integer division by zero in
+// `a / b`", "f: index 4 is out of bounds for dimension 0 of buffer 'a' (extent 4) in `a[i]`").
+std::string FaultMessage(const FaultSite& site, const FaultRecord& record);
+// The message of `record` against a module's `sites` (site 0: no fault, returns "").
+std::string FaultMessage(const std::vector<FaultSite>& sites, const FaultRecord& record);
+// Whether a fault is the system running out of memory (BP_ERR_OUT_OF_MEMORY) rather than the
+// kernel's inputs (BP_ERR_INVALID_ARGUMENT).
+bool FaultIsOutOfMemory(const std::vector<FaultSite>& sites, const FaultRecord& record);
+// The sites as JSON text and back, for saved modules.
+std::string FaultSitesToJson(const std::vector<FaultSite>& sites);
+std::vector<FaultSite> FaultSitesFromJson(const std::string& json);
+
+// Checks the generated code carries, beyond the always-on division check.
+struct CheckOptions {
+  bool bounds_check = false;  // every load and store checks each index against its extent
+};
+
 class CFamilyEmitter {
  public:
   virtual ~CFamilyEmitter() = default;
   // The whole translation unit for every function of `module`.
   std::string Emit(const ir::IRModule& module);
+  void set_checks(CheckOptions checks) { checks_ = checks; }
+  // The fault sites of the last Emit, indexed by the record's site - 1.
+  const std::vector<FaultSite>& fault_sites() const { return sites_; }
 
  protected:
   // ---- Dialect hooks ----------------------------------------------------------------------
@@ -80,6 +128,29 @@ class CFamilyEmitter {
   // code reaches only through a restrict pointer (C), rather than used as the array itself.
   virtual bool RestrictStackArrays() const { return false; }
 
+  // ---- The fault record (docs/codegen-guide.md, "Run-time checks") ----
+  // Whether the dialect has the record: a variable `bp_fault` of type FaultRecordType() in
+  // every function, and FaultHelpers() in its prelude. The default is false: integer
+  // division is then emitted unchecked (as before) and bounds checking is refused at build
+  // time; a dialect (GLSL) keeps working without overriding anything below.
+  virtual bool HasFaultRecord() const { return false; }
+  // The type of `bp_fault` as a helper's parameter ("bp_fault_t*", "__global bp_fault_t*").
+  virtual std::string FaultRecordType() { return "bp_fault_t*"; }
+  // An expression, true when it claimed the record: `record->site` from 0 to `site_plus_one`,
+  // atomically where threads share the record.
+  virtual std::string FaultClaim(const std::string& record, const std::string& site_plus_one);
+  // An expression that runs `statements` and then has the value of `value`: a GNU statement
+  // expression "({ statements value; })" (gcc, clang, OpenCL C); CUDA C++ spells an
+  // immediately called lambda. Used by bounds-checked scalar loads.
+  virtual std::string StatementExpression(const std::string& statements, const std::string& value);
+  // The qualifiers of a helper function ("static inline", "static __device__ inline").
+  virtual std::string HelperQualifier() { return "static inline"; }
+  // The typedef of bp_fault_t and the helpers the functions used (call from Prelude()).
+  std::string FaultHelpers();
+  // Records a new fault site of the function being emitted; returns its site index + 1.
+  int AddFaultSite(FaultSite::Kind kind, const std::string& buffer, const std::string& text,
+                   const std::string& dtype = "");
+
   // ---- Helpers for dialects ---------------------------------------------------------------
   std::string EmitExpr(const ir::Expr& e);
   void EmitStmt(const ir::Stmt& s);
@@ -104,13 +175,33 @@ class CFamilyEmitter {
   std::set<std::string> vector_types_;  // vector type spellings used, for the prelude
   bool uses_floordiv_ = false;
   int parallel_depth_ = 0;  // > 0 inside a parallel loop
+  CheckOptions checks_;
+  std::vector<FaultSite> sites_;   // of the whole module
+  std::set<std::string> helpers_;  // fault helpers used: "div_i32", "chk", ...
 
  private:
   std::string EmitVectorElementwise(const ir::Expr& e);
-  std::string EmitLoad(const ir::LoadNode& load);
-  void EmitStore(const ir::StoreNode& store);
-  std::string EmitBinary(const ir::BinaryNode& b);
+  std::string EmitLoad(const ir::Expr& e);
+  void EmitStore(const ir::Stmt& s);
+  // The flat offset of already checked int64 index texts (FlatIndex for strings).
+  std::string CheckedFlat(const ir::Buffer& buffer, const std::vector<std::string>& idx);
+  std::string EmitBinary(const ir::BinaryNode& b, const ir::Expr& e);
   std::string EmitCall(const ir::CallNode& call);
+  // An integer division (`op` kDiv, kFloorDiv or kFloorMod) of x by y of operand type `t`,
+  // checked for a zero divisor and wrapping INT_MIN / -1 (site: the text of the expression).
+  std::string CheckedIntDivision(ir::BinaryOp op, ir::DType t, const std::string& x,
+                                 const std::string& y, const ir::Expr& divisor, const ir::Expr& e);
+  // The start of `index` checked against `extent` (dimension `dim`): the caller appends the
+  // name of the access's ok flag and ")".
+  std::string CheckedIndex(const std::string& index, const std::string& extent, int dim, int site);
+  struct CheckedAccess;
+  CheckedAccess BeginCheckedAccess();
+  std::string CheckedAccessIndex(const ir::Buffer& buffer, const std::vector<std::string>& scalar,
+                                 int lanes, int site, const std::string& ok);
+  std::string EmitCheckedLoad(const ir::LoadNode& load, int site);
+  void EmitCheckedStore(const ir::StoreNode& store, int site);
+  // The bounds-check site of a load or store of `buffer` (0 when checking is off).
+  int AccessSite(const ir::Buffer& buffer, const std::string& text);
   int temp_counter_ = 0;
 };
 
@@ -125,9 +216,11 @@ struct CEmitOptions {
 //   int32_t bp_func_f(const bp_arg_t* args, bp_ctx_t* ctx);
 //
 // where args[i] is the i-th parameter (scalars in .i or .f, buffers as a pointer to their
-// first element in .p) and ctx carries the callback for call_packed. It returns 0, or the
-// nonzero status of a failed call_packed. Parallel loops are OpenMP `parallel for`,
-// vectorized loops `omp simd` (compile with -fopenmp), buffers are restrict pointers.
+// first element in .p) and ctx carries the callback for call_packed and the fault record
+// (FaultRecord, zeroed by the caller). It returns 0, BP_FAULT (5) when a run-time check
+// recorded a fault (fault_sites() says which), or the nonzero status of a failed call_packed.
+// Parallel loops are OpenMP `parallel for`, vectorized loops `omp simd` (compile with -fopenmp),
+// buffers are restrict pointers.
 class CEmitter : public CFamilyEmitter {
  public:
   explicit CEmitter(CEmitOptions options = {}) : options_(options) {}
@@ -148,6 +241,7 @@ class CEmitter : public CFamilyEmitter {
                           const std::string& name, const std::string& size) override;
   const char* DialectName() const override { return "c"; }
   bool RestrictStackArrays() const override { return true; }
+  bool HasFaultRecord() const override { return true; }
 
  private:
   CEmitOptions options_;
