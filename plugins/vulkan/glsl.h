@@ -68,12 +68,19 @@ struct GlslKernel {
   std::string source;
 };
 
+// What the Target asks of the shader.
+struct GlslOptions {
+  int64_t max_threads = 256;         // max_num_threads
+  int64_t max_push_constants = 128;  // max_push_constants_size
+  // fast-math-contract: a*b+c may be fused (otherwise the SPIR-V forbids it; codegen.cc).
+  bool fp_contract = false;
+};
+
 // Emits `func` (a kernel: attrs kernel = "1" and launch_params) as a GLSL compute shader.
 // Throws ir::Error(kValue) naming the function for what the target cannot express: a
 // threadIdx extent that is not a constant, more than `max_threads` invocations a workgroup,
 // 8- or 16-bit types, vectors, a push-constant block over `max_push_constants` bytes.
-GlslKernel EmitGlslKernel(const ir::PrimFunc& func, int64_t max_threads,
-                          int64_t max_push_constants);
+GlslKernel EmitGlslKernel(const ir::PrimFunc& func, const GlslOptions& options);
 
 }  // namespace vulkan
 }  // namespace backplane
