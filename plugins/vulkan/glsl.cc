@@ -75,6 +75,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   const char* DialectName() const override { return "vulkan"; }
   bool HasVectorTypes() const override { return false; }
 
+  // The fault record is the kernel's error buffer (docs/vulkan.md): the base's division
+  // checks call bp_div_i32(bp_fault, site, a, b) and friends, which GLSL cannot pass a buffer
+  // to; `bp_fault` is a constant 0 that the helpers ignore, writing the global bp_status.
+  bool HasFaultRecord() const override { return true; }
+  std::string FaultRecordType() override { return "int"; }
+
   std::string Name(const std::string& ir_name) const override {
     if (GlslReservedWords().count(ir_name) != 0 || ir_name.rfind("gl_", 0) == 0) {
       return ir_name + "_u";
@@ -347,8 +353,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       decls += "} bp_push;\n";
     }
     for (const std::string& s : shared_) decls += s + "\n";
+    if (uses_floordiv_) layout.uses_int64 = true;
     std::string helpers;
-    if (!layout.sites.empty()) {
+    if (!layout.sites.empty() || !fault_sites().empty()) {
       // The error buffer (docs/vulkan.md, "Errors the shader reports"): the first error of a
       // dispatch wins the compare-and-swap on word 0 and fills in the rest.
       decls += "layout(std430, set = 0, binding = " + std::to_string(layout.bindings.size()) +
@@ -379,9 +386,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
             "  }\n"
             "}\n";
       }
+      helpers += FaultHelpersGlsl();
     }
     if (uses_floordiv_) {
-      layout.uses_int64 = true;
       helpers +=
           "int64_t bp_floordiv(int64_t a, int64_t b) {\n"
           "  int64_t q = a / b;\n"
@@ -521,6 +528,56 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     }
   }
 
+  // `bp_fault` and the helpers of the base's checks that the kernel used (helpers_), in GLSL:
+  // the same results as FaultHelpers() in C (a zero divisor records code 2 and gives 0;
+  // INT_MIN / -1 wraps; floormod by -1 is 0), recording into the error buffer.
+  std::string FaultHelpersGlsl() {
+    std::string p = "const int bp_fault = 0;  // the record is bp_status\n";
+    const bool wide = layout.uses_int64;
+    auto fail = [](const std::string& zero) {
+      return "  if (b == " + zero + ") { bp_fail(2u, uint(site), 0, 0, 0); return " + zero +
+             "; }\n";
+    };
+    struct Signed {
+      const char* name;
+      const char* type;
+      const char* zero;
+      const char* neg;  // -a, wrapping
+    };
+    for (const Signed& t : {Signed{"32", "int", "0", "int(0u - uint(a))"},
+                            Signed{"64", "int64_t", "0l", "int64_t(0ul - uint64_t(a))"}}) {
+      const std::string w = t.name, ty = t.type, z = t.zero, neg = t.neg;
+      const std::string head = " f, int site, " + ty + " a, " + ty + " b) {\n";
+      if (helpers_.count("div_i" + w)) {
+        p += ty + " bp_div_i" + w + "(int" + head + fail(z) + "  if (b == -1" +
+             (w == "64" ? "l" : "") + ") return " + neg + ";\n  return a / b;\n}\n";
+      }
+      if (w == "64" && !wide) continue;
+      const std::string m1 = w == "64" ? "-1l" : "-1", one = w == "64" ? "1l" : "1";
+      if (helpers_.count("floordiv_chk")) {
+        p += ty + " bp_floordiv_chk(int" + head + fail(z) + "  if (b == " + m1 + ") return " + neg +
+             ";\n  " + ty + " q = a / b;\n  return (q * b != a && ((a < " + z + ") != (b < " + z +
+             "))) ? q - " + one + " : q;\n}\n";
+      }
+      if (helpers_.count("floormod_chk")) {
+        // GLSL leaves % on negative operands undefined: a - (a / b) * b.
+        p += ty + " bp_floormod_chk(int" + head + fail(z) + "  if (b == " + m1 + ") return " + z +
+             ";\n  " + ty + " r = a - (a / b) * b;\n  return (r != " + z + " && ((r < " + z +
+             ") != (b < " + z + "))) ? r + b : r;\n}\n";
+      }
+    }
+    for (const char* w : {"32", "64"}) {
+      const std::string ty = std::string(w) == "32" ? "uint" : "uint64_t";
+      const std::string z = std::string(w) == "32" ? "0u" : "0ul";
+      for (const char* op : {"div", "mod"}) {
+        if (!helpers_.count(std::string(op) + "_u" + w)) continue;
+        p += ty + " bp_" + op + "_u" + w + "(int f, int site, " + ty + " a, " + ty + " b) {\n" +
+             fail(z) + "  return a " + (std::string(op) == "div" ? "/" : "%") + " b;\n}\n";
+      }
+    }
+    return p;
+  }
+
   // A new check site of the kernel (its id is its index).
   uint32_t Site(StatusCode code, std::string what) {
     layout.sites.push_back(StatusSite{code, std::move(what)});
@@ -567,6 +624,7 @@ GlslKernel EmitGlslKernel(const ir::PrimFunc& func, const GlslOptions& options) 
   GlslKernel k;
   k.source = emitter.Emit(one);
   k.layout = emitter.layout;
+  k.layout.faults = emitter.fault_sites();
   return k;
 }
 

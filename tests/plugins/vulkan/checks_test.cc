@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -154,6 +155,182 @@ TEST_F(VulkanChecksTest, MultiplyThenAddRoundsTwiceBitForBit) {
     if (std::memcmp(&d[i], &want, sizeof(float)) != 0) ++wrong;
   }
   EXPECT_EQ(wrong, 0) << "of " << n << " results are not a*b rounded, then + c rounded";
+}
+
+}  // namespace
+
+namespace {
+
+// One invocation an element i < n (64 a workgroup) running `body`.
+std::string OneInvocationAnElement(const std::string& params, const std::string& body) {
+  return "# backplane-ir 1\nfunc f(" + params +
+         ") {\n  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {\n"
+         "    for tx in thread(threadIdx.x, 0, 64) {\n      let i: int32 = bx * 64 + tx\n"
+         "      if (i < n) {\n        " +
+         body + "\n      }\n    }\n  }\n}\n";
+}
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The error of `run` (which launches and reads back): the vulkan runtime raises a kernel's
+// error at the next sync, read-back or launch, after the interpreter's message the name of
+// the call that found it ("vulkan:0 copy_data_from_to: f_kernel: ...").
+bptest::Status CaptureError(const std::function<void()>& run) {
+  bptest::Status s;
+  try {
+    run();
+  } catch (const backplane::Error& e) {
+    s.kind = e.kind();
+    s.message = e.what();
+  }
+  return s;
+}
+
+Tensor Upload(const std::vector<int64_t>& v, std::vector<int64_t> shape, bool wide) {
+  const DLDataType dt{kDLInt, static_cast<uint8_t>(wide ? 64 : 32), 1};
+  Tensor x = Tensor::Empty(shape, dt, Device(kDev));
+  if (wide) {
+    x.CopyFrom(v);
+  } else {
+    x.CopyFrom(std::vector<int32_t>(v.begin(), v.end()));
+  }
+  return x;
+}
+
+std::vector<int64_t> Download(const Tensor& t, bool wide) {
+  if (wide) return t.ToVector<int64_t>();
+  const std::vector<int32_t> v = t.ToVector<int32_t>();
+  return std::vector<int64_t>(v.begin(), v.end());
+}
+
+// Item 3: a division by zero in a kernel (/, floordiv, floormod) is the interpreter's error
+// from the error buffer, not an undefined value; INT_MIN / -1 wraps; 32 and 64 bits; the
+// message survives saving and loading; the record is clear after the error.
+TEST_F(VulkanChecksTest, IntegerDivisionByZeroIsAnErrorAndIntMinByMinusOneWraps) {
+  const int64_t n = 200;
+  for (const char* dtype : {"int32", "int64"}) {
+    SCOPED_TRACE(dtype);
+    const std::string t = dtype;
+    const bool wide = t == "int64";
+    const std::string ir = OneInvocationAnElement(
+        "n: int32, a: buffer<" + t + ">[n], b: buffer<" + t + ">[n], q: buffer<" + t + ">[n, 3]",
+        "q[i, 0] = a[i] / b[i]\n        q[i, 1] = floordiv(a[i], b[i])\n"
+        "        q[i, 2] = floormod(a[i], b[i])");
+    Module built = backplane::Build(ir, Target::FromDevice(Device(kDev)));
+    EXPECT_NE(built.Imports()[0].InspectSource().find("bp_div_i" + std::string(wide ? "64" : "32")),
+              std::string::npos);
+    Module loaded = Module::LoadFromBytes(built.SaveToBytes());
+    for (Module* m : {&built, &loaded}) {
+      std::mt19937_64 rng(17);
+      std::vector<int64_t> a(n), b(n);
+      for (int64_t i = 0; i < n; ++i) {
+        a[i] = static_cast<int64_t>(rng() % 20001) - 10000;
+        do b[i] = static_cast<int64_t>(rng() % 201) - 100;
+        while (b[i] == 0);
+      }
+      a[7] = wide ? INT64_MIN : INT32_MIN;
+      b[7] = -1;
+      a[8] = wide ? INT64_MIN : INT32_MIN;
+      b[8] = 7;
+      Tensor ta = Upload(a, {n}, wide), tb = Upload(b, {n}, wide);
+      Tensor tq = Upload(std::vector<int64_t>(3 * n), {n, 3}, wide);
+      m->GetFunction("f")(n, ta.dl(), tb.dl(), tq.dl());
+      const std::vector<int64_t> q = Download(tq, wide);
+      for (int64_t i = 0; i < n; ++i) {
+        if (b[i] == -1) {
+          // -INT_MIN wraps to INT_MIN; the remainder is 0.
+          EXPECT_EQ(q[3 * i], i == 7 ? a[i] : -a[i]) << i;
+          EXPECT_EQ(q[3 * i + 1], i == 7 ? a[i] : -a[i]) << i;
+          EXPECT_EQ(q[3 * i + 2], 0) << i;
+          continue;
+        }
+        const int64_t tr = a[i] / b[i];
+        const int64_t fd = (tr * b[i] != a[i] && ((a[i] < 0) != (b[i] < 0))) ? tr - 1 : tr;
+        ASSERT_EQ(q[3 * i], tr) << a[i] << " / " << b[i];
+        ASSERT_EQ(q[3 * i + 1], fd) << a[i] << " floordiv " << b[i];
+        ASSERT_EQ(q[3 * i + 2], a[i] - fd * b[i]) << a[i] << " floormod " << b[i];
+      }
+      b[150] = 0;
+      tb = Upload(b, {n}, wide);
+      bptest::Status s = CaptureError([&] {
+        m->GetFunction("f")(n, ta.dl(), tb.dl(), tq.dl());
+        Download(tq, wide);
+      });
+      EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+      // Invocation 150 runs its three divisions in order: the first claims the record.
+      EXPECT_TRUE(EndsWith(s.message, ": f_kernel: integer division by zero in `a[i] / b[i]`"))
+          << s.message;
+      // The record was cleared: a good call after a fault runs.
+      b[150] = 3;
+      tb = Upload(b, {n}, wide);
+      m->GetFunction("f")(n, ta.dl(), tb.dl(), tq.dl());
+      EXPECT_EQ(Download(tq, wide)[3 * 150], a[150] / 3);
+    }
+  }
+}
+
+// Unsigned division and remainder by zero, and floordiv alone: each names its expression.
+TEST_F(VulkanChecksTest, EveryDivisionKindNamesItsExpression) {
+  const int64_t n = 64;
+  for (const auto& [body, text] : std::vector<std::pair<std::string, std::string>>{
+           {"q[i] = int32(uint32(a[i]) / uint32(b[i]))", "uint32(a[i]) / uint32(b[i])"},
+           {"q[i] = int32(floormod(uint32(a[i]), uint32(b[i])))",
+            "floormod(uint32(a[i]), uint32(b[i]))"},
+           {"q[i] = floordiv(a[i], b[i])", "floordiv(a[i], b[i])"},
+           {"q[i] = floormod(a[i], b[i])", "floormod(a[i], b[i])"}}) {
+    SCOPED_TRACE(body);
+    Module m = backplane::Build(
+        OneInvocationAnElement(
+            "n: int32, a: buffer<int32>[n], b: buffer<int32>[n], q: buffer<int32>[n]", body),
+        Target::FromDevice(Device(kDev)));
+    std::vector<int64_t> a(n, 1000), b(n, 7);
+    b[33] = 0;
+    Tensor ta = Upload(a, {n}, false), tb = Upload(b, {n}, false), tq = Upload(a, {n}, false);
+    bptest::Status s = CaptureError([&] {
+      m.GetFunction("f")(n, ta.dl(), tb.dl(), tq.dl());
+      Download(tq, false);
+    });
+    EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(EndsWith(s.message, ": f_kernel: integer division by zero in `" + text + "`"))
+        << s.message;
+    b[33] = 7;
+    tb = Upload(b, {n}, false);
+    m.GetFunction("f")(n, ta.dl(), tb.dl(), tq.dl());
+    EXPECT_EQ(Download(tq, false)[33], body.find("mod") != std::string::npos ? 1000 % 7 : 1000 / 7);
+  }
+}
+
+// A kernel without a check site (no loop, no division by a variable) has no error buffer:
+// it launches exactly as before.
+TEST(VulkanChecks, AKernelWithoutChecksHasNoErrorBuffer) {
+  const std::string ir =
+      OneInvocationAnElement("n: int32, a: buffer<int32>[n], q: buffer<int32>[n]",
+                             "q[i] = a[i] / 3 + floordiv(a[i], 4) + floormod(a[i], 5)");
+  Module m = backplane::Build(ir, Target::Parse("vulkan"));
+  const std::string glsl = m.Imports()[0].InspectSource();
+  EXPECT_EQ(glsl.find("bp_status"), std::string::npos) << glsl;
+  EXPECT_EQ(glsl.find("binding = 2"), std::string::npos) << glsl;
+  EXPECT_EQ(m.Imports()[0].SaveToBytes().find("\nfaults "), std::string::npos);
+}
+
+// Modules saved before the checks (version 2) are refused with the way out.
+TEST(VulkanChecks, AModuleOfAnOlderVersionIsRefused) {
+  backplane::Build(OneInvocationAnElement("n: int32, q: buffer<int32>[n]", "q[i] = i"),
+                   Target::Parse("vulkan"));  // loads the plugin
+  const std::string old = "backplane-vulkan-module 2\nir 3\nabc\n";
+  bp_object_t* obj = nullptr;
+  backplane::Check(bp_bytes_create(old.data(), old.size(), &obj));
+  backplane::ObjectRef bytes = backplane::ObjectRef::Adopt(obj);
+  try {
+    backplane::Function::Get("runtime.module.load_from_bytes.vulkan")(bytes);
+    FAIL() << "loaded a version 2 module";
+  } catch (const backplane::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("its version is 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("build the module again"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
