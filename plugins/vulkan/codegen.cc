@@ -130,6 +130,7 @@ Module BuildVulkan(const std::string& ir_text, const Target& target) {
   options.max_threads = target.GetAttr<int64_t>("max_num_threads").value_or(256);
   options.max_push_constants = target.GetAttr<int64_t>("max_push_constants_size").value_or(128);
   options.fp_contract = target.GetAttr<bool>("fast-math-contract").value_or(false);
+  options.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
   std::vector<CompiledKernel> kernels;
   for (const ir::PrimFunc& f : m.functions()) {
     GlslKernel g = EmitGlslKernel(f, options);

@@ -79,6 +79,9 @@ struct GlslOptions {
   int64_t max_push_constants = 128;  // max_push_constants_size
   // fast-math-contract: a*b+c may be fused (otherwise the SPIR-V forbids it; codegen.cc).
   bool fp_contract = false;
+  // bounds-check: every load and store checks each index against its extent; the first out
+  // of bounds is the interpreter's error (docs/vulkan.md).
+  bool bounds_check = false;
 };
 
 // Emits `func` (a kernel: attrs kernel = "1" and launch_params) as a GLSL compute shader.

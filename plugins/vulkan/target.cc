@@ -132,6 +132,9 @@ void RegisterTargetKind() {
                   "allow fusing, e.g. a*b+c into an FMA (otherwise every float add, subtract, "
                   "multiply and divide of the SPIR-V is decorated NoContraction: two roundings, "
                   "as docs/ir.md says)")
+      .Attr<bool>("bounds-check", false,
+                  "check every index against its extent: the first access out of bounds is an "
+                  "error naming the kernel, buffer, index and extent (docs/vulkan.md)")
       .Canonicalizer(Canonicalize)
       .Register();
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <backplane/backplane.hpp>
+#include <backplane/runner/runner.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -332,5 +333,148 @@ TEST(VulkanChecks, AModuleOfAnOlderVersionIsRefused) {
     EXPECT_NE(std::string(e.what()).find("build the module again"), std::string::npos) << e.what();
   }
 }
+
+}  // namespace
+
+namespace {
+
+const char* kWrongExtentParams =
+    "n: int32, m: int32, a: buffer<float32>[m], b: buffer<float32>[m], c: buffer<float32>[m]";
+
+std::vector<float> Random(size_t n, uint32_t seed) { return bptest::RandomFloats(n, seed); }
+
+Tensor Floats(const std::vector<float>& v, std::vector<int64_t> shape) {
+  Tensor t = Tensor::Empty(shape, kF32, Device(kDev));
+  t.CopyFrom(v);
+  return t;
+}
+
+// Item 4: with -bounds-check the first access out of bounds is the interpreter's error naming
+// the kernel, buffer, index and extent; right extents give right results; an empty buffer is
+// never touched; saved and loaded modules keep the messages; the default build has no check.
+TEST_F(VulkanChecksTest, BoundsCheckTurnsAnAccessOutOfBoundsIntoAnError) {
+  const std::string ir = OneInvocationAnElement(kWrongExtentParams, "c[i] = a[i] + b[i]");
+  Module checked = backplane::Build(ir, Target::Parse("vulkan -bounds-check"));
+  const int64_t m = 100;
+  const std::vector<float> a = Random(m, 31), b = Random(m, 32);
+  Tensor ta = Floats(a, {m}), tb = Floats(b, {m}), tc = Floats(std::vector<float>(m), {m});
+  const std::string want =
+      ": f_kernel: index 100 is out of bounds for dimension 0 of buffer 'a' (extent 100) in "
+      "`a[i]`";
+  // n = m + 1: invocation 100 reads a[100] of 100 elements.
+  bptest::Status s = CaptureError([&] {
+    checked.GetFunction("f")(m + 1, m, ta.dl(), tb.dl(), tc.dl());
+    tc.ToVector<float>();
+  });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(EndsWith(s.message, want)) << s.message;
+  checked.GetFunction("f")(m, m, ta.dl(), tb.dl(), tc.dl());
+  std::vector<float> c = tc.ToVector<float>();
+  for (int64_t i = 0; i < m; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << i;
+  // Saved and loaded, the module keeps its messages.
+  Module loaded = Module::LoadFromBytes(checked.SaveToBytes());
+  s = CaptureError([&] {
+    loaded.GetFunction("f")(m + 1, m, ta.dl(), tb.dl(), tc.dl());
+    tc.ToVector<float>();
+  });
+  EXPECT_TRUE(EndsWith(s.message, want)) << s.message;
+  // A store out of bounds, after its value is read.
+  Module store = backplane::Build(
+      OneInvocationAnElement("n: int32, m: int32, a: buffer<float32>[n], c: buffer<float32>[m]",
+                             "c[i + 1] = a[i]"),
+      Target::Parse("vulkan -bounds-check"));
+  s = CaptureError([&] {
+    store.GetFunction("f")(m, m, ta.dl(), tc.dl());
+    tc.ToVector<float>();
+  });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(s.message.find("f_kernel: index 100 is out of bounds for dimension 0 of buffer 'c' "
+                           "(extent 100) in `c[i + 1] = a[i]"),
+            std::string::npos)
+      << s.message;
+  // The default build carries no check: no error buffer for this loop-free kernel.
+  Module plain = backplane::Build(ir, Target::Parse("vulkan"));
+  EXPECT_EQ(plain.Imports()[0].InspectSource().find("bp_chk("), std::string::npos);
+  EXPECT_EQ(plain.Imports()[0].InspectSource().find("bp_status"), std::string::npos);
+}
+
+// Empty tensors: the access out of bounds is skipped, never made.
+TEST_F(VulkanChecksTest, BoundsCheckNeverTouchesAnEmptyBuffer) {
+  Module checked =
+      backplane::Build(OneInvocationAnElement(kWrongExtentParams, "c[i] = a[i] + b[i]"),
+                       Target::Parse("vulkan -bounds-check"));
+  Tensor ta = Tensor::Empty({0}, kF32, Device(kDev)), tb = Tensor::Empty({0}, kF32, Device(kDev));
+  Tensor tc = Tensor::Empty({0}, kF32, Device(kDev));
+  bptest::Status s = CaptureError([&] {
+    checked.GetFunction("f")(1, 0, ta.dl(), tb.dl(), tc.dl());
+    backplane::DeviceAPI::Get(Device(kDev)).StreamSync(nullptr);
+  });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(EndsWith(s.message,
+                       "f_kernel: index 0 is out of bounds for dimension 0 of buffer 'a' (extent "
+                       "0) in `a[i]`"))
+      << s.message;
+}
+
+// Shared memory, two dimensions and stores are checked too: a transpose through a tile.
+TEST_F(VulkanChecksTest, BoundsCheckCoversSharedMemoryAndEveryDimension) {
+  const std::string tile = R"(# backplane-ir 1
+func t(n: int32, m: int32, x: buffer<float32>[n, 8], y: buffer<float32>[8, n]) {
+  for bx in thread(blockIdx.x, 0, m) {
+    for tx in thread(threadIdx.x, 0, 8) {
+      alloc s: float32[8] shared
+      s[tx] = x[bx, tx]
+      barrier
+      y[tx, bx] = s[7 - tx]
+    }
+  }
+}
+)";
+  Module tm = backplane::Build(tile, Target::Parse("vulkan -bounds-check"));
+  const std::vector<float> x = Random(4 * 8, 33);
+  Tensor tx = Floats(x, {4, 8}), ty = Floats(std::vector<float>(32), {8, 4});
+  tm.GetFunction("t")(4, 4, tx.dl(), ty.dl());
+  const std::vector<float> y = ty.ToVector<float>();
+  for (int r = 0; r < 4; ++r) {
+    for (int k = 0; k < 8; ++k) ASSERT_EQ(y[k * 4 + r], x[r * 8 + (7 - k)]);
+  }
+  bptest::Status s = CaptureError([&] {
+    tm.GetFunction("t")(4, 5, tx.dl(), ty.dl());
+    ty.ToVector<float>();
+  });
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(EndsWith(s.message,
+                       "t_kernel: index 4 is out of bounds for dimension 0 of buffer 'x' (extent "
+                       "4) in `x[bx, tx]`"))
+      << s.message;
+}
+
+std::vector<std::string> GpuKernels() {
+  std::vector<std::string> names;
+  for (const backplane::kernels::Case& c : backplane::kernels::Catalog()) {
+    if (c.needs_threads) names.push_back(c.func);
+  }
+  return names;
+}
+
+class VulkanBoundsCheckKernelTest : public VulkanChecksTest,
+                                    public ::testing::WithParamInterface<std::string> {};
+
+// Every catalog GPU kernel still matches its reference with -bounds-check, saved and loaded.
+TEST_P(VulkanBoundsCheckKernelTest, MatchesTheReference) {
+  const backplane::kernels::Case* c = backplane::kernels::Find(GetParam());
+  ASSERT_NE(c, nullptr);
+  Module m =
+      backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("vulkan -bounds-check"));
+  EXPECT_NE(m.Imports()[0].InspectSource().find("bp_chk("), std::string::npos);
+  backplane::runner::Result r = backplane::runner::RunCase(*c, m, Device(kDev), c->small, 1);
+  EXPECT_TRUE(r.ok) << r.error;
+  Module loaded = Module::LoadFromBytes(m.SaveToBytes());
+  r = backplane::runner::RunCase(*c, loaded, Device(kDev), c->small, 1, 7);
+  EXPECT_TRUE(r.ok) << "after save and load: " << r.error;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, VulkanBoundsCheckKernelTest, ::testing::ValuesIn(GpuKernels()),
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
