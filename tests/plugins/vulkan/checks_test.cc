@@ -251,7 +251,10 @@ TEST_F(VulkanChecksTest, IntegerDivisionByZeroIsAnErrorAndIntMinByMinusOneWraps)
         const int64_t fd = (tr * b[i] != a[i] && ((a[i] < 0) != (b[i] < 0))) ? tr - 1 : tr;
         ASSERT_EQ(q[3 * i], tr) << a[i] << " / " << b[i];
         ASSERT_EQ(q[3 * i + 1], fd) << a[i] << " floordiv " << b[i];
-        ASSERT_EQ(q[3 * i + 2], a[i] - fd * b[i]) << a[i] << " floormod " << b[i];
+        // a - fd * b in wrapping arithmetic: fd * b overflows for a = INT64_MIN, b = 7.
+        const int64_t fm = static_cast<int64_t>(
+            static_cast<uint64_t>(a[i]) - static_cast<uint64_t>(fd) * static_cast<uint64_t>(b[i]));
+        ASSERT_EQ(q[3 * i + 2], fm) << a[i] << " floormod " << b[i];
       }
       b[150] = 0;
       tb = Upload(b, {n}, wide);
