@@ -630,7 +630,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     const bool wide = layout.uses_int64;
     const std::string t = wide ? "int64_t" : "int";  // the details' type
     std::string p = "const int bp_fault = 0;  // the record is bp_status\n";
-    if (helpers_.empty()) return p;
+    if (fault_sites().empty()) return p;  // main records no note (EmitFunction)
     p += "uint bp_f_code = 0u;\nint bp_f_site = 0;\n" + t + " bp_f_a = " + t +
          "(0), bp_f_b = " + t + "(0), bp_f_c = " + t + "(0);\n";
     p += "void bp_note(bool bad, uint code, int site, " + t + " a, " + t + " b, " + t +
