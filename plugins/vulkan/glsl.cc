@@ -481,10 +481,13 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       helpers += FaultHelpersGlsl();
     }
     if (uses_floordiv_) {
+      // The remainder decides, not `q * b != a`: lavapipe (Mesa 22.3) gets that compare wrong
+      // when b is a constant (floordiv(-5977, 7) gave -853).
       helpers +=
           "int64_t bp_floordiv(int64_t a, int64_t b) {\n"
           "  int64_t q = a / b;\n"
-          "  return (q * b != a && ((a < 0l) != (b < 0l))) ? q - 1l : q;\n"
+          "  int64_t r = a - q * b;\n"
+          "  return (r != 0l && ((r < 0l) != (b < 0l))) ? q - 1l : q;\n"
           "}\n"
           "int64_t bp_floormod(int64_t a, int64_t b) {\n"
           "  int64_t r = a - (a / b) * b;\n"
@@ -666,10 +669,10 @@ class GlslEmitter : public codegen::CFamilyEmitter {
              " : (b == -" + one + " ? " + neg + " : a / d);\n}\n";
       }
       if (helpers_.count("floordiv_chk")) {
-        p += ty + " bp_floordiv_chk(int" + head + note(z) + d + "  " + ty +
-             " q = a / d;\n  q = (q * d != a && ((a < " + z + ") != (d < " + z + "))) ? q - " +
-             one + " : q;\n  return b == " + z + " ? " + z + " : (b == -" + one + " ? " + neg +
-             " : q);\n}\n";
+        p += ty + " bp_floordiv_chk(int" + head + note(z) + d + "  " + ty + " q = a / d;\n  " + ty +
+             " r = a - q * d;\n  q = (r != " + z + " && ((r < " + z + ") != (d < " + z +
+             "))) ? q - " + one + " : q;\n  return b == " + z + " ? " + z + " : (b == -" + one +
+             " ? " + neg + " : q);\n}\n";
       }
       if (helpers_.count("floormod_chk")) {
         // GLSL leaves % on negative operands undefined: a - (a / d) * d.

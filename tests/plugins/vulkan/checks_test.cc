@@ -306,6 +306,45 @@ TEST_F(VulkanChecksTest, EveryDivisionKindNamesItsExpression) {
   }
 }
 
+// Division by constants (no check site; the base emits them unchecked) of negative values,
+// 32 and 64 bits: floordiv rounds down and floormod takes the divisor's sign. lavapipe got
+// floordiv(-5977, 7) = -853 from a helper that tested `q * b != a`.
+TEST_F(VulkanChecksTest, DivisionByAConstantRoundsAsTheIrSays) {
+  const int64_t n = 256;
+  for (const char* dtype : {"int32", "int64"}) {
+    SCOPED_TRACE(dtype);
+    const std::string t = dtype;
+    const bool wide = t == "int64";
+    // int32 literals are IntImm divisors; int64 ones are spelled as casts.
+    auto lit = [&](const std::string& v) { return wide ? "int64(" + v + ")" : v; };
+    Module m = backplane::Build(
+        OneInvocationAnElement("n: int32, a: buffer<" + t + ">[n], q: buffer<" + t + ">[n, 5]",
+                               "q[i, 0] = floordiv(a[i], " + lit("7") +
+                                   ")\n        q[i, 1] = floormod(a[i], " + lit("7") +
+                                   ")\n        q[i, 2] = floordiv(a[i], " + lit("-7") +
+                                   ")\n        q[i, 3] = floormod(a[i], " + lit("-7") +
+                                   ")\n        q[i, 4] = a[i] / " + lit("7")),
+        Target::FromDevice(Device(kDev)));
+    std::mt19937_64 rng(29);
+    std::vector<int64_t> a(n);
+    for (int64_t& x : a) x = static_cast<int64_t>(rng() % 20001) - 10000;
+    Tensor ta = Upload(a, {n}, wide), tq = Upload(std::vector<int64_t>(5 * n), {n, 5}, wide);
+    m.GetFunction("f")(n, ta.dl(), tq.dl());
+    const std::vector<int64_t> q = Download(tq, wide);
+    int wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t b : {7, -7}) {
+        const int64_t tr = a[i] / b;
+        const int64_t fd = (tr * b != a[i] && ((a[i] < 0) != (b < 0))) ? tr - 1 : tr;
+        const int k = b > 0 ? 0 : 2;
+        if (q[5 * i + k] != fd || q[5 * i + k + 1] != a[i] - fd * b) ++wrong;
+      }
+      if (q[5 * i + 4] != a[i] / 7) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0) << "of " << 5 * n << " results";
+  }
+}
+
 // A kernel without a check site (no loop, no division by a variable) has no error buffer:
 // it launches exactly as before.
 TEST(VulkanChecks, AKernelWithoutChecksHasNoErrorBuffer) {
