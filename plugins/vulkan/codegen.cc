@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// target.build.vulkan: IR -> GLSL (glsl.cc) -> SPIR-V (shaderc, Vulkan 1.1 environment).
+// target.build.vulkan: IR -> GLSL (glsl.cc) -> SPIR-V (shaderc, Vulkan 1.1 environment,
+// unoptimized) -> every float add, subtract, multiply, divide and negation decorated
+// NoContraction (unless the Target says -fast-math-contract) -> SPIRV-Tools' performance
+// passes, which keep those decorations.
 #include "codegen.h"
 
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/codegen.hpp>
+#include <set>
 #include <shaderc/shaderc.hpp>
+#include <spirv-tools/optimizer.hpp>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -41,11 +46,58 @@ std::string ExplainShaderErrors(const std::string& message, const std::string& n
   return out;
 }
 
-std::vector<uint32_t> CompileGlsl(const std::string& name, const std::string& source) {
+// Decorates every floating-point add, subtract, multiply, divide, remainder and negation of
+// `spirv` NoContraction, so that neither SPIRV-Tools' optimizer nor a driver fuses a*b+c into
+// one rounding (docs/ir.md's rules; docs/vulkan.md). glslang marks only what feeds a
+// `precise` variable, and spirv-opt -O turned an unmarked a*b+c into GLSL.std.450 Fma.
+void ForbidContraction(const std::string& name, std::vector<uint32_t>& spirv) {
+  constexpr uint32_t kOpDecorate = 71, kNoContraction = 42;
+  static const std::set<uint32_t> kFloatArithmetic = {
+      127,  // OpFNegate
+      129,  // OpFAdd
+      131,  // OpFSub
+      133,  // OpFMul
+      136,  // OpFDiv
+      140,  // OpFRem
+      141,  // OpFMod
+      142,  // OpVectorTimesScalar
+  };
+  // The instructions before the annotations: capabilities, extensions, imports, the memory
+  // model, entry points, execution modes and debug information.
+  static const std::set<uint32_t> kPreamble = {17, 10, 11, 14, 15, 16, 331, 7, 4, 3, 2, 5, 6, 330};
+  std::set<uint32_t> ids, decorated;
+  size_t insert_at = 0;
+  for (size_t at = 5; at < spirv.size();) {
+    const uint32_t count = spirv[at] >> 16, op = spirv[at] & 0xffffu;
+    if (count == 0 || at + count > spirv.size()) {
+      throw Error(BP_ERR_INTERNAL, "vulkan code generator: kernel '" + name +
+                                       "' compiled to damaged SPIR-V (an instruction at word " +
+                                       std::to_string(at) + "); report it as a bug");
+    }
+    if (insert_at == 0 && kPreamble.count(op) == 0) insert_at = at;
+    if (op == kOpDecorate && count >= 3 && spirv[at + 2] == kNoContraction) {
+      decorated.insert(spirv[at + 1]);
+    }
+    if (kFloatArithmetic.count(op) != 0 && count >= 4) ids.insert(spirv[at + 2]);
+    at += count;
+  }
+  std::vector<uint32_t> decorations;
+  for (uint32_t id : ids) {
+    if (decorated.count(id) != 0) continue;
+    decorations.insert(decorations.end(), {(3u << 16) | kOpDecorate, id, kNoContraction});
+  }
+  if (insert_at == 0) insert_at = spirv.size();
+  spirv.insert(spirv.begin() + static_cast<std::ptrdiff_t>(insert_at), decorations.begin(),
+               decorations.end());
+}
+
+std::vector<uint32_t> CompileGlsl(const std::string& name, const std::string& source,
+                                  bool fp_contract) {
   shaderc::Compiler compiler;
   shaderc::CompileOptions options;
   options.SetTargetEnvironment(shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_1);
-  options.SetOptimizationLevel(shaderc_optimization_level_performance);
+  // Optimized below, after the NoContraction decorations.
+  options.SetOptimizationLevel(shaderc_optimization_level_zero);
   const std::string file = name + ".comp";
   shaderc::SpvCompilationResult r =
       compiler.CompileGlslToSpv(source, shaderc_compute_shader, file.c_str(), "main", options);
@@ -55,20 +107,35 @@ std::vector<uint32_t> CompileGlsl(const std::string& name, const std::string& so
                     ExplainShaderErrors(r.GetErrorMessage(), file, source) +
                     "(the GLSL is in the error above; report it as a bug of the vulkan plugin)");
   }
-  return std::vector<uint32_t>(r.cbegin(), r.cend());
+  std::vector<uint32_t> spirv(r.cbegin(), r.cend());
+  if (!fp_contract) ForbidContraction(name, spirv);
+  spvtools::Optimizer optimizer(SPV_ENV_VULKAN_1_1);
+  std::string messages;
+  optimizer.SetMessageConsumer([&messages](spv_message_level_t, const char*, const spv_position_t&,
+                                           const char* m) { messages += std::string(m) + "\n"; });
+  optimizer.RegisterPerformancePasses();
+  std::vector<uint32_t> optimized;
+  if (!optimizer.Run(spirv.data(), spirv.size(), &optimized)) {
+    throw Error(BP_ERR_INTERNAL, "vulkan code generator: SPIRV-Tools could not optimize kernel '" +
+                                     name + "': " + messages + "(report it as a bug)");
+  }
+  return optimized;
 }
 
 }  // namespace
 
 Module BuildVulkan(const std::string& ir_text, const Target& target) {
   ir::IRModule m = ir::Parse(ir_text, "target.build.vulkan input");
-  const int64_t max_threads = target.GetAttr<int64_t>("max_num_threads").value_or(256);
-  const int64_t max_push = target.GetAttr<int64_t>("max_push_constants_size").value_or(128);
+  GlslOptions options;
+  options.max_threads = target.GetAttr<int64_t>("max_num_threads").value_or(256);
+  options.max_push_constants = target.GetAttr<int64_t>("max_push_constants_size").value_or(128);
+  options.fp_contract = target.GetAttr<bool>("fast-math-contract").value_or(false);
+  options.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
   std::vector<CompiledKernel> kernels;
   for (const ir::PrimFunc& f : m.functions()) {
-    GlslKernel g = EmitGlslKernel(f, max_threads, max_push);
+    GlslKernel g = EmitGlslKernel(f, options);
     CompiledKernel k;
-    k.spirv = CompileGlsl(f.name, g.source);
+    k.spirv = CompileGlsl(f.name, g.source, options.fp_contract);
     k.layout = std::move(g.layout);
     k.glsl = std::move(g.source);
     kernels.push_back(std::move(k));

@@ -65,13 +65,21 @@ void Walk(const ir::Stmt& s, const std::function<void(const ir::Stmt&)>& fn) {
 
 class GlslEmitter : public codegen::CFamilyEmitter {
  public:
-  GlslEmitter(int64_t max_threads, int64_t max_push)
-      : max_threads_(max_threads), max_push_(max_push) {}
+  explicit GlslEmitter(const GlslOptions& options)
+      : max_threads_(options.max_threads),
+        max_push_(options.max_push_constants),
+        fp_contract_(options.fp_contract) {}
   KernelLayout layout;
 
  protected:
   const char* DialectName() const override { return "vulkan"; }
   bool HasVectorTypes() const override { return false; }
+
+  // The fault record is the kernel's error buffer (docs/vulkan.md): the base's division
+  // checks call bp_div_i32(bp_fault, site, a, b) and friends, which GLSL cannot pass a buffer
+  // to; `bp_fault` is a constant 0 that the helpers ignore, writing the global bp_status.
+  bool HasFaultRecord() const override { return true; }
+  std::string FaultRecordType() override { return "int"; }
 
   std::string Name(const std::string& ir_name) const override {
     if (GlslReservedWords().count(ir_name) != 0 || ir_name.rfind("gl_", 0) == 0) {
@@ -318,9 +326,101 @@ class GlslEmitter : public codegen::CFamilyEmitter {
         Line("const " + TypeName(v.dtype()) + " " + name + " = bp_push." + name + ";");
       }
     }
+    const size_t top = out_.str().size();
+    index_temps_.clear();
     EmitStmt(func.body);
+    if (!fault_sites().empty()) {
+      // The invocation's first fault, noted by the check helpers, into the error buffer.
+      Line("if (bp_f_code != 0u) bp_fail(bp_f_code, uint(bp_f_site), bp_f_a, bp_f_b, bp_f_c);");
+    }
     --indent_;
     Line("}");
+    if (!index_temps_.empty()) {
+      // The bounds-checked loads' index variables, declared at the top of main (below).
+      std::string text = out_.str(), decls;
+      for (const std::string& d : index_temps_) decls += "  " + d + "\n";
+      text.insert(top, decls);
+      out_.str("");
+      out_ << text;
+    }
+  }
+
+  // ---- Bounds checking (-bounds-check; docs/vulkan.md) ----
+  // GLSL has no statement expressions and no pointers, so a checked load is one expression
+  // with the sequence operator: each index is assigned to a variable declared at the top of
+  // main, bp_chk checks it (recording code 3 and giving false when it is out of bounds), and
+  // the access is made only when every index passed:
+  //   (bp_t1 = int(i), bp_chk(3, 0, bp_t1, int(n)) ? a[bp_t1] : float(0))
+  // A checked store is a block that computes the value first (as the interpreter does), then
+  // the indices, and stores only when they all passed. An access out of bounds is never made,
+  // so an empty buffer is never touched.
+  std::string EmitCheckedLoad(const ir::LoadNode& load, int site) override {
+    std::string assign, ok;
+    std::vector<std::string> vars;
+    for (size_t k = 0; k < load.indices.size(); ++k) {
+      const std::string type = IndexType(load.indices[k], load.buffer->shape[k]);
+      const std::string v = Temp();
+      index_temps_.push_back(type + " " + v + ";");
+      assign += v + " = " + type + "(" + EmitExpr(load.indices[k]) + "), ";
+      ok += std::string(k ? " && " : "") + IndexCheck(v, type, load.buffer->shape[k], k, site);
+      vars.push_back(v);
+    }
+    return "(" + assign + "(" + ok + ") ? " + Name(load.buffer.name()) + "[" +
+           CheckedFlatIndex(load.buffer, vars) + "] : " + TypeName(load.dtype) + "(0))";
+  }
+
+  void EmitCheckedStore(const ir::StoreNode& store, int site) override {
+    Line("{");
+    ++indent_;
+    const std::string value = Temp();
+    Line("const " + TypeName(store.value.dtype()) + " " + value + " = " + EmitExpr(store.value) +
+         ";");
+    std::string ok;
+    std::vector<std::string> vars;
+    for (size_t k = 0; k < store.indices.size(); ++k) {
+      const std::string type = IndexType(store.indices[k], store.buffer->shape[k]);
+      const std::string v = Temp();
+      Line("const " + type + " " + v + " = " + type + "(" + EmitExpr(store.indices[k]) + ");");
+      ok += std::string(k ? " && " : "") + IndexCheck(v, type, store.buffer->shape[k], k, site);
+      vars.push_back(v);
+    }
+    Line("if (" + ok + ") " + Name(store.buffer.name()) + "[" +
+         CheckedFlatIndex(store.buffer, vars) + "] = " + value + ";");
+    --indent_;
+    Line("}");
+  }
+
+  // An index is checked in 64 bits when it or its extent is 64-bit, else in 32.
+  std::string IndexType(const ir::Expr& index, const ir::Expr& extent) {
+    if (index.dtype().bits == 64 || extent.dtype().bits == 64) {
+      layout.uses_int64 = true;
+      return "int64_t";
+    }
+    return "int";
+  }
+
+  std::string IndexCheck(const std::string& var, const std::string& type, const ir::Expr& extent,
+                         size_t dim, int site) {
+    return "bp_chk(" + std::to_string(site) + ", " + std::to_string(dim) + ", " + var + ", " +
+           type + "(" + EmitExpr(extent) + "))";
+  }
+
+  // The flat element index of checked index variables (row-major, or the declared strides).
+  std::string CheckedFlatIndex(const ir::Buffer& buffer, const std::vector<std::string>& vars) {
+    const ir::BufferNode& b = *buffer.get();
+    auto i32 = [](const std::string& text) { return "int(" + text + ")"; };
+    if (!b.strides.empty()) {
+      std::string flat;
+      for (size_t k = 0; k < vars.size(); ++k) {
+        flat += (k ? " + " : "") + i32(vars[k]) + " * " + i32(EmitExpr(b.strides[k]));
+      }
+      return flat;
+    }
+    std::string flat = i32(vars[0]);
+    for (size_t k = 1; k < vars.size(); ++k) {
+      flat = "(" + flat + ") * " + i32(EmitExpr(b.shape[k])) + " + " + i32(vars[k]);
+    }
+    return flat;
   }
 
   std::string Prelude() override {
@@ -345,8 +445,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       decls += "} bp_push;\n";
     }
     for (const std::string& s : shared_) decls += s + "\n";
+    if (uses_floordiv_) layout.uses_int64 = true;
     std::string helpers;
-    if (!layout.sites.empty()) {
+    if (!layout.sites.empty() || !fault_sites().empty()) {
       // The error buffer (docs/vulkan.md, "Errors the shader reports"): the first error of a
       // dispatch wins the compare-and-swap on word 0 and fills in the rest.
       decls += "layout(std430, set = 0, binding = " + std::to_string(layout.bindings.size()) +
@@ -377,13 +478,16 @@ class GlslEmitter : public codegen::CFamilyEmitter {
             "  }\n"
             "}\n";
       }
+      helpers += FaultHelpersGlsl();
     }
     if (uses_floordiv_) {
-      layout.uses_int64 = true;
+      // The remainder decides, not `q * b != a`: lavapipe (Mesa 22.3) gets that compare wrong
+      // when b is a constant (floordiv(-5977, 7) gave -853).
       helpers +=
           "int64_t bp_floordiv(int64_t a, int64_t b) {\n"
           "  int64_t q = a / b;\n"
-          "  return (q * b != a && ((a < 0l) != (b < 0l))) ? q - 1l : q;\n"
+          "  int64_t r = a - q * b;\n"
+          "  return (r != 0l && ((r < 0l) != (b < 0l))) ? q - 1l : q;\n"
           "}\n"
           "int64_t bp_floormod(int64_t a, int64_t b) {\n"
           "  int64_t r = a - (a / b) * b;\n"
@@ -416,6 +520,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     }
     std::string head = "#version 450\n// Generated by Backplane's vulkan code generator: kernel " +
                        func.name + ".\n";
+    head += fp_contract_ ? "// fast-math-contract: a*b+c may be fused into one rounding.\n"
+                         : "// Every float add, subtract, multiply and divide is NoContraction in "
+                           "the SPIR-V: a*b+c rounds twice (docs/ir.md).\n";
     if (layout.uses_int64) {
       head += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
     }
@@ -516,6 +623,96 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     }
   }
 
+  // `bp_fault` and the helpers of the base's checks that the kernel used (helpers_), in GLSL:
+  // the same results as FaultHelpers() in C (a zero divisor gives 0; INT_MIN / -1 wraps;
+  // floormod by -1 is 0). They are branch-free: a failed check only notes the invocation's
+  // first fault in private variables (bp_note, selects), and main records the note in the
+  // error buffer once, at its end (EmitFunction); a division never divides by 0 or -1. One
+  // atomic block per check made llvmpipe take 77 s to compile softmax_gpu with -bounds-check.
+  std::string FaultHelpersGlsl() {
+    const bool wide = layout.uses_int64;
+    const std::string t = wide ? "int64_t" : "int";  // the details' type
+    std::string p = "const int bp_fault = 0;  // the record is bp_status\n";
+    if (fault_sites().empty()) return p;  // main records no note (EmitFunction)
+    p += "uint bp_f_code = 0u;\nint bp_f_site = 0;\n" + t + " bp_f_a = " + t +
+         "(0), bp_f_b = " + t + "(0), bp_f_c = " + t + "(0);\n";
+    p += "void bp_note(bool bad, uint code, int site, " + t + " a, " + t + " b, " + t +
+         " c) {\n"
+         "  bool first = bad && bp_f_code == 0u;\n"
+         "  bp_f_code = first ? code : bp_f_code;\n"
+         "  bp_f_site = first ? site : bp_f_site;\n"
+         "  bp_f_a = first ? a : bp_f_a;\n"
+         "  bp_f_b = first ? b : bp_f_b;\n"
+         "  bp_f_c = first ? c : bp_f_c;\n"
+         "}\n";
+    const std::string zero3 = t + "(0), " + t + "(0), " + t + "(0)";
+    auto note = [&](const std::string& zero) {
+      return "  bp_note(b == " + zero + ", 2u, site, " + zero3 + ");\n";
+    };
+    struct Signed {
+      const char* name;
+      const char* type;
+      const char* zero;
+      const char* one;
+      const char* neg;  // -a, wrapping
+    };
+    for (const Signed& s : {Signed{"32", "int", "0", "1", "int(0u - uint(a))"},
+                            Signed{"64", "int64_t", "0l", "1l", "int64_t(0ul - uint64_t(a))"}}) {
+      const std::string w = s.name, ty = s.type, z = s.zero, one = s.one, neg = s.neg;
+      if (w == "64" && !wide) continue;
+      const std::string head = " f, int site, " + ty + " a, " + ty + " b) {\n";
+      // d: the divisor, 1 where b is 0 or -1 (those are answered without dividing).
+      const std::string d =
+          "  " + ty + " d = (b == " + z + " || b == -" + one + ") ? " + one + " : b;\n";
+      if (helpers_.count("div_i" + w)) {
+        p += ty + " bp_div_i" + w + "(int" + head + note(z) + d + "  return b == " + z + " ? " + z +
+             " : (b == -" + one + " ? " + neg + " : a / d);\n}\n";
+      }
+      if (helpers_.count("floordiv_chk")) {
+        p += ty + " bp_floordiv_chk(int" + head + note(z) + d + "  " + ty + " q = a / d;\n  " + ty +
+             " r = a - q * d;\n  q = (r != " + z + " && ((r < " + z + ") != (d < " + z +
+             "))) ? q - " + one + " : q;\n  return b == " + z + " ? " + z + " : (b == -" + one +
+             " ? " + neg + " : q);\n}\n";
+      }
+      if (helpers_.count("floormod_chk")) {
+        // GLSL leaves % on negative operands undefined: a - (a / d) * d.
+        p += ty + " bp_floormod_chk(int" + head + note(z) + d + "  " + ty +
+             " r = a - (a / d) * d;\n  r = (r != " + z + " && ((r < " + z + ") != (d < " + z +
+             "))) ? r + d : r;\n  return (b == " + z + " || b == -" + one + ") ? " + z +
+             " : r;\n}\n";
+      }
+    }
+    for (const char* w : {"32", "64"}) {
+      const std::string ty = std::string(w) == "32" ? "uint" : "uint64_t";
+      const std::string z = std::string(w) == "32" ? "0u" : "0ul";
+      const std::string one = std::string(w) == "32" ? "1u" : "1ul";
+      for (const char* op : {"div", "mod"}) {
+        if (!helpers_.count(std::string(op) + "_u" + w)) continue;
+        p += ty + " bp_" + op + "_u" + w + "(int f, int site, " + ty + " a, " + ty + " b) {\n" +
+             note(z) + "  return b == " + z + " ? " + z + " : a " +
+             (std::string(op) == "div" ? "/" : "%") + " (b == " + z + " ? " + one + " : b);\n}\n";
+      }
+    }
+    if (helpers_.count("chk")) {
+      // An index out of bounds notes code 3 with {index, extent, dimension} and gives false.
+      p += "bool bp_chk(int site, int dim, int i, int n) {\n"
+           "  bool ok = uint(i) < uint(n);\n"
+           "  bp_note(!ok, 3u, site, " +
+           t + "(i), " + t + "(n), " + t +
+           "(dim));\n"
+           "  return ok;\n"
+           "}\n";
+      if (wide) {
+        p += "bool bp_chk(int site, int dim, int64_t i, int64_t n) {\n"
+             "  bool ok = uint64_t(i) < uint64_t(n);\n"
+             "  bp_note(!ok, 3u, site, i, n, int64_t(dim));\n"
+             "  return ok;\n"
+             "}\n";
+      }
+    }
+    return p;
+  }
+
   // A new check site of the kernel (its id is its index).
   uint32_t Site(StatusCode code, std::string what) {
     layout.sites.push_back(StatusSite{code, std::move(what)});
@@ -545,23 +742,28 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   static constexpr size_t kSmallBody = 120;
 
   int64_t max_threads_, max_push_;
+  bool fp_contract_;
   const ir::PrimFunc* func_prelude_ = nullptr;
   std::vector<std::string> shared_;
+  std::vector<std::string> index_temps_;  // "int bp_t3;": checked loads' index variables
   bool uses_round_ = false;
   bool uses_erf_ = false;
 };
 
 }  // namespace
 
-GlslKernel EmitGlslKernel(const ir::PrimFunc& func, int64_t max_threads,
-                          int64_t max_push_constants) {
-  GlslEmitter emitter(max_threads, max_push_constants);
+GlslKernel EmitGlslKernel(const ir::PrimFunc& func, const GlslOptions& options) {
+  GlslEmitter emitter(options);
+  codegen::CheckOptions checks;
+  checks.bounds_check = options.bounds_check;
+  emitter.set_checks(checks);
   ir::IRModule one;
   one.Add(func);
   emitter.SetFunction(one.functions()[0]);
   GlslKernel k;
   k.source = emitter.Emit(one);
   k.layout = emitter.layout;
+  k.layout.faults = emitter.fault_sites();
   return k;
 }
 

@@ -7,6 +7,7 @@
 #ifndef BACKPLANE_PLUGINS_VULKAN_GLSL_H_
 #define BACKPLANE_PLUGINS_VULKAN_GLSL_H_
 
+#include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/ir.hpp>
 #include <cstdint>
 #include <string>
@@ -32,11 +33,13 @@ constexpr uint32_t kStatusBufferWords = kStatusWords + 1;
 // reports"). Details are three int64 values whose meaning depends on the code.
 enum StatusCode : uint32_t {
   kStatusOk = 0,
-  // A loop left before its end (the driver's loop limiter): details = the loop variable where
-  // it stopped, the loop's end, the invocation's global linear index.
+  // A loop left before its end (the driver's loop limiter): site = the index in
+  // KernelLayout::sites; details = the loop variable where it stopped, the loop's end, the
+  // invocation's global linear index.
   kStatusLoopCutShort = 1,
-  // Reserved for generated checks to come: an integer division by zero, an index outside a
-  // buffer's extent.
+  // The C-family emitter's run-time checks: site = the fault site's index + 1 in
+  // KernelLayout::faults (codegen::FaultRecord's numbering); details = the record's arg[]
+  // (none for a division; index, extent, dimension for an access out of bounds).
   kStatusDivisionByZero = 2,
   kStatusOutOfBounds = 3,
 };
@@ -57,9 +60,11 @@ struct KernelLayout {
   std::vector<std::string> launch_params;  // "blockIdx.x", ... (the launch_params attr)
   bool uses_int64 = false;                 // needs shaderInt64
   bool uses_float64 = false;               // needs shaderFloat64
-  // The checks the shader makes; when there are any, the error buffer is one more storage
-  // buffer at binding bindings.size() (kStatusWords uint32 words).
-  std::vector<StatusSite> sites;
+  // The checks the shader makes; when there are any (of either list), the error buffer is one
+  // more storage buffer at binding bindings.size() (kStatusBufferWords uint32 words).
+  std::vector<StatusSite> sites;           // loops (code 1)
+  std::vector<codegen::FaultSite> faults;  // divisions, accesses (codes 2, 3)
+  bool HasChecks() const { return !sites.empty() || !faults.empty(); }
 };
 
 // A kernel as GLSL and its layout.
@@ -68,12 +73,22 @@ struct GlslKernel {
   std::string source;
 };
 
+// What the Target asks of the shader.
+struct GlslOptions {
+  int64_t max_threads = 256;         // max_num_threads
+  int64_t max_push_constants = 128;  // max_push_constants_size
+  // fast-math-contract: a*b+c may be fused (otherwise the SPIR-V forbids it; codegen.cc).
+  bool fp_contract = false;
+  // bounds-check: every load and store checks each index against its extent; the first out
+  // of bounds is the interpreter's error (docs/vulkan.md).
+  bool bounds_check = false;
+};
+
 // Emits `func` (a kernel: attrs kernel = "1" and launch_params) as a GLSL compute shader.
 // Throws ir::Error(kValue) naming the function for what the target cannot express: a
 // threadIdx extent that is not a constant, more than `max_threads` invocations a workgroup,
 // 8- or 16-bit types, vectors, a push-constant block over `max_push_constants` bytes.
-GlslKernel EmitGlslKernel(const ir::PrimFunc& func, int64_t max_threads,
-                          int64_t max_push_constants);
+GlslKernel EmitGlslKernel(const ir::PrimFunc& func, const GlslOptions& options);
 
 }  // namespace vulkan
 }  // namespace backplane

@@ -7,6 +7,7 @@
 #include "module.h"
 
 #include <algorithm>
+#include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/kernel_args.hpp>
@@ -29,9 +30,11 @@ namespace vulkan {
 
 namespace {
 
-// Version 2: kernels carry their check sites and an error buffer (version 1 had neither, so
-// its kernels could be cut short silently; they are refused).
-constexpr const char* kMagic = "backplane-vulkan-module 2\n";
+// Version 3: kernels carry their division and bounds-check sites (`faults` layout line) as
+// well as their loop sites; version 2 had loop sites only (its kernels divided unchecked) and
+// version 1 neither (its kernels could be cut short silently): both are refused.
+constexpr const char* kMagicPrefix = "backplane-vulkan-module ";
+constexpr const char* kMagic = "backplane-vulkan-module 3\n";
 
 // ---- Saving and loading: "<key> <length>\n<bytes>\n" fields after the magic line ----------
 
@@ -86,6 +89,7 @@ std::string LayoutText(const KernelLayout& l) {
   for (const std::string& p : l.launch_params) o << " " << p;
   o << "\nuses " << l.uses_int64 << " " << l.uses_float64 << "\n";
   for (const StatusSite& site : l.sites) o << "site " << site.code << " " << site.what << "\n";
+  if (!l.faults.empty()) o << "faults " << codegen::FaultSitesToJson(l.faults) << "\n";
   return o.str();
 }
 
@@ -122,6 +126,13 @@ KernelLayout ParseLayout(const std::string& name, const std::string& text) {
       l.sites.push_back(site);
       if (f.fail()) Reader::Bad("kernel '" + name + "' has a damaged layout line '" + line + "'");
       continue;
+    } else if (key == "faults") {
+      try {
+        l.faults = codegen::FaultSitesFromJson(line.substr(std::strlen("faults ")));
+      } catch (const std::exception& e) {
+        Reader::Bad("kernel '" + name + "' has damaged fault sites (" + e.what() + ")");
+      }
+      continue;
     } else {
       Reader::Bad("kernel '" + name + "' has an unknown layout line '" + line + "'");
     }
@@ -139,6 +150,16 @@ int64_t Detail(const uint32_t* words, int k) {
 [[noreturn]] void RaiseStatus(const KernelLayout& l, const std::string& device,
                               const uint32_t* words) {
   const uint32_t code = words[0], site = words[1];
+  if ((code == kStatusDivisionByZero || code == kStatusOutOfBounds) && site >= 1 &&
+      site <= l.faults.size()) {
+    // The interpreter's message, as the other code generators raise it.
+    codegen::FaultRecord r;
+    r.site = static_cast<int32_t>(site);
+    for (int k = 0; k < 3; ++k) r.arg[k] = Detail(words, k);
+    throw Error(
+        codegen::FaultIsOutOfMemory(l.faults, r) ? BP_ERR_OUT_OF_MEMORY : BP_ERR_INVALID_ARGUMENT,
+        codegen::FaultMessage(l.faults, r));
+  }
   const std::string where =
       site < l.sites.size() ? l.sites[site].what : "check site " + std::to_string(site);
   const std::string kernel = "vulkan kernel '" + l.name + "' on " + device;
@@ -292,7 +313,7 @@ class VulkanModule : public sdk::ModuleBase {
       smi.codeSize = k.spirv.size() * sizeof(uint32_t);
       smi.pCode = k.spirv.data();
       Check(vkCreateShaderModule(dev, &smi, nullptr, &p.shader), "vkCreateShaderModule");
-      const bool checks = !k.layout.sites.empty();
+      const bool checks = k.layout.HasChecks();
       std::vector<VkDescriptorSetLayoutBinding> bindings(k.layout.bindings.size() +
                                                          (checks ? 1 : 0));
       for (size_t b = 0; b < bindings.size(); ++b) {
@@ -558,7 +579,15 @@ Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels
 
 Module LoadVulkanModule(const std::string& bytes) {
   if (bytes.compare(0, std::strlen(kMagic), kMagic) != 0) {
-    Reader::Bad("it does not start with \"backplane-vulkan-module 2\"");
+    if (bytes.compare(0, std::strlen(kMagicPrefix), kMagicPrefix) == 0) {
+      const size_t nl = bytes.find('\n');
+      const std::string version = bytes.substr(
+          std::strlen(kMagicPrefix), std::min<size_t>(nl, 40) - std::strlen(kMagicPrefix));
+      Reader::Bad("its version is " + version +
+                  ", an older Backplane's, whose kernels lack run-time checks; this Backplane "
+                  "reads version 3 only: build the module again from its IR");
+    }
+    Reader::Bad("it does not start with \"backplane-vulkan-module 3\"");
   }
   Reader r(bytes);
   std::string ir_text = r.Get("ir");

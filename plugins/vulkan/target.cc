@@ -128,6 +128,13 @@ void RegisterTargetKind() {
       .Attr<int64_t>("max_spirv_version", int64_t{0},
                      "the newest SPIR-V the device takes, as SPIR-V's version word (0x10500 "
                      "is 1.5)")
+      .Attr<bool>("fast-math-contract", false,
+                  "allow fusing, e.g. a*b+c into an FMA (otherwise every float add, subtract, "
+                  "multiply and divide of the SPIR-V is decorated NoContraction: two roundings, "
+                  "as docs/ir.md says)")
+      .Attr<bool>("bounds-check", false,
+                  "check every index against its extent: the first access out of bounds is an "
+                  "error naming the kernel, buffer, index and extent (docs/vulkan.md)")
       .Canonicalizer(Canonicalize)
       .Register();
 }

@@ -150,6 +150,11 @@ class CFamilyEmitter {
   // Records a new fault site of the function being emitted; returns its site index + 1.
   int AddFaultSite(FaultSite::Kind kind, const std::string& buffer, const std::string& text,
                    const std::string& dtype = "");
+  // A load and a store with bounds checking on (`site`: its fault site, from AccessSite). The
+  // base spells them with statement expressions, C casts and bp_chk(..., &ok); a language
+  // without those (GLSL) overrides both.
+  virtual std::string EmitCheckedLoad(const ir::LoadNode& load, int site);
+  virtual void EmitCheckedStore(const ir::StoreNode& store, int site);
 
   // ---- Helpers for dialects ---------------------------------------------------------------
   std::string EmitExpr(const ir::Expr& e);
@@ -198,8 +203,6 @@ class CFamilyEmitter {
   CheckedAccess BeginCheckedAccess();
   std::string CheckedAccessIndex(const ir::Buffer& buffer, const std::vector<std::string>& scalar,
                                  int lanes, int site, const std::string& ok);
-  std::string EmitCheckedLoad(const ir::LoadNode& load, int site);
-  void EmitCheckedStore(const ir::StoreNode& store, int site);
   // The bounds-check site of a load or store of `buffer` (0 when checking is off).
   int AccessSite(const ir::Buffer& buffer, const std::string& text);
   int temp_counter_ = 0;
