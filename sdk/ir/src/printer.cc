@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "deep.hpp"
+
 namespace backplane {
 namespace ir {
 namespace {
@@ -138,7 +140,13 @@ class Printer {
       }
       case ExprKind::kCast: {
         const auto* n = e.As<CastNode>();
-        return ToString(n->dtype) + "(" + Expr_(n->value) + ")";
+        std::string value = Expr_(n->value);
+        // A float literal without a suffix would take the cast's float type when parsed again
+        // (the parser types literals from their context): spell out float32 here.
+        if (n->dtype.is_float() && n->value && n->value.kind() == ExprKind::kFloatImm &&
+            n->value.dtype() == Float32() && std::isfinite(n->value.As<FloatImmNode>()->value))
+          value += "f32";
+        return ToString(n->dtype) + "(" + value + ")";
       }
       case ExprKind::kLoad: {
         const auto* n = e.As<LoadNode>();
@@ -308,28 +316,36 @@ class Printer {
 
 }  // namespace
 
-std::string Print(const Expr& expr) { return Printer().Expr_(expr); }
+std::string Print(const Expr& expr) {
+  return detail::Deep(TreeDepth(expr), [&] { return Printer().Expr_(expr); });
+}
 
 std::string Print(const Stmt& stmt, int indent) {
-  Printer p;
-  p.Stmt_(stmt, indent);
-  return p.out;
+  return detail::Deep(TreeDepth(stmt), [&] {
+    Printer p;
+    p.Stmt_(stmt, indent);
+    return std::move(p.out);
+  });
 }
 
 std::string Print(const PrimFunc& func) {
-  Printer p;
-  p.Func(func);
-  return p.out;
+  return detail::Deep(TreeDepth(func), [&] {
+    Printer p;
+    p.Func(func);
+    return std::move(p.out);
+  });
 }
 
 std::string Print(const IRModule& module) {
-  Printer p;
-  p.out = "# backplane-ir " + std::to_string(kTextFormatVersion) + "\n";
-  for (const auto& f : module.functions()) {
-    p.out += "\n";
-    p.Func(f);
-  }
-  return p.out;
+  return detail::Deep(TreeDepth(module), [&] {
+    Printer p;
+    p.out = "# backplane-ir " + std::to_string(kTextFormatVersion) + "\n";
+    for (const auto& f : module.functions()) {
+      p.out += "\n";
+      p.Func(f);
+    }
+    return std::move(p.out);
+  });
 }
 
 }  // namespace ir
