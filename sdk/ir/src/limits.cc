@@ -326,7 +326,7 @@ StackThread::StackThread(size_t bytes, std::function<void()> fn) {
   auto* st = new State;
   st->fn = std::move(fn);
   const size_t page = PageSize();
-  bytes = (std::max(bytes, size_t{PTHREAD_STACK_MIN} + page) + page - 1) / page * page;
+  bytes = (std::max(bytes, static_cast<size_t>(PTHREAD_STACK_MIN) + page) + page - 1) / page * page;
   st->map_size = bytes + page;  // one guard page below the stack
   st->map = mmap(nullptr, st->map_size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
