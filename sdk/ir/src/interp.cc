@@ -155,6 +155,17 @@ void RunGrid(Frame& f, const Fn& root, const int64_t ext[6], bool has_barrier,
 }  // namespace detail
 
 struct Interpreter::Impl {
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // The compiled closures nest as deep as the tree, and so does their destruction.
+  ~Impl() {
+    try {
+      detail::Deep(depth, [&] { funcs.clear(); });
+    } catch (...) {
+      funcs.clear();  // no thread could be started: free them here
+    }
+  }
   IRModule module;
   int64_t depth = 0;  // TreeDepth(module): compiling and running recurse over the tree
   std::vector<std::shared_ptr<detail::CompiledFunc>> funcs;  // as module.functions()
