@@ -261,6 +261,25 @@ TEST(IrText, LiteralsTakeTheirTypeFromTheContext) {
   const int64_t c_shape[1] = {1};
   bir::Interpreter(m32).Run("g", {bir::BufferArg(c, bir::Float32(), 1, c_shape)});
   EXPECT_EQ(c[0], 0.2f);
+  // An explicit float32 literal against a float64: the verifier says to write it as float64.
+  const std::vector<std::string> errors = bir::VerifyErrors(
+      bir::Parse("func h(x: float64, a: buffer<float64>[1]) {\n  a[0] = 0.2f32 * x\n}\n"));
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0].find("float32 * float64 in 0.2f32 * x: write the literal as 0.2f64 (a cast "
+                           "would keep the rounding of float32)"),
+            std::string::npos)
+      << errors[0];
+  // A float32 or int32 literal written with its suffix where the context has another type
+  // (which does not verify) prints with its suffix, so the text prints back the same.
+  const std::string mismatched =
+      bir::Print(bir::Parse("func h(x: float64, i: int64, a: buffer<float64>[2], b: "
+                            "buffer<int64>[1]) {\n  a[0] = 0.2f32 * x + select(x < 1.0, 0.5f32, "
+                            "x)\n  b[0] = 5i32 + i\n  let y: float64 = 0.5f32\n  a[1] = pow(x, "
+                            "2.0f32) + float64(0.1f32) + y\n}\n"));
+  EXPECT_EQ(bir::Print(bir::Parse(mismatched)), mismatched);
+  EXPECT_NE(mismatched.find("0.2f32 * x"), std::string::npos) << mismatched;
+  EXPECT_NE(mismatched.find("5i32 + i"), std::string::npos) << mismatched;
+  EXPECT_NE(mismatched.find("let y: float64 = 0.5f32"), std::string::npos) << mismatched;
   // The builder's float64(0.2f32) prints with its suffix, so the text parses back to it.
   bir::Expr cast = bir::Cast(bir::Float64(), bir::FloatImm(bir::Float32(), 0.2));
   EXPECT_EQ(bir::Print(cast), "float64(0.2f32)");

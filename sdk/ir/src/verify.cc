@@ -135,8 +135,19 @@ class Verifier {
         E(n->b);
         if (!n->a || !n->b) return;
         if (n->a.dtype() != n->b.dtype()) {
+          // A float literal against another float type: say to write it in that type, since
+          // casting it would keep the rounding of its own (float64(0.2f32) is not 0.2).
+          std::string fix = "cast one side";
+          for (const auto& [lit, other] :
+               {std::make_pair(n->a, n->b), std::make_pair(n->b, n->a)}) {
+            if (lit.kind() == ExprKind::kFloatImm && other.dtype().is_float() &&
+                other.dtype().is_scalar())
+              fix = "write the literal as " +
+                    Print(FloatImm(other.dtype(), lit.As<FloatImmNode>()->value)) +
+                    " (a cast would keep the rounding of " + ToString(lit.dtype()) + ")";
+          }
           Report("type mismatch: " + ToString(n->a.dtype()) + " " + ToString(n->op) + " " +
-                 ToString(n->b.dtype()) + " in " + Print(e) + ": cast one side");
+                 ToString(n->b.dtype()) + " in " + Print(e) + ": " + fix);
         } else if (IsLogical(n->op) && !n->a.dtype().is_bool()) {
           Report(std::string("operator ") + ToString(n->op) + " takes bool operands, got " +
                  ToString(n->a.dtype()) + " in " + Print(e));
