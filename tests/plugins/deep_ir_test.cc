@@ -50,9 +50,13 @@ TEST_P(DeepIr, BuildsAndRunsOnC) {
   tx.CopyFrom(x);
   Tensor out = Tensor::Empty({1}, kF32, Device(bptest::CpuDevice()));
   m.GetFunction("chain")(tx.dl(), out.dl());
+  Module back = Module::LoadFromBytes(m.SaveToBytes());
+  Tensor out2 = Tensor::Empty({1}, kF32, Device(bptest::CpuDevice()));
+  back.GetFunction("chain")(tx.dl(), out2.dl());
   float want = x[0];  // the IR's order of float32 additions, no contraction: the same float
   for (int k = 1; k < n; ++k) want += x[static_cast<size_t>(k)];
   EXPECT_EQ(out.ToVector<float>()[0], want);
+  EXPECT_EQ(out2.ToVector<float>()[0], want);
 }
 
 // 10,000 terms: NVRTC takes minutes on 30,000 (under load), long for a test.
@@ -69,6 +73,10 @@ TEST(DeepIrOther, EveryOtherCodeGeneratorBuildsIt) {
     SCOPED_TRACE(kind);
     try {
       Module m = backplane::Build(text, Target::Parse(kind));
+      // Loading walks the saved IR again (in the plugin's loader): bp_module_load gives it
+      // the stack too.
+      Module back = Module::LoadFromBytes(m.SaveToBytes());
+      EXPECT_TRUE(static_cast<bool>(back.GetFunction("chain")));
       ++built;
     } catch (const backplane::Error& e) {
       // glslang's parser (a bison stack of 10,000) refuses the fully parenthesized GLSL of a
