@@ -78,6 +78,22 @@ TEST(IrLimits, DeepWalksFromAStdThread) {
   EXPECT_EQ(error, "");
 }
 
+// A thread with a small stack (256 KiB, as some thread pools give): the walks measure what is
+// left on it and move to a bigger stack, even for a tree only 3,000 deep.
+TEST(IrLimits, DeepWalksFromASmallStack) {
+  std::string error;
+  {
+    bir::StackThread t(size_t{256} << 10, [&] {
+      try {
+        CheckChain(3000);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+  }
+  EXPECT_EQ(error, "");
+}
+
 // A tree built with the builder API, as deep as the parser allows, is measured, verified,
 // printed and freed without recursion overflowing anything.
 TEST(IrLimits, BuilderTreeAtTheDepthLimit) {
