@@ -5,6 +5,7 @@
 #include "build.h"
 
 #include <backplane/ir/analysis.hpp>
+#include <backplane/ir/limits.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/interp.hpp>
 #include <backplane/ir/signature.hpp>
@@ -252,8 +253,12 @@ Ref MakeHostModule(ir::IRModule host, std::string host_target) {
   return Ref::Adopt(out);
 }
 
-// Calls "target.build.<kind>" with the IR text and the Target.
-Ref CallCodegen(const std::string& kind, const std::string& text, const bp_object_t* target) {
+// Calls "target.build.<kind>" with the IR text and the Target. `depth` is the IR's TreeDepth: every
+// code generator recurses over the tree, so it runs with the stack a tree that deep needs
+// (docs/ir.md, "Limits"), on another thread if this one has too little; this covers every code
+// generator, the SDK's and third parties'.
+Ref CallCodegen(const std::string& kind, const std::string& text, const bp_object_t* target,
+                int64_t depth) {
   const std::string name = "target.build." + kind;
   std::string looked_at;
   Ref codegen = FindOrLoad(name, &looked_at);
@@ -270,7 +275,8 @@ Ref CallCodegen(const std::string& kind, const std::string& text, const bp_objec
   args[1].type = BP_VALUE_OBJECT;
   args[1].reserved0 = 0;
   args[1].u.v_obj = const_cast<bp_object_t*>(target);
-  bp_value_t r = CallFunction(codegen.get(), args, 2, name);
+  bp_value_t r{};
+  ir::RunForDepth(depth, [&] { r = CallFunction(codegen.get(), args, 2, name); });
   Ref result = r.type == BP_VALUE_OBJECT ? Ref::Adopt(r.u.v_obj) : Ref();
   if (!result || result.get()->type() != BP_OBJECT_MODULE) {
     Fail(BP_ERR_PLUGIN, name +
@@ -350,7 +356,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
   }
   const std::string codegen = "target.build." + kind;
   if (cpu) {
-    Ref built = CallCodegen(kind, ir::Print(module), target);
+    Ref built = CallCodegen(kind, ir::Print(module), target, ir::TreeDepth(module));
     CheckReachable(built, module, codegen);
     return built;
   }
@@ -363,7 +369,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
   }
   Ref device;
   if (!split.device.functions().empty()) {
-    device = CallCodegen(kind, ir::Print(split.device), target);
+    device = CallCodegen(kind, ir::Print(split.device), target, ir::TreeDepth(split.device));
     CheckReachable(device, split.device, codegen);
   }
   Ref host_module = MakeHostModule(std::move(split.host), host_json);

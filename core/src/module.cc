@@ -10,6 +10,7 @@
 // Nodes are written children first, so the root is the last node and a file can describe no
 // cycle. Every length is checked against what is left before it is used.
 #include <algorithm>
+#include <backplane/ir/limits.hpp>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -199,7 +200,13 @@ Ref LoadOne(const std::string& kind, const uint8_t* payload, size_t size) {
   arg.type = BP_VALUE_OBJECT;
   arg.reserved0 = 0;
   arg.u.v_obj = bytes.get();
-  bp_value_t r = CallFunction(f.get(), &arg, 1, loader);
+  // A loader may parse the IR in its payload and walk it, recursively (docs/ir.md, "Limits"):
+  // that tree is no deeper than the payload is long, nor than the parser allows. So it runs with
+  // the stack such a tree needs, as bp_build does for code generators.
+  const int64_t depth = static_cast<int64_t>(
+      std::min<size_t>(size, static_cast<size_t>(ir::kMaxTreeDepth + ir::kMaxNesting)));
+  bp_value_t r{};
+  ir::RunForDepth(depth, [&] { r = CallFunction(f.get(), &arg, 1, loader); });
   Ref result = r.type == BP_VALUE_OBJECT ? Ref::Adopt(r.u.v_obj) : Ref();
   if (!result || result.get()->type() != BP_OBJECT_MODULE) {
     Fail(BP_ERR_PLUGIN, loader + " must return a module object, but returned something else");

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <backplane/ir/analysis.hpp>
+#include <backplane/ir/interp.hpp>
 #include <backplane/ir/text.hpp>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -176,12 +178,112 @@ const BadText kBadTexts[] = {
     {"ElseWithoutIf", "func f() {\n  else {\n  }\n}",
      "2:3: expected a statement ('else' must follow the '}' of an 'if'), got 'else'", "else"},
     {"Keyword", "func for() {\n}", "1:6: 'for' is a keyword: expected the function's name", "for"},
+    // A name that starts with a digit, and compound assignment (issue 13, item 10).
+    {"FunctionNameStartsWithADigit", "func 2mm(a: buffer<float32>[1]) {\n}",
+     "1:6: function name '2mm' starts with a digit: expected a name that starts with a letter "
+     "or '_'; rename it, e.g. 'mm2' or '_2mm'",
+     "2mm"},
+    {"NameStartsWithADigit", "func f(a: buffer<float32>[1]) {\n  a[0] = 3tmp\n}",
+     "2:11: bad number suffix 'tmp': expected i8-i64, u8-u64, f16, f32 or f64, or none; if "
+     "'3tmp' is meant as a name, a name must start with a letter or '_' (e.g. 'tmp3')",
+     "tmp"},
+    {"CompoundAssignment", "func f(a: buffer<float32>[4], x: float32) {\n  a[1] += x\n}",
+     "2:8: compound assignment '+=' is not supported: expected '=' (write 'a[1] = a[1] + "
+     "<value>')",
+     "+="},
+    {"CompoundAssignmentMul",
+     "func f(a: buffer<float32>[4]) {\n  for i in serial(0, 4) {\n"
+     "    a[i] *= 2.0\n  }\n}",
+     "3:10: compound assignment '*=' is not supported: expected '=' (write 'a[i] = a[i] * "
+     "<value>')",
+     "*="},
+    // A literal without a suffix takes its type from the context, and must fit it (item 6).
+    {"LiteralDoesNotFitTheStore", "func f(a: buffer<int8>[1]) {\n  a[0] = 300\n}",
+     "2:10: integer literal 300 does not fit in int8, the type its context gives it: expected a "
+     "value in [-128, 127]; write another value, or int8(300i64) to convert it on purpose "
+     "(wrapping)",
+     "300"},
+    {"LiteralDoesNotFitTheOtherOperand", "func f(a: buffer<uint8>[1]) {\n  a[0] = a[0] + -1\n}",
+     "2:17: integer literal -1 does not fit in uint8, the type its context gives it: expected a "
+     "value in [0, 255]; write another value, or uint8(-1i64) to convert it on purpose "
+     "(wrapping)",
+     "-1"},
+    {"LiteralWithoutContextIsInt32", "func f(a: buffer<int64>[1]) {\n  a[0] = int64(3000000000)\n}",
+     "2:16: integer literal 3000000000 does not fit in int32 (the type of an integer literal "
+     "without a suffix, where nothing around it gives one): expected a value in [-2147483648, "
+     "2147483647], or a suffix (3000000000i64, 3000000000u64)",
+     "3000000000"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Errors, ParseError, ::testing::ValuesIn(kBadTexts),
                          [](const ::testing::TestParamInfo<BadText>& param_info) {
                            return std::string(param_info.param.name);
                          });
+
+// Issue 13, item 6: `float64(0.2)`, `0.2 * x` and `let y: float64 = 0.2` hold the float64
+// value 0.2, not the float32 value of 0.2 (6e-7 away); integer literals take int64 from their
+// context. Compared exactly.
+TEST(IrText, LiteralsTakeTheirTypeFromTheContext) {
+  bir::IRModule m = bir::Parse(
+      "func f(x: float64, i: int64, a: buffer<float64>[5], b: buffer<int64>[2]) {\n"
+      "  a[0] = float64(0.2)\n"
+      "  a[1] = 0.2 * x\n"
+      "  a[2] = x * 0.1 + 0.7\n"
+      "  a[3] = max(x, 0.3)\n"
+      "  let y: float64 = 0.2\n"
+      "  a[4] = select(x < 0.5, 0.2, y) + pow(x, 0.5)\n"
+      "  b[0] = i + 3000000000\n"
+      "  b[1] = 5000000000\n"
+      "}\n");
+  bir::Verify(m);
+  const std::string printed = bir::Print(m);
+  EXPECT_NE(printed.find("float64(0.2f64)"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("0.2f64 * x"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("i + 3000000000i64"), std::string::npos) << printed;
+  EXPECT_TRUE(bir::StructuralEqual(bir::Parse(printed), m));
+  double a[5] = {0, 0, 0, 0, 0};
+  int64_t b[2] = {0, 0};
+  const int64_t a_shape[1] = {5}, b_shape[1] = {2};
+  const double x = 0.25;
+  bir::Interpreter(m).Run(
+      "f", {bir::FloatArg(x), bir::IntArg(7), bir::BufferArg(a, bir::Float64(), 1, a_shape),
+            bir::BufferArg(b, bir::Int64(), 1, b_shape)});
+  EXPECT_EQ(a[0], 0.2);
+  EXPECT_EQ(a[1], 0.2 * x);
+  EXPECT_EQ(a[2], x * 0.1 + 0.7);
+  EXPECT_EQ(a[3], 0.3);
+  EXPECT_EQ(a[4], 0.2 + std::pow(x, 0.5));
+  EXPECT_EQ(b[0], 3000000007);
+  EXPECT_EQ(b[1], 5000000000);
+  // A float32 context keeps float32 (the value of 0.2 rounded to float32, as before).
+  bir::IRModule m32 = bir::Parse("func g(a: buffer<float32>[1]) {\n  a[0] = float32(0.2)\n}\n");
+  float c[1] = {0};
+  const int64_t c_shape[1] = {1};
+  bir::Interpreter(m32).Run("g", {bir::BufferArg(c, bir::Float32(), 1, c_shape)});
+  EXPECT_EQ(c[0], 0.2f);
+  // An explicit float32 literal against a float64: the verifier says to write it as float64.
+  const std::vector<std::string> errors = bir::VerifyErrors(
+      bir::Parse("func h(x: float64, a: buffer<float64>[1]) {\n  a[0] = 0.2f32 * x\n}\n"));
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0].find("float32 * float64 in 0.2f32 * x: write the literal as 0.2f64 (a cast "
+                           "would keep the rounding of float32)"),
+            std::string::npos)
+      << errors[0];
+  // A float32 or int32 literal written with its suffix where the context has another type
+  // (which does not verify) prints with its suffix, so the text prints back the same.
+  const std::string mismatched =
+      bir::Print(bir::Parse("func h(x: float64, i: int64, a: buffer<float64>[2], b: "
+                            "buffer<int64>[1]) {\n  a[0] = 0.2f32 * x + select(x < 1.0, 0.5f32, "
+                            "x)\n  b[0] = 5i32 + i\n  let y: float64 = 0.5f32\n  a[1] = pow(x, "
+                            "2.0f32) + float64(0.1f32) + y\n}\n"));
+  EXPECT_EQ(bir::Print(bir::Parse(mismatched)), mismatched);
+  EXPECT_NE(mismatched.find("0.2f32 * x"), std::string::npos) << mismatched;
+  EXPECT_NE(mismatched.find("5i32 + i"), std::string::npos) << mismatched;
+  EXPECT_NE(mismatched.find("let y: float64 = 0.5f32"), std::string::npos) << mismatched;
+  // The builder's float64(0.2f32) prints with its suffix, so the text parses back to it.
+  bir::Expr cast = bir::Cast(bir::Float64(), bir::FloatImm(bir::Float32(), 0.2));
+  EXPECT_EQ(bir::Print(cast), "float64(0.2f32)");
+}
 
 TEST(IrText, SourceNamePrefixesTheLocation) {
   try {

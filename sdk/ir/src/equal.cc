@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Structural equality: same tree, with variables and buffers matched one to one.
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <cstring>
 #include <unordered_map>
+
+#include "deep.hpp"
 
 namespace backplane {
 namespace ir {
@@ -152,9 +155,16 @@ class Equal {
 
 }  // namespace
 
-bool StructuralEqual(const Expr& a, const Expr& b) { return Equal().E(a, b); }
-bool StructuralEqual(const Stmt& a, const Stmt& b) { return Equal().S(a, b); }
-bool StructuralEqual(const PrimFunc& a, const PrimFunc& b) { return Equal().F(a, b); }
+// The walk stops at the first difference, so the shallower tree bounds its depth.
+bool StructuralEqual(const Expr& a, const Expr& b) {
+  return detail::Deep(std::min(TreeDepth(a), TreeDepth(b)), [&] { return Equal().E(a, b); });
+}
+bool StructuralEqual(const Stmt& a, const Stmt& b) {
+  return detail::Deep(std::min(TreeDepth(a), TreeDepth(b)), [&] { return Equal().S(a, b); });
+}
+bool StructuralEqual(const PrimFunc& a, const PrimFunc& b) {
+  return detail::Deep(std::min(TreeDepth(a), TreeDepth(b)), [&] { return Equal().F(a, b); });
+}
 bool StructuralEqual(const IRModule& a, const IRModule& b) {
   if (a.functions().size() != b.functions().size()) return false;
   for (size_t k = 0; k < a.functions().size(); ++k)

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "deep.hpp"
 #include "interp_runtime.hpp"
 
 namespace backplane {
@@ -117,17 +118,32 @@ void RunGrid(Frame& f, const Fn& root, const int64_t ext[6], bool has_barrier,
       barrier.Abort();
     }
   };
+  // A deep tree needs more stack than a std::thread has (limits.hpp).
+  const size_t stack = f.run->stack_bytes;
+  const bool deep = stack > (size_t{4} << 20);
   std::vector<std::thread> pool;
+  std::vector<StackThread> deep_pool;
   pool.reserve(static_cast<size_t>(threads));
-  try {
-    for (int64_t t = 0; t < threads; ++t) pool.emplace_back(work, t);
-  } catch (const std::system_error& e) {
-    barrier.Abort();
+  deep_pool.reserve(static_cast<size_t>(threads));
+  auto join_all = [&] {
     for (auto& th : pool) th.join();
+    for (auto& th : deep_pool) th.Join();
+  };
+  try {
+    for (int64_t t = 0; t < threads; ++t) {
+      if (deep) {
+        deep_pool.emplace_back(stack, [&work, t] { work(t); });
+      } else {
+        pool.emplace_back(work, t);
+      }
+    }
+  } catch (const std::exception& e) {
+    barrier.Abort();
+    join_all();
     throw Error(ErrorKind::kValue,
                 func_name + ": cannot start the threads of a block: " + std::string(e.what()));
   }
-  for (auto& th : pool) th.join();
+  join_all();
   if (error) std::rethrow_exception(error);
   if (barrier.diverged())
     throw Error(ErrorKind::kValue,
@@ -139,7 +155,19 @@ void RunGrid(Frame& f, const Fn& root, const int64_t ext[6], bool has_barrier,
 }  // namespace detail
 
 struct Interpreter::Impl {
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // The compiled closures nest as deep as the tree, and so does their destruction.
+  ~Impl() {
+    try {
+      detail::Deep(depth, [&] { funcs.clear(); });
+    } catch (...) {
+      funcs.clear();  // no thread could be started: free them here
+    }
+  }
   IRModule module;
+  int64_t depth = 0;  // TreeDepth(module): compiling and running recurse over the tree
   std::vector<std::shared_ptr<detail::CompiledFunc>> funcs;  // as module.functions()
 };
 
@@ -147,7 +175,10 @@ Interpreter::Interpreter(IRModule module) {
   Verify(module);
   auto impl = std::make_shared<Impl>();
   impl->module = std::move(module);
-  for (const PrimFunc& f : impl->module.functions()) impl->funcs.push_back(detail::Compile(f));
+  impl->depth = TreeDepth(impl->module);
+  detail::Deep(impl->depth, [&] {
+    for (const PrimFunc& f : impl->module.functions()) impl->funcs.push_back(detail::Compile(f));
+  });
   impl_ = std::move(impl);
 }
 
@@ -160,6 +191,11 @@ void Interpreter::Run(const std::string& func, const std::vector<ArgView>& args,
 
 void Interpreter::Run(const std::string& func, const std::vector<ArgView>& args,
                       const PackedCall& call, Args args_state) const {
+  detail::Deep(impl_->depth, [&] { RunDeep(func, args, call, args_state); });
+}
+
+void Interpreter::RunDeep(const std::string& func, const std::vector<ArgView>& args,
+                          const PackedCall& call, Args args_state) const {
   const detail::CompiledFunc* cf = nullptr;
   for (size_t k = 0; k < impl_->module.functions().size(); ++k)
     if (impl_->module.functions()[k].name == func) cf = impl_->funcs[k].get();
@@ -177,6 +213,7 @@ void Interpreter::Run(const std::string& func, const std::vector<ArgView>& args,
   run.func = &pf;
   run.args = &args;
   run.call = &call;
+  run.stack_bytes = StackBytesForDepth(impl_->depth);
   // A kernel's trailing launch extents.
   std::vector<ArgView> own;
   const std::vector<ArgView>* params = &args;

@@ -99,9 +99,9 @@ class Compiler {
       case ExprKind::kBinary:
         return Binary(*e.As<BinaryNode>(), e);
       case ExprKind::kNot: {
-        const CE a = E(e.As<NotNode>()->a);
+        CE a = E(e.As<NotNode>()->a);
         const int out = NewRegs(a.lanes);
-        return {out, a.lanes, [fa = a.fn, ra = a.reg, out, lanes = a.lanes](Frame& f) {
+        return {out, a.lanes, [fa = std::move(a.fn), ra = a.reg, out, lanes = a.lanes](Frame& f) {
                   Eval(fa, f);
                   Val* r = f.regs.data();
                   for (int l = 0; l < lanes; ++l) r[out + l].i = r[ra + l].i == 0 ? 1 : 0;
@@ -120,11 +120,11 @@ class Compiler {
       case ExprKind::kRamp:
         return RampExpr(*e.As<RampNode>(), e);
       case ExprKind::kBroadcast: {
-        const CE v = E(e.As<BroadcastNode>()->value);
+        CE v = E(e.As<BroadcastNode>()->value);
         if (v.lanes != 1) Fail("broadcast of a vector in `" + Print(e) + "`");
         const int lanes = e.dtype().lanes;
         const int out = NewRegs(lanes);
-        return {out, lanes, [fv = v.fn, rv = v.reg, out, lanes](Frame& f) {
+        return {out, lanes, [fv = std::move(v.fn), rv = v.reg, out, lanes](Frame& f) {
                   Eval(fv, f);
                   Val* r = f.regs.data();
                   for (int l = 0; l < lanes; ++l) r[out + l] = r[rv];
@@ -137,14 +137,16 @@ class Compiler {
   }
 
   CE Binary(const BinaryNode& n, const Expr& e) {
-    const CE a = E(n.a);
-    const CE b = E(n.b);
+    CE a = E(n.a);
+    CE b = E(n.b);
     if (a.lanes != b.lanes) Fail("operands of different lanes in `" + Print(e) + "`");
     const int out = NewRegs(a.lanes);
     const DType t = n.a.dtype().Element();
     if (IsLogical(n.op) && a.lanes == 1) {  // && and || short-circuit, as in C
       const bool is_and = n.op == BinaryOp::kAnd;
-      return {out, 1, [fa = a.fn, fb = b.fn, ra = a.reg, rb = b.reg, out, is_and](Frame& f) {
+      return {out, 1,
+              [fa = std::move(a.fn), fb = std::move(b.fn), ra = a.reg, rb = b.reg, out,
+               is_and](Frame& f) {
                 Eval(fa, f);
                 Val* r = f.regs.data();
                 if ((r[ra].i != 0) != is_and) {
@@ -161,20 +163,25 @@ class Compiler {
            : t.bits == 32 ? FloatBinary<32>(n.op, a, b, out)
                           : FloatBinary<64>(n.op, a, b, out);
     } else {
-      fn = IntBinary(n.op, t, a, b, out, std::make_shared<const std::string>(Print(e)));
+      // The text names the expression in a division-by-zero error; printed only for divisions
+      // (printing every node of a 30,000-term chain would take time quadratic in its length).
+      const bool divides =
+          n.op == BinaryOp::kDiv || n.op == BinaryOp::kFloorDiv || n.op == BinaryOp::kFloorMod;
+      fn = IntBinary(n.op, t, a, b, out,
+                     std::make_shared<const std::string>(divides ? Print(e) : std::string()));
     }
-    return {out, a.lanes, fn};
+    return {out, a.lanes, std::move(fn)};
   }
 
   CE Select(const SelectNode& n, const Expr& e) {
-    const CE c = E(n.cond), a = E(n.a), b = E(n.b);
+    CE c = E(n.cond), a = E(n.a), b = E(n.b);
     const int lanes = a.lanes;
     if (b.lanes != lanes || (c.lanes != 1 && c.lanes != lanes))
       Fail("operands of different lanes in `" + Print(e) + "`");
     const int out = NewRegs(lanes);
     return {out, lanes,
-            [fc = c.fn, fa = a.fn, fb = b.fn, rc = c.reg, sc = c.lanes == 1 ? 0 : 1, ra = a.reg,
-             rb = b.reg, out, lanes](Frame& f) {
+            [fc = std::move(c.fn), fa = std::move(a.fn), fb = std::move(b.fn), rc = c.reg,
+             sc = c.lanes == 1 ? 0 : 1, ra = a.reg, rb = b.reg, out, lanes](Frame& f) {
               Eval(fc, f);  // select evaluates both sides
               Eval(fa, f);
               Eval(fb, f);
@@ -185,13 +192,13 @@ class Compiler {
   }
 
   CE CastExpr(const CastNode& n, const Expr& e) {
-    const CE v = E(n.value);
+    CE v = E(n.value);
     const int lanes = e.dtype().lanes;
     if (v.lanes != 1 && v.lanes != lanes) Fail("a cast between lanes in `" + Print(e) + "`");
     const int out = NewRegs(lanes);
     return {out, lanes,
-            [fv = v.fn, rv = v.reg, sv = v.lanes == 1 ? 0 : 1, from = n.value.dtype().Element(),
-             to = e.dtype().Element(), out, lanes](Frame& f) {
+            [fv = std::move(v.fn), rv = v.reg, sv = v.lanes == 1 ? 0 : 1,
+             from = n.value.dtype().Element(), to = e.dtype().Element(), out, lanes](Frame& f) {
               Eval(fv, f);
               Val* r = f.regs.data();
               for (int l = 0; l < lanes; ++l) r[out + l] = CastVal(r[rv + sv * l], from, to);
@@ -208,10 +215,10 @@ class Compiler {
     a.nd = s.ndim;
     *lanes = 1;
     for (const Expr& i : indices) {
-      const CE c = E(i);
+      CE c = E(i);
       a.reg.push_back(c.reg);
       a.lanes.push_back(c.lanes);
-      if (c.fn) a.fns.push_back(c.fn);
+      if (c.fn) a.fns.push_back(std::move(c.fn));
       if (c.lanes != 1) {
         if (*lanes != 1 && *lanes != c.lanes) Fail("indices of different lanes in `" + text + "`");
         *lanes = c.lanes;
@@ -245,7 +252,7 @@ class Compiler {
       BACKPLANE_IR_LOAD(kBool)
 #undef BACKPLANE_IR_LOAD
     }
-    return {out, lanes, fn};
+    return {out, lanes, std::move(fn)};
   }
 
   CE CallExpr(const CallNode& n, const Expr& e) {
@@ -270,7 +277,7 @@ class Compiler {
     Fn fn = t.bits == 16   ? MakeIntrinsic<16>(which, args, out, lanes)
             : t.bits == 32 ? MakeIntrinsic<32>(which, args, out, lanes)
                            : MakeIntrinsic<64>(which, args, out, lanes);
-    return {out, lanes, fn};
+    return {out, lanes, std::move(fn)};
   }
 
   CE CallPackedExpr(const CallPackedNode& n) {
@@ -287,14 +294,14 @@ class Compiler {
         args.push_back({param >= 0 ? Arg::kParam : Arg::kAlloc, param >= 0 ? param : slot});
         continue;
       }
-      const CE c = E(a);
+      CE c = E(a);
       if (c.lanes != 1) Fail("a vector argument of call_packed(\"" + n.name + "\")");
-      if (c.fn) fns.push_back(c.fn);
+      if (c.fn) fns.push_back(std::move(c.fn));
       args.push_back({a.dtype().is_float() ? Arg::kFloat : Arg::kInt, c.reg});
     }
     const int out = NewRegs(1);
     const std::vector<BufSlot>& slots = out_->bufs;  // the CompiledFunc outlives its closures
-    return {out, 1, [name = n.name, args, fns, out, &slots](Frame& f) {
+    return {out, 1, [name = n.name, args, fns = std::move(fns), out, &slots](Frame& f) {
               for (const Fn& g : fns) g(f);
               std::vector<ArgView> views;
               views.reserve(args.size());
@@ -327,12 +334,14 @@ class Compiler {
   }
 
   CE RampExpr(const RampNode& n, const Expr& e) {
-    const CE b = E(n.base), s = E(n.stride);
+    CE b = E(n.base), s = E(n.stride);
     if (b.lanes != 1 || s.lanes != 1) Fail("ramp of vectors in `" + Print(e) + "`");
     const int lanes = e.dtype().lanes;
     const int out = NewRegs(lanes);
     const DType t = n.base.dtype().Element();
-    return {out, lanes, [fb = b.fn, fs = s.fn, rb = b.reg, rs = s.reg, out, lanes, t](Frame& f) {
+    return {out, lanes,
+            [fb = std::move(b.fn), fs = std::move(s.fn), rb = b.reg, rs = s.reg, out, lanes,
+             t](Frame& f) {
               Eval(fb, f);
               Eval(fs, f);
               Val* r = f.regs.data();
@@ -353,7 +362,7 @@ class Compiler {
       case StmtKind::kSeq: {
         std::vector<Fn> seq;
         for (const Stmt& c : s.As<SeqNode>()->seq) seq.push_back(S(c));
-        return [seq](Frame& f) {
+        return [seq = std::move(seq)](Frame& f) {
           for (const Fn& g : seq) g(f);
         };
       }
@@ -364,10 +373,11 @@ class Compiler {
       }
       case StmtKind::kIfThenElse: {
         const auto* n = s.As<IfThenElseNode>();
-        const CE c = E(n->cond);
-        const Fn then_case = S(n->then_case);
-        const Fn else_case = n->else_case ? S(n->else_case) : Fn();
-        return [fc = c.fn, rc = c.reg, then_case, else_case](Frame& f) {
+        CE c = E(n->cond);
+        Fn then_case = S(n->then_case);
+        Fn else_case = n->else_case ? S(n->else_case) : Fn();
+        return [fc = std::move(c.fn), rc = c.reg, then_case = std::move(then_case),
+                else_case = std::move(else_case)](Frame& f) {
           Eval(fc, f);
           if (f.regs[static_cast<size_t>(rc)].i != 0) {
             then_case(f);
@@ -378,14 +388,14 @@ class Compiler {
       }
       case StmtKind::kLetStmt: {
         const auto* n = s.As<LetStmtNode>();
-        const CE v = E(n->value);
+        CE v = E(n->value);
         const int lanes = n->var.dtype().lanes;
         if (v.lanes != lanes) Fail("let '" + n->var.name() + "' of different lanes");
         const int reg = NewRegs(lanes);
         vars_.emplace_back(n->var.get(), reg);
-        const Fn body = S(n->body);
+        Fn body = S(n->body);
         vars_.pop_back();
-        return [fv = v.fn, rv = v.reg, reg, lanes, body](Frame& f) {
+        return [fv = std::move(v.fn), rv = v.reg, reg, lanes, body = std::move(body)](Frame& f) {
           Eval(fv, f);
           Val* r = f.regs.data();
           for (int l = 0; l < lanes; ++l) r[reg + l] = r[rv + l];
@@ -397,7 +407,7 @@ class Compiler {
       case StmtKind::kAllocate:
         return AllocateStmt(*s.As<AllocateNode>());
       case StmtKind::kEvaluate: {
-        const CE v = E(s.As<EvaluateNode>()->value);
+        CE v = E(s.As<EvaluateNode>()->value);
         if (!v.fn) return [](Frame&) {};
         return v.fn;
       }
@@ -414,12 +424,12 @@ class Compiler {
     if (!text.empty() && text.back() == '\n') text.pop_back();
     int lanes = 1;
     Access a = MakeAccess(n.buffer, n.indices, text, &lanes);
-    const CE v = E(n.value);
+    CE v = E(n.value);
     if (v.lanes != 1 && v.lanes != lanes) Fail("a store of different lanes: `" + text + "`");
     switch (out_->bufs[static_cast<size_t>(a.slot)].elem) {
 #define BACKPLANE_IR_STORE(K) \
   case Elem::K:               \
-    return MakeStore<Elem::K>(std::move(a), v.fn, v.reg, v.lanes, lanes);
+    return MakeStore<Elem::K>(std::move(a), std::move(v.fn), v.reg, v.lanes, lanes);
       BACKPLANE_IR_STORE(kI8)
       BACKPLANE_IR_STORE(kI16)
       BACKPLANE_IR_STORE(kI32)
@@ -438,13 +448,13 @@ class Compiler {
   }
 
   Fn Loop(const ForNode& n) {
-    const CE mn = E(n.min), ext = E(n.extent);
+    CE mn = E(n.min), ext = E(n.extent);
     const int reg = NewRegs(1);
     vars_.emplace_back(n.var.get(), reg);
-    const Fn body = S(n.body);
+    Fn body = S(n.body);
     vars_.pop_back();
-    return [fm = mn.fn, fe = ext.fn, rm = mn.reg, re = ext.reg, reg, t = n.var.dtype(),
-            body](Frame& f) {
+    return [fm = std::move(mn.fn), fe = std::move(ext.fn), rm = mn.reg, re = ext.reg, reg,
+            t = n.var.dtype(), body = std::move(body)](Frame& f) {
       Eval(fm, f);
       Eval(fe, f);
       const int64_t m = f.regs[static_cast<size_t>(rm)].i;
@@ -462,13 +472,14 @@ class Compiler {
     const auto it = occurrence_.find(&n);
     if (it == occurrence_.end()) Fail("a thread-bound loop outside its region");
     const int k = it->second;
-    const CE mn = E(n.min);
+    CE mn = E(n.min);
     const int reg = NewRegs(1);
     vars_.emplace_back(n.var.get(), reg);
-    const Fn body = S(n.body);
+    Fn body = S(n.body);
     vars_.pop_back();
     const int axis = static_cast<int>(n.thread) - 1;
-    return [fm = mn.fn, rm = mn.reg, reg, t = n.var.dtype(), body, k, axis](Frame& f) {
+    return [fm = std::move(mn.fn), rm = mn.reg, reg, t = n.var.dtype(), body = std::move(body), k,
+            axis](Frame& f) {
       const int64_t idx = f.tidx[axis];
       if (idx >= f.occ_ext[static_cast<size_t>(k)]) return;
       Eval(fm, f);
@@ -529,15 +540,15 @@ class Compiler {
       axes.push_back(static_cast<int>(l->thread) - 1);
     }
     in_region_ = true;
-    const Fn body = ThreadLoop(root);
+    Fn body = ThreadLoop(root);
     in_region_ = false;
     std::vector<Fn> fns;
     std::vector<int> regs;
-    for (const CE& c : exts) {
-      if (c.fn) fns.push_back(c.fn);
+    for (CE& c : exts) {
+      if (c.fn) fns.push_back(std::move(c.fn));
       regs.push_back(c.reg);
     }
-    return [fns, regs, axes, first, body, barrier](Frame& f) {
+    return [fns = std::move(fns), regs, axes, first, body = std::move(body), barrier](Frame& f) {
       for (const Fn& g : fns) g(f);
       int64_t ext[6] = {1, 1, 1, 1, 1, 1};
       bool used[6] = {false, false, false, false, false, false};
@@ -570,22 +581,23 @@ class Compiler {
     for (const Expr& e : b->strides) strides.push_back(E(e));
     const int slot = NewSlot(b, -1);
     buffers_.emplace_back(b.get(), slot);
-    const Fn body = S(n.body);
+    Fn body = S(n.body);
     buffers_.pop_back();
     const bool shared = n.scope == StorageScope::kShared && in_region_;
     const int sid = shared ? static_cast<int>(out_->nshared++) : -1;
     std::vector<Fn> fns;
     std::vector<int> shape_regs, stride_regs;
-    for (const CE& c : shape) {
-      if (c.fn) fns.push_back(c.fn);
+    for (CE& c : shape) {
+      if (c.fn) fns.push_back(std::move(c.fn));
       shape_regs.push_back(c.reg);
     }
-    for (const CE& c : strides) {
-      if (c.fn) fns.push_back(c.fn);
+    for (CE& c : strides) {
+      if (c.fn) fns.push_back(std::move(c.fn));
       stride_regs.push_back(c.reg);
     }
     const BufSlot info = out_->bufs[static_cast<size_t>(slot)];
-    return [fns, shape_regs, stride_regs, info, slot, sid, body](Frame& f) {
+    return [fns = std::move(fns), shape_regs, stride_regs, info, slot, sid,
+            body = std::move(body)](Frame& f) {
       for (const Fn& g : fns) g(f);
       const int nd = info.ndim;
       int64_t* dims = f.dims.data() + info.dims_off;

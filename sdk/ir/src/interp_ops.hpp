@@ -192,7 +192,7 @@ template <Elem K>
 Fn MakeLoad(Access a, int out, int lanes) {
   if (a.nd == 1 && lanes == 1) {  // the common case, without the loops
     const int r0 = a.reg[0];
-    return [a, r0, out](Frame& f) {
+    return [a = std::move(a), r0, out](Frame& f) {
       a.EvalIndices(f);
       const int64_t i = f.regs[static_cast<size_t>(r0)].i;
       const int64_t ext = f.dims[static_cast<size_t>(a.off)];
@@ -202,7 +202,7 @@ Fn MakeLoad(Access a, int out, int lanes) {
                                                             static_cast<int64_t>(ElemT<K>::kSize));
     };
   }
-  return [a, out, lanes](Frame& f) {
+  return [a = std::move(a), out, lanes](Frame& f) {
     a.EvalIndices(f);
     const char* base = f.data[static_cast<size_t>(a.slot)];
     for (int l = 0; l < lanes; ++l)
@@ -213,7 +213,7 @@ Fn MakeLoad(Access a, int out, int lanes) {
 
 template <Elem K>
 Fn MakeStore(Access a, Fn fv, int rv, int vlanes, int lanes) {
-  return [a, fv, rv, vlanes, lanes](Frame& f) {
+  return [a = std::move(a), fv = std::move(fv), rv, vlanes, lanes](Frame& f) {
     a.EvalIndices(f);
     Eval(fv, f);
     char* base = f.data[static_cast<size_t>(a.slot)];
@@ -233,18 +233,18 @@ struct CE {
 };
 
 template <typename Op>
-Fn Lanes2(const CE& a, const CE& b, int out, Op op) {
-  const Fn fa = a.fn, fb = b.fn;
+Fn Lanes2(CE& a, CE& b, int out, Op op) {
+  Fn fa = std::move(a.fn), fb = std::move(b.fn);
   const int ra = a.reg, rb = b.reg, lanes = a.lanes;
   if (lanes == 1) {
-    return [fa, fb, ra, rb, out, op](Frame& f) {
+    return [fa = std::move(fa), fb = std::move(fb), ra, rb, out, op](Frame& f) {
       Eval(fa, f);
       Eval(fb, f);
       Val* r = f.regs.data();
       r[out] = op(f, r[ra], r[rb]);
     };
   }
-  return [fa, fb, ra, rb, out, lanes, op](Frame& f) {
+  return [fa = std::move(fa), fb = std::move(fb), ra, rb, out, lanes, op](Frame& f) {
     Eval(fa, f);
     Eval(fb, f);
     Val* r = f.regs.data();
@@ -252,7 +252,7 @@ Fn Lanes2(const CE& a, const CE& b, int out, Op op) {
   };
 }
 
-inline Fn IntBinary(BinaryOp op, DType t, const CE& a, const CE& b, int out,
+inline Fn IntBinary(BinaryOp op, DType t, CE& a, CE& b, int out,
                     const std::shared_ptr<const std::string>& text) {
   const bool u = t.is_uint() || t.is_bool();
   switch (op) {
@@ -327,7 +327,7 @@ struct FloatT {
 };
 
 template <int Bits>
-Fn FloatBinary(BinaryOp op, const CE& a, const CE& b, int out) {
+Fn FloatBinary(BinaryOp op, CE& a, CE& b, int out) {
   using T = FloatT<Bits>;
   using C = typename T::C;
   switch (op) {
@@ -444,16 +444,16 @@ Fn MakeIntrinsic(Intrin id, std::vector<CE> args, int out, int lanes) {
   using T = FloatT<Bits>;
   using C = typename T::C;
   std::vector<Fn> fns;
-  for (const CE& a : args)
-    if (a.fn) fns.push_back(a.fn);
+  for (CE& a : args)
+    if (a.fn) fns.push_back(std::move(a.fn));
   int reg[3] = {0, 0, 0}, step[3] = {0, 0, 0};
   for (size_t k = 0; k < args.size(); ++k) {
     reg[k] = args[k].reg;
     step[k] = args[k].lanes == 1 ? 0 : 1;
   }
   for (size_t k = args.size(); k < 3; ++k) reg[k] = reg[0];
-  return [id, fns, reg0 = reg[0], reg1 = reg[1], reg2 = reg[2], s0 = step[0], s1 = step[1],
-          s2 = step[2], out, lanes](Frame& f) {
+  return [id, fns = std::move(fns), reg0 = reg[0], reg1 = reg[1], reg2 = reg[2], s0 = step[0],
+          s1 = step[1], s2 = step[2], out, lanes](Frame& f) {
     for (const Fn& g : fns) g(f);
     Val* r = f.regs.data();
     for (int l = 0; l < lanes; ++l)

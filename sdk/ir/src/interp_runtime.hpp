@@ -110,6 +110,7 @@ struct RunCtx {
   const PrimFunc* func = nullptr;
   const std::vector<ArgView>* args = nullptr;
   const PackedCall* call = nullptr;
+  size_t stack_bytes = 0;  // what a thread running this function needs (limits.hpp)
   bool has_launch = false;
   int64_t launch[6] = {-1, -1, -1, -1, -1, -1};  // by ThreadTag - 1; -1: not given
 };

@@ -2,12 +2,15 @@
 // The parser of the text form (grammar in docs/ir.md): a lexer and a recursive-descent
 // parser. Every error names the line and column, shows the line with a caret under the spot
 // and says what was expected.
+#include <algorithm>
+#include <backplane/ir/limits.hpp>
 #include <backplane/ir/text.hpp>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
 #include <unordered_map>
+#include <utility>
 
 #include "names.hpp"
 
@@ -48,6 +51,11 @@ class SourceError {
     std::string where = name_.empty() ? "" : name_ + ":";
     where += std::to_string(line) + ":" + std::to_string(col + 1) + ": ";
     throw Error(ErrorKind::kParse, where + message + "\n  " + text + "\n  " + caret + "^");
+  }
+
+  std::string_view Slice(size_t begin, size_t end) const {
+    begin = std::min(begin, src_.size());
+    return src_.substr(begin, std::min(end, src_.size()) - begin);
   }
 
  private:
@@ -95,7 +103,7 @@ class Lexer {
                (std::isalnum(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_'))
           Advance();
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
-        t.kind = Number();
+        t.kind = Number(out.empty() ? nullptr : &out.back());
       } else if (c == '"') {
         t.kind = Tok::kString;
         out.push_back(String(t));
@@ -153,7 +161,9 @@ class Lexer {
     }
   }
 
-  Tok Number() {
+  // `prev`: the token before the number (for a better message when a name starts with a digit).
+  Tok Number(const Token* prev) {
+    const size_t number_start = pos_;
     auto digits = [&] {
       size_t start = pos_;
       while (pos_ < src_.size() && std::isdigit(static_cast<unsigned char>(src_[pos_]))) Advance();
@@ -181,10 +191,28 @@ class Lexer {
       if (kind == Tok::kInt)
         ok = ok || s == "i8" || s == "i16" || s == "i32" || s == "i64" || s == "u8" || s == "u16" ||
              s == "u32" || s == "u64";
-      if (!ok)
+      if (!ok) {
+        const std::string word(src_.substr(number_start, pos_ - number_start));
+        const std::string lead = word.substr(0, suffix - number_start);
+        // A name that starts with a digit (2mm): say so, and suggest the digits at the end.
+        const bool name_like =
+            kind == Tok::kInt && (std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_');
+        const std::string renamed = s + lead;
+        if (name_like && prev != nullptr && prev->kind == Tok::kIdent && prev->text == "func")
+          err_.Throw(number_start,
+                     "function name '" + word +
+                         "' starts with a digit: expected a name that starts with a letter "
+                         "or '_'; rename it, e.g. '" +
+                         renamed + "' or '_" + word + "'");
         err_.Throw(suffix, "bad number suffix '" + s + "': expected " +
                                (kind == Tok::kInt ? "i8-i64, u8-u64, " : "") +
-                               "f16, f32 or f64, or none");
+                               "f16, f32 or f64, or none" +
+                               (name_like ? "; if '" + word +
+                                                "' is meant as a name, a name must start with a "
+                                                "letter or '_' (e.g. '" +
+                                                renamed + "')"
+                                          : std::string()));
+      }
       if (s[0] == 'f') kind = Tok::kFloat;
     }
     return kind;
@@ -261,6 +289,13 @@ class Parser {
       if (!IsKeyword("func")) Fail("expected 'func' to start a function");
       const Token& at = Cur();
       PrimFunc f = Func();
+      const int64_t depth = TreeDepth(f);
+      if (depth > kMaxTreeDepth)
+        err_.Throw(at.offset, "function '" + f.name + "' makes a tree " + std::to_string(depth) +
+                                  " levels deep: expected at most " +
+                                  std::to_string(kMaxTreeDepth) +
+                                  " (a chain of operators, lets or else-ifs is one level an "
+                                  "element); split long chains into partial sums held in lets");
       if (m.Find(f.name))
         err_.Throw(at.offset,
                    "function '" + f.name + "' is defined twice: give each function its own name");
@@ -270,6 +305,25 @@ class Parser {
   }
 
  private:
+  // Counts one level of nesting in the text (a bracket, a brace, a call, a unary operator) while
+  // it is alive; refuses to go deeper than kMaxNesting, before the parser recurses into it.
+  class Deeper {
+   public:
+    Deeper(Parser* p, const Token& at) : p_(p) {
+      if (++p_->depth_ > kMaxNesting)
+        p_->err_.Throw(at.offset,
+                       "nested too deeply: expected at most " + std::to_string(kMaxNesting) +
+                           " levels of brackets, braces, calls and unary operators inside one "
+                           "another; move inner parts into lets or separate statements");
+    }
+    ~Deeper() { --p_->depth_; }
+    Deeper(const Deeper&) = delete;
+    Deeper& operator=(const Deeper&) = delete;
+
+   private:
+    Parser* p_;
+  };
+
   // ---- tokens ----
   const Token& Cur() const { return toks_[pos_]; }
   const Token& Next() const { return toks_[pos_ + 1 < toks_.size() ? pos_ + 1 : pos_]; }
@@ -316,11 +370,8 @@ class Parser {
 
   // ---- scopes ----
   const Binding* Lookup(const std::string& name) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto f = it->find(name);
-      if (f != it->end()) return &f->second;
-    }
-    return nullptr;
+    auto f = names_.find(name);
+    return f == names_.end() ? nullptr : &f->second;
   }
   void Define(const Token& at, const std::string& name, Binding b) {
     if (!detail::IsIdentifier(name))
@@ -329,7 +380,13 @@ class Parser {
       err_.Throw(at.offset, "'" + name + "' is already defined (line " + std::to_string(old->line) +
                                 "); expected a new name (names are not shadowed)");
     b.line = at.line;
-    scopes_.back()[name] = std::move(b);
+    names_[name] = std::move(b);
+    scopes_.back().push_back(name);
+  }
+
+  void PopScope() {
+    for (const std::string& n : scopes_.back()) names_.erase(n);
+    scopes_.pop_back();
   }
 
   // ---- functions ----
@@ -341,6 +398,7 @@ class Parser {
     if (!detail::IsIdentifier(f.name))
       err_.Throw(name_tok.offset, "'" + f.name + "' is a keyword: expected the function's name");
     scopes_.assign(1, {});
+    names_.clear();
     Expect("(", "after the function's name");
     ++nest_;
     if (!IsPunct(")")) {
@@ -374,6 +432,8 @@ class Parser {
     if (!IsPunct("{")) Fail("expected '{' to start the body of '" + f.name + "'");
     f.body = Block();
     scopes_.clear();
+    names_.clear();
+    CheckUntypedLiterals();
     return f;
   }
 
@@ -411,6 +471,7 @@ class Parser {
   }
 
   void Shape(std::vector<Expr>* shape, std::vector<Expr>* strides) {
+    Deeper deeper(this, Cur());
     Expect("[", "to start the buffer's shape");
     ++nest_;
     if (!IsPunct("]")) *shape = Exprs();
@@ -433,29 +494,57 @@ class Parser {
 
   // ---- statements ----
   Stmt Block() {
+    Deeper deeper(this, Cur());
     Expect("{", "to start a block");
     scopes_.emplace_back();
     std::vector<Stmt> stmts = Stmts();
-    scopes_.pop_back();
+    PopScope();
     Expect("}", "to close the block");
     return Seq(std::move(stmts));
   }
 
-  // Statements up to the closing '}' (not taken). A let or alloc takes the rest as its body.
+  // Statements up to the closing '}' (not taken). A let or alloc takes the rest of the block as
+  // its body: the statements after it are read in this loop, not by a recursive call, and the
+  // nested LetStmt/Allocate nodes are made at the end, so a run of lets needs no stack.
   std::vector<Stmt> Stmts() {
+    std::vector<OpenScope> open;
     std::vector<Stmt> out;
     while (!IsPunct("}")) {
       if (Cur().kind == Tok::kEnd) Fail("expected '}' to close the block");
       if (IsKeyword("let") || IsKeyword("alloc")) {
-        out.push_back(ScopedStmt());
-        return out;
+        OpenScope o = ScopedHead();
+        o.before = std::move(out);
+        out.clear();
+        open.push_back(std::move(o));
+        continue;
       }
       out.push_back(Statement());
+    }
+    while (!open.empty()) {
+      OpenScope& o = open.back();
+      Stmt body = Seq(std::move(out));
+      Stmt s = o.var ? LetStmt(o.var, o.value, body) : Allocate(o.buffer, o.scope, body);
+      out = std::move(o.before);
+      out.push_back(std::move(s));
+      open.pop_back();
+      PopScope();
     }
     return out;
   }
 
-  Stmt ScopedStmt() {
+  // `let name: T = value` or `alloc name: T[shape] scope`, up to the end of the line; defines the
+  // name in a new scope that Stmts closes.
+  struct OpenScope {
+    std::vector<Stmt> before;  // the statements ahead of the let or alloc
+    Var var;                   // a let's
+    Expr value;
+    Buffer buffer;  // an alloc's
+    StorageScope scope = StorageScope::kGlobal;
+  };
+
+  // `let name: T = value` or `alloc name: T[shape] scope`, up to the end of the statement;
+  // defines the name in a new scope, which Stmts closes after the body.
+  OpenScope ScopedHead() {
     bool is_let = IsKeyword("let");
     Take();
     const Token& at = Cur();
@@ -463,26 +552,25 @@ class Parser {
         ExpectIdent(is_let ? "a variable name after 'let'" : "a buffer name after 'alloc'");
     Expect(":", "after '" + name + "'");
     DType t = ExpectDType("after '" + name + ":'");
+    OpenScope o;
     if (is_let) {
       Var v = MakeVar(at, name, t);
       Expect("=", "after 'let " + name + ": " + ToString(t) + "'");
-      Expr value = Expression();
+      o.value = TypeLiteral(Expression(), t);
       EndOfStatement();
       scopes_.emplace_back();
       Define(at, name, Binding{v, Buffer(), 0});
-      Stmt body = Seq(Stmts());
-      scopes_.pop_back();
-      return LetStmt(v, value, body);
+      o.var = v;
+      return o;
     }
     std::vector<Expr> shape, strides;
     Shape(&shape, &strides);
-    StorageScope scope;
     if (IsKeyword("global")) {
-      scope = StorageScope::kGlobal;
+      o.scope = StorageScope::kGlobal;
     } else if (IsKeyword("shared")) {
-      scope = StorageScope::kShared;
+      o.scope = StorageScope::kShared;
     } else if (IsKeyword("local")) {
-      scope = StorageScope::kLocal;
+      o.scope = StorageScope::kLocal;
     } else {
       Fail("expected the storage scope (global, shared or local) of '" + name + "'");
     }
@@ -491,9 +579,8 @@ class Parser {
     Buffer b = MakeBuffer(at, name, t, shape, strides);
     scopes_.emplace_back();
     Define(at, name, Binding{Var(), b, 0});
-    Stmt body = Seq(Stmts());
-    scopes_.pop_back();
-    return Allocate(b, scope, body);
+    o.buffer = b;
+    return o;
   }
 
   void EndOfStatement() {
@@ -519,7 +606,7 @@ class Parser {
       if (!load)
         err_.Throw(at.offset, "expected a buffer element (name[indices]) on the left of '='");
       Take();
-      Expr value = Expression();
+      Expr value = TypeLiteral(Expression(), load->buffer.dtype().WithLanes(load->dtype.lanes));
       EndOfStatement();
       return Store(load->buffer, load->indices, value);
     }
@@ -566,7 +653,7 @@ class Parser {
     Define(at, name, Binding{v, Buffer(), 0});
     if (!IsPunct("{")) Fail("expected '{' to start the loop body");
     Stmt body = Block();
-    scopes_.pop_back();
+    PopScope();
     if (tag != ThreadTag::kNone) return ThreadFor(v, tag, min, extent, body);
     return For(v, min, extent, *kind, body);
   }
@@ -592,28 +679,36 @@ class Parser {
                "expected a thread axis (blockIdx.x/y/z or threadIdx.x/y/z), got " + Describe(at));
   }
 
+  // if (...) { } else if (...) { } ... else { }: the else-if chain is read in a loop and the
+  // nested IfThenElse nodes made at the end, so a long chain needs no stack.
   Stmt IfStmt() {
-    Take();
-    Expect("(", "after 'if'");
-    ++nest_;
-    Expr cond = Expression();
-    Expect(")", "after the condition of 'if'");
-    --nest_;
-    if (!IsPunct("{")) Fail("expected '{' after the condition of 'if'");
-    Stmt then_case = Block();
+    std::vector<std::pair<Expr, Stmt>> arms;
     Stmt else_case;
-    if (IsKeyword("else")) {
-      Take();
-      if (IsKeyword("if")) {
-        else_case = IfStmt();
-      } else {
-        if (!IsPunct("{")) Fail("expected '{' or 'if' after 'else'");
-        else_case = Block();
+    while (true) {
+      Take();  // if
+      Expect("(", "after 'if'");
+      ++nest_;
+      Expr cond = Expression();
+      Expect(")", "after the condition of 'if'");
+      --nest_;
+      if (!IsPunct("{")) Fail("expected '{' after the condition of 'if'");
+      Stmt then_case = Block();
+      arms.emplace_back(cond, then_case);
+      if (!IsKeyword("else")) {
+        EndOfStatement();
+        break;
       }
-    } else {
-      EndOfStatement();
+      Take();
+      if (IsKeyword("if")) continue;
+      if (!IsPunct("{")) Fail("expected '{' or 'if' after 'else'");
+      else_case = Block();
+      break;
     }
-    return IfThenElse(cond, then_case, else_case);
+    while (!arms.empty()) {
+      else_case = IfThenElse(arms.back().first, arms.back().second, else_case);
+      arms.pop_back();
+    }
+    return else_case;
   }
 
   // ---- expressions ----
@@ -635,10 +730,37 @@ class Parser {
       BinaryOp op = BinaryOp::kAdd;
       int prec = OperatorPrecedence(Cur().text, &op);
       if (prec < min_prec) return lhs;
+      CompoundAssignment(lhs);
       Take();
       Expr rhs = BinaryExpr(prec + 1);
+      TypeLiterals(&lhs, &rhs);
       lhs = Binary(op, lhs, rhs);
     }
+  }
+
+  // `a[i] += x`: the IR has no compound assignment; say what to write instead.
+  void CompoundAssignment(const Expr& lhs) {
+    const Token& op = Cur();
+    if (op.text.size() != 1 || std::string("+-*/").find(op.text[0]) == std::string::npos) return;
+    const Token& next = Next();
+    if (next.kind != Tok::kPunct || next.text != "=" || next.offset != op.offset + 1) return;
+    std::string target = "a[i]";
+    if (const auto* load = lhs.As<LoadNode>()) {
+      size_t begin = op.offset;
+      // The text of the left side: back to the start of the statement on this line.
+      for (size_t k = pos_; k-- > 0;) {
+        if (toks_[k].bol) {
+          begin = toks_[k].offset;
+          break;
+        }
+      }
+      target = std::string(err_.Slice(begin, op.offset));
+      while (!target.empty() && target.back() == ' ') target.pop_back();
+      if (target.empty()) target = load->buffer.name() + "[...]";
+    }
+    err_.Throw(op.offset, "compound assignment '" + op.text +
+                              "=' is not supported: expected '=' (write '" + target + " = " +
+                              target + " " + op.text + " <value>')");
   }
 
   static int OperatorPrecedence(const std::string& s, BinaryOp* op) {
@@ -660,8 +782,13 @@ class Parser {
   }
 
   Expr Unary() {
-    if (TakePunct("!")) return Not(Unary());
+    if (IsPunct("!")) {
+      Deeper deeper(this, Cur());
+      Take();
+      return Not(Unary());
+    }
     if (IsPunct("-")) {
+      Deeper deeper(this, Cur());
       const Token& minus = Cur();
       Take();
       if ((Cur().kind == Tok::kInt || Cur().kind == Tok::kFloat) &&
@@ -680,6 +807,7 @@ class Parser {
     Take();
     std::string text = t.text;
     DType type = t.kind == Tok::kInt ? Int32() : Float32();
+    bool suffixed = false;
     static const struct {
       const char* suffix;
       DType type;
@@ -693,6 +821,7 @@ class Parser {
           !std::isalpha(static_cast<unsigned char>(text[text.size() - suffix.size() - 1]))) {
         type = s.type;
         text.resize(text.size() - suffix.size());
+        suffixed = true;
         break;
       }
     }
@@ -705,11 +834,21 @@ class Parser {
     }
     if (type.is_float()) {
       double v = std::strtod(text.c_str(), nullptr);
-      return FloatImm(type, negative ? -v : v);
+      Expr e = FloatImm(type, negative ? -v : v);
+      if (!suffixed) untyped_[e.get()] = Literal{e, at.offset, t.text, negative, 0, v};
+      return e;
     }
     errno = 0;
     unsigned long long mag = std::strtoull(text.c_str(), nullptr, 10);
     bool overflow = errno == ERANGE;
+    if (!suffixed && !overflow) {
+      // Without a suffix: int32 unless the context gives a type (TypeLiteral); the range is
+      // checked once the type is known.
+      Expr e =
+          IntImm(type, negative ? static_cast<int64_t>(0ULL - mag) : static_cast<int64_t>(mag));
+      untyped_[e.get()] = Literal{e, at.offset, t.text, negative, mag, 0};
+      return e;
+    }
     // The range of the literal's dtype.
     unsigned long long max_pos = type.is_uint()
                                      ? (type.bits == 64 ? ~0ULL : (1ULL << type.bits) - 1)
@@ -726,7 +865,9 @@ class Parser {
   Expr Primary() {
     const Token& t = Cur();
     if (t.kind == Tok::kInt || t.kind == Tok::kFloat) return Number(false, t);
-    if (TakePunct("(")) {
+    if (IsPunct("(")) {
+      Deeper deeper(this, Cur());
+      Take();
       ++nest_;
       Expr e = Expression();
       Expect(")", "to close the parenthesis");
@@ -754,6 +895,7 @@ class Parser {
     Take();
     if (b->buffer) {
       if (IsPunct("[") && !(nest_ == 0 && Cur().bol)) {
+        Deeper deeper(this, Cur());
         Take();
         ++nest_;
         std::vector<Expr> idx;
@@ -773,6 +915,7 @@ class Parser {
   // name(args): a cast, select, ramp, broadcast, call_packed, floordiv/floormod/min/max, or a
   // math intrinsic.
   Expr CallExpr() {
+    Deeper deeper(this, Cur());
     const Token at = Cur();
     const std::string name = at.text;
     Take();
@@ -805,11 +948,12 @@ class Parser {
     if (ParseDType(name, &cast_type)) {
       std::vector<Expr> v = args(1);
       close();
-      return Cast(cast_type, v[0]);
+      return Cast(cast_type, TypeLiteral(v[0], cast_type, /*cast=*/true));
     }
     if (name == "select") {
       std::vector<Expr> v = args(3);
       close();
+      TypeLiterals(&v[1], &v[2]);
       return Select(v[0], v[1], v[2]);
     }
     if (name == "ramp") {
@@ -851,12 +995,18 @@ class Parser {
       if (name == f.name) {
         std::vector<Expr> v = args(2);
         close();
+        TypeLiterals(&v[0], &v[1]);
         return Binary(f.op, v[0], v[1]);
       }
     }
     if (const Intrinsic* in = FindIntrinsic(name)) {
       std::vector<Expr> v = args(static_cast<size_t>(in->arity));
       close();
+      for (const Expr& typed : v) {
+        if (untyped_.count(typed.get())) continue;
+        for (Expr& x : v) x = TypeLiteral(x, typed.dtype());
+        break;
+      }
       return Call(name, v);
     }
     err_.Throw(at.offset, "unknown function '" + name +
@@ -865,12 +1015,92 @@ class Parser {
                               "log, sqrt, ...)");
   }
 
+  // ---- literals without a suffix ----
+  // A literal written without a suffix takes its type from the context: the other operand of a
+  // binary operator, min/max/select's other value, an intrinsic's typed argument, the buffer a
+  // store writes, a let's type, a cast's type. Without one it is int32 or float32. It never
+  // loses precision silently: a float literal becomes a constant of the context's float type
+  // with the value of its digits, and an integer literal that does not fit its type is an error.
+  struct Literal {
+    Expr node;  // keeps the node (and so its address) alive while it is in untyped_
+    size_t offset;
+    std::string text;
+    bool negative;
+    unsigned long long mag;  // integers: the magnitude
+    double value;            // floats: the magnitude as read
+  };
+
+  // `e` typed as `t` if it is a literal without a suffix that can take that type; else `e`.
+  // A float literal takes a float type; an integer literal an integer type, and one that does
+  // not fit it is an error. An explicit cast types only float literals (float64(0.2) is the
+  // float64 0.2); an integer in a cast stays int32 and converts as docs/ir.md says.
+  Expr TypeLiteral(const Expr& e, DType t, bool cast = false) {
+    auto it = untyped_.find(e.get());
+    if (it == untyped_.end() || t.lanes != 1 || e.dtype() == t) return e;
+    const Literal lit = it->second;
+    const bool is_float_lit = e.kind() == ExprKind::kFloatImm;
+    if (t.is_float()) {
+      if (is_float_lit) {
+        untyped_.erase(it);
+        return FloatImm(t, lit.negative ? -lit.value : lit.value);
+      }
+      return e;  // an integer where a float is wanted: the verifier asks for a cast
+    }
+    if (!t.is_integer() || is_float_lit || cast) return e;
+    const unsigned long long max_pos =
+        t.is_uint() ? (t.bits == 64 ? ~0ULL : (1ULL << t.bits) - 1) : (1ULL << (t.bits - 1)) - 1;
+    const unsigned long long max_neg = t.is_uint() ? 0 : (1ULL << (t.bits - 1));
+    if (lit.mag > (lit.negative ? max_neg : max_pos)) {
+      if (cast) return e;
+      const std::string shown = (lit.negative ? "-" : "") + lit.text;
+      err_.Throw(lit.offset, "integer literal " + shown + " does not fit in " + ToString(t) +
+                                 ", the type its context gives it: expected a value in [" +
+                                 (t.is_uint() ? "0" : "-" + std::to_string(max_neg)) + ", " +
+                                 std::to_string(max_pos) + "]; write another value, or " +
+                                 ToString(t) + "(" + shown +
+                                 "i64) to convert it on purpose (wrapping)");
+    }
+    untyped_.erase(it);
+    return IntImm(
+        t, lit.negative ? static_cast<int64_t>(0ULL - lit.mag) : static_cast<int64_t>(lit.mag));
+  }
+
+  // Two operands: a literal without a suffix takes the other's type.
+  void TypeLiterals(Expr* a, Expr* b) {
+    const bool la = untyped_.count(a->get()) > 0, lb = untyped_.count(b->get()) > 0;
+    if (la && !lb) *a = TypeLiteral(*a, b->dtype());
+    if (lb && !la) *b = TypeLiteral(*b, a->dtype());
+  }
+
+  // At the end of a function: integer literals that took no type are int32 and must fit.
+  void CheckUntypedLiterals() {
+    for (auto& [node, lit] : untyped_) {
+      (void)node;
+      if (lit.node.kind() != ExprKind::kIntImm) continue;
+      const unsigned long long limit = lit.negative ? (1ULL << 31) : (1ULL << 31) - 1;
+      if (lit.mag > limit)
+        err_.Throw(lit.offset, "integer literal " + std::string(lit.negative ? "-" : "") +
+                                   lit.text +
+                                   " does not fit in int32 (the type of an integer literal "
+                                   "without a suffix, where nothing around it gives one): "
+                                   "expected a value in [-2147483648, 2147483647], or a suffix "
+                                   "(" +
+                                   lit.text + "i64, " + lit.text + "u64)");
+    }
+    untyped_.clear();
+  }
+
   std::vector<Token> toks_;
   const SourceError& err_;
   size_t pos_ = 0;
+  int depth_ = 0;  // nesting in the text (Deeper)
+  std::unordered_map<const ExprNode*, Literal> untyped_;
   int nest_ = 0;  // open ( and [: newlines do not end an expression inside them
   bool in_packed_args_ = false;
-  std::vector<std::unordered_map<std::string, Binding>> scopes_;
+  // Names are never shadowed, so one map holds every name in scope; scopes_ lists the names each
+  // open scope defined, to forget them when it closes (a run of 30,000 lets is 30,000 scopes).
+  std::unordered_map<std::string, Binding> names_;
+  std::vector<std::vector<std::string>> scopes_;
 };
 
 }  // namespace

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <unordered_set>
+
+#include "deep.hpp"
 
 namespace backplane {
 namespace ir {
@@ -113,18 +116,20 @@ class Printer {
         const auto* n = e.As<IntImmNode>();
         if (n->dtype.is_bool()) return n->value ? "true" : "false";
         if (n->dtype.is_uint())
-          return std::to_string(static_cast<uint64_t>(n->value)) + Suffix(n->dtype);
-        return std::to_string(n->value) + Suffix(n->dtype);
+          return std::to_string(static_cast<uint64_t>(n->value)) + LiteralSuffix(e);
+        return std::to_string(n->value) + LiteralSuffix(e);
       }
       case ExprKind::kFloatImm: {
         const auto* n = e.As<FloatImmNode>();
-        return FormatDouble(n->value) + Suffix(n->dtype);
+        return FormatDouble(n->value) + LiteralSuffix(e);
       }
       case ExprKind::kVar:
         return e.As<VarNode>()->name;
       case ExprKind::kBinary: {
         const auto* n = e.As<BinaryNode>();
         int p = Precedence(n->op);
+        Force(n->a, n->b);
+        Force(n->b, n->a);
         if (p == kPrecPrimary)
           return std::string(ToString(n->op)) + "(" + Expr_(n->a) + ", " + Expr_(n->b) + ")";
         // Left-associative: the right operand needs parentheses at equal precedence.
@@ -134,10 +139,13 @@ class Printer {
         return "!" + Operand(e.As<NotNode>()->a, kPrecUnary, true);
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
+        Force(n->a, n->b);
+        Force(n->b, n->a);
         return "select(" + Expr_(n->cond) + ", " + Expr_(n->a) + ", " + Expr_(n->b) + ")";
       }
       case ExprKind::kCast: {
         const auto* n = e.As<CastNode>();
+        if (n->dtype.is_float()) Force(n->value, n->dtype);
         return ToString(n->dtype) + "(" + Expr_(n->value) + ")";
       }
       case ExprKind::kLoad: {
@@ -146,6 +154,8 @@ class Printer {
       }
       case ExprKind::kCall: {
         const auto* n = e.As<CallNode>();
+        for (const Expr& a : n->args)
+          for (const Expr& b : n->args) Force(a, b);
         return n->name + "(" + List(n->args) + ")";
       }
       case ExprKind::kCallPacked: {
@@ -235,6 +245,7 @@ class Printer {
       }
       case StmtKind::kLetStmt: {
         const auto* n = s.As<LetStmtNode>();
+        Force(n->value, n->var.dtype());
         Line(indent,
              "let " + n->var.name() + ": " + ToString(n->var.dtype()) + " = " + Expr_(n->value));
         Stmt_(n->body, indent);
@@ -242,6 +253,7 @@ class Printer {
       }
       case StmtKind::kStore: {
         const auto* n = s.As<StoreNode>();
+        Force(n->value, n->buffer.dtype());
         Line(indent, n->buffer.name() + "[" + List(n->indices) + "] = " + Expr_(n->value));
         return;
       }
@@ -291,6 +303,30 @@ class Printer {
   std::string out;
 
  private:
+  // The parser types a literal written without a suffix (int32, float32) from its context
+  // (docs/ir.md, "Literals without a suffix"): where the context has another type, such a
+  // literal is written with its suffix so that the text parses back to the same tree.
+  void Force(const Expr& lit, DType context) {
+    if (!lit || lit.dtype() == context || !Suffix(lit.dtype()).empty()) return;
+    // As the parser's TypeLiteral: an integer takes an integer type, a float a float type.
+    if (lit.kind() == ExprKind::kIntImm && lit.dtype().is_int() && context.is_integer())
+      force_.insert(lit.get());
+    if (lit.kind() == ExprKind::kFloatImm && context.is_float() &&
+        std::isfinite(lit.As<FloatImmNode>()->value))
+      force_.insert(lit.get());
+  }
+  void Force(const Expr& lit, const Expr& other) {
+    if (other) Force(lit, other.dtype());
+  }
+  std::string LiteralSuffix(const Expr& e) const {
+    const DType t = e.dtype();
+    if (!force_.count(e.get())) return Suffix(t);
+    return t.is_float() ? "f32" : "i32";
+  }
+  std::unordered_set<const ExprNode*> force_;
+
+ public:
+ private:
   std::string Operand(const Expr& e, int parent, bool right) {
     int p = Precedence(e);
     bool parens = right ? p <= parent : p < parent;
@@ -308,28 +344,36 @@ class Printer {
 
 }  // namespace
 
-std::string Print(const Expr& expr) { return Printer().Expr_(expr); }
+std::string Print(const Expr& expr) {
+  return detail::Deep(TreeDepth(expr), [&] { return Printer().Expr_(expr); });
+}
 
 std::string Print(const Stmt& stmt, int indent) {
-  Printer p;
-  p.Stmt_(stmt, indent);
-  return p.out;
+  return detail::Deep(TreeDepth(stmt), [&] {
+    Printer p;
+    p.Stmt_(stmt, indent);
+    return std::move(p.out);
+  });
 }
 
 std::string Print(const PrimFunc& func) {
-  Printer p;
-  p.Func(func);
-  return p.out;
+  return detail::Deep(TreeDepth(func), [&] {
+    Printer p;
+    p.Func(func);
+    return std::move(p.out);
+  });
 }
 
 std::string Print(const IRModule& module) {
-  Printer p;
-  p.out = "# backplane-ir " + std::to_string(kTextFormatVersion) + "\n";
-  for (const auto& f : module.functions()) {
-    p.out += "\n";
-    p.Func(f);
-  }
-  return p.out;
+  return detail::Deep(TreeDepth(module), [&] {
+    Printer p;
+    p.out = "# backplane-ir " + std::to_string(kTextFormatVersion) + "\n";
+    for (const auto& f : module.functions()) {
+      p.out += "\n";
+      p.Func(f);
+    }
+    return std::move(p.out);
+  });
 }
 
 }  // namespace ir

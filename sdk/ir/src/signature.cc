@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // CheckArgs and EvalIntExpr (docs/ir.md, "Argument checking").
+#include <algorithm>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <cstdio>
 #include <string>
 
+#include "deep.hpp"
 #include "scalar.hpp"
 
 namespace backplane {
@@ -366,11 +368,17 @@ class ArgChecker {
 }  // namespace
 
 int64_t EvalIntExpr(const PrimFunc& func, const Expr& e, const std::vector<ArgView>& args) {
-  return IntEvaluator(func, args).Eval(e);
+  return detail::Deep(TreeDepth(e), [&] { return IntEvaluator(func, args).Eval(e); });
 }
 
 std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args) {
-  return ArgChecker(func, args).Run();
+  int64_t depth = 0;  // the checker walks the parameters' shapes and strides
+  for (const Param& p : func.params) {
+    if (!p.is_buffer()) continue;
+    for (const Expr& e : p.buffer()->shape) depth = std::max(depth, TreeDepth(e));
+    for (const Expr& e : p.buffer()->strides) depth = std::max(depth, TreeDepth(e));
+  }
+  return detail::Deep(depth, [&] { return ArgChecker(func, args).Run(); });
 }
 
 }  // namespace ir

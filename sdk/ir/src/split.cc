@@ -9,6 +9,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "deep.hpp"
+
 namespace backplane {
 namespace ir {
 namespace {
@@ -503,14 +505,16 @@ SplitResult SplitHostDevice(const IRModule& module, bool device_is_cpu) {
   std::set<std::string> taken;
   for (const PrimFunc& f : module.functions()) taken.insert(f.name);
   SplitResult result;
-  for (const PrimFunc& f : module.functions()) {
-    Splitter s(f, device_is_cpu, taken);
-    result.host.Add(s.Run());
-    for (PrimFunc& k : s.kernels) {
-      taken.insert(k.name);
-      result.device.Add(std::move(k));
+  detail::Deep(TreeDepth(module), [&] {
+    for (const PrimFunc& f : module.functions()) {
+      Splitter s(f, device_is_cpu, taken);
+      result.host.Add(s.Run());
+      for (PrimFunc& k : s.kernels) {
+        taken.insert(k.name);
+        result.device.Add(std::move(k));
+      }
     }
-  }
+  });
   return result;
 }
 

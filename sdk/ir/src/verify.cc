@@ -4,7 +4,10 @@
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/text.hpp>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
+
+#include "deep.hpp"
 
 namespace backplane {
 namespace ir {
@@ -34,11 +37,25 @@ class Verifier {
   }
 
  private:
+  // What a scope defined; the lookups use the counts in names_, vars_ and buffers_, so a run
+  // of 30,000 lets (30,000 nested scopes) costs no more a lookup than one scope.
   struct Scope {
-    std::unordered_set<const VarNode*> vars;
-    std::unordered_set<const BufferNode*> buffers;
-    std::set<std::string> names;
+    std::vector<const VarNode*> vars;
+    std::vector<const BufferNode*> buffers;
+    std::vector<std::string> names;
   };
+  template <typename K>
+  static void Forget(std::unordered_map<K, int>* counts, const K& k) {
+    auto it = counts->find(k);
+    if (it != counts->end() && --it->second == 0) counts->erase(it);
+  }
+  void PopScope() {
+    const Scope& s = scopes_.back();
+    for (const VarNode* v : s.vars) Forget(&vars_, v);
+    for (const BufferNode* b : s.buffers) Forget(&buffers_, b);
+    for (const std::string& n : s.names) Forget(&names_, n);
+    scopes_.pop_back();
+  }
 
   void Report(const std::string& problem) {
     std::string msg = "in function '" + func_.name + "': " + problem;
@@ -53,35 +70,26 @@ class Verifier {
     errors_->push_back(msg);
   }
 
-  bool NameVisible(const std::string& name) const {
-    for (const auto& s : scopes_)
-      if (s.names.count(name)) return true;
-    return false;
-  }
+  bool NameVisible(const std::string& name) const { return names_.count(name) > 0; }
   void DefineName(const std::string& name) {
     if (NameVisible(name))
       Report("'" + name + "' is defined twice in nested scopes: rename one (the text form " +
              "resolves names, so a shadowed name cannot be printed)");
-    scopes_.back().names.insert(name);
+    scopes_.back().names.push_back(name);
+    ++names_[name];
   }
   void DefineVar(const Var& v) {
     DefineName(v.name());
-    scopes_.back().vars.insert(v.get());
+    scopes_.back().vars.push_back(v.get());
+    ++vars_[v.get()];
   }
   void DefineBuffer(const Buffer& b) {
     DefineName(b.name());
-    scopes_.back().buffers.insert(b.get());
+    scopes_.back().buffers.push_back(b.get());
+    ++buffers_[b.get()];
   }
-  bool VarInScope(const VarNode* v) const {
-    for (const auto& s : scopes_)
-      if (s.vars.count(v)) return true;
-    return false;
-  }
-  bool BufferInScope(const BufferNode* b) const {
-    for (const auto& s : scopes_)
-      if (s.buffers.count(b)) return true;
-    return false;
-  }
+  bool VarInScope(const VarNode* v) const { return vars_.count(v) > 0; }
+  bool BufferInScope(const BufferNode* b) const { return buffers_.count(b) > 0; }
 
   void Shape(const Expr& e, const std::string& buffer) {
     E(e);
@@ -127,8 +135,19 @@ class Verifier {
         E(n->b);
         if (!n->a || !n->b) return;
         if (n->a.dtype() != n->b.dtype()) {
+          // A float literal against another float type: say to write it in that type, since
+          // casting it would keep the rounding of its own (float64(0.2f32) is not 0.2).
+          std::string fix = "cast one side";
+          for (const auto& [lit, other] :
+               {std::make_pair(n->a, n->b), std::make_pair(n->b, n->a)}) {
+            if (lit.kind() == ExprKind::kFloatImm && other.dtype().is_float() &&
+                other.dtype().is_scalar())
+              fix = "write the literal as " +
+                    Print(FloatImm(other.dtype(), lit.As<FloatImmNode>()->value)) +
+                    " (a cast would keep the rounding of " + ToString(lit.dtype()) + ")";
+          }
           Report("type mismatch: " + ToString(n->a.dtype()) + " " + ToString(n->op) + " " +
-                 ToString(n->b.dtype()) + " in " + Print(e) + ": cast one side");
+                 ToString(n->b.dtype()) + " in " + Print(e) + ": " + fix);
         } else if (IsLogical(n->op) && !n->a.dtype().is_bool()) {
           Report(std::string("operator ") + ToString(n->op) + " takes bool operands, got " +
                  ToString(n->a.dtype()) + " in " + Print(e));
@@ -234,7 +253,7 @@ class Verifier {
         scopes_.emplace_back();
         DefineVar(n->var);
         S(n->body);
-        scopes_.pop_back();
+        PopScope();
         if (bound_here) {
           --thread_depth_;
           threads_.erase(n->thread);
@@ -259,7 +278,7 @@ class Verifier {
         scopes_.emplace_back();
         DefineVar(n->var);
         S(n->body);
-        scopes_.pop_back();
+        PopScope();
         break;
       }
       case StmtKind::kStore: {
@@ -284,7 +303,7 @@ class Verifier {
         scopes_.emplace_back();
         DefineBuffer(n->buffer);
         S(n->body);
-        scopes_.pop_back();
+        PopScope();
         break;
       }
       case StmtKind::kEvaluate:
@@ -302,13 +321,16 @@ class Verifier {
   void Scoped(const Stmt& s) {
     scopes_.emplace_back();
     S(s);
-    scopes_.pop_back();
+    PopScope();
   }
 
   const PrimFunc& func_;
   const VerifyOptions& options_;
   std::vector<std::string>* errors_;
   std::vector<Scope> scopes_;
+  std::unordered_map<std::string, int> names_;
+  std::unordered_map<const VarNode*, int> vars_;
+  std::unordered_map<const BufferNode*, int> buffers_;
   Stmt stmt_;
   int thread_depth_ = 0;
   std::set<ThreadTag> threads_;
@@ -318,7 +340,9 @@ class Verifier {
 
 std::vector<std::string> VerifyErrors(const IRModule& module, const VerifyOptions& options) {
   std::vector<std::string> errors;
-  for (const PrimFunc& f : module.functions()) Verifier(f, options, &errors).Run();
+  detail::Deep(TreeDepth(module), [&] {
+    for (const PrimFunc& f : module.functions()) Verifier(f, options, &errors).Run();
+  });
   return errors;
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <backplane/ir/analysis.hpp>
 
+#include "deep.hpp"
+
 namespace backplane {
 namespace ir {
 
@@ -50,7 +52,7 @@ void Collect(const Stmt& s, std::vector<const BufferNode*>* out) {
 
 std::vector<const BufferNode*> WrittenBuffers(const Stmt& s) {
   std::vector<const BufferNode*> out;
-  Collect(s, &out);
+  detail::Deep(TreeDepth(s), [&] { Collect(s, &out); });
   return out;
 }
 

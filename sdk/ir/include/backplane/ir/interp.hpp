@@ -60,6 +60,8 @@ class Interpreter {
            Args args_state) const;
 
  private:
+  void RunDeep(const std::string& func, const std::vector<ArgView>& args, const PackedCall& call,
+               Args args_state) const;
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };

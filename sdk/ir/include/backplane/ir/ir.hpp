@@ -181,6 +181,14 @@ class Buffer {
   std::shared_ptr<const BufferNode> node_;
 };
 
+namespace detail {
+// Freeing a tree without recursion (docs/ir.md, "Limits"): the destructor of a node with
+// children hands them here, and the outermost such destructor on the thread frees them one at
+// a time, so dropping a chain 100,000 nodes deep uses constant stack.
+void ReleaseLater(Expr& e) noexcept;
+void ReleaseLater(std::vector<Expr>& v) noexcept;
+}  // namespace detail
+
 struct ExprNode {
   virtual ~ExprNode() = default;
   ExprKind kind;
@@ -206,46 +214,65 @@ struct BinaryNode : ExprNode {
       : ExprNode(ExprKind::kBinary, t), op(o), a(std::move(x)), b(std::move(y)) {}
   BinaryOp op;
   Expr a, b;
+  ~BinaryNode() override {
+    detail::ReleaseLater(a);
+    detail::ReleaseLater(b);
+  }
 };
 struct NotNode : ExprNode {
   NotNode(DType t, Expr x) : ExprNode(ExprKind::kNot, t), a(std::move(x)) {}
   Expr a;
+  ~NotNode() override { detail::ReleaseLater(a); }
 };
 struct SelectNode : ExprNode {
   SelectNode(DType t, Expr c, Expr x, Expr y)
       : ExprNode(ExprKind::kSelect, t), cond(std::move(c)), a(std::move(x)), b(std::move(y)) {}
   Expr cond, a, b;
+  ~SelectNode() override {
+    detail::ReleaseLater(cond);
+    detail::ReleaseLater(a);
+    detail::ReleaseLater(b);
+  }
 };
 struct CastNode : ExprNode {
   CastNode(DType t, Expr x) : ExprNode(ExprKind::kCast, t), value(std::move(x)) {}
   Expr value;
+  ~CastNode() override { detail::ReleaseLater(value); }
 };
 struct LoadNode : ExprNode {
   LoadNode(DType t, Buffer b, std::vector<Expr> i)
       : ExprNode(ExprKind::kLoad, t), buffer(std::move(b)), indices(std::move(i)) {}
   Buffer buffer;
   std::vector<Expr> indices;
+  ~LoadNode() override { detail::ReleaseLater(indices); }
 };
 struct CallNode : ExprNode {
   CallNode(DType t, std::string n, std::vector<Expr> a)
       : ExprNode(ExprKind::kCall, t), name(std::move(n)), args(std::move(a)) {}
   std::string name;  // one of Intrinsics()
   std::vector<Expr> args;
+  ~CallNode() override { detail::ReleaseLater(args); }
 };
 struct CallPackedNode : ExprNode {
   CallPackedNode(std::string n, std::vector<Expr> a)
       : ExprNode(ExprKind::kCallPacked, Int32()), name(std::move(n)), args(std::move(a)) {}
   std::string name;  // a registered global function, e.g. "blas.sgemm"
   std::vector<Expr> args;
+  ~CallPackedNode() override { detail::ReleaseLater(args); }
 };
 struct RampNode : ExprNode {
   RampNode(DType t, Expr b, Expr s)
       : ExprNode(ExprKind::kRamp, t), base(std::move(b)), stride(std::move(s)) {}
   Expr base, stride;  // lanes: dtype.lanes
+  ~RampNode() override {
+    detail::ReleaseLater(base);
+    detail::ReleaseLater(stride);
+  }
 };
 struct BroadcastNode : ExprNode {
   BroadcastNode(DType t, Expr v) : ExprNode(ExprKind::kBroadcast, t), value(std::move(v)) {}
   Expr value;  // lanes: dtype.lanes
+  ~BroadcastNode() override { detail::ReleaseLater(value); }
 };
 struct BufferRefNode : ExprNode {
   explicit BufferRefNode(Buffer b)
@@ -378,6 +405,11 @@ class Stmt {
   std::shared_ptr<const StmtNode> node_;
 };
 
+namespace detail {
+void ReleaseLater(Stmt& s) noexcept;
+void ReleaseLater(std::vector<Stmt>& v) noexcept;
+}  // namespace detail
+
 struct StmtNode {
   virtual ~StmtNode() = default;
   StmtKind kind;
@@ -392,12 +424,22 @@ struct ForNode : StmtNode {
   ForKind for_kind = ForKind::kSerial;
   ThreadTag thread = ThreadTag::kNone;  // set iff for_kind == kThreadBinding
   Stmt body;
+  ~ForNode() override {
+    detail::ReleaseLater(min);
+    detail::ReleaseLater(extent);
+    detail::ReleaseLater(body);
+  }
 };
 struct IfThenElseNode : StmtNode {
   IfThenElseNode() : StmtNode(StmtKind::kIfThenElse) {}
   Expr cond;
   Stmt then_case;
   Stmt else_case;  // may be empty
+  ~IfThenElseNode() override {
+    detail::ReleaseLater(cond);
+    detail::ReleaseLater(then_case);
+    detail::ReleaseLater(else_case);
+  }
 };
 // `var` is bound to `value` in `body` (in the text form: the rest of the block).
 struct LetStmtNode : StmtNode {
@@ -405,12 +447,20 @@ struct LetStmtNode : StmtNode {
   Var var;
   Expr value;
   Stmt body;
+  ~LetStmtNode() override {
+    detail::ReleaseLater(value);
+    detail::ReleaseLater(body);
+  }
 };
 struct StoreNode : StmtNode {
   StoreNode() : StmtNode(StmtKind::kStore) {}
   Buffer buffer;
   std::vector<Expr> indices;
   Expr value;
+  ~StoreNode() override {
+    detail::ReleaseLater(indices);
+    detail::ReleaseLater(value);
+  }
 };
 // `buffer` exists in `body` (in the text form: the rest of the block).
 struct AllocateNode : StmtNode {
@@ -418,10 +468,12 @@ struct AllocateNode : StmtNode {
   Buffer buffer;
   StorageScope scope = StorageScope::kGlobal;
   Stmt body;
+  ~AllocateNode() override { detail::ReleaseLater(body); }
 };
 struct EvaluateNode : StmtNode {
   EvaluateNode() : StmtNode(StmtKind::kEvaluate) {}
   Expr value;
+  ~EvaluateNode() override { detail::ReleaseLater(value); }
 };
 // All threads of a block wait here (__syncthreads).
 struct BarrierNode : StmtNode {
@@ -430,6 +482,7 @@ struct BarrierNode : StmtNode {
 struct SeqNode : StmtNode {
   SeqNode() : StmtNode(StmtKind::kSeq) {}
   std::vector<Stmt> seq;  // never a SeqNode inside, never exactly one element
+  ~SeqNode() override { detail::ReleaseLater(seq); }
 };
 
 inline StmtKind Stmt::kind() const { return node_->kind; }

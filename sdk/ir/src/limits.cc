@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tree depth, stack for deep walks and tree destruction without recursion (limits.hpp).
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <backplane/ir/limits.hpp>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace backplane {
+namespace ir {
+
+// ---- freeing without recursion ----------------------------------------------------------------
+
+namespace detail {
+namespace {
+
+struct Pending {
+  std::vector<Expr> exprs;
+  std::vector<Stmt> stmts;
+  bool draining = false;
+  ~Pending();
+};
+// Set when this thread's Pending is gone (thread exit): nodes freed after that (by destructors
+// of other thread-locals or statics) are freed the ordinary way.
+thread_local bool t_pending_gone = false;
+thread_local Pending t_pending;
+Pending::~Pending() { t_pending_gone = true; }
+
+// Frees what was handed over, each node's children joining the queue instead of being freed
+// inside their parent's destructor.
+void Drain(Pending& p) noexcept {
+  p.draining = true;
+  while (!p.exprs.empty() || !p.stmts.empty()) {
+    if (!p.exprs.empty()) {
+      Expr e = std::move(p.exprs.back());
+      p.exprs.pop_back();
+    } else {
+      Stmt s = std::move(p.stmts.back());
+      p.stmts.pop_back();
+    }
+  }
+  p.draining = false;
+}
+
+template <typename T>
+void Take(std::vector<T> Pending::*queue, T& handle) noexcept {
+  if (!handle) return;
+  if (t_pending_gone) {
+    T dropped = std::move(handle);
+    return;
+  }
+  Pending& p = t_pending;
+  (p.*queue).push_back(std::move(handle));
+  if (!p.draining) Drain(p);
+}
+
+}  // namespace
+
+void ReleaseLater(Expr& e) noexcept { Take(&Pending::exprs, e); }
+void ReleaseLater(std::vector<Expr>& v) noexcept {
+  for (Expr& e : v) Take(&Pending::exprs, e);
+}
+void ReleaseLater(Stmt& s) noexcept { Take(&Pending::stmts, s); }
+void ReleaseLater(std::vector<Stmt>& v) noexcept {
+  for (Stmt& s : v) Take(&Pending::stmts, s);
+}
+
+}  // namespace detail
+
+// ---- depth ------------------------------------------------------------------------------------
+
+namespace {
+
+// A node of either kind.
+struct Item {
+  const void* node;
+  bool is_stmt;
+};
+
+void AddExpr(const Expr& e, std::vector<Item>* out) {
+  if (e) out->push_back({e.get(), false});
+}
+void AddStmt(const Stmt& s, std::vector<Item>* out) {
+  if (s) out->push_back({s.get(), true});
+}
+void AddExprs(const std::vector<Expr>& v, std::vector<Item>* out) {
+  for (const Expr& e : v) AddExpr(e, out);
+}
+
+void Children(const Item& it, std::vector<Item>* out) {
+  if (!it.is_stmt) {
+    const auto* n = static_cast<const ExprNode*>(it.node);
+    switch (n->kind) {
+      case ExprKind::kBinary: {
+        const auto* b = static_cast<const BinaryNode*>(n);
+        AddExpr(b->a, out);
+        AddExpr(b->b, out);
+        break;
+      }
+      case ExprKind::kNot:
+        AddExpr(static_cast<const NotNode*>(n)->a, out);
+        break;
+      case ExprKind::kSelect: {
+        const auto* s = static_cast<const SelectNode*>(n);
+        AddExpr(s->cond, out);
+        AddExpr(s->a, out);
+        AddExpr(s->b, out);
+        break;
+      }
+      case ExprKind::kCast:
+        AddExpr(static_cast<const CastNode*>(n)->value, out);
+        break;
+      case ExprKind::kLoad:
+        AddExprs(static_cast<const LoadNode*>(n)->indices, out);
+        break;
+      case ExprKind::kCall:
+        AddExprs(static_cast<const CallNode*>(n)->args, out);
+        break;
+      case ExprKind::kCallPacked:
+        AddExprs(static_cast<const CallPackedNode*>(n)->args, out);
+        break;
+      case ExprKind::kRamp: {
+        const auto* r = static_cast<const RampNode*>(n);
+        AddExpr(r->base, out);
+        AddExpr(r->stride, out);
+        break;
+      }
+      case ExprKind::kBroadcast:
+        AddExpr(static_cast<const BroadcastNode*>(n)->value, out);
+        break;
+      case ExprKind::kIntImm:
+      case ExprKind::kFloatImm:
+      case ExprKind::kVar:
+      case ExprKind::kBufferRef:
+        break;
+    }
+    return;
+  }
+  const auto* n = static_cast<const StmtNode*>(it.node);
+  switch (n->kind) {
+    case StmtKind::kFor: {
+      const auto* f = static_cast<const ForNode*>(n);
+      AddExpr(f->min, out);
+      AddExpr(f->extent, out);
+      AddStmt(f->body, out);
+      break;
+    }
+    case StmtKind::kIfThenElse: {
+      const auto* i = static_cast<const IfThenElseNode*>(n);
+      AddExpr(i->cond, out);
+      AddStmt(i->then_case, out);
+      AddStmt(i->else_case, out);
+      break;
+    }
+    case StmtKind::kLetStmt: {
+      const auto* l = static_cast<const LetStmtNode*>(n);
+      AddExpr(l->value, out);
+      AddStmt(l->body, out);
+      break;
+    }
+    case StmtKind::kStore: {
+      const auto* s = static_cast<const StoreNode*>(n);
+      AddExprs(s->indices, out);
+      AddExpr(s->value, out);
+      break;
+    }
+    case StmtKind::kAllocate: {
+      const auto* a = static_cast<const AllocateNode*>(n);
+      if (a->buffer) {
+        AddExprs(a->buffer->shape, out);
+        AddExprs(a->buffer->strides, out);
+      }
+      AddStmt(a->body, out);
+      break;
+    }
+    case StmtKind::kEvaluate:
+      AddExpr(static_cast<const EvaluateNode*>(n)->value, out);
+      break;
+    case StmtKind::kSeq:
+      for (const Stmt& s : static_cast<const SeqNode*>(n)->seq) AddStmt(s, out);
+      break;
+    case StmtKind::kBarrier:
+      break;
+  }
+}
+
+// Height of the tree under `root`, post-order with an explicit stack; heights are remembered
+// per node so a shared subtree is measured once.
+int64_t Height(Item root, std::unordered_map<const void*, int64_t>* memo) {
+  struct Frame {
+    Item item;
+    bool expanded;
+  };
+  std::vector<Frame> stack{{root, false}};
+  std::vector<Item> kids;
+  while (!stack.empty()) {
+    Frame f = stack.back();
+    if (memo->count(f.item.node)) {
+      stack.pop_back();
+      continue;
+    }
+    kids.clear();
+    Children(f.item, &kids);
+    if (!f.expanded) {
+      stack.back().expanded = true;
+      for (const Item& k : kids)
+        if (!memo->count(k.node)) stack.push_back({k, false});
+      continue;
+    }
+    stack.pop_back();
+    int64_t h = 0;
+    for (const Item& k : kids) h = std::max(h, (*memo)[k.node]);
+    (*memo)[f.item.node] = h + 1;
+  }
+  return (*memo)[root.node];
+}
+
+int64_t FuncDepth(const PrimFunc& f, std::unordered_map<const void*, int64_t>* memo) {
+  int64_t d = 0;
+  if (f.body) d = Height({f.body.get(), true}, memo);
+  for (const Param& p : f.params) {
+    if (!p.is_buffer()) continue;
+    for (const Expr& e : p.buffer()->shape) d = std::max(d, Height({e.get(), false}, memo));
+    for (const Expr& e : p.buffer()->strides) d = std::max(d, Height({e.get(), false}, memo));
+  }
+  return d;
+}
+
+}  // namespace
+
+int64_t TreeDepth(const Expr& e) {
+  if (!e) return 0;
+  std::unordered_map<const void*, int64_t> memo;
+  return Height({e.get(), false}, &memo);
+}
+int64_t TreeDepth(const Stmt& s) {
+  if (!s) return 0;
+  std::unordered_map<const void*, int64_t> memo;
+  return Height({s.get(), true}, &memo);
+}
+int64_t TreeDepth(const PrimFunc& f) {
+  std::unordered_map<const void*, int64_t> memo;
+  return FuncDepth(f, &memo);
+}
+int64_t TreeDepth(const IRModule& m) {
+  std::unordered_map<const void*, int64_t> memo;
+  int64_t d = 0;
+  for (const PrimFunc& f : m.functions()) d = std::max(d, FuncDepth(f, &memo));
+  return d;
+}
+
+// ---- stack ------------------------------------------------------------------------------------
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kFrameScale = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr size_t kFrameScale = 4;
+#else
+constexpr size_t kFrameScale = 1;
+#endif
+#else
+constexpr size_t kFrameScale = 1;
+#endif
+// A level of the deepest walker (a code generator's expression emitter, which builds strings on
+// the way down) measured at under 1 KiB; 4 KiB leaves room for walkers not measured.
+constexpr size_t kStackBytesPerLevel = 4096;
+constexpr size_t kStackBase = size_t{1} << 20;
+
+// Bytes of stack left below the caller on this thread; 0 if unknown.
+size_t StackLeft() {
+  thread_local bool known = false;
+  thread_local char* low = nullptr;
+  if (!known) {
+    known = true;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0) low = static_cast<char*>(addr);
+      pthread_attr_destroy(&attr);
+    }
+  }
+  char* here = static_cast<char*>(__builtin_frame_address(0));
+  if (low == nullptr || here <= low) return 0;
+  return static_cast<size_t>(here - low);
+}
+
+size_t PageSize() {
+  long p = sysconf(_SC_PAGESIZE);
+  return p > 0 ? static_cast<size_t>(p) : 4096;
+}
+
+}  // namespace
+
+size_t StackBytesForDepth(int64_t depth) {
+  if (depth < 0) depth = 0;
+  return kStackBase + static_cast<size_t>(depth) * kStackBytesPerLevel * kFrameScale;
+}
+
+struct StackThread::State {
+  std::function<void()> fn;
+  void* map = nullptr;
+  size_t map_size = 0;
+  pthread_t thread{};
+  bool joined = false;
+
+  static void* Main(void* arg) {
+    static_cast<State*>(arg)->fn();
+    return nullptr;
+  }
+};
+
+StackThread::StackThread(size_t bytes, std::function<void()> fn) {
+  auto* st = new State;
+  st->fn = std::move(fn);
+  const size_t page = PageSize();
+  bytes = (std::max(bytes, static_cast<size_t>(PTHREAD_STACK_MIN) + page) + page - 1) / page * page;
+  st->map_size = bytes + page;  // one guard page below the stack
+  st->map = mmap(nullptr, st->map_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  std::string why;
+  if (st->map == MAP_FAILED) {
+    why = std::strerror(errno);
+  } else {
+    mprotect(st->map, page, PROT_NONE);
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) rc = pthread_attr_setstack(&attr, static_cast<char*>(st->map) + page, bytes);
+    if (rc == 0) rc = pthread_create(&st->thread, &attr, &State::Main, st);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      why = std::strerror(rc);
+      munmap(st->map, st->map_size);
+    }
+  }
+  if (!why.empty()) {
+    delete st;
+    throw Error(ErrorKind::kValue, "cannot start a thread with " + std::to_string(bytes >> 20) +
+                                       " MiB of stack for a deep IR tree: " + why +
+                                       "; make the tree shallower (docs/ir.md, \"Limits\")");
+  }
+  state_ = st;
+}
+
+StackThread::StackThread(StackThread&& other) noexcept : state_(other.state_) {
+  other.state_ = nullptr;
+}
+
+void StackThread::Join() {
+  if (state_ == nullptr || state_->joined) return;
+  pthread_join(state_->thread, nullptr);
+  state_->joined = true;
+  munmap(state_->map, state_->map_size);
+}
+
+StackThread::~StackThread() {
+  Join();
+  delete state_;
+}
+
+void RunWithStack(size_t bytes, const std::function<void()>& fn) {
+  if (StackLeft() >= bytes) {
+    fn();
+    return;
+  }
+  std::exception_ptr error;
+  {
+    StackThread t(bytes, [&] {
+      try {
+        fn();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void RunForDepth(int64_t depth, const std::function<void()>& fn) {
+  RunWithStack(StackBytesForDepth(depth), fn);
+}
+
+}  // namespace ir
+}  // namespace backplane

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+// Depth and size limits (docs/ir.md, "Limits"): a generated kernel with a chain of 10,000 or
+// 30,000 terms parses, verifies, prints, round-trips, splits and runs in the interpreter with
+// the exact result, also from a thread with a small stack; text nested deeper than kMaxNesting
+// and trees deeper than kMaxTreeDepth are parse errors that name the limit; nothing overflows
+// the stack (each of these crashed before).
+#include <gtest/gtest.h>
+
+#include <backplane/ir/analysis.hpp>
+#include <backplane/ir/interp.hpp>
+#include <backplane/ir/limits.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ir_test_util.hpp"
+
+namespace bir = backplane::ir;
+using irtest::ErrorOf;
+using irtest::Tensor;
+
+namespace {
+
+// out[0] = x[0] + x[1] + ... + x[n-1] (left-associative: a tree n deep), and
+// out[1] = the same sum through a run of n lets.
+std::string ChainKernel(int n) {
+  std::string s = "func chain(x: buffer<float64>[" + std::to_string(n) +
+                  "], out: buffer<float64>[2]) {\n  out[0] = x[0]";
+  for (int k = 1; k < n; ++k) s += " + x[" + std::to_string(k) + "]";
+  s += "\n  let s0: float64 = x[0]\n";
+  for (int k = 1; k < n; ++k)
+    s += "  let s" + std::to_string(k) + ": float64 = s" + std::to_string(k - 1) + " + x[" +
+         std::to_string(k) + "]\n";
+  s += "  out[1] = s" + std::to_string(n - 1) + "\n}\n";
+  return s;
+}
+
+void CheckChain(int n) {
+  const std::string text = ChainKernel(n);
+  bir::IRModule m = bir::Parse(text, "chain.bpir");
+  EXPECT_GE(bir::TreeDepth(m), n);
+  bir::Verify(m);
+  const std::string printed = bir::Print(m);
+  EXPECT_EQ(bir::Print(bir::Parse(printed)), printed);
+  EXPECT_TRUE(bir::StructuralEqual(bir::Parse(printed), m));
+  EXPECT_EQ(bir::WrittenBuffers(m.functions()[0].body).at(0),
+            m.functions()[0].params[1].buffer().get());
+  bir::SplitResult split = bir::SplitHostDevice(m, /*device_is_cpu=*/true);
+  EXPECT_EQ(split.host.functions().size(), 1u);
+
+  Tensor<double> x({n});
+  x.Random(13);
+  Tensor<double> out({2}, -1);
+  double want = x[0];  // the same order of additions: exactly the same double
+  for (int k = 1; k < n; ++k) want += x[static_cast<size_t>(k)];
+  bir::Interpreter interp(m);
+  interp.Run("chain", {x.View(), out.View()});
+  EXPECT_EQ(out[0], want);
+  EXPECT_EQ(out[1], want);
+}
+
+TEST(IrLimits, TenThousandTermChainRunsExactly) { CheckChain(10000); }
+
+// 30,000 terms, from a std::thread: it has the default thread stack, smaller than the main
+// thread's may be, and every walk still gets what it needs.
+TEST(IrLimits, DeepWalksFromAStdThread) {
+  std::string error;
+  std::thread t([&] {
+    try {
+      CheckChain(30000);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  t.join();
+  EXPECT_EQ(error, "");
+}
+
+// A thread with a small stack (256 KiB, as some thread pools give): the walks measure what is
+// left on it and move to a bigger stack, even for a tree only 3,000 deep.
+TEST(IrLimits, DeepWalksFromASmallStack) {
+  std::string error;
+  {
+    bir::StackThread t(size_t{256} << 10, [&] {
+      try {
+        CheckChain(3000);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+  }
+  EXPECT_EQ(error, "");
+}
+
+// A tree built with the builder API, as deep as the parser allows, is measured, verified,
+// printed and freed without recursion overflowing anything.
+TEST(IrLimits, BuilderTreeAtTheDepthLimit) {
+  bir::Var x("x", bir::Float64());
+  bir::Expr e = x;
+  for (int64_t k = 0; k < bir::kMaxTreeDepth - 4; ++k) e = e + x;
+  bir::Buffer out("out", bir::Float64(), {1});
+  bir::IRModule m;
+  m.Add(bir::PrimFunc("f", {x, out}, bir::Store(out, {0}, e)));
+  EXPECT_LE(bir::TreeDepth(m), bir::kMaxTreeDepth);
+  bir::Verify(m);
+  const std::string text = bir::Print(m);
+  bir::IRModule back = bir::Parse(text);
+  EXPECT_TRUE(bir::StructuralEqual(back, m));
+  Tensor<double> o({1});
+  double xv = 0.5;
+  bir::Interpreter(m).Run("f", {bir::FloatArg(xv), o.View()});
+  EXPECT_EQ(o[0], 0.5 * static_cast<double>(bir::kMaxTreeDepth - 3));
+}
+
+std::string Nested(const std::string& open, const std::string& inner, const std::string& close,
+                   int n) {
+  std::string s;
+  for (int k = 0; k < n; ++k) s += open;
+  s += inner;
+  for (int k = 0; k < n; ++k) s += close;
+  return s;
+}
+
+TEST(IrLimits, DeepNestingIsAParseErrorNamingTheLimit) {
+  const std::string limit = std::to_string(bir::kMaxNesting);
+  const std::string head = "func f(a: buffer<int32>[1]) {\n  a[0] = ";
+  // 20,000 parentheses, brackets, unary operators and calls; 20,000 braces.
+  const std::vector<std::string> bad = {
+      head + Nested("(", "1", ")", 20000) + "\n}\n",
+      head + Nested("-(", "1", ")", 20000) + "\n}\n",
+      head + Nested("!", "true", "", 20000) + "\n}\n",
+      head + Nested("int32(", "1", ")", 20000) + "\n}\n",
+      head + "a[" + Nested("a[", "0", "]", 20000) + "]\n}\n",
+      "func f() " + Nested("{", "", "}", 20000) + "\n",
+      "func f(){" + Nested("{", "", "", 20000),  // the fuzzer's finding: unterminated
+      head + Nested("(", "1", ")", bir::kMaxNesting) + "\n}\n",
+  };
+  for (const std::string& text : bad) {
+    const std::string msg = ErrorOf([&] { bir::Parse(text, "deep.bpir"); }, bir::ErrorKind::kParse);
+    EXPECT_NE(msg.find("deep.bpir:"), std::string::npos) << msg.substr(0, 200);
+    EXPECT_NE(msg.find("nested too deeply: expected at most " + limit), std::string::npos)
+        << msg.substr(0, 200);
+  }
+  // Just under the limit parses (the function's braces are one level).
+  const std::string ok = head + Nested("(", "1", ")", bir::kMaxNesting - 2) + "\n}\n";
+  EXPECT_NO_THROW(bir::Parse(ok));
+}
+
+TEST(IrLimits, ATreeDeeperThanTheLimitIsAParseError) {
+  const int n = static_cast<int>(bir::kMaxTreeDepth) + 10;
+  std::string s = "func long(x: float32, a: buffer<float32>[1]) {\n  a[0] = x";
+  for (int k = 0; k < n; ++k) s += " + x";
+  s += "\n}\n";
+  const std::string msg = ErrorOf([&] { bir::Parse(s, "long.bpir"); }, bir::ErrorKind::kParse);
+  EXPECT_NE(msg.find("long.bpir:1:1: function 'long' makes a tree"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected at most " + std::to_string(bir::kMaxTreeDepth)), std::string::npos)
+      << msg;
+}
+
+// An else-if chain is read in a loop: 5,000 arms parse and run.
+TEST(IrLimits, LongElseIfChain) {
+  const int n = 5000;
+  std::string s = "func pick(k: int32, a: buffer<int32>[1]) {\n  if (k == 0) {\n    a[0] = 0\n  }";
+  for (int k = 1; k < n; ++k)
+    s += " else if (k == " + std::to_string(k) + ") {\n    a[0] = " + std::to_string(k * 3) +
+         "\n  }";
+  s += " else {\n    a[0] = -1\n  }\n}\n";
+  bir::IRModule m = bir::Parse(s);
+  EXPECT_EQ(bir::Print(m), bir::Print(bir::Parse(bir::Print(m))));
+  bir::Interpreter interp(m);
+  for (int k : {0, 1, 2500, n - 1, n}) {
+    Tensor<int32_t> a({1});
+    interp.Run("pick", {bir::IntArg(k), a.View()});
+    EXPECT_EQ(a[0], k < n ? k * 3 : -1) << k;
+  }
+}
+
+// RunWithStack rethrows what the function threw, on the caller's thread.
+TEST(IrLimits, RunWithStackRethrows) {
+  EXPECT_THROW(
+      bir::RunWithStack(size_t{512} << 20, [] { throw bir::Error(bir::ErrorKind::kValue, "x"); }),
+      bir::Error);
+  int ran = 0;
+  bir::RunWithStack(size_t{512} << 20, [&] { ++ran; });
+  EXPECT_EQ(ran, 1);
+}
+
+}  // namespace
