@@ -447,6 +447,12 @@ TEST_F(OpenCLCodegenTest, MultiplyAddIsNotContractedUnlessTheTargetAsks) {
   EXPECT_NE(fused.Imports()[0].InspectSource().find("#pragma OPENCL FP_CONTRACT ON"),
             std::string::npos);
   fused.GetFunction("muladd")(n, ta.dl(), tb.dl(), tc.dl(), td.dl());
+  // Read back before the test ends: a launch still queued at exit leaves PoCL compiling on its
+  // worker thread while the process tears LLVM down (a crash after the test passed).
+  const std::vector<float> contracted = td.ToVector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(contracted[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << "at " << i;
+  }
 }
 
 // ---- Run-time checks (issue 13 items 3 and 4; docs/codegen-guide.md "Run-time checks") -----
