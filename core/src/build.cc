@@ -5,9 +5,9 @@
 #include "build.h"
 
 #include <backplane/ir/analysis.hpp>
-#include <backplane/ir/limits.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/interp.hpp>
+#include <backplane/ir/limits.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
