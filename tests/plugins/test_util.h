@@ -39,6 +39,20 @@ inline Status Capture(bp_status_t status) {
   return s;
 }
 
+// Runs `body` (a call through the C++ host API), turning a backplane::Error it throws into a
+// status and message: BP_OK when it throws nothing.
+template <typename Body>
+Status CaptureError(Body body) {
+  Status s;
+  try {
+    body();
+  } catch (const backplane::Error& e) {
+    s.kind = e.kind();
+    s.message = e.what();
+  }
+  return s;
+}
+
 inline std::ostream& operator<<(std::ostream& os, const Status& s) {
   return os << bp_error_kind_name(s.kind) << " (" << s.kind << "): " << s.message;
 }

@@ -23,20 +23,6 @@ using backplane::Module;
 using backplane::Target;
 using backplane::Tensor;
 
-// Runs `body`, turning a backplane::Error into a status and message.
-template <typename Body>
-bptest::Status Capture(Body body) {
-  bptest::Status s;
-  s.kind = BP_OK;
-  try {
-    body();
-  } catch (const backplane::Error& e) {
-    s.kind = e.kind();
-    s.message = e.what();
-  }
-  return s;
-}
-
 const DLDataType kF32{kDLFloat, 32, 1};
 const DLDataType kI32{kDLInt, 32, 1};
 
@@ -269,33 +255,33 @@ TEST_F(CodegenTest, WrongCallsAreRefusedWithAMessage) {
   Function f = m.GetFunction("vector_add");
   Tensor a = Floats(bptest::RandomFloats(16, 1)), b = Floats(bptest::RandomFloats(16, 2));
   Tensor c = Floats(bptest::RandomFloats(15, 3));
-  auto status = Capture([&] { f(16, a.dl(), b.dl(), c.dl()); });
+  auto status = bptest::CaptureError([&] { f(16, a.dl(), b.dl(), c.dl()); });
   EXPECT_EQ(status.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(status.message.find("'c'"), std::string::npos) << status.message;
   EXPECT_NE(status.message.find("[15]"), std::string::npos) << status.message;
 
-  status = Capture([&] { f(16, a.dl(), b.dl()); });
+  status = bptest::CaptureError([&] { f(16, a.dl(), b.dl()); });
   EXPECT_EQ(status.kind, BP_ERR_INVALID_ARGUMENT) << status.message;
 
   Tensor ints = Tensor::Empty({16}, kI32, Device(bptest::CpuDevice()));
-  status = Capture([&] { f(16, a.dl(), ints.dl(), a.dl()); });
+  status = bptest::CaptureError([&] { f(16, a.dl(), ints.dl(), a.dl()); });
   EXPECT_NE(status.message.find("int32"), std::string::npos) << status.message;
 
   // Output aliasing an input breaks restrict: refused, naming both.
   Tensor c16 = Floats(bptest::RandomFloats(16, 4));
-  status = Capture([&] { f(16, a.dl(), b.dl(), a.dl()); });
+  status = bptest::CaptureError([&] { f(16, a.dl(), b.dl(), a.dl()); });
   EXPECT_EQ(status.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(status.message.find("overlap"), std::string::npos) << status.message;
   // Reading one tensor twice is fine.
   f(16, a.dl(), a.dl(), c16.dl());
   EXPECT_EQ(c16.ToVector<float>()[3], 2 * bptest::RandomFloats(16, 1)[3]);
 
-  status = Capture([&] { f("sixteen", a.dl(), b.dl(), c16.dl()); });
+  status = bptest::CaptureError([&] { f("sixteen", a.dl(), b.dl(), c16.dl()); });
   EXPECT_NE(status.kind, BP_OK);
 }
 
 TEST_F(CodegenTest, ThreadBoundLoopsAreRefusedForTheCpu) {
-  auto status = Capture([&] {
+  auto status = bptest::CaptureError([&] {
     Build(R"(
 func k(n: int32, a: buffer<float32>[n]) {
   for t in thread(threadIdx.x, 0, n) {
@@ -309,18 +295,19 @@ func k(n: int32, a: buffer<float32>[n]) {
 }
 
 TEST_F(CodegenTest, BadIRIsAnErrorWithLineAndColumn) {
-  auto status = Capture([&] { Build("func f(n: int32) {\n  for i in serial(0, ) {}\n}\n"); });
+  auto status =
+      bptest::CaptureError([&] { Build("func f(n: int32) {\n  for i in serial(0, ) {}\n}\n"); });
   EXPECT_EQ(status.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(status.message.find("2:"), std::string::npos) << status.message;
 }
 
 TEST_F(CodegenTest, CompilerFailureReportsTheCompilersMessage) {
-  auto status = Capture([&] { Build(kVectorAdd, "c -cflags=-mno-such-flag-here"); });
+  auto status = bptest::CaptureError([&] { Build(kVectorAdd, "c -cflags=-mno-such-flag-here"); });
   EXPECT_EQ(status.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(status.message.find("-mno-such-flag-here"), std::string::npos) << status.message;
   EXPECT_NE(status.message.find("the C compiler failed"), std::string::npos) << status.message;
 
-  status = Capture([&] { Build(kVectorAdd, "c -cc=no-such-compiler-xyz"); });
+  status = bptest::CaptureError([&] { Build(kVectorAdd, "c -cc=no-such-compiler-xyz"); });
   EXPECT_EQ(status.kind, BP_ERR_NOT_FOUND);
   EXPECT_NE(status.message.find("no-such-compiler-xyz"), std::string::npos) << status.message;
 }
@@ -375,7 +362,7 @@ TEST_F(CodegenTest, SavedModulesLoadAndRun) {
 
   // Damage anywhere is an error, never a crash.
   for (size_t cut : {size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
-    auto status = Capture([&] { Module::LoadFromBytes(bytes.substr(0, cut)); });
+    auto status = bptest::CaptureError([&] { Module::LoadFromBytes(bytes.substr(0, cut)); });
     EXPECT_NE(status.kind, BP_OK) << "cut at " << cut;
   }
 }
@@ -405,7 +392,7 @@ func f(n: int32, k: float32, a: buffer<float32>[n]) {
   Tensor t = Floats(a);
   m.GetFunction("f")(10, 3.0, t.dl());
   EXPECT_FLOAT_EQ(t.ToVector<float>()[4], (a[4] + 1.0f) * 3.0f);
-  auto status = Capture([&] { m.GetFunction("f")(10, -1.0, t.dl()); });
+  auto status = bptest::CaptureError([&] { m.GetFunction("f")(10, -1.0, t.dl()); });
   EXPECT_EQ(status.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(status.message.find("negative scale"), std::string::npos) << status.message;
   EXPECT_NE(status.message.find("test.codegen.scale"), std::string::npos) << status.message;
@@ -530,7 +517,8 @@ TEST_F(CodegenTest, IntegerDivisionByZeroIsAnErrorAndIntMinByMinusOneWraps) {
     }
     b[37] = 0;
     tb = tensor(b);
-    bptest::Status s = Capture([&] { m.GetFunction("divide")(n, ta.dl(), tb.dl(), tq.dl()); });
+    bptest::Status s =
+        bptest::CaptureError([&] { m.GetFunction("divide")(n, ta.dl(), tb.dl(), tq.dl()); });
     EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(s.message, "divide: integer division by zero in `" + e + "`");
   }
@@ -551,7 +539,7 @@ func vdiv(d: int32, a: buffer<int32>[8], q: buffer<int32>[8]) {
   m.GetFunction("vdiv")(-1, ta.dl(), tq.dl());
   EXPECT_EQ(tq.ToVector<int32_t>(),
             (std::vector<int32_t>{-7, 7, -9, -100, INT32_MIN, -5, -6, -12}));
-  bptest::Status s = Capture([&] { m.GetFunction("vdiv")(0, ta.dl(), tq.dl()); });
+  bptest::Status s = bptest::CaptureError([&] { m.GetFunction("vdiv")(0, ta.dl(), tq.dl()); });
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(s.message,
             "vdiv: integer division by zero in `a[ramp(i * 4, 1, 4)] / broadcast(d, 4)`");
@@ -570,12 +558,13 @@ func big(n: int64, out: buffer<float32>[1]) {
   Tensor out = Floats({0.0f});
   m.GetFunction("big")(int64_t{3}, out.dl());
   EXPECT_EQ(out.ToVector<float>()[0], 1.5f);
-  bptest::Status s = Capture([&] { m.GetFunction("big")(int64_t{1} << 32, out.dl()); });
+  bptest::Status s =
+      bptest::CaptureError([&] { m.GetFunction("big")(int64_t{1} << 32, out.dl()); });
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(s.message,
             "big: allocation 't' (float32, shape [n, n]) needs 7.3787e+19 bytes, more than the "
             "address space holds (its size overflows); make it smaller");
-  s = Capture([&] { m.GetFunction("big")(int64_t{-2}, out.dl()); });
+  s = bptest::CaptureError([&] { m.GetFunction("big")(int64_t{-2}, out.dl()); });
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(s.message.find("big: allocation 't' (float32, shape [n, n]) has extent -2 in "
                            "dimension 0; an extent must be >= 0"),
@@ -598,7 +587,8 @@ func big(n: int64, out: buffer<float32>[1]) {
 }
 )");
   Tensor out = Floats({0.0f});
-  bptest::Status s = Capture([&] { m.GetFunction("big")(int64_t{1} << 24, out.dl()); });
+  bptest::Status s =
+      bptest::CaptureError([&] { m.GetFunction("big")(int64_t{1} << 24, out.dl()); });
   EXPECT_EQ(s.kind, BP_ERR_OUT_OF_MEMORY);
   EXPECT_EQ(s.message,
             "big: out of host memory for allocation 't' (float32, shape [n, n]) of "
@@ -621,8 +611,8 @@ TEST_F(CodegenTest, BoundsCheckTurnsAnAccessOutOfBoundsIntoAnError) {
   const int n = 4;
   std::vector<float> a = bptest::RandomFloats(n, 4), b = bptest::RandomFloats(n, 5);
   Tensor ta = Floats(a), tb = Floats(b), tc = Floats(std::vector<float>(n, 0.0f));
-  bptest::Status s =
-      Capture([&] { checked.GetFunction("vector_add")(n, n + 1, ta.dl(), tb.dl(), tc.dl()); });
+  bptest::Status s = bptest::CaptureError(
+      [&] { checked.GetFunction("vector_add")(n, n + 1, ta.dl(), tb.dl(), tc.dl()); });
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(s.message,
             "vector_add: index 4 is out of bounds for dimension 0 of buffer 'a' (extent 4) in "
@@ -648,7 +638,7 @@ func t2(n: int32, m: int32, a: buffer<float32>[n, 8], o: buffer<float32>[n, 8]) 
   two.GetFunction("t2")(3, 3, tx.dl(), to.dl());
   std::vector<float> o = to.ToVector<float>();
   for (int i = 0; i < 24; ++i) EXPECT_EQ(o[i], x[i] * 2.0f);
-  s = Capture([&] { two.GetFunction("t2")(3, 4, tx.dl(), to.dl()); });
+  s = bptest::CaptureError([&] { two.GetFunction("t2")(3, 4, tx.dl(), to.dl()); });
   EXPECT_EQ(s.message,
             "t2: index 3 is out of bounds for dimension 0 of buffer 'a' (extent 3) in "
             "`a[i, ramp(0, 1, 8)]`");
@@ -657,7 +647,8 @@ func t2(n: int32, m: int32, a: buffer<float32>[n, 8], o: buffer<float32>[n, 8]) 
   int64_t zero[1] = {0};
   DLTensor empty{nullptr, DLDevice{kDLCPU, 0}, 1, kF32, zero, nullptr, 0};
   DLTensor empty_b = empty, empty_c = empty;
-  s = Capture([&] { checked.GetFunction("vector_add")(0, 1, &empty, &empty_b, &empty_c); });
+  s = bptest::CaptureError(
+      [&] { checked.GetFunction("vector_add")(0, 1, &empty, &empty_b, &empty_c); });
   EXPECT_EQ(s.message,
             "vector_add: index 0 is out of bounds for dimension 0 of buffer 'a' (extent 0) in "
             "`a[i]`");
@@ -671,8 +662,8 @@ TEST_F(CodegenTest, ASavedModuleKeepsItsChecksMessages) {
   Module checked = Build(kWrongExtent, "c -bounds-check");
   Module loaded = Module::LoadFromBytes(checked.SaveToBytes());
   Tensor ta = Floats({1, 2}), tb = Floats({3, 4}), tc = Floats({0, 0});
-  bptest::Status s =
-      Capture([&] { loaded.GetFunction("vector_add")(2, 3, ta.dl(), tb.dl(), tc.dl()); });
+  bptest::Status s = bptest::CaptureError(
+      [&] { loaded.GetFunction("vector_add")(2, 3, ta.dl(), tb.dl(), tc.dl()); });
   EXPECT_EQ(s.message,
             "vector_add: index 2 is out of bounds for dimension 0 of buffer 'a' (extent 2) in "
             "`a[i]`");

@@ -457,20 +457,6 @@ TEST_F(OpenCLCodegenTest, MultiplyAddIsNotContractedUnlessTheTargetAsks) {
 
 // ---- Run-time checks (issue 13 items 3 and 4; docs/codegen-guide.md "Run-time checks") -----
 
-// Runs `body`, turning a backplane::Error into a status and message.
-template <typename Body>
-bptest::Status CaptureError(Body body) {
-  bptest::Status s;
-  s.kind = BP_OK;
-  try {
-    body();
-  } catch (const backplane::Error& e) {
-    s.kind = e.kind();
-    s.message = e.what();
-  }
-  return s;
-}
-
 // `body` inside one thread an element: `i` is the element, below n.
 std::string OneThreadAnElement(const std::string& params, const std::string& body) {
   return "# backplane-ir 1\nfunc f(" + params +
@@ -541,7 +527,8 @@ TEST_F(OpenCLCodegenTest, IntegerDivisionByZeroIsAnErrorAndIntMinByMinusOneWraps
     }
     b[150] = 0;
     tb = upload(b, {n});
-    bptest::Status s = CaptureError([&] { m.GetFunction("f")(n, ta.dl(), tb.dl(), tq.dl()); });
+    bptest::Status s =
+        bptest::CaptureError([&] { m.GetFunction("f")(n, ta.dl(), tb.dl(), tq.dl()); });
     EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
     // All three divisions of thread 150 fault; the first to claim the record is reported.
     EXPECT_NE(s.message.find("'f_kernel' (called by host function 'f'): f_kernel: integer "
@@ -572,7 +559,7 @@ TEST_F(OpenCLCodegenTest, BoundsCheckTurnsAnAccessOutOfBoundsIntoAnError) {
   tb.CopyFrom(b);
   // n = m + 1: thread 100 reads a[100] of 100 elements.
   bptest::Status s =
-      CaptureError([&] { checked.GetFunction("f")(m + 1, m, ta.dl(), tb.dl(), tc.dl()); });
+      bptest::CaptureError([&] { checked.GetFunction("f")(m + 1, m, ta.dl(), tb.dl(), tc.dl()); });
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(s.message,
             "'f_kernel' (called by host function 'f'): f_kernel: index 100 is out of bounds for "
@@ -584,13 +571,13 @@ TEST_F(OpenCLCodegenTest, BoundsCheckTurnsAnAccessOutOfBoundsIntoAnError) {
   int64_t zero[1] = {0};
   DLTensor empty{nullptr, DLDevice{kDLOpenCL, 0}, 1, kF32, zero, nullptr, 0};
   DLTensor empty_b = empty, empty_c = empty;
-  s = CaptureError([&] { checked.GetFunction("f")(1, 0, &empty, &empty_b, &empty_c); });
+  s = bptest::CaptureError([&] { checked.GetFunction("f")(1, 0, &empty, &empty_b, &empty_c); });
   EXPECT_EQ(s.message,
             "'f_kernel' (called by host function 'f'): f_kernel: index 0 is out of bounds for "
             "dimension 0 of buffer 'a' (extent 0) in `a[i]`");
   // Saved and loaded, the module keeps its messages.
   Module loaded = Module::LoadFromBytes(checked.SaveToBytes());
-  s = CaptureError([&] { loaded.GetFunction("f")(m + 1, m, ta.dl(), tb.dl(), tc.dl()); });
+  s = bptest::CaptureError([&] { loaded.GetFunction("f")(m + 1, m, ta.dl(), tb.dl(), tc.dl()); });
   EXPECT_EQ(s.message,
             "'f_kernel' (called by host function 'f'): f_kernel: index 100 is out of bounds for "
             "dimension 0 of buffer 'a' (extent 100) in `a[i]`");
@@ -620,7 +607,7 @@ func t(n: int32, m: int32, x: buffer<float32>[n, 8], y: buffer<float32>[8, n]) {
   for (int r = 0; r < 4; ++r) {
     for (int k = 0; k < 8; ++k) ASSERT_EQ(y[k * 4 + r], x[r * 8 + (7 - k)]);
   }
-  s = CaptureError([&] { tm.GetFunction("t")(4, 5, tx.dl(), ty.dl()); });
+  s = bptest::CaptureError([&] { tm.GetFunction("t")(4, 5, tx.dl(), ty.dl()); });
   EXPECT_EQ(s.message,
             "'t_kernel' (called by host function 't'): t_kernel: index 4 is out of bounds for "
             "dimension 0 of buffer 'x' (extent 4) in `x[bx, tx]`");

@@ -175,19 +175,10 @@ bool EndsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The error of `run` (which launches and reads back): the vulkan runtime raises a kernel's
+// CaptureError(run), where `run` launches and reads back: the vulkan runtime raises a kernel's
 // error at the next sync, read-back or launch, after the interpreter's message the name of
 // the call that found it ("vulkan:0 copy_data_from_to: f_kernel: ...").
-bptest::Status CaptureError(const std::function<void()>& run) {
-  bptest::Status s;
-  try {
-    run();
-  } catch (const backplane::Error& e) {
-    s.kind = e.kind();
-    s.message = e.what();
-  }
-  return s;
-}
+using bptest::CaptureError;
 
 Tensor Upload(const std::vector<int64_t>& v, std::vector<int64_t> shape, bool wide) {
   const DLDataType dt{kDLInt, static_cast<uint8_t>(wide ? 64 : 32), 1};
