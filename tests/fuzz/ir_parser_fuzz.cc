@@ -33,10 +33,7 @@ bir::IRModule RoundTrip(const bir::IRModule& m, const char* what) {
   try {
     again = bir::Parse(first);
   } catch (const bir::Error& e) {
-    // Known limit (docs/ir.md, "Limits"): the printer may add a level of parentheses per unary
-    // operator or chained comparison, so a tree parsed from text nested close to kMaxNesting can
-    // print deeper than the parser reads. Refused with the nesting message, never a crash.
-    if (std::string(e.what()).find("nested too deeply") != std::string::npos) return m;
+    // What the printer writes for a tree the parser accepted must parse (docs/ir.md, "Limits").
     Die(what, "the printed text does not parse back: " + std::string(e.what()) + "\n" + first);
   }
   const std::string second = bir::Print(again);

@@ -44,10 +44,18 @@ class SourceError {
     }
     size_t line_end = src_.find('\n', line_start);
     if (line_end == std::string_view::npos) line_end = src_.size();
-    std::string text(src_.substr(line_start, line_end - line_start));
-    size_t col = offset - line_start;
-    std::string caret;
-    for (size_t k = 0; k < col && k < text.size(); ++k) caret += text[k] == '\t' ? '\t' : ' ';
+    const size_t col = offset - line_start;
+    // The line as written, or a window of it around the column when it is long (a generated
+    // kernel may be one line of megabytes).
+    size_t from = line_start, to = line_end;
+    if (to - from > kShownLine) {
+      from = line_start + (col > kShownLine / 2 ? col - kShownLine / 2 : 0);
+      to = std::min(line_end, from + kShownLine);
+    }
+    std::string text = (from > line_start ? "..." : "") +
+                       std::string(src_.substr(from, to - from)) + (to < line_end ? "..." : "");
+    std::string caret(from > line_start ? 3 : 0, ' ');
+    for (size_t k = from; k < offset && k < to; ++k) caret += src_[k] == '\t' ? '\t' : ' ';
     std::string where = name_.empty() ? "" : name_ + ":";
     where += std::to_string(line) + ":" + std::to_string(col + 1) + ": ";
     throw Error(ErrorKind::kParse, where + message + "\n  " + text + "\n  " + caret + "^");
@@ -59,6 +67,7 @@ class SourceError {
   }
 
  private:
+  static constexpr size_t kShownLine = 120;
   std::string_view src_;
   std::string name_;
 };
@@ -305,25 +314,6 @@ class Parser {
   }
 
  private:
-  // Counts one level of nesting in the text (a bracket, a brace, a call, a unary operator) while
-  // it is alive; refuses to go deeper than kMaxNesting, before the parser recurses into it.
-  class Deeper {
-   public:
-    Deeper(Parser* p, const Token& at) : p_(p) {
-      if (++p_->depth_ > kMaxNesting)
-        p_->err_.Throw(at.offset,
-                       "nested too deeply: expected at most " + std::to_string(kMaxNesting) +
-                           " levels of brackets, braces, calls and unary operators inside one "
-                           "another; move inner parts into lets or separate statements");
-    }
-    ~Deeper() { --p_->depth_; }
-    Deeper(const Deeper&) = delete;
-    Deeper& operator=(const Deeper&) = delete;
-
-   private:
-    Parser* p_;
-  };
-
   // ---- tokens ----
   const Token& Cur() const { return toks_[pos_]; }
   const Token& Next() const { return toks_[pos_ + 1 < toks_.size() ? pos_ + 1 : pos_]; }
@@ -471,7 +461,6 @@ class Parser {
   }
 
   void Shape(std::vector<Expr>* shape, std::vector<Expr>* strides) {
-    Deeper deeper(this, Cur());
     Expect("[", "to start the buffer's shape");
     ++nest_;
     if (!IsPunct("]")) *shape = Exprs();
@@ -494,7 +483,6 @@ class Parser {
 
   // ---- statements ----
   Stmt Block() {
-    Deeper deeper(this, Cur());
     Expect("{", "to start a block");
     scopes_.emplace_back();
     std::vector<Stmt> stmts = Stmts();
@@ -781,25 +769,35 @@ class Parser {
     return 0;
   }
 
+  // Prefix operators: `!e` is Not(e), `-e` is 0 - e, and `-` written right before a number (or
+  // before inf) is part of the literal. A run of them is read in a loop and applied from the
+  // inside out, so `!-!-...x` needs no stack however long it is (its tree depth is bounded).
   Expr Unary() {
-    if (IsPunct("!")) {
-      Deeper deeper(this, Cur());
-      Take();
-      return Not(Unary());
-    }
-    if (IsPunct("-")) {
-      Deeper deeper(this, Cur());
+    std::vector<bool> nots;  // the run, outermost first: true for '!', false for '-'
+    Expr e;
+    while (true) {
+      if (IsPunct("!")) {
+        nots.push_back(true);
+        Take();
+        continue;
+      }
+      if (!IsPunct("-")) {
+        e = Primary();
+        break;
+      }
       const Token& minus = Cur();
       Take();
-      if ((Cur().kind == Tok::kInt || Cur().kind == Tok::kFloat) &&
-          Cur().offset == minus.offset + 1)
-        return Number(true, minus);
-      if (IsKeyword("inf") || IsKeyword("inff16") || IsKeyword("inff64"))
-        return Number(true, minus);
-      Expr e = Unary();
-      return Binary(BinaryOp::kSub, Const(e.dtype(), 0), e);
+      if (((Cur().kind == Tok::kInt || Cur().kind == Tok::kFloat) &&
+           Cur().offset == minus.offset + 1) ||
+          IsKeyword("inf") || IsKeyword("inff16") || IsKeyword("inff64")) {
+        e = Number(true, minus);
+        break;
+      }
+      nots.push_back(false);
     }
-    return Primary();
+    for (size_t k = nots.size(); k-- > 0;)
+      e = nots[k] ? Not(e) : Binary(BinaryOp::kSub, Const(e.dtype(), 0), e);
+    return e;
   }
 
   Expr Number(bool negative, const Token& at) {
@@ -866,7 +864,6 @@ class Parser {
     const Token& t = Cur();
     if (t.kind == Tok::kInt || t.kind == Tok::kFloat) return Number(false, t);
     if (IsPunct("(")) {
-      Deeper deeper(this, Cur());
       Take();
       ++nest_;
       Expr e = Expression();
@@ -895,7 +892,6 @@ class Parser {
     Take();
     if (b->buffer) {
       if (IsPunct("[") && !(nest_ == 0 && Cur().bol)) {
-        Deeper deeper(this, Cur());
         Take();
         ++nest_;
         std::vector<Expr> idx;
@@ -915,7 +911,6 @@ class Parser {
   // name(args): a cast, select, ramp, broadcast, call_packed, floordiv/floormod/min/max, or a
   // math intrinsic.
   Expr CallExpr() {
-    Deeper deeper(this, Cur());
     const Token at = Cur();
     const std::string name = at.text;
     Take();
@@ -1093,7 +1088,6 @@ class Parser {
   std::vector<Token> toks_;
   const SourceError& err_;
   size_t pos_ = 0;
-  int depth_ = 0;  // nesting in the text (Deeper)
   std::unordered_map<const ExprNode*, Literal> untyped_;
   int nest_ = 0;  // open ( and [: newlines do not end an expression inside them
   bool in_packed_args_ = false;
@@ -1103,13 +1097,38 @@ class Parser {
   std::vector<std::vector<std::string>> scopes_;
 };
 
+// How deep the parser will recurse for these tokens. It recurses once for each bracket it opens
+// (a parenthesis, a call's or index's bracket, a block's brace) and a bounded number of times
+// between two brackets (operator precedence; runs of unary operators, lets and else-ifs are read
+// in loops), so the deepest bracket nesting bounds its stack. Refuses nesting past kMaxNesting
+// at the bracket that goes past it, before anything recurses.
+int64_t BracketDepth(const std::vector<Token>& toks, const SourceError& err) {
+  int64_t depth = 0, deepest = 0;
+  for (const Token& t : toks) {
+    if (t.kind != Tok::kPunct || t.text.size() != 1) continue;
+    const char c = t.text[0];
+    if (c == '(' || c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        err.Throw(t.offset, "nested too deeply: expected at most " + std::to_string(kMaxNesting) +
+                                " levels of parentheses, brackets, braces and calls inside one "
+                                "another; move inner parts into lets or separate statements");
+      deepest = std::max(deepest, depth);
+    } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 }  // namespace
 
 IRModule Parse(std::string_view text, const std::string& source_name) {
   SourceError err(text, source_name);
-  Lexer lexer(text, err);
-  Parser parser(lexer.Run(), err);
-  return parser.Module();
+  std::vector<Token> toks = Lexer(text, err).Run();
+  const int64_t depth = BracketDepth(toks, err);
+  IRModule m;
+  RunForDepth(depth, [&] { m = Parser(std::move(toks), err).Module(); });
+  return m;
 }
 
 }  // namespace ir

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The printer of the text form (grammar in docs/ir.md).
+#include <algorithm>
 #include <backplane/ir/text.hpp>
 #include <cmath>
 #include <cstdio>
@@ -335,8 +336,12 @@ class Printer {
     std::string s = Expr_(e);
     return parens ? "(" + s + ")" : s;
   }
+  // Two spaces a level, up to kMaxIndent levels: deeper statements are indented no further, so
+  // the text of a deeply nested function grows with its size, not with the square of its depth
+  // (100,000 nested loops would be 10 GB of spaces). The parser ignores indentation.
+  static constexpr int kMaxIndent = 32;
   void Line(int indent, const std::string& text) {
-    out.append(static_cast<size_t>(indent) * 2, ' ');
+    out.append(static_cast<size_t>(std::min(indent, kMaxIndent)) * 2, ' ');
     out += text;
     out += '\n';
   }

@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // How deep an IR tree may be, and the stack its walkers get (docs/ir.md, "Limits").
 //
-// The parser refuses text nested deeper than kMaxNesting (parentheses, brackets, braces,
-// calls, unary operators) before recursing into it, and a function whose tree is deeper than
-// kMaxTreeDepth. A long left-associative chain (x0 + x1 + ... + x29999) or a long run of lets is
-// not nested in the text (the parser reads it in a loop) but makes a tree as deep as it is long,
-// and every walker of the library (printer, verifier, equality, splitter, signature, the
-// interpreter) and of the code generators recurses over the tree. So each public entry point
-// that walks measures the tree (TreeDepth, without recursion) and, when it is deep, runs the
-// walk on a thread whose stack holds it (RunForDepth). Freeing a tree never recurses.
+// The parser refuses text nested deeper than kMaxNesting (parentheses, brackets, braces, calls)
+// before recursing into it, and runs with the stack that the text's nesting needs. A function
+// whose tree is deeper than kMaxTreeDepth is refused too. A long left-associative chain
+// (x0 + x1 + ... + x29999), a run of unary operators or a run of lets is not nested in the text
+// (the parser reads it in a loop) but makes a tree as deep as it is long, and every walker of the
+// library (printer, verifier, equality, splitter, signature, the interpreter) and of the code
+// generators recurses over the tree. So each public entry point that walks measures the tree
+// (TreeDepth, without recursion) and, when it is deep, runs the walk on a thread whose stack holds
+// it (RunForDepth). Freeing a tree never recurses.
+//
+// The text form carries the IR across the codegen ABI and inside saved modules, so whatever the
+// printer writes must parse back. Every bracket the printer writes goes at least one node deeper
+// into the tree, so its text is nested at most as deep as the tree: kMaxNesting is not below
+// kMaxTreeDepth, and any tree within kMaxTreeDepth prints text that parses.
 #ifndef BACKPLANE_IR_LIMITS_HPP_
 #define BACKPLANE_IR_LIMITS_HPP_
 
@@ -20,10 +26,11 @@
 namespace backplane {
 namespace ir {
 
-// Brackets of any kind, calls and unary operators open inside one another in the text.
-constexpr int kMaxNesting = 256;
 // Nodes on the longest path from a function's body (or a parameter's shape) to a leaf.
 constexpr int64_t kMaxTreeDepth = 100000;
+// Brackets of any kind (parentheses, a call's, an index's, a block's braces) open inside one
+// another in the text.
+constexpr int64_t kMaxNesting = kMaxTreeDepth;
 
 // The number of nodes on the longest root-to-leaf path (a leaf alone: 1; empty: 0), computed
 // without recursion. Shared subtrees are measured once.
