@@ -43,7 +43,9 @@ install(FILES ${CMAKE_BINARY_DIR}/package/backplane.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # The manifests that backplane_add_plugin() writes carry BACKPLANE_ABI_VERSION; it must be
-# the ABI of the headers installed beside it.
+# the ABI of the headers installed beside it. A change to the header re-runs this check.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+                                       ${PROJECT_SOURCE_DIR}/core/include/backplane/c_api.h)
 file(STRINGS ${PROJECT_SOURCE_DIR}/core/include/backplane/c_api.h _bp_abi_lines
      REGEX "^#define BP_ABI_VERSION_(MAJOR|MINOR) ")
 string(REGEX REPLACE ".*MAJOR ([0-9]+).*" "\\1" _bp_major "${_bp_abi_lines}")

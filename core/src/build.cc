@@ -4,6 +4,7 @@
 // "target.build.<kind>" and wraps the host code in an interpreted module of kind "ir_host".
 #include "build.h"
 
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/interp.hpp>
@@ -11,6 +12,8 @@
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
+#include <cstddef>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -308,7 +311,8 @@ const TargetObject& AsTarget(const bp_object_t* obj, const char* what) {
 
 }  // namespace
 
-Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host) {
+Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host,
+          const std::string& source_name) {
   const TargetObject& t = AsTarget(target, "bp_build target");
   const std::string kind = t.kind->name;
   std::string host_json;
@@ -333,7 +337,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
   }
   ir::IRModule module;
   try {
-    module = ir::Parse(text, "bp_build input");
+    module = ir::Parse(text, source_name.empty() ? "bp_build input" : source_name);
   } catch (const ir::Error& e) {
     Fail(BP_ERR_INVALID_ARGUMENT, std::string("bp_build: the IR does not parse: ") + e.what());
   }
@@ -406,7 +410,37 @@ BP_EXPORT bp_status_t bp_build(const char* ir_text, size_t size, const bp_object
   BP_REQUIRE_ARG(ir_text != nullptr || size == 0, "ir_text is null");
   BP_REQUIRE_ARG(target != nullptr, "target is null");
   *out_module = nullptr;
-  *out_module = Build(std::string(ir_text == nullptr ? "" : ir_text, size), target, host).release();
+  *out_module =
+      Build(std::string(ir_text == nullptr ? "" : ir_text, size), target, host, "").release();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_build_with_options(const char* ir_text, size_t size,
+                                            const bp_object_t* target,
+                                            const bp_build_options_t* options,
+                                            bp_object_t** out_module) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_module != nullptr, "out_module is null");
+  BP_REQUIRE_ARG(ir_text != nullptr || size == 0, "ir_text is null");
+  BP_REQUIRE_ARG(target != nullptr, "target is null");
+  *out_module = nullptr;
+  // Fields past the caller's struct_size read as zero (an older caller's struct is shorter).
+  bp_build_options_t o{};
+  if (options != nullptr) {
+    constexpr size_t kFirstSize = offsetof(bp_build_options_t, source_name) + sizeof(const char*);
+    if (options->struct_size < kFirstSize) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           "bp_build_with_options: options->struct_size is " +
+               std::to_string(options->struct_size) + ", less than the " +
+               std::to_string(kFirstSize) +
+               " bytes of ABI 1.4's bp_build_options_t; zero the struct and set struct_size to "
+               "sizeof(bp_build_options_t)");
+    }
+    std::memcpy(&o, options, std::min(options->struct_size, sizeof(o)));
+  }
+  *out_module = Build(std::string(ir_text == nullptr ? "" : ir_text, size), target, o.host,
+                      o.source_name == nullptr ? "" : o.source_name)
+                    .release();
   BP_API_END
 }
 

@@ -14,8 +14,10 @@ namespace backplane::core {
 // kernel files with the same cap.
 constexpr size_t kMaxIRTextBytes = size_t{16} << 20;  // 16 MiB
 
-// bp_build: IR text for `target` (and an optional CPU `host` Target) to a module.
-Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host);
+// bp_build: IR text for `target` (and an optional CPU `host` Target) to a module. Parse errors
+// name the input `source_name` ("bp_build input" when empty).
+Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host,
+          const std::string& source_name);
 
 // Module kinds the core loads itself, without a plugin ("ir_host").
 bool IsBuiltinModuleKind(const std::string& kind);

@@ -72,6 +72,7 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .module_save = bp_module_save,
       .module_load = bp_module_load,
       .build = bp_build,
+      .build_with_options = bp_build_with_options,
   };
   return &kTable;
 }

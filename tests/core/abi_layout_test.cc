@@ -53,7 +53,15 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, module_create), 49 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, module_load), 57 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, build), 58 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 59 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, build_with_options), 59 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 60 * kPtr);
+}
+
+TEST(AbiLayout, BuildOptions) {
+  EXPECT_EQ(offsetof(bp_build_options_t, struct_size), 0u);
+  EXPECT_EQ(offsetof(bp_build_options_t, host), kPtr);
+  EXPECT_EQ(offsetof(bp_build_options_t, source_name), 2 * kPtr);
+  EXPECT_EQ(sizeof(bp_build_options_t), 3 * kPtr);
 }
 
 TEST(AbiLayout, PluginInfo) {

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "subprocess.h"
@@ -293,6 +294,77 @@ TEST(BuildDriver, RefusesIRWithoutFunctionsAndTextOverTheCap) {
   } catch (const backplane::Error& e) {
     EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(Contains(e.what(), "16 MiB")) << e.what();
+  }
+}
+
+// Issue 13, item 10, in the core: a C or C++ caller names its input, and parse errors say
+// "NAME:LINE:COL" (ABI 1.4's bp_build_with_options); without a name they say "bp_build input".
+TEST(BuildDriver, ParseErrorsNameTheCallersSource) {
+  const backplane::Target c = backplane::Target::Parse("c");
+  const std::string text = "# backplane-ir 1\nfunc f(a: buffer<float32>[4]) {\n  a[0] += 1.0\n}\n";
+  auto error_of = [&](const bp_build_options_t* options) {
+    bp_object_t* out = nullptr;
+    const bp_status_t st =
+        bp_build_with_options(text.data(), text.size(), c.object().get(), options, &out);
+    EXPECT_EQ(out, nullptr);
+    const char* msg = nullptr;
+    bp_status_t kind = BP_OK;
+    bp_error_last(&kind, &msg);
+    EXPECT_EQ(st, kind);
+    return std::make_pair(st, std::string(msg == nullptr ? "" : msg));
+  };
+  bp_build_options_t named{};
+  named.struct_size = sizeof(named);
+  named.source_name = "my_kernel.bpir";
+  auto [st, msg] = error_of(&named);
+  EXPECT_EQ(st, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(msg, "my_kernel.bpir:3:8: compound assignment '+='")) << msg;
+  EXPECT_FALSE(Contains(msg, "bp_build input")) << msg;
+  // No options, or no name: "bp_build input".
+  EXPECT_TRUE(Contains(error_of(nullptr).second, "bp_build input:3:8:"));
+  named.source_name = nullptr;
+  EXPECT_TRUE(Contains(error_of(&named).second, "bp_build input:3:8:"));
+  // A caller built against a later minor passes a longer struct: the fields this core knows are
+  // read, the rest ignored.
+  struct Longer {
+    bp_build_options_t known;
+    uint64_t later_field;
+  } longer{};
+  longer.known.struct_size = sizeof(longer);
+  longer.known.source_name = "later.bpir";
+  longer.later_field = 0xdeadbeef;
+  EXPECT_TRUE(Contains(error_of(&longer.known).second, "later.bpir:3:8:"));
+  // Shorter than ABI 1.4's first version: refused, naming the sizes and what to do.
+  bp_build_options_t short_struct{};
+  short_struct.struct_size = sizeof(size_t);
+  auto [st2, msg2] = error_of(&short_struct);
+  EXPECT_EQ(st2, BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(msg2, "struct_size is " + std::to_string(sizeof(size_t)))) << msg2;
+  EXPECT_TRUE(Contains(msg2, "sizeof(bp_build_options_t)")) << msg2;
+  // The C++ API passes the name, and the host Target still arrives.
+  try {
+    backplane::Build(text, c, backplane::Target::Parse("c"), "cpp_kernel.bpir");
+    ADD_FAILURE() << "built IR that does not parse";
+  } catch (const backplane::Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "cpp_kernel.bpir:3:8:")) << e.what();
+  }
+  const std::string good = "# backplane-ir 1\nfunc g(a: buffer<float32>[4]) {\n  a[0] = 1.0\n}\n";
+  bp_build_options_t with_host{};
+  with_host.struct_size = sizeof(with_host);
+  with_host.host = c.object().get();
+  bp_object_t* out = nullptr;
+  ASSERT_EQ(bp_build_with_options(good.data(), good.size(), c.object().get(), &with_host, &out),
+            BP_OK);
+  bp_object_release(out);
+  // A host Target that is not a CPU kind is refused: the field is read.
+  bp_object_t* not_cpu = nullptr;
+  if (bp_target_parse("opencl", &not_cpu) == BP_OK) {
+    with_host.host = not_cpu;
+    out = nullptr;
+    EXPECT_EQ(bp_build_with_options(good.data(), good.size(), c.object().get(), &with_host, &out),
+              BP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(out, nullptr);
+    bp_object_release(not_cpu);
   }
 }
 

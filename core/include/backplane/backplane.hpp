@@ -12,6 +12,7 @@
 
 #include <backplane/c_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -816,12 +817,24 @@ class Module {
 
 // Builds kernel IR (its text form, docs/ir.md) for `target`; `host` (optional) is the CPU
 // Target of the host code. Every PrimFunc of the IR is a function of the result (bp_build).
+// Parse errors name the input `source_name` (a file name, say; "bp_build input" if empty).
 // Host apps holding an ir::IRModule pass ir::Print(module).
-inline Module Build(const std::string& ir_text, const Target& target,
-                    const Target& host = Target()) {
+inline Module Build(const std::string& ir_text, const Target& target, const Target& host = Target(),
+                    const std::string& source_name = "") {
   bp_object_t* out = nullptr;
-  Check(detail::Api()->build(ir_text.data(), ir_text.size(), target.object().get(),
-                             host ? host.object().get() : nullptr, &out));
+  const bp_host_api_t* api = detail::Api();
+  const bp_object_t* host_obj = host ? host.object().get() : nullptr;
+  if (api->struct_size < offsetof(bp_host_api_t, build_with_options) + sizeof(void*)) {
+    // A host older than ABI 1.4: its parse errors say "bp_build input".
+    Check(api->build(ir_text.data(), ir_text.size(), target.object().get(), host_obj, &out));
+  } else {
+    bp_build_options_t options{};
+    options.struct_size = sizeof(options);
+    options.host = host_obj;
+    options.source_name = source_name.empty() ? nullptr : source_name.c_str();
+    Check(api->build_with_options(ir_text.data(), ir_text.size(), target.object().get(), &options,
+                                  &out));
+  }
   return Module(ObjectRef::Adopt(out));
 }
 

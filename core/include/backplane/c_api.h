@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 3
+#define BP_ABI_VERSION_MINOR 4
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -510,6 +510,25 @@ BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t*
 BP_EXPORT bp_status_t bp_build(const char* ir_text, size_t size, const bp_object_t* target,
                                const bp_object_t* host, bp_object_t** out_module);
 
+/* What bp_build_with_options takes besides the IR and the Target (since 1.4). Growable: zero it
+ * and set struct_size to sizeof(bp_build_options_t); fields past the caller's struct_size read
+ * as zero. */
+typedef struct bp_build_options {
+  size_t struct_size;
+  /* The CPU Target of the host code, as bp_build's `host` (borrowed; may be NULL). */
+  const bp_object_t* host;
+  /* The input's name in parse errors ("kernel.bpir:3:11: expected ..."), such as its file name
+   * (borrowed; NULL or "": "bp_build input"). */
+  const char* source_name;
+} bp_build_options_t;
+
+/* bp_build with options (since 1.4). `options` may be NULL: bp_build's behaviour. A
+ * struct_size smaller than the first version of the struct is BP_ERR_INVALID_ARGUMENT. */
+BP_EXPORT bp_status_t bp_build_with_options(const char* ir_text, size_t size,
+                                            const bp_object_t* target,
+                                            const bp_build_options_t* options,
+                                            bp_object_t** out_module);
+
 /* ---------------------------------------------------------------------------------------
  * Plugins
  * ------------------------------------------------------------------------------------- */
@@ -605,6 +624,10 @@ typedef struct bp_host_api {
   /* Since 1.3. */
   bp_status_t (*build)(const char* ir_text, size_t size, const bp_object_t* target,
                        const bp_object_t* host, bp_object_t** out_module);
+
+  /* Since 1.4. */
+  bp_status_t (*build_with_options)(const char* ir_text, size_t size, const bp_object_t* target,
+                                    const bp_build_options_t* options, bp_object_t** out_module);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

@@ -43,8 +43,8 @@ int RunBuild(const BuildOptions& o) {
     return kExitUsage;
   }
   // Parsed here, under the file's name, whether or not --func picks functions: every parse
-  // error is "FILE:LINE:COL: ..." with the same exit code (bp_build only knows its input as
-  // text).
+  // error is "FILE:LINE:COL: ..." with the same exit code (bp_build names it too, but --func
+  // needs the functions first).
   ir::IRModule file;
   try {
     file = ir::Parse(ir_text, o.input);
@@ -75,12 +75,14 @@ int RunBuild(const BuildOptions& o) {
     }
     ir_text = ir::Print(chosen);
   }
+  // The file's name in bp_build's messages, when it builds the file as written.
+  const std::string source_name = o.functions.empty() ? o.input : o.input + " (--func)";
   Target target = Target::Parse(o.target);
   Target host = o.host.empty() ? Target() : Target::Parse(o.host);
   const auto t0 = std::chrono::steady_clock::now();
   Module module;
   try {
-    module = Build(ir_text, target, host);
+    module = Build(ir_text, target, host, source_name);
   } catch (const Error& e) {
     std::string hint;
     if (std::string(e.what()).find("on a CPU target") != std::string::npos) {
