@@ -139,10 +139,25 @@ const BadText kBadTexts[] = {
      "2:7: 'n' is already defined (line 1); expected a new name (names are not shadowed)", "n"},
     {"UnknownFunction", "func f(a: buffer<float32>[1]) {\n  a[0] = expo(1.0)\n}",
      "2:10: unknown function 'expo': expected a dtype cast (float32(x)), select, ramp, "
-     "broadcast, call_packed, floordiv, floormod, min, max or an intrinsic (exp, log, sqrt, ...)",
+     "broadcast, call_packed, floordiv, floormod, min, max or an intrinsic (exp, log, sqrt, ...) "
+     "(did you mean 'exp' or 'exp2'?)",
      "expo"},
     {"Arity", "func f(a: buffer<float32>[1]) {\n  a[0] = pow(1.0)\n}",
-     "2:10: pow takes 2 argument(s), got 1", "pow"},
+     "2:10: pow takes 2 arguments, got 1: write pow(x, y)", "pow"},
+    {"ArityOfSelect", "func f(a: buffer<float32>[1]) {\n  a[0] = select(true, 1.0)\n}",
+     "2:10: select takes 3 arguments, got 2: write select(condition, value_if_true, "
+     "value_if_false)",
+     "select"},
+    {"UndefinedVariableWithATypo",
+     "func f(alpha: float32, a: buffer<float32>[1]) {\n  a[0] = alpah\n}\n",
+     "2:10: undefined variable 'alpah': expected a parameter, a loop variable, a let or an alloc "
+     "in scope (did you mean 'alpha'?)",
+     "alpah"},
+    {"CastWithATypo", "func f(a: buffer<float32>[1]) {\n  a[0] = flaot32(1)\n}",
+     "2:10: unknown function 'flaot32': expected a dtype cast (float32(x)), select, ramp, "
+     "broadcast, call_packed, floordiv, floormod, min, max or an intrinsic (exp, log, sqrt, ...) "
+     "(did you mean 'float32'?)",
+     "flaot32"},
     {"TwoStatementsOnALine", "func f(a: buffer<float32>[1]) {\n  a[0] = 1.0 a[0] = 2.0\n}",
      "2:14: expected the end of the statement (a new line or '}'), got 'a'", "a[0]"},
     {"StoreTarget", "func f(n: int32) {\n  n = 1\n}",

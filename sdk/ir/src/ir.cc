@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Node constructors, dtypes and the builder's operators.
+#include <algorithm>
 #include <backplane/ir/ir.hpp>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "names.hpp"
 
@@ -187,6 +190,51 @@ void CheckName(const std::string& what, const std::string& name) {
                 what + " name '" + name +
                     "' is not an identifier: use letters, digits and '_', not starting with a "
                     "digit, and not a keyword of the text form");
+}
+
+namespace {
+
+// Edits (insert, delete, replace, swap two neighbours) that turn a into b: a typo of a swapped
+// pair (alpah) is one edit from the name meant.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> before(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        cur[j] = std::min(cur[j], before[j - 2] + 1);
+    }
+    std::swap(before, prev);
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string DidYouMean(const std::string& wanted, const std::vector<std::string>& names) {
+  std::vector<std::pair<size_t, std::string>> close;
+  const size_t limit = std::max<size_t>(1, wanted.size() / 3);
+  for (const std::string& n : names) {
+    if (n == wanted) continue;
+    const size_t d = EditDistance(wanted, n);
+    const bool prefix =
+        wanted.size() >= 2 && n.size() >= 2 && (n.rfind(wanted, 0) == 0 || wanted.rfind(n, 0) == 0);
+    // A name is not a typo of another that shares none of its letters ('k' of 'a').
+    if ((d <= limit && d < wanted.size()) || prefix)
+      close.emplace_back(prefix ? std::min<size_t>(d, 1) : d, n);
+  }
+  if (close.empty()) return "";
+  std::sort(close.begin(), close.end());
+  std::string out = " (did you mean ";
+  const size_t shown = std::min<size_t>(close.size(), 3);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i > 0) out += i + 1 == shown ? " or " : ", ";
+    out += "'" + close[i].second + "'";
+  }
+  return out + "?)";
 }
 
 }  // namespace detail

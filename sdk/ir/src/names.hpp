@@ -16,6 +16,9 @@ const std::vector<std::string>& Keywords();
 bool IsIdentifier(const std::string& name);
 // Throws Error(kValue) naming `what` if `name` is not an identifier.
 void CheckName(const std::string& what, const std::string& name);
+// " (did you mean 'x1' or 'x2'?)" for the names of `names` close to `wanted` (a typo: a small
+// edit distance, or one is a prefix of the other), nearest first; "" if none is close.
+std::string DidYouMean(const std::string& wanted, const std::vector<std::string>& names);
 
 }  // namespace detail
 }  // namespace ir

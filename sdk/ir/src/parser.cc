@@ -411,7 +411,8 @@ class Parser {
           Expect(":", "after the attribute name");
           if (Cur().kind != Tok::kString) Fail("expected the attribute's value as a string");
           if (f.attrs.count(key))
-            err_.Throw(key_tok.offset, "attribute '" + key + "' is given twice");
+            err_.Throw(key_tok.offset,
+                       "attribute '" + key + "' is given twice: give each attribute once");
           f.attrs[key] = Cur().text;
           Take();
         } while (TakePunct(","));
@@ -883,10 +884,14 @@ class Parser {
     if (Next().kind == Tok::kPunct && Next().text == "(") return CallExpr();
     const Binding* b = Lookup(name);
     if (!b) {
-      if (detail::IsIdentifier(name))
+      if (detail::IsIdentifier(name)) {
+        std::vector<std::string> in_scope;
+        for (const auto& [known, binding] : names_) in_scope.push_back(known);
         err_.Throw(t.offset, "undefined variable '" + name +
                                  "': expected a parameter, a loop variable, a let or an alloc "
-                                 "in scope");
+                                 "in scope" +
+                                 detail::DidYouMean(name, in_scope));
+      }
       Fail("expected an expression");
     }
     Take();
@@ -926,8 +931,9 @@ class Parser {
       std::vector<Expr> v;
       if (!IsPunct(")")) v = Exprs();
       if (v.size() != n)
-        err_.Throw(at.offset, name + " takes " + std::to_string(n) + " argument(s), got " +
-                                  std::to_string(v.size()));
+        err_.Throw(at.offset, name + " takes " + std::to_string(n) + " argument" +
+                                  (n == 1 ? "" : "s") + ", got " + std::to_string(v.size()) +
+                                  ": write " + Usage(name));
       return v;
     };
     auto lanes = [&] {
@@ -1004,10 +1010,36 @@ class Parser {
       }
       return Call(name, v);
     }
+    std::vector<std::string> known = {"select",   "ramp",     "broadcast", "call_packed",
+                                      "floordiv", "floormod", "min",       "max"};
+    for (const Intrinsic& in : Intrinsics()) known.push_back(in.name);
+    for (const char* t : {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                          "float16", "float32", "float64", "bool"})
+      known.push_back(t);
     err_.Throw(at.offset, "unknown function '" + name +
                               "': expected a dtype cast (float32(x)), select, ramp, broadcast, "
                               "call_packed, floordiv, floormod, min, max or an intrinsic (exp, "
-                              "log, sqrt, ...)");
+                              "log, sqrt, ...)" +
+                              detail::DidYouMean(name, known));
+  }
+
+  // How a built-in function is called, for a wrong number of arguments.
+  static std::string Usage(const std::string& name) {
+    static const struct {
+      const char* name;
+      const char* usage;
+    } kUsage[] = {{"select", "select(condition, value_if_true, value_if_false)"},
+                  {"floordiv", "floordiv(a, b)"},
+                  {"floormod", "floormod(a, b)"},
+                  {"min", "min(a, b)"},
+                  {"max", "max(a, b)"},
+                  {"pow", "pow(x, y)"},
+                  {"fma", "fma(a, b, c) (a * b + c, rounded once)"}};
+    for (const auto& u : kUsage)
+      if (name == u.name) return u.usage;
+    DType t;
+    if (ParseDType(name, &t)) return name + "(value)";
+    return name + "(x)";
   }
 
   // ---- literals without a suffix ----
