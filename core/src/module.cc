@@ -3,12 +3,14 @@
 // file format that holds a whole module tree.
 //
 // File format (all integers little-endian):
-//   "BPMODULE"  u32 format version (1)  u32 node count
+//   "BPMODULE"  u32 format version (2)  u32 node count
 //   node*:      u32 kind length, kind, u64 payload length, payload,
 //               u32 import count, u32 import index* (each < this node's index)
-//   u64 FNV-1a hash of everything before it
+//   u64 FNV-1a (64-bit) hash of everything before it
 // Nodes are written children first, so the root is the last node and a file can describe no
-// cycle. Every length is checked against what is left before it is used.
+// cycle. Every length is checked against what is left before it is used. Format 1 differed only
+// in its hash, which used a wrong offset basis (1469598103934665603), so files that followed the
+// documented FNV-1a did not load; its files are refused with a message to rebuild them.
 #include <algorithm>
 #include <backplane/ir/limits.hpp>
 #include <cstring>
@@ -26,7 +28,7 @@ namespace backplane::core {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'M', 'O', 'D', 'U', 'L', 'E'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr uint32_t kMaxNodes = 1u << 20;
 constexpr size_t kMinVtableSize = offsetof(bp_module_vtable_t, destroy) + sizeof(void*);
 
@@ -115,8 +117,9 @@ bool Reaches(const bp_object_t* from, const bp_object_t* target) {
   return false;
 }
 
+// FNV-1a, 64-bit: offset basis 14695981039346656037, prime 1099511628211 (docs/abi.md).
 uint64_t Fnv1a(const uint8_t* data, size_t n) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * 1099511628211ull;
   return h;
 }
@@ -382,20 +385,28 @@ BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t*
          "\"BPMODULE\", or is shorter than a header); was it written by "
          "bp_module_save / `backplane build`?");
   }
+  Reader r(p, size - 8);
+  r.Take(sizeof(kMagic), "the magic");
+  // The version comes before the checksum: another format may hash differently (format 1 did).
+  const uint32_t version = r.U32("the format version");
+  if (version < kFormatVersion) {
+    Fail(BP_ERR_VERSION_MISMATCH,
+         "module file: written by an older Backplane (format " + std::to_string(version) +
+             "); this Backplane reads format " + std::to_string(kFormatVersion) +
+             " only: rebuild the module (backplane build, or bp_build and bp_module_save)");
+  }
+  if (version > kFormatVersion) {
+    Fail(BP_ERR_VERSION_MISMATCH, "module file: written by a newer Backplane (format " +
+                                      std::to_string(version) + "); this Backplane reads format " +
+                                      std::to_string(kFormatVersion) +
+                                      ": upgrade Backplane, or build the module with this version");
+  }
   uint64_t stored = 0;
   for (int i = 0; i < 8; ++i) stored |= static_cast<uint64_t>(p[size - 8 + i]) << (8 * i);
   if (Fnv1a(p, size - 8) != stored) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          "module file: the checksum does not match: the file is "
          "truncated or corrupted; build or copy it again");
-  }
-  Reader r(p, size - 8);
-  r.Take(sizeof(kMagic), "the magic");
-  const uint32_t version = r.U32("the format version");
-  if (version != kFormatVersion) {
-    Fail(BP_ERR_VERSION_MISMATCH, "module file: format version " + std::to_string(version) +
-                                      " but this Backplane reads version " +
-                                      std::to_string(kFormatVersion));
   }
   const uint32_t count = r.U32("the module count");
   if (count == 0 || count > kMaxNodes) {
