@@ -248,6 +248,14 @@ TEST(IrSplit, Errors) {
                   "  for t in thread(threadIdx.x, 0, 1) {\n    a[t] = 2.0\n  }\n}\n"),
             "in function 'f': the kernel name 'f_kernel' is taken by another function of the "
             "module: rename that function in `for t in thread(threadIdx.x, 0, 1) { ... }`");
+  // A launch extent is host code: it may not read device memory (it did: the interpreter read
+  // through the buffer's device handle at the launch).
+  EXPECT_EQ(error("func f(n: int32, sizes: buffer<int32>[1], a: buffer<float32>[n]) {\n"
+                  "  for b in thread(blockIdx.x, 0, sizes[0]) {\n    a[b] = 1.0\n  }\n}\n"),
+            "in function 'f': the extent of the loop over blockIdx.x reads buffer 'sizes', which "
+            "lives in device memory: the host computes launch extents and cannot read device "
+            "memory; pass the extent as a scalar param in `for b in thread(blockIdx.x, 0, "
+            "sizes[0]) { ... }`");
   // The input must verify.
   EXPECT_EQ(error("func f(a: buffer<float32>[1]) {\n  a[0] = 1\n}\n"),
             "in function 'f': type mismatch: storing int32 into buffer 'a' of float32: cast the "

@@ -36,8 +36,9 @@ struct SplitResult {
 // The input must pass Verify (default options; thread-bound loops are allowed whatever
 // `device_is_cpu` says). Throws Error(kVerify), naming the function and the buffer or
 // statement, for:
-//  * when device_is_cpu is false: a load or store of a param buffer outside every region
-//    (host code cannot touch device memory);
+//  * when device_is_cpu is false: a load or store of a param buffer outside every region, or
+//    in the extent of a thread-bound loop, which the host computes (host code cannot touch
+//    device memory);
 //  * a buffer allocated outside a region and used inside one;
 //  * a thread axis bound twice in one region with different extents;
 //  * a thread extent that uses a variable defined inside its region (the host computes it);
