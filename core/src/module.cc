@@ -202,8 +202,8 @@ void Order(const bp_object_t* m, std::unordered_map<const bp_object_t*, uint32_t
 // refused before its loader runs unless `allow_native`: the loader would write or map that code,
 // and once mapped it runs with the host's rights (docs/security.md, "Saved modules").
 Ref LoadOne(const std::string& at, const std::string& kind, const uint8_t* payload, size_t size,
-            bool allow_native) {
-  if (IsBuiltinModuleKind(kind)) return LoadBuiltinModule(kind, payload, size);
+            bool allow_native, const std::vector<Ref>& imports) {
+  if (IsBuiltinModuleKind(kind)) return LoadBuiltinModule(kind, payload, size, imports);
   const std::string loader = "runtime.module.load_from_bytes." + kind;
   std::string looked_at;
   Ref f = FindOrLoad(loader, &looked_at);
@@ -484,11 +484,13 @@ Ref LoadModuleFile(const void* data, size_t size, uint32_t flags) {
       }
       imports.push_back(idx);
     }
-    Ref m = LoadOne(at, kind, payload, static_cast<size_t>(payload_len), allow_native);
-    for (uint32_t idx : imports) {
+    std::vector<Ref> imported;
+    for (uint32_t idx : imports) imported.push_back(nodes[idx]);
+    Ref m = LoadOne(at, kind, payload, static_cast<size_t>(payload_len), allow_native, imported);
+    {
       auto& mod = static_cast<ModuleObject&>(*m.get());
       std::lock_guard lock(mod.mu);
-      mod.imports.push_back(nodes[idx]);
+      for (Ref& imp : imported) mod.imports.push_back(std::move(imp));
     }
     nodes.push_back(std::move(m));
   }
