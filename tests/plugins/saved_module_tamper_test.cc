@@ -140,4 +140,42 @@ TEST_P(HostPart, ALaunchWithOtherArgumentsIsRefused) {
 INSTANTIATE_TEST_SUITE_P(Kinds, HostPart, ::testing::Values("fakeacc", "opencl", "vulkan", "cuda"),
                          [](const auto& param_info) { return param_info.param; });
 
+// ---- Each plugin's loader: its own payload -------------------------------------------------
+
+TEST(OpenCLPayload, CodeThatIsNotWhatTheIRGivesIsRefused) {
+  const std::string bytes = Saved("opencl");
+  if (bytes.empty()) GTEST_SKIP() << "no opencl code generator in this build";
+  auto load = [&](const std::string& from, const std::string& to) {
+    return Load(
+        Tamper(bytes, "opencl", [&](const std::string& p) { return ReplaceOnce(p, from, to); }));
+  };
+  // The kernel's OpenCL C writes past its buffer (PoCL runs it in this process).
+  bptest::Status s = load("c[((bx * 256) + tx)] =", "c[((bx * 256) + tx) * 4096] =");
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_TRUE(Has(s,
+                  "runtime.module.load_from_bytes.opencl: the opencl module holds OpenCL C that "
+                  "is not what this Backplane generates from the module's IR"))
+      << s;
+  // The IR changed and the OpenCL C not: the C is not the IR's either.
+  s = load("c[bx * 256 + tx] = a[bx * 256 + tx]", "c[bx * 256 + tx] = b[bx * 256 + tx]");
+  EXPECT_TRUE(Has(s, "holds OpenCL C that is not what this Backplane generates")) << s;
+  // A kernel whose IR (and so its OpenCL C, which does not spell thread extents) assumes another
+  // grid than the host launches: the ir_host check, against the kernel's IR, refuses the tree.
+  s = load("for tx in thread(threadIdx.x, 0, 256)", "for tx in thread(threadIdx.x, 0, 512)");
+  EXPECT_TRUE(Has(s,
+                  "passes `int64(256)` as the extent of threadIdx.x, but the kernel binds "
+                  "threadIdx.x with extent `512`"))
+      << s;
+  s = load(
+      "attrs(\\\"kernel\\\": \\\"1\\\", \\\"launch_params\\\": \\\"blockIdx.x,threadIdx.x\\\")",
+      "");
+  EXPECT_TRUE(Has(s, "holds IR that is not a set of kernels this Backplane builds")) << s;
+  s = load("\"fault_sites\":\"[]\"", "\"fault_sites\":\"[{\\\"kind\\\":\\\"division\\\"}]\"");
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  s = load("BPOCLMOD2", "BPOCLMOD1");
+  EXPECT_TRUE(Has(s, "was saved by an older Backplane (BPOCLMOD1)")) << s;
+  s = load("\"fp_contract\":false", "\"fp_contract\":true");
+  EXPECT_TRUE(Has(s, "holds OpenCL C that is not what this Backplane generates")) << s;
+}
+
 }  // namespace
