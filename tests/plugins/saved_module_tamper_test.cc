@@ -8,6 +8,7 @@
 // a heap buffer at the launch.
 #include <stdlib.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -176,6 +177,114 @@ TEST(OpenCLPayload, CodeThatIsNotWhatTheIRGivesIsRefused) {
   EXPECT_TRUE(Has(s, "was saved by an older Backplane (BPOCLMOD1)")) << s;
   s = load("\"fp_contract\":false", "\"fp_contract\":true");
   EXPECT_TRUE(Has(s, "holds OpenCL C that is not what this Backplane generates")) << s;
+}
+
+// The fields of a vulkan payload ("key length\nvalue\n" after the magic line).
+struct VulkanFields {
+  std::string magic;
+  std::vector<std::pair<std::string, std::string>> fields;
+
+  static VulkanFields Parse(const std::string& p) {
+    VulkanFields f;
+    size_t pos = p.find('\n') + 1;
+    f.magic = p.substr(0, pos);
+    while (pos < p.size()) {
+      const size_t space = p.find(' ', pos), nl = p.find('\n', pos);
+      const size_t len = std::stoull(p.substr(space + 1, nl - space - 1));
+      f.fields.emplace_back(p.substr(pos, space - pos), p.substr(nl + 1, len));
+      pos = nl + 1 + len + 1;
+    }
+    return f;
+  }
+  std::string Write() const {
+    std::string out = magic;
+    for (const auto& [k, v] : fields) out += k + " " + std::to_string(v.size()) + "\n" + v + "\n";
+    return out;
+  }
+  std::string& Get(const std::string& key) {
+    for (auto& [k, v] : fields) {
+      if (k == key) return v;
+    }
+    throw std::runtime_error("no field " + key);
+  }
+};
+
+// The SPIR-V words of the payload's kernel, edited by `edit`, written back.
+template <typename Edit>
+std::string EditSpirv(const std::string& bytes, Edit edit) {
+  return Tamper(bytes, "vulkan", [&](const std::string& p) {
+    VulkanFields f = VulkanFields::Parse(p);
+    std::string& spirv = f.Get("spirv");
+    std::vector<uint32_t> words(spirv.size() / 4);
+    std::memcpy(words.data(), spirv.data(), spirv.size());
+    edit(words);
+    spirv.assign(reinterpret_cast<const char*>(words.data()), words.size() * 4);
+    return f.Write();
+  });
+}
+
+// The operands of the first instruction `op` whose operand `at` is `value` (SPIR-V words).
+uint32_t* Instruction(std::vector<uint32_t>& w, uint32_t op, size_t at, uint32_t value) {
+  for (size_t i = 5; i < w.size() && (w[i] >> 16) != 0; i += w[i] >> 16) {
+    if ((w[i] & 0xffffu) == op && (w[i] >> 16) > at && w[i + at] == value) return &w[i];
+  }
+  return nullptr;
+}
+
+TEST(VulkanPayload, ALayoutOrShaderOtherThanTheIRsIsRefused) {
+  const std::string bytes = Saved("vulkan");
+  if (bytes.empty()) GTEST_SKIP() << "no vulkan code generator in this build";
+  auto edit_field = [&](const std::string& key, const std::string& from, const std::string& to) {
+    return Load(Tamper(bytes, "vulkan", [&](const std::string& p) {
+      VulkanFields f = VulkanFields::Parse(p);
+      f.Get(key) = ReplaceOnce(f.Get(key), from, to);
+      return f.Write();
+    }));
+  };
+  // A push-constant offset past the block: the launch wrote past a heap buffer of push_size.
+  bptest::Status s = edit_field("layout", "push 0 0 ", "push 0 4000 ");
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_TRUE(Has(s,
+                  "kernel 'vector_add_gpu_kernel' has a layout or GLSL that is not what this "
+                  "Backplane generates from its IR"))
+      << s;
+  EXPECT_TRUE(Has(edit_field("layout", "bindings 1 2 3", "bindings 1 2 0"), "layout or GLSL"));
+  EXPECT_TRUE(Has(edit_field("glsl", "void main()", "void main( )"), "layout or GLSL"));
+  EXPECT_TRUE(Has(edit_field("options", "bounds_check 0", "bounds_check 1"), "layout or GLSL"));
+  EXPECT_TRUE(Has(edit_field("ir", "thread(threadIdx.x, 0, 256)", "thread(threadIdx.x, 0, 128)"),
+                  "layout or GLSL"));
+  EXPECT_TRUE(
+      Has(edit_field("options", "max_threads 256", "max_threads x"), "options are damaged"));
+
+  // The SPIR-V: another workgroup size, a binding the layout lacks, words that are not SPIR-V.
+  s = Load(EditSpirv(bytes, [](std::vector<uint32_t>& w) {
+    uint32_t* mode = Instruction(w, 16, 2, 17);  // OpExecutionMode %main LocalSize
+    ASSERT_NE(mode, nullptr);
+    mode[3] = 512;
+  }));
+  EXPECT_TRUE(Has(s,
+                  "kernel 'vector_add_gpu_kernel': its workgroup size is 512 x 1 x 1, not the "
+                  "layout's 256 x 1 x 1"))
+      << s;
+  s = Load(EditSpirv(bytes, [](std::vector<uint32_t>& w) {
+    uint32_t* binding = Instruction(w, 71, 2, 33);  // OpDecorate %x Binding
+    ASSERT_NE(binding, nullptr);
+    binding[3] = 7;
+  }));
+  EXPECT_TRUE(Has(s, "it reads a buffer outside the layout's 3 bindings of set 0")) << s;
+  s = Load(EditSpirv(bytes, [](std::vector<uint32_t>& w) { w[w.size() / 2] = 0x00040001u; }));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_TRUE(Has(s, "runtime.module.load_from_bytes.vulkan")) << s;
+
+  // A field length near 2^64 wrapped the reader's bounds check (an out-of-bounds read).
+  s = Load(Tamper(bytes, "vulkan", [](const std::string& p) {
+    return ReplaceOnce(p, "\nkernels 1\n", "\nkernels 18446744073709551615\n");
+  }));
+  EXPECT_TRUE(Has(s, "the field 'kernels' is cut short")) << s;
+  s = Load(Tamper(bytes, "vulkan", [](const std::string& p) {
+    return ReplaceOnce(p, "backplane-vulkan-module 4", "backplane-vulkan-module 3");
+  }));
+  EXPECT_TRUE(Has(s, "its version is 3, an older Backplane's")) << s;
 }
 
 }  // namespace
