@@ -287,4 +287,39 @@ TEST(VulkanPayload, ALayoutOrShaderOtherThanTheIRsIsRefused) {
   EXPECT_TRUE(Has(s, "its version is 3, an older Backplane's")) << s;
 }
 
+TEST(CUDAPayload, ATableOrPTXOtherThanTheIRsIsRefused) {
+  const std::string bytes = Saved("cuda");
+  if (bytes.empty()) GTEST_SKIP() << "no cuda code generator in this build";
+  auto load = [&](const std::string& from, const std::string& to) {
+    return Load(Tamper(bytes, "cuda", [&](const std::string& p) {
+      // The header's section sizes follow the PTX's length.
+      std::string out = ReplaceOnce(p, from, to);
+      const size_t eol = out.find('\n', 24);
+      nlohmann::json h = nlohmann::json::parse(out.substr(24, eol - 24));
+      h["sections"]["binary"] = h["sections"]["binary"].get<size_t>() + to.size() - from.size();
+      return out.substr(0, 24) + h.dump() + out.substr(eol);
+    }));
+  };
+  // One more param in the PTX than the launch passes: cuLaunchKernel would read past the slots.
+  bptest::Status s = load("vector_add_gpu_kernel_param_3\n)",
+                          "vector_add_gpu_kernel_param_3,\n\t.param .u64 extra\n)");
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_TRUE(Has(s,
+                  "its PTX declares kernel 'vector_add_gpu_kernel' with 5 params, but the "
+                  "launch passes 4"))
+      << s;
+  s = load(".param .u32 vector_add_gpu_kernel_param_0",
+           ".param .align 8 .b8 vector_add_gpu_kernel_param_0[64]");
+  EXPECT_TRUE(Has(s, "a param that is not a scalar")) << s;
+  // The function table: a scalar passed where the kernel takes a pointer.
+  s = Load(Tamper(bytes, "cuda", [](const std::string& p) {
+    return ReplaceOnce(p, "\"arg_types\":[\"int32\",\"handle\"",
+                       "\"arg_types\":[\"handle\",\"handle\"");
+  }));
+  EXPECT_TRUE(Has(s,
+                  "its CUDA C, function table or check table is not what this Backplane "
+                  "generates from its IR"))
+      << s;
+}
+
 }  // namespace
