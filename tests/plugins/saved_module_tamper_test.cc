@@ -322,4 +322,35 @@ TEST(CUDAPayload, ATableOrPTXOtherThanTheIRsIsRefused) {
       << s;
 }
 
+TEST(FakeAccPayload, AFunctionThatIsNotAKernelIsRefused) {
+  bptest::LoadTestPlugin("fakeacc");
+  const std::string bytes = Saved("fakeacc");
+  const bptest::Status s = Load(Tamper(bytes, "fakeacc", [](const std::string& p) {
+    return ReplaceOnce(
+        p, " attrs(\"kernel\": \"1\", \"launch_params\": \"blockIdx.x,threadIdx.x\")", "");
+  }));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_TRUE(Has(s, "function 'vector_add_gpu_kernel' is not a kernel (no launch_params)")) << s;
+}
+
+// A c module is native code, trusted once allowed; its IR, which calls are checked against before
+// they reach the library, must still verify.
+TEST(CPayload, IRThatDoesNotVerifyIsRefusedEvenWhenNativeCodeIsAllowed) {
+  const char* ir = R"(# backplane-ir 1
+func scale(n: int32, a: buffer<float32>[n]) {
+  for i in serial(0, n) {
+    a[i] = a[i] * 2.0
+  }
+}
+)";
+  const std::string bytes = Saved("c", ir);
+  ASSERT_FALSE(bytes.empty());
+  const bptest::Status s = Load(
+      Tamper(bytes, "c",
+             [](const std::string& p) { return ReplaceOnce(p, "a[i] = a[i] * 2.0", "a[i] = m"); }),
+      /*allow_native=*/true);
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_TRUE(Has(s, "its IR does not parse or verify")) << s;
+}
+
 }  // namespace
