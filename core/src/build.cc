@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -305,6 +306,90 @@ void CheckReachable(const Ref& module, const ir::IRModule& ir, const std::string
   }
 }
 
+// The kernels host code can launch: every function of the imported modules, found as Callee
+// finds them (each import in order, its own functions before its imports'), with the IR the
+// module that has it keeps (InspectSource "ir"). A module that keeps no IR contributes nothing
+// (its functions check their own calls; BP-PLUGIN-12).
+struct KernelIR {
+  std::vector<std::unique_ptr<ir::IRModule>> modules;
+  std::vector<const ir::PrimFunc*> functions;
+};
+
+std::string KindOf(const bp_object_t* module) {
+  const char* kind = nullptr;
+  Check(bp_module_kind(module, &kind));
+  return kind;
+}
+
+void CollectKernels(const bp_object_t* module, std::set<const bp_object_t*>* seen,
+                    std::set<std::string>* names, KernelIR* out) {
+  if (!seen->insert(module).second) return;
+  bp_object_t* raw = nullptr;
+  Check(bp_module_list_functions(module, &raw));
+  Ref listed = Ref::Adopt(raw);
+  std::vector<std::string> own;
+  size_t n = 0;
+  Check(bp_array_size(listed.get(), &n));
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t v;
+    Check(bp_array_get(listed.get(), i, &v));
+    const char* s = nullptr;
+    size_t len = 0;
+    Check(bp_string_get(v.u.v_obj, &s, &len));
+    if (names->insert(std::string(s, len)).second) own.emplace_back(s, len);
+  }
+  bp_object_t* source = nullptr;
+  Check(bp_module_inspect_source(module, "ir", &source));
+  Ref text = Ref::Adopt(source);
+  if (!own.empty() && text) {
+    const std::string kind = KindOf(module);
+    const char* s = nullptr;
+    size_t len = 0;
+    Check(bp_string_get(text.get(), &s, &len));
+    auto ir_module = std::make_unique<ir::IRModule>();
+    std::vector<std::string> problems;
+    try {
+      *ir_module = ir::Parse(std::string_view(s, len), "the imported " + kind + " module's IR");
+      problems = ir::VerifyErrors(*ir_module);
+    } catch (const ir::Error& e) {
+      problems.push_back(e.what());
+    }
+    for (const std::string& name : own) {
+      const ir::PrimFunc* f = problems.empty() ? ir_module->Find(name) : nullptr;
+      if (problems.empty() && f == nullptr) {
+        problems.push_back("it lists function '" + name + "', which its IR lacks");
+      }
+      out->functions.push_back(f);
+    }
+    if (!problems.empty()) {
+      std::string all;
+      for (const std::string& p : problems) all += "\n  " + p;
+      Fail(BP_ERR_INVALID_ARGUMENT, "module file: the " + kind +
+                                        " module that the ir_host module imports keeps IR that "
+                                        "does not match what it holds; rebuild the module:" +
+                                        all);
+    }
+    out->modules.push_back(std::move(ir_module));
+  }
+  bp_object_t* imports_raw = nullptr;
+  Check(bp_module_imports(module, &imports_raw));
+  Ref imports = Ref::Adopt(imports_raw);
+  Check(bp_array_size(imports.get(), &n));
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t v;
+    Check(bp_array_get(imports.get(), i, &v));
+    CollectKernels(v.u.v_obj, seen, names, out);
+  }
+}
+
+KernelIR ImportedKernels(const std::vector<Ref>& imports) {
+  KernelIR out;
+  std::set<const bp_object_t*> seen;
+  std::set<std::string> names;
+  for (const Ref& m : imports) CollectKernels(m.get(), &seen, &names, &out);
+  return out;
+}
+
 const TargetObject& AsTarget(const bp_object_t* obj, const char* what) {
   return As<TargetObject>(obj, BP_OBJECT_TARGET, what);
 }
@@ -384,7 +469,8 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
 
 bool IsBuiltinModuleKind(const std::string& kind) { return kind == kHostKind; }
 
-Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size) {
+Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size,
+                      const std::vector<Ref>& imports) {
   if (kind != kHostKind) Fail(BP_ERR_INTERNAL, "no built-in module kind '" + kind + "'");
   ir::IRModule host;
   try {
@@ -393,6 +479,20 @@ Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size) {
   } catch (const ir::Error& e) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          std::string("module file: the ir_host module's IR does not parse: ") + e.what());
+  }
+  // The file may have been written by anyone, checksum included: everything bp_build
+  // established for the host code is checked again (docs/security.md, "Saved modules"). The
+  // interpreter would otherwise run host code that writes through a device buffer's handle, or
+  // launch a kernel on a grid its loops do not assume.
+  const KernelIR kernels = ImportedKernels(imports);
+  std::vector<std::string> problems = ir::SplitErrors(host, kernels.functions);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += "\n  " + p;
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "module file: the ir_host module is not host code bp_build makes, so the file was "
+         "changed after it was built or made by something else; rebuild it from its IR:" +
+             all);
   }
   return MakeHostModule(std::move(host), "");
 }

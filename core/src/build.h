@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "object.h"
 
@@ -21,7 +22,10 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
 
 // Module kinds the core loads itself, without a plugin ("ir_host").
 bool IsBuiltinModuleKind(const std::string& kind);
-Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size);
+// Loads a module of a built-in kind from a saved file's payload, given the modules it imports
+// there (it checks against them what the build established; docs/security.md).
+Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size,
+                      const std::vector<Ref>& imports);
 
 }  // namespace backplane::core
 

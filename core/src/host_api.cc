@@ -73,6 +73,7 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .module_load = bp_module_load,
       .build = bp_build,
       .build_with_options = bp_build_with_options,
+      .module_load_with_options = bp_module_load_with_options,
   };
   return &kTable;
 }

@@ -3,14 +3,17 @@
 // file format that holds a whole module tree.
 //
 // File format (all integers little-endian):
-//   "BPMODULE"  u32 format version (1)  u32 node count
+//   "BPMODULE"  u32 format version (2)  u32 node count
 //   node*:      u32 kind length, kind, u64 payload length, payload,
 //               u32 import count, u32 import index* (each < this node's index)
-//   u64 FNV-1a hash of everything before it
+//   u64 FNV-1a (64-bit) hash of everything before it
 // Nodes are written children first, so the root is the last node and a file can describe no
-// cycle. Every length is checked against what is left before it is used.
+// cycle. Every length is checked against what is left before it is used. Format 1 differed only
+// in its hash, which used a wrong offset basis (1469598103934665603), so files that followed the
+// documented FNV-1a did not load; its files are refused with a message to rebuild them.
 #include <algorithm>
 #include <backplane/ir/limits.hpp>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -26,9 +29,12 @@ namespace backplane::core {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'M', 'O', 'D', 'U', 'L', 'E'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr uint32_t kMaxNodes = 1u << 20;
 constexpr size_t kMinVtableSize = offsetof(bp_module_vtable_t, destroy) + sizeof(void*);
+// A plugin registers "<prefix><kind>" to declare that modules of `kind` carry native code
+// (docs/plugin-guide.md, BP-PLUGIN-11).
+constexpr const char* kNativeCodePrefix = "runtime.module.native_code.";
 
 struct ModuleObject final : bp_object {
   ModuleObject(const bp_module_vtable_t& vt, void* s) : bp_object(BP_OBJECT_MODULE), self(s) {
@@ -115,8 +121,15 @@ bool Reaches(const bp_object_t* from, const bp_object_t* target) {
   return false;
 }
 
+std::string ToHex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%x", v);
+  return buf;
+}
+
+// FNV-1a, 64-bit: offset basis 14695981039346656037, prime 1099511628211 (docs/abi.md).
 uint64_t Fnv1a(const uint8_t* data, size_t n) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * 1099511628211ull;
   return h;
 }
@@ -184,8 +197,13 @@ void Order(const bp_object_t* m, std::unordered_map<const bp_object_t*, uint32_t
   order->push_back(mod);
 }
 
-Ref LoadOne(const std::string& kind, const uint8_t* payload, size_t size) {
-  if (IsBuiltinModuleKind(kind)) return LoadBuiltinModule(kind, payload, size);
+// Loads module `at` ("module 2") of kind `kind` from its payload. A kind whose plugin declares
+// that its modules carry native code (it registers "runtime.module.native_code.<kind>") is
+// refused before its loader runs unless `allow_native`: the loader would write or map that code,
+// and once mapped it runs with the host's rights (docs/security.md, "Saved modules").
+Ref LoadOne(const std::string& at, const std::string& kind, const uint8_t* payload, size_t size,
+            bool allow_native, const std::vector<Ref>& imports) {
+  if (IsBuiltinModuleKind(kind)) return LoadBuiltinModule(kind, payload, size, imports);
   const std::string loader = "runtime.module.load_from_bytes." + kind;
   std::string looked_at;
   Ref f = FindOrLoad(loader, &looked_at);
@@ -193,6 +211,19 @@ Ref LoadOne(const std::string& kind, const uint8_t* payload, size_t size) {
     Fail(BP_ERR_NOT_FOUND, "module file: no loader for modules of kind '" + kind +
                                "': no plugin registered '" + loader + "'" + looked_at +
                                ". Install the plugin that builds '" + kind + "' modules");
+  }
+  // The loader's plugin is loaded now, so its declaration is registered if it makes one.
+  std::string unused;
+  if (!allow_native && FindOrLoad(std::string(kNativeCodePrefix) + kind, &unused)) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "module file: " + at + " is of kind '" + kind +
+             "', which carries native code: a library that runs in this process, with its "
+             "rights, as soon as it is loaded. The file's checksum does not say who wrote it, so "
+             "native code loads only when the caller allows it: if the file comes from your own "
+             "build or a source you trust, load it with BP_MODULE_LOAD_ALLOW_NATIVE "
+             "(bp_module_load_with_options; C++: Module::LoadFromBytes(bytes, "
+             "ModuleLoadOptions{true}); backplane run --allow-native); otherwise rebuild the "
+             "module from its IR (docs/security.md, \"Saved modules\")");
   }
   Ref bytes =
       Ref::Adopt(new BytesObject(std::string(reinterpret_cast<const char*>(payload), size)));
@@ -371,10 +402,14 @@ BP_EXPORT bp_status_t bp_module_save(const bp_object_t* module, bp_object_t** ou
   BP_API_END
 }
 
-BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t** out_module) {
-  BP_API_BEGIN
-  BP_REQUIRE_ARG(out_module != nullptr, "out_module is null");
-  BP_REQUIRE_ARG(data != nullptr || size == 0, "data is null");
+}  // extern "C"
+
+namespace backplane::core {
+namespace {
+
+// bp_module_load and bp_module_load_with_options: the file's tree, root last.
+Ref LoadModuleFile(const void* data, size_t size, uint32_t flags) {
+  const bool allow_native = (flags & BP_MODULE_LOAD_ALLOW_NATIVE) != 0;
   const auto* p = static_cast<const uint8_t*>(data);
   if (size < sizeof(kMagic) + 8 + 8 || std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
     Fail(BP_ERR_INVALID_ARGUMENT,
@@ -382,20 +417,28 @@ BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t*
          "\"BPMODULE\", or is shorter than a header); was it written by "
          "bp_module_save / `backplane build`?");
   }
+  Reader r(p, size - 8);
+  r.Take(sizeof(kMagic), "the magic");
+  // The version comes before the checksum: another format may hash differently (format 1 did).
+  const uint32_t version = r.U32("the format version");
+  if (version < kFormatVersion) {
+    Fail(BP_ERR_VERSION_MISMATCH,
+         "module file: written by an older Backplane (format " + std::to_string(version) +
+             "); this Backplane reads format " + std::to_string(kFormatVersion) +
+             " only: rebuild the module (backplane build, or bp_build and bp_module_save)");
+  }
+  if (version > kFormatVersion) {
+    Fail(BP_ERR_VERSION_MISMATCH, "module file: written by a newer Backplane (format " +
+                                      std::to_string(version) + "); this Backplane reads format " +
+                                      std::to_string(kFormatVersion) +
+                                      ": upgrade Backplane, or build the module with this version");
+  }
   uint64_t stored = 0;
   for (int i = 0; i < 8; ++i) stored |= static_cast<uint64_t>(p[size - 8 + i]) << (8 * i);
   if (Fnv1a(p, size - 8) != stored) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          "module file: the checksum does not match: the file is "
          "truncated or corrupted; build or copy it again");
-  }
-  Reader r(p, size - 8);
-  r.Take(sizeof(kMagic), "the magic");
-  const uint32_t version = r.U32("the format version");
-  if (version != kFormatVersion) {
-    Fail(BP_ERR_VERSION_MISMATCH, "module file: format version " + std::to_string(version) +
-                                      " but this Backplane reads version " +
-                                      std::to_string(kFormatVersion));
   }
   const uint32_t count = r.U32("the module count");
   if (count == 0 || count > kMaxNodes) {
@@ -441,11 +484,13 @@ BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t*
       }
       imports.push_back(idx);
     }
-    Ref m = LoadOne(kind, payload, static_cast<size_t>(payload_len));
-    for (uint32_t idx : imports) {
+    std::vector<Ref> imported;
+    for (uint32_t idx : imports) imported.push_back(nodes[idx]);
+    Ref m = LoadOne(at, kind, payload, static_cast<size_t>(payload_len), allow_native, imported);
+    {
       auto& mod = static_cast<ModuleObject&>(*m.get());
       std::lock_guard lock(mod.mu);
-      mod.imports.push_back(nodes[idx]);
+      for (Ref& imp : imported) mod.imports.push_back(std::move(imp));
     }
     nodes.push_back(std::move(m));
   }
@@ -453,7 +498,50 @@ BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t*
     Fail(BP_ERR_INVALID_ARGUMENT,
          "module file: " + std::to_string(r.left()) + " unexpected bytes after the last module");
   }
-  *out_module = nodes.back().release();
+  return std::move(nodes.back());
+}
+
+}  // namespace
+}  // namespace backplane::core
+
+extern "C" {
+
+BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t** out_module) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_module != nullptr, "out_module is null");
+  BP_REQUIRE_ARG(data != nullptr || size == 0, "data is null");
+  *out_module = LoadModuleFile(data, size, 0).release();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_module_load_with_options(const void* data, size_t size,
+                                                  const bp_module_load_options_t* options,
+                                                  bp_object_t** out_module) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_module != nullptr, "out_module is null");
+  BP_REQUIRE_ARG(data != nullptr || size == 0, "data is null");
+  // Fields past the caller's struct_size read as zero (an older caller's struct is shorter).
+  bp_module_load_options_t o{};
+  if (options != nullptr) {
+    constexpr size_t kFirstSize = offsetof(bp_module_load_options_t, flags) + sizeof(uint32_t);
+    if (options->struct_size < kFirstSize) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           "bp_module_load_with_options: options->struct_size is " +
+               std::to_string(options->struct_size) + ", less than the " +
+               std::to_string(kFirstSize) +
+               " bytes of ABI 1.4's bp_module_load_options_t; zero the struct and set "
+               "struct_size to sizeof(bp_module_load_options_t)");
+    }
+    std::memcpy(&o, options, std::min(options->struct_size, sizeof(o)));
+  }
+  // An unknown flag may be a restriction a newer caller relies on: refused, not ignored.
+  constexpr uint32_t kKnownFlags = BP_MODULE_LOAD_ALLOW_NATIVE;
+  if ((o.flags & ~kKnownFlags) != 0) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "bp_module_load_with_options: unknown flags 0x" +
+                                      ToHex(o.flags & ~kKnownFlags) +
+                                      " (this Backplane knows BP_MODULE_LOAD_ALLOW_NATIVE only)");
+  }
+  *out_module = LoadModuleFile(data, size, o.flags).release();
   BP_API_END
 }
 

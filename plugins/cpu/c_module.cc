@@ -344,11 +344,16 @@ Module LoadCModule(const std::string& bytes) {
     throw bad("the library is " + std::to_string(bytes.size() - eol - 1) +
               " bytes but the header says " + std::to_string(library_size));
   }
+  // The caller allowed native code, so the library is trusted; the IR is what calls are checked
+  // against before they reach it, so it must still be IR the code generator accepts.
   ir::IRModule ir;
   try {
     ir = ir::Parse(ir_text, "saved c module");
+    ir::VerifyOptions verify;
+    verify.device_is_cpu = true;
+    ir::Verify(ir, verify);
   } catch (const ir::Error& e) {
-    throw bad(std::string("its IR does not parse: ") + e.what());
+    throw bad(std::string("its IR does not parse or verify: ") + e.what());
   }
   std::string library = bytes.substr(eol + 1);
   std::string path;

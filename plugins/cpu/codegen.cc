@@ -51,7 +51,9 @@ void RegisterCodegen() {
   // The SDK's wrappers check the packed arguments (IR text and a Target of kind c; bytes) and
   // return the Module as an object value.
   sdk::RegisterCodegen("c", BuildC);
-  sdk::RegisterModuleLoader("c", LoadCModule);
+  // A saved c module holds a shared library, which runs in the host's process once mapped: the
+  // core loads such modules only when the host allows native code (docs/security.md).
+  sdk::RegisterModuleLoader("c", LoadCModule, sdk::ModuleCode::kNative);
 }
 
 }  // namespace cpu

@@ -20,17 +20,10 @@ Module BuildCUDA(const std::string& ir_text, const Target& target) {
   CUDAModuleData data;
   data.arch = target.GetAttr<std::string>("arch").value_or(kDefaultArch);
   data.cubin = target.GetAttr<bool>("cubin").value_or(false);
+  data.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
   try {
-    ir::IRModule module = ir::Parse(ir_text, "target.build.cuda input");
-    ir::Verify(module);
-    CUDAEmitter emitter;
-    codegen::CheckOptions checks;
-    checks.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
-    emitter.set_checks(checks);
-    data.source = emitter.Emit(module);
-    data.kernels = emitter.kernels();
-    data.fault_sites = emitter.fault_sites();
-    data.ir = ir::Print(module);
+    data.ir = ir::Print(ir::Parse(ir_text, "target.build.cuda input"));
+    EmitCUDA(&data);
   } catch (const ir::Error& e) {
     throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.cuda: ") + e.what());
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cuda_module.h"
 
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/kernel_args.hpp>
@@ -12,6 +13,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +26,8 @@ namespace cuda {
 
 namespace {
 
-constexpr const char* kMagic = "backplane-cuda-module 1\n";
+// Version 2 saves the emitter's options, so loading emits the CUDA C again and compares.
+constexpr const char* kMagic = "backplane-cuda-module 2\n";
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
 
 // A kernel parameter as cuLaunchKernel reads it: the value, in the param's own type.
@@ -283,6 +287,72 @@ using Json = nlohmann::json;
 
 }  // namespace
 
+void EmitCUDA(CUDAModuleData* data) {
+  const ir::IRModule module = ir::Parse(data->ir, "the cuda module's IR");
+  ir::Verify(module);
+  CUDAEmitter emitter;
+  codegen::CheckOptions checks;
+  checks.bounds_check = data->bounds_check;
+  emitter.set_checks(checks);
+  data->source = emitter.Emit(module);
+  data->kernels = emitter.kernels();
+  data->fault_sites = emitter.fault_sites();
+}
+
+namespace {
+
+bool SameKernel(const KernelInfo& a, const KernelInfo& b) {
+  return a.name == b.name && a.symbol == b.symbol && a.arg_types == b.arg_types &&
+         a.written == b.written && a.launch_params == b.launch_params &&
+         a.dynamic_shared_bytes == b.dynamic_shared_bytes && a.faults == b.faults;
+}
+
+// "" when `ptx` declares every kernel of `kernels` as an entry whose params are exactly the
+// launch's (its params, then the fault record when it has checks), each a scalar of at most 8
+// bytes: cuLaunchKernel reads one value a declared param from the slots the launch passes, so
+// more params, or a larger one, would read past them. Otherwise what is wrong.
+std::string PtxProblem(const std::string& ptx, const std::vector<KernelInfo>& kernels) {
+  for (const KernelInfo& k : kernels) {
+    const std::string decl = ".entry " + k.symbol;
+    size_t at = std::string::npos;
+    for (size_t p = ptx.find(decl); p != std::string::npos; p = ptx.find(decl, p + 1)) {
+      size_t q = p + decl.size();
+      while (q < ptx.size() && (ptx[q] == ' ' || ptx[q] == '\t' || ptx[q] == '\n')) ++q;
+      if (q < ptx.size() && ptx[q] == '(') {
+        if (at != std::string::npos) return "its PTX declares kernel '" + k.symbol + "' twice";
+        at = q + 1;
+      }
+    }
+    if (at == std::string::npos) return "its PTX does not declare kernel '" + k.symbol + "'";
+    const size_t close = ptx.find(')', at);
+    if (close == std::string::npos) return "its PTX declaration of '" + k.symbol + "' has no end";
+    std::vector<std::string> params;
+    std::stringstream list(ptx.substr(at, close - at));
+    for (std::string item; std::getline(list, item, ',');) {
+      if (item.find_first_not_of(" \t\n") != std::string::npos) params.push_back(item);
+    }
+    const size_t want = k.arg_types.size() + (k.faults ? 1 : 0);
+    if (params.size() != want) {
+      return "its PTX declares kernel '" + k.symbol + "' with " + std::to_string(params.size()) +
+             " params, but the launch passes " + std::to_string(want);
+    }
+    for (const std::string& p : params) {
+      std::stringstream words(p);
+      std::string param, type;
+      words >> param >> type;
+      static const std::set<std::string> kScalars = {".u8",  ".s8",  ".b8",  ".u16", ".s16",
+                                                     ".b16", ".f16", ".u32", ".s32", ".b32",
+                                                     ".f32", ".u64", ".s64", ".b64", ".f64"};
+      if (param != ".param" || kScalars.count(type) == 0 || p.find('[') != std::string::npos) {
+        return "its PTX gives kernel '" + k.symbol + "' a param that is not a scalar:" + p;
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 Module MakeCUDAModule(CUDAModuleData data) {
   return sdk::MakeModule(std::make_shared<CUDAModule>(std::move(data)));
 }
@@ -305,6 +375,7 @@ std::string SerializeCUDAModule(const CUDAModuleData& data) {
   }
   header["functions"] = functions;
   header["fault_sites"] = codegen::FaultSitesToJson(data.fault_sites);
+  header["bounds_check"] = data.bounds_check;
   return std::string(kMagic) + header.dump() + "\n" + data.ir + data.source + data.binary;
 }
 
@@ -315,7 +386,11 @@ Module LoadCUDAModule(const std::string& bytes) {
                      "); load a file that a cuda module's save wrote, or rebuild it");
   };
   const std::string magic = kMagic;
-  if (bytes.compare(0, magic.size(), magic) != 0) throw bad("no 'backplane-cuda-module 1' header");
+  if (bytes.compare(0, magic.size(), magic) != 0) {
+    throw bad(bytes.compare(0, 22, "backplane-cuda-module ") == 0
+                  ? "an older Backplane's cuda module, which this one cannot check: rebuild it"
+                  : "no 'backplane-cuda-module 2' header");
+  }
   const size_t eol = bytes.find('\n', magic.size());
   if (eol == std::string::npos) throw bad("no function table");
   Json h = Json::parse(bytes.substr(magic.size(), eol - magic.size()), nullptr, false);
@@ -341,19 +416,43 @@ Module LoadCUDAModule(const std::string& bytes) {
       k.written = f.at("written").get<std::vector<bool>>();
       k.launch_params = f.at("launch_params").get<std::vector<std::string>>();
       k.dynamic_shared_bytes = f.at("dynamic_shared_bytes").get<int64_t>();
-      k.faults = f.value("faults", false);  // modules saved before the checks have none
+      k.faults = f.at("faults").get<bool>();
       if (k.written.size() != k.arg_types.size()) throw bad("a function entry is inconsistent");
       data.kernels.push_back(std::move(k));
     }
-    if (h.contains("fault_sites")) {
-      data.fault_sites = codegen::FaultSitesFromJson(h.at("fault_sites").get<std::string>());
-    }
+    data.fault_sites = codegen::FaultSitesFromJson(h.at("fault_sites").get<std::string>());
+    data.bounds_check = h.at("bounds_check").get<bool>();
   } catch (const Json::exception& e) {
     throw bad(std::string("the function table lacks a field: ") + e.what());
   } catch (const ir::Error& e) {
     throw bad(e.what());
   }
   if (pos != bytes.size()) throw bad("trailing bytes after the sections");
+  // What the build established, established again: the IR verifies, and the CUDA C, the function
+  // table the launch binds by and the check table are what this code generator makes of it.
+  CUDAModuleData emitted;
+  emitted.ir = data.ir;
+  emitted.bounds_check = data.bounds_check;
+  try {
+    EmitCUDA(&emitted);
+  } catch (const ir::Error& e) {
+    throw bad(std::string("its IR is not a set of kernels this Backplane builds: ") + e.what());
+  }
+  bool same_table = emitted.kernels.size() == data.kernels.size();
+  for (size_t i = 0; same_table && i < data.kernels.size(); ++i) {
+    same_table = SameKernel(emitted.kernels[i], data.kernels[i]);
+  }
+  if (emitted.source != data.source || !same_table ||
+      codegen::FaultSitesToJson(emitted.fault_sites) !=
+          codegen::FaultSitesToJson(data.fault_sites)) {
+    throw bad(
+        "its CUDA C, function table or check table is not what this Backplane generates from its "
+        "IR: the file was changed after it was built, or built by another version");
+  }
+  if (!data.cubin) {
+    const std::string problem = PtxProblem(data.binary, data.kernels);
+    if (!problem.empty()) throw bad(problem);
+  }
   return MakeCUDAModule(std::move(data));
 }
 

@@ -23,13 +23,23 @@ struct CUDAModuleData {
   std::string binary;  // PTX text or cubin bytes
   std::vector<KernelInfo> kernels;
   std::vector<codegen::FaultSite> fault_sites;  // the run-time checks' messages
+  bool bounds_check = false;                    // the Target's bounds-check (the emitter's option)
 };
+
+// Emits the CUDA C of `data.ir` (parsed and verified) into data.source, data.kernels and
+// data.fault_sites, with data.bounds_check: what a build does before NVRTC, and what loading a
+// saved module does again to check the file. Throws ir::Error for IR that does not parse or
+// verify, or that CUDA C cannot express.
+void EmitCUDA(CUDAModuleData* data);
 
 // The module for `data`. Needs no device until a function is called. Throws ir::Error for IR
 // that does not parse.
 Module MakeCUDAModule(CUDAModuleData data);
 
-// The module SaveToBytes wrote; BP_ERR_INVALID_ARGUMENT naming what is wrong for other bytes.
+// The module SaveToBytes wrote. The bytes may come from anyone: the IR must verify, the CUDA C,
+// function table and check table must be exactly what EmitCUDA makes of it, and PTX must declare
+// each kernel with scalar params that match the table (the launch passes one slot a param).
+// BP_ERR_INVALID_ARGUMENT naming what is wrong for other bytes.
 Module LoadCUDAModule(const std::string& bytes);
 
 // The saved form of `data` (a header line, a JSON function table, then the sections).

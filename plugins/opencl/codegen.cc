@@ -14,15 +14,10 @@ namespace opencl {
 
 Module BuildOpenCL(const std::string& ir_text, const Target& target) {
   ir::IRModule m = ir::Parse(ir_text, "target.build.opencl input");
-  for (const ir::PrimFunc& f : m.functions()) LaunchAxes(f);  // kernels only
-  OpenCLEmitOptions options;
+  OpenCLCodeOptions options;
   options.fp_contract = target.GetAttr<bool>("fast-math-contract").value_or(false);
-  OpenCLEmitter emitter(options);
-  codegen::CheckOptions checks;
-  checks.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
-  emitter.set_checks(checks);
-  const std::string source = emitter.Emit(m);
-  return MakeOpenCLModule(ir::Print(m), source, emitter.fault_sites());
+  options.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
+  return MakeOpenCLModule(ir::Print(m), EmitOpenCL(m, options), options);
 }
 
 void RegisterCodegen() {

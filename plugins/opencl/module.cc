@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "module.h"
 
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
@@ -28,8 +29,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The first line of a saved opencl module.
-constexpr const char* kMagic = "BPOCLMOD1\n";
+// The first line of a saved opencl module. Version 2 saves the emitter's options, so loading
+// can emit the OpenCL C again and compare; version 1 did not.
+constexpr const char* kMagic = "BPOCLMOD2\n";
+constexpr const char* kMagicPrefix = "BPOCLMOD";
 
 // The bytes past the view's first element that it spans ([0, result)).
 uint64_t SpanBytes(const DLTensor& t) {
@@ -58,11 +61,12 @@ class OpenCLModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "opencl";
 
-  OpenCLModule(std::string ir_text, std::string source, std::vector<codegen::FaultSite> sites)
+  OpenCLModule(std::string ir_text, OpenCLCode code, OpenCLCodeOptions options)
       : ir_text_(std::move(ir_text)),
         ir_(ir::Parse(ir_text_, "opencl module")),
-        source_(std::move(source)),
-        sites_(std::move(sites)) {
+        source_(std::move(code.source)),
+        sites_(std::move(code.sites)),
+        options_(options) {
     for (const ir::PrimFunc& f : ir_.functions()) {
       Kernel k;
       k.func = &f;
@@ -120,7 +124,9 @@ class OpenCLModule : public sdk::ModuleBase {
                          {"source", source_},
                          {"build_options", kBuildOptions},
                          {"kernels", kernels},
-                         {"fault_sites", codegen::FaultSitesToJson(sites_)}};
+                         {"fault_sites", codegen::FaultSitesToJson(sites_)},
+                         {"fp_contract", options_.fp_contract},
+                         {"bounds_check", options_.bounds_check}};
     return std::string(kMagic) + header.dump();
   }
   std::optional<std::string> InspectSource(const std::string& format) override {
@@ -386,6 +392,7 @@ class OpenCLModule : public sdk::ModuleBase {
   ir::IRModule ir_;
   std::string source_;
   std::vector<codegen::FaultSite> sites_;
+  OpenCLCodeOptions options_;
   std::map<int32_t, cl_mem> fault_records_;  // per device id, under launch_mu_
   std::map<std::string, Kernel> kernels_;
   std::mutex build_mu_;
@@ -407,37 +414,78 @@ class OpenCLModule : public sdk::ModuleBase {
 
 }  // namespace
 
-Module MakeOpenCLModule(const std::string& ir_text, const std::string& source,
-                        std::vector<codegen::FaultSite> sites) {
-  return sdk::MakeModule(std::make_shared<OpenCLModule>(ir_text, source, std::move(sites)));
+OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options) {
+  for (const ir::PrimFunc& f : m.functions()) LaunchAxes(f);  // kernels only
+  OpenCLEmitOptions emit;
+  emit.fp_contract = options.fp_contract;
+  OpenCLEmitter emitter(emit);
+  codegen::CheckOptions checks;
+  checks.bounds_check = options.bounds_check;
+  emitter.set_checks(checks);
+  OpenCLCode code;
+  code.source = emitter.Emit(m);
+  code.sites = emitter.fault_sites();
+  return code;
+}
+
+Module MakeOpenCLModule(const std::string& ir_text, OpenCLCode code, OpenCLCodeOptions options) {
+  return sdk::MakeModule(std::make_shared<OpenCLModule>(ir_text, std::move(code), options));
 }
 
 Module LoadOpenCLModule(const std::string& bytes) {
+  auto bad = [](const std::string& what) {
+    return Error(BP_ERR_INVALID_ARGUMENT,
+                 "the opencl module " + what +
+                     "; rebuild the module from its IR with this Backplane (backplane build)");
+  };
   const size_t magic = std::string(kMagic).size();
   if (bytes.compare(0, magic, kMagic) != 0) {
-    throw Error(BP_ERR_INVALID_ARGUMENT,
-                "these bytes are not an opencl module (they do not start with BPOCLMOD1); "
-                "load a file that an opencl module saved");
+    if (bytes.compare(0, std::strlen(kMagicPrefix), kMagicPrefix) == 0) {
+      throw bad("was saved by an older Backplane (" +
+                bytes.substr(0, std::min(bytes.find('\n'), size_t{16})) +
+                "), whose files this one cannot check");
+    }
+    throw bad("is not one (its bytes do not start with BPOCLMOD2)");
   }
   const Json header =
       Json::parse(bytes.begin() + static_cast<std::ptrdiff_t>(magic), bytes.end(), nullptr, false);
-  if (header.is_discarded() || !header.is_object() || !header.contains("ir") ||
-      !header["ir"].is_string() || !header.contains("source") || !header["source"].is_string()) {
-    throw Error(BP_ERR_INVALID_ARGUMENT,
-                "the opencl module is damaged (its header is not JSON with 'ir' and 'source'); "
-                "build and save it again");
-  }
+  std::string ir_text, source, sites_json;
+  OpenCLCodeOptions options;
   try {
-    // Modules saved before the run-time checks existed have no table (and no checks).
-    std::vector<codegen::FaultSite> sites;
-    if (header.contains("fault_sites") && header["fault_sites"].is_string()) {
-      sites = codegen::FaultSitesFromJson(header["fault_sites"].get<std::string>());
-    }
-    return MakeOpenCLModule(header["ir"].get<std::string>(), header["source"].get<std::string>(),
-                            std::move(sites));
-  } catch (const ir::Error& e) {
-    throw Error(BP_ERR_INVALID_ARGUMENT, std::string("the opencl module's IR: ") + e.what());
+    if (header.is_discarded() || !header.is_object())
+      throw bad("is damaged (its header is not JSON)");
+    ir_text = header.at("ir").get<std::string>();
+    source = header.at("source").get<std::string>();
+    sites_json = header.at("fault_sites").get<std::string>();
+    options.fp_contract = header.at("fp_contract").get<bool>();
+    options.bounds_check = header.at("bounds_check").get<bool>();
+  } catch (const Json::exception& e) {
+    throw bad(std::string("is damaged (its header lacks a field or has a wrong type: ") + e.what() +
+              ")");
   }
+  // What the build established, established again: the IR verifies and holds kernels only, and
+  // the OpenCL C (which PoCL, say, compiles to code running in this process) and its check table
+  // are exactly what this code generator makes of that IR.
+  ir::IRModule m;
+  OpenCLCode code;
+  try {
+    m = ir::Parse(ir_text, "the opencl module's IR");
+    ir::Verify(m);
+    if (m.functions().empty()) throw bad("holds no kernel");
+    code = EmitOpenCL(m, options);
+  } catch (const ir::Error& e) {
+    throw bad(std::string("holds IR that is not a set of kernels this Backplane builds: ") +
+              e.what());
+  }
+  if (code.source != source) {
+    throw bad(
+        "holds OpenCL C that is not what this Backplane generates from the module's IR (the file "
+        "was changed after it was built, or built by another version)");
+  }
+  if (codegen::FaultSitesToJson(code.sites) != sites_json) {
+    throw bad("holds a table of run-time checks that does not match its OpenCL C");
+  }
+  return MakeOpenCLModule(ir_text, std::move(code), options);
 }
 
 }  // namespace opencl

@@ -12,20 +12,40 @@
 
 #include <backplane/backplane.hpp>
 #include <backplane/codegen/c_family.hpp>
+#include <backplane/ir/ir.hpp>
 #include <string>
 #include <vector>
 
 namespace backplane {
 namespace opencl {
 
-// A module of the kernels in `ir_text` (the IR's text form, kernels only) whose OpenCL C is
-// `source`, whose run-time checks are `sites` (OpenCLEmitter::fault_sites). Throws ir::Error
-// if the IR does not parse or a function is not a kernel.
-Module MakeOpenCLModule(const std::string& ir_text, const std::string& source,
-                        std::vector<codegen::FaultSite> sites);
+// What a module's OpenCL C depends on besides its IR: the Target's attributes.
+struct OpenCLCodeOptions {
+  bool fp_contract = false;   // fast-math-contract
+  bool bounds_check = false;  // bounds-check
+};
 
-// What an opencl module's SaveToBytes wrote, back into a module. Bytes that are not one are
-// Error(BP_ERR_INVALID_ARGUMENT) naming what is wrong.
+// The OpenCL C of the kernels of `m` and its run-time checks (OpenCLEmitter::fault_sites).
+struct OpenCLCode {
+  std::string source;
+  std::vector<codegen::FaultSite> sites;
+};
+
+// What the code generator emits for `m` (kernels only); loading a saved module emits it again
+// to check the file. Throws ir::Error for what OpenCL C cannot express or a function that is
+// not a kernel.
+OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options);
+
+// A module of the kernels in `ir_text` (the IR's text form, kernels only) whose OpenCL C and
+// checks are `code`, emitted with `options`. Throws ir::Error if the IR does not parse or a
+// function is not a kernel.
+Module MakeOpenCLModule(const std::string& ir_text, OpenCLCode code, OpenCLCodeOptions options);
+
+// What an opencl module's SaveToBytes wrote, back into a module. The bytes may come from
+// anyone: the IR must verify and consist of kernels, and the OpenCL C and check table must be
+// exactly what EmitOpenCL makes of that IR with the saved options, so the module runs no code
+// its IR does not describe. Anything else is Error(BP_ERR_INVALID_ARGUMENT) naming what is
+// wrong.
 Module LoadOpenCLModule(const std::string& bytes);
 
 }  // namespace opencl

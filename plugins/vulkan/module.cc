@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <backplane/codegen/c_family.hpp>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/kernel_args.hpp>
@@ -24,17 +25,20 @@
 #include <vector>
 
 #include "device_api.h"
+#include "spirv_check.h"
 
 namespace backplane {
 namespace vulkan {
 
 namespace {
 
-// Version 3: kernels carry their division and bounds-check sites (`faults` layout line) as
-// well as their loop sites; version 2 had loop sites only (its kernels divided unchecked) and
-// version 1 neither (its kernels could be cut short silently): both are refused.
+// Version 4 saves the code generator's options, so loading emits each kernel's GLSL and layout
+// again and compares (version 3 could not be checked); version 3 gave kernels their division and
+// bounds-check sites (`faults` layout line) besides their loop sites; version 2 had loop sites
+// only (its kernels divided unchecked) and version 1 neither (its kernels could be cut short
+// silently). Versions before 4 are refused.
 constexpr const char* kMagicPrefix = "backplane-vulkan-module ";
-constexpr const char* kMagic = "backplane-vulkan-module 3\n";
+constexpr const char* kMagic = "backplane-vulkan-module 4\n";
 
 // ---- Saving and loading: "<key> <length>\n<bytes>\n" fields after the magic line ----------
 
@@ -58,13 +62,15 @@ class Reader {
     } catch (const std::exception&) {
       Bad("the field '" + key + "' has no valid length");
     }
-    if (nl + 1 + len + 1 > bytes_.size() || bytes_[nl + 1 + len] != '\n') {
+    // Written so that no length, however large, wraps the sum (a length near 2^64 did).
+    if (len >= bytes_.size() - (nl + 1) || bytes_[nl + 1 + len] != '\n') {
       Bad("the field '" + key + "' is cut short");
     }
     std::string value = bytes_.substr(nl + 1, len);
     pos_ = nl + 1 + len + 1;
     return value;
   }
+  size_t Remaining() const { return bytes_.size() - pos_; }
   [[noreturn]] static void Bad(const std::string& what) {
     throw Error(
         BP_ERR_INVALID_ARGUMENT,
@@ -93,52 +99,29 @@ std::string LayoutText(const KernelLayout& l) {
   return o.str();
 }
 
-KernelLayout ParseLayout(const std::string& name, const std::string& text) {
-  KernelLayout l;
-  l.name = name;
+// The code generator's options, one "key value" line each.
+std::string OptionsText(const GlslOptions& o) {
+  return "max_threads " + std::to_string(o.max_threads) + "\nmax_push_constants " +
+         std::to_string(o.max_push_constants) + "\nfp_contract " +
+         std::to_string(o.fp_contract ? 1 : 0) + "\nbounds_check " +
+         std::to_string(o.bounds_check ? 1 : 0) + "\n";
+}
+
+GlslOptions ParseOptions(const std::string& text) {
+  GlslOptions o;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string key;
-    f >> key;
-    if (key == "bindings") {
-      for (int32_t b; f >> b;) l.bindings.push_back(b);
-      continue;
-    } else if (key == "push_size") {
-      f >> l.push_size;
-    } else if (key == "push") {
-      PushField p;
-      f >> p.param >> p.offset >> p.kind;
-      l.push.push_back(p);
-    } else if (key == "local_size") {
-      f >> l.local_size[0] >> l.local_size[1] >> l.local_size[2];
-    } else if (key == "launch") {
-      for (std::string p; f >> p;) l.launch_params.push_back(p);
-      continue;
-    } else if (key == "uses") {
-      f >> l.uses_int64 >> l.uses_float64;
-    } else if (key == "site") {
-      StatusSite site;
-      f >> site.code;
-      f.get();  // the space before the text
-      std::getline(f, site.what);
-      if (site.code == kStatusOk) f.setstate(std::ios::failbit);
-      l.sites.push_back(site);
-      if (f.fail()) Reader::Bad("kernel '" + name + "' has a damaged layout line '" + line + "'");
-      continue;
-    } else if (key == "faults") {
-      try {
-        l.faults = codegen::FaultSitesFromJson(line.substr(std::strlen("faults ")));
-      } catch (const std::exception& e) {
-        Reader::Bad("kernel '" + name + "' has damaged fault sites (" + e.what() + ")");
-      }
-      continue;
-    } else {
-      Reader::Bad("kernel '" + name + "' has an unknown layout line '" + line + "'");
-    }
-    if (f.fail()) Reader::Bad("kernel '" + name + "' has a damaged layout line '" + line + "'");
+  int fp_contract = -1, bounds_check = -1;
+  std::string k1, k2, k3, k4;
+  in >> k1 >> o.max_threads >> k2 >> o.max_push_constants >> k3 >> fp_contract >> k4 >>
+      bounds_check;
+  if (in.fail() || k1 != "max_threads" || k2 != "max_push_constants" || k3 != "fp_contract" ||
+      k4 != "bounds_check" || (fp_contract != 0 && fp_contract != 1) ||
+      (bounds_check != 0 && bounds_check != 1) || o.max_threads <= 0 || o.max_push_constants <= 0) {
+    Reader::Bad("its options are damaged");
   }
-  return l;
+  o.fp_contract = fp_contract == 1;
+  o.bounds_check = bounds_check == 1;
+  return o;
 }
 
 int64_t Detail(const uint32_t* words, int k) {
@@ -224,10 +207,11 @@ class VulkanModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "vulkan";
 
-  VulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels)
+  VulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels, GlslOptions options)
       : ir_text_(std::move(ir_text)),
         ir_(ir::Parse(ir_text_, "vulkan module")),
-        kernels_(std::move(kernels)) {
+        kernels_(std::move(kernels)),
+        options_(options) {
     for (const CompiledKernel& k : kernels_) {
       const ir::PrimFunc* f = ir_.Find(k.layout.name);
       if (f == nullptr) Reader::Bad("kernel '" + k.layout.name + "' is not in its IR");
@@ -280,6 +264,7 @@ class VulkanModule : public sdk::ModuleBase {
   std::optional<std::string> SaveToBytes() override {
     std::string out = kMagic;
     Put(out, "ir", ir_text_);
+    Put(out, "options", OptionsText(options_));
     Put(out, "kernels", std::to_string(kernels_.size()));
     for (const CompiledKernel& k : kernels_) {
       Put(out, "name", k.layout.name);
@@ -566,6 +551,7 @@ class VulkanModule : public sdk::ModuleBase {
   std::string ir_text_;
   ir::IRModule ir_;
   std::vector<CompiledKernel> kernels_;
+  GlslOptions options_;
   std::vector<const ir::PrimFunc*> funcs_;
   std::mutex mu_;
   std::map<int32_t, std::vector<Pipeline>> pipelines_;
@@ -573,8 +559,10 @@ class VulkanModule : public sdk::ModuleBase {
 
 }  // namespace
 
-Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels) {
-  return sdk::MakeModule(std::make_shared<VulkanModule>(std::move(ir_text), std::move(kernels)));
+Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels,
+                        GlslOptions options) {
+  return sdk::MakeModule(
+      std::make_shared<VulkanModule>(std::move(ir_text), std::move(kernels), options));
 }
 
 Module LoadVulkanModule(const std::string& bytes) {
@@ -584,35 +572,68 @@ Module LoadVulkanModule(const std::string& bytes) {
       const std::string version = bytes.substr(
           std::strlen(kMagicPrefix), std::min<size_t>(nl, 40) - std::strlen(kMagicPrefix));
       Reader::Bad("its version is " + version +
-                  ", an older Backplane's, whose kernels lack run-time checks; this Backplane "
-                  "reads version 3 only: build the module again from its IR");
+                  ", an older Backplane's, which this one cannot check; this Backplane reads "
+                  "version 4 only: build the module again from its IR");
     }
-    Reader::Bad("it does not start with \"backplane-vulkan-module 3\"");
+    Reader::Bad("it does not start with \"backplane-vulkan-module 4\"");
   }
   Reader r(bytes);
   std::string ir_text = r.Get("ir");
+  const GlslOptions options = ParseOptions(r.Get("options"));
+  // What the build established, established again: the IR verifies, and each kernel's GLSL and
+  // layout (by which the runtime binds buffers, pushes scalars and sizes the grid) are what the
+  // code generator makes of it with these options.
+  ir::IRModule m;
+  try {
+    m = ir::Parse(ir_text, "the vulkan module's IR");
+    ir::Verify(m);
+  } catch (const ir::Error& e) {
+    Reader::Bad(std::string("its IR is not a set of kernels: ") + e.what());
+  }
   size_t count = 0;
   try {
     count = std::stoull(r.Get("kernels"));
-  } catch (const std::invalid_argument&) {
+  } catch (const std::logic_error&) {
     Reader::Bad("the kernel count is not a number");
+  }
+  if (count != m.functions().size()) {
+    Reader::Bad("it lists " + std::to_string(count) + " kernels but its IR has " +
+                std::to_string(m.functions().size()));
   }
   std::vector<CompiledKernel> kernels;
   for (size_t i = 0; i < count; ++i) {
-    CompiledKernel k;
+    const ir::PrimFunc& f = m.functions()[i];
     const std::string name = r.Get("name");
-    k.layout = ParseLayout(name, r.Get("layout"));
-    k.glsl = r.Get("glsl");
+    if (name != f.name) {
+      Reader::Bad("kernel " + std::to_string(i) + " is '" + name + "' but the IR's is '" + f.name +
+                  "'");
+    }
+    GlslKernel emitted;
+    try {
+      emitted = EmitGlslKernel(f, options);
+    } catch (const ir::Error& e) {
+      Reader::Bad("kernel '" + name + "' is not one this code generator builds: " + e.what());
+    }
+    if (r.Get("layout") != LayoutText(emitted.layout) || r.Get("glsl") != emitted.source) {
+      Reader::Bad("kernel '" + name +
+                  "' has a layout or GLSL that is not what this Backplane generates from its IR "
+                  "(the file was changed after it was built, or built by another version)");
+    }
+    CompiledKernel k;
+    k.layout = std::move(emitted.layout);
+    k.glsl = std::move(emitted.source);
     const std::string spirv = r.Get("spirv");
     if (spirv.size() % 4 != 0 || spirv.size() < 20) {
       Reader::Bad("kernel '" + name + "' has no valid SPIR-V");
     }
     k.spirv.resize(spirv.size() / 4);
     std::memcpy(k.spirv.data(), spirv.data(), spirv.size());
-    if (k.spirv[0] != 0x07230203u) Reader::Bad("kernel '" + name + "' has no SPIR-V magic");
+    const std::string problem = SpirvInterfaceProblem(k.spirv, k.layout);
+    if (!problem.empty()) Reader::Bad("kernel '" + name + "': " + problem);
     kernels.push_back(std::move(k));
   }
-  return MakeVulkanModule(std::move(ir_text), std::move(kernels));
+  if (r.Remaining() != 0) Reader::Bad("it has bytes after its last kernel");
+  return MakeVulkanModule(std::move(ir_text), std::move(kernels), options);
 }
 
 }  // namespace vulkan

@@ -24,11 +24,15 @@ struct CompiledKernel {
 };
 
 // The module of `kernels`, whose IR (the kernels SplitHostDevice made, text form) is
-// `ir_text`. Throws ir::Error if the IR does not parse.
-Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels);
+// `ir_text`, emitted with `options`. Throws ir::Error if the IR does not parse.
+Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels,
+                        GlslOptions options);
 
-// What MakeVulkanModule's module saved (SaveToBytes), back into a Module. Bytes that are not
-// such a module are Error(BP_ERR_INVALID_ARGUMENT) saying what is wrong.
+// What MakeVulkanModule's module saved (SaveToBytes), back into a Module. The bytes may come
+// from anyone: the IR must verify, each kernel's GLSL and layout must be exactly what
+// EmitGlslKernel makes of its IR with the saved options (the runtime binds and launches by the
+// layout), and its SPIR-V must be valid and have that layout's interface
+// (SpirvInterfaceProblem). Anything else is Error(BP_ERR_INVALID_ARGUMENT) saying what is wrong.
 Module LoadVulkanModule(const std::string& bytes);
 
 }  // namespace vulkan

@@ -208,8 +208,11 @@ void SaveLoad(Context& ctx) {
       Fail("saving the module built by target.build." + kind + " failed: " + e.what());
     }
     Module back;
+    // The kit built these bytes itself, in this process: native code (a CPU kind's library)
+    // may load.
+    const ModuleLoadOptions own{/*allow_native=*/true};
     try {
-      back = Module::LoadFromBytes(bytes);
+      back = Module::LoadFromBytes(bytes, own);
     } catch (const Error& e) {
       Fail("loading back the module built by target.build." + kind + " (" +
            std::to_string(bytes.size()) + " bytes) failed: " + e.what());
@@ -219,7 +222,7 @@ void SaveLoad(Context& ctx) {
     RunChecked(c, back, ctx, c.func + " from a module saved and loaded back");
     Module again;
     try {
-      again = Module::LoadFromBytes(back.SaveToBytes());
+      again = Module::LoadFromBytes(back.SaveToBytes(), own);
     } catch (const Error& e) {
       Fail("saving and loading a loaded module again failed: " + std::string(e.what()));
     }

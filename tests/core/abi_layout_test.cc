@@ -54,7 +54,8 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, module_load), 57 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, build), 58 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, build_with_options), 59 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 60 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, module_load_with_options), 60 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 61 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {
@@ -62,6 +63,13 @@ TEST(AbiLayout, BuildOptions) {
   EXPECT_EQ(offsetof(bp_build_options_t, host), kPtr);
   EXPECT_EQ(offsetof(bp_build_options_t, source_name), 2 * kPtr);
   EXPECT_EQ(sizeof(bp_build_options_t), 3 * kPtr);
+}
+
+TEST(AbiLayout, ModuleLoadOptions) {
+  EXPECT_EQ(offsetof(bp_module_load_options_t, struct_size), 0u);
+  EXPECT_EQ(offsetof(bp_module_load_options_t, flags), kPtr);
+  EXPECT_EQ(sizeof(bp_module_load_options_t), 2 * kPtr);
+  EXPECT_EQ(BP_MODULE_LOAD_ALLOW_NATIVE, 1u);
 }
 
 TEST(AbiLayout, PluginInfo) {

@@ -39,6 +39,7 @@ int main(void) {
   EXPECT(bp_host_api()->struct_size == sizeof(bp_host_api_t));
   EXPECT(sizeof(bp_value_t) == 16);
   EXPECT(bp_host_api()->build_with_options == bp_build_with_options);
+  EXPECT(bp_host_api()->module_load_with_options == bp_module_load_with_options);
 
   EXPECT(bp_function_create(add3, NULL, NULL, &f) == BP_OK);
   EXPECT(bp_registry_set("c_test.add3", f, 0) == BP_OK);

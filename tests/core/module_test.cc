@@ -10,6 +10,8 @@
 #include <random>
 #include <sstream>
 
+#include "../module_file.h"
+
 namespace bp = backplane;
 
 namespace {
@@ -260,6 +262,59 @@ TEST(Module, UnsaveableAndMalformedImplementationsAreClearErrors) {
   bad_kind.kind = "Bad Kind";
   EXPECT_EQ(bp_module_create(&bad_kind, new Table{}, &m), BP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(destroyed, 2);  // a refused implementation is destroyed, not leaked
+}
+
+// The checksum is FNV-1a 64 exactly as docs/abi.md says (format 1 used a wrong offset basis, so a
+// file written by the docs did not load), and a file written by an implementation of the docs
+// (tests/module_file.h) loads and saves back to the same bytes.
+TEST(Module, TheChecksumIsFnv1aAndAFileWrittenByTheDocsLoads) {
+  // Known FNV-1a 64 vectors (the reference's test suite): the test's own hash is right.
+  EXPECT_EQ(bptest::Fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(bptest::Fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(bptest::Fnv1a64("foobar"), 0x85944171f73967e8ull);
+
+  RegisterLoader();
+  bp::Module root = MakeTable({{"root_value", 3}});
+  root.Import(MakeTable({{"leaf_value", 4}}));
+  const std::string saved = root.SaveToBytes();
+  uint64_t stored = 0;
+  for (int i = 0; i < 8; ++i) {
+    stored |= static_cast<uint64_t>(static_cast<uint8_t>(saved[saved.size() - 8 + i])) << (8 * i);
+  }
+  EXPECT_EQ(stored, bptest::Fnv1a64(saved.substr(0, saved.size() - 8)));
+
+  bptest::ModuleFile f;
+  f.nodes.push_back({"test_table", "leaf_value=4\n", {}});
+  f.nodes.push_back({"test_table", "root_value=3\n", {0}});
+  const std::string written = f.Write();
+  EXPECT_EQ(written, saved);
+  bp::Module loaded = bp::Module::LoadFromBytes(written);
+  EXPECT_EQ(loaded.GetFunction("leaf_value")().AsInt(), 4);
+  EXPECT_EQ(loaded.SaveToBytes(), written);
+}
+
+// Files of another format version are refused with what to do, before their checksum is read
+// (format 1 hashed differently, so "corrupted" would be the wrong message).
+TEST(Module, OtherFormatVersionsAreRefusedWithWhatToDo) {
+  RegisterLoader();
+  bptest::ModuleFile f;
+  f.nodes.push_back({"test_table", "x=1\n", {}});
+  f.version = 1;
+  const std::string old_file = f.Write(/*basis=*/1469598103934665603ull);  // as format 1 wrote it
+  bp_object_t* out = nullptr;
+  EXPECT_EQ(bp_module_load(old_file.data(), old_file.size(), &out), BP_ERR_VERSION_MISMATCH);
+  EXPECT_NE(Message().find("written by an older Backplane (format 1)"), std::string::npos)
+      << Message();
+  EXPECT_NE(Message().find("rebuild the module"), std::string::npos) << Message();
+  f.version = 3;
+  const std::string newer = f.Write();
+  EXPECT_EQ(bp_module_load(newer.data(), newer.size(), &out), BP_ERR_VERSION_MISMATCH);
+  EXPECT_NE(Message().find("written by a newer Backplane (format 3)"), std::string::npos)
+      << Message();
+  f.version = 2;
+  const std::string current = f.Write();
+  ASSERT_EQ(bp_module_load(current.data(), current.size(), &out), BP_OK) << Message();
+  bp_object_release(out);
 }
 
 }  // namespace

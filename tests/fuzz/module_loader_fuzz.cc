@@ -124,7 +124,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 // Mutations almost never keep the hash right, so each input is also tried with its trailing
 // hash recomputed: that reaches the structure checks behind it.
 static uint64_t Fnv1a(const uint8_t* data, size_t n) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64 (docs/abi.md)
   for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * 1099511628211ull;
   return h;
 }

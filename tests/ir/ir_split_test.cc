@@ -39,6 +39,18 @@ void ExpectWellFormed(const SplitResult& r) {
   }
 }
 
+// What SplitHostDevice(m, false) made passes the check a saved module gets (SplitErrors), as
+// made and after a round trip of each half through the text form.
+void ExpectPassesSplitErrors(const SplitResult& r) {
+  std::vector<const PrimFunc*> kernels;
+  for (const PrimFunc& f : r.device.functions()) kernels.push_back(&f);
+  EXPECT_EQ(SplitErrors(r.host, kernels), std::vector<std::string>{});
+  const IRModule host = Parse(Print(r.host)), device = Parse(Print(r.device));
+  kernels.clear();
+  for (const PrimFunc& f : device.functions()) kernels.push_back(&f);
+  EXPECT_EQ(SplitErrors(host, kernels), std::vector<std::string>{});
+}
+
 // Runs `func` of the split host module; its call_packed launches run the device module.
 void RunSplit(const SplitResult& r, const std::string& func, const std::vector<ArgView>& args,
               std::vector<std::string>* launches = nullptr) {
@@ -77,6 +89,7 @@ TEST(IrSplit, MatmulTiledGpu) {
   // The body is the region, unchanged.
   EXPECT_TRUE(StructuralEqual(r.device.functions().at(0).body, m.functions().at(0).body));
   ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
 
   const int64_t n = 64;
   Tensor<float> a({n, n}), b({n, n}), whole({n, n}), split({n, n});
@@ -105,6 +118,7 @@ TEST(IrSplit, SumGpu) {
       "    alloc part: float32[256] shared\n";
   EXPECT_EQ(Print(r.device).substr(0, head.size()), head);
   ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
   for (int64_t n : {5, 1000}) {
     Tensor<float> a({n}), whole({1}), split({1});
     a.Random(3);
@@ -148,6 +162,7 @@ TEST(IrSplit, ParamsInOrderAndHostVariables) {
             "  }\n"
             "}\n");
   ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
   Tensor<float> a({3, 5}), b({4});
   RunSplit(r, "f", {IntArg(3), IntArg(0), IntArg(5), FloatArg(0.5), a.View(), b.View()});
   for (int i = 0; i < 3; ++i)
@@ -177,6 +192,7 @@ TEST(IrSplit, SeveralKernelsAndFunctionsWithout) {
   EXPECT_EQ(r.device.functions()[1].name, "g_kernel1");
   EXPECT_EQ(r.device.functions()[1].attrs.at("launch_params"), "threadIdx.y");
   ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
   Tensor<int32_t> a({6});
   std::vector<std::string> launches;
   RunSplit(r, "g", {IntArg(6), a.View()}, &launches);
@@ -196,6 +212,7 @@ TEST(IrSplit, AnAxisBoundTwiceWithOneExtentIsOneLaunchParam) {
   EXPECT_EQ(Print(r.host),
             "# backplane-ir 1\n\nfunc f(a: buffer<int32>[2, 8]) {\n"
             "  call_packed(\"f_kernel\", a, int64(2), int64(8))\n}\n");
+  ExpectPassesSplitErrors(r);
   Tensor<int32_t> a({2, 8});
   RunSplit(r, "f", {a.View()});
   for (int k = 0; k < 16; ++k) EXPECT_EQ(a[k], k % 8 + 1);
@@ -248,10 +265,120 @@ TEST(IrSplit, Errors) {
                   "  for t in thread(threadIdx.x, 0, 1) {\n    a[t] = 2.0\n  }\n}\n"),
             "in function 'f': the kernel name 'f_kernel' is taken by another function of the "
             "module: rename that function in `for t in thread(threadIdx.x, 0, 1) { ... }`");
+  // A launch extent is host code: it may not read device memory (it did: the interpreter read
+  // through the buffer's device handle at the launch).
+  EXPECT_EQ(error("func f(n: int32, sizes: buffer<int32>[1], a: buffer<float32>[n]) {\n"
+                  "  for b in thread(blockIdx.x, 0, sizes[0]) {\n    a[b] = 1.0\n  }\n}\n"),
+            "in function 'f': the extent of the loop over blockIdx.x reads buffer 'sizes', which "
+            "lives in device memory: the host computes launch extents and cannot read device "
+            "memory; pass the extent as a scalar param in `for b in thread(blockIdx.x, 0, "
+            "sizes[0]) { ... }`");
   // The input must verify.
   EXPECT_EQ(error("func f(a: buffer<float32>[1]) {\n  a[0] = 1\n}\n"),
             "in function 'f': type mismatch: storing int32 into buffer 'a' of float32: cast the "
             "value in `a[0] = 1`");
+}
+
+// SplitErrors: what SplitHostDevice guarantees, checked on halves read back from a file. The
+// halves it makes pass, as written and after a round trip through the text form each (as a
+// saved module keeps them); each kind of tampering is reported.
+std::vector<const PrimFunc*> Kernels(const IRModule& device) {
+  std::vector<const PrimFunc*> out;
+  for (const PrimFunc& f : device.functions()) out.push_back(&f);
+  return out;
+}
+
+TEST(IrSplit, WhatItMakesPassesSplitErrors) {
+  const std::vector<std::pair<std::string, std::string>> gpu = {
+      {"matmul.bpir", "matmul_tiled_gpu"},
+      {"reduction.bpir", "sum_gpu"},
+      {"vector_add.bpir", "vector_add_gpu"}};
+  for (const auto& [file, func] : gpu) {
+    const SplitResult r = SplitHostDevice(Pick(file, {func}), false);
+    EXPECT_EQ(SplitErrors(r.host, Kernels(r.device)), std::vector<std::string>{}) << func;
+    const IRModule host = Parse(Print(r.host)), device = Parse(Print(r.device));
+    EXPECT_EQ(SplitErrors(host, Kernels(device)), std::vector<std::string>{}) << func;
+  }
+}
+
+TEST(IrSplit, SplitErrorsFindsEveryTampering) {
+  const SplitResult r = SplitHostDevice(Pick("vector_add.bpir", {"vector_add_gpu"}), false);
+  const std::string host = Print(r.host), device = Print(r.device);
+  ASSERT_NE(host.find("int64((n + 255) / 256)"), std::string::npos) << host;
+  auto errors = [&](const std::string& h, const std::string& d) {
+    const IRModule kernels = Parse(d);
+    return SplitErrors(Parse(h), Kernels(kernels));
+  };
+  auto replace = [](std::string text, const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+  };
+  const std::string launch = "  call_packed(";
+  // Host code writes device memory (issue 14, item 1: "malloc(): invalid size").
+  EXPECT_EQ(errors(replace(host, launch, "  c[0] = 1.0\n" + launch), device),
+            std::vector<std::string>{
+                "in function 'vector_add_gpu': host code stores to buffer 'c', a parameter, which "
+                "lives in device memory; host code never touches device memory (only the kernels "
+                "it launches do) in `c[0] = 1.0`"});
+  EXPECT_EQ(errors(replace(host, launch, "  let x: float32 = a[3]\n" + launch), device).size(), 1u);
+  // Host code runs a grid of its own.
+  EXPECT_EQ(errors(replace(host, launch,
+                           "  for t in thread(threadIdx.x, 0, 4) {\n    let y: int32 = t\n  }\n" +
+                               launch),
+                   device),
+            std::vector<std::string>{
+                "in function 'vector_add_gpu': host code binds a loop to threadIdx.x; it runs on "
+                "the CPU, and only the kernels it launches bind thread axes in `for t in "
+                "thread(threadIdx.x, 0, 4) { ... }`"});
+  // A grid larger than the kernel's loops assume.
+  std::vector<std::string> e =
+      errors(replace(host, "int64((n + 255) / 256)", "int64((n + 255) / 256 * 64)"), device);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("passes `int64((n + 255) / 256 * 64)` as the extent of blockIdx.x, but the "
+                      "kernel binds blockIdx.x with extent `(n + 255) / 256` of its params"),
+            std::string::npos)
+      << e[0];
+  // The same extent over another scalar, and an extent that is not int64.
+  EXPECT_EQ(
+      errors(replace(host, "int64((n + 255) / 256)", "int64((n + 256) / 256)"), device).size(), 1u);
+  EXPECT_EQ(errors(replace(host, "int64(256)", "int32(256)"), device).size(), 1u);
+  // Arguments: too few, a scalar for a buffer, a buffer of another dtype.
+  e = errors(replace(host, ", int64(256))", ")"), device);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("passes 5 arguments; the kernel takes 4 params and 2 launch extents"),
+            std::string::npos)
+      << e[0];
+  e = errors(replace(host, "n, a, b, c,", "n, n, b, c,"), device);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("argument 1 must be one of the host function's buffer params"),
+            std::string::npos)
+      << e[0];
+  e = errors(replace(replace(host, "c: buffer<float32>[n]",
+                             "c: buffer<float32>[n], "
+                             "d: buffer<int32>[n]"),
+                     "n, a, b, c,", "n, a, b, d,"),
+             device);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("argument 3 is buffer 'd' (int32, rank 1) but the kernel's 'c' is float32"),
+            std::string::npos)
+      << e[0];
+  // The kernel side: launch params that are not the axes it binds, two extents for one axis.
+  e = errors(host, replace(device, "\"blockIdx.x,threadIdx.x\"", "\"threadIdx.x,blockIdx.x\""));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("in kernel 'vector_add_gpu_kernel': has launch_params "
+                      "\"threadIdx.x,blockIdx.x\" but binds \"blockIdx.x,threadIdx.x\""),
+            std::string::npos)
+      << e[0];
+  e = errors(host, replace(device, "for tx in thread(threadIdx.x, 0, 256) {",
+                           "for tz in thread(threadIdx.x, 0, 512) {\n      let q: int32 = tz\n"
+                           "    }\n    for tx in thread(threadIdx.x, 0, 256) {"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("binds threadIdx.x with two extents (512 and 256)"), std::string::npos)
+      << e[0];
+  // A call of a name no kernel has is a global function's: not a launch.
+  EXPECT_EQ(errors(replace(host, "\"vector_add_gpu_kernel\"", "\"blas.sgemm\""), device),
+            std::vector<std::string>{});
 }
 
 }  // namespace

@@ -73,8 +73,17 @@ TEST_F(BuildRunCli, AModuleBuiltByOneProcessRunsCheckedInAnother) {
   EXPECT_TRUE(Contains(b.out, "built matmul_tiled for c")) << b.out;
   ASSERT_TRUE(fs::exists(Path("mm.bpmod")));
 
-  sp::Result r = Cli({"run", Path("mm.bpmod"), "--func", "matmul_tiled", "--device", "cpu:0",
-                      "--dim", "m=67", "--dim", "n=130", "--dim", "k=45", "--repeat", "2"});
+  // A c module holds a shared library: another process runs it only when told to trust it.
+  sp::Result refused = Cli({"run", Path("mm.bpmod"), "--func", "matmul_tiled"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.Describe() << "\n" << refused.out << refused.err;
+  EXPECT_TRUE(Contains(refused.err, Path("mm.bpmod") + ": module file: module 0 is of kind 'c', "
+                                                       "which carries native code"))
+      << refused.err;
+  EXPECT_TRUE(Contains(refused.err, "backplane run --allow-native")) << refused.err;
+
+  sp::Result r =
+      Cli({"run", Path("mm.bpmod"), "--func", "matmul_tiled", "--device", "cpu:0", "--dim", "m=67",
+           "--dim", "n=130", "--dim", "k=45", "--repeat", "2", "--allow-native"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
   EXPECT_TRUE(Contains(r.out, "matmul_tiled on cpu:0: ok")) << r.out;
   EXPECT_TRUE(Contains(r.out, "GFLOP/s")) << r.out;
@@ -88,10 +97,10 @@ TEST_F(BuildRunCli, AFunctionWithoutAReferenceRunsUnchecked) {
   }
   sp::Result b = Cli({"build", Path("scale.bpir"), "-t", "c", "-o", Path("s.bpmod")});
   ASSERT_EQ(b.exit_code, 0) << b.err;
-  sp::Result r = Cli({"run", Path("s.bpmod"), "-f", "scale", "--dim", "n=100"});
+  sp::Result r = Cli({"run", Path("s.bpmod"), "-f", "scale", "--dim", "n=100", "--allow-native"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
   EXPECT_TRUE(Contains(r.out, "not checked; --check compares it")) << r.out;
-  sp::Result missing = Cli({"run", Path("s.bpmod"), "-f", "scale"});
+  sp::Result missing = Cli({"run", Path("s.bpmod"), "-f", "scale", "--allow-native"});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_TRUE(Contains(missing.err, "--dim n=")) << missing.err;
 }
@@ -394,7 +403,7 @@ TEST_F(BuildRunCli, CheckComparesAnyKernelWithTheInterpreter) {
                                         "--arg",   "shift=-5000000000",
                                         "--arg",   "flag=true",
                                         "--check", "-r",
-                                        "1"};
+                                        "1",       "--allow-native"};
   sp::Result ok = Cli(run);
   EXPECT_EQ(ok.exit_code, 0) << ok.Describe() << "\n" << ok.out << ok.err;
   EXPECT_TRUE(Contains(ok.out, "affine on cpu:0: ok (matches the IR interpreter")) << ok.out;
@@ -426,7 +435,8 @@ TEST_F(BuildRunCli, CheckComparesAnyKernelWithTheInterpreter) {
   sp::Result mb = Cli({"build", KernelFile("matmul.bpir"), "-t", "c", "-f", "matmul_tiled", "-o",
                        Path("mm.bpmod")});
   ASSERT_EQ(mb.exit_code, 0) << mb.err;
-  sp::Result mm = Cli({"run", Path("mm.bpmod"), "-f", "matmul_tiled", "--check", "-r", "1"});
+  sp::Result mm =
+      Cli({"run", Path("mm.bpmod"), "-f", "matmul_tiled", "--check", "-r", "1", "--allow-native"});
   EXPECT_EQ(mm.exit_code, 0) << mm.Describe() << "\n" << mm.out << mm.err;
   EXPECT_TRUE(Contains(mm.out, "matches the IR interpreter")) << mm.out;
 }

@@ -744,6 +744,15 @@ struct TargetKinds {
   }
 };
 
+// What Module::LoadFromBytes may load (bp_module_load_options_t).
+struct ModuleLoadOptions {
+  // Load modules that carry native code (a "c" module's shared library): it runs in this
+  // process, with its rights, as soon as it is loaded, and a file's checksum does not say who
+  // wrote it. Set it only for files this program built itself or got from a source it trusts
+  // (docs/security.md, "Saved modules"). Without it such a file is refused, naming the opt-in.
+  bool allow_native = false;
+};
+
 // A runtime Module: what a code generator returns. Its functions are found by name (the
 // seed's rule); it can show its generated source, import other modules, and be saved with
 // its imports into one file that LoadFromBytes reads back on another machine.
@@ -803,9 +812,21 @@ class Module {
     Check(detail::Api()->bytes_get(bytes.get(), &data, &size));
     return std::string(static_cast<const char*>(data), size);
   }
-  static Module LoadFromBytes(const std::string& bytes) {
+  // Reads what SaveToBytes wrote (bp_module_load_with_options). A module that carries native
+  // code loads only with `options.allow_native`: Module::LoadFromBytes(bytes,
+  // ModuleLoadOptions{true}) for a file this program built itself. On a host older than ABI 1.4
+  // this is bp_module_load, which did not refuse native code.
+  static Module LoadFromBytes(const std::string& bytes, const ModuleLoadOptions& options = {}) {
     bp_object_t* out = nullptr;
-    Check(detail::Api()->module_load(bytes.data(), bytes.size(), &out));
+    const bp_host_api_t* api = detail::Api();
+    if (api->struct_size < offsetof(bp_host_api_t, module_load_with_options) + sizeof(void*)) {
+      Check(api->module_load(bytes.data(), bytes.size(), &out));
+    } else {
+      bp_module_load_options_t o{};
+      o.struct_size = sizeof(o);
+      o.flags = options.allow_native ? BP_MODULE_LOAD_ALLOW_NATIVE : 0u;
+      Check(api->module_load_with_options(bytes.data(), bytes.size(), &o, &out));
+    }
     return Module(ObjectRef::Adopt(out));
   }
   const ObjectRef& object() const { return obj_; }

@@ -486,9 +486,36 @@ BP_EXPORT bp_status_t bp_module_imports(const bp_object_t* module, bp_object_t**
  * (docs/abi.md), as a bytes object (owned). */
 BP_EXPORT bp_status_t bp_module_save(const bp_object_t* module, bp_object_t** out_bytes);
 /* Loads what bp_module_save wrote (owned). Each module is read by its kind's loader, whose
- * plugin loads on first use. A truncated or corrupted input, an unknown kind or a loader
- * that fails is an error naming what is wrong, never a crash. */
+ * plugin loads on first use; loaders check every invariant the build established, so a file is
+ * trusted no more than the IR it was built from. A truncated or corrupted input, an unknown
+ * kind or a loader that fails is an error naming what is wrong, never a crash. Since 1.4, a
+ * module of a kind that carries native code (its plugin registers
+ * "runtime.module.native_code.<kind>", e.g. the cpu plugin's "c" modules, which hold a shared
+ * library) is refused with BP_ERR_INVALID_ARGUMENT before its loader runs: use
+ * bp_module_load_with_options and BP_MODULE_LOAD_ALLOW_NATIVE to load it. */
 BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t** out_module);
+
+/* bp_module_load_options_t.flags (since 1.4). BP_MODULE_LOAD_ALLOW_NATIVE loads modules that
+ * carry native code. That code runs in this process, with its rights, from the moment it is
+ * loaded, and nothing in a file proves who made it (the checksum detects damage, not
+ * tampering): set it only for files this host built itself or got from a source it trusts
+ * (docs/security.md, "Saved modules"). */
+#define BP_MODULE_LOAD_ALLOW_NATIVE 0x1u
+
+/* What bp_module_load_with_options takes besides the bytes (since 1.4). Growable: zero it and
+ * set struct_size to sizeof(bp_module_load_options_t); fields past the caller's struct_size read
+ * as zero. */
+typedef struct bp_module_load_options {
+  size_t struct_size;
+  uint32_t flags; /* BP_MODULE_LOAD_* bits; an unknown bit is BP_ERR_INVALID_ARGUMENT */
+} bp_module_load_options_t;
+
+/* bp_module_load with options (since 1.4); the result is owned. `options` may be NULL:
+ * bp_module_load's behaviour. A struct_size smaller than the first version of the struct is
+ * BP_ERR_INVALID_ARGUMENT. */
+BP_EXPORT bp_status_t bp_module_load_with_options(const void* data, size_t size,
+                                                  const bp_module_load_options_t* options,
+                                                  bp_object_t** out_module);
 
 /* ---------------------------------------------------------------------------------------
  * Building (since 1.3): IR in, Module out (the seed's build flow)
@@ -628,6 +655,9 @@ typedef struct bp_host_api {
   /* Since 1.4. */
   bp_status_t (*build_with_options)(const char* ir_text, size_t size, const bp_object_t* target,
                                     const bp_build_options_t* options, bp_object_t** out_module);
+  bp_status_t (*module_load_with_options)(const void* data, size_t size,
+                                          const bp_module_load_options_t* options,
+                                          bp_object_t** out_module);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

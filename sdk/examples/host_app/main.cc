@@ -103,9 +103,13 @@ int Run(const std::string& kernel_file, const std::string& func, const std::stri
   std::printf("target: %s\ndevice: %s\n", target.ToJson().c_str(), dev.ToString().c_str());
 
   // 3. Build the kernel for the Target. The module saves to bytes and loads back, here or on
-  //    another machine; the loaded one is what runs.
+  //    another machine; the loaded one is what runs. A module for a CPU Target holds a shared
+  //    library, native code that loads only when the caller allows it: this program built the
+  //    bytes itself a line above, so it does. A host that reads a module from a file allows it
+  //    only for files it trusts (docs/security.md, "Saved modules").
   const bp::Module built = bp::Build(OneFunction(kernel_file, func), target);
-  const bp::Module module = bp::Module::LoadFromBytes(built.SaveToBytes());
+  const bp::Module module =
+      bp::Module::LoadFromBytes(built.SaveToBytes(), bp::ModuleLoadOptions{/*allow_native=*/true});
   std::printf("module: kind %s, %zu imported module(s)\n", module.Kind().c_str(),
               module.Imports().size());
 

@@ -455,6 +455,13 @@ class Splitter {
     std::string launch;
     for (int a = 0; a < 6; ++a) {
       if (!uses.extent[a]) continue;
+      // The host computes the extent before the launch: it may not read device memory.
+      if (const BufferNode* b = ParamBufferLoaded(uses.extent[a]); b != nullptr && !device_is_cpu_)
+        Fail(std::string("the extent of the loop over ") + ToString(static_cast<ThreadTag>(a + 1)) +
+                 " reads buffer '" + b->name +
+                 "', which lives in device memory: the host computes launch extents and "
+                 "cannot read device memory; pass the extent as a scalar param",
+             region);
       launch += (launch.empty() ? "" : ",") + std::string(ToString(static_cast<ThreadTag>(a + 1)));
       args.push_back(Cast(Int64(), uses.extent[a]));
     }
@@ -462,6 +469,38 @@ class Splitter {
         name, params, region,
         std::map<std::string, std::string>{{"kernel", "1"}, {"launch_params", launch}});
     return Evaluate(CallPacked(name, args));
+  }
+
+  // A param buffer that `e` loads from, or nullptr.
+  const BufferNode* ParamBufferLoaded(const Expr& e) const {
+    switch (e.kind()) {
+      case ExprKind::kLoad: {
+        const auto* n = e.As<LoadNode>();
+        if (param_buffers_.count(n->buffer.get())) return n->buffer.get();
+        for (const Expr& i : n->indices)
+          if (const BufferNode* b = ParamBufferLoaded(i)) return b;
+        return nullptr;
+      }
+      case ExprKind::kBinary: {
+        const BufferNode* b = ParamBufferLoaded(e.As<BinaryNode>()->a);
+        return b != nullptr ? b : ParamBufferLoaded(e.As<BinaryNode>()->b);
+      }
+      case ExprKind::kNot:
+        return ParamBufferLoaded(e.As<NotNode>()->a);
+      case ExprKind::kSelect:
+        for (const Expr* x :
+             {&e.As<SelectNode>()->cond, &e.As<SelectNode>()->a, &e.As<SelectNode>()->b})
+          if (const BufferNode* b = ParamBufferLoaded(*x)) return b;
+        return nullptr;
+      case ExprKind::kCast:
+        return ParamBufferLoaded(e.As<CastNode>()->value);
+      case ExprKind::kCall:
+        for (const Expr& a : e.As<CallNode>()->args)
+          if (const BufferNode* b = ParamBufferLoaded(a)) return b;
+        return nullptr;
+      default:
+        return nullptr;
+    }
   }
 
   static void Vars(const Expr& e, std::vector<const VarNode*>* out) {

@@ -68,6 +68,7 @@ struct RunOptions {
   int repeat = 5;
   uint64_t seed = 1;
   std::vector<std::string> plugin_paths;
+  bool allow_native = false;  // load modules that carry native code (a c module's library)
 };
 
 // "n=4096", "alpha=-1.5" pairs; the values are parsed against the function's signature later.
@@ -206,10 +207,13 @@ int RunRun(const RunOptions& o) {
   }
   Module m;
   try {
-    m = Module::LoadFromBytes(bytes);
+    m = Module::LoadFromBytes(bytes, ModuleLoadOptions{o.allow_native});
   } catch (const Error& e) {
-    // A damaged file or one from elsewhere is the user's input: named, with the usage exit.
-    if (e.kind() != BP_ERR_INVALID_ARGUMENT) throw Error(e.kind(), o.module + ": " + e.what());
+    // A damaged file, one of another format or one with native code not allowed is the user's
+    // input: named, with the usage exit.
+    if (e.kind() != BP_ERR_INVALID_ARGUMENT && e.kind() != BP_ERR_VERSION_MISMATCH) {
+      throw Error(e.kind(), o.module + ": " + e.what());
+    }
     std::cerr << "backplane run: " << o.module << ": " << e.what() << "\n";
     return kExitUsage;
   }
@@ -280,6 +284,10 @@ Command AddRunCommand(CLI::App& parent) {
                   "dtype's (1e-2 float16, 1e-4 float32, 1e-10 float64)");
   app->add_option("--repeat,-r", o->repeat, "Timed runs after the checked one (default 5)");
   app->add_option("--seed", o->seed, "Seed of the random inputs (default 1)");
+  app->add_flag("--allow-native", o->allow_native,
+                "Load the module even if it carries native code (a c module's shared library), "
+                "which runs in this process with your rights: only for a module you built "
+                "yourself or got from a source you trust (docs/security.md)");
   app->add_option("--plugin-path", o->plugin_paths, "Search DIR for plugins first")
       ->type_name("DIR")
       ->allow_extra_args(false)

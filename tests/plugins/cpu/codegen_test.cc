@@ -351,7 +351,8 @@ TEST_F(CodegenTest, ASecondBuildComesFromTheDiskCache) {
 TEST_F(CodegenTest, SavedModulesLoadAndRun) {
   Module m = Build(kVectorAdd);
   std::string bytes = m.SaveToBytes();
-  Module loaded = Module::LoadFromBytes(bytes);
+  // A c module holds a shared library: it loads when native code is allowed (saved_module_test).
+  Module loaded = Module::LoadFromBytes(bytes, backplane::ModuleLoadOptions{true});
   EXPECT_EQ(loaded.Kind(), "c");
   EXPECT_EQ(loaded.InspectSource(), m.InspectSource());
   const int n = 100;
@@ -362,7 +363,8 @@ TEST_F(CodegenTest, SavedModulesLoadAndRun) {
 
   // Damage anywhere is an error, never a crash.
   for (size_t cut : {size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
-    auto status = bptest::CaptureError([&] { Module::LoadFromBytes(bytes.substr(0, cut)); });
+    auto status = bptest::CaptureError(
+        [&] { Module::LoadFromBytes(bytes.substr(0, cut), backplane::ModuleLoadOptions{true}); });
     EXPECT_NE(status.kind, BP_OK) << "cut at " << cut;
   }
 }
@@ -660,7 +662,7 @@ func t2(n: int32, m: int32, a: buffer<float32>[n, 8], o: buffer<float32>[n, 8]) 
 // The check survives saving and loading (the message table travels with the module).
 TEST_F(CodegenTest, ASavedModuleKeepsItsChecksMessages) {
   Module checked = Build(kWrongExtent, "c -bounds-check");
-  Module loaded = Module::LoadFromBytes(checked.SaveToBytes());
+  Module loaded = Module::LoadFromBytes(checked.SaveToBytes(), backplane::ModuleLoadOptions{true});
   Tensor ta = Floats({1, 2}), tb = Floats({3, 4}), tc = Floats({0, 0});
   bptest::Status s = bptest::CaptureError(
       [&] { loaded.GetFunction("vector_add")(2, 3, ta.dl(), tb.dl(), tc.dl()); });

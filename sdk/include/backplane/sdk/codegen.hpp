@@ -111,13 +111,29 @@ void RegisterCodegen(const std::string& kind, Build build) {
   });
 }
 
+// What the saved bytes of a module kind carry, for the core's rule on native code
+// (docs/plugin-guide.md, BP-PLUGIN-11; docs/security.md, "Saved modules").
+enum class ModuleCode {
+  // IR, and device code that runs only on the device (PTX, SPIR-V, OpenCL C), which the loader
+  // checks against the module's IR: such modules load from any file.
+  kData,
+  // Native code for the host's CPU (a shared library, an object file, machine code to map): it
+  // runs in the host's process with its rights, so the core loads such modules only when the
+  // host opts in (BP_MODULE_LOAD_ALLOW_NATIVE) and refuses them before calling the loader.
+  kNative,
+};
+
 // Registers `load` as "runtime.module.load_from_bytes.<kind>", which bp_module_load calls for
 // each module of kind `kind` in a saved file. `load` is callable as
 // Module(const std::string& bytes) and receives exactly what the module's SaveToBytes
 // returned. Bytes that are not a module of this kind are an error naming what is wrong
-// (BP_ERR_INVALID_ARGUMENT), never a crash: a file may be damaged or from elsewhere.
+// (BP_ERR_INVALID_ARGUMENT), never a crash: a file may be damaged, from elsewhere or made by an
+// attacker who recomputed its checksum, so `load` checks again everything the code generator
+// established (BP-PLUGIN-12). A kind whose modules carry native code passes
+// ModuleCode::kNative: that also registers "runtime.module.native_code.<kind>", the declaration
+// the core reads (list it in the manifest's PROVIDES beside the loader).
 template <typename Load>
-void RegisterModuleLoader(const std::string& kind, Load load) {
+void RegisterModuleLoader(const std::string& kind, Load load, ModuleCode code = ModuleCode::kData) {
   static_assert(std::is_invocable_r_v<Module, Load&, const std::string&>,
                 "RegisterModuleLoader: the loader must be callable as "
                 "Module(const std::string& bytes)");
@@ -134,6 +150,10 @@ void RegisterModuleLoader(const std::string& kind, Load load) {
     const std::string text(static_cast<const char*>(data), size);
     return detail::ModuleResult(fn, [&] { return load(text); });
   });
+  if (code == ModuleCode::kNative) {
+    // Only its presence counts; it answers none.
+    RegisterFunction("runtime.module.native_code." + kind, [](PackedArgs) { return Any(); });
+  }
 }
 
 }  // namespace sdk

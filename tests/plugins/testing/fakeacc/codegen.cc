@@ -165,10 +165,25 @@ void RegisterCodegen(FakeAccDeviceAPI* api) {
   sdk::RegisterFunction("runtime.module.load_from_bytes.fakeacc", [api](PackedArgs args) {
     const void* data = nullptr;
     size_t size = 0;
+    if (args.size() != 1 || args[0].type != BP_VALUE_OBJECT) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "runtime.module.load_from_bytes.fakeacc takes one bytes object");
+    }
     Check(detail::Api()->bytes_get(args[0].u.v_obj, &data, &size));
     try {
-      return ModuleValue(sdk::MakeModule(
-          std::make_shared<FakeAccModule>(api, std::string(static_cast<const char*>(data), size))));
+      // As the build: kernels only (the interpreter verifies the IR and checks each launch's
+      // extents against the kernel's loops).
+      const std::string text(static_cast<const char*>(data), size);
+      const ir::IRModule saved = ir::Parse(text, "saved fakeacc module");
+      for (const ir::PrimFunc& f : saved.functions()) {
+        if (f.attrs.count("launch_params") == 0) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "runtime.module.load_from_bytes.fakeacc: function '" + f.name +
+                          "' is not a kernel (no launch_params); the module is not one "
+                          "target.build.fakeacc makes");
+        }
+      }
+      return ModuleValue(sdk::MakeModule(std::make_shared<FakeAccModule>(api, text)));
     } catch (const ir::Error& e) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   std::string("runtime.module.load_from_bytes.fakeacc: ") + e.what());

@@ -5,6 +5,8 @@
 #define BACKPLANE_IR_TRANSFORM_HPP_
 
 #include <backplane/ir/ir.hpp>
+#include <string>
+#include <vector>
 
 namespace backplane {
 namespace ir {
@@ -36,14 +38,36 @@ struct SplitResult {
 // The input must pass Verify (default options; thread-bound loops are allowed whatever
 // `device_is_cpu` says). Throws Error(kVerify), naming the function and the buffer or
 // statement, for:
-//  * when device_is_cpu is false: a load or store of a param buffer outside every region
-//    (host code cannot touch device memory);
+//  * when device_is_cpu is false: a load or store of a param buffer outside every region, or
+//    in the extent of a thread-bound loop, which the host computes (host code cannot touch
+//    device memory);
 //  * a buffer allocated outside a region and used inside one;
 //  * a thread axis bound twice in one region with different extents;
 //  * a thread extent that uses a variable defined inside its region (the host computes it);
 //  * a kernel name that another function of the module already has.
 // A function with no thread-bound loop stays whole in `host`. Both results pass Verify.
 SplitResult SplitHostDevice(const IRModule& module, bool device_is_cpu);
+
+// What SplitHostDevice(module, /*device_is_cpu=*/false) guarantees of its result, checked again
+// on a host part and kernels that come from elsewhere: a saved module file, which anyone may
+// have written (docs/security.md, "Saved modules"). `kernels` are the device functions the host
+// code may launch, as the imported device modules hold them; a call_packed of another name goes
+// to a global function and is not a launch. Every problem is one message, "in function 'f':
+// <problem> in `<statement>`" (a kernel's: "in kernel 'k': ..."):
+//  * `host` does not pass Verify (then nothing else is checked);
+//  * host code binds a loop to a thread axis (it runs no grid);
+//  * host code loads or stores one of its param buffers: they live in device memory, which host
+//    code never touches;
+//  * a kernel has no "launch_params" attr, lists an axis it does not bind or leaves out one it
+//    binds, lists them out of the canonical order (blockIdx.x ... threadIdx.z), or binds an axis
+//    with two extents;
+//  * a launch is not the one SplitHostDevice writes: the kernel's params in order (a scalar
+//    expression of the param's dtype for a scalar param; a param buffer of the host function, of
+//    the same dtype and rank, for a buffer param), then for each launch param int64(extent),
+//    where extent is the kernel's extent for that axis with its params replaced by the call's
+//    arguments, so the grid is the one the kernel's loops assume.
+std::vector<std::string> SplitErrors(const IRModule& host,
+                                     const std::vector<const PrimFunc*>& kernels);
 
 }  // namespace ir
 }  // namespace backplane

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: Apache-2.0
+// SplitErrors: what SplitHostDevice guarantees of its result (split.cc), checked again on a
+// host part and kernels read back from a saved module, which anyone may have written.
+#include <algorithm>
+#include <backplane/ir/analysis.hpp>
+#include <backplane/ir/limits.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "deep.hpp"
+
+namespace backplane {
+namespace ir {
+namespace {
+
+// The first line of a statement, then " ... }" if it has more (as the verifier writes it).
+std::string StmtLine(const Stmt& s) {
+  std::string text = Print(s, 0);
+  const size_t nl = text.find('\n');
+  const bool more = nl != std::string::npos && nl + 1 < text.size();
+  text = text.substr(0, nl);
+  return more ? text + " ... }" : text;
+}
+
+constexpr ThreadTag kTags[6] = {ThreadTag::kBlockIdxX,  ThreadTag::kBlockIdxY,
+                                ThreadTag::kBlockIdxZ,  ThreadTag::kThreadIdxX,
+                                ThreadTag::kThreadIdxY, ThreadTag::kThreadIdxZ};
+
+// The grid a kernel's loops assume: the extent each bound axis has, and its launch_params in
+// order. `ok` is false when the kernel is not one SplitHostDevice makes (its problems are in
+// `problems`).
+struct Grid {
+  Expr extent[6];  // by ThreadTag - 1; empty if the axis is not bound
+  std::vector<ThreadTag> launch;
+  std::vector<std::string> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+void Bindings(const Stmt& s, Grid* g) {
+  if (!s) return;
+  switch (s.kind()) {
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.As<SeqNode>()->seq) Bindings(c, g);
+      return;
+    case StmtKind::kFor: {
+      const auto* n = s.As<ForNode>();
+      if (n->for_kind == ForKind::kThreadBinding && n->thread != ThreadTag::kNone) {
+        Expr& slot = g->extent[static_cast<int>(n->thread) - 1];
+        if (!slot) {
+          slot = n->extent;
+        } else if (!StructuralEqual(slot, n->extent)) {
+          g->problems.push_back(std::string("binds ") + ToString(n->thread) +
+                                " with two extents (" + Print(slot) + " and " + Print(n->extent) +
+                                ")");
+        }
+      }
+      Bindings(n->body, g);
+      return;
+    }
+    case StmtKind::kIfThenElse:
+      Bindings(s.As<IfThenElseNode>()->then_case, g);
+      Bindings(s.As<IfThenElseNode>()->else_case, g);
+      return;
+    case StmtKind::kLetStmt:
+      Bindings(s.As<LetStmtNode>()->body, g);
+      return;
+    case StmtKind::kAllocate:
+      Bindings(s.As<AllocateNode>()->body, g);
+      return;
+    default:
+      return;
+  }
+}
+
+Grid GridOf(const PrimFunc& k) {
+  Grid g;
+  Bindings(k.body, &g);
+  auto it = k.attrs.find("launch_params");
+  if (it == k.attrs.end()) {
+    g.problems.push_back("has no launch_params attr, so it is not a kernel bp_build makes");
+    return g;
+  }
+  std::stringstream in(it->second);
+  for (std::string name; std::getline(in, name, ',');) {
+    bool known = false;
+    for (ThreadTag t : kTags) {
+      if (name == ToString(t)) {
+        g.launch.push_back(t);
+        known = true;
+      }
+    }
+    if (!known) g.problems.push_back("has launch param '" + name + "', which is no thread axis");
+  }
+  std::vector<ThreadTag> bound;
+  for (int a = 0; a < 6; ++a) {
+    if (g.extent[a]) bound.push_back(kTags[a]);
+  }
+  if (g.problems.empty() && g.launch != bound) {
+    std::string names;
+    for (ThreadTag t : bound) names += (names.empty() ? "" : ",") + std::string(ToString(t));
+    g.problems.push_back("has launch_params \"" + it->second + "\" but binds \"" + names +
+                         "\" (the axes it binds, in the order blockIdx.x ... threadIdx.z)");
+  }
+  return g;
+}
+
+// Whether kernel expression `k` with each kernel param Var replaced by its argument (`subst`)
+// is host expression `h`. Anything but arithmetic over params, constants, casts and intrinsics
+// (a load, a variable that is not a param) never matches: a launch extent is computed by the
+// host from the kernel's scalar arguments alone.
+bool EqualUnder(const Expr& k, const Expr& h,
+                const std::unordered_map<const VarNode*, Expr>& subst) {
+  if (!k || !h) return false;
+  if (k.kind() == ExprKind::kVar) {
+    auto it = subst.find(k.As<VarNode>());
+    return it != subst.end() && StructuralEqual(it->second, h);
+  }
+  if (k.kind() != h.kind() || k.dtype() != h.dtype()) return false;
+  switch (k.kind()) {
+    case ExprKind::kIntImm:
+      return k.As<IntImmNode>()->value == h.As<IntImmNode>()->value;
+    case ExprKind::kFloatImm:
+      return k.As<FloatImmNode>()->value == h.As<FloatImmNode>()->value;
+    case ExprKind::kBinary: {
+      const auto *a = k.As<BinaryNode>(), *b = h.As<BinaryNode>();
+      return a->op == b->op && EqualUnder(a->a, b->a, subst) && EqualUnder(a->b, b->b, subst);
+    }
+    case ExprKind::kNot:
+      return EqualUnder(k.As<NotNode>()->a, h.As<NotNode>()->a, subst);
+    case ExprKind::kSelect: {
+      const auto *a = k.As<SelectNode>(), *b = h.As<SelectNode>();
+      return EqualUnder(a->cond, b->cond, subst) && EqualUnder(a->a, b->a, subst) &&
+             EqualUnder(a->b, b->b, subst);
+    }
+    case ExprKind::kCast:
+      return EqualUnder(k.As<CastNode>()->value, h.As<CastNode>()->value, subst);
+    case ExprKind::kCall: {
+      const auto *a = k.As<CallNode>(), *b = h.As<CallNode>();
+      if (a->name != b->name || a->args.size() != b->args.size()) return false;
+      for (size_t i = 0; i < a->args.size(); ++i) {
+        if (!EqualUnder(a->args[i], b->args[i], subst)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+class HostChecker {
+ public:
+  HostChecker(const std::vector<const PrimFunc*>& kernels, std::vector<std::string>* out)
+      : out_(out) {
+    for (const PrimFunc* k : kernels) {
+      if (k != nullptr) kernels_.emplace(k->name, k);  // the first of a name is the one called
+    }
+  }
+
+  void Func(const PrimFunc& f) {
+    func_ = &f;
+    param_buffers_.clear();
+    for (const Param& p : f.params) {
+      if (p.is_buffer()) param_buffers_.insert(p.buffer().get());
+    }
+    S(f.body);
+  }
+
+ private:
+  void Report(const std::string& problem) {
+    out_->push_back("in function '" + func_->name + "': " + problem +
+                    (stmt_ ? " in `" + StmtLine(stmt_) + "`" : std::string()));
+  }
+
+  void S(const Stmt& s) {
+    if (!s) return;
+    const Stmt saved = stmt_;
+    if (s.kind() != StmtKind::kSeq) stmt_ = s;
+    switch (s.kind()) {
+      case StmtKind::kSeq:
+        for (const Stmt& c : s.As<SeqNode>()->seq) S(c);
+        break;
+      case StmtKind::kFor: {
+        const auto* n = s.As<ForNode>();
+        if (n->for_kind == ForKind::kThreadBinding) {
+          Report(std::string("host code binds a loop to ") + ToString(n->thread) +
+                 "; it runs on the CPU, and only the kernels it launches bind thread axes");
+        }
+        E(n->min);
+        E(n->extent);
+        S(n->body);
+        break;
+      }
+      case StmtKind::kIfThenElse: {
+        const auto* n = s.As<IfThenElseNode>();
+        E(n->cond);
+        S(n->then_case);
+        S(n->else_case);
+        break;
+      }
+      case StmtKind::kLetStmt:
+        E(s.As<LetStmtNode>()->value);
+        S(s.As<LetStmtNode>()->body);
+        break;
+      case StmtKind::kStore: {
+        const auto* n = s.As<StoreNode>();
+        Access(n->buffer, "stores to");
+        for (const Expr& i : n->indices) E(i);
+        E(n->value);
+        break;
+      }
+      case StmtKind::kAllocate: {
+        const auto* n = s.As<AllocateNode>();
+        for (const Expr& e : n->buffer->shape) E(e);
+        for (const Expr& e : n->buffer->strides) E(e);
+        S(n->body);
+        break;
+      }
+      case StmtKind::kEvaluate:
+        E(s.As<EvaluateNode>()->value);
+        break;
+      case StmtKind::kBarrier:
+        break;
+    }
+    stmt_ = saved;
+  }
+
+  void Access(const Buffer& b, const char* verb) {
+    if (param_buffers_.count(b.get()) != 0) {
+      Report(std::string("host code ") + verb + " buffer '" + b.name() +
+             "', a parameter, which lives in device memory; host code never touches device "
+             "memory (only the kernels it launches do)");
+    }
+  }
+
+  void E(const Expr& e) {
+    if (!e) return;
+    switch (e.kind()) {
+      case ExprKind::kBinary:
+        E(e.As<BinaryNode>()->a);
+        E(e.As<BinaryNode>()->b);
+        return;
+      case ExprKind::kNot:
+        E(e.As<NotNode>()->a);
+        return;
+      case ExprKind::kSelect:
+        E(e.As<SelectNode>()->cond);
+        E(e.As<SelectNode>()->a);
+        E(e.As<SelectNode>()->b);
+        return;
+      case ExprKind::kCast:
+        E(e.As<CastNode>()->value);
+        return;
+      case ExprKind::kLoad:
+        Access(e.As<LoadNode>()->buffer, "loads from");
+        for (const Expr& i : e.As<LoadNode>()->indices) E(i);
+        return;
+      case ExprKind::kCall:
+        for (const Expr& a : e.As<CallNode>()->args) E(a);
+        return;
+      case ExprKind::kCallPacked:
+        for (const Expr& a : e.As<CallPackedNode>()->args) E(a);
+        Launch(*e.As<CallPackedNode>());
+        return;
+      case ExprKind::kRamp:
+        E(e.As<RampNode>()->base);
+        E(e.As<RampNode>()->stride);
+        return;
+      case ExprKind::kBroadcast:
+        E(e.As<BroadcastNode>()->value);
+        return;
+      default:
+        return;
+    }
+  }
+
+  const Grid& GridFor(const PrimFunc& k) {
+    auto it = grids_.find(&k);
+    if (it != grids_.end()) return it->second;
+    Grid& g = grids_.emplace(&k, GridOf(k)).first->second;
+    for (const std::string& p : g.problems) out_->push_back("in kernel '" + k.name + "': " + p);
+    return g;
+  }
+
+  void Launch(const CallPackedNode& call) {
+    auto found = kernels_.find(call.name);
+    if (found == kernels_.end()) return;  // a global function, not a kernel
+    const PrimFunc& k = *found->second;
+    const Grid& grid = GridFor(k);
+    if (!grid.ok()) return;  // reported once, for the kernel
+    const std::string what = "the launch of kernel '" + k.name + "'";
+    const size_t num_params = k.params.size();
+    if (call.args.size() != num_params + grid.launch.size()) {
+      Report(what + " passes " + std::to_string(call.args.size()) +
+             " arguments; the kernel takes " + std::to_string(num_params) + " params and " +
+             std::to_string(grid.launch.size()) + " launch extents");
+      return;
+    }
+    std::unordered_map<const VarNode*, Expr> subst;
+    for (size_t j = 0; j < num_params; ++j) {
+      const Param& p = k.params[j];
+      const Expr& arg = call.args[j];
+      const std::string at = what + ": argument " + std::to_string(j);
+      if (!p.is_buffer()) {
+        if (arg.kind() == ExprKind::kBufferRef || arg.dtype() != p.var().dtype()) {
+          Report(at + " is " +
+                 (arg.kind() == ExprKind::kBufferRef ? std::string("a buffer")
+                                                     : ToString(arg.dtype())) +
+                 " but the kernel's param '" + p.var().name() + "' is " +
+                 ToString(p.var().dtype()));
+        }
+        subst.emplace(p.var().get(), arg);
+        continue;
+      }
+      const auto* ref = arg.As<BufferRefNode>();
+      if (ref == nullptr || param_buffers_.count(ref->buffer.get()) == 0) {
+        Report(at + " must be one of the host function's buffer params, for the kernel's buffer '" +
+               p.buffer().name() + "'");
+      } else if (ref->buffer.dtype() != p.buffer().dtype() ||
+                 ref->buffer->shape.size() != p.buffer()->shape.size()) {
+        Report(at + " is buffer '" + ref->buffer.name() + "' (" + ToString(ref->buffer.dtype()) +
+               ", rank " + std::to_string(ref->buffer->shape.size()) + ") but the kernel's '" +
+               p.buffer().name() + "' is " + ToString(p.buffer().dtype()) + ", rank " +
+               std::to_string(p.buffer()->shape.size()));
+      }
+    }
+    for (size_t l = 0; l < grid.launch.size(); ++l) {
+      const ThreadTag tag = grid.launch[l];
+      const Expr& extent = grid.extent[static_cast<int>(tag) - 1];
+      const Expr& arg = call.args[num_params + l];
+      const auto* cast = arg.As<CastNode>();
+      if (cast == nullptr || arg.dtype() != Int64() || !EqualUnder(extent, cast->value, subst)) {
+        Report(what + " passes `" + Print(arg) + "` as the extent of " + ToString(tag) +
+               ", but the kernel binds " + ToString(tag) + " with extent `" + Print(extent) +
+               "` of its params: a grid other than the one the kernel's loops assume reaches "
+               "outside its buffers");
+      }
+    }
+  }
+
+  std::vector<std::string>* out_;
+  std::map<std::string, const PrimFunc*> kernels_;
+  std::map<const PrimFunc*, Grid> grids_;
+  const PrimFunc* func_ = nullptr;
+  std::unordered_set<const BufferNode*> param_buffers_;
+  Stmt stmt_;
+};
+
+}  // namespace
+
+std::vector<std::string> SplitErrors(const IRModule& host,
+                                     const std::vector<const PrimFunc*>& kernels) {
+  std::vector<std::string> out = VerifyErrors(host);
+  if (!out.empty()) return out;
+  int64_t depth = TreeDepth(host);
+  for (const PrimFunc* k : kernels) {
+    if (k != nullptr) depth = std::max(depth, TreeDepth(*k));
+  }
+  detail::Deep(depth, [&] {
+    HostChecker checker(kernels, &out);
+    for (const PrimFunc& f : host.functions()) checker.Func(f);
+  });
+  return out;
+}
+
+}  // namespace ir
+}  // namespace backplane
