@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler_flags.h"
 #include "target.h"
 
 extern char** environ;
@@ -96,8 +97,17 @@ std::string Quote(const std::vector<std::string>& argv) {
   return text;
 }
 
+// What to do when the compiler for the Target's `cc` cannot run.
+std::string CompilerAdvice(const std::string& target_cc) {
+  return target_cc == "cc"
+             ? "install one (apt-get install gcc) or set BACKPLANE_CC to the compiler the host "
+               "should run"
+             : "install it, or build for a Target whose cc is one this machine has (cc, the "
+               "host's compiler, is the default)";
+}
+
 // The first line of `cc --version`, once per compiler per process.
-std::string CompilerVersion(const std::string& cc) {
+std::string CompilerVersion(const std::string& cc, const std::string& target_cc) {
   static std::mutex mu;
   static std::map<std::string, std::string> versions;
   std::lock_guard<std::mutex> lock(mu);
@@ -106,10 +116,9 @@ std::string CompilerVersion(const std::string& cc) {
   RunResult r = Run({cc, "--version"});
   if (!r.started) {
     throw Error(BP_ERR_NOT_FOUND,
-                "target.build.c: cannot run the C compiler '" + cc +
-                    "': " + std::strerror(r.error) +
-                    "; install one (apt-get install gcc) or name another with the target's cc "
-                    "attribute, e.g. -cc=clang");
+                "target.build.c: cannot run the C compiler '" + cc + "'" +
+                    (cc == target_cc ? "" : " (the target's cc '" + target_cc + "')") + ": " +
+                    std::strerror(r.error) + "; " + CompilerAdvice(target_cc));
   }
   std::string version = r.output.substr(0, r.output.find('\n'));
   versions[cc] = version;
@@ -163,10 +172,22 @@ std::string ExplainCompileErrors(const std::string& output, const std::string& s
 
 }  // namespace
 
+std::string CompilerProgram(const std::string& cc) {
+  if (cc == "cc") {
+    const char* host_cc = secure_getenv("BACKPLANE_CC");
+    if (host_cc != nullptr && host_cc[0] != '\0') return host_cc;
+  }
+  return cc;
+}
+
 CompileOptions OptionsFromTarget(const Target& target) {
   CompileOptions o;
   o.cc = target.GetAttr<std::string>("cc").value_or("cc");
   o.triple = target.GetAttr<std::string>("mtriple").value_or(HostTriple());
+  // The canonicalizer checked these; the command line is built here, so here they are
+  // checked again rather than trusted (compiler_flags.h).
+  CheckCompilerName(o.cc);
+  CheckTriple(o.triple);
   if (o.cc == "cc" && Arch(o.triple) != Arch(HostTriple())) o.cc = o.triple + "-gcc";
   o.num_threads = static_cast<int>(target.GetAttr<int64_t>("num-cores").value_or(0));
   o.flags.push_back("-O" + std::to_string(target.GetAttr<int64_t>("opt-level").value_or(3)));
@@ -199,6 +220,7 @@ CompileOptions OptionsFromTarget(const Target& target) {
   o.flags.push_back(on("fast-math") || on("fast-math-contract") ? "-ffp-contract=fast"
                                                                 : "-ffp-contract=off");
   if (auto cflags = target.GetAttr<std::vector<std::string>>("cflags")) {
+    CheckCFlags(*cflags);
     for (const std::string& f : *cflags) o.flags.push_back(f);
   }
   return o;
@@ -216,8 +238,9 @@ std::string CacheDir() {
 }
 
 std::string CompileSharedLibrary(const std::string& source, const CompileOptions& options) {
-  const std::string version = CompilerVersion(options.cc);
-  std::vector<std::string> argv = {options.cc};
+  const std::string program = CompilerProgram(options.cc);
+  const std::string version = CompilerVersion(program, options.cc);
+  std::vector<std::string> argv = {program};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   // Fixed flags: a position-independent shared library exporting only the entry points,
   // OpenMP for parallel loops, and wrapping signed integers as the IR defines them.
@@ -242,10 +265,8 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
   RunResult r = Run(argv);
   if (!r.started) {
     unlink(src.c_str());
-    throw Error(BP_ERR_NOT_FOUND, "target.build.c: cannot run the C compiler '" + options.cc +
-                                      "': " + std::strerror(r.error) +
-                                      "; install it or name another with the target's cc "
-                                      "attribute");
+    throw Error(BP_ERR_NOT_FOUND, "target.build.c: cannot run the C compiler '" + program + "': " +
+                                      std::strerror(r.error) + "; " + CompilerAdvice(options.cc));
   }
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
     // Keep the source for people to look at; it is named in the message.
@@ -256,8 +277,9 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
                 "target.build.c: the C compiler failed (" + Quote(argv) + "):\n" +
                     ExplainCompileErrors(r.output, source, src) +
                     "The generated source is kept in " + kept +
-                    ". Check the target's cc and cflags attributes; if they are right, this "
-                    "is a bug in the c code generator: please report it with that file.");
+                    ". Check the target's cflags and the host's compiler (BACKPLANE_CC); if "
+                    "they are right, this is a bug in the c code generator: please report it "
+                    "with that file.");
   }
   // Publish atomically: a concurrent build of the same kernel renames over the same name.
   const std::string kept_src = dir + "/" + key + ".c";
