@@ -2,8 +2,10 @@
 #include "compiler.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,8 +47,19 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs argv[0] (looked up on PATH) without a shell, so no attribute value is ever
-// interpreted by one, and collects what it prints.
+// Whether this process runs with rights its caller lacks (set-user-ID or set-group-ID, file
+// capabilities): then the caller's environment chooses nothing (secure_getenv's rule).
+bool SecureProcess() { return getauxval(AT_SECURE) != 0; }
+
+// The environment a compiler runs with in a secure process: nothing of the caller's, whose
+// PATH, COMPILER_PATH, GCC_EXEC_PREFIX or TMPDIR would choose the assembler, the linker or
+// where they write.
+char* const kSecureEnvironment[] = {const_cast<char*>("PATH=/usr/bin:/bin"),
+                                    const_cast<char*>("LC_ALL=C"), nullptr};
+
+// Runs argv[0] (a path, or a name looked up on PATH) without a shell, so no attribute value
+// is ever interpreted by one, and collects what it prints. In a secure process argv[0] is an
+// absolute path (CompilerProgram) and the environment is kSecureEnvironment.
 RunResult Run(const std::vector<std::string>& argv) {
   RunResult result;
   int fds[2];
@@ -63,7 +76,8 @@ RunResult Run(const std::vector<std::string>& argv) {
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(),
+                        SecureProcess() ? kSecureEnvironment : environ);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (rc != 0) {
@@ -95,6 +109,58 @@ std::string Quote(const std::vector<std::string>& argv) {
             (a.find_first_of(" \t'\"") == std::string::npos ? a : "'" + a + "'");
   }
   return text;
+}
+
+// Why a secure process must not run `path`, or "" when it may: it must be an absolute path to
+// an executable regular file that, like every folder above it, only root or this process's
+// effective user can change, so that no one else chose what runs with this process's rights.
+// `*real` is the path with its links resolved.
+std::string Untrusted(const std::string& path, std::string* real) {
+  if (path.empty() || path[0] != '/') return "not an absolute path";
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) return std::strerror(errno);
+  *real = resolved;
+  struct stat st;
+  if (stat(real->c_str(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0) {
+    return *real + " is not an executable file";
+  }
+  for (std::string at = *real;;) {
+    if (stat(at.c_str(), &st) != 0) return at + ": " + std::strerror(errno);
+    if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return at + " can be changed by another user (owner " + std::to_string(st.st_uid) +
+             ", mode " + mode + ")";
+    }
+    if (at == "/") return "";
+    const size_t slash = at.find_last_of('/');
+    at = slash == 0 ? "/" : at.substr(0, slash);
+  }
+}
+
+// The compiler a secure process runs for the Target's `cc`: never one found through the
+// caller's PATH or BACKPLANE_CC, only one at a fixed place that passes Untrusted: for "cc" the
+// compiler found when Backplane was configured, else /usr/bin/cc; for a plain name
+// /usr/bin/<name> or /bin/<name>.
+std::string SecureCompiler(const std::string& cc) {
+  const std::vector<std::string> places =
+      cc == "cc" ? std::vector<std::string>{BACKPLANE_CONFIGURED_CC, "/usr/bin/cc"}
+                 : std::vector<std::string>{"/usr/bin/" + cc, "/bin/" + cc};
+  std::string reasons;
+  for (const std::string& place : places) {
+    std::string real;
+    const std::string why = Untrusted(place, &real);
+    if (why.empty()) return real;
+    reasons += (reasons.empty() ? "" : "; ") + place + ": " + why;
+  }
+  throw Error(BP_ERR_NOT_FOUND,
+              "target.build.c: this process runs set-user-ID or set-group-ID (AT_SECURE), so the "
+              "C compiler for cc '" +
+                  cc +
+                  "' is neither looked up on the caller's PATH nor taken from BACKPLANE_CC, "
+                  "only from a fixed place that only root can change, and none holds one (" +
+                  reasons + "); install " + (cc == "cc" ? "a C compiler" : cc) +
+                  " in /usr/bin, or build outside the privileged process");
 }
 
 // What to do when the compiler for the Target's `cc` cannot run.
@@ -173,6 +239,7 @@ std::string ExplainCompileErrors(const std::string& output, const std::string& s
 }  // namespace
 
 std::string CompilerProgram(const std::string& cc) {
+  if (SecureProcess()) return SecureCompiler(cc);
   if (cc == "cc") {
     const char* host_cc = secure_getenv("BACKPLANE_CC");
     if (host_cc != nullptr && host_cc[0] != '\0') return host_cc;

@@ -27,7 +27,12 @@ CompileOptions OptionsFromTarget(const Target& target);
 // The program that compiles for the Target's `cc`. The compiler is host configuration, never
 // the Target's: "cc" is the host's compiler, $BACKPLANE_CC when the host sets it (read with
 // secure_getenv), else "cc" on PATH; a plain name the Target gives ("gcc", "clang-16",
-// "aarch64-linux-gnu-gcc") is looked up on PATH.
+// "aarch64-linux-gnu-gcc") is looked up on PATH. In a secure process (AT_SECURE: set-user-ID,
+// set-group-ID) neither PATH nor BACKPLANE_CC counts: "cc" is the compiler CMake found at
+// configure time (BACKPLANE_CONFIGURED_CC), else /usr/bin/cc, and a name is /usr/bin/<name> or
+// /bin/<name>, each used only if it and its folders are root's (or this process's effective
+// user's) and no one else may write them; the compiler then runs with a fixed environment.
+// Error(BP_ERR_NOT_FOUND) when none qualifies.
 std::string CompilerProgram(const std::string& cc);
 
 // Where compiled kernels are cached: $XDG_CACHE_HOME/backplane/c, else ~/.cache/backplane/c.
