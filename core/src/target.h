@@ -82,6 +82,10 @@ Ref ParseTarget(const std::string& text);
 Json ParseToObject(const std::string& text);
 // Builds a canonical Target from a JSON object (any keys; checked against the schema).
 Ref TargetFromJson(const Json& object, const DLDevice* device, int depth);
+// Parses JSON text as a Target's JSON: a duplicate key at any level, and a string (a key or a
+// value) that holds a NUL byte, are Error(BP_ERR_INVALID_ARGUMENT) naming the key, `what` in
+// front. Malformed JSON gives a discarded value, for the caller's own message.
+Json ParseJson(const std::string& text, const std::string& what);
 // Checks a value against an attribute type; returns it normalised (ints as int64, floats as
 // double) or throws naming `what`.
 Json CheckAttrValue(const Json& value, int32_t type, const std::string& what);

@@ -271,7 +271,7 @@ KindDef CopyKind(const bp_target_kind_def_t* def) {
     }
     ad.device_attr = a->device_attr;
     if (a->default_json != nullptr) {
-      Json d = Json::parse(a->default_json, nullptr, /*allow_exceptions=*/false);
+      Json d = ParseJson(a->default_json, what + " default_json");
       if (d.is_discarded()) {
         Fail(BP_ERR_INVALID_ARGUMENT,
              what + ": default_json is not valid JSON: " + std::string(a->default_json));

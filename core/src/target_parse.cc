@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 
 #include "target.h"
 
@@ -47,6 +48,21 @@ void CheckDepth(const std::string& text) {
 std::string Quote(const std::string& s) {
   std::string shown = s.size() > 80 ? s.substr(0, 77) + "..." : s;
   return "'" + shown + "'";
+}
+
+// A JSON string for messages, with control characters (a NUL) escaped: "a\u0000b".
+std::string Shown(const std::string& s) {
+  std::string d = Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return d.size() > 80 ? d.substr(0, 77) + "...\"" : d;
+}
+
+// Where a NUL byte sits in `text` ("the value" of `what`), or "" when there is none.
+std::string NulIn(const std::string& text) {
+  const size_t at = text.find('\0');
+  if (at == std::string::npos) return "";
+  return " holds a NUL byte at offset " + std::to_string(at) + " (" + Shown(text) +
+         "); a Target's strings end at the first NUL on their way to a compiler or a C API, so "
+         "what follows would be dropped silently: remove it";
 }
 
 std::string Describe(const Json& v) {
@@ -195,7 +211,7 @@ Json ValueFromText(const std::string& text, int32_t type, const std::string& wha
       return a;
     }
     default: {  // map: JSON text
-      Json m = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+      Json m = ParseJson(text, what);
       if (m.is_discarded() || !m.is_object()) {
         Bad(what + ": expected a JSON object for a map attribute, got " + Quote(text));
       }
@@ -264,6 +280,66 @@ Json CheckStringArray(const Json& v, const std::string& what) {
 
 }  // namespace
 
+Json ParseJson(const std::string& text, const std::string& what) {
+  // One level per open object or array: the keys seen so far (an object), the key or index
+  // of the value being read, for naming where a fault is.
+  struct Level {
+    bool object = false;
+    std::set<std::string> keys;
+    std::string key;
+    size_t index = 0;
+  };
+  std::vector<Level> levels;
+  auto where = [&levels](size_t depth) {
+    std::string path;
+    for (size_t i = 0; i < depth; ++i) {
+      const Level& l = levels[i];
+      path += l.object ? (path.empty() ? "" : ".") + l.key : "[" + std::to_string(l.index) + "]";
+    }
+    return path;
+  };
+  auto element_done = [&levels] {
+    if (!levels.empty() && !levels.back().object) ++levels.back().index;
+  };
+  const Json::parser_callback_t check = [&](int, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        levels.push_back(Level{event == Json::parse_event_t::object_start, {}, {}, 0});
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        levels.pop_back();
+        element_done();
+        break;
+      case Json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        const std::string in = levels.size() > 1 ? " (in '" + where(levels.size() - 1) + "')" : "";
+        if (std::string nul = NulIn(key); !nul.empty()) Bad(what + ": a key" + in + nul);
+        if (!levels.back().keys.insert(key).second) {
+          Bad(what + ": the key '" + key + "'" + in +
+              " appears twice in one object; JSON readers disagree on which value wins, so a "
+              "Target gives each key once");
+        }
+        levels.back().key = key;
+        break;
+      }
+      case Json::parse_event_t::value:
+        if (parsed.is_string()) {
+          const std::string& value = parsed.get_ref<const std::string&>();
+          if (std::string nul = NulIn(value); !nul.empty()) {
+            const std::string path = where(levels.size());
+            Bad(what + (path.empty() ? ": the text" : " attribute '" + path + "'") + nul);
+          }
+        }
+        element_done();
+        break;
+    }
+    return true;
+  };
+  return Json::parse(text, check, /*allow_exceptions=*/false);
+}
+
 Json CheckAttrValue(const Json& v, int32_t type, const std::string& what) {
   switch (type) {
     case BP_TARGET_ATTR_BOOL:
@@ -326,13 +402,22 @@ Ref TargetFromJson(const Json& in, const DLDevice* device, int depth) {
       if (!FitsInt64(*it)) Bad(what + ": expected an integer, got " + Describe(*it));
       out["from_device"] = it->get<int64_t>();
     } else if (key == "host") {
-      Ref host;
-      if (it->is_string()) {
-        host = ParseTarget(it->get<std::string>());
-      } else if (it->is_object()) {
-        host = TargetFromJson(*it, nullptr, depth + 1);
-      } else {
+      if (!it->is_string() && !it->is_object()) {
         Bad(what + ": expected a Target (a string or an object), got " + Describe(*it));
+      }
+      Ref host;
+      try {
+        // A host given as text counts a level too, so hosts hidden in strings stay bounded.
+        host = TargetFromJson(it->is_string() ? ParseToObject(it->get<std::string>()) : *it,
+                              nullptr, depth + 1);
+      } catch (const CoreError& e) {
+        // The input's fault keeps its kind (a bad value, an unknown kind) and names the
+        // attribute: "target attribute 'host.host': ...".
+        const std::string inner = e.what();
+        const std::string nested = "target attribute '";
+        Fail(e.kind(), inner.compare(0, nested.size(), nested) == 0
+                           ? nested + "host." + inner.substr(nested.size())
+                           : nested + "host': " + inner);
       }
       out["host"] = static_cast<const TargetObject*>(host.get())->json;
     } else if (const AttrDef* a = kind->Find(key)) {
@@ -367,8 +452,13 @@ Ref TargetFromJson(const Json& in, const DLDevice* device, int depth) {
     CheckPluginStatus(st, seq, "target kind '" + kind_name + "'");
     const auto& s = As<StringObject>(owned.get(), BP_OBJECT_STRING,
                                      "target kind '" + kind_name + "' canonicalizer result");
-    CheckDepth(s.text);
-    Json canon = Json::parse(s.text, nullptr, /*allow_exceptions=*/false);
+    Json canon;
+    try {
+      CheckDepth(s.text);
+      canon = ParseJson(s.text, "canonicalizer result");
+    } catch (const CoreError& e) {
+      Fail(BP_ERR_PLUGIN, "target kind '" + kind_name + "': " + e.what());
+    }
     if (canon.is_discarded() || !canon.is_object()) {
       Fail(BP_ERR_PLUGIN, "target kind '" + kind_name +
                               "' canonicalizer returned something that is not a JSON object");
@@ -392,6 +482,8 @@ Ref TargetFromJson(const Json& in, const DLDevice* device, int depth) {
         } else if (key == "from_device") {
           if (!FitsInt64(*it)) Bad(what + ": expected an integer, got " + Describe(*it));
         } else if (key == "host") {
+          // The input's host, checked above, is not the plugin's to answer for again.
+          if (out.contains("host") && *it == out["host"]) continue;
           if (!it->is_object()) Bad(what + ": expected a Target object, got " + Describe(*it));
           Ref host = TargetFromJson(*it, nullptr, depth + 1);
           *it = static_cast<const TargetObject*>(host.get())->json;
@@ -416,7 +508,7 @@ Json ParseToObject(const std::string& text) {
   CheckDepth(text);
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
-    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    Json j = ParseJson(text, "target");
     if (j.is_discarded()) {
       Bad("target: the text starts with '{' but is not valid JSON (or not UTF-8): " + Quote(text));
     }

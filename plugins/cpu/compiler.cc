@@ -2,8 +2,10 @@
 #include "compiler.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler_flags.h"
 #include "target.h"
 
 extern char** environ;
@@ -44,8 +47,19 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs argv[0] (looked up on PATH) without a shell, so no attribute value is ever
-// interpreted by one, and collects what it prints.
+// Whether this process runs with rights its caller lacks (set-user-ID or set-group-ID, file
+// capabilities): then the caller's environment chooses nothing (secure_getenv's rule).
+bool SecureProcess() { return getauxval(AT_SECURE) != 0; }
+
+// The environment a compiler runs with in a secure process: nothing of the caller's, whose
+// PATH, COMPILER_PATH, GCC_EXEC_PREFIX or TMPDIR would choose the assembler, the linker or
+// where they write.
+char* const kSecureEnvironment[] = {const_cast<char*>("PATH=/usr/bin:/bin"),
+                                    const_cast<char*>("LC_ALL=C"), nullptr};
+
+// Runs argv[0] (a path, or a name looked up on PATH) without a shell, so no attribute value
+// is ever interpreted by one, and collects what it prints. In a secure process argv[0] is an
+// absolute path (CompilerProgram) and the environment is kSecureEnvironment.
 RunResult Run(const std::vector<std::string>& argv) {
   RunResult result;
   int fds[2];
@@ -62,7 +76,8 @@ RunResult Run(const std::vector<std::string>& argv) {
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(),
+                        SecureProcess() ? kSecureEnvironment : environ);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (rc != 0) {
@@ -96,8 +111,69 @@ std::string Quote(const std::vector<std::string>& argv) {
   return text;
 }
 
+// Why a secure process must not run `path`, or "" when it may: it must be an absolute path to
+// an executable regular file that, like every folder above it, only root or this process's
+// effective user can change, so that no one else chose what runs with this process's rights.
+// `*real` is the path with its links resolved.
+std::string Untrusted(const std::string& path, std::string* real) {
+  if (path.empty() || path[0] != '/') return "not an absolute path";
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) return std::strerror(errno);
+  *real = resolved;
+  struct stat st;
+  if (stat(real->c_str(), &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0) {
+    return *real + " is not an executable file";
+  }
+  for (std::string at = *real;;) {
+    if (stat(at.c_str(), &st) != 0) return at + ": " + std::strerror(errno);
+    if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return at + " can be changed by another user (owner " + std::to_string(st.st_uid) +
+             ", mode " + mode + ")";
+    }
+    if (at == "/") return "";
+    const size_t slash = at.find_last_of('/');
+    at = slash == 0 ? "/" : at.substr(0, slash);
+  }
+}
+
+// The compiler a secure process runs for the Target's `cc`: never one found through the
+// caller's PATH or BACKPLANE_CC, only one at a fixed place that passes Untrusted: for "cc" the
+// compiler found when Backplane was configured, else /usr/bin/cc; for a plain name
+// /usr/bin/<name> or /bin/<name>.
+std::string SecureCompiler(const std::string& cc) {
+  const std::vector<std::string> places =
+      cc == "cc" ? std::vector<std::string>{BACKPLANE_CONFIGURED_CC, "/usr/bin/cc"}
+                 : std::vector<std::string>{"/usr/bin/" + cc, "/bin/" + cc};
+  std::string reasons;
+  for (const std::string& place : places) {
+    std::string real;
+    const std::string why = Untrusted(place, &real);
+    if (why.empty()) return real;
+    reasons += (reasons.empty() ? "" : "; ") + place + ": " + why;
+  }
+  throw Error(BP_ERR_NOT_FOUND,
+              "target.build.c: this process runs set-user-ID or set-group-ID (AT_SECURE), so the "
+              "C compiler for cc '" +
+                  cc +
+                  "' is neither looked up on the caller's PATH nor taken from BACKPLANE_CC, "
+                  "only from a fixed place that only root can change, and none holds one (" +
+                  reasons + "); install " + (cc == "cc" ? "a C compiler" : cc) +
+                  " in /usr/bin, or build outside the privileged process");
+}
+
+// What to do when the compiler for the Target's `cc` cannot run.
+std::string CompilerAdvice(const std::string& target_cc) {
+  return target_cc == "cc"
+             ? "install one (apt-get install gcc) or set BACKPLANE_CC to the compiler the host "
+               "should run"
+             : "install it, or build for a Target whose cc is one this machine has (cc, the "
+               "host's compiler, is the default)";
+}
+
 // The first line of `cc --version`, once per compiler per process.
-std::string CompilerVersion(const std::string& cc) {
+std::string CompilerVersion(const std::string& cc, const std::string& target_cc) {
   static std::mutex mu;
   static std::map<std::string, std::string> versions;
   std::lock_guard<std::mutex> lock(mu);
@@ -106,10 +182,9 @@ std::string CompilerVersion(const std::string& cc) {
   RunResult r = Run({cc, "--version"});
   if (!r.started) {
     throw Error(BP_ERR_NOT_FOUND,
-                "target.build.c: cannot run the C compiler '" + cc +
-                    "': " + std::strerror(r.error) +
-                    "; install one (apt-get install gcc) or name another with the target's cc "
-                    "attribute, e.g. -cc=clang");
+                "target.build.c: cannot run the C compiler '" + cc + "'" +
+                    (cc == target_cc ? "" : " (the target's cc '" + target_cc + "')") + ": " +
+                    std::strerror(r.error) + "; " + CompilerAdvice(target_cc));
   }
   std::string version = r.output.substr(0, r.output.find('\n'));
   versions[cc] = version;
@@ -163,10 +238,23 @@ std::string ExplainCompileErrors(const std::string& output, const std::string& s
 
 }  // namespace
 
+std::string CompilerProgram(const std::string& cc) {
+  if (SecureProcess()) return SecureCompiler(cc);
+  if (cc == "cc") {
+    const char* host_cc = secure_getenv("BACKPLANE_CC");
+    if (host_cc != nullptr && host_cc[0] != '\0') return host_cc;
+  }
+  return cc;
+}
+
 CompileOptions OptionsFromTarget(const Target& target) {
   CompileOptions o;
   o.cc = target.GetAttr<std::string>("cc").value_or("cc");
   o.triple = target.GetAttr<std::string>("mtriple").value_or(HostTriple());
+  // The canonicalizer checked these; the command line is built here, so here they are
+  // checked again rather than trusted (compiler_flags.h).
+  CheckCompilerName(o.cc);
+  CheckTriple(o.triple);
   if (o.cc == "cc" && Arch(o.triple) != Arch(HostTriple())) o.cc = o.triple + "-gcc";
   o.num_threads = static_cast<int>(target.GetAttr<int64_t>("num-cores").value_or(0));
   o.flags.push_back("-O" + std::to_string(target.GetAttr<int64_t>("opt-level").value_or(3)));
@@ -199,6 +287,7 @@ CompileOptions OptionsFromTarget(const Target& target) {
   o.flags.push_back(on("fast-math") || on("fast-math-contract") ? "-ffp-contract=fast"
                                                                 : "-ffp-contract=off");
   if (auto cflags = target.GetAttr<std::vector<std::string>>("cflags")) {
+    CheckCFlags(*cflags);
     for (const std::string& f : *cflags) o.flags.push_back(f);
   }
   return o;
@@ -216,8 +305,9 @@ std::string CacheDir() {
 }
 
 std::string CompileSharedLibrary(const std::string& source, const CompileOptions& options) {
-  const std::string version = CompilerVersion(options.cc);
-  std::vector<std::string> argv = {options.cc};
+  const std::string program = CompilerProgram(options.cc);
+  const std::string version = CompilerVersion(program, options.cc);
+  std::vector<std::string> argv = {program};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   // Fixed flags: a position-independent shared library exporting only the entry points,
   // OpenMP for parallel loops, and wrapping signed integers as the IR defines them.
@@ -242,10 +332,8 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
   RunResult r = Run(argv);
   if (!r.started) {
     unlink(src.c_str());
-    throw Error(BP_ERR_NOT_FOUND, "target.build.c: cannot run the C compiler '" + options.cc +
-                                      "': " + std::strerror(r.error) +
-                                      "; install it or name another with the target's cc "
-                                      "attribute");
+    throw Error(BP_ERR_NOT_FOUND, "target.build.c: cannot run the C compiler '" + program + "': " +
+                                      std::strerror(r.error) + "; " + CompilerAdvice(options.cc));
   }
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
     // Keep the source for people to look at; it is named in the message.
@@ -256,8 +344,9 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
                 "target.build.c: the C compiler failed (" + Quote(argv) + "):\n" +
                     ExplainCompileErrors(r.output, source, src) +
                     "The generated source is kept in " + kept +
-                    ". Check the target's cc and cflags attributes; if they are right, this "
-                    "is a bug in the c code generator: please report it with that file.");
+                    ". Check the target's cflags and the host's compiler (BACKPLANE_CC); if "
+                    "they are right, this is a bug in the c code generator: please report it "
+                    "with that file.");
   }
   // Publish atomically: a concurrent build of the same kernel renames over the same name.
   const std::string kept_src = dir + "/" + key + ".c";

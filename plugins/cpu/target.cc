@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler_flags.h"
 #include "sysinfo.h"
 
 namespace backplane {
@@ -99,15 +100,29 @@ std::string CanonicalizeC(const std::string& attrs_json) {
                                                              : " or leave the attribute out"));
     }
   }
-  if (attrs.contains("cflags") && attrs["cflags"].is_array()) {
-    for (const Json& flag : attrs["cflags"]) {
-      if (flag.is_string() && flag.get<std::string>().empty()) {
-        sdk::ThrowTargetAttrError("cflags",
-                                  "has an empty flag; remove it (separate flags with commas, "
-                                  "e.g. -cflags=-O2,-g)");
+  // What reaches the compiler's command line: a Target is data, so each is checked against
+  // what it may be (compiler_flags.h); the compiler itself is the host's choice.
+  auto string_of = [&attrs](const char* name) -> const std::string* {
+    auto it = attrs.find(name);
+    return it != attrs.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
+  };
+  auto strings_of = [&attrs](const char* name) {
+    std::vector<std::string> out;
+    auto it = attrs.find(name);
+    if (it != attrs.end() && it->is_array()) {
+      for (const Json& e : *it) {
+        if (e.is_string()) out.push_back(e.get<std::string>());
       }
     }
+    return out;
+  };
+  if (const std::string* cc = string_of("cc")) CheckCompilerName(*cc);
+  if (const std::string* triple = string_of("mtriple")) CheckTriple(*triple);
+  for (const char* name : {"mcpu", "march"}) {
+    if (const std::string* cpu = string_of(name)) CheckCpuName(name, *cpu);
   }
+  for (const std::string& feature : strings_of("mattr")) CheckFeature(feature);
+  CheckCFlags(strings_of("cflags"));
   // fast-math is the union of the six flags, as in LLVM: turning it on turns them all on.
   if (attrs.value("fast-math", false)) {
     for (const char* flag : kFastMathFlags) attrs[std::string("fast-math-") + flag] = true;
@@ -138,9 +153,12 @@ void RegisterTargetKinds() {
       .Attr<bool>("bounds-check", false,
                   "check every index against its extent: an access out of bounds is an error "
                   "naming the function, buffer, index and extent (slower)")
-      .Attr<std::string>("cc", std::string("cc"), "C compiler the c code generator runs")
+      .Attr<std::string>("cc", std::string("cc"),
+                         "C compiler by plain name: cc (the host's, BACKPLANE_CC), gcc, clang, "
+                         "optionally with a triple and version, e.g. aarch64-linux-gnu-gcc")
       .Attr<std::vector<std::string>>("cflags", std::vector<std::string>{},
-                                      "extra C compiler flags, e.g. -march=native")
+                                      "extra optimisation and code-generation flags from an "
+                                      "allowlist, e.g. -march=native,-funroll-loops")
       .Canonicalizer(
           [](const std::string& attrs_json, const DLDevice*) { return CanonicalizeC(attrs_json); })
       .Register();

@@ -14,8 +14,10 @@ namespace cpu {
 std::string HostTriple();
 
 // Checks and completes the attributes of a `c` Target (JSON object text in and out):
-// opt-level is 0..3, num-cores >= 1, cc and mtriple are not empty, and "fast-math": true
-// turns on the six fast-math-* flags. Throws backplane::Error naming the attribute.
+// opt-level is 0..3, num-cores >= 1, cc and mtriple are not empty, what reaches the
+// compiler's command line is what a Target may carry (cc, mtriple, mcpu, march, mattr and
+// cflags: compiler_flags.h), and "fast-math": true turns on the six fast-math-* flags. Throws
+// backplane::Error naming the attribute.
 std::string CanonicalizeC(const std::string& attrs_json);
 
 // Registers the kind `c` and the cpu tags. Called from the plugin's entry point.

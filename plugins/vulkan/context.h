@@ -6,6 +6,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -87,8 +88,11 @@ struct Device {
   VkDevice device = VK_NULL_HANDLE;
   VkQueue queue = VK_NULL_HANDLE;
   VkCommandPool pool = VK_NULL_HANDLE;
+  DLDevice dl{kDLVulkan, 0};  // this device's id
   Stream null_stream;         // the stream of a null bp_stream_t
-  std::set<Stream*> streams;  // from CreateStream
+  // The plugin's one record of its streams: which Stream objects (from CreateStream) are
+  // live on which device, and each thread's active stream (SetStream). Owned by the Context.
+  sdk::StreamRegistry* streams = nullptr;
   uint64_t next_stream_id = 1;
   Buffer staging;   // grows on demand, host-visible and mapped
   Use staging_use;  // the last submission that touched the staging buffer
@@ -113,6 +117,12 @@ void DestroyStream(Device& d, Stream& s);
 // The stream `stream` names on `d` (the null stream for nullptr), or
 // Error(BP_ERR_INVALID_ARGUMENT) naming `what` when it is not a live stream of the device.
 Stream& StreamOf(Device& d, void* stream, const std::string& what);
+// The calling thread's active stream on `d` (SetStream; the null stream by default), or
+// Error(BP_ERR_INVALID_ARGUMENT) naming `what` when another thread freed it since, even if a
+// new stream has the freed one's address (sdk::StreamRegistry::Active).
+Stream& ActiveStream(Device& d, const std::string& what);
+// Every live stream of `d` from CreateStream (not the null stream).
+std::vector<Stream*> Streams(const Device& d);
 // Records `record` into a command buffer and submits it on `s` after the stream's earlier
 // work and its pending waits; returns at once (timeline semaphores) or once it is done.
 Use Submit(Device& d, Stream& s, const std::function<void(VkCommandBuffer)>& record);

@@ -16,7 +16,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "context.h"
@@ -68,9 +67,6 @@ void CheckVk(VkResult r, const std::string& what) {
 // Validation errors the debug-utils messenger saw (BACKPLANE_VULKAN_VALIDATION=1), or -1
 // when validation is off.
 std::atomic<int64_t> g_validation_errors{-1};
-
-// The calling thread's active stream per device id (SetStream); kernels run on it.
-thread_local std::unordered_map<int32_t, void*> t_active_stream;
 
 VKAPI_ATTR VkBool32 VKAPI_CALL OnValidationMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                    VkDebugUtilsMessageTypeFlagsEXT,
@@ -214,6 +210,8 @@ class Context {
       }
       if (family < 0) continue;
       auto d = std::make_unique<Device>();
+      d->dl = DLDevice{kDLVulkan, static_cast<int32_t>(devices_.size())};
+      d->streams = &streams_;
       d->physical = p;
       d->queue_family = static_cast<uint32_t>(family);
       VkPhysicalDeviceSubgroupProperties sub{};
@@ -246,10 +244,10 @@ class Context {
       vkDeviceWaitIdle(d->device);
       for (Buffer* b : d->live) Destroy(*d, b);
       if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
-      for (Stream* s : d->streams) {
-        DestroyStream(*d, *s);
-        delete s;
-      }
+      // Each is destroyed before any is deleted: destroying one visits the others.
+      const std::vector<Stream*> streams = Streams(*d);
+      for (Stream* s : streams) DestroyStream(*d, *s);
+      for (Stream* s : streams) delete s;
       DestroyStream(*d, d->null_stream);
       if (d->pipeline_cache != VK_NULL_HANDLE) {
         vkDestroyPipelineCache(d->device, d->pipeline_cache, nullptr);
@@ -431,6 +429,7 @@ class Context {
 
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  sdk::StreamRegistry streams_{"vulkan"};  // every device's streams (Device::streams)
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
@@ -504,10 +503,7 @@ VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
 uint64_t DeviceScope::FreedCount() const { return d_->freed; }
 
 Use DeviceScope::Submit(const std::function<void(VkCommandBuffer)>& record) {
-  auto it = t_active_stream.find(dev_.device_id);
-  Stream& s = StreamOf(*d_, it == t_active_stream.end() ? nullptr : it->second,
-                       "kernel launch on the thread's active stream");
-  return vulkan::Submit(*d_, s, record);
+  return vulkan::Submit(*d_, ActiveStream(*d_, "kernel launch"), record);
 }
 
 void DeviceScope::Wait(const Use& use) { vulkan::Wait(*d_, use); }
@@ -783,7 +779,7 @@ bp_stream_t VulkanDeviceAPI::CreateStream(DLDevice dev) {
   auto s = std::make_unique<Stream>();
   s->id = d.next_stream_id++;
   InitStream(d, *s);
-  d.streams.insert(s.get());
+  d.streams->Add(s.get(), dev);
   return s.release();
 }
 
@@ -792,19 +788,18 @@ void VulkanDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
   Stream& s = StreamOf(d, stream, "FreeStream");
-  d.streams.erase(&s);
+  // Forgotten first: a thread whose active stream this was gets an error at its next launch,
+  // even when a later CreateStream returns the same address.
+  d.streams->Remove(stream);
   DestroyStream(d, s);  // waits for its work first
   delete &s;
-  for (auto& [device_id, active] : t_active_stream) {
-    if (device_id == dev.device_id && active == stream) active = nullptr;
-  }
 }
 
 void VulkanDeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
   StreamOf(d, stream, "SetStream");
-  t_active_stream[dev.device_id] = stream;
+  d.streams->SetActive(dev, stream);
 }
 
 void VulkanDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {

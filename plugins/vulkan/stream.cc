@@ -41,10 +41,21 @@ void WaitValue(Device& d, Stream& s, uint64_t value) {
 // The stream with id `id` on `d`, or null once it is freed.
 Stream* Find(Device& d, uint64_t id) {
   if (id == 0) return &d.null_stream;
-  for (Stream* s : d.streams) {
-    if (s->id == id) return s;
+  Stream* found = nullptr;
+  d.streams->ForEach(d.dl, [&found, id](bp_stream_t s) {
+    if (static_cast<Stream*>(s)->id == id) found = static_cast<Stream*>(s);
+  });
+  return found;
+}
+
+// `call` with an Error of the registry worded as the plugin's: "vulkan <what>: ...".
+template <typename Call>
+auto Named(const std::string& what, Call call) {
+  try {
+    return call();
+  } catch (const Error& e) {
+    throw Error(e.kind(), "vulkan " + what + ": " + e.what());
   }
-  return nullptr;
 }
 
 }  // namespace
@@ -82,22 +93,27 @@ void DestroyStream(Device& d, Stream& s) {
       }
     };
     drop(d.null_stream);
-    for (Stream* other : d.streams) drop(*other);
+    for (Stream* other : Streams(d)) drop(*other);
     vkDestroySemaphore(d.device, s.timeline, nullptr);
     s.timeline = VK_NULL_HANDLE;
   }
 }
 
+std::vector<Stream*> Streams(const Device& d) {
+  std::vector<Stream*> out;
+  d.streams->ForEach(d.dl, [&out](bp_stream_t s) { out.push_back(static_cast<Stream*>(s)); });
+  return out;
+}
+
 Stream& StreamOf(Device& d, void* stream, const std::string& what) {
   if (stream == nullptr) return d.null_stream;
-  auto* s = static_cast<Stream*>(stream);
-  if (d.streams.count(s) == 0) {
-    throw Error(BP_ERR_INVALID_ARGUMENT,
-                "vulkan " + what + ": stream " + sdk::PointerString(stream) +
-                    " is not a live stream of vulkan device '" + d.props.deviceName +
-                    "'; pass one from CreateStream on that device that is not freed, or null");
-  }
-  return *s;
+  Named(what, [&] { return d.streams->Check(d.dl, stream); });
+  return *static_cast<Stream*>(stream);
+}
+
+Stream& ActiveStream(Device& d, const std::string& what) {
+  bp_stream_t active = Named(what, [&] { return d.streams->Active(d.dl); });
+  return active == nullptr ? d.null_stream : *static_cast<Stream*>(active);
 }
 
 Use Submit(Device& d, Stream& s, const std::function<void(VkCommandBuffer)>& record) {
@@ -189,7 +205,7 @@ void Wait(Device& d, const Use& use) {
 
 void WaitAll(Device& d) {
   WaitValue(d, d.null_stream, d.null_stream.submitted);
-  for (Stream* s : d.streams) WaitValue(d, *s, s->submitted);
+  for (Stream* s : Streams(d)) WaitValue(d, *s, s->submitted);
 }
 
 void Order(Device& d, Stream& src, Stream& dst) {

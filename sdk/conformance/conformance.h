@@ -117,6 +117,7 @@ void AddCopyTests(std::vector<TestCase>* out);
 void AddStreamTests(std::vector<TestCase>* out);
 void AddConcurrencyTests(std::vector<TestCase>* out);
 void AddCodegenTests(std::vector<TestCase>* out);
+void AddStreamReuseTests(std::vector<TestCase>* out);
 
 class TestFailure : public std::runtime_error {
  public:

@@ -298,6 +298,7 @@ const std::vector<TestCase>& AllTests() {
     AddStreamTests(v);
     AddConcurrencyTests(v);
     AddCodegenTests(v);
+    AddStreamReuseTests(v);
     return v;
   }();
   return *tests;

@@ -377,6 +377,12 @@ INSTANTIATE_TEST_SUITE_P(
                    "device.stream.sync_stream_from_to",
                    "did not wait for the work queued on stream 1",
                    "device.stream.sync_waits"},
+        // Issue 14, item 18: a freed stream's handle comes back for another thread's stream.
+        BrokenCase{"brokenstreamreuse",
+                   {"--test", "codegen.active_stream_freed", "--test", "codegen.set_stream_routes"},
+                   "codegen.active_stream_freed",
+                   "which then got the same handle for a new stream; A's next call of",
+                   "codegen.set_stream_routes"},
         BrokenCase{"brokenthreads",
                    {"--test", "device.concurrency.*", "--test", "device.memory.distinct"},
                    "device.concurrency.threads",

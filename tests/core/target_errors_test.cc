@@ -13,6 +13,7 @@
 namespace {
 
 using tk::json;
+namespace bp = ::backplane;
 
 class TargetErrorTest : public ::testing::Test {
  protected:
@@ -245,6 +246,88 @@ TEST_F(TargetErrorTest, HostsNestedThroughStringsAreBounded) {
   if (f.status != BP_OK) {
     EXPECT_EQ(f.status, BP_ERR_INVALID_ARGUMENT) << f.message;
   }
+}
+
+// ---- input that readers could take two ways is refused (issue 14, item 6) --------------
+
+TEST_F(TargetErrorTest, DuplicateJsonKeysAreRefusedNamingTheKey) {
+  // nlohmann-json keeps the last value, so {"kind": "c", "kind": "cuda"} was a cuda Target
+  // while a reader that keeps the first saw a c Target.
+  const int32_t bad = BP_ERR_INVALID_ARGUMENT;
+  ExpectError(R"({"kind": "tk_all", "kind": "tk_empty"})", bad, {"'kind'", "twice"});
+  ExpectError(R"({"kind": "tk_all", "count": 1, "count": 1})", bad, {"'count'", "twice"});
+  // At any level: in a map attribute, in an array in it, in a host, in a host given as text.
+  ExpectError(R"({"kind": "tk_all", "extra": {"a": 1, "a": 2}})", bad,
+              {"'a'", "(in 'extra')", "twice"});
+  ExpectError(R"({"kind": "tk_all", "extra": {"list": [1, {"x": 1, "x": 1}]}})", bad,
+              {"'x'", "(in 'extra.list[1]')", "twice"});
+  ExpectError(R"({"kind": "tk_all", "host": {"kind": "tk_canon", "width": 2, "width": 3}})", bad,
+              {"'width'", "(in 'host')", "twice"});
+  ExpectError(R"({"kind": "tk_all", "host": "{\"kind\": \"tk_canon\", \"kind\": \"tk_all\"}"})",
+              bad, {"'host'", "'kind'", "twice"});
+  // In the string form, a map attribute is JSON too.
+  ExpectError(R"(tk_all -extra='{"a": 1, "a": 2}')", bad, {"'extra'", "'a'", "twice"});
+  // The same key in different objects is no duplicate.
+  std::string out, message;
+  EXPECT_EQ(tk::ParseToJson(R"({"kind": "tk_all", "count": 2, "extra": {"count": 1, "kind": 2}})",
+                            &out, &message),
+            BP_OK)
+      << message;
+}
+
+TEST_F(TargetErrorTest, NulBytesInStringsAreRefusedNamingTheKey) {
+  // "\u0000" is valid JSON; carried into a std::string it would reach a compiler's argv or a
+  // C caller cut short ("-O2\u0000-wrapper" checked as one flag, run as "-O2").
+  const int32_t bad = BP_ERR_INVALID_ARGUMENT;
+  ExpectError(R"({"kind": "tk_all", "label": "a\u0000b"})", bad, {"'label'", "NUL"});
+  ExpectError(R"({"kind": "tk_all", "names": ["a", "-O2\u0000-wrapper"]})", bad,
+              {"'names[1]'", "NUL"});
+  ExpectError(R"({"kind": "tk_all", "extra": {"k": ["\u0000"]}})", bad, {"'extra.k[0]'", "NUL"});
+  ExpectError(R"({"kind": "tk_all", "extra": {"k\u0000": 1}})", bad, {"a key", "extra", "NUL"});
+  ExpectError(R"({"kind": "tk_all\u0000junk"})", bad, {"'kind'", "NUL"});
+  ExpectError(R"({"kind": "tk_all", "tag": "t\u0000"})", bad, {"'tag'", "NUL"});
+  ExpectError(R"({"kind": "tk_all", "host": {"kind": "tk_all", "label": "\u0000"}})", bad,
+              {"'host.label'", "NUL"});
+  ExpectError(R"(tk_all -extra='{"k": "\u0000"}')", bad, {"'k'", "NUL"});
+  // In the string form a NUL can only come from C++: the C API ends the text at it, so
+  // Target::Parse refuses it rather than let the rest be dropped.
+  for (const std::string& text : {std::string("tk_all -label=a\0b -count=9", 26),
+                                  std::string("{\"kind\": \"tk_all\"}\0 -count=9", 28)}) {
+    SCOPED_TRACE(text);
+    try {
+      bp::Target::Parse(text);
+      ADD_FAILURE() << "a NUL byte in the text was accepted";
+    } catch (const bp::Error& e) {
+      EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << e.what();
+      EXPECT_NE(std::string(e.what()).find("NUL"), std::string::npos) << e.what();
+      if (text[0] != '{') {
+        EXPECT_NE(std::string(e.what()).find("'label'"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+TEST_F(TargetErrorTest, BadHostIsInvalidInputNamingTheHost) {
+  const int32_t bad = BP_ERR_INVALID_ARGUMENT;
+  ExpectError(R"({"kind": "tk_all", "host": {"kind": "tk_canon", "width": 0}})", bad,
+              {"attribute 'host'", "width must be positive"});
+  ExpectError(R"({"kind": "tk_all", "host": "tk_all -count=x"})", bad,
+              {"attribute 'host'", "'count'"});
+  ExpectError(R"({"kind": "tk_all", "host": {"kind": "tk_all", "host": {"kind": "tk_all",
+               "count": "x"}}})",
+              bad, {"attribute 'host.host'", "'count'"});
+  // Hosts hidden in strings, past the host limit, under a kind with a canonicalizer: the
+  // canonicalizer's result was checked again with the depth the strings had hidden, and the
+  // input's fault came out as "plugin error: target kind 'tk_canon': ... nested deeper".
+  std::string hosts = "tk_canon";
+  for (int i = 0; i < 12; ++i) hosts = json{{"kind", "tk_canon"}, {"host", hosts}}.dump();
+  tk::Failure f = tk::ParseFailure(hosts);
+  EXPECT_EQ(f.status, bad) << bp_error_kind_name(f.status) << ": " << f.message;
+  EXPECT_NE(f.message.find("attribute 'host.host"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("nested deeper"), std::string::npos) << f.message;
+  // A canonicalizer that answers a bad host is still the plugin's fault.
+  f = tk::ParseFailure("tk_bad_canon -how=bad_host");
+  EXPECT_EQ(f.status, BP_ERR_PLUGIN) << f.message;
 }
 
 TEST_F(TargetErrorTest, ErrorsLeaveNoOutput) {

@@ -651,7 +651,24 @@ class Target {
   Target() = default;
   explicit Target(ObjectRef obj) : obj_(std::move(obj)) {}
 
+  // Text holding a NUL byte is refused (Error, BP_ERR_INVALID_ARGUMENT), naming the word it
+  // is in: the C API reads up to the first NUL, so the rest would be dropped silently.
   static Target Parse(const std::string& text) {
+    if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+      const size_t begin = text.find_last_of(" \t\r\n", nul);
+      const size_t start = begin == std::string::npos ? 0 : begin + 1;
+      std::string word = text.substr(start, text.find_first_of(" \t\r\n", nul) - start);
+      const size_t eq = word.find('=');
+      // "-key=value" with the NUL in the value names the key.
+      const std::string key =
+          word.size() > 1 && word[0] == '-' && eq != std::string::npos && start + eq < nul
+              ? "attribute '" + word.substr(1, eq - 1) + "'"
+              : "the text";
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "target: " + key + " holds a NUL byte at offset " + std::to_string(nul) +
+                      "; a Target's text ends at the first NUL in C, so what follows would be "
+                      "dropped silently: remove it");
+    }
     bp_object_t* out = nullptr;
     Check(detail::Api()->target_parse(text.c_str(), &out));
     return Target(ObjectRef::Adopt(out));

@@ -9,6 +9,7 @@
 #include <backplane/sdk/stream_registry.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -110,6 +111,22 @@ TEST_F(StreamRegistryTest, RegistriesDoNotShareActiveStreams) {
   one.SetActive(kDev0, Handle(&a));
   EXPECT_EQ(one.Active(kDev0), Handle(&a));
   EXPECT_EQ(two.Active(kDev0), nullptr);
+}
+
+// ForEach: a plugin whose streams are its own objects (vulkan) keeps no second list of them.
+TEST_F(StreamRegistryTest, ForEachVisitsTheLiveStreamsOfOneDevice) {
+  sdk::StreamRegistry reg("vulkan");
+  int a = 0, b = 0, c = 0;
+  reg.Add(Handle(&a), kDev0);
+  reg.Add(Handle(&b), kDev1);
+  reg.Add(Handle(&c), kDev0);
+  reg.Remove(Handle(&a));
+  std::vector<bp_stream_t> seen;
+  reg.ForEach(kDev0, [&](bp_stream_t s) { seen.push_back(s); });
+  EXPECT_EQ(seen, std::vector<bp_stream_t>{Handle(&c)});
+  seen.clear();
+  reg.ForEach(kDev1, [&](bp_stream_t s) { seen.push_back(s); });
+  EXPECT_EQ(seen, std::vector<bp_stream_t>{Handle(&b)});
 }
 
 }  // namespace

@@ -94,18 +94,18 @@ TEST(CKind, OneFastMathFlagLeavesTheOthersOff) {
 }
 
 TEST(CKind, QuotesAndArrays) {
-  const Target t = Target::Parse(
-      R"(c -mattr=+avx2,+fma,-sse4a -cflags='-O2,-fno-strict-aliasing' -cc="gcc -m64")"
-      R"( -mcpu='skylake-avx512' -march=x86-64-v3)");
+  const Target t =
+      Target::Parse(R"(c -mattr=+avx2,+fma,-sse4a -cflags='-O2,-fno-strict-aliasing' -cc="gcc-12")"
+                    R"( -mcpu='skylake-avx512' -march=x86-64-v3)");
   EXPECT_EQ(t.GetAttr<std::vector<std::string>>("mattr"),
             (std::vector<std::string>{"+avx2", "+fma", "-sse4a"}));
   EXPECT_EQ(t.GetAttr<std::vector<std::string>>("cflags"),
             (std::vector<std::string>{"-O2", "-fno-strict-aliasing"}));
-  EXPECT_EQ(t.GetAttr<std::string>("cc"), "gcc -m64");
+  EXPECT_EQ(t.GetAttr<std::string>("cc"), "gcc-12");
   EXPECT_EQ(t.GetAttr<std::string>("mcpu"), "skylake-avx512");
   EXPECT_EQ(t.GetAttr<std::string>("march"), "x86-64-v3");
   const Target json = Target::Parse(R"({"kind": "c", "mattr": ["+avx2", "+fma", "-sse4a"],
-      "cflags": ["-O2", "-fno-strict-aliasing"], "cc": "gcc -m64", "mcpu": "skylake-avx512",
+      "cflags": ["-O2", "-fno-strict-aliasing"], "cc": "gcc-12", "mcpu": "skylake-avx512",
       "march": "x86-64-v3"})");
   EXPECT_EQ(t.ToJson(), json.ToJson());
 }
@@ -128,9 +128,9 @@ TEST(CKind, HostTargetNests) {
 TEST(CKind, EveryFormRoundTripsThroughCanonicalJson) {
   for (const char* text :
        {"c", "  c  ", "c -mcpu=skylake -num-cores=4 -fast-math",
-        R"(c -mattr=+avx2,+fma -cflags='-O2,-g' -cc="clang -m64")", "c -opt-level=0",
-        R"({"kind": "c"})", R"({"kind": "c", "mtriple": "aarch64-linux-gnu", "num-cores": 64})",
-        "c -host=c", "raspberry-pi/4b-aarch64", "raspberry-pi/4b-aarch64 -opt-level=2",
+        R"(c -mattr=+avx2,+fma -cflags='-O2,-g' -cc="clang")", "c -opt-level=0", R"({"kind": "c"})",
+        R"({"kind": "c", "mtriple": "aarch64-linux-gnu", "num-cores": 64})", "c -host=c",
+        "raspberry-pi/4b-aarch64", "raspberry-pi/4b-aarch64 -opt-level=2",
         "c -tag=mine -keys=host"}) {
     ExpectRoundTrip(text);
   }

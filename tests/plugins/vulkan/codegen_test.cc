@@ -10,10 +10,13 @@
 
 #include <backplane/runner/runner.hpp>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../test_util.h"
@@ -346,7 +349,7 @@ TEST_F(VulkanCodegenTest, KernelsRunOnTheActiveStreamInOrder) {
   backplane::Check(bp_device_stream_free(kDev, b));
   auto s = bptest::Capture(bp_device_stream_set(kDev, b));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
-  EXPECT_NE(s.message.find("not a live stream"), std::string::npos) << s;
+  EXPECT_NE(s.message.find("not a live vulkan stream"), std::string::npos) << s;
   // Freeing a tensor a queued kernel writes, or the stream, waits for the kernel first
   // (ASan and the validation layer would see a use after free).
   backplane::Check(bp_device_stream_set(kDev, a));
@@ -357,6 +360,59 @@ TEST_F(VulkanCodegenTest, KernelsRunOnTheActiveStreamInOrder) {
   f(n, tx.dl(), out1.dl());
   backplane::Check(bp_device_stream_set(kDev, nullptr));
   backplane::Check(bp_device_stream_free(kDev, a));
+}
+
+// Issue 14, item 18: the plugin kept each thread's active stream as a bare address, so when
+// another thread freed that stream and its next CreateStream got the same address (the heap
+// hands a freed block straight back), this thread's launch ran on the other thread's stream.
+// Now the streams are sdk::StreamRegistry's and the launch is an error.
+TEST_F(VulkanCodegenTest, AnActiveStreamFreedByAnotherThreadIsAnError) {
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  ASSERT_NE(c, nullptr);
+  Module m = BuildFor(*c);
+  const backplane::Function f = m.GetFunction(c->func);
+  std::vector<kernels::Arg> args = c->make_args({{"n", int64_t{256}}}, 5);
+  const backplane::runner::DeviceArgs dargs(args, Device(kDev));
+  bp_stream_t active = nullptr;
+  backplane::Check(bp_device_stream_create(kDev, &active));
+  std::mutex mu;
+  std::condition_variable cv;
+  int phase = 0;
+  bptest::Status launch;
+  std::thread a([&] {
+    backplane::Check(bp_device_stream_set(kDev, active));
+    std::unique_lock<std::mutex> lock(mu);
+    phase = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return phase == 2; });
+    launch = bptest::CaptureError(
+        [&] { f.CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size())); });
+    backplane::Check(bp_device_stream_set(kDev, nullptr));
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return phase == 1; });
+  }
+  backplane::Check(bp_device_stream_free(kDev, active));
+  std::vector<bp_stream_t> made;
+  bool reused = false;
+  for (int i = 0; i < 64 && !reused; ++i) {
+    made.push_back(nullptr);
+    backplane::Check(bp_device_stream_create(kDev, &made.back()));
+    reused = made.back() == active;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    phase = 2;
+  }
+  cv.notify_all();
+  a.join();
+  for (bp_stream_t s : made) backplane::Check(bp_device_stream_free(kDev, s));
+  RecordProperty("address_reused", reused ? "yes" : "no");
+  EXPECT_EQ(launch.kind, BP_ERR_INVALID_ARGUMENT)
+      << "the launch on a freed active stream " << (reused ? "(its address reused) " : "")
+      << "was not refused: " << launch;
+  EXPECT_NE(launch.message.find("has been freed"), std::string::npos) << launch;
 }
 
 TEST_F(VulkanCodegenTest, ThePipelineCacheIsKeptOnDisk) {

@@ -12,6 +12,9 @@
 //   void SetStream(DLDevice dev, bp_stream_t s) { streams_.SetActive(dev, s); }
 //   cl_command_queue q = static_cast<cl_command_queue>(streams_.Active(dev));  // at a launch
 //
+// A plugin whose streams are objects of its own (the vulkan plugin's) keeps no list of them
+// beside the registry: ForEach visits a device's live streams.
+//
 // Thread-safe. Needs Backplane::backplane (backplane/sdk/plugin.hpp).
 #ifndef BACKPLANE_SDK_STREAM_REGISTRY_HPP_
 #define BACKPLANE_SDK_STREAM_REGISTRY_HPP_
@@ -61,6 +64,16 @@ class StreamRegistry {
     auto& slots = Slots();
     for (auto it = slots.begin(); it != slots.end();) {
       it = it->first.first == id_ && it->second.stream == stream ? slots.erase(it) : ++it;
+    }
+  }
+
+  // Calls f(stream) for every live stream of `dev`, in no particular order, holding the
+  // registry's lock: `f` must not call the registry.
+  template <typename F>
+  void ForEach(DLDevice dev, F&& f) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [stream, entry] : live_) {
+      if (entry.device_id == dev.device_id) f(stream);
     }
   }
 
