@@ -410,7 +410,7 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
     }
     case ExprKind::kRamp: {
       const auto& r = *e.As<ir::RampNode>();
-      const std::vector<std::string> ops = EmitInOrder({r.base, r.stride});
+      const std::vector<std::string> ops = EmitInOrder({r.base, r.stride}, /*duplicated=*/true);
       const std::string &base = ops[0], &stride = ops[1];
       std::string text = "((" + TypeName(t) + "){";
       for (int l = 0; l < t.lanes; ++l) {
@@ -419,7 +419,7 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
       return text + "})";
     }
     case ExprKind::kBroadcast: {
-      const std::string v = EmitExpr(e.As<ir::BroadcastNode>()->value);
+      const std::string v = EmitInOrder({e.As<ir::BroadcastNode>()->value}, /*duplicated=*/true)[0];
       std::string text = "((" + TypeName(t) + "){";
       for (int l = 0; l < t.lanes; ++l) text += (l ? ", " : "") + v;
       return text + "})";
@@ -433,7 +433,10 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
 std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& e) {
   const DType t = b.dtype;  // result type (bool for comparisons)
   const DType operand = b.a.dtype();
-  const std::vector<std::string> ops = EmitInOrder({b.a, b.b});
+  // min, max and a float floormod write their operands twice.
+  const bool duplicated = b.op == BinaryOp::kMin || b.op == BinaryOp::kMax ||
+                          (b.op == BinaryOp::kFloorMod && operand.is_float());
+  const std::vector<std::string> ops = EmitInOrder({b.a, b.b}, duplicated);
   const std::string &x = ops[0], &y = ops[1];
   auto wrap = [&](const std::string& text) {
     // C promotes int8/int16 to int; the IR wraps at the type's width.

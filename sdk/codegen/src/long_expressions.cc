@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The C-family emitter's handling of long expressions (docs/codegen-guide.md, "Long
 // expressions"): temporaries that keep every expression's nesting bounded, in evaluation order,
-// and the conditional arms and else-if chains that need them.
+// and conditional arms, else-if chains and operands written twice that need them.
 #include <algorithm>
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/ir.hpp>
@@ -49,6 +49,11 @@ bool IsSimple(const ir::Expr& e) {
          e.kind() == ExprKind::kVar;
 }
 
+// An operand written more than once (min, max, a ramp's lanes) whose text is longer than this
+// is evaluated once, into a temporary: nested min/max would otherwise double the text at
+// every level.
+constexpr size_t kDuplicatedTextLimit = 160;
+
 }  // namespace
 
 std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
@@ -83,15 +88,18 @@ CFamilyEmitter::Operand CFamilyEmitter::EmitOperand(const ir::Expr& e) {
   return op;
 }
 
-void CFamilyEmitter::KeepInOrder(Operand* op) {
+void CFamilyEmitter::KeepInOrder(Operand* op, bool duplicated) {
   if (op->simple || op->dtype.is_handle()) return;
   std::vector<std::string>& pending = pending_.back();
   // Statements emitted after the operand run before its text does. That is harmless unless
   // one of the two has an effect the other could see: the first fault noted wins, and a call
   // to the host may write what a load reads.
   const bool later = pending.size() > op->end;
-  const bool bind =
-      later && (op->effects || op->writes || (op->reads && writes_ != op->writes_at_end));
+  bool bind = later && (op->effects || op->writes || (op->reads && writes_ != op->writes_at_end));
+  if (duplicated) {
+    bind = bind || op->effects || op->writes || (op->reads && writes_ != 0) ||
+           op->text.size() > kDuplicatedTextLimit;
+  }
   if (bind) BindAt(op);
 }
 
@@ -104,12 +112,13 @@ void CFamilyEmitter::BindAt(Operand* op) {
   op->text = name;
 }
 
-std::vector<std::string> CFamilyEmitter::EmitInOrder(const std::vector<ir::Expr>& exprs) {
+std::vector<std::string> CFamilyEmitter::EmitInOrder(const std::vector<ir::Expr>& exprs,
+                                                     bool duplicated) {
   std::vector<Operand> ops;
   ops.reserve(exprs.size());
   for (const ir::Expr& e : exprs) ops.push_back(EmitOperand(e));
   // Last first: binding an operand inserts its declaration after every earlier one's.
-  for (size_t i = ops.size(); i-- > 0;) KeepInOrder(&ops[i]);
+  for (size_t i = ops.size(); i-- > 0;) KeepInOrder(&ops[i], duplicated);
   std::vector<std::string> texts;
   texts.reserve(ops.size());
   for (Operand& op : ops) texts.push_back(std::move(op.text));

@@ -172,8 +172,10 @@ class CFamilyEmitter {
   std::string Bind(ir::DType t, const std::string& text);
   // Emits `exprs`, the operands of one construct, in evaluation order: when an operand's
   // temporaries would run before an earlier operand with a side effect (a checked load or
-  // division, a packed call), that earlier operand is bound to a temporary first.
-  std::vector<std::string> EmitInOrder(const std::vector<ir::Expr>& exprs);
+  // division, a packed call), that earlier operand is bound to a temporary first. With
+  // `duplicated` the caller writes each operand's text more than once (min, max, a ramp's lanes),
+  // so an operand with a side effect or a long text is bound to a temporary and evaluated once.
+  std::vector<std::string> EmitInOrder(const std::vector<ir::Expr>& exprs, bool duplicated = false);
 
   // ---- Helpers for dialects ---------------------------------------------------------------
   std::string EmitExpr(const ir::Expr& e);
@@ -219,8 +221,8 @@ class CFamilyEmitter {
   Operand EmitOperand(const ir::Expr& e);
   // Binds `op` to a temporary declared where it was emitted when anything emitted after it
   // into the pending context would otherwise run before it and may observe or change what it
-  // does.
-  void KeepInOrder(Operand* op);
+  // does (or, with `duplicated`, when its text is to be written more than once).
+  void KeepInOrder(Operand* op, bool duplicated = false);
   // Binds `op` to a temporary declared right after the statements it needs.
   void BindAt(Operand* op);
   std::string EmitExprText(const ir::Expr& e);
