@@ -292,25 +292,35 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // GLSL indexes arrays with 32-bit integers; a storage buffer holds fewer than 2^31
   // elements of 4 bytes or more under every device's maxStorageBufferRange.
   std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices) override {
-    auto index = [&](const ir::Expr& e) {
+    auto int32 = [](const ir::Expr& e, const std::string& text) {
       const ir::DType t = e.dtype();
-      const std::string text = EmitExpr(e);
       return t.is_int() && t.bits == 32 ? "(" + text + ")" : "int(" + text + ")";
     };
+    auto index = [&](const ir::Expr& e) { return int32(e, EmitExpr(e)); };
+    const std::vector<std::string> texts = EmitInOrder(indices);
+    std::vector<std::string> idx;
+    for (size_t k = 0; k < indices.size(); ++k) idx.push_back(int32(indices[k], texts[k]));
     const ir::BufferNode& b = *buffer.get();
-    if (indices.size() == 1 && b.strides.empty()) return index(indices[0]);
+    if (indices.size() == 1 && b.strides.empty()) return idx[0];
     std::string flat;
     if (!b.strides.empty()) {
       for (size_t k = 0; k < indices.size(); ++k) {
-        flat += (k ? " + " : "") + index(indices[k]) + " * " + index(b.strides[k]);
+        flat += (k ? " + " : "") + idx[k] + " * " + index(b.strides[k]);
       }
       return flat;
     }
-    flat = index(indices[0]);
+    flat = idx[0];
     for (size_t k = 1; k < indices.size(); ++k) {
-      flat = "(" + flat + ") * " + index(b.shape[k]) + " + " + index(indices[k]);
+      flat = "(" + flat + ") * " + index(b.shape[k]) + " + " + idx[k];
     }
     return flat;
+  }
+
+  // Float temporaries (codegen::CFamilyEmitter::Bind) are `precise` unless the Target allows
+  // contraction: glslang then marks what computes them NoContraction itself, as
+  // ForbidContraction (codegen.cc) does for every float operation of the SPIR-V.
+  std::string TempQualifier(ir::DType t) override {
+    return t.is_float() && !fp_contract_ ? "precise " : "";
   }
 
   void EmitFunction(const ir::PrimFunc& func) override {
@@ -357,11 +367,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   std::string EmitCheckedLoad(const ir::LoadNode& load, int site) override {
     std::string assign, ok;
     std::vector<std::string> vars;
+    const std::vector<std::string> texts = EmitInOrder(load.indices);
     for (size_t k = 0; k < load.indices.size(); ++k) {
       const std::string type = IndexType(load.indices[k], load.buffer->shape[k]);
       const std::string v = Temp();
       index_temps_.push_back(type + " " + v + ";");
-      assign += v + " = " + type + "(" + EmitExpr(load.indices[k]) + "), ";
+      assign += v + " = " + type + "(" + texts[k] + "), ";
       ok += std::string(k ? " && " : "") + IndexCheck(v, type, load.buffer->shape[k], k, site);
       vars.push_back(v);
     }

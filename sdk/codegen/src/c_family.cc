@@ -184,6 +184,7 @@ std::vector<FaultSite> FaultSitesFromJson(const std::string& json) {
 
 std::string CFamilyEmitter::Emit(const ir::IRModule& module) {
   out_.str("");
+  pending_.assign(1, {});
   vector_types_.clear();
   uses_floordiv_ = false;
   sites_.clear();
@@ -215,7 +216,13 @@ void CFamilyEmitter::Fail(const std::string& what) const {
 std::string CFamilyEmitter::Temp() { return "bp_t" + std::to_string(temp_counter_++); }
 
 void CFamilyEmitter::Line(const std::string& text) {
-  out_ << std::string(static_cast<size_t>(indent_) * 2, ' ') << text << "\n";
+  if (pending_.size() != 1) {
+    Fail("a statement was emitted inside an expression's arm (a bug of the code generator)");
+  }
+  const std::string pad(static_cast<size_t>(indent_) * 2, ' ');
+  for (const std::string& line : pending_[0]) out_ << pad << line << "\n";
+  pending_[0].clear();
+  out_ << pad << text << "\n";
 }
 
 std::string CFamilyEmitter::Name(const std::string& ir_name) const {
@@ -343,24 +350,25 @@ std::string CFamilyEmitter::FlatIndex(const ir::Buffer& buffer,
   // Strings of the indices; vector indices are not flattened here (EmitLoad handles them).
   const ir::BufferNode& b = *buffer.get();
   if (indices.size() == 1 && b.strides.empty()) return EmitExpr(indices[0]);
+  const std::vector<std::string> idx = EmitInOrder(indices);
   std::string flat;
   if (!b.strides.empty()) {
     for (size_t k = 0; k < indices.size(); ++k) {
-      std::string term =
-          "(int64_t)(" + EmitExpr(indices[k]) + ") * (int64_t)(" + EmitExpr(b.strides[k]) + ")";
-      flat = flat.empty() ? term : flat + " + " + term;
+      const std::string stride = EmitExpr(b.strides[k]);
+      flat +=
+          (k ? " + " : "") + std::string("(int64_t)(") + idx[k] + ") * (int64_t)(" + stride + ")";
     }
     return flat;
   }
-  flat = "(int64_t)(" + EmitExpr(indices[0]) + ")";
+  flat = "(int64_t)(" + idx[0] + ")";
   for (size_t k = 1; k < indices.size(); ++k) {
-    flat = "(" + flat + ") * (int64_t)(" + EmitExpr(b.shape[k]) + ") + (int64_t)(" +
-           EmitExpr(indices[k]) + ")";
+    const std::string extent = EmitExpr(b.shape[k]);
+    flat = "(" + flat + ") * (int64_t)(" + extent + ") + (int64_t)(" + idx[k] + ")";
   }
   return flat;
 }
 
-std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
+std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
   const DType t = e.dtype();
   switch (e.kind()) {
     case ExprKind::kIntImm:
@@ -371,6 +379,9 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
       return Name(e.As<ir::VarNode>()->name);
     case ExprKind::kBinary: {
       const auto& b = *e.As<ir::BinaryNode>();
+      if (t.lanes == 1 && (b.op == BinaryOp::kAnd || b.op == BinaryOp::kOr)) {
+        return EmitLogical(b, e);
+      }
       const bool native_vector = b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub ||
                                  b.op == BinaryOp::kMul || (b.op == BinaryOp::kDiv && t.is_float());
       if (t.lanes > 1 && !native_vector) return EmitVectorElementwise(e);
@@ -381,8 +392,7 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
       return "(!" + EmitExpr(e.As<ir::NotNode>()->a) + ")";
     case ExprKind::kSelect: {
       if (t.lanes > 1) return EmitVectorElementwise(e);
-      const auto& s = *e.As<ir::SelectNode>();
-      return "(" + EmitExpr(s.cond) + " ? " + EmitExpr(s.a) + " : " + EmitExpr(s.b) + ")";
+      return EmitSelect(*e.As<ir::SelectNode>(), e);
     }
     case ExprKind::kCast:
       if (t.lanes > 1) return EmitVectorElementwise(e);
@@ -392,11 +402,16 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
     case ExprKind::kCall:
       if (t.lanes > 1) return EmitVectorElementwise(e);
       return EmitCall(*e.As<ir::CallNode>());
-    case ExprKind::kCallPacked:
-      return CallPacked(*e.As<ir::CallPackedNode>());
+    case ExprKind::kCallPacked: {
+      std::string text = CallPacked(*e.As<ir::CallPackedNode>());
+      ++effects_;  // the host may fail, and may write buffers
+      ++writes_;
+      return text;
+    }
     case ExprKind::kRamp: {
       const auto& r = *e.As<ir::RampNode>();
-      std::string base = EmitExpr(r.base), stride = EmitExpr(r.stride);
+      const std::vector<std::string> ops = EmitInOrder({r.base, r.stride}, /*duplicated=*/true);
+      const std::string &base = ops[0], &stride = ops[1];
       std::string text = "((" + TypeName(t) + "){";
       for (int l = 0; l < t.lanes; ++l) {
         text += (l ? ", " : "") + base + (l ? " + " + std::to_string(l) + " * " + stride : "");
@@ -404,7 +419,7 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
       return text + "})";
     }
     case ExprKind::kBroadcast: {
-      std::string v = EmitExpr(e.As<ir::BroadcastNode>()->value);
+      const std::string v = EmitInOrder({e.As<ir::BroadcastNode>()->value}, /*duplicated=*/true)[0];
       std::string text = "((" + TypeName(t) + "){";
       for (int l = 0; l < t.lanes; ++l) text += (l ? ", " : "") + v;
       return text + "})";
@@ -418,7 +433,11 @@ std::string CFamilyEmitter::EmitExpr(const ir::Expr& e) {
 std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& e) {
   const DType t = b.dtype;  // result type (bool for comparisons)
   const DType operand = b.a.dtype();
-  std::string x = EmitExpr(b.a), y = EmitExpr(b.b);
+  // min, max and a float floormod write their operands twice.
+  const bool duplicated = b.op == BinaryOp::kMin || b.op == BinaryOp::kMax ||
+                          (b.op == BinaryOp::kFloorMod && operand.is_float());
+  const std::vector<std::string> ops = EmitInOrder({b.a, b.b}, duplicated);
+  const std::string &x = ops[0], &y = ops[1];
   auto wrap = [&](const std::string& text) {
     // C promotes int8/int16 to int; the IR wraps at the type's width.
     if (t.is_integer() && t.bits < 32) return "((" + TypeName(t) + ")" + text + ")";
@@ -491,10 +510,9 @@ std::string CFamilyEmitter::EmitCall(const ir::CallNode& call) {
   }
   // float16 math runs in float32 and rounds back.
   const DType math = t.bits == 16 ? ir::Float32() : t;
-  std::vector<std::string> args;
-  for (const ir::Expr& a : call.args) {
-    std::string text = EmitExpr(a);
-    args.push_back(t.bits == 16 ? "(float)(" + text + ")" : text);
+  std::vector<std::string> args = EmitInOrder(call.args);
+  for (std::string& a : args) {
+    if (t.bits == 16) a = "(float)(" + a + ")";
   }
   std::string text;
   if (call.name == "rsqrt") {
@@ -517,10 +535,34 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
   const DType t = e.dtype();
   const std::string r = Temp(), l = Temp();
   std::string decls = TypeName(t) + " " + r + "; ";
-  // Binds an operand to a temporary and returns its lane-l spelling.
+  // The operands, emitted in order before any is used.
+  std::vector<ir::Expr> operands;
+  switch (e.kind()) {
+    case ExprKind::kBinary:
+      operands = {e.As<ir::BinaryNode>()->a, e.As<ir::BinaryNode>()->b};
+      break;
+    case ExprKind::kNot:
+      operands = {e.As<ir::NotNode>()->a};
+      break;
+    case ExprKind::kSelect:
+      operands = {e.As<ir::SelectNode>()->cond, e.As<ir::SelectNode>()->a,
+                  e.As<ir::SelectNode>()->b};
+      break;
+    case ExprKind::kCast:
+      operands = {e.As<ir::CastNode>()->value};
+      break;
+    case ExprKind::kCall:
+      operands = e.As<ir::CallNode>()->args;
+      break;
+    default:
+      break;
+  }
+  const std::vector<std::string> texts = EmitInOrder(operands);
+  size_t next = 0;
+  // Binds the next operand to a temporary and returns its lane-l spelling.
   auto operand = [&](const ir::Expr& x) {
     std::string v = Temp();
-    decls += TypeName(x.dtype()) + " " + v + " = " + EmitExpr(x) + "; ";
+    decls += TypeName(x.dtype()) + " " + v + " = " + texts.at(next++) + "; ";
     return x.dtype().lanes > 1 ? v + "[" + l + "]" : v;
   };
   std::string lane;
@@ -632,7 +674,11 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
   const DType t = load.dtype;
   const std::string buf = Name(load.buffer.name());
   const int site = AccessSite(load.buffer, checks_.bounds_check ? ir::Print(e) : "");
-  if (site != 0) return EmitCheckedLoad(load, site);
+  ++reads_;
+  if (site != 0) {
+    ++effects_;  // a fault noted
+    return EmitCheckedLoad(load, site);
+  }
   if (t.lanes == 1) return buf + "[" + FlatIndex(load.buffer, load.indices) + "]";
   // Contiguous: every index scalar but the last, which is ramp(base, 1, lanes).
   const size_t last = load.indices.size() - 1;
@@ -651,14 +697,13 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
   // Gather lane by lane.
   const std::string l = Temp();
   std::string decls;
-  std::vector<std::string> lane_idx;
-  for (const ir::Expr& i : load.indices) {
-    if (i.dtype().lanes == 1) {
-      lane_idx.push_back(EmitExpr(i));
-    } else {
+  std::vector<std::string> lane_idx = EmitInOrder(load.indices);
+  for (size_t k = 0; k < lane_idx.size(); ++k) {
+    const ir::Expr& i = load.indices[k];
+    if (i.dtype().lanes > 1) {
       std::string iv = Temp();
-      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
-      lane_idx.push_back(iv + "[" + l + "]");
+      decls += TypeName(i.dtype()) + " " + iv + " = " + lane_idx[k] + "; ";
+      lane_idx[k] = iv + "[" + l + "]";
     }
   }
   std::vector<ir::Expr> lane_vars;
@@ -717,7 +762,7 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
   const CheckedAccess a = BeginCheckedAccess();
   std::vector<std::string> idx;
   if (t.lanes == 1) {
-    for (const ir::Expr& i : load.indices) idx.push_back(EmitExpr(i));
+    idx = EmitInOrder(load.indices);
     return StatementExpression(
         a.decls + "const int64_t " + a.index + " = " +
             CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + ";",
@@ -728,8 +773,9 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
                            "; ++" + l + ") " + v + "[" + l + "] = 0;";
   ir::Expr base;
   if (Contiguous(load.buffer, load.indices, &base)) {
-    for (size_t k = 0; k + 1 < load.indices.size(); ++k) idx.push_back(EmitExpr(load.indices[k]));
-    idx.push_back(EmitExpr(base));
+    std::vector<ir::Expr> scalar = load.indices;
+    scalar.back() = base;
+    idx = EmitInOrder(scalar);
     return "({ " + TypeName(t) + " " + v + "; " + a.decls + "const int64_t " + a.index + " = " +
            CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
            ") memcpy(&" + v + ", &" + buf + "[" + a.index + "], sizeof(" + v + ")); else " + zero +
@@ -737,13 +783,12 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
   }
   // Gather lane by lane; after a lane out of bounds the rest are 0.
   std::string decls;
-  for (const ir::Expr& i : load.indices) {
-    if (i.dtype().lanes == 1) {
-      idx.push_back(EmitExpr(i));
-    } else {
+  idx = EmitInOrder(load.indices);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (load.indices[k].dtype().lanes > 1) {
       std::string iv = Temp();
-      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
-      idx.push_back(iv + "[" + l + "]");
+      decls += TypeName(load.indices[k].dtype()) + " " + iv + " = " + idx[k] + "; ";
+      idx[k] = iv + "[" + l + "]";
     }
   }
   return "({ " + TypeName(t) + " " + v + "; " + decls + a.decls + "for (int " + l + " = 0; " + l +
@@ -757,45 +802,40 @@ void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
   const std::string buf = Name(store.buffer.name());
   // The value first, as the interpreter: a bad load in it is the error, not the store.
   const std::string v = Temp();
-  const std::string value = TypeName(t) + " " + v + " = " + EmitExpr(store.value) + "; ";
+  Operand value = EmitOperand(store.value);
   const CheckedAccess a = BeginCheckedAccess();
-  std::vector<std::string> idx;
   const int lanes = store.indices.back().dtype().lanes;
-  if (lanes == 1) {
-    for (const ir::Expr& i : store.indices) idx.push_back(EmitExpr(i));
-    if (t.lanes == 1) {
-      Line("{ const " + value + a.decls + "const int64_t " + a.index + " = " +
-           CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf +
-           "[" + a.index + "] = " + v + "; }");
-      return;
-    }
-  }
+  std::vector<ir::Expr> indices = store.indices;
   ir::Expr base;
-  if (Contiguous(store.buffer, store.indices, &base)) {
-    idx.clear();
-    for (size_t k = 0; k + 1 < store.indices.size(); ++k) {
-      idx.push_back(EmitExpr(store.indices[k]));
-    }
-    idx.push_back(EmitExpr(base));
-    Line("{ " + value + a.decls + "const int64_t " + a.index + " = " +
+  const bool scalar = lanes == 1 && t.lanes == 1;
+  const bool contiguous = !scalar && Contiguous(store.buffer, store.indices, &base);
+  if (contiguous) indices.back() = base;
+  std::vector<std::string> idx = EmitInOrder(indices);
+  KeepInOrder(&value);
+  const std::string decl = TypeName(t) + " " + v + " = " + value.text + "; ";
+  if (scalar) {
+    Line("{ const " + decl + a.decls + "const int64_t " + a.index + " = " +
+         CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf + "[" +
+         a.index + "] = " + v + "; }");
+    return;
+  }
+  if (contiguous) {
+    Line("{ " + decl + a.decls + "const int64_t " + a.index + " = " +
          CheckedAccessIndex(store.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
          ") memcpy(&" + buf + "[" + a.index + "], &" + v + ", sizeof(" + v + ")); }");
     return;
   }
   // Scatter lane by lane; after a lane out of bounds the rest are not stored.
-  idx.clear();
   const std::string l = Temp();
   std::string decls;
-  for (const ir::Expr& i : store.indices) {
-    if (i.dtype().lanes == 1) {
-      idx.push_back(EmitExpr(i));
-    } else {
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (store.indices[k].dtype().lanes > 1) {
       std::string iv = Temp();
-      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
-      idx.push_back(iv + "[" + l + "]");
+      decls += TypeName(store.indices[k].dtype()) + " " + iv + " = " + idx[k] + "; ";
+      idx[k] = iv + "[" + l + "]";
     }
   }
-  Line("{ " + value + decls + a.decls + "for (int " + l + " = 0; " + l + " < " +
+  Line("{ " + decl + decls + a.decls + "for (int " + l + " = 0; " + l + " < " +
        std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
        CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf + "[" +
        a.index + "] = " + (t.lanes > 1 ? v + "[" + l + "]" : v) + "; } }");
@@ -811,8 +851,12 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
     EmitCheckedStore(store, AccessSite(store.buffer, text));
     return;
   }
+  // The value, then the indices (as the checked store has them).
+  Operand value = EmitOperand(store.value);
   if (t.lanes == 1) {
-    Line(buf + "[" + FlatIndex(store.buffer, store.indices) + "] = " + EmitExpr(store.value) + ";");
+    const std::string flat = FlatIndex(store.buffer, store.indices);
+    KeepInOrder(&value);
+    Line(buf + "[" + flat + "] = " + value.text + ";");
     return;
   }
   const size_t last = store.indices.size() - 1;
@@ -825,20 +869,22 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
   if (contiguous) {
     std::vector<ir::Expr> idx = store.indices;
     idx[last] = ramp->base;
-    Line("{ " + TypeName(t) + " " + v + " = " + EmitExpr(store.value) + "; memcpy(&" + buf + "[" +
-         FlatIndex(store.buffer, idx) + "], &" + v + ", sizeof(" + v + ")); }");
+    const std::string flat = FlatIndex(store.buffer, idx);
+    KeepInOrder(&value);
+    Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; memcpy(&" + buf + "[" + flat +
+         "], &" + v + ", sizeof(" + v + ")); }");
     return;
   }
   const std::string l = Temp();
   std::string decls;
-  std::vector<std::string> lane_idx;
-  for (const ir::Expr& i : store.indices) {
-    if (i.dtype().lanes == 1) {
-      lane_idx.push_back(EmitExpr(i));
-    } else {
+  std::vector<std::string> lane_idx = EmitInOrder(store.indices);
+  KeepInOrder(&value);
+  for (size_t k = 0; k < lane_idx.size(); ++k) {
+    const ir::Expr& i = store.indices[k];
+    if (i.dtype().lanes > 1) {
       std::string iv = Temp();
-      decls += TypeName(i.dtype()) + " " + iv + " = " + EmitExpr(i) + "; ";
-      lane_idx.push_back(iv + "[" + l + "]");
+      decls += TypeName(i.dtype()) + " " + iv + " = " + lane_idx[k] + "; ";
+      lane_idx[k] = iv + "[" + l + "]";
     }
   }
   std::vector<ir::Expr> lane_vars;
@@ -852,8 +898,8 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
       flat.replace(pos, name.size(), "(" + lane_idx[k] + ")");
     }
   }
-  Line("{ " + TypeName(t) + " " + v + " = " + EmitExpr(store.value) + "; " + decls + "for (int " +
-       l + " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" + l + ") " + buf + "[" + flat +
+  Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; " + decls + "for (int " + l +
+       " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" + l + ") " + buf + "[" + flat +
        "] = " + v + "[" + l + "]; }");
 }
 
@@ -878,40 +924,35 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         Line("}");
         return;
       }
+      // The IR evaluates min and extent once, as the loop starts. A C `for` evaluates its
+      // condition at every iteration, so a bound that loads from a buffer (which the body may
+      // write) or has an effect is computed once, into a const before the loop; a bound of
+      // variables and literals reads the same every time and is written as it is. The
+      // temporaries a deep bound needs come before the loop either way.
       const ir::IntImmNode* min = AsIntImm(f.min);
-      std::string end = min != nullptr && min->value == 0
-                            ? EmitExpr(f.extent)
-                            : EmitExpr(f.min) + " + " + EmitExpr(f.extent);
+      const bool from_zero = min != nullptr && min->value == 0;
+      Operand lo = EmitOperand(f.min);
+      Operand extent = EmitOperand(f.extent);
+      auto once = [](const Operand& op) {
+        return !op.simple && (op.effects || op.reads || op.writes);
+      };
+      if (once(extent)) BindAt(&extent);
+      if (once(lo)) {
+        BindAt(&lo);
+      } else {
+        KeepInOrder(&lo);
+      }
+      const std::string end = from_zero ? extent.text : lo.text + " + " + extent.text;
       EmitLoopPragma(f);
       const bool parallel = f.for_kind == ir::ForKind::kParallel;
       if (parallel) ++parallel_depth_;
-      EmitLoop(f, type, var, EmitExpr(f.min), end);
+      EmitLoop(f, type, var, lo.text, end);
       if (parallel) --parallel_depth_;
       return;
     }
-    case StmtKind::kIfThenElse: {
-      const auto* n = s.As<ir::IfThenElseNode>();
-      Line("if (" + EmitExpr(n->cond) + ") {");
-      for (;;) {
-        ++indent_;
-        EmitStmt(n->then_case);
-        --indent_;
-        if (!n->else_case) break;
-        const auto* chained = n->else_case.As<ir::IfThenElseNode>();
-        if (chained != nullptr) {
-          Line("} else if (" + EmitExpr(chained->cond) + ") {");
-          n = chained;
-          continue;
-        }
-        Line("} else {");
-        ++indent_;
-        EmitStmt(n->else_case);
-        --indent_;
-        break;
-      }
-      Line("}");
+    case StmtKind::kIfThenElse:
+      EmitIf(*s.As<ir::IfThenElseNode>());
       return;
-    }
     case StmtKind::kLetStmt: {
       const auto& n = *s.As<ir::LetStmtNode>();
       Line("const " + TypeName(n.var.dtype()) + " " + Name(n.var.name()) + " = " +
@@ -928,12 +969,12 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       const std::string type = TypeName(n.buffer.dtype());
       int64_t count = 1;
       bool constant = true;
-      std::string size;
+      std::string size;  // for messages
       for (const ir::Expr& d : n.buffer->shape) {
         const ir::IntImmNode* c = AsIntImm(d);
         if (c == nullptr) constant = false;
         count *= c != nullptr ? c->value : 1;
-        size += (size.empty() ? "" : " * ") + std::string("(size_t)(") + EmitExpr(d) + ")";
+        size += (size.empty() ? "" : " * ") + ir::Print(d);
       }
       const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
       if (constant && (n.scope != ir::StorageScope::kGlobal || bytes <= 64 * 1024)) {
@@ -1288,6 +1329,12 @@ std::string CEmitter::CallPacked(const ir::CallPackedNode& call) {
   const size_t n = call.args.size();
   const std::string args = Temp(), codes = Temp(), rc = Temp();
   std::string values, kinds;
+  std::vector<ir::Expr> scalars;  // the arguments that are values, emitted in order
+  for (const ir::Expr& a : call.args) {
+    if (a.As<ir::BufferRefNode>() == nullptr) scalars.push_back(a);
+  }
+  const std::vector<std::string> texts = EmitInOrder(scalars);
+  size_t next = 0;
   for (size_t i = 0; i < n; ++i) {
     const ir::Expr& a = call.args[i];
     std::string sep = i ? ", " : "";
@@ -1305,10 +1352,10 @@ std::string CEmitter::CallPacked(const ir::CallPackedNode& call) {
       values += sep + "{.i = " + std::to_string(index) + "}";
       kinds += sep + std::to_string(kArgParamBuffer);
     } else if (a.dtype().is_float()) {
-      values += sep + "{.f = (double)(" + EmitExpr(a) + ")}";
+      values += sep + "{.f = (double)(" + texts[next++] + ")}";
       kinds += sep + std::to_string(kArgFloat);
     } else {
-      values += sep + "{.i = (int64_t)(" + EmitExpr(a) + ")}";
+      values += sep + "{.i = (int64_t)(" + texts[next++] + ")}";
       kinds += sep + std::to_string(kArgInt);
     }
   }
@@ -1327,9 +1374,10 @@ void CEmitter::EmitHeapAllocation(const ir::AllocateNode& n, const std::string& 
   // The size is computed with overflow checks (never a wrapped size), and a size that cannot
   // be allocated is a fault naming the allocation; the body then does not run.
   std::string shape, dims;
-  for (const ir::Expr& d : n.buffer->shape) {
-    shape += (shape.empty() ? "" : ", ") + ir::Print(d);
-    dims += (dims.empty() ? "" : ", ") + std::string("(int64_t)(") + EmitExpr(d) + ")";
+  const std::vector<std::string> extents = EmitInOrder(n.buffer->shape);
+  for (size_t k = 0; k < extents.size(); ++k) {
+    shape += (shape.empty() ? "" : ", ") + ir::Print(n.buffer->shape[k]);
+    dims += (dims.empty() ? "" : ", ") + std::string("(int64_t)(") + extents[k] + ")";
   }
   helpers_.insert("alloc");
   const int site = AddFaultSite(FaultSite::Kind::kAllocation, n.buffer.name(), "[" + shape + "]",

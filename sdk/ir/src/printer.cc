@@ -108,88 +108,159 @@ std::string Quote(const std::string& s) {
   return out + "\"";
 }
 
+// Appends everything to one buffer, `out`: a chain of N terms prints in time linear in N (an
+// expression returned as a string and concatenated into its parent's copied each level's text
+// again, quadratic in a chain's length).
 class Printer {
  public:
-  std::string Expr_(const Expr& e) {
-    if (!e) return "<null>";
+  void Expr_(const Expr& e) {
+    if (!e) {
+      out += "<null>";
+      return;
+    }
     switch (e.kind()) {
       case ExprKind::kIntImm: {
         const auto* n = e.As<IntImmNode>();
-        if (n->dtype.is_bool()) return n->value ? "true" : "false";
-        if (n->dtype.is_uint())
-          return std::to_string(static_cast<uint64_t>(n->value)) + LiteralSuffix(e);
-        return std::to_string(n->value) + LiteralSuffix(e);
+        if (n->dtype.is_bool()) {
+          out += n->value ? "true" : "false";
+        } else if (n->dtype.is_uint()) {
+          out += std::to_string(static_cast<uint64_t>(n->value));
+          out += LiteralSuffix(e);
+        } else {
+          out += std::to_string(n->value);
+          out += LiteralSuffix(e);
+        }
+        return;
       }
       case ExprKind::kFloatImm: {
         const auto* n = e.As<FloatImmNode>();
-        return FormatDouble(n->value) + LiteralSuffix(e);
+        out += FormatDouble(n->value);
+        out += LiteralSuffix(e);
+        return;
       }
       case ExprKind::kVar:
-        return e.As<VarNode>()->name;
+        out += e.As<VarNode>()->name;
+        return;
       case ExprKind::kBinary: {
         const auto* n = e.As<BinaryNode>();
         int p = Precedence(n->op);
         Force(n->a, n->b);
         Force(n->b, n->a);
-        if (p == kPrecPrimary)
-          return std::string(ToString(n->op)) + "(" + Expr_(n->a) + ", " + Expr_(n->b) + ")";
+        if (p == kPrecPrimary) {
+          out += ToString(n->op);
+          out += '(';
+          Expr_(n->a);
+          out += ", ";
+          Expr_(n->b);
+          out += ')';
+          return;
+        }
         // Left-associative: the right operand needs parentheses at equal precedence.
-        return Operand(n->a, p, false) + " " + ToString(n->op) + " " + Operand(n->b, p, true);
+        Operand(n->a, p, false);
+        out += ' ';
+        out += ToString(n->op);
+        out += ' ';
+        Operand(n->b, p, true);
+        return;
       }
       case ExprKind::kNot:
-        return "!" + Operand(e.As<NotNode>()->a, kPrecUnary, true);
+        out += '!';
+        Operand(e.As<NotNode>()->a, kPrecUnary, true);
+        return;
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
         Force(n->a, n->b);
         Force(n->b, n->a);
-        return "select(" + Expr_(n->cond) + ", " + Expr_(n->a) + ", " + Expr_(n->b) + ")";
+        out += "select(";
+        Expr_(n->cond);
+        out += ", ";
+        Expr_(n->a);
+        out += ", ";
+        Expr_(n->b);
+        out += ')';
+        return;
       }
       case ExprKind::kCast: {
         const auto* n = e.As<CastNode>();
         if (n->dtype.is_float()) Force(n->value, n->dtype);
-        return ToString(n->dtype) + "(" + Expr_(n->value) + ")";
+        out += ToString(n->dtype);
+        out += '(';
+        Expr_(n->value);
+        out += ')';
+        return;
       }
       case ExprKind::kLoad: {
         const auto* n = e.As<LoadNode>();
-        return n->buffer.name() + "[" + List(n->indices) + "]";
+        out += n->buffer.name();
+        out += '[';
+        List(n->indices);
+        out += ']';
+        return;
       }
       case ExprKind::kCall: {
         const auto* n = e.As<CallNode>();
         for (const Expr& a : n->args)
           for (const Expr& b : n->args) Force(a, b);
-        return n->name + "(" + List(n->args) + ")";
+        out += n->name;
+        out += '(';
+        List(n->args);
+        out += ')';
+        return;
       }
       case ExprKind::kCallPacked: {
         const auto* n = e.As<CallPackedNode>();
-        std::string s = "call_packed(" + Quote(n->name);
-        for (const auto& a : n->args) s += ", " + Expr_(a);
-        return s + ")";
+        out += "call_packed(";
+        out += Quote(n->name);
+        for (const auto& a : n->args) {
+          out += ", ";
+          Expr_(a);
+        }
+        out += ')';
+        return;
       }
       case ExprKind::kRamp: {
         const auto* n = e.As<RampNode>();
-        return "ramp(" + Expr_(n->base) + ", " + Expr_(n->stride) + ", " +
-               std::to_string(n->dtype.lanes) + ")";
+        out += "ramp(";
+        Expr_(n->base);
+        out += ", ";
+        Expr_(n->stride);
+        out += ", ";
+        out += std::to_string(n->dtype.lanes);
+        out += ')';
+        return;
       }
       case ExprKind::kBroadcast: {
         const auto* n = e.As<BroadcastNode>();
-        return "broadcast(" + Expr_(n->value) + ", " + std::to_string(n->dtype.lanes) + ")";
+        out += "broadcast(";
+        Expr_(n->value);
+        out += ", ";
+        out += std::to_string(n->dtype.lanes);
+        out += ')';
+        return;
       }
       case ExprKind::kBufferRef:
-        return e.As<BufferRefNode>()->buffer.name();
+        out += e.As<BufferRefNode>()->buffer.name();
+        return;
     }
-    return "<?>";
+    out += "<?>";
   }
 
-  std::string List(const std::vector<Expr>& v) {
-    std::string s;
-    for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + Expr_(v[k]);
-    return s;
+  void List(const std::vector<Expr>& v) {
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (k) out += ", ";
+      Expr_(v[k]);
+    }
   }
 
-  std::string BufferShape(const Buffer& b) {
-    std::string s = "[" + List(b->shape) + "]";
-    if (!b->strides.empty()) s += " strides [" + List(b->strides) + "]";
-    return s;
+  void BufferShape(const Buffer& b) {
+    out += '[';
+    List(b->shape);
+    out += ']';
+    if (!b->strides.empty()) {
+      out += " strides [";
+      List(b->strides);
+      out += ']';
+    }
   }
 
   void Stmt_(const Stmt& s, int indent) {
@@ -216,24 +287,42 @@ class Printer {
       }
       case StmtKind::kFor: {
         const auto* n = s.As<ForNode>();
-        std::string head = "for " + n->var.name();
-        if (n->var.dtype() != Int32()) head += ": " + ToString(n->var.dtype());
-        head += " in " + std::string(ToString(n->for_kind)) + "(";
-        if (n->for_kind == ForKind::kThreadBinding) head += std::string(ToString(n->thread)) + ", ";
-        head += Expr_(n->min) + ", " + Expr_(n->extent) + ") {";
-        Line(indent, head);
+        Indent(indent);
+        out += "for ";
+        out += n->var.name();
+        if (n->var.dtype() != Int32()) {
+          out += ": ";
+          out += ToString(n->var.dtype());
+        }
+        out += " in ";
+        out += ToString(n->for_kind);
+        out += '(';
+        if (n->for_kind == ForKind::kThreadBinding) {
+          out += ToString(n->thread);
+          out += ", ";
+        }
+        Expr_(n->min);
+        out += ", ";
+        Expr_(n->extent);
+        out += ") {\n";
         Stmt_(n->body, indent + 1);
         Line(indent, "}");
         return;
       }
       case StmtKind::kIfThenElse: {
         const auto* n = s.As<IfThenElseNode>();
-        Line(indent, "if (" + Expr_(n->cond) + ") {");
+        Indent(indent);
+        out += "if (";
+        Expr_(n->cond);
+        out += ") {\n";
         while (true) {
           Stmt_(n->then_case, indent + 1);
           if (!n->else_case) break;
           if (const auto* elif = n->else_case.As<IfThenElseNode>()) {
-            Line(indent, "} else if (" + Expr_(elif->cond) + ") {");
+            Indent(indent);
+            out += "} else if (";
+            Expr_(elif->cond);
+            out += ") {\n";
             n = elif;
             continue;
           }
@@ -247,26 +336,47 @@ class Printer {
       case StmtKind::kLetStmt: {
         const auto* n = s.As<LetStmtNode>();
         Force(n->value, n->var.dtype());
-        Line(indent,
-             "let " + n->var.name() + ": " + ToString(n->var.dtype()) + " = " + Expr_(n->value));
+        Indent(indent);
+        out += "let ";
+        out += n->var.name();
+        out += ": ";
+        out += ToString(n->var.dtype());
+        out += " = ";
+        Expr_(n->value);
+        out += '\n';
         Stmt_(n->body, indent);
         return;
       }
       case StmtKind::kStore: {
         const auto* n = s.As<StoreNode>();
         Force(n->value, n->buffer.dtype());
-        Line(indent, n->buffer.name() + "[" + List(n->indices) + "] = " + Expr_(n->value));
+        Indent(indent);
+        out += n->buffer.name();
+        out += '[';
+        List(n->indices);
+        out += "] = ";
+        Expr_(n->value);
+        out += '\n';
         return;
       }
       case StmtKind::kAllocate: {
         const auto* n = s.As<AllocateNode>();
-        Line(indent, "alloc " + n->buffer.name() + ": " + ToString(n->buffer.dtype()) +
-                         BufferShape(n->buffer) + " " + ToString(n->scope));
+        Indent(indent);
+        out += "alloc ";
+        out += n->buffer.name();
+        out += ": ";
+        out += ToString(n->buffer.dtype());
+        BufferShape(n->buffer);
+        out += ' ';
+        out += ToString(n->scope);
+        out += '\n';
         Stmt_(n->body, indent);
         return;
       }
       case StmtKind::kEvaluate:
-        Line(indent, Expr_(s.As<EvaluateNode>()->value));
+        Indent(indent);
+        Expr_(s.As<EvaluateNode>()->value);
+        out += '\n';
         return;
       case StmtKind::kBarrier:
         Line(indent, "barrier");
@@ -275,28 +385,38 @@ class Printer {
   }
 
   void Func(const PrimFunc& f) {
-    std::string head = "func " + f.name + "(";
+    out += "func ";
+    out += f.name;
+    out += '(';
     for (size_t k = 0; k < f.params.size(); ++k) {
       const Param& p = f.params[k];
-      if (k) head += ", ";
+      if (k) out += ", ";
       if (p.is_buffer()) {
-        head += p.buffer().name() + ": buffer<" + ToString(p.buffer().dtype()) + ">" +
-                BufferShape(p.buffer());
+        out += p.buffer().name();
+        out += ": buffer<";
+        out += ToString(p.buffer().dtype());
+        out += '>';
+        BufferShape(p.buffer());
       } else {
-        head += p.var().name() + ": " + ToString(p.var().dtype());
+        out += p.var().name();
+        out += ": ";
+        out += ToString(p.var().dtype());
       }
     }
-    head += ")";
+    out += ')';
     if (!f.attrs.empty()) {
-      head += " attrs(";
+      out += " attrs(";
       bool first = true;
       for (const auto& kv : f.attrs) {
-        head += (first ? "" : ", ") + Quote(kv.first) + ": " + Quote(kv.second);
+        if (!first) out += ", ";
+        out += Quote(kv.first);
+        out += ": ";
+        out += Quote(kv.second);
         first = false;
       }
-      head += ")";
+      out += ')';
     }
-    Line(0, head + " {");
+    out += " {\n";
     Stmt_(f.body, 1);
     Line(0, "}");
   }
@@ -326,22 +446,24 @@ class Printer {
   }
   std::unordered_set<const ExprNode*> force_;
 
- public:
- private:
-  std::string Operand(const Expr& e, int parent, bool right) {
+  void Operand(const Expr& e, int parent, bool right) {
     int p = Precedence(e);
     bool parens = right ? p <= parent : p < parent;
     // Comparisons do not chain: a < b < c reads as (a < b) < c, but say so.
     if (!right && (parent == kPrecEq || parent == kPrecRel) && p == parent) parens = true;
-    std::string s = Expr_(e);
-    return parens ? "(" + s + ")" : s;
+    if (parens) out += '(';
+    Expr_(e);
+    if (parens) out += ')';
   }
   // Two spaces a level, up to kMaxIndent levels: deeper statements are indented no further, so
   // the text of a deeply nested function grows with its size, not with the square of its depth
   // (100,000 nested loops would be 10 GB of spaces). The parser ignores indentation.
   static constexpr int kMaxIndent = 32;
-  void Line(int indent, const std::string& text) {
+  void Indent(int indent) {
     out.append(static_cast<size_t>(std::min(indent, kMaxIndent)) * 2, ' ');
+  }
+  void Line(int indent, const char* text) {
+    Indent(indent);
     out += text;
     out += '\n';
   }
@@ -350,7 +472,11 @@ class Printer {
 }  // namespace
 
 std::string Print(const Expr& expr) {
-  return detail::Deep(TreeDepth(expr), [&] { return Printer().Expr_(expr); });
+  return detail::Deep(TreeDepth(expr), [&] {
+    Printer p;
+    p.Expr_(expr);
+    return std::move(p.out);
+  });
 }
 
 std::string Print(const Stmt& stmt, int indent) {

@@ -156,6 +156,27 @@ class CFamilyEmitter {
   virtual std::string EmitCheckedLoad(const ir::LoadNode& load, int site);
   virtual void EmitCheckedStore(const ir::StoreNode& store, int site);
 
+  // ---- Long expressions (docs/codegen-guide.md, "Long expressions") ------------------------
+  // Generated code never nests an expression deeper than about kMaxExprDepth brackets: a
+  // subexpression whose text nests deeper is bound to a temporary declared just before the
+  // statement that uses it (`const float bp_t7 = <subexpression>;`), in evaluation order, with
+  // its exact dtype. Nothing leaves a conditionally evaluated position: an arm of a select, or
+  // the right operand of a scalar && or ||, that needs temporaries becomes an if statement
+  // assigning one. Line() writes the pending declarations before its own line.
+  static constexpr int kMaxExprDepth = 64;
+  // The qualifiers of a temporary of `t` before its type ("" by default; GLSL: "precise " for
+  // float temporaries when contraction is off).
+  virtual std::string TempQualifier(ir::DType t);
+  // Binds `text`, an expression of dtype `t`, to a new const temporary declared before the
+  // statement being emitted (in the innermost conditional arm being emitted); returns its name.
+  std::string Bind(ir::DType t, const std::string& text);
+  // Emits `exprs`, the operands of one construct, in evaluation order: when an operand's
+  // temporaries would run before an earlier operand with a side effect (a checked load or
+  // division, a packed call), that earlier operand is bound to a temporary first. With
+  // `duplicated` the caller writes each operand's text more than once (min, max, a ramp's lanes),
+  // so an operand with a side effect or a long text is bound to a temporary and evaluated once.
+  std::vector<std::string> EmitInOrder(const std::vector<ir::Expr>& exprs, bool duplicated = false);
+
   // ---- Helpers for dialects ---------------------------------------------------------------
   std::string EmitExpr(const ir::Expr& e);
   void EmitStmt(const ir::Stmt& s);
@@ -165,7 +186,8 @@ class CFamilyEmitter {
   // The flat element offset of `indices` in `buffer` (row-major, or the declared strides), as
   // int64 arithmetic; a language that indexes with 32-bit integers overrides it.
   virtual std::string FlatIndex(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
-  // Appends a line at the current indentation.
+  // Appends a line at the current indentation, after the declarations of the temporaries that
+  // the expressions in it need (Bind).
   void Line(const std::string& text);
   // Throws ir::Error(kValue) "<dialect> code generator: in function '<f>': <what>".
   [[noreturn]] void Fail(const std::string& what) const;
@@ -185,6 +207,35 @@ class CFamilyEmitter {
   std::set<std::string> helpers_;  // fault helpers used: "div_i32", "chk", ...
 
  private:
+  // An operand emitted by EmitOperand, and what it did.
+  struct Operand {
+    std::string text;
+    ir::DType dtype;
+    bool simple = false;   // a literal or a variable: evaluating it has no effect
+    size_t end = 0;        // the size of the pending context after it
+    bool effects = false;  // it notes a fault or calls the host
+    bool reads = false;    // it loads from a buffer
+    bool writes = false;   // it calls the host, which may write buffers
+    int64_t writes_at_end = 0;
+  };
+  Operand EmitOperand(const ir::Expr& e);
+  // Binds `op` to a temporary declared where it was emitted when anything emitted after it
+  // into the pending context would otherwise run before it and may observe or change what it
+  // does (or, with `duplicated`, when its text is to be written more than once).
+  void KeepInOrder(Operand* op, bool duplicated = false);
+  // Binds `op` to a temporary declared right after the statements it needs.
+  void BindAt(Operand* op);
+  std::string EmitExprText(const ir::Expr& e);
+  std::string EmitSelect(const ir::SelectNode& s, const ir::Expr& e);
+  std::string EmitLogical(const ir::BinaryNode& b, const ir::Expr& e);
+  // Emits `e` into a context of its own (an arm that runs only on a condition): returns its
+  // text, and in *lines the statements to run before it (empty when it needs none).
+  std::string EmitArm(const ir::Expr& e, std::vector<std::string>* lines);
+  void EmitIf(const ir::IfThenElseNode& n);
+  // The pending statements: pending_[0] goes before the statement being emitted; an inner
+  // context belongs to a conditional arm being emitted.
+  std::vector<std::vector<std::string>> pending_{1};
+  int64_t effects_ = 0, reads_ = 0, writes_ = 0;
   std::string EmitVectorElementwise(const ir::Expr& e);
   std::string EmitLoad(const ir::Expr& e);
   void EmitStore(const ir::Stmt& s);
