@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device_type.h"
+#include "elf_check.h"
 #include "manifest.h"
 #include "target.h"
 
@@ -292,6 +293,9 @@ void PluginLoader::Load(PluginRecord& rec) {
   if (std::string r = WorldWritable(rec.library, "library"); !r.empty()) {
     return fail(BP_ERR_PLUGIN, r);
   }
+  // dlopen maps a truncated file's segments all the same, and the host dies of SIGBUS on
+  // the first page past the end: look at the headers first.
+  if (std::string r = ElfLoadProblem(rec.library); !r.empty()) return fail(BP_ERR_PLUGIN, r);
   boost::dll::shared_library lib;
   try {
     lib.load(rec.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
