@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the loader checks in the files themselves before it reads or loads them: a library
 // whose segments reach past the end of the file (a truncated copy of a real plugin) is
-// refused instead of killing the host with SIGBUS inside dlopen.
+// refused instead of killing the host with SIGBUS inside dlopen; a manifest that is a FIFO
+// (which blocked every discovery) or a huge sparse file (which was read whole) is refused
+// before a byte of it is read.
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,6 +96,66 @@ TEST(LoaderFiles, AFileThatIsNotASharedLibraryIsRefusedWithWhatItIs) {
   const auto s = Capture(bp_plugin_load(lib.c_str()));
   EXPECT_EQ(s.kind, BP_ERR_PLUGIN) << s;
   EXPECT_NE(s.message.find("not an ELF shared library"), std::string::npos) << s;
+}
+
+// The record of the plugin whose manifest is `manifest`.
+nlohmann::json RecordOfManifest(const std::string& manifest) {
+  const nlohmann::json list = bptest::PluginList();
+  for (const auto& p : list["plugins"]) {
+    if (p["manifest"] == manifest) return p;
+  }
+  return nlohmann::json();
+}
+
+// Peak resident memory of this process, in bytes.
+uintmax_t PeakRss() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uintmax_t>(ru.ru_maxrss) * 1024;
+}
+
+TEST(LoaderFiles, AManifestThatIsAFifoIsRefusedWithoutBlocking) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("hello", dir.path());
+  const std::string fifo = dir.path() + "/stuck.bpplugin.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  // Opening the FIFO for reading blocked discovery forever (no one writes it): a hang now
+  // ends the test with SIGALRM instead of holding up the run.
+  alarm(10);
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  // The first use of a name discovers: it must come back, with the plugin beside it intact.
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")("fifo").AsString(), "hello, fifo");
+  alarm(0);
+  const auto rec = RecordOfManifest(fifo);
+  ASSERT_TRUE(rec.is_object()) << bptest::PluginList().dump(2);
+  EXPECT_EQ(rec["state"], "skipped");
+  EXPECT_NE(rec["reason"].get<std::string>().find("not a regular file"), std::string::npos)
+      << rec.dump(2);
+}
+
+TEST(LoaderFiles, AHugeSparseManifestIsRefusedBeforeItIsRead) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("hello", dir.path());
+  const std::string huge = dir.path() + "/huge.bpplugin.json";
+  {
+    const int fd = open(huge.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, off_t{1} << 30), 0);  // 1 GiB of holes: no disk space used
+    close(fd);
+  }
+  const uintmax_t before = PeakRss();
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  // Read whole, the file took 2 GB of memory (and seconds) before its size was checked.
+  EXPECT_LT(PeakRss() - before, uintmax_t{64} << 20)
+      << "discovery grew the process by " << ((PeakRss() - before) >> 20) << " MiB";
+  const auto rec = RecordOfManifest(huge);
+  ASSERT_TRUE(rec.is_object()) << bptest::PluginList().dump(2);
+  EXPECT_EQ(rec["state"], "skipped");
+  EXPECT_NE(rec["reason"].get<std::string>().find("1073741824 bytes, larger than the 1 MiB"),
+            std::string::npos)
+      << rec.dump(2);
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")().AsString(), "hello, world");
 }
 
 }  // namespace
