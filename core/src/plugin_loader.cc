@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <backplane/file_trust.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <boost/filesystem.hpp>
 #include <cstdlib>
@@ -46,17 +47,14 @@ namespace {
 
 thread_local PluginInit* t_current_init = nullptr;
 
-// "folder /x is world-writable (mode 0777) ..." or empty.
-std::string WorldWritable(const std::string& path, const char* what) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return "";
-  if ((st.st_mode & S_IWOTH) == 0) return "";
-  char mode[8];
-  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  return std::string(what) + " " + path + " is world-writable (mode " + mode +
-         "): anyone could replace the code it holds, so it is refused; remove write "
-         "permission for others (chmod o-w " +
-         path + ")";
+// Why `path` may not hold a plugin, or "": the one rule set of backplane/file_trust.hpp
+// (owner, write permission of the real path and of every folder above it), which the disk
+// caches of the code generators apply too.
+std::string Untrusted(const std::string& path, const char* what,
+                      file_trust::Kind kind = file_trust::Kind::kFile) {
+  file_trust::Options options;
+  options.kind = kind;
+  return file_trust::Refusal(path, what, options);
 }
 
 std::string Canonical(const std::string& path) {
@@ -198,7 +196,7 @@ void PluginLoader::ScanFolder(const std::string& folder, const std::string& orig
       return;
     }
   }
-  const std::string refusal = WorldWritable(canon, "folder");
+  const std::string refusal = Untrusted(canon, "plugin folder", file_trust::Kind::kFolder);
   folders_.push_back({folder, origin, refusal.empty() ? "ok" : "refused: " + refusal});
   std::vector<std::string> manifests;
   boost::system::error_code ec;
@@ -230,7 +228,7 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
     plugins_.push_back(std::move(rec));
   };
   if (!folder_refusal.empty()) return skip(folder_refusal);
-  if (std::string r = WorldWritable(manifest_path, "manifest"); !r.empty()) return skip(r);
+  if (std::string r = Untrusted(manifest_path, "manifest"); !r.empty()) return skip(r);
   Manifest m;
   try {
     m = ReadManifest(manifest_path);
@@ -250,7 +248,7 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
     return skip("the library " + lib_path + " named by manifest " + manifest_path +
                 " does not exist; reinstall the plugin or remove its manifest");
   }
-  if (std::string r = WorldWritable(rec->library, "library"); !r.empty()) return skip(r);
+  if (std::string r = Untrusted(rec->library, "library"); !r.empty()) return skip(r);
   if (FindByLibrary(rec->library) != nullptr) return;  // the same library found twice
   for (const auto& p : plugins_) {
     if (p->name == rec->name && p->state != BP_PLUGIN_SKIPPED) {
@@ -290,9 +288,8 @@ void PluginLoader::Load(PluginRecord& rec) {
     rec.reason = reason;
     rec.loading = false;
   };
-  if (std::string r = WorldWritable(rec.library, "library"); !r.empty()) {
-    return fail(BP_ERR_PLUGIN, r);
-  }
+  // Checked again at load time: discovery may have been long ago.
+  if (std::string r = Untrusted(rec.library, "library"); !r.empty()) return fail(BP_ERR_PLUGIN, r);
   // dlopen maps a truncated file's segments all the same, and the host dies of SIGBUS on
   // the first page past the end: look at the headers first.
   if (std::string r = ElfLoadProblem(rec.library); !r.empty()) return fail(BP_ERR_PLUGIN, r);
@@ -403,7 +400,7 @@ void PluginLoader::LoadLibrary(const std::string& path) {
   if (rec == nullptr) {
     // Not discovered: use a manifest beside it if there is one that names it.
     const std::string folder = fs::path(canon).parent_path().string();
-    const std::string refusal = WorldWritable(folder, "folder");
+    const std::string refusal = Untrusted(folder, "plugin folder", file_trust::Kind::kFolder);
     boost::system::error_code ec;
     for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string f = it->path().string();
