@@ -390,6 +390,14 @@ void PluginLoader::LoadAll() {
 }
 
 void PluginLoader::LoadLibrary(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    // realpath() would resolve it against the current directory, which the documented
+    // search never uses: a host run from a folder someone else controls would load their code.
+    Fail(BP_ERR_INVALID_ARGUMENT, "plugin library '" + path +
+                                      "' is not an absolute path; a plugin is never loaded "
+                                      "relative to the current directory, so pass an absolute "
+                                      "path");
+  }
   std::lock_guard lock(mu_);
   if (!discovered_) DiscoverLocked();
   const std::string canon = Canonical(path);

@@ -671,8 +671,9 @@ BP_EXPORT bp_status_t bp_plugins_discover(void);
  * per plugin, not returned. */
 BP_EXPORT bp_status_t bp_plugins_load_all(void);
 
-/* Loads the plugin at `library_path` now (its manifest is optional). Returns the error of
- * that plugin on failure; the failure is also recorded. */
+/* Loads the plugin at `library_path` now (its manifest is optional). The path must be
+ * absolute: a relative one is BP_ERR_INVALID_ARGUMENT, never resolved against the current
+ * directory. Returns the error of that plugin on failure; the failure is also recorded. */
 BP_EXPORT bp_status_t bp_plugin_load(const char* library_path);
 
 typedef enum {

@@ -164,6 +164,22 @@ TEST(Discovery, TheSameLibraryFoundTwiceLoadsOnce) {
   EXPECT_EQ(bptest::PluginRecords("hello").size(), records.size());
 }
 
+TEST(Discovery, ARelativeLibraryPathIsRefusedNotResolvedAgainstTheCurrentDirectory) {
+  // From inside the folder that holds it, the bare file name used to load the plugin.
+  const fs::path saved = fs::current_path();
+  fs::current_path(bptest::TestPluginDir());
+  for (const char* relative : {"libbackplane_hello.so", "./libbackplane_hello.so"}) {
+    const auto s = Capture(bp_plugin_load(relative));
+    EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << relative << ": " << s;
+    EXPECT_NE(s.message.find(relative), std::string::npos) << s;
+    EXPECT_NE(s.message.find("current directory"), std::string::npos) << s;
+  }
+  fs::current_path(saved);
+  EXPECT_FALSE(static_cast<bool>(backplane::Registry::TryGet("testing.hello")))
+      << "a library was loaded from the current directory";
+  EXPECT_TRUE(bptest::PluginRecords("hello").empty()) << bptest::PluginList().dump(2);
+}
+
 TEST(Discovery, ARelativeFolderIsRefused) {
   const auto s = Capture(bp_plugin_path_add("relative/plugins"));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
