@@ -9,14 +9,16 @@
 #include "plugin_loader.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <backplane/file_trust.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <boost/filesystem.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "device_type.h"
 #include "elf_check.h"
@@ -56,6 +58,58 @@ std::string Untrusted(const std::string& path, const char* what,
   options.kind = kind;
   return file_trust::Refusal(path, what, options);
 }
+
+// The words of a list variable ("a,b c"): separated by commas or white space.
+std::set<std::string> Words(const char* value) {
+  std::set<std::string> out;
+  if (value == nullptr) return out;
+  std::string word;
+  for (const char* c = value;; ++c) {
+    if (*c == '\0' || *c == ',' || *c == ' ' || *c == '\t' || *c == '\n') {
+      if (!word.empty()) out.insert(word);
+      word.clear();
+      if (*c == '\0') break;
+    } else {
+      word += *c;
+    }
+  }
+  return out;
+}
+
+std::string JoinWords(const std::set<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : ",") + w;
+  return out;
+}
+
+// BACKPLANE_DEBUG=loader (or all): every step of discovery and loading goes to stderr
+// BEFORE it is taken, so that when a plugin kills the process (a crash in a static
+// constructor, an abort or exit() in its init) the last line names it and the step. Read
+// once, with secure_getenv: a setuid or setgid program never traces.
+bool TraceOn() {
+  static const bool on = [] {
+    const std::set<std::string> words = Words(secure_getenv("BACKPLANE_DEBUG"));
+    return words.count("loader") > 0 || words.count("all") > 0;
+  }();
+  return on;
+}
+
+// One line to fd 2 with write(2): nothing is buffered when the process dies next.
+void Trace(const std::string& step) {
+  if (!TraceOn()) return;
+  const std::string line = "backplane[loader]: " + step + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+constexpr const char* kDisabledReason =
+    "disabled by BACKPLANE_DISABLE_PLUGINS: it is not loaded; remove its name from the "
+    "variable to use it";
 
 std::string Canonical(const std::string& path) {
   boost::system::error_code ec;
@@ -155,6 +209,20 @@ void PluginLoader::Discover() {
 void PluginLoader::DiscoverLocked() {
   discovered_ = true;
   folders_.clear();
+  // Read at every discovery (secure_getenv: ignored in setuid and setgid programs), and
+  // applied to plugins discovered earlier that are not loaded yet as well.
+  disabled_ = Words(secure_getenv("BACKPLANE_DISABLE_PLUGINS"));
+  Trace("discovering plugins" +
+        (disabled_.empty() ? std::string()
+                           : " (BACKPLANE_DISABLE_PLUGINS: " + JoinWords(disabled_) + ")"));
+  for (auto& p : plugins_) {
+    if (p->state == BP_PLUGIN_DISCOVERED && Disabled(p->name)) {
+      Trace("plugin '" + p->name + "' disabled by BACKPLANE_DISABLE_PLUGINS");
+      p->state = BP_PLUGIN_SKIPPED;
+      p->error_kind = BP_ERR_PLUGIN;
+      p->reason = kDisabledReason;
+    }
+  }
   for (const auto& p : extra_paths_) ScanFolder(p, "host");
   if (const char* env = secure_getenv("BACKPLANE_PLUGIN_PATH")) {
     std::string value = env;
@@ -185,6 +253,7 @@ void PluginLoader::DiscoverLocked() {
 }
 
 void PluginLoader::ScanFolder(const std::string& folder, const std::string& origin) {
+  Trace("searching folder " + folder + " (" + origin + ")");
   const std::string canon = Canonical(folder);
   if (canon.empty() || !fs::is_directory(canon)) {
     folders_.push_back({folder, origin, "missing"});
@@ -197,6 +266,7 @@ void PluginLoader::ScanFolder(const std::string& folder, const std::string& orig
     }
   }
   const std::string refusal = Untrusted(canon, "plugin folder", file_trust::Kind::kFolder);
+  if (!refusal.empty()) Trace("folder " + folder + " refused: " + refusal);
   folders_.push_back({folder, origin, refusal.empty() ? "ok" : "refused: " + refusal});
   std::vector<std::string> manifests;
   boost::system::error_code ec;
@@ -222,6 +292,7 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
   std::string fname = fs::path(manifest_path).filename().string();
   rec->name = fname.substr(0, fname.size() - std::string(kManifestSuffix).size());
   auto skip = [&](const std::string& reason) {
+    Trace("plugin '" + rec->name + "' skipped: " + reason);
     rec->state = BP_PLUGIN_SKIPPED;
     rec->error_kind = BP_ERR_PLUGIN;
     rec->reason = reason;
@@ -229,6 +300,7 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
   };
   if (!folder_refusal.empty()) return skip(folder_refusal);
   if (std::string r = Untrusted(manifest_path, "manifest"); !r.empty()) return skip(r);
+  Trace("reading manifest " + manifest_path);
   Manifest m;
   try {
     m = ReadManifest(manifest_path);
@@ -241,6 +313,7 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
   rec->vendor = m.vendor;
   rec->provides = m.provides;
   rec->device_types = m.device_types;
+  if (Disabled(rec->name)) return skip(kDisabledReason);
   const std::string lib_path = fs::path(manifest_path).parent_path().string() + "/" + m.library;
   rec->library = Canonical(lib_path);
   if (rec->library.empty()) {
@@ -263,6 +336,7 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
       return skip(std::string("manifest ") + manifest_path + ": " + e.what());
     }
   }
+  Trace("plugin '" + rec->name + "' discovered: library " + rec->library);
   plugins_.push_back(std::move(rec));
 }
 
@@ -278,6 +352,7 @@ void PluginLoader::Load(PluginRecord& rec) {
   rec.loading = true;
   PluginInit init{rec.name, {}, {}};
   auto fail = [&](bp_status_t kind, const std::string& reason) {
+    Trace("plugin '" + rec.name + "' skipped: " + reason);
     // Undo every registration the plugin made, newest first.
     for (auto it = init.undo.rbegin(); it != init.undo.rend(); ++it) (*it)();
     for (auto it = init.registered.rbegin(); it != init.registered.rend(); ++it) {
@@ -288,11 +363,15 @@ void PluginLoader::Load(PluginRecord& rec) {
     rec.reason = reason;
     rec.loading = false;
   };
+  if (Disabled(rec.name)) return fail(BP_ERR_PLUGIN, kDisabledReason);
+  Trace("loading plugin '" + rec.name + "': checking library " + rec.library);
   // Checked again at load time: discovery may have been long ago.
   if (std::string r = Untrusted(rec.library, "library"); !r.empty()) return fail(BP_ERR_PLUGIN, r);
   // dlopen maps a truncated file's segments all the same, and the host dies of SIGBUS on
   // the first page past the end: look at the headers first.
   if (std::string r = ElfLoadProblem(rec.library); !r.empty()) return fail(BP_ERR_PLUGIN, r);
+  Trace("loading plugin '" + rec.name + "': dlopen " + rec.library +
+        " (runs its static constructors)");
   boost::dll::shared_library lib;
   try {
     lib.load(rec.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
@@ -317,6 +396,8 @@ void PluginLoader::Load(PluginRecord& rec) {
   const uint64_t seq = ErrorSequence();
   bp_status_t st = BP_OK;
   std::string thrown;
+  Trace("loading plugin '" + rec.name + "': calling " + BP_PLUGIN_ENTRY_SYMBOL + " of " +
+        rec.library);
   try {
     st = entry(bp_host_api(), &info);
   } catch (const std::exception& e) {
@@ -381,11 +462,13 @@ void PluginLoader::Load(PluginRecord& rec) {
   rec.reason = warnings;
   rec.state = BP_PLUGIN_LOADED;
   rec.loading = false;
+  Trace("plugin '" + rec.name + "' loaded" + (warnings.empty() ? "" : " (" + warnings + ")"));
 }
 
 void PluginLoader::LoadAll() {
   std::lock_guard lock(mu_);
   if (!discovered_) DiscoverLocked();
+  Trace("loading every discovered plugin (bp_plugins_load_all)");
   for (size_t i = 0; i < plugins_.size(); ++i) Load(*plugins_[i]);
 }
 
@@ -400,6 +483,7 @@ void PluginLoader::LoadLibrary(const std::string& path) {
   }
   std::lock_guard lock(mu_);
   if (!discovered_) DiscoverLocked();
+  Trace("bp_plugin_load " + path);
   const std::string canon = Canonical(path);
   if (canon.empty() || !fs::is_regular_file(canon)) {
     Fail(BP_ERR_NOT_FOUND, "plugin library " + path + " does not exist or is not a file");
@@ -463,6 +547,9 @@ std::string PluginLoader::LoadProviderOf(const std::string& name) {
     PluginRecord& p = *plugins_[i];
     all.push_back(&p);
     if (std::find(p.provides.begin(), p.provides.end(), name) != p.provides.end()) {
+      if (p.state == BP_PLUGIN_DISCOVERED) {
+        Trace("first use of '" + name + "', which plugin '" + p.name + "' declares");
+      }
       Load(p);
       if (NameRegistered(name)) return "";
     }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,10 +75,12 @@ class PluginLoader {
   void Load(PluginRecord& rec);
   PluginRecord* FindByLibrary(const std::string& canonical_library);
   std::string LookedAt(const std::vector<PluginRecord*>& recs) const;
+  bool Disabled(const std::string& name) const { return disabled_.count(name) > 0; }
 
   std::recursive_mutex mu_;
   bool discovered_ = false;
   std::vector<std::string> extra_paths_;
+  std::set<std::string> disabled_;  // BACKPLANE_DISABLE_PLUGINS, read at each discovery
   std::vector<Folder> folders_;
   std::vector<std::unique_ptr<PluginRecord>> plugins_;
 };

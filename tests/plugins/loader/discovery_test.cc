@@ -180,6 +180,34 @@ TEST(Discovery, ARelativeLibraryPathIsRefusedNotResolvedAgainstTheCurrentDirecto
   EXPECT_TRUE(bptest::PluginRecords("hello").empty()) << bptest::PluginList().dump(2);
 }
 
+// BACKPLANE_DISABLE_PLUGINS keeps named plugins out of an ordinary host: bp_plugins_load_all
+// and bp_plugin_load skip them, so a host survives plugins that would crash it (the crashing/
+// test plugins: a SIGSEGV in a static constructor, abort(), exit(3), a hang).
+TEST(Discovery, DisabledPluginsAreNeitherLoadedNorInitialised) {
+  ASSERT_EQ(
+      setenv("BACKPLANE_DISABLE_PLUGINS",
+             "crashing_ctor_segv, crashing_init_abort,crashing_init_exit,crashing_init_hang", 1),
+      0);
+  const std::string folder = bptest::TestPluginDir() + "/crashing";
+  ASSERT_TRUE(Capture(bp_plugin_path_add(folder.c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_load_all()).ok());
+  for (const char* name :
+       {"crashing_ctor_segv", "crashing_init_abort", "crashing_init_exit", "crashing_init_hang"}) {
+    const auto records = bptest::PluginRecords(name);
+    ASSERT_EQ(records.size(), 1u) << name;
+    EXPECT_EQ(records[0]["state"], "skipped") << records[0].dump(2);
+    EXPECT_NE(records[0]["reason"].get<std::string>().find("BACKPLANE_DISABLE_PLUGINS"),
+              std::string::npos)
+        << records[0].dump(2);
+  }
+  const std::string lib = folder + "/libbackplane_crashing_ctor_segv.so";
+  const auto s = Capture(bp_plugin_load(lib.c_str()));
+  EXPECT_EQ(s.kind, BP_ERR_PLUGIN) << s;
+  EXPECT_NE(s.message.find("disabled by BACKPLANE_DISABLE_PLUGINS"), std::string::npos) << s;
+  EXPECT_EQ(bptest::PluginRecords("cpu").at(0)["state"], "loaded");
+  unsetenv("BACKPLANE_DISABLE_PLUGINS");
+}
+
 TEST(Discovery, ARelativeFolderIsRefused) {
   const auto s = Capture(bp_plugin_path_add("relative/plugins"));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
