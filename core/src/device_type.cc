@@ -3,6 +3,7 @@
 // BP_DEVICE_TYPE_FIRST_DYNAMIC, with no edit of the core (the seed's enum edit, gone).
 #include "device_type.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -43,6 +44,26 @@ class DeviceTypes {
     }
     Add(name, next_);
     return next_++;
+  }
+
+  // All of `names` or none (they are valid names).
+  void RegisterAll(const std::vector<std::string>& names) {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> fresh;
+    for (const auto& n : names) {
+      if (ids_.count(n) == 0 && std::find(fresh.begin(), fresh.end(), n) == fresh.end()) {
+        fresh.push_back(n);
+      }
+    }
+    const int32_t left = BP_DEVICE_TYPE_MAX - next_;
+    if (static_cast<int64_t>(fresh.size()) > left) {
+      Fail(BP_ERR_OUT_OF_MEMORY,
+           "cannot register its " + std::to_string(fresh.size()) + " new device types: only " +
+               std::to_string(left) + " of the " +
+               std::to_string(BP_DEVICE_TYPE_MAX - BP_DEVICE_TYPE_FIRST_DYNAMIC) +
+               " dynamic device type ids are left; none was registered");
+    }
+    for (const auto& n : fresh) Add(n, next_++);
   }
 
   int32_t Find(const std::string& name) const {
@@ -99,6 +120,10 @@ void CheckTypeName(const std::string& name) {
 int32_t RegisterDeviceType(const std::string& name) {
   CheckTypeName(name);
   return Types().Register(name);
+}
+void RegisterDeviceTypes(const std::vector<std::string>& names) {
+  for (const auto& n : names) CheckTypeName(n);
+  Types().RegisterAll(names);
 }
 int32_t FindDeviceType(const std::string& name) { return Types().Find(name); }
 const char* DeviceTypeName(int32_t type) { return Types().Name(type); }

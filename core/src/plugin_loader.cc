@@ -322,29 +322,35 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
                 " does not exist; reinstall the plugin or remove its manifest");
   }
   if (std::string r = Untrusted(rec->library, "library"); !r.empty()) return skip(r);
-  if (FindByLibrary(rec->library) != nullptr) return;  // the same library found twice
+  // The same library found twice (through two folders or a symlink): loaded once. Only a
+  // record that was not skipped claims it, so a broken manifest naming the library of a good
+  // one does not make the good one vanish.
+  if (FindByLibrary(rec->library, /*live_only=*/true) != nullptr) return;
   for (const auto& p : plugins_) {
     if (p->name == rec->name && p->state != BP_PLUGIN_SKIPPED) {
       return skip("another plugin named '" + rec->name + "' was found first (" + p->library +
                   "), earlier in the search path; this one is ignored");
     }
   }
-  for (const auto& t : rec->device_types) {
-    try {
-      RegisterDeviceType(t);
-    } catch (const CoreError& e) {
-      return skip(std::string("manifest ") + manifest_path + ": " + e.what());
-    }
+  // All or nothing: a manifest skipped here leaves no device type behind to use up the ids
+  // that later plugins need.
+  try {
+    RegisterDeviceTypes(rec->device_types);
+  } catch (const CoreError& e) {
+    return skip(std::string("manifest ") + manifest_path + ": " + e.what());
   }
   Trace("plugin '" + rec->name + "' discovered: library " + rec->library);
   plugins_.push_back(std::move(rec));
 }
 
-PluginRecord* PluginLoader::FindByLibrary(const std::string& canonical_library) {
+PluginRecord* PluginLoader::FindByLibrary(const std::string& canonical_library, bool live_only) {
+  PluginRecord* skipped = nullptr;
   for (auto& p : plugins_) {
-    if (p->library == canonical_library) return p.get();
+    if (p->library != canonical_library) continue;
+    if (p->state != BP_PLUGIN_SKIPPED) return p.get();
+    if (skipped == nullptr) skipped = p.get();
   }
-  return nullptr;
+  return live_only ? nullptr : skipped;
 }
 
 void PluginLoader::Load(PluginRecord& rec) {

@@ -73,7 +73,9 @@ class PluginLoader {
   void ScanFolder(const std::string& folder, const std::string& origin);
   void AddManifest(const std::string& manifest_path, const std::string& folder_refusal);
   void Load(PluginRecord& rec);
-  PluginRecord* FindByLibrary(const std::string& canonical_library);
+  // The record of a library: one that is not skipped if there is one, else (unless
+  // `live_only`) a skipped one.
+  PluginRecord* FindByLibrary(const std::string& canonical_library, bool live_only = false);
   std::string LookedAt(const std::vector<PluginRecord*>& recs) const;
   bool Disabled(const std::string& name) const { return disabled_.count(name) > 0; }
 

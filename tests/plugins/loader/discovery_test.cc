@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "../test_util.h"
@@ -206,6 +207,73 @@ TEST(Discovery, DisabledPluginsAreNeitherLoadedNorInitialised) {
   EXPECT_NE(s.message.find("disabled by BACKPLANE_DISABLE_PLUGINS"), std::string::npos) << s;
   EXPECT_EQ(bptest::PluginRecords("cpu").at(0)["state"], "loaded");
   unsetenv("BACKPLANE_DISABLE_PLUGINS");
+}
+
+// Writes a manifest into `folder` as `file`.
+void WriteManifest(const std::string& folder, const std::string& file, const nlohmann::json& m) {
+  std::ofstream(folder + "/" + file) << m.dump(2);
+}
+
+nlohmann::json ManifestOf(const std::string& name, const std::string& library,
+                          const std::vector<std::string>& device_types) {
+  return {{"manifest_version", 1},     {"name", name},
+          {"library", library},        {"abi_version", "1.0"},
+          {"provides", {"x." + name}}, {"device_types", device_types}};
+}
+
+TEST(Discovery, ABrokenManifestNamingAGoodPluginsLibraryDoesNotHideIt) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("hello", dir.path());
+  // Read before hello's manifest, names hello's library, and is skipped for its bad type.
+  WriteManifest(dir.path(), "aaa_broken.bpplugin.json",
+                ManifestOf("aaa_broken", "libbackplane_hello.so", {"Not A Type Name"}));
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  const auto broken = bptest::PluginRecords("aaa_broken");
+  ASSERT_EQ(broken.size(), 1u) << bptest::PluginList().dump(2);
+  EXPECT_EQ(broken[0]["state"], "skipped");
+  const auto hello = bptest::PluginRecords("hello");
+  ASSERT_EQ(hello.size(), 1u) << "the good plugin vanished: " << bptest::PluginList().dump(2);
+  EXPECT_EQ(hello[0]["state"], "discovered");
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")().AsString(), "hello, world");
+}
+
+TEST(Discovery, ASkippedManifestLeavesNoDeviceTypeBehind) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("fakeacc", dir.path());
+  fs::copy_file(bptest::TestPluginLibrary("hello"), dir.path() + "/libbackplane_many.so");
+  // More device types than there are ids: skipped, and read before fakeacc's manifest.
+  std::vector<std::string> many;
+  for (int i = 0; i < 300; ++i) many.push_back("many_t" + std::to_string(i));
+  WriteManifest(dir.path(), "aaa_many.bpplugin.json",
+                ManifestOf("many", "libbackplane_many.so", many));
+  // A valid type, then an invalid one: skipped too.
+  WriteManifest(dir.path(), "aab_mixed.bpplugin.json",
+                ManifestOf("mixed", "libbackplane_many.so", {"mixed_ok", "Not Valid"}));
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  for (const char* name : {"many", "mixed"}) {
+    const auto rec = bptest::PluginRecords(name);
+    ASSERT_EQ(rec.size(), 1u) << name;
+    EXPECT_EQ(rec[0]["state"], "skipped") << rec[0].dump(2);
+  }
+  EXPECT_NE(
+      bptest::PluginRecords("many")[0]["reason"].get<std::string>().find("none was registered"),
+      std::string::npos)
+      << bptest::PluginRecords("many")[0].dump(2);
+  int32_t id = 0;
+  for (const char* type : {"many_t0", "many_t100", "mixed_ok"}) {
+    const auto s = Capture(bp_device_type_from_name(type, &id));
+    EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << type << " was left registered";
+  }
+  // The good plugin after them still gets its device type, and its device works.
+  const auto fake = bptest::PluginRecords("fakeacc");
+  ASSERT_EQ(fake.size(), 1u);
+  EXPECT_EQ(fake[0]["state"], "discovered") << fake[0].dump(2);
+  const auto ref = bptest::RandomFloats(16, 5);
+  auto t = backplane::Tensor::Empty({16}, backplane::Float32(), backplane::Device("fakeacc", 0));
+  t.CopyFrom(ref);
+  EXPECT_EQ(t.ToVector<float>(), ref);
 }
 
 TEST(Discovery, ARelativeFolderIsRefused) {
