@@ -194,10 +194,12 @@ void PluginLoader::AddPath(const std::string& folder) {
     extra_paths_.push_back(folder);
   }
   discovered_ = false;  // the next use discovers again, adding what the new folder holds
+  ready_.store(false, std::memory_order_release);
 }
 
 void PluginLoader::EnsureDiscovered() {
-  std::lock_guard lock(mu_);
+  if (ready_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mu_);  // waits for a discovery another thread is running
   if (!discovered_) DiscoverLocked();
 }
 
@@ -250,6 +252,7 @@ void PluginLoader::DiscoverLocked() {
       Canonical(BACKPLANE_BUILD_PLUGIN_DIR) != Canonical(lib_dir + "/backplane/plugins")) {
     ScanFolder(BACKPLANE_BUILD_PLUGIN_DIR, "build tree");
   }
+  ready_.store(true, std::memory_order_release);
 }
 
 void PluginLoader::ScanFolder(const std::string& folder, const std::string& origin) {

@@ -4,6 +4,7 @@
 #ifndef BACKPLANE_CORE_PLUGIN_LOADER_H_
 #define BACKPLANE_CORE_PLUGIN_LOADER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,7 +40,8 @@ class PluginLoader {
 
   // Adds a folder searched first (in the order added); it must be absolute.
   void AddPath(const std::string& folder);
-  // Discovers once; later calls do nothing.
+  // Discovers once; later calls do nothing (and take no lock). Every entry point whose answer
+  // depends on plugins calls it (or a function that does) before it answers.
   void EnsureDiscovered();
   // Scans every search folder and reads the manifests found; loads nothing.
   void Discover();
@@ -80,7 +82,10 @@ class PluginLoader {
   bool Disabled(const std::string& name) const { return disabled_.count(name) > 0; }
 
   std::recursive_mutex mu_;
-  bool discovered_ = false;
+  bool discovered_ = false;  // a discovery ran or runs (under mu_)
+  // A discovery finished and no folder was added since: EnsureDiscovered's lock-free check,
+  // called by every entry point whose answer depends on plugins.
+  std::atomic<bool> ready_{false};
   std::vector<std::string> extra_paths_;
   std::set<std::string> disabled_;  // BACKPLANE_DISABLE_PLUGINS, read at each discovery
   std::vector<Folder> folders_;

@@ -218,6 +218,8 @@ BP_EXPORT bp_status_t bp_registry_list(bp_object_t** out_names);
  * rocm_host, ext_dev, cuda_managed, oneapi, webgpu, hexagon) keep their DLPack ids. A name
  * is [a-z0-9_] and 1..63 characters. */
 BP_EXPORT bp_status_t bp_device_type_register(const char* name, int32_t* out_type);
+/* These three discover plugins first (once per process, as every entry point whose answer
+ * depends on plugins does), so the types that manifests declare are known. */
 /* The id of a known name; BP_ERR_NOT_FOUND otherwise. */
 BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_type);
 /* The name of a known id (borrowed, valid for the life of the process). */
