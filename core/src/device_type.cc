@@ -121,6 +121,7 @@ void CheckTypeName(const std::string& name) {
 
 int32_t RegisterDeviceType(const std::string& name) {
   CheckTypeName(name);
+  CheckPluginMayRegisterDeviceType(name);
   return Types().Register(name);
 }
 void RegisterDeviceTypes(const std::vector<std::string>& names) {

@@ -42,6 +42,7 @@ struct PluginRecord {
   std::string vendor;
   std::vector<std::string> provides;
   std::vector<std::string> device_types;
+  std::vector<std::string> registered;  // every name its init registered
   std::optional<boost::dll::shared_library> lib;
 };
 
@@ -166,6 +167,42 @@ PluginInit* CurrentPluginInit() { return t_current_init; }
 // Whether a name a manifest declares is registered: a function, or a target kind or tag.
 bool NameRegistered(const std::string& name) {
   return static_cast<bool>(Registry::Global().Find(name)) || TargetNameRegistered(name);
+}
+
+void CheckPluginMayRegister(const std::string& name, const std::string& what) {
+  PluginInit* init = t_current_init;
+  if (init == nullptr) return;
+  const bool declared =
+      init->declared != nullptr &&
+      std::find(init->declared->begin(), init->declared->end(), name) != init->declared->end();
+  if (declared) return;
+  // Named first when another plugin's manifest claims it: that is who the name belongs to.
+  const std::string declarer = PluginLoader::Global().OtherDeclarer(name, init->plugin_name);
+  if (!declarer.empty()) {
+    Fail(BP_ERR_ALREADY_EXISTS, what + " is declared by plugin '" + declarer +
+                                    "' in its manifest; plugin '" + init->plugin_name +
+                                    "' does not declare it, so it cannot register it (a plugin "
+                                    "registers the names its manifest \"provides\", BP-PLUGIN-2; "
+                                    "choose another name)");
+  }
+  if (init->declared == nullptr) return;  // loaded by path without a manifest
+  Fail(BP_ERR_PLUGIN, "plugin '" + init->plugin_name + "' registers " + what + " (\"" + name +
+                          "\"), which its manifest " + init->manifest +
+                          " does not declare in \"provides\": a plugin registers only the names "
+                          "its manifest declares (BP-PLUGIN-2), so that discovery knows who owns "
+                          "every name; add it to PROVIDES in backplane_add_plugin");
+}
+
+void CheckPluginMayRegisterDeviceType(const std::string& name) {
+  PluginInit* init = t_current_init;
+  if (init == nullptr || init->declared_device_types == nullptr) return;
+  const auto& types = *init->declared_device_types;
+  if (std::find(types.begin(), types.end(), name) != types.end()) return;
+  if (FindDeviceType(name) >= 0) return;  // a DLPack type, or one another plugin declares
+  Fail(BP_ERR_PLUGIN, "plugin '" + init->plugin_name + "' registers the new device type '" + name +
+                          "', which its manifest " + init->manifest +
+                          " does not declare in \"device_types\" (BP-PLUGIN-2); add it to "
+                          "DEVICE_TYPES in backplane_add_plugin");
 }
 
 std::string CurrentOwner() {
@@ -359,7 +396,13 @@ PluginRecord* PluginLoader::FindByLibrary(const std::string& canonical_library, 
 void PluginLoader::Load(PluginRecord& rec) {
   if (rec.state != BP_PLUGIN_DISCOVERED || rec.loading) return;
   rec.loading = true;
-  PluginInit init{rec.name, {}, {}};
+  PluginInit init;
+  init.plugin_name = rec.name;
+  if (!rec.manifest.empty()) {
+    init.declared = &rec.provides;
+    init.declared_device_types = &rec.device_types;
+    init.manifest = rec.manifest;
+  }
   auto fail = [&](bp_status_t kind, const std::string& reason) {
     Trace("plugin '" + rec.name + "' skipped: " + reason);
     // Undo every registration the plugin made, newest first.
@@ -468,6 +511,7 @@ void PluginLoader::Load(PluginRecord& rec) {
   if (rec.manifest.empty()) {
     for (const auto& [name, previous] : init.registered) rec.provides.push_back(name);
   }
+  rec.registered = std::move(init.names);
   rec.reason = warnings;
   rec.state = BP_PLUGIN_LOADED;
   rec.loading = false;
@@ -608,6 +652,20 @@ std::vector<std::string> PluginLoader::DeclaredNames() {
   return names;
 }
 
+// The names `p` registered that it still owns: a function the host replaced or removed since
+// is someone else's (kinds and tags are never replaced).
+std::vector<std::string> OwnedNames(const PluginRecord& p) {
+  std::vector<std::string> out;
+  const std::string owner = "plugin '" + p.name + "'";
+  for (const auto& n : p.registered) {
+    const bool target_name = n.rfind("target.kind.", 0) == 0 || n.rfind("target.tag.", 0) == 0;
+    if (target_name ? TargetNameRegistered(n) : Registry::Global().OwnerOf(n) == owner) {
+      out.push_back(n);
+    }
+  }
+  return out;
+}
+
 std::string PluginLoader::ToJson() {
   std::lock_guard lock(mu_);
   if (!discovered_) DiscoverLocked();
@@ -630,6 +688,7 @@ std::string PluginLoader::ToJson() {
                               {"version", or_null(p->version)},
                               {"vendor", or_null(p->vendor)},
                               {"provides", p->provides},
+                              {"registered", OwnedNames(*p)},
                               {"device_types", p->device_types}});
   }
   return out.dump(2);

@@ -18,13 +18,33 @@
 
 namespace backplane::core {
 
-// What a plugin registered while its bp_plugin_init runs, for rollback on failure.
+// What a plugin registered while its bp_plugin_init runs, for rollback on failure, and what
+// it may register.
 struct PluginInit {
   std::string plugin_name;
   std::vector<std::pair<std::string, std::optional<Registry::Entry>>> registered;
   // Undo steps for other registries (target kinds, tags), run newest first on failure.
   std::vector<std::function<void()>> undo;
+  // Its manifest's "provides" and "device_types", or null for a library loaded by path
+  // without a manifest (which declares nothing and may register what no manifest declares).
+  const std::vector<std::string>* declared = nullptr;
+  const std::vector<std::string>* declared_device_types = nullptr;
+  std::string manifest;
+  // Every name it registered, as a manifest writes it (functions, target.kind.<k>,
+  // target.tag.<t>): what bp_plugins_list shows as its "registered" names.
+  std::vector<std::string> names;
 };
+
+// During a plugin's bp_plugin_init, refuses (throws) a registration of `name` (as a manifest
+// writes it: "device_api.x", "target.kind.k") that the plugin may not make: a name its
+// manifest does not declare (BP-PLUGIN-2), or, for a plugin without a manifest, a name another
+// plugin's manifest declares. `what` names it in the message ("function 'x'"). Outside an
+// init it does nothing: the host registers what it likes.
+void CheckPluginMayRegister(const std::string& name, const std::string& what);
+
+// During a plugin's init, refuses a device type its manifest does not declare when the name
+// is new (declared ones were registered at discovery).
+void CheckPluginMayRegisterDeviceType(const std::string& name);
 
 // "plugin 'x'" when a plugin's init is running on this thread, else "the host".
 std::string CurrentOwner();

@@ -95,17 +95,24 @@ Json ValueToJson(const Any& value) {
   }
 }
 
-// The plugin whose manifest declares `name` among the functions it provides, or null. A
-// skipped plugin registered nothing, so it cannot be the provider (another plugin or the
-// host registered the name instead, and the report must not credit the skipped one).
+// The plugin that owns `name`: the one whose "registered" names hold it (what its init
+// registered and still owns, so a name the host replaced is nobody's), else a plugin not
+// loaded yet whose manifest declares it; null when the host registered it.
 Json ProviderOf(const Json& plugins, const std::string& name) {
+  auto holds = [&](const Json& plugin, const char* key) {
+    const Json* names = plugin.contains(key) ? &plugin[key] : nullptr;
+    if (names == nullptr || !names->is_array()) return false;
+    for (const Json& n : *names) {
+      if (n.is_string() && n.get<std::string>() == name) return true;
+    }
+    return false;
+  };
   for (const Json& plugin : plugins) {
-    if (plugin.value("state", "") == "skipped") continue;
-    const Json* provides = plugin.contains("provides") ? &plugin["provides"] : nullptr;
-    if (provides == nullptr || !provides->is_array()) continue;
-    for (const Json& provided : *provides) {
-      if (provided.is_string() && provided.get<std::string>() == name)
-        return plugin.value("name", "");
+    if (holds(plugin, "registered")) return plugin.value("name", "");
+  }
+  for (const Json& plugin : plugins) {
+    if (plugin.value("state", "") == "discovered" && holds(plugin, "provides")) {
+      return plugin.value("name", "") + " (not loaded yet)";
     }
   }
   return nullptr;
@@ -332,8 +339,7 @@ void PrintReport(const Json& report, std::ostream& out) {
   for (const Json& t : types) {
     std::string from = kNone;
     if (t.value("device_api", false)) {
-      from =
-          t["plugin"].is_null() ? std::string("(no loaded plugin declares it)") : Text(t["plugin"]);
+      from = t["plugin"].is_null() ? std::string("(the host)") : Text(t["plugin"]);
     }
     type_table.AddRow({Text(t["id"]), Text(t["name"]), from, Field(t, "device_count")});
     if (!t["error"].is_null()) type_table.AddNote("error: " + Text(t["error"]));
@@ -358,7 +364,9 @@ void PrintReport(const Json& report, std::ostream& out) {
   const Json& functions = report["functions"];
   Heading(out, "Global functions: " + std::to_string(functions.size()) + " registered");
   Table fn_table({"NAME", "PLUGIN"});
-  for (const Json& f : functions) fn_table.AddRow({Text(f["name"]), Text(f["plugin"])});
+  for (const Json& f : functions) {
+    fn_table.AddRow({Text(f["name"]), f["plugin"].is_null() ? "(the host)" : Text(f["plugin"])});
+  }
   if (functions.empty()) {
     out << "  (none)\n";
   } else {
