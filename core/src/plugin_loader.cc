@@ -43,6 +43,7 @@ struct PluginRecord {
   std::vector<std::string> provides;
   std::vector<std::string> device_types;
   std::vector<std::string> registered;  // every name its init registered
+  std::string shadowed_by;              // the library of the plugin that shadows it
   std::optional<boost::dll::shared_library> lib;
 };
 
@@ -362,15 +363,35 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
                 " does not exist; reinstall the plugin or remove its manifest");
   }
   if (std::string r = Untrusted(rec->library, "library"); !r.empty()) return skip(r);
-  // The same library found twice (through two folders or a symlink): loaded once. Only a
-  // record that was not skipped claims it, so a broken manifest naming the library of a good
-  // one does not make the good one vanish.
-  if (FindByLibrary(rec->library, /*live_only=*/true) != nullptr) return;
+  // The same manifest found twice (through two folders or a symlink): one plugin.
+  const std::string canonical_manifest = Canonical(manifest_path);
   for (const auto& p : plugins_) {
-    if (p->name == rec->name && p->state != BP_PLUGIN_SKIPPED) {
-      return skip("another plugin named '" + rec->name + "' was found first (" + p->library +
-                  "), earlier in the search path; this one is ignored");
+    if (p->state != BP_PLUGIN_SKIPPED && Canonical(p->manifest) == canonical_manifest) return;
+  }
+  // Two plugins that claim the same thing: the first on the search path wins, and the later
+  // one is shadowed whole (never loaded, its device types not registered). Only a plugin that
+  // was not skipped claims anything, so a broken manifest shadows nobody.
+  for (const auto& p : plugins_) {
+    if (p->state == BP_PLUGIN_SKIPPED) continue;
+    std::string clash;
+    if (p->library == rec->library) {
+      clash = "names the same library";
+    } else if (p->name == rec->name) {
+      clash = "has the same name";
+    } else {
+      for (const auto& n : rec->provides) {
+        if (std::find(p->provides.begin(), p->provides.end(), n) != p->provides.end()) {
+          clash = "also declares '" + n + "'";
+          break;
+        }
+      }
     }
+    if (clash.empty()) continue;
+    rec->shadowed_by = p->library;
+    return skip("shadowed by " + p->library + ": plugin '" + p->name + "' (manifest " +
+                p->manifest + "), found earlier on the search path, " + clash +
+                ", and the first plugin on the path wins; this one is not loaded. Remove or "
+                "rename one of them, or put this one's folder first");
   }
   // All or nothing: a manifest skipped here leaves no device type behind to use up the ids
   // that later plugins need.
@@ -689,6 +710,7 @@ std::string PluginLoader::ToJson() {
                               {"vendor", or_null(p->vendor)},
                               {"provides", p->provides},
                               {"registered", OwnedNames(*p)},
+                              {"shadowed_by", or_null(p->shadowed_by)},
                               {"device_types", p->device_types}});
   }
   return out.dump(2);

@@ -105,18 +105,73 @@ std::string ResolvePlugin(const Options& o, std::string* name) {
   backplane::Check(bp_plugins_list(&list));
   const nlohmann::json all = nlohmann::json::parse(backplane::GetString(list));
   bp_object_release(list);
+  // The plugin a host would load by that name: the first on the search path that was not
+  // skipped (a later one of that name is shadowed by it), else the first of that name, so
+  // that its tests say why it does not load.
   std::string names;
+  const nlohmann::json* chosen = nullptr;
   for (const auto& p : Member(all, "plugins")) {
     const std::string n = p.value("name", "");
     names += (names.empty() ? "" : ", ") + n;
-    if (n == spec && p["library"].is_string()) {
-      *name = n;
-      return p["library"].get<std::string>();
+    if (n != spec || !p["library"].is_string()) continue;
+    if (chosen == nullptr || ((*chosen)["state"] == "skipped" && p["state"] != "skipped")) {
+      chosen = &p;
     }
+  }
+  if (chosen != nullptr) {
+    *name = spec;
+    return (*chosen)["library"].get<std::string>();
   }
   throw std::runtime_error("no plugin named '" + spec +
                            "' was found (found: " + (names.empty() ? std::string("none") : names) +
                            "); pass the library's path, or its folder with --plugin-path");
+}
+
+// What the search path (--plugin-path, BACKPLANE_PLUGIN_PATH, the install's folder) says
+// about `library`: the plugin a host would load instead of it, and those it shadows
+// (docs/discovery.md, "When two plugins claim a name"). Discovery reads manifests only.
+std::vector<std::string> ShadowNotes(const Options& o, const std::string& library,
+                                     const std::string& name) {
+  for (const std::string& p : o.plugin_paths) bp_plugin_path_add(Absolute(p).c_str());
+  std::vector<std::string> notes;
+  bp_object_t* list = nullptr;
+  if (bp_plugins_discover() != BP_OK || bp_plugins_list(&list) != BP_OK) {
+    bp_error_clear();
+    return notes;
+  }
+  const nlohmann::json all = nlohmann::json::parse(backplane::GetString(list), nullptr, false);
+  bp_object_release(list);
+  bool on_path = false;
+  std::string host_loads;  // the library a host loads for `name`, when it is another one
+  for (const auto& p : Member(all, "plugins")) {
+    if (!p["library"].is_string()) continue;
+    const std::string lib = p["library"].get<std::string>();
+    on_path = on_path || Absolute(lib) == library;
+    if (!name.empty() && p.value("name", "") == name && p["state"] != "skipped" &&
+        Absolute(lib) != library && host_loads.empty()) {
+      host_loads = lib;
+    }
+  }
+  if (!on_path && !host_loads.empty()) {
+    notes.push_back("on this search path a host loads plugin '" + name + "' from " + host_loads +
+                    ", not from " + library +
+                    ", which is in no folder of the path; the kit checks " + library + " alone");
+  }
+  for (const auto& p : Member(all, "plugins")) {
+    const nlohmann::json& by = Member(p, "shadowed_by");
+    if (!by.is_string() || !p["library"].is_string()) continue;
+    const std::string lib = p["library"].get<std::string>();
+    if (Absolute(lib) == library) {
+      notes.push_back("on this search path " + library + " is shadowed by " +
+                      by.get<std::string>() +
+                      ", so a host loads that one instead; the kit checks " + library + " alone (" +
+                      p.value("reason", "") + ")");
+    } else if (Absolute(by.get<std::string>()) == library) {
+      notes.push_back("on this search path it shadows " + lib + " (plugin '" + p.value("name", "") +
+                      "'), which hosts do not load");
+    }
+  }
+  return notes;
 }
 
 bool Selected(const Options& o, const std::string& name) {
@@ -265,6 +320,8 @@ int Run(const Options& o) {
   if (info.name.empty()) info.name = manifest_name;
   if (info.library.empty()) info.library = library;
   report.plugin = info;
+  report.notes = ShadowNotes(o, library, info.name);
+  for (const std::string& note : report.notes) std::printf("note: %s\n", note.c_str());
 
   const DeviceTypeInfo* type = nullptr;
   int32_t device_id = 0;

@@ -219,6 +219,38 @@ TEST(ConformanceKit, FindsThePluginByNameOrManifest) {
   EXPECT_EQ(run.json["plugin"]["name"], "simok");
 }
 
+// Two plugins named simok: the kit says which one a host would load and which is shadowed
+// (docs/discovery.md, "When two plugins claim a name").
+TEST(ConformanceKit, ShowsWhichPluginShadowsWhich) {
+  const std::string first = kScratch + "/shadowing";
+  fs::remove_all(first);
+  fs::create_directories(first);
+  fs::permissions(first,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  fs::copy_file(Broken("simok"), first + "/libbackplane_simok.so");
+  fs::copy_file(kBroken + "/simok.bpplugin.json", first + "/simok.bpplugin.json");
+  const std::string winner = first + "/libbackplane_simok.so";
+  // By name: the first on the path is checked, and it shadows the other.
+  KitRun run =
+      RunKit({"simok", "--plugin-path", first, "--plugin-path", kBroken, "--test", "plugin.load"},
+             "shadowing_by_name");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["plugin"]["library"], winner);
+  ASSERT_TRUE(run.json["notes"].is_array()) << run.json.dump(2);
+  EXPECT_NE(run.json["notes"].dump().find("it shadows " + Broken("simok")), std::string::npos)
+      << run.json["notes"];
+  EXPECT_NE(run.process.out.find("note: on this search path it shadows"), std::string::npos)
+      << run.process.out;
+  // By path, the loser: with a note that hosts load the winner instead.
+  run = RunKit(
+      {Broken("simok"), "--plugin-path", first, "--plugin-path", kBroken, "--test", "plugin.load"},
+      "shadowing_by_path");
+  EXPECT_NE(run.json["notes"].dump().find("is shadowed by " + winner), std::string::npos)
+      << run.Explain();
+}
+
 TEST(ConformanceKit, FakeAccPassesEverything) {
   // With no expected failures: its kernels run on the stream SetStream made active.
   const KitRun run = RunKit({Lib(BACKPLANE_TEST_PLUGIN_DIR, "fakeacc")}, "fakeacc");
@@ -326,11 +358,8 @@ INSTANTIATE_TEST_SUITE_P(
                    "bp_brokenabi_extra",
                    "plugin.device_api_table"},
         // The core refuses a name the manifest does not declare, so the plugin fails to load.
-        BrokenCase{"brokennames",
-                   {"--test", "plugin.*"},
-                   "plugin.load",
-                   "'brokennames.undeclared'",
-                   ""},
+        BrokenCase{
+            "brokennames", {"--test", "plugin.*"}, "plugin.load", "'brokennames.undeclared'", ""},
         BrokenCase{"brokenattr",
                    {"--test", "device.attr.*"},
                    "device.attr.types",

@@ -692,7 +692,8 @@ typedef enum {
 /* The plugins known so far, in discovery order, as one string object (owned) holding a
  * JSON array of objects: {"name", "library", "manifest", "state" ("discovered" | "loaded" |
  * "skipped"), "reason", "abi_version", "version", "vendor", "provides": [names],
- * "registered": [the names its init registered that it still owns], "device_types":
+ * "registered": [the names its init registered that it still owns], "shadowed_by": the
+ * library of the plugin earlier on the search path that shadows it (or null), "device_types":
  * [names]}. Fields not known yet are null. Also lists the folders searched:
  * the whole is {"search_path": [...], "plugins": [...]}. */
 BP_EXPORT bp_status_t bp_plugins_list(bp_object_t** out_json);

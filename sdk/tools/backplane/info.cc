@@ -304,13 +304,21 @@ void PrintReport(const Json& report, std::ostream& out) {
   const Json& plugins = report["plugins"];
   size_t loaded = 0;
   size_t skipped = 0;
+  size_t shadowed = 0;
+  // A shadowed plugin is a skipped one that another plugin, earlier on the search path, won
+  // over (docs/discovery.md, "When two plugins claim a name").
+  auto is_shadowed = [](const Json& p) {
+    return p.contains("shadowed_by") && p["shadowed_by"].is_string();
+  };
   for (const Json& p : plugins) {
     std::string state = p.value("state", "");
     loaded += state == "loaded";
-    skipped += state == "skipped";
+    shadowed += is_shadowed(p);
+    skipped += state == "skipped" && !is_shadowed(p);
   }
   Heading(out, "Plugins: " + std::to_string(plugins.size()) + " found, " + std::to_string(loaded) +
-                   " loaded, " + std::to_string(skipped) + " skipped");
+                   " loaded, " + std::to_string(skipped) + " skipped" +
+                   (shadowed > 0 ? ", " + std::to_string(shadowed) + " shadowed" : ""));
   if (plugins.empty()) {
     out << "  No plugins found. Pass --plugin-path DIR or set BACKPLANE_PLUGIN_PATH to a folder\n"
            "  holding plugin libraries and their .bpplugin.json manifests.\n";
@@ -319,9 +327,11 @@ void PrintReport(const Json& report, std::ostream& out) {
     for (const Json& p : plugins) {
       std::string library = Field(p, "library");
       if (library == kNone) library = "manifest " + Field(p, "manifest");
-      table.AddRow({Field(p, "name"), Field(p, "state"), Field(p, "abi_version"),
-                    Field(p, "version"), library});
-      if (p.value("state", "") == "skipped") {
+      table.AddRow({Field(p, "name"), is_shadowed(p) ? "shadowed" : Field(p, "state"),
+                    Field(p, "abi_version"), Field(p, "version"), library});
+      if (is_shadowed(p)) {
+        table.AddNote(Field(p, "reason"));
+      } else if (p.value("state", "") == "skipped") {
         std::string reason = Field(p, "reason");
         table.AddNote("reason: " +
                       (reason == kNone || reason.empty() ? "(none recorded)" : reason));

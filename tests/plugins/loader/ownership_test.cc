@@ -2,8 +2,10 @@
 // Who owns a name: the plugin whose manifest declares it. A plugin registers only the names
 // its manifest declares (functions, target kinds and tags, new device types), overrides or
 // removes only names it registered itself, and bp_plugins_list (so `backplane info`) shows
-// the names each plugin really owns.
+// the names each plugin really owns. When two plugins claim the same plugin name, library or
+// declared name, the first on the search path wins and the other is shadowed by it.
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "../test_util.h"
@@ -117,6 +119,51 @@ TEST(Ownership, TheListShowsTheNamesEachPluginReallyOwns) {
   EXPECT_EQ(Record("hello")["registered"], nlohmann::json::array());
   // Discovered plugins not loaded yet own nothing.
   EXPECT_EQ(Record("fakeacc")["registered"], nlohmann::json::array());
+}
+
+std::string CanonicalPath(const std::string& path) {
+  return std::filesystem::canonical(path).string();
+}
+
+TEST(Shadowing, APluginOfTheSameNameLaterOnThePathIsShadowedByTheFirst) {
+  bptest::ScratchDir first;
+  bptest::CopyTestPlugin("hello", first.path());
+  ASSERT_TRUE(Capture(bp_plugin_path_add(first.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_load_all()).ok());
+  const std::string winner = CanonicalPath(first.path() + "/libbackplane_hello.so");
+  const auto records = bptest::PluginRecords("hello");
+  ASSERT_EQ(records.size(), 2u) << bptest::PluginList().dump(2);
+  EXPECT_EQ(records[0]["library"], winner);
+  EXPECT_EQ(records[0]["state"], "loaded");
+  EXPECT_TRUE(records[0]["shadowed_by"].is_null());
+  EXPECT_EQ(records[1]["state"], "skipped");
+  EXPECT_EQ(records[1]["shadowed_by"], winner) << records[1].dump(2);
+  const std::string reason = records[1]["reason"];
+  EXPECT_TRUE(Contains(reason, "shadowed by " + winner)) << reason;
+  EXPECT_TRUE(Contains(reason, "has the same name")) << reason;
+  // Asked for by path, the loser is refused with the same reason.
+  const Status s = LoadTestPlugin(bptest::TestPluginLibrary("hello"));
+  EXPECT_NE(s.kind, BP_OK);
+  EXPECT_TRUE(Contains(s.message, "shadowed by " + winner)) << s;
+}
+
+TEST(Shadowing, APluginDeclaringANameAnEarlierOneDeclaresIsShadowedWhole) {
+  // override_names declares testing.hello, as hello does, and its folder comes first.
+  const std::string stray = bptest::TestPluginDir() + "/override";
+  ASSERT_TRUE(Capture(bp_plugin_path_add(stray.c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_load_all()).ok());
+  const std::string winner = CanonicalPath(stray + "/libbackplane_override_names.so");
+  const auto hello = Record("hello");
+  EXPECT_EQ(hello["state"], "skipped");
+  EXPECT_EQ(hello["shadowed_by"], winner) << hello.dump(2);
+  EXPECT_TRUE(Contains(hello["reason"], "also declares 'testing.hello'")) << hello.dump(2);
+  EXPECT_EQ(Record("override_names")["state"], "loaded");
+  // The policy is path order: the first plugin on the path owns the name.
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")().AsString(), "hello from override_names");
+  EXPECT_EQ(Record("override_names")["registered"],
+            nlohmann::json::array({"testing.override_probe", "testing.hello"}));
 }
 
 }  // namespace
