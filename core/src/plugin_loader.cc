@@ -263,6 +263,21 @@ void PluginLoader::DiscoverLocked() {
       p->reason = kDisabledReason;
     }
   }
+  // BACKPLANE_PLUGIN_FILES replaces the whole search: these plugins and no folder, as the
+  // Vulkan loader's VK_DRIVER_FILES does for drivers. For checking one plugin alone.
+  if (const char* files = secure_getenv("BACKPLANE_PLUGIN_FILES"); files != nullptr && *files) {
+    Trace("BACKPLANE_PLUGIN_FILES is set: no folder is searched");
+    const std::string value = files;
+    size_t start = 0;
+    while (start <= value.size()) {
+      size_t end = value.find(':', start);
+      if (end == std::string::npos) end = value.size();
+      if (end > start) AddFile(value.substr(start, end - start));
+      start = end + 1;
+    }
+    ready_.store(true, std::memory_order_release);
+    return;
+  }
   for (const auto& p : extra_paths_) ScanFolder(p, "host");
   if (const char* env = secure_getenv("BACKPLANE_PLUGIN_PATH")) {
     std::string value = env;
@@ -546,6 +561,67 @@ void PluginLoader::LoadAll() {
   for (size_t i = 0; i < plugins_.size(); ++i) Load(*plugins_[i]);
 }
 
+PluginRecord* PluginLoader::AddLibrary(const std::string& canon) {
+  PluginRecord* rec = FindByLibrary(canon);
+  if (rec != nullptr) return rec;
+  // Not discovered: use a manifest beside it if there is one that names it.
+  const std::string folder = fs::path(canon).parent_path().string();
+  const std::string refusal = Untrusted(folder, "plugin folder", file_trust::Kind::kFolder);
+  boost::system::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().string();
+    if (f.size() > std::string(kManifestSuffix).size() &&
+        f.compare(f.size() - std::string(kManifestSuffix).size(), std::string::npos,
+                  kManifestSuffix) == 0) {
+      try {
+        if (Canonical(folder + "/" + ReadManifest(f).library) == canon) AddManifest(f, refusal);
+      } catch (const CoreError&) {
+        // An unrelated broken manifest: not this library's business.
+      }
+    }
+  }
+  rec = FindByLibrary(canon);
+  if (rec == nullptr) {
+    auto r = std::make_unique<PluginRecord>();
+    r->name = NameFromLibrary(canon);
+    r->library = canon;
+    if (!refusal.empty()) {
+      r->state = BP_PLUGIN_SKIPPED;
+      r->error_kind = BP_ERR_PLUGIN;
+      r->reason = refusal;
+    }
+    plugins_.push_back(std::move(r));
+    rec = plugins_.back().get();
+  }
+  return rec;
+}
+
+void PluginLoader::AddFile(const std::string& entry) {
+  const std::string origin = "BACKPLANE_PLUGIN_FILES";
+  if (entry.empty() || entry[0] != '/') {
+    folders_.push_back({entry, origin, "ignored: a relative entry; only absolute paths are used"});
+    return;
+  }
+  Trace("using file " + entry + " (" + origin + ")");
+  const std::string canon = Canonical(entry);
+  if (canon.empty() || !fs::is_regular_file(canon)) {
+    folders_.push_back({entry, origin, "missing"});
+    return;
+  }
+  const std::string suffix = kManifestSuffix;
+  if (entry.size() > suffix.size() &&
+      entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string folder = fs::path(canon).parent_path().string();
+    const std::string refusal = Untrusted(folder, "plugin folder", file_trust::Kind::kFolder);
+    folders_.push_back({entry, origin, refusal.empty() ? "ok" : "refused: " + refusal});
+    AddManifest(entry, refusal);
+  } else {
+    PluginRecord* rec = AddLibrary(canon);
+    folders_.push_back(
+        {entry, origin, rec->state == BP_PLUGIN_SKIPPED ? "refused: " + rec->reason : "ok"});
+  }
+}
+
 void PluginLoader::LoadLibrary(const std::string& path) {
   if (path.empty() || path[0] != '/') {
     // realpath() would resolve it against the current directory, which the documented
@@ -562,38 +638,7 @@ void PluginLoader::LoadLibrary(const std::string& path) {
   if (canon.empty() || !fs::is_regular_file(canon)) {
     Fail(BP_ERR_NOT_FOUND, "plugin library " + path + " does not exist or is not a file");
   }
-  PluginRecord* rec = FindByLibrary(canon);
-  if (rec == nullptr) {
-    // Not discovered: use a manifest beside it if there is one that names it.
-    const std::string folder = fs::path(canon).parent_path().string();
-    const std::string refusal = Untrusted(folder, "plugin folder", file_trust::Kind::kFolder);
-    boost::system::error_code ec;
-    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string f = it->path().string();
-      if (f.size() > std::string(kManifestSuffix).size() &&
-          f.compare(f.size() - std::string(kManifestSuffix).size(), std::string::npos,
-                    kManifestSuffix) == 0) {
-        try {
-          if (Canonical(folder + "/" + ReadManifest(f).library) == canon) AddManifest(f, refusal);
-        } catch (const CoreError&) {
-          // An unrelated broken manifest: not this library's business.
-        }
-      }
-    }
-    rec = FindByLibrary(canon);
-    if (rec == nullptr) {
-      auto r = std::make_unique<PluginRecord>();
-      r->name = NameFromLibrary(canon);
-      r->library = canon;
-      if (!refusal.empty()) {
-        r->state = BP_PLUGIN_SKIPPED;
-        r->error_kind = BP_ERR_PLUGIN;
-        r->reason = refusal;
-      }
-      plugins_.push_back(std::move(r));
-      rec = plugins_.back().get();
-    }
-  }
+  PluginRecord* rec = AddLibrary(canon);
   Load(*rec);
   if (rec->state == BP_PLUGIN_SKIPPED) {
     Fail(rec->error_kind,

@@ -98,6 +98,11 @@ class PluginLoader {
   // The record of a library: one that is not skipped if there is one, else (unless
   // `live_only`) a skipped one.
   PluginRecord* FindByLibrary(const std::string& canonical_library, bool live_only = false);
+  // The record of the library at `canon` (canonical, a regular file): the one discovery made,
+  // else one added now with the manifest beside it that names it, else without a manifest.
+  PluginRecord* AddLibrary(const std::string& canon);
+  // One entry of BACKPLANE_PLUGIN_FILES: a manifest or a library.
+  void AddFile(const std::string& entry);
   std::string LookedAt(const std::vector<PluginRecord*>& recs) const;
   bool Disabled(const std::string& name) const { return disabled_.count(name) > 0; }
 

@@ -8,8 +8,10 @@
 
 #include <CLI/CLI.hpp>
 #include <backplane/backplane.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -52,6 +54,7 @@ struct Options {
   int jobs = 1;
   bool list = false;
   bool verbose = false;
+  std::vector<std::string> with;  // plugins loaded beside the one under test (--with)
   // Hidden: run one test in this process (the parent's children, or a debugger).
   std::string run_one;
   int result_fd = -1;
@@ -80,8 +83,7 @@ std::string Absolute(const std::string& path) {
 
 // The plugin library that `spec` names: a library path, a manifest path, or a plugin name
 // found by discovery. Throws std::runtime_error saying what was tried.
-std::string ResolvePlugin(const Options& o, std::string* name) {
-  const std::string& spec = o.plugin;
+std::string ResolvePlugin(const Options& o, const std::string& spec, std::string* name) {
   if (spec.find('/') != std::string::npos || access(spec.c_str(), F_OK) == 0) {
     if (access(spec.c_str(), R_OK) != 0)
       throw std::runtime_error(spec + " does not exist or cannot be read");
@@ -172,6 +174,17 @@ std::vector<std::string> ShadowNotes(const Options& o, const std::string& librar
     }
   }
   return notes;
+}
+
+// BACKPLANE_PLUGIN_FILES for the tests: the plugin under test, then the --with plugins.
+// Throws std::runtime_error when a --with plugin is not found.
+std::string PluginFiles(const Options& o, const std::string& library) {
+  std::string files = library;
+  for (const std::string& w : o.with) {
+    std::string name;
+    files += ":" + ResolvePlugin(o, w, &name);
+  }
+  return files;
 }
 
 bool Selected(const Options& o, const std::string& name) {
@@ -278,7 +291,7 @@ int Run(const Options& o) {
   std::string manifest_name;
   std::string library;
   try {
-    library = ResolvePlugin(o, &manifest_name);
+    library = ResolvePlugin(o, o.plugin, &manifest_name);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
     return kExitUsage;
@@ -296,8 +309,15 @@ int Run(const Options& o) {
   iso.self = SelfPath();
   iso.timeout_s = o.timeout;
   iso.jobs = o.jobs;
-  for (const std::string& p : o.plugin_paths)
-    iso.args.insert(iso.args.end(), {"--plugin-path", Absolute(p)});
+  // Each test discovers the plugin under test and nothing else: not BACKPLANE_PLUGIN_PATH,
+  // not --plugin-path, not the install's folder, so that another plugin there can neither
+  // shadow it nor stand in for it, and the verdict does not depend on the environment.
+  try {
+    iso.env = {{"BACKPLANE_PLUGIN_FILES", PluginFiles(o, library)}};
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "backplane-conformance: --with: %s\n", e.what());
+    return kExitUsage;
+  }
   std::vector<std::string> base_args = iso.args;
   base_args.push_back(library);
 
@@ -455,6 +475,12 @@ int main(int argc, char** argv) {
   app.add_option("--plugin-path", o.plugin_paths, "Search DIR for plugins first (repeatable)")
       ->type_name("DIR")
       ->allow_extra_args(false);
+  app.add_option("--with", o.with,
+                 "Also load PLUGIN in every test: one the plugin under test builds on, such as "
+                 "the plugin whose target kind its code generator serves (repeatable). Every "
+                 "other plugin is kept out")
+      ->type_name("PLUGIN")
+      ->allow_extra_args(false);
   app.add_option("--device", o.device,
                  "The device to check, TYPE:ID (default: device 0 of the plugin's first device "
                  "type that has one)")
@@ -506,12 +532,35 @@ int main(int argc, char** argv) {
   if (!o.run_one.empty()) {
     if (o.result_fd < 0) {  // by hand: the plugin may be named as for a run
       std::string name;
+      std::string library;
+      std::string files;
       try {
-        o.plugin = ResolvePlugin(o, &name);
+        library = ResolvePlugin(o, o.plugin, &name);
+        files = PluginFiles(o, library);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
         return kExitUsage;
       }
+      // The plugin alone, as in a run. A name was found by a discovery in this process,
+      // which BACKPLANE_PLUGIN_FILES can no longer narrow: start again with the library.
+      setenv("BACKPLANE_PLUGIN_FILES", files.c_str(), 1);
+      if (library != o.plugin && o.plugin.find('/') == std::string::npos) {
+        std::vector<std::string> args(argv, argv + argc);
+        for (auto a = args.rbegin(); a != args.rend(); ++a) {  // the positional: the last
+          if (*a == o.plugin) {
+            *a = library;
+            break;
+          }
+        }
+        std::vector<char*> cargs;
+        for (std::string& a : args) cargs.push_back(a.data());
+        cargs.push_back(nullptr);
+        execv(SelfPath().c_str(), cargs.data());
+        std::fprintf(stderr, "backplane-conformance: cannot run itself again: %s\n",
+                     std::strerror(errno));
+        return kExitUsage;
+      }
+      o.plugin = library;
     }
     return ChildMain(o);
   }

@@ -142,7 +142,8 @@ struct KitRun {
 
 // Runs the kit with `args`, writing its JSON and JUnit reports to the scratch folder as
 // <tag>.json and <tag>.xml, and checks that both parse.
-KitRun RunKit(const std::vector<std::string>& args, const std::string& tag) {
+KitRun RunKit(const std::vector<std::string>& args, const std::string& tag,
+              const std::vector<std::pair<std::string, std::string>>& env = {}) {
   fs::create_directories(kScratch);
   const std::string json_path = kScratch + "/" + tag + ".json";
   const std::string xml_path = kScratch + "/" + tag + ".xml";
@@ -153,6 +154,7 @@ KitRun RunKit(const std::vector<std::string>& args, const std::string& tag) {
   argv.insert(argv.end(), {"--json", json_path, "--junit", xml_path});
   backplane::subprocess::Options options;
   options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  options.set_env = env;
   KitRun run;
   run.process = backplane::subprocess::Run(argv, options);
   run.json = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
@@ -249,6 +251,76 @@ TEST(ConformanceKit, ShowsWhichPluginShadowsWhich) {
       "shadowing_by_path");
   EXPECT_NE(run.json["notes"].dump().find("is shadowed by " + winner), std::string::npos)
       << run.Explain();
+}
+
+// A folder of the test's own holding copies of plugins, as a user's BACKPLANE_PLUGIN_PATH might.
+std::string PluginFolder(const std::string& name, const std::vector<std::string>& plugins) {
+  const std::string folder = kScratch + "/" + name;
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  fs::permissions(folder,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  for (const std::string& p : plugins) {
+    fs::copy_file(Broken(p), Lib(folder, p));
+    fs::copy_file(kBroken + "/" + p + ".bpplugin.json", folder + "/" + p + ".bpplugin.json");
+  }
+  return folder;
+}
+
+// The verdict must not depend on what else is on the plugin path: with a copy of the plugin
+// under test earlier on BACKPLANE_PLUGIN_PATH (which shadows it for a host), the kit checks
+// the plugin it was given, alone, and every test comes out as it does without the copy.
+TEST(ConformanceKit, TheVerdictDoesNotDependOnOtherPluginsOnThePath) {
+  const std::vector<std::string> args = {
+      Broken("simok"),           "--test", "plugin.*", "--test", "device.copy.*", "--test",
+      "codegen.kernel.saxpy_gpu"};
+  const KitRun alone = RunKit(args, "verdict_alone");
+  ASSERT_EQ(alone.process.exit_code, 0) << alone.Explain();
+  const std::string elsewhere = PluginFolder("verdict_elsewhere", {"simok", "brokencodegen"});
+  const KitRun beside = RunKit(args, "verdict_beside", {{"BACKPLANE_PLUGIN_PATH", elsewhere}});
+  EXPECT_EQ(beside.process.exit_code, 0) << beside.Explain();
+  EXPECT_EQ(beside.json["plugin"]["library"], Broken("simok"));
+  ASSERT_EQ(beside.json["tests"].size(), alone.json["tests"].size());
+  for (const auto& t : alone.json["tests"]) {
+    const std::string name = t["name"];
+    EXPECT_EQ(beside.Status(name), t["status"]) << name << ": " << beside.Message(name);
+  }
+  // It still tells the user what a host would do.
+  EXPECT_NE(beside.json["notes"].dump().find("a host loads plugin 'simok' from " +
+                                             Lib(elsewhere, "simok")),
+            std::string::npos)
+      << beside.json["notes"];
+}
+
+// A plugin that is on no folder of the search path: the kit checks it all the same, and says
+// which plugin of its name a host would load.
+TEST(ConformanceKit, SaysWhichPluginAHostLoadsWhenTheOneCheckedIsNotOnThePath) {
+  const std::string first = PluginFolder("off_the_path", {"simok"});
+  const KitRun run =
+      RunKit({Broken("simok"), "--plugin-path", first, "--test", "plugin.load"}, "off_the_path");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_NE(
+      run.json["notes"].dump().find("a host loads plugin 'simok' from " + Lib(first, "simok")),
+      std::string::npos)
+      << run.Explain();
+}
+
+// --with loads another plugin beside the one under test (one it builds on); a --with that
+// names nothing is a usage error.
+TEST(ConformanceKit, WithLoadsAnotherPluginBesideTheOneUnderTest) {
+  KitRun run = RunKit({Broken("simok"), "--with", Broken("brokencodegen"), "--test", "plugin.load",
+                       "--test", "target.kind.schema"},
+                      "with");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.Status("target.kind.schema"), "passed") << run.Message("target.kind.schema");
+  backplane::subprocess::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  const Result r = backplane::subprocess::Run(
+      {kKit, Broken("simok"), "--with", kScratch + "/no/such/libbackplane_x.so"}, options);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--with"), std::string::npos) << r.err;
 }
 
 TEST(ConformanceKit, FakeAccPassesEverything) {

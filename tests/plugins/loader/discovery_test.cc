@@ -276,6 +276,29 @@ TEST(Discovery, ASkippedManifestLeavesNoDeviceTypeBehind) {
   EXPECT_EQ(t.ToVector<float>(), ref);
 }
 
+// BACKPLANE_PLUGIN_FILES replaces the search: exactly these plugins (a manifest, a library),
+// no folder, not even those the host adds or the install's (the conformance kit uses it).
+TEST(Discovery, PluginFilesReplaceTheWholeSearch) {
+  const std::string files = bptest::TestPluginManifest("hello") + ":" +
+                            bptest::TestPluginLibrary("fakeacc") + ":relative/libx.so";
+  ASSERT_EQ(setenv("BACKPLANE_PLUGIN_FILES", files.c_str(), 1), 0);
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  const nlohmann::json list = bptest::PluginList();
+  std::vector<std::string> names;
+  for (const auto& p : list["plugins"]) names.push_back(p["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"hello", "fakeacc"})) << list.dump(2);
+  for (const auto& f : list["search_path"]) {
+    EXPECT_EQ(f["origin"], "BACKPLANE_PLUGIN_FILES") << f.dump();
+  }
+  EXPECT_EQ(list["search_path"].size(), 3u) << list.dump(2);
+  EXPECT_EQ(list["search_path"][2]["status"].get<std::string>().rfind("ignored", 0), 0u);
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")().AsString(), "hello, world");
+  EXPECT_FALSE(static_cast<bool>(backplane::Registry::TryGet("device_api.cpu")))
+      << "the install's cpu plugin was found although BACKPLANE_PLUGIN_FILES is set";
+  unsetenv("BACKPLANE_PLUGIN_FILES");
+}
+
 TEST(Discovery, ARelativeFolderIsRefused) {
   const auto s = Capture(bp_plugin_path_add("relative/plugins"));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
