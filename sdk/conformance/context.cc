@@ -57,7 +57,8 @@ nlohmann::json PluginInfo::ToJson() const {
                      {"id", t.id},
                      {"count", t.count},
                      {"device_names", t.device_names},
-                     {"streams", t.streams}});
+                     {"streams", t.streams},
+                     {"refused", t.refused}});
   }
   nlohmann::json ks = nlohmann::json::array();
   for (const KindInfo& k : kinds) {
@@ -100,6 +101,7 @@ PluginInfo PluginInfo::FromJson(const nlohmann::json& j) {
       d.id = t.value("id", -1);
       d.count = t.value("count", 0);
       d.streams = t.value("streams", false);
+      d.refused = StringOr(t, "refused");
       if (t.contains("device_names")) {
         for (const auto& n : t["device_names"]) d.device_names.push_back(n.get<std::string>());
       }
@@ -262,8 +264,9 @@ void Context::Survey() {
   for (DeviceTypeInfo& t : info.device_types) {
     if (t.id < 0) continue;
     const bp_device_api_t* table = nullptr;
-    if (bp_device_api_get(t.id, &table) != BP_OK) {
-      bp_error_clear();
+    if (const bp_status_t st = bp_device_api_get(t.id, &table); st != BP_OK) {
+      // Not "no device": the device tests must say the table was refused, and why.
+      t.refused = TakeError(st);
       continue;
     }
     t.count = CountDevices(t.id);

@@ -3,7 +3,9 @@
 // (docs/conformance.md). The parent resolves the plugin, runs plugin.load to learn what the
 // plugin provides, then runs every test that applies in a process of its own, applies the
 // expected-failure and unsupported lists, and reports to the console, JSON and JUnit.
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -81,15 +83,46 @@ std::string Absolute(const std::string& path) {
   return out;
 }
 
+// The text of a manifest the command line names: a regular file of at most 1 MiB, opened
+// without blocking, as the core reads manifests (a FIFO must not hang the kit).
+std::string ReadManifestFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) throw std::runtime_error("manifest " + path + " cannot be read");
+  struct stat st {};
+  std::string text;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+    close(fd);
+    throw std::runtime_error("manifest " + path + " is not a regular file of at most 1 MiB");
+  }
+  text.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(done);
+  return text;
+}
+
 // The plugin library that `spec` names: a library path, a manifest path, or a plugin name
-// found by discovery. Throws std::runtime_error saying what was tried.
+// found by discovery. Only a spec with a '/' is a path (./libfoo.so for one in the current
+// directory): a bare name is never looked up in the current directory, as discovery never
+// is. Throws std::runtime_error saying what was tried (the kit exits 2: not found).
 std::string ResolvePlugin(const Options& o, const std::string& spec, std::string* name) {
-  if (spec.find('/') != std::string::npos || access(spec.c_str(), F_OK) == 0) {
-    if (access(spec.c_str(), R_OK) != 0)
-      throw std::runtime_error(spec + " does not exist or cannot be read");
+  if (spec.find('/') != std::string::npos) {
+    struct stat st {};
+    if (stat(spec.c_str(), &st) != 0) throw std::runtime_error(spec + " does not exist");
+    if (!S_ISREG(st.st_mode)) {
+      throw std::runtime_error(
+          spec +
+          " is not a regular file; name the plugin's library, its manifest or, "
+          "with no '/', its name");
+    }
     if (!EndsWith(spec, ".bpplugin.json")) return Absolute(spec);
-    std::ifstream in(spec);
-    nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
+    nlohmann::json m = nlohmann::json::parse(ReadManifestFile(spec), nullptr, false);
     if (m.is_discarded() || !m.is_object() || !m.contains("library") || !m["library"].is_string()) {
       throw std::runtime_error("manifest " + spec + " is not JSON with a \"library\" string");
     }
@@ -126,7 +159,9 @@ std::string ResolvePlugin(const Options& o, const std::string& spec, std::string
   }
   throw std::runtime_error("no plugin named '" + spec +
                            "' was found (found: " + (names.empty() ? std::string("none") : names) +
-                           "); pass the library's path, or its folder with --plugin-path");
+                           "); pass the library's path (./" + spec +
+                           " for a file in the current directory, which is never searched), or "
+                           "its folder with --plugin-path");
 }
 
 // What the search path (--plugin-path, BACKPLANE_PLUGIN_PATH, the install's folder) says
@@ -259,8 +294,17 @@ std::string Timestamp() {
 
 // Why a test does not apply to this plugin and device, or "".
 std::string NotApplicable(const TestCase& t, const PluginInfo& info, const DeviceTypeInfo* type) {
-  if ((t.needs & kNeedsDevice) != 0 && type == nullptr)
+  if ((t.needs & kNeedsDevice) != 0 && type == nullptr) {
+    for (const DeviceTypeInfo& d : info.device_types) {
+      if (!d.refused.empty()) {
+        return "not run: the core refused the DeviceAPI table of device type '" + d.name + "' (" +
+               d.refused +
+               "), so no device of it can be used; see "
+               "plugin.device_api_table";
+      }
+    }
     return "the plugin has no device present here";
+  }
   if (type == nullptr) return "";
   if ((t.needs & kNeedsOpaqueMemory) != 0 && type->id == kDLCPU) {
     return "the device's data space is host memory, whose addresses cannot be validated";
@@ -351,6 +395,13 @@ int Run(const Options& o) {
     device_id = colon == std::string::npos ? 0 : std::atoi(o.device.c_str() + colon + 1);
     for (const DeviceTypeInfo& t : info.device_types) {
       if (t.name == tname) type = &t;
+    }
+    if (loaded && type != nullptr && !type->refused.empty()) {
+      std::fprintf(stderr,
+                   "backplane-conformance: --device %s: the core refused the DeviceAPI table of "
+                   "device type '%s': %s\n",
+                   o.device.c_str(), type->name.c_str(), type->refused.c_str());
+      return kExitUsage;
     }
     if (loaded && (type == nullptr || device_id >= type->count || device_id < 0)) {
       std::fprintf(stderr, "backplane-conformance: --device %s: the plugin has no such device\n",

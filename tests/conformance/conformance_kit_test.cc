@@ -6,6 +6,7 @@
 // behave; the JSON and JUnit files parse.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -602,6 +603,65 @@ TEST(ConformanceKit, ExpectedFailuresAndUnsupportedFeatures) {
   run = RunKit(args, "offset_verified");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
   EXPECT_EQ(run.json["summary"]["xfail"], 2);
+}
+
+// Runs the kit in `cwd`, stopped after 60 s (a hang is a failure, not a stuck run).
+Result RunKitIn(const std::string& cwd, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kKit};
+  argv.insert(argv.end(), args.begin(), args.end());
+  backplane::subprocess::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  options.cwd = cwd;
+  options.timeout_s = 60;
+  return backplane::subprocess::Run(argv, options);
+}
+
+// Only a spec with a '/' is a path: a bare name is found by discovery, never in the current
+// directory, even when an entry of that name is there; not found is a usage error (exit 2).
+TEST(ConformanceKit, ABareNameIsNeverLookedUpInTheCurrentDirectory) {
+  const std::string cwd = kScratch + "/bare_name_cwd";
+  fs::remove_all(cwd);
+  fs::create_directories(cwd + "/cpu");
+  std::ofstream(cwd + "/simok") << "not a plugin\n";
+  Result r = RunKitIn(cwd, {"cpu", "--test", "plugin.load"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("checking " + Lib(BACKPLANE_PLUGIN_DIR, "cpu")), std::string::npos) << r.out;
+  r = RunKitIn(cwd, {"simok", "--test", "plugin.load"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << "\n" << r.out << r.err;
+  EXPECT_NE(r.err.find("no plugin named 'simok'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("./simok"), std::string::npos) << "the hint for a local file: " << r.err;
+  r = RunKitIn(cwd, {"./cpu", "--test", "plugin.load"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << "\n" << r.out << r.err;
+  EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
+}
+
+TEST(ConformanceKit, AManifestThatIsAFifoIsRefusedWithoutBlocking) {
+  const std::string cwd = kScratch + "/fifo_cwd";
+  fs::remove_all(cwd);
+  fs::create_directories(cwd);
+  ASSERT_EQ(mkfifo((cwd + "/stuck.bpplugin.json").c_str(), 0644), 0);
+  const Result r = RunKitIn(cwd, {"./stuck.bpplugin.json"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << "\n" << r.err;
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+}
+
+// A DeviceAPI table the core refuses is not "no device present": the kit fails the table's
+// test and says of each device test that the table was refused.
+TEST(ConformanceKit, ARefusedDeviceApiTableIsReportedAsRefused) {
+  const KitRun run = RunKit(
+      {Broken("brokentable"), "--test", "plugin.*", "--test", "device.memory.*"}, "brokentable");
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  EXPECT_EQ(run.Status("plugin.device_api_table"), "failed");
+  EXPECT_NE(run.Message("plugin.device_api_table").find("struct_size is 24"), std::string::npos)
+      << run.Message("plugin.device_api_table");
+  ExpectAll(run, "device.memory.", "skipped");
+  const std::string why = run.Message("device.memory.alignment");
+  EXPECT_NE(why.find("refused the DeviceAPI table of device type 'brokentable'"), std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("no device present"), std::string::npos) << why;
+  const Result r = RunKitIn(kScratch, {Broken("brokentable"), "--device", "brokentable:0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("refused the DeviceAPI table"), std::string::npos) << r.err;
 }
 
 TEST(ConformanceKit, UsageErrors) {
