@@ -3,10 +3,13 @@
 // BP_DEVICE_TYPE_FIRST_DYNAMIC, with no edit of the core (the seed's enum edit, gone).
 #include "device_type.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+
+#include "plugin_loader.h"
 
 namespace backplane::core {
 namespace {
@@ -43,6 +46,26 @@ class DeviceTypes {
     }
     Add(name, next_);
     return next_++;
+  }
+
+  // All of `names` or none (they are valid names).
+  void RegisterAll(const std::vector<std::string>& names) {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> fresh;
+    for (const auto& n : names) {
+      if (ids_.count(n) == 0 && std::find(fresh.begin(), fresh.end(), n) == fresh.end()) {
+        fresh.push_back(n);
+      }
+    }
+    const int32_t left = BP_DEVICE_TYPE_MAX - next_;
+    if (static_cast<int64_t>(fresh.size()) > left) {
+      Fail(BP_ERR_OUT_OF_MEMORY,
+           "cannot register its " + std::to_string(fresh.size()) + " new device types: only " +
+               std::to_string(left) + " of the " +
+               std::to_string(BP_DEVICE_TYPE_MAX - BP_DEVICE_TYPE_FIRST_DYNAMIC) +
+               " dynamic device type ids are left; none was registered");
+    }
+    for (const auto& n : fresh) Add(n, next_++);
   }
 
   int32_t Find(const std::string& name) const {
@@ -98,7 +121,12 @@ void CheckTypeName(const std::string& name) {
 
 int32_t RegisterDeviceType(const std::string& name) {
   CheckTypeName(name);
+  CheckPluginMayRegisterDeviceType(name);
   return Types().Register(name);
+}
+void RegisterDeviceTypes(const std::vector<std::string>& names) {
+  for (const auto& n : names) CheckTypeName(n);
+  Types().RegisterAll(names);
 }
 int32_t FindDeviceType(const std::string& name) { return Types().Find(name); }
 const char* DeviceTypeName(int32_t type) { return Types().Name(type); }
@@ -129,6 +157,8 @@ BP_EXPORT bp_status_t bp_device_type_register(const char* name, int32_t* out_typ
 
 BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_type) {
   BP_API_BEGIN
+  // Manifests declare device types: a host whose first call this is must see them.
+  PluginLoader::Global().EnsureDiscovered();
   BP_REQUIRE_ARG(name != nullptr, "name is null");
   BP_REQUIRE_ARG(out_type != nullptr, "out_type is null");
   int32_t id = FindDeviceType(name);
@@ -143,6 +173,8 @@ BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_ty
 
 BP_EXPORT bp_status_t bp_device_type_name(int32_t type, const char** out_name) {
   BP_API_BEGIN
+  // Manifests declare device types: a host whose first call this is must see them.
+  PluginLoader::Global().EnsureDiscovered();
   BP_REQUIRE_ARG(out_name != nullptr, "out_name is null");
   const char* name = DeviceTypeName(type);
   if (name == nullptr) {
@@ -155,6 +187,8 @@ BP_EXPORT bp_status_t bp_device_type_name(int32_t type, const char** out_name) {
 
 BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity, size_t* out_count) {
   BP_API_BEGIN
+  // Manifests declare device types: a host whose first call this is must see them.
+  PluginLoader::Global().EnsureDiscovered();
   BP_REQUIRE_ARG(out_count != nullptr, "out_count is null");
   BP_REQUIRE_ARG(out_types != nullptr || capacity == 0, "out_types is null but capacity is not 0");
   std::vector<int32_t> ids = ListDeviceTypes();

@@ -12,6 +12,9 @@ namespace backplane::core {
 
 // Id of `name`, registering a fresh one for a new name.
 int32_t RegisterDeviceType(const std::string& name);
+// Registers every name of `names`, or none: when one is invalid or the ids left cannot hold
+// the new ones, throws and registers nothing.
+void RegisterDeviceTypes(const std::vector<std::string>& names);
 // Id of `name`, or -1.
 int32_t FindDeviceType(const std::string& name);
 // Name of `type`, or null (static storage).

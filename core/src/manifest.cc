@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "manifest.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common.h"
 
@@ -14,6 +18,42 @@ constexpr size_t kMaxManifestBytes = 1 << 20;
 
 [[noreturn]] void Bad(const std::string& path, const std::string& what) {
   Fail(BP_ERR_PLUGIN, "manifest " + path + " is invalid: " + what);
+}
+
+// The text of the manifest at `path`. It must be a regular file of at most 1 MiB: checked on
+// the open file before a byte is read, and opened without blocking, so a FIFO (which would
+// block every discovery) or a huge or sparse file (read whole, it would take seconds and
+// gigabytes) is refused at once.
+std::string ReadManifestText(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) Fail(BP_ERR_PLUGIN, "manifest " + path + " cannot be read: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Fail(BP_ERR_PLUGIN, "manifest " + path + " cannot be examined: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    Fail(BP_ERR_PLUGIN,
+         "manifest " + path + " is not a regular file (a FIFO, socket or device is never read)");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
+    Bad(path, "it is " + std::to_string(st.st_size) +
+                  " bytes, larger than the 1 MiB a manifest may have");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) Fail(BP_ERR_PLUGIN, "manifest " + path + " cannot be read: " + std::strerror(errno));
+    if (n == 0) break;  // shrank while read: parse what is there
+    done += static_cast<size_t>(n);
+  }
+  text.resize(done);
+  return text;
 }
 
 std::string StringField(const nlohmann::json& j, const char* key, bool required,
@@ -45,12 +85,8 @@ std::vector<std::string> StringList(const nlohmann::json& j, const char* key,
 }  // namespace
 
 Manifest ReadManifest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail(BP_ERR_PLUGIN, "manifest " + path + " cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > kMaxManifestBytes) Bad(path, "it is larger than 1 MiB");
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const std::string text = ReadManifestText(path);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Bad(path, "it is not valid JSON");
   if (!j.is_object()) Bad(path, "expected a JSON object at the top level");
   auto mv = j.find("manifest_version");

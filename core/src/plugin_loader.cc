@@ -9,15 +9,19 @@
 #include "plugin_loader.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <backplane/file_trust.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <boost/filesystem.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "device_type.h"
+#include "elf_check.h"
 #include "manifest.h"
 #include "target.h"
 
@@ -38,6 +42,8 @@ struct PluginRecord {
   std::string vendor;
   std::vector<std::string> provides;
   std::vector<std::string> device_types;
+  std::vector<std::string> registered;  // every name its init registered
+  std::string shadowed_by;              // the library of the plugin that shadows it
   std::optional<boost::dll::shared_library> lib;
 };
 
@@ -45,18 +51,67 @@ namespace {
 
 thread_local PluginInit* t_current_init = nullptr;
 
-// "folder /x is world-writable (mode 0777) ..." or empty.
-std::string WorldWritable(const std::string& path, const char* what) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return "";
-  if ((st.st_mode & S_IWOTH) == 0) return "";
-  char mode[8];
-  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  return std::string(what) + " " + path + " is world-writable (mode " + mode +
-         "): anyone could replace the code it holds, so it is refused; remove write "
-         "permission for others (chmod o-w " +
-         path + ")";
+// Why `path` may not hold a plugin, or "": the one rule set of backplane/file_trust.hpp
+// (owner, write permission of the real path and of every folder above it), which the disk
+// caches of the code generators apply too.
+std::string Untrusted(const std::string& path, const char* what,
+                      file_trust::Kind kind = file_trust::Kind::kFile) {
+  file_trust::Options options;
+  options.kind = kind;
+  return file_trust::Refusal(path, what, options);
 }
+
+// The words of a list variable ("a,b c"): separated by commas or white space.
+std::set<std::string> Words(const char* value) {
+  std::set<std::string> out;
+  if (value == nullptr) return out;
+  std::string word;
+  for (const char* c = value;; ++c) {
+    if (*c == '\0' || *c == ',' || *c == ' ' || *c == '\t' || *c == '\n') {
+      if (!word.empty()) out.insert(word);
+      word.clear();
+      if (*c == '\0') break;
+    } else {
+      word += *c;
+    }
+  }
+  return out;
+}
+
+std::string JoinWords(const std::set<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : ",") + w;
+  return out;
+}
+
+// BACKPLANE_DEBUG=loader (or all): every step of discovery and loading goes to stderr
+// BEFORE it is taken, so that when a plugin kills the process (a crash in a static
+// constructor, an abort or exit() in its init) the last line names it and the step. Read
+// once, with secure_getenv: a setuid or setgid program never traces.
+bool TraceOn() {
+  static const bool on = [] {
+    const std::set<std::string> words = Words(secure_getenv("BACKPLANE_DEBUG"));
+    return words.count("loader") > 0 || words.count("all") > 0;
+  }();
+  return on;
+}
+
+// One line to fd 2 with write(2): nothing is buffered when the process dies next.
+void Trace(const std::string& step) {
+  if (!TraceOn()) return;
+  const std::string line = "backplane[loader]: " + step + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+constexpr const char* kDisabledReason =
+    "disabled by BACKPLANE_DISABLE_PLUGINS: it is not loaded; remove its name from the "
+    "variable to use it";
 
 std::string Canonical(const std::string& path) {
   boost::system::error_code ec;
@@ -115,6 +170,42 @@ bool NameRegistered(const std::string& name) {
   return static_cast<bool>(Registry::Global().Find(name)) || TargetNameRegistered(name);
 }
 
+void CheckPluginMayRegister(const std::string& name, const std::string& what) {
+  PluginInit* init = t_current_init;
+  if (init == nullptr) return;
+  const bool declared =
+      init->declared != nullptr &&
+      std::find(init->declared->begin(), init->declared->end(), name) != init->declared->end();
+  if (declared) return;
+  // Named first when another plugin's manifest claims it: that is who the name belongs to.
+  const std::string declarer = PluginLoader::Global().OtherDeclarer(name, init->plugin_name);
+  if (!declarer.empty()) {
+    Fail(BP_ERR_ALREADY_EXISTS, what + " is declared by plugin '" + declarer +
+                                    "' in its manifest; plugin '" + init->plugin_name +
+                                    "' does not declare it, so it cannot register it (a plugin "
+                                    "registers the names its manifest \"provides\", BP-PLUGIN-2; "
+                                    "choose another name)");
+  }
+  if (init->declared == nullptr) return;  // loaded by path without a manifest
+  Fail(BP_ERR_PLUGIN, "plugin '" + init->plugin_name + "' registers " + what + " (\"" + name +
+                          "\"), which its manifest " + init->manifest +
+                          " does not declare in \"provides\": a plugin registers only the names "
+                          "its manifest declares (BP-PLUGIN-2), so that discovery knows who owns "
+                          "every name; add it to PROVIDES in backplane_add_plugin");
+}
+
+void CheckPluginMayRegisterDeviceType(const std::string& name) {
+  PluginInit* init = t_current_init;
+  if (init == nullptr || init->declared_device_types == nullptr) return;
+  const auto& types = *init->declared_device_types;
+  if (std::find(types.begin(), types.end(), name) != types.end()) return;
+  if (FindDeviceType(name) >= 0) return;  // a DLPack type, or one another plugin declares
+  Fail(BP_ERR_PLUGIN, "plugin '" + init->plugin_name + "' registers the new device type '" + name +
+                          "', which its manifest " + init->manifest +
+                          " does not declare in \"device_types\" (BP-PLUGIN-2); add it to "
+                          "DEVICE_TYPES in backplane_add_plugin");
+}
+
 std::string CurrentOwner() {
   return t_current_init != nullptr ? "plugin '" + t_current_init->plugin_name + "'"
                                    : std::string("the host");
@@ -141,10 +232,12 @@ void PluginLoader::AddPath(const std::string& folder) {
     extra_paths_.push_back(folder);
   }
   discovered_ = false;  // the next use discovers again, adding what the new folder holds
+  ready_.store(false, std::memory_order_release);
 }
 
 void PluginLoader::EnsureDiscovered() {
-  std::lock_guard lock(mu_);
+  if (ready_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mu_);  // waits for a discovery another thread is running
   if (!discovered_) DiscoverLocked();
 }
 
@@ -156,6 +249,35 @@ void PluginLoader::Discover() {
 void PluginLoader::DiscoverLocked() {
   discovered_ = true;
   folders_.clear();
+  // Read at every discovery (secure_getenv: ignored in setuid and setgid programs), and
+  // applied to plugins discovered earlier that are not loaded yet as well.
+  disabled_ = Words(secure_getenv("BACKPLANE_DISABLE_PLUGINS"));
+  Trace("discovering plugins" +
+        (disabled_.empty() ? std::string()
+                           : " (BACKPLANE_DISABLE_PLUGINS: " + JoinWords(disabled_) + ")"));
+  for (auto& p : plugins_) {
+    if (p->state == BP_PLUGIN_DISCOVERED && Disabled(p->name)) {
+      Trace("plugin '" + p->name + "' disabled by BACKPLANE_DISABLE_PLUGINS");
+      p->state = BP_PLUGIN_SKIPPED;
+      p->error_kind = BP_ERR_PLUGIN;
+      p->reason = kDisabledReason;
+    }
+  }
+  // BACKPLANE_PLUGIN_FILES replaces the whole search: these plugins and no folder, as the
+  // Vulkan loader's VK_DRIVER_FILES does for drivers. For checking one plugin alone.
+  if (const char* files = secure_getenv("BACKPLANE_PLUGIN_FILES"); files != nullptr && *files) {
+    Trace("BACKPLANE_PLUGIN_FILES is set: no folder is searched");
+    const std::string value = files;
+    size_t start = 0;
+    while (start <= value.size()) {
+      size_t end = value.find(':', start);
+      if (end == std::string::npos) end = value.size();
+      if (end > start) AddFile(value.substr(start, end - start));
+      start = end + 1;
+    }
+    ready_.store(true, std::memory_order_release);
+    return;
+  }
   for (const auto& p : extra_paths_) ScanFolder(p, "host");
   if (const char* env = secure_getenv("BACKPLANE_PLUGIN_PATH")) {
     std::string value = env;
@@ -183,9 +305,11 @@ void PluginLoader::DiscoverLocked() {
       Canonical(BACKPLANE_BUILD_PLUGIN_DIR) != Canonical(lib_dir + "/backplane/plugins")) {
     ScanFolder(BACKPLANE_BUILD_PLUGIN_DIR, "build tree");
   }
+  ready_.store(true, std::memory_order_release);
 }
 
 void PluginLoader::ScanFolder(const std::string& folder, const std::string& origin) {
+  Trace("searching folder " + folder + " (" + origin + ")");
   const std::string canon = Canonical(folder);
   if (canon.empty() || !fs::is_directory(canon)) {
     folders_.push_back({folder, origin, "missing"});
@@ -197,7 +321,8 @@ void PluginLoader::ScanFolder(const std::string& folder, const std::string& orig
       return;
     }
   }
-  const std::string refusal = WorldWritable(canon, "folder");
+  const std::string refusal = Untrusted(canon, "plugin folder", file_trust::Kind::kFolder);
+  if (!refusal.empty()) Trace("folder " + folder + " refused: " + refusal);
   folders_.push_back({folder, origin, refusal.empty() ? "ok" : "refused: " + refusal});
   std::vector<std::string> manifests;
   boost::system::error_code ec;
@@ -223,13 +348,15 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
   std::string fname = fs::path(manifest_path).filename().string();
   rec->name = fname.substr(0, fname.size() - std::string(kManifestSuffix).size());
   auto skip = [&](const std::string& reason) {
+    Trace("plugin '" + rec->name + "' skipped: " + reason);
     rec->state = BP_PLUGIN_SKIPPED;
     rec->error_kind = BP_ERR_PLUGIN;
     rec->reason = reason;
     plugins_.push_back(std::move(rec));
   };
   if (!folder_refusal.empty()) return skip(folder_refusal);
-  if (std::string r = WorldWritable(manifest_path, "manifest"); !r.empty()) return skip(r);
+  if (std::string r = Untrusted(manifest_path, "manifest"); !r.empty()) return skip(r);
+  Trace("reading manifest " + manifest_path);
   Manifest m;
   try {
     m = ReadManifest(manifest_path);
@@ -242,6 +369,7 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
   rec->vendor = m.vendor;
   rec->provides = m.provides;
   rec->device_types = m.device_types;
+  if (Disabled(rec->name)) return skip(kDisabledReason);
   const std::string lib_path = fs::path(manifest_path).parent_path().string() + "/" + m.library;
   rec->library = Canonical(lib_path);
   if (rec->library.empty()) {
@@ -249,36 +377,70 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
     return skip("the library " + lib_path + " named by manifest " + manifest_path +
                 " does not exist; reinstall the plugin or remove its manifest");
   }
-  if (std::string r = WorldWritable(rec->library, "library"); !r.empty()) return skip(r);
-  if (FindByLibrary(rec->library) != nullptr) return;  // the same library found twice
+  if (std::string r = Untrusted(rec->library, "library"); !r.empty()) return skip(r);
+  // The same manifest found twice (through two folders or a symlink): one plugin.
+  const std::string canonical_manifest = Canonical(manifest_path);
   for (const auto& p : plugins_) {
-    if (p->name == rec->name && p->state != BP_PLUGIN_SKIPPED) {
-      return skip("another plugin named '" + rec->name + "' was found first (" + p->library +
-                  "), earlier in the search path; this one is ignored");
-    }
+    if (p->state != BP_PLUGIN_SKIPPED && Canonical(p->manifest) == canonical_manifest) return;
   }
-  for (const auto& t : rec->device_types) {
-    try {
-      RegisterDeviceType(t);
-    } catch (const CoreError& e) {
-      return skip(std::string("manifest ") + manifest_path + ": " + e.what());
+  // Two plugins that claim the same thing: the first on the search path wins, and the later
+  // one is shadowed whole (never loaded, its device types not registered). Only a plugin that
+  // was not skipped claims anything, so a broken manifest shadows nobody.
+  for (const auto& p : plugins_) {
+    if (p->state == BP_PLUGIN_SKIPPED) continue;
+    std::string clash;
+    if (p->library == rec->library) {
+      clash = "names the same library";
+    } else if (p->name == rec->name) {
+      clash = "has the same name";
+    } else {
+      for (const auto& n : rec->provides) {
+        if (std::find(p->provides.begin(), p->provides.end(), n) != p->provides.end()) {
+          clash = "also declares '" + n + "'";
+          break;
+        }
+      }
     }
+    if (clash.empty()) continue;
+    rec->shadowed_by = p->library;
+    return skip("shadowed by " + p->library + ": plugin '" + p->name + "' (manifest " +
+                p->manifest + "), found earlier on the search path, " + clash +
+                ", and the first plugin on the path wins; this one is not loaded. Remove or "
+                "rename one of them, or put this one's folder first");
   }
+  // All or nothing: a manifest skipped here leaves no device type behind to use up the ids
+  // that later plugins need.
+  try {
+    RegisterDeviceTypes(rec->device_types);
+  } catch (const CoreError& e) {
+    return skip(std::string("manifest ") + manifest_path + ": " + e.what());
+  }
+  Trace("plugin '" + rec->name + "' discovered: library " + rec->library);
   plugins_.push_back(std::move(rec));
 }
 
-PluginRecord* PluginLoader::FindByLibrary(const std::string& canonical_library) {
+PluginRecord* PluginLoader::FindByLibrary(const std::string& canonical_library, bool live_only) {
+  PluginRecord* skipped = nullptr;
   for (auto& p : plugins_) {
-    if (p->library == canonical_library) return p.get();
+    if (p->library != canonical_library) continue;
+    if (p->state != BP_PLUGIN_SKIPPED) return p.get();
+    if (skipped == nullptr) skipped = p.get();
   }
-  return nullptr;
+  return live_only ? nullptr : skipped;
 }
 
 void PluginLoader::Load(PluginRecord& rec) {
   if (rec.state != BP_PLUGIN_DISCOVERED || rec.loading) return;
   rec.loading = true;
-  PluginInit init{rec.name, {}, {}};
+  PluginInit init;
+  init.plugin_name = rec.name;
+  if (!rec.manifest.empty()) {
+    init.declared = &rec.provides;
+    init.declared_device_types = &rec.device_types;
+    init.manifest = rec.manifest;
+  }
   auto fail = [&](bp_status_t kind, const std::string& reason) {
+    Trace("plugin '" + rec.name + "' skipped: " + reason);
     // Undo every registration the plugin made, newest first.
     for (auto it = init.undo.rbegin(); it != init.undo.rend(); ++it) (*it)();
     for (auto it = init.registered.rbegin(); it != init.registered.rend(); ++it) {
@@ -289,9 +451,15 @@ void PluginLoader::Load(PluginRecord& rec) {
     rec.reason = reason;
     rec.loading = false;
   };
-  if (std::string r = WorldWritable(rec.library, "library"); !r.empty()) {
-    return fail(BP_ERR_PLUGIN, r);
-  }
+  if (Disabled(rec.name)) return fail(BP_ERR_PLUGIN, kDisabledReason);
+  Trace("loading plugin '" + rec.name + "': checking library " + rec.library);
+  // Checked again at load time: discovery may have been long ago.
+  if (std::string r = Untrusted(rec.library, "library"); !r.empty()) return fail(BP_ERR_PLUGIN, r);
+  // dlopen maps a truncated file's segments all the same, and the host dies of SIGBUS on
+  // the first page past the end: look at the headers first.
+  if (std::string r = ElfLoadProblem(rec.library); !r.empty()) return fail(BP_ERR_PLUGIN, r);
+  Trace("loading plugin '" + rec.name + "': dlopen " + rec.library +
+        " (runs its static constructors)");
   boost::dll::shared_library lib;
   try {
     lib.load(rec.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
@@ -316,6 +484,8 @@ void PluginLoader::Load(PluginRecord& rec) {
   const uint64_t seq = ErrorSequence();
   bp_status_t st = BP_OK;
   std::string thrown;
+  Trace("loading plugin '" + rec.name + "': calling " + BP_PLUGIN_ENTRY_SYMBOL + " of " +
+        rec.library);
   try {
     st = entry(bp_host_api(), &info);
   } catch (const std::exception& e) {
@@ -377,56 +547,98 @@ void PluginLoader::Load(PluginRecord& rec) {
   if (rec.manifest.empty()) {
     for (const auto& [name, previous] : init.registered) rec.provides.push_back(name);
   }
+  rec.registered = std::move(init.names);
   rec.reason = warnings;
   rec.state = BP_PLUGIN_LOADED;
   rec.loading = false;
+  Trace("plugin '" + rec.name + "' loaded" + (warnings.empty() ? "" : " (" + warnings + ")"));
 }
 
 void PluginLoader::LoadAll() {
   std::lock_guard lock(mu_);
   if (!discovered_) DiscoverLocked();
+  Trace("loading every discovered plugin (bp_plugins_load_all)");
   for (size_t i = 0; i < plugins_.size(); ++i) Load(*plugins_[i]);
 }
 
+PluginRecord* PluginLoader::AddLibrary(const std::string& canon) {
+  PluginRecord* rec = FindByLibrary(canon);
+  if (rec != nullptr) return rec;
+  // Not discovered: use a manifest beside it if there is one that names it.
+  const std::string folder = fs::path(canon).parent_path().string();
+  const std::string refusal = Untrusted(folder, "plugin folder", file_trust::Kind::kFolder);
+  boost::system::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().string();
+    if (f.size() > std::string(kManifestSuffix).size() &&
+        f.compare(f.size() - std::string(kManifestSuffix).size(), std::string::npos,
+                  kManifestSuffix) == 0) {
+      try {
+        if (Canonical(folder + "/" + ReadManifest(f).library) == canon) AddManifest(f, refusal);
+      } catch (const CoreError&) {
+        // An unrelated broken manifest: not this library's business.
+      }
+    }
+  }
+  rec = FindByLibrary(canon);
+  if (rec == nullptr) {
+    auto r = std::make_unique<PluginRecord>();
+    r->name = NameFromLibrary(canon);
+    r->library = canon;
+    if (!refusal.empty()) {
+      r->state = BP_PLUGIN_SKIPPED;
+      r->error_kind = BP_ERR_PLUGIN;
+      r->reason = refusal;
+    }
+    plugins_.push_back(std::move(r));
+    rec = plugins_.back().get();
+  }
+  return rec;
+}
+
+void PluginLoader::AddFile(const std::string& entry) {
+  const std::string origin = "BACKPLANE_PLUGIN_FILES";
+  if (entry.empty() || entry[0] != '/') {
+    folders_.push_back({entry, origin, "ignored: a relative entry; only absolute paths are used"});
+    return;
+  }
+  Trace("using file " + entry + " (" + origin + ")");
+  const std::string canon = Canonical(entry);
+  if (canon.empty() || !fs::is_regular_file(canon)) {
+    folders_.push_back({entry, origin, "missing"});
+    return;
+  }
+  const std::string suffix = kManifestSuffix;
+  if (entry.size() > suffix.size() &&
+      entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string folder = fs::path(canon).parent_path().string();
+    const std::string refusal = Untrusted(folder, "plugin folder", file_trust::Kind::kFolder);
+    folders_.push_back({entry, origin, refusal.empty() ? "ok" : "refused: " + refusal});
+    AddManifest(entry, refusal);
+  } else {
+    PluginRecord* rec = AddLibrary(canon);
+    folders_.push_back(
+        {entry, origin, rec->state == BP_PLUGIN_SKIPPED ? "refused: " + rec->reason : "ok"});
+  }
+}
+
 void PluginLoader::LoadLibrary(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    // realpath() would resolve it against the current directory, which the documented
+    // search never uses: a host run from a folder someone else controls would load their code.
+    Fail(BP_ERR_INVALID_ARGUMENT, "plugin library '" + path +
+                                      "' is not an absolute path; a plugin is never loaded "
+                                      "relative to the current directory, so pass an absolute "
+                                      "path");
+  }
   std::lock_guard lock(mu_);
   if (!discovered_) DiscoverLocked();
+  Trace("bp_plugin_load " + path);
   const std::string canon = Canonical(path);
   if (canon.empty() || !fs::is_regular_file(canon)) {
     Fail(BP_ERR_NOT_FOUND, "plugin library " + path + " does not exist or is not a file");
   }
-  PluginRecord* rec = FindByLibrary(canon);
-  if (rec == nullptr) {
-    // Not discovered: use a manifest beside it if there is one that names it.
-    const std::string folder = fs::path(canon).parent_path().string();
-    const std::string refusal = WorldWritable(folder, "folder");
-    boost::system::error_code ec;
-    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string f = it->path().string();
-      if (f.size() > std::string(kManifestSuffix).size() &&
-          f.compare(f.size() - std::string(kManifestSuffix).size(), std::string::npos,
-                    kManifestSuffix) == 0) {
-        try {
-          if (Canonical(folder + "/" + ReadManifest(f).library) == canon) AddManifest(f, refusal);
-        } catch (const CoreError&) {
-          // An unrelated broken manifest: not this library's business.
-        }
-      }
-    }
-    rec = FindByLibrary(canon);
-    if (rec == nullptr) {
-      auto r = std::make_unique<PluginRecord>();
-      r->name = NameFromLibrary(canon);
-      r->library = canon;
-      if (!refusal.empty()) {
-        r->state = BP_PLUGIN_SKIPPED;
-        r->error_kind = BP_ERR_PLUGIN;
-        r->reason = refusal;
-      }
-      plugins_.push_back(std::move(r));
-      rec = plugins_.back().get();
-    }
-  }
+  PluginRecord* rec = AddLibrary(canon);
   Load(*rec);
   if (rec->state == BP_PLUGIN_SKIPPED) {
     Fail(rec->error_kind,
@@ -454,6 +666,9 @@ std::string PluginLoader::LoadProviderOf(const std::string& name) {
     PluginRecord& p = *plugins_[i];
     all.push_back(&p);
     if (std::find(p.provides.begin(), p.provides.end(), name) != p.provides.end()) {
+      if (p.state == BP_PLUGIN_DISCOVERED) {
+        Trace("first use of '" + name + "', which plugin '" + p.name + "' declares");
+      }
       Load(p);
       if (NameRegistered(name)) return "";
     }
@@ -503,6 +718,20 @@ std::vector<std::string> PluginLoader::DeclaredNames() {
   return names;
 }
 
+// The names `p` registered that it still owns: a function the host replaced or removed since
+// is someone else's (kinds and tags are never replaced).
+std::vector<std::string> OwnedNames(const PluginRecord& p) {
+  std::vector<std::string> out;
+  const std::string owner = "plugin '" + p.name + "'";
+  for (const auto& n : p.registered) {
+    const bool target_name = n.rfind("target.kind.", 0) == 0 || n.rfind("target.tag.", 0) == 0;
+    if (target_name ? TargetNameRegistered(n) : Registry::Global().OwnerOf(n) == owner) {
+      out.push_back(n);
+    }
+  }
+  return out;
+}
+
 std::string PluginLoader::ToJson() {
   std::lock_guard lock(mu_);
   if (!discovered_) DiscoverLocked();
@@ -525,6 +754,8 @@ std::string PluginLoader::ToJson() {
                               {"version", or_null(p->version)},
                               {"vendor", or_null(p->vendor)},
                               {"provides", p->provides},
+                              {"registered", OwnedNames(*p)},
+                              {"shadowed_by", or_null(p->shadowed_by)},
                               {"device_types", p->device_types}});
   }
   return out.dump(2);

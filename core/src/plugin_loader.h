@@ -4,10 +4,12 @@
 #ifndef BACKPLANE_CORE_PLUGIN_LOADER_H_
 #define BACKPLANE_CORE_PLUGIN_LOADER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,13 +18,33 @@
 
 namespace backplane::core {
 
-// What a plugin registered while its bp_plugin_init runs, for rollback on failure.
+// What a plugin registered while its bp_plugin_init runs, for rollback on failure, and what
+// it may register.
 struct PluginInit {
   std::string plugin_name;
   std::vector<std::pair<std::string, std::optional<Registry::Entry>>> registered;
   // Undo steps for other registries (target kinds, tags), run newest first on failure.
   std::vector<std::function<void()>> undo;
+  // Its manifest's "provides" and "device_types", or null for a library loaded by path
+  // without a manifest (which declares nothing and may register what no manifest declares).
+  const std::vector<std::string>* declared = nullptr;
+  const std::vector<std::string>* declared_device_types = nullptr;
+  std::string manifest;
+  // Every name it registered, as a manifest writes it (functions, target.kind.<k>,
+  // target.tag.<t>): what bp_plugins_list shows as its "registered" names.
+  std::vector<std::string> names;
 };
+
+// During a plugin's bp_plugin_init, refuses (throws) a registration of `name` (as a manifest
+// writes it: "device_api.x", "target.kind.k") that the plugin may not make: a name its
+// manifest does not declare (BP-PLUGIN-2), or, for a plugin without a manifest, a name another
+// plugin's manifest declares. `what` names it in the message ("function 'x'"). Outside an
+// init it does nothing: the host registers what it likes.
+void CheckPluginMayRegister(const std::string& name, const std::string& what);
+
+// During a plugin's init, refuses a device type its manifest does not declare when the name
+// is new (declared ones were registered at discovery).
+void CheckPluginMayRegisterDeviceType(const std::string& name);
 
 // "plugin 'x'" when a plugin's init is running on this thread, else "the host".
 std::string CurrentOwner();
@@ -38,7 +60,8 @@ class PluginLoader {
 
   // Adds a folder searched first (in the order added); it must be absolute.
   void AddPath(const std::string& folder);
-  // Discovers once; later calls do nothing.
+  // Discovers once; later calls do nothing (and take no lock). Every entry point whose answer
+  // depends on plugins calls it (or a function that does) before it answers.
   void EnsureDiscovered();
   // Scans every search folder and reads the manifests found; loads nothing.
   void Discover();
@@ -72,12 +95,24 @@ class PluginLoader {
   void ScanFolder(const std::string& folder, const std::string& origin);
   void AddManifest(const std::string& manifest_path, const std::string& folder_refusal);
   void Load(PluginRecord& rec);
-  PluginRecord* FindByLibrary(const std::string& canonical_library);
+  // The record of a library: one that is not skipped if there is one, else (unless
+  // `live_only`) a skipped one.
+  PluginRecord* FindByLibrary(const std::string& canonical_library, bool live_only = false);
+  // The record of the library at `canon` (canonical, a regular file): the one discovery made,
+  // else one added now with the manifest beside it that names it, else without a manifest.
+  PluginRecord* AddLibrary(const std::string& canon);
+  // One entry of BACKPLANE_PLUGIN_FILES: a manifest or a library.
+  void AddFile(const std::string& entry);
   std::string LookedAt(const std::vector<PluginRecord*>& recs) const;
+  bool Disabled(const std::string& name) const { return disabled_.count(name) > 0; }
 
   std::recursive_mutex mu_;
-  bool discovered_ = false;
+  bool discovered_ = false;  // a discovery ran or runs (under mu_)
+  // A discovery finished and no folder was added since: EnsureDiscovered's lock-free check,
+  // called by every entry point whose answer depends on plugins.
+  std::atomic<bool> ready_{false};
   std::vector<std::string> extra_paths_;
+  std::set<std::string> disabled_;  // BACKPLANE_DISABLE_PLUGINS, read at each discovery
   std::vector<Folder> folders_;
   std::vector<std::unique_ptr<PluginRecord>> plugins_;
 };

@@ -18,11 +18,18 @@ Registry& Registry::Global() {
 }
 
 std::optional<Registry::Entry> Registry::Set(const std::string& name, bp_object_t* func,
-                                             bool allow_override, const std::string& owner) {
+                                             bool allow_override, const std::string& owner,
+                                             bool override_own_only) {
   std::unique_lock lock(mu_);
   auto it = map_.find(name);
   std::optional<Entry> previous;
   if (it != map_.end()) {
+    if (allow_override && override_own_only && it->second.owner != owner) {
+      Fail(BP_ERR_ALREADY_EXISTS, "function '" + name + "' is registered by " + it->second.owner +
+                                      "; " + owner +
+                                      " may override only a name it registered itself, so "
+                                      "allow_override does not apply (choose another name)");
+    }
     if (!allow_override) {
       Fail(BP_ERR_ALREADY_EXISTS, "function '" + name + "' is already registered by " +
                                       it->second.owner + "; " + owner +
@@ -108,21 +115,18 @@ BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func, int32
   CheckName(name, "bp_registry_set");
   As<FunctionObject>(func, BP_OBJECT_FUNCTION, std::string("bp_registry_set('") + name + "')");
   PluginInit* init = CurrentPluginInit();
-  if (init != nullptr) {
-    // A plugin may not take a name that another plugin's manifest declares: otherwise a
-    // plugin earlier on the search path could capture, say, device_api.cpu by loading first.
-    const std::string declarer = PluginLoader::Global().OtherDeclarer(name, init->plugin_name);
-    if (!declarer.empty()) {
-      Fail(BP_ERR_ALREADY_EXISTS,
-           std::string("function '") + name + "' is declared by plugin '" + declarer +
-               "' in its manifest; plugin '" + init->plugin_name +
-               "' does not declare it, so it cannot register it (a plugin registers the names "
-               "its manifest \"provides\"; choose another name)");
-    }
-  }
+  // A plugin registers only the names its manifest declares: otherwise a plugin could
+  // capture, say, device_api.cpu by loading first, and no manifest would say who owns a name.
+  CheckPluginMayRegister(name, std::string("function '") + name + "'");
   const std::string owner = CurrentOwner();
-  auto previous = Registry::Global().Set(name, func, allow_override != 0, owner);
-  if (init != nullptr) init->registered.push_back({name, std::move(previous)});
+  // allow_override lets a plugin replace only an entry it registered itself, never one of
+  // another plugin or of the host.
+  auto previous = Registry::Global().Set(name, func, allow_override != 0, owner,
+                                         /*override_own_only=*/init != nullptr);
+  if (init != nullptr) {
+    init->registered.push_back({name, std::move(previous)});
+    init->names.push_back(name);
+  }
   BP_API_END
 }
 
@@ -143,6 +147,15 @@ BP_EXPORT bp_status_t bp_registry_get(const char* name, bp_object_t** out_func) 
 BP_EXPORT bp_status_t bp_registry_remove(const char* name) {
   BP_API_BEGIN
   CheckName(name, "bp_registry_remove");
+  if (CurrentPluginInit() != nullptr) {
+    // Removing and registering again would be an override by another name.
+    const std::string owner = Registry::Global().OwnerOf(name);
+    if (!owner.empty() && owner != CurrentOwner()) {
+      Fail(BP_ERR_ALREADY_EXISTS, std::string("function '") + name + "' is registered by " + owner +
+                                      "; " + CurrentOwner() +
+                                      " may remove only the names it registered itself");
+    }
+  }
   if (!Registry::Global().Take(name)) {
     Fail(BP_ERR_NOT_FOUND,
          std::string("bp_registry_remove: function '") + name + "' is not registered");

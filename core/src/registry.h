@@ -23,10 +23,11 @@ class Registry {
 
   static Registry& Global();
 
-  // Registers; throws ALREADY_EXISTS naming the owner unless allow_override. Returns the
-  // entry it replaced, if any (for rollback).
+  // Registers; throws ALREADY_EXISTS naming the owner unless allow_override (and, with
+  // override_own_only, unless the entry is `owner`'s own). Returns the entry it replaced, if
+  // any (for rollback).
   std::optional<Entry> Set(const std::string& name, bp_object_t* func, bool allow_override,
-                           const std::string& owner);
+                           const std::string& owner, bool override_own_only = false);
   // The function, or a null Ref. Never loads a plugin.
   Ref Find(const std::string& name) const;
   // Removes and returns the entry (nullopt if absent).

@@ -192,16 +192,10 @@ std::optional<Json> FindTag(const std::string& tag) {
 
 namespace {
 
-// Plugins may register only the kinds and tags their manifests declare (as functions).
+// Plugins may register only the kinds and tags their manifests declare (as target.kind.<k>
+// and target.tag.<t>), by the rule the function registry follows.
 void CheckDeclared(const std::string& name, const char* what) {
-  PluginInit* init = CurrentPluginInit();
-  if (init == nullptr) return;
-  const std::string declarer = PluginLoader::Global().OtherDeclarer(name, init->plugin_name);
-  if (!declarer.empty()) {
-    Fail(BP_ERR_ALREADY_EXISTS, std::string(what) + " is declared by plugin '" + declarer +
-                                    "' in its manifest; plugin '" + init->plugin_name +
-                                    "' does not declare it, so it cannot register it");
-  }
+  CheckPluginMayRegister(name, what);
 }
 
 KindDef CopyKind(const bp_target_kind_def_t* def) {
@@ -311,6 +305,7 @@ BP_EXPORT bp_status_t bp_target_kind_register(const bp_target_kind_def_t* def) {
     Reg().by_name.emplace(kind->name, kind);
   }
   if (PluginInit* init = CurrentPluginInit()) {
+    init->names.push_back("target.kind." + kind->name);
     init->undo.push_back([name = kind->name] {
       std::lock_guard lock(Reg().mu);
       Reg().by_name.erase(name);
@@ -347,6 +342,7 @@ BP_EXPORT bp_status_t bp_target_tag_register(const char* tag, const char* target
     Reg().tags.emplace(name, Tag{std::move(j), owner});
   }
   if (PluginInit* init = CurrentPluginInit()) {
+    init->names.push_back("target.tag." + name);
     init->undo.push_back([name] {
       std::lock_guard lock(Reg().mu);
       Reg().tags.erase(name);

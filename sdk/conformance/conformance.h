@@ -39,6 +39,7 @@ struct DeviceTypeInfo {
   int count = 0;                          // ids 0..count-1 answer BP_ATTR_EXIST = 1
   std::vector<std::string> device_names;  // BP_ATTR_DEVICE_NAME per id ("" when none)
   bool streams = false;                   // create_stream gives streams other than null
+  std::string refused;                    // why the core refused its DeviceAPI table, if it did
 };
 
 // One target kind the plugin registers.

@@ -4,6 +4,7 @@
 #include <backplane/backplane.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "conformance.h"
 
@@ -56,7 +57,8 @@ nlohmann::json PluginInfo::ToJson() const {
                      {"id", t.id},
                      {"count", t.count},
                      {"device_names", t.device_names},
-                     {"streams", t.streams}});
+                     {"streams", t.streams},
+                     {"refused", t.refused}});
   }
   nlohmann::json ks = nlohmann::json::array();
   for (const KindInfo& k : kinds) {
@@ -99,6 +101,7 @@ PluginInfo PluginInfo::FromJson(const nlohmann::json& j) {
       d.id = t.value("id", -1);
       d.count = t.value("count", 0);
       d.streams = t.value("streams", false);
+      d.refused = StringOr(t, "refused");
       if (t.contains("device_names")) {
         for (const auto& n : t["device_names"]) d.device_names.push_back(n.get<std::string>());
       }
@@ -150,6 +153,37 @@ void Context::Load() {
     }
   }
   if (record.is_null()) Fail("bp_plugins_list does not list the loaded library " + canon);
+  // The kit checks one plugin: another one loaded here would answer for names the tests use
+  // and have its faults blamed on this one (BACKPLANE_PLUGIN_FILES, which the parent sets,
+  // keeps them out; a setuid kit ignores it).
+  std::set<std::string> with;  // the --with plugins, which the parent puts in the variable
+  if (const char* files = std::getenv("BACKPLANE_PLUGIN_FILES")) {
+    std::string rest = files;
+    for (size_t end; !rest.empty(); rest = end == std::string::npos ? "" : rest.substr(end + 1)) {
+      end = rest.find(':');
+      with.insert(Canonical(rest.substr(0, end)));
+    }
+  }
+  std::string others;
+  for (const auto& p : Member(all, "plugins")) {
+    if (p.value("state", "") != "loaded" || !p.value("library", nlohmann::json()).is_string()) {
+      continue;
+    }
+    const std::string lib = Canonical(p["library"].get<std::string>());
+    const std::string who = "'" + p.value("name", "") + "' (" + lib + ")";
+    if (lib == canon) continue;
+    if (with.count(lib) > 0) {
+      Detail("also loaded, with --with: " + who);
+      continue;
+    }
+    others += (others.empty() ? "" : ", ") + who;
+  }
+  if (!others.empty()) {
+    Fail("besides the plugin under test, the process loaded " + others +
+         ": its results cannot be told apart from the plugin's; check the plugin alone "
+         "(BACKPLANE_PLUGIN_FILES=" +
+         canon + ")");
+  }
   info = PluginInfo{};
   info.name = StringOr(record, "name");
   info.library = canon;
@@ -230,8 +264,9 @@ void Context::Survey() {
   for (DeviceTypeInfo& t : info.device_types) {
     if (t.id < 0) continue;
     const bp_device_api_t* table = nullptr;
-    if (bp_device_api_get(t.id, &table) != BP_OK) {
-      bp_error_clear();
+    if (const bp_status_t st = bp_device_api_get(t.id, &table); st != BP_OK) {
+      // Not "no device": the device tests must say the table was refused, and why.
+      t.refused = TakeError(st);
       continue;
     }
     t.count = CountDevices(t.id);

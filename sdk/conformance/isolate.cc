@@ -14,6 +14,8 @@
 #include <cstring>
 #include <deque>
 
+extern char** environ;
+
 namespace backplane::conformance {
 
 namespace {
@@ -75,6 +77,20 @@ Child Start(size_t index, const TestCase& test, const IsolationOptions& o) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The child's environment: this one's, with o.env set over it (built before fork).
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const auto& [name, value] : o.env) {
+      replaced = replaced || entry.compare(0, name.size() + 1, name + "=") == 0;
+    }
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [name, value] : o.env) env.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   int out_pipe[2], res_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(res_pipe, O_CLOEXEC) != 0) {
@@ -97,7 +113,7 @@ Child Start(size_t index, const TestCase& test, const IsolationOptions& o) {
     }
     const int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so the group exists before any kill

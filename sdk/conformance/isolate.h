@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conformance.h"
@@ -37,6 +38,9 @@ TestResult RunHere(const TestCase& test, Context& ctx);
 struct IsolationOptions {
   std::string self;               // this program's path, re-executed for each test
   std::vector<std::string> args;  // arguments for each child after "--run-one NAME"
+  // Variables set (or replaced) in each child's environment, e.g. BACKPLANE_PLUGIN_FILES so
+  // that the child discovers the plugin under test alone.
+  std::vector<std::pair<std::string, std::string>> env;
   double timeout_s = 60;
   int jobs = 1;
 };

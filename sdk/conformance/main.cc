@@ -3,13 +3,17 @@
 // (docs/conformance.md). The parent resolves the plugin, runs plugin.load to learn what the
 // plugin provides, then runs every test that applies in a process of its own, applies the
 // expected-failure and unsupported lists, and reports to the console, JSON and JUnit.
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <backplane/backplane.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -52,6 +56,7 @@ struct Options {
   int jobs = 1;
   bool list = false;
   bool verbose = false;
+  std::vector<std::string> with;  // plugins loaded beside the one under test (--with)
   // Hidden: run one test in this process (the parent's children, or a debugger).
   std::string run_one;
   int result_fd = -1;
@@ -78,16 +83,46 @@ std::string Absolute(const std::string& path) {
   return out;
 }
 
+// The text of a manifest the command line names: a regular file of at most 1 MiB, opened
+// without blocking, as the core reads manifests (a FIFO must not hang the kit).
+std::string ReadManifestFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) throw std::runtime_error("manifest " + path + " cannot be read");
+  struct stat st {};
+  std::string text;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+    close(fd);
+    throw std::runtime_error("manifest " + path + " is not a regular file of at most 1 MiB");
+  }
+  text.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(done);
+  return text;
+}
+
 // The plugin library that `spec` names: a library path, a manifest path, or a plugin name
-// found by discovery. Throws std::runtime_error saying what was tried.
-std::string ResolvePlugin(const Options& o, std::string* name) {
-  const std::string& spec = o.plugin;
-  if (spec.find('/') != std::string::npos || access(spec.c_str(), F_OK) == 0) {
-    if (access(spec.c_str(), R_OK) != 0)
-      throw std::runtime_error(spec + " does not exist or cannot be read");
+// found by discovery. Only a spec with a '/' is a path (./libfoo.so for one in the current
+// directory): a bare name is never looked up in the current directory, as discovery never
+// is. Throws std::runtime_error saying what was tried (the kit exits 2: not found).
+std::string ResolvePlugin(const Options& o, const std::string& spec, std::string* name) {
+  if (spec.find('/') != std::string::npos) {
+    struct stat st {};
+    if (stat(spec.c_str(), &st) != 0) throw std::runtime_error(spec + " does not exist");
+    if (!S_ISREG(st.st_mode)) {
+      throw std::runtime_error(
+          spec +
+          " is not a regular file; name the plugin's library, its manifest or, "
+          "with no '/', its name");
+    }
     if (!EndsWith(spec, ".bpplugin.json")) return Absolute(spec);
-    std::ifstream in(spec);
-    nlohmann::json m = nlohmann::json::parse(in, nullptr, false);
+    nlohmann::json m = nlohmann::json::parse(ReadManifestFile(spec), nullptr, false);
     if (m.is_discarded() || !m.is_object() || !m.contains("library") || !m["library"].is_string()) {
       throw std::runtime_error("manifest " + spec + " is not JSON with a \"library\" string");
     }
@@ -105,18 +140,86 @@ std::string ResolvePlugin(const Options& o, std::string* name) {
   backplane::Check(bp_plugins_list(&list));
   const nlohmann::json all = nlohmann::json::parse(backplane::GetString(list));
   bp_object_release(list);
+  // The plugin a host would load by that name: the first on the search path that was not
+  // skipped (a later one of that name is shadowed by it), else the first of that name, so
+  // that its tests say why it does not load.
   std::string names;
+  const nlohmann::json* chosen = nullptr;
   for (const auto& p : Member(all, "plugins")) {
     const std::string n = p.value("name", "");
     names += (names.empty() ? "" : ", ") + n;
-    if (n == spec && p["library"].is_string()) {
-      *name = n;
-      return p["library"].get<std::string>();
+    if (n != spec || !p["library"].is_string()) continue;
+    if (chosen == nullptr || ((*chosen)["state"] == "skipped" && p["state"] != "skipped")) {
+      chosen = &p;
     }
+  }
+  if (chosen != nullptr) {
+    *name = spec;
+    return (*chosen)["library"].get<std::string>();
   }
   throw std::runtime_error("no plugin named '" + spec +
                            "' was found (found: " + (names.empty() ? std::string("none") : names) +
-                           "); pass the library's path, or its folder with --plugin-path");
+                           "); pass the library's path (./" + spec +
+                           " for a file in the current directory, which is never searched), or "
+                           "its folder with --plugin-path");
+}
+
+// What the search path (--plugin-path, BACKPLANE_PLUGIN_PATH, the install's folder) says
+// about `library`: the plugin a host would load instead of it, and those it shadows
+// (docs/discovery.md, "When two plugins claim a name"). Discovery reads manifests only.
+std::vector<std::string> ShadowNotes(const Options& o, const std::string& library,
+                                     const std::string& name) {
+  for (const std::string& p : o.plugin_paths) bp_plugin_path_add(Absolute(p).c_str());
+  std::vector<std::string> notes;
+  bp_object_t* list = nullptr;
+  if (bp_plugins_discover() != BP_OK || bp_plugins_list(&list) != BP_OK) {
+    bp_error_clear();
+    return notes;
+  }
+  const nlohmann::json all = nlohmann::json::parse(backplane::GetString(list), nullptr, false);
+  bp_object_release(list);
+  bool on_path = false;
+  std::string host_loads;  // the library a host loads for `name`, when it is another one
+  for (const auto& p : Member(all, "plugins")) {
+    if (!p["library"].is_string()) continue;
+    const std::string lib = p["library"].get<std::string>();
+    on_path = on_path || Absolute(lib) == library;
+    if (!name.empty() && p.value("name", "") == name && p["state"] != "skipped" &&
+        Absolute(lib) != library && host_loads.empty()) {
+      host_loads = lib;
+    }
+  }
+  if (!on_path && !host_loads.empty()) {
+    notes.push_back("on this search path a host loads plugin '" + name + "' from " + host_loads +
+                    ", not from " + library +
+                    ", which is in no folder of the path; the kit checks " + library + " alone");
+  }
+  for (const auto& p : Member(all, "plugins")) {
+    const nlohmann::json& by = Member(p, "shadowed_by");
+    if (!by.is_string() || !p["library"].is_string()) continue;
+    const std::string lib = p["library"].get<std::string>();
+    if (Absolute(lib) == library) {
+      notes.push_back("on this search path " + library + " is shadowed by " +
+                      by.get<std::string>() +
+                      ", so a host loads that one instead; the kit checks " + library + " alone (" +
+                      p.value("reason", "") + ")");
+    } else if (Absolute(by.get<std::string>()) == library) {
+      notes.push_back("on this search path it shadows " + lib + " (plugin '" + p.value("name", "") +
+                      "'), which hosts do not load");
+    }
+  }
+  return notes;
+}
+
+// BACKPLANE_PLUGIN_FILES for the tests: the plugin under test, then the --with plugins.
+// Throws std::runtime_error when a --with plugin is not found.
+std::string PluginFiles(const Options& o, const std::string& library) {
+  std::string files = library;
+  for (const std::string& w : o.with) {
+    std::string name;
+    files += ":" + ResolvePlugin(o, w, &name);
+  }
+  return files;
 }
 
 bool Selected(const Options& o, const std::string& name) {
@@ -191,8 +294,17 @@ std::string Timestamp() {
 
 // Why a test does not apply to this plugin and device, or "".
 std::string NotApplicable(const TestCase& t, const PluginInfo& info, const DeviceTypeInfo* type) {
-  if ((t.needs & kNeedsDevice) != 0 && type == nullptr)
+  if ((t.needs & kNeedsDevice) != 0 && type == nullptr) {
+    for (const DeviceTypeInfo& d : info.device_types) {
+      if (!d.refused.empty()) {
+        return "not run: the core refused the DeviceAPI table of device type '" + d.name + "' (" +
+               d.refused +
+               "), so no device of it can be used; see "
+               "plugin.device_api_table";
+      }
+    }
     return "the plugin has no device present here";
+  }
   if (type == nullptr) return "";
   if ((t.needs & kNeedsOpaqueMemory) != 0 && type->id == kDLCPU) {
     return "the device's data space is host memory, whose addresses cannot be validated";
@@ -223,7 +335,7 @@ int Run(const Options& o) {
   std::string manifest_name;
   std::string library;
   try {
-    library = ResolvePlugin(o, &manifest_name);
+    library = ResolvePlugin(o, o.plugin, &manifest_name);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
     return kExitUsage;
@@ -241,8 +353,15 @@ int Run(const Options& o) {
   iso.self = SelfPath();
   iso.timeout_s = o.timeout;
   iso.jobs = o.jobs;
-  for (const std::string& p : o.plugin_paths)
-    iso.args.insert(iso.args.end(), {"--plugin-path", Absolute(p)});
+  // Each test discovers the plugin under test and nothing else: not BACKPLANE_PLUGIN_PATH,
+  // not --plugin-path, not the install's folder, so that another plugin there can neither
+  // shadow it nor stand in for it, and the verdict does not depend on the environment.
+  try {
+    iso.env = {{"BACKPLANE_PLUGIN_FILES", PluginFiles(o, library)}};
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "backplane-conformance: --with: %s\n", e.what());
+    return kExitUsage;
+  }
   std::vector<std::string> base_args = iso.args;
   base_args.push_back(library);
 
@@ -265,6 +384,8 @@ int Run(const Options& o) {
   if (info.name.empty()) info.name = manifest_name;
   if (info.library.empty()) info.library = library;
   report.plugin = info;
+  report.notes = ShadowNotes(o, library, info.name);
+  for (const std::string& note : report.notes) std::printf("note: %s\n", note.c_str());
 
   const DeviceTypeInfo* type = nullptr;
   int32_t device_id = 0;
@@ -274,6 +395,13 @@ int Run(const Options& o) {
     device_id = colon == std::string::npos ? 0 : std::atoi(o.device.c_str() + colon + 1);
     for (const DeviceTypeInfo& t : info.device_types) {
       if (t.name == tname) type = &t;
+    }
+    if (loaded && type != nullptr && !type->refused.empty()) {
+      std::fprintf(stderr,
+                   "backplane-conformance: --device %s: the core refused the DeviceAPI table of "
+                   "device type '%s': %s\n",
+                   o.device.c_str(), type->name.c_str(), type->refused.c_str());
+      return kExitUsage;
     }
     if (loaded && (type == nullptr || device_id >= type->count || device_id < 0)) {
       std::fprintf(stderr, "backplane-conformance: --device %s: the plugin has no such device\n",
@@ -398,6 +526,12 @@ int main(int argc, char** argv) {
   app.add_option("--plugin-path", o.plugin_paths, "Search DIR for plugins first (repeatable)")
       ->type_name("DIR")
       ->allow_extra_args(false);
+  app.add_option("--with", o.with,
+                 "Also load PLUGIN in every test: one the plugin under test builds on, such as "
+                 "the plugin whose target kind its code generator serves (repeatable). Every "
+                 "other plugin is kept out")
+      ->type_name("PLUGIN")
+      ->allow_extra_args(false);
   app.add_option("--device", o.device,
                  "The device to check, TYPE:ID (default: device 0 of the plugin's first device "
                  "type that has one)")
@@ -449,12 +583,35 @@ int main(int argc, char** argv) {
   if (!o.run_one.empty()) {
     if (o.result_fd < 0) {  // by hand: the plugin may be named as for a run
       std::string name;
+      std::string library;
+      std::string files;
       try {
-        o.plugin = ResolvePlugin(o, &name);
+        library = ResolvePlugin(o, o.plugin, &name);
+        files = PluginFiles(o, library);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
         return kExitUsage;
       }
+      // The plugin alone, as in a run. A name was found by a discovery in this process,
+      // which BACKPLANE_PLUGIN_FILES can no longer narrow: start again with the library.
+      setenv("BACKPLANE_PLUGIN_FILES", files.c_str(), 1);
+      if (library != o.plugin && o.plugin.find('/') == std::string::npos) {
+        std::vector<std::string> args(argv, argv + argc);
+        for (auto a = args.rbegin(); a != args.rend(); ++a) {  // the positional: the last
+          if (*a == o.plugin) {
+            *a = library;
+            break;
+          }
+        }
+        std::vector<char*> cargs;
+        for (std::string& a : args) cargs.push_back(a.data());
+        cargs.push_back(nullptr);
+        execv(SelfPath().c_str(), cargs.data());
+        std::fprintf(stderr, "backplane-conformance: cannot run itself again: %s\n",
+                     std::strerror(errno));
+        return kExitUsage;
+      }
+      o.plugin = library;
     }
     return ChildMain(o);
   }

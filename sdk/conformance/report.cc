@@ -134,6 +134,7 @@ void PrintSummary(const RunReport& r, FILE* out) {
                "%d unsupported, %d skipped (%zu tests, %.1f s)\n",
                r.Count("passed"), r.Count("failed"), r.Count("xfail"), r.Count("xpass"),
                r.Count("unsupported"), r.Count("skipped"), r.outcomes.size(), r.seconds);
+  for (const std::string& note : r.notes) std::fprintf(out, "  note: %s\n", note.c_str());
   for (const Outcome& o : r.outcomes) {
     if (o.status == "failed") {
       std::fprintf(out, "  FAILED %s: %s\n", o.test->name.c_str(), FailureText(o.result).c_str());
@@ -177,6 +178,7 @@ std::string ToJson(const RunReport& r) {
       {"plugin", r.plugin.ToJson()},
       {"device", r.device},
       {"device_name", CleanUtf8(r.device_name)},
+      {"notes", r.notes},
       {"verify_xfails", r.verify_xfails},
       {"ok", r.Ok()},
       {"seconds", r.seconds},

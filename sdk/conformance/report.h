@@ -33,6 +33,9 @@ struct RunReport {
   PluginInfo plugin;
   std::string device;       // "fakeacc:0", or "" when the plugin has none
   std::string device_name;  // its BP_ATTR_DEVICE_NAME
+  // What the search path says about the plugin beside its tests: the plugins it shadows,
+  // or the one a host would load in its place (docs/discovery.md).
+  std::vector<std::string> notes;
   std::vector<Outcome> outcomes;
   double seconds = 0;
   std::string timestamp;  // ISO 8601, when the run started

@@ -62,6 +62,11 @@ void PluginLoad(Context& ctx) {
       names += (i == 0 ? ": " : ", ") + t.name + ":" + std::to_string(i) + " '" +
                t.device_names[static_cast<size_t>(i)] + "'";
     }
+    if (!t.refused.empty()) {
+      ctx.Detail("device type " + t.name + " (id " + std::to_string(t.id) +
+                 "): the core refused its DeviceAPI table: " + t.refused);
+      continue;
+    }
     ctx.Detail("device type " + t.name + " (id " + std::to_string(t.id) + "), " +
                std::to_string(t.count) + " device(s)" + names +
                (t.streams ? "; creates streams" : "; single queue (null stream only)"));

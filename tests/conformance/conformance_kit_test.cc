@@ -7,6 +7,7 @@
 #include <backplane/c_api.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -143,7 +144,8 @@ struct KitRun {
 
 // Runs the kit with `args`, writing its JSON and JUnit reports to the scratch folder as
 // <tag>.json and <tag>.xml, and checks that both parse.
-KitRun RunKit(const std::vector<std::string>& args, const std::string& tag) {
+KitRun RunKit(const std::vector<std::string>& args, const std::string& tag,
+              const std::vector<std::pair<std::string, std::string>>& env = {}) {
   fs::create_directories(kScratch);
   const std::string json_path = kScratch + "/" + tag + ".json";
   const std::string xml_path = kScratch + "/" + tag + ".xml";
@@ -154,6 +156,7 @@ KitRun RunKit(const std::vector<std::string>& args, const std::string& tag) {
   argv.insert(argv.end(), {"--json", json_path, "--junit", xml_path});
   backplane::subprocess::Options options;
   options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  options.set_env = env;
   KitRun run;
   run.process = backplane::subprocess::Run(argv, options);
   run.json = nlohmann::json::parse(ReadFile(json_path), nullptr, false);
@@ -218,6 +221,108 @@ TEST(ConformanceKit, FindsThePluginByNameOrManifest) {
   run = RunKit({"simok", "--plugin-path", kBroken, "--test", "plugin.load"}, "simok_by_name");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
   EXPECT_EQ(run.json["plugin"]["name"], "simok");
+}
+
+// Two plugins named simok: the kit says which one a host would load and which is shadowed
+// (docs/discovery.md, "When two plugins claim a name").
+TEST(ConformanceKit, ShowsWhichPluginShadowsWhich) {
+  const std::string first = kScratch + "/shadowing";
+  fs::remove_all(first);
+  fs::create_directories(first);
+  fs::permissions(first,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  fs::copy_file(Broken("simok"), first + "/libbackplane_simok.so");
+  fs::copy_file(kBroken + "/simok.bpplugin.json", first + "/simok.bpplugin.json");
+  const std::string winner = first + "/libbackplane_simok.so";
+  // By name: the first on the path is checked, and it shadows the other.
+  KitRun run =
+      RunKit({"simok", "--plugin-path", first, "--plugin-path", kBroken, "--test", "plugin.load"},
+             "shadowing_by_name");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["plugin"]["library"], winner);
+  ASSERT_TRUE(run.json["notes"].is_array()) << run.json.dump(2);
+  EXPECT_NE(run.json["notes"].dump().find("it shadows " + Broken("simok")), std::string::npos)
+      << run.json["notes"];
+  EXPECT_NE(run.process.out.find("note: on this search path it shadows"), std::string::npos)
+      << run.process.out;
+  // By path, the loser: with a note that hosts load the winner instead.
+  run = RunKit(
+      {Broken("simok"), "--plugin-path", first, "--plugin-path", kBroken, "--test", "plugin.load"},
+      "shadowing_by_path");
+  EXPECT_NE(run.json["notes"].dump().find("is shadowed by " + winner), std::string::npos)
+      << run.Explain();
+}
+
+// A folder of the test's own holding copies of plugins, as a user's BACKPLANE_PLUGIN_PATH might.
+std::string PluginFolder(const std::string& name, const std::vector<std::string>& plugins) {
+  const std::string folder = kScratch + "/" + name;
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  fs::permissions(folder,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  for (const std::string& p : plugins) {
+    fs::copy_file(Broken(p), Lib(folder, p));
+    fs::copy_file(kBroken + "/" + p + ".bpplugin.json", folder + "/" + p + ".bpplugin.json");
+  }
+  return folder;
+}
+
+// The verdict must not depend on what else is on the plugin path: with a copy of the plugin
+// under test earlier on BACKPLANE_PLUGIN_PATH (which shadows it for a host), the kit checks
+// the plugin it was given, alone, and every test comes out as it does without the copy.
+TEST(ConformanceKit, TheVerdictDoesNotDependOnOtherPluginsOnThePath) {
+  const std::vector<std::string> args = {
+      Broken("simok"),           "--test", "plugin.*", "--test", "device.copy.*", "--test",
+      "codegen.kernel.saxpy_gpu"};
+  const KitRun alone = RunKit(args, "verdict_alone");
+  ASSERT_EQ(alone.process.exit_code, 0) << alone.Explain();
+  const std::string elsewhere = PluginFolder("verdict_elsewhere", {"simok", "brokencodegen"});
+  const KitRun beside = RunKit(args, "verdict_beside", {{"BACKPLANE_PLUGIN_PATH", elsewhere}});
+  EXPECT_EQ(beside.process.exit_code, 0) << beside.Explain();
+  EXPECT_EQ(beside.json["plugin"]["library"], Broken("simok"));
+  ASSERT_EQ(beside.json["tests"].size(), alone.json["tests"].size());
+  for (const auto& t : alone.json["tests"]) {
+    const std::string name = t["name"];
+    EXPECT_EQ(beside.Status(name), t["status"]) << name << ": " << beside.Message(name);
+  }
+  // It still tells the user what a host would do.
+  EXPECT_NE(beside.json["notes"].dump().find("a host loads plugin 'simok' from " +
+                                             Lib(elsewhere, "simok")),
+            std::string::npos)
+      << beside.json["notes"];
+}
+
+// A plugin that is on no folder of the search path: the kit checks it all the same, and says
+// which plugin of its name a host would load.
+TEST(ConformanceKit, SaysWhichPluginAHostLoadsWhenTheOneCheckedIsNotOnThePath) {
+  const std::string first = PluginFolder("off_the_path", {"simok"});
+  const KitRun run =
+      RunKit({Broken("simok"), "--plugin-path", first, "--test", "plugin.load"}, "off_the_path");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_NE(
+      run.json["notes"].dump().find("a host loads plugin 'simok' from " + Lib(first, "simok")),
+      std::string::npos)
+      << run.Explain();
+}
+
+// --with loads another plugin beside the one under test (one it builds on); a --with that
+// names nothing is a usage error.
+TEST(ConformanceKit, WithLoadsAnotherPluginBesideTheOneUnderTest) {
+  KitRun run = RunKit({Broken("simok"), "--with", Broken("brokencodegen"), "--test", "plugin.load",
+                       "--test", "target.kind.schema"},
+                      "with");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.Status("target.kind.schema"), "passed") << run.Message("target.kind.schema");
+  backplane::subprocess::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  const Result r = backplane::subprocess::Run(
+      {kKit, Broken("simok"), "--with", kScratch + "/no/such/libbackplane_x.so"}, options);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--with"), std::string::npos) << r.err;
 }
 
 TEST(ConformanceKit, FakeAccPassesEverything) {
@@ -327,11 +432,9 @@ INSTANTIATE_TEST_SUITE_P(
                    "plugin.entry_point",
                    "bp_brokenabi_extra",
                    "plugin.device_api_table"},
-        BrokenCase{"brokennames",
-                   {"--test", "plugin.*"},
-                   "plugin.names",
-                   "'brokennames.undeclared'",
-                   "plugin.load"},
+        // The core refuses a name the manifest does not declare, so the plugin fails to load.
+        BrokenCase{
+            "brokennames", {"--test", "plugin.*"}, "plugin.load", "'brokennames.undeclared'", ""},
         BrokenCase{"brokenattr",
                    {"--test", "device.attr.*"},
                    "device.attr.types",
@@ -508,6 +611,65 @@ TEST(ConformanceKit, ExpectedFailuresAndUnsupportedFeatures) {
   run = RunKit(args, "offset_verified");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
   EXPECT_EQ(run.json["summary"]["xfail"], 2);
+}
+
+// Runs the kit in `cwd`, stopped after 60 s (a hang is a failure, not a stuck run).
+Result RunKitIn(const std::string& cwd, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kKit};
+  argv.insert(argv.end(), args.begin(), args.end());
+  backplane::subprocess::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  options.cwd = cwd;
+  options.timeout_s = 60;
+  return backplane::subprocess::Run(argv, options);
+}
+
+// Only a spec with a '/' is a path: a bare name is found by discovery, never in the current
+// directory, even when an entry of that name is there; not found is a usage error (exit 2).
+TEST(ConformanceKit, ABareNameIsNeverLookedUpInTheCurrentDirectory) {
+  const std::string cwd = kScratch + "/bare_name_cwd";
+  fs::remove_all(cwd);
+  fs::create_directories(cwd + "/cpu");
+  std::ofstream(cwd + "/simok") << "not a plugin\n";
+  Result r = RunKitIn(cwd, {"cpu", "--test", "plugin.load"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("checking " + Lib(BACKPLANE_PLUGIN_DIR, "cpu")), std::string::npos) << r.out;
+  r = RunKitIn(cwd, {"simok", "--test", "plugin.load"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << "\n" << r.out << r.err;
+  EXPECT_NE(r.err.find("no plugin named 'simok'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("./simok"), std::string::npos) << "the hint for a local file: " << r.err;
+  r = RunKitIn(cwd, {"./cpu", "--test", "plugin.load"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << "\n" << r.out << r.err;
+  EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
+}
+
+TEST(ConformanceKit, AManifestThatIsAFifoIsRefusedWithoutBlocking) {
+  const std::string cwd = kScratch + "/fifo_cwd";
+  fs::remove_all(cwd);
+  fs::create_directories(cwd);
+  ASSERT_EQ(mkfifo((cwd + "/stuck.bpplugin.json").c_str(), 0644), 0);
+  const Result r = RunKitIn(cwd, {"./stuck.bpplugin.json"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << "\n" << r.err;
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+}
+
+// A DeviceAPI table the core refuses is not "no device present": the kit fails the table's
+// test and says of each device test that the table was refused.
+TEST(ConformanceKit, ARefusedDeviceApiTableIsReportedAsRefused) {
+  const KitRun run = RunKit(
+      {Broken("brokentable"), "--test", "plugin.*", "--test", "device.memory.*"}, "brokentable");
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  EXPECT_EQ(run.Status("plugin.device_api_table"), "failed");
+  EXPECT_NE(run.Message("plugin.device_api_table").find("struct_size is 24"), std::string::npos)
+      << run.Message("plugin.device_api_table");
+  ExpectAll(run, "device.memory.", "skipped");
+  const std::string why = run.Message("device.memory.alignment");
+  EXPECT_NE(why.find("refused the DeviceAPI table of device type 'brokentable'"), std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("no device present"), std::string::npos) << why;
+  const Result r = RunKitIn(kScratch, {Broken("brokentable"), "--device", "brokentable:0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("refused the DeviceAPI table"), std::string::npos) << r.err;
 }
 
 TEST(ConformanceKit, UsageErrors) {

@@ -130,6 +130,32 @@ TEST(CliInfo, BrokenPluginsAreSkippedWithReasonsAndCpuStillWorks) {
   ExpectCpuWorks(report);
 }
 
+// Two plugins that claim a name: the first on the search path wins, and info shows the other
+// as shadowed by the winner's path (override_names declares testing.hello, as hello does).
+TEST(CliInfo, AShadowedPluginIsShownWithTheWinnersPath) {
+  const std::string stray = std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/override";
+  const std::string winner = stray + "/libbackplane_override_names.so";
+  Json report = RunJson(
+      {"info", "--json", "--plugin-path", stray, "--plugin-path", BACKPLANE_TEST_PLUGIN_DIR});
+  const Json* hello = FindByField(report["plugins"], "name", "hello");
+  ASSERT_NE(hello, nullptr) << report["plugins"].dump(2);
+  EXPECT_EQ((*hello)["shadowed_by"], winner) << hello->dump(2);
+  const Json* fn = FindByField(report["functions"], "name", "testing.hello");
+  ASSERT_NE(fn, nullptr);
+  EXPECT_EQ((*fn)["plugin"], "override_names") << "info must credit the plugin whose code runs";
+
+  // Wide, so that the note is not wrapped.
+  sp::Options wide;
+  wide.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  wide.set_env = {{"COLUMNS", "1000"}};
+  sp::Result table = sp::Run({BACKPLANE_CLI_PATH, "info", "--plugin-path", stray, "--plugin-path",
+                              BACKPLANE_TEST_PLUGIN_DIR},
+                             wide);
+  ASSERT_EQ(table.exit_code, 0) << table.Describe() << table.err;
+  EXPECT_NE(table.out.find("shadowed by " + winner), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" shadowed"), std::string::npos) << table.out;
+}
+
 TEST(CliInfo, TablesShowHeadingsReasonsAndNone) {
   sp::Result result = RunCli({"info", "--plugin-path", BACKPLANE_TEST_PLUGIN_DIR});
   ASSERT_EQ(result.exit_code, 0) << result.Describe() << "\nstderr:\n" << result.err;

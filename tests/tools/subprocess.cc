@@ -3,12 +3,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -85,6 +87,7 @@ Result Run(const std::vector<std::string>& argv, const Options& options) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_pipe.fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_pipe.fds[1], STDERR_FILENO);
+  if (!options.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
 
   std::vector<std::string> args = argv;
   std::vector<std::string> env = ChildEnvironment(options);
@@ -105,8 +108,22 @@ Result Run(const std::vector<std::string>& argv, const Options& options) {
   std::array<std::string*, 2> sinks = {&result.out, &result.err};
   int open_count = 2;
   char buffer[8192];
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(options.timeout_s));
   while (open_count > 0) {
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    int wait_ms = -1;
+    if (options.timeout_s > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        ::kill(pid, SIGKILL);  // its pipes close as it dies
+        wait_ms = 100;
+      } else {
+        wait_ms = static_cast<int>(left.count());
+      }
+    }
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       break;
     }

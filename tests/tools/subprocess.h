@@ -16,6 +16,11 @@ struct Options {
   std::vector<std::string> unset_env;
   // Environment variables set (or replaced) in the child's environment.
   std::vector<std::pair<std::string, std::string>> set_env;
+  // The child's working folder ("": this process's).
+  std::string cwd;
+  // Seconds after which the child is killed (SIGKILL) and reported as ended by that signal;
+  // 0: wait as long as it takes.
+  double timeout_s = 0;
 };
 
 struct Result {

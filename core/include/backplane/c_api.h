@@ -189,14 +189,19 @@ BP_EXPORT bp_status_t bp_function_call(const bp_object_t* func, const bp_value_t
 
 /* Registers `func` under `name` in the global registry (the registry retains it). A name
  * that is taken is BP_ERR_ALREADY_EXISTS naming the owner, unless `allow_override` != 0.
- * During a plugin's bp_plugin_init the registration is recorded as that plugin's. */
+ * During a plugin's bp_plugin_init the registration is recorded as that plugin's, and the
+ * name must be one its manifest declares in "provides" (else BP_ERR_PLUGIN, or
+ * BP_ERR_ALREADY_EXISTS when another plugin's manifest declares it); there `allow_override`
+ * replaces only an entry the same plugin registered, never the host's or another plugin's.
+ * The same rule holds for target kinds and tags, and for new device types ("device_types"). */
 BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func, int32_t allow_override);
 
 /* Looks up `name` (owned). A name provided by a discovered plugin that is not loaded yet
  * loads that plugin first. A missing name is BP_ERR_NOT_FOUND. */
 BP_EXPORT bp_status_t bp_registry_get(const char* name, bp_object_t** out_func);
 
-/* Removes `name`; BP_ERR_NOT_FOUND if absent. */
+/* Removes `name`; BP_ERR_NOT_FOUND if absent. During a plugin's bp_plugin_init, only a name
+ * that plugin registered (else BP_ERR_ALREADY_EXISTS naming the owner). */
 BP_EXPORT bp_status_t bp_registry_remove(const char* name);
 
 /* Lists every registered name, sorted, as an array of string objects (owned). Names that
@@ -218,6 +223,8 @@ BP_EXPORT bp_status_t bp_registry_list(bp_object_t** out_names);
  * rocm_host, ext_dev, cuda_managed, oneapi, webgpu, hexagon) keep their DLPack ids. A name
  * is [a-z0-9_] and 1..63 characters. */
 BP_EXPORT bp_status_t bp_device_type_register(const char* name, int32_t* out_type);
+/* These three discover plugins first (once per process, as every entry point whose answer
+ * depends on plugins does), so the types that manifests declare are known. */
 /* The id of a known name; BP_ERR_NOT_FOUND otherwise. */
 BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_type);
 /* The name of a known id (borrowed, valid for the life of the process). */
@@ -701,8 +708,9 @@ BP_EXPORT bp_status_t bp_plugins_discover(void);
  * per plugin, not returned. */
 BP_EXPORT bp_status_t bp_plugins_load_all(void);
 
-/* Loads the plugin at `library_path` now (its manifest is optional). Returns the error of
- * that plugin on failure; the failure is also recorded. */
+/* Loads the plugin at `library_path` now (its manifest is optional). The path must be
+ * absolute: a relative one is BP_ERR_INVALID_ARGUMENT, never resolved against the current
+ * directory. Returns the error of that plugin on failure; the failure is also recorded. */
 BP_EXPORT bp_status_t bp_plugin_load(const char* library_path);
 
 typedef enum {
@@ -714,7 +722,9 @@ typedef enum {
 /* The plugins known so far, in discovery order, as one string object (owned) holding a
  * JSON array of objects: {"name", "library", "manifest", "state" ("discovered" | "loaded" |
  * "skipped"), "reason", "abi_version", "version", "vendor", "provides": [names],
- * "device_types": [names]}. Fields not known yet are null. Also lists the folders searched:
+ * "registered": [the names its init registered that it still owns], "shadowed_by": the
+ * library of the plugin earlier on the search path that shadows it (or null), "device_types":
+ * [names]}. Fields not known yet are null. Also lists the folders searched:
  * the whole is {"search_path": [...], "plugins": [...]}. */
 BP_EXPORT bp_status_t bp_plugins_list(bp_object_t** out_json);
 

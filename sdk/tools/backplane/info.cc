@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// `backplane info`: discovers and loads every plugin, then reports the search path, the
-// plugins (loaded, or skipped and why), the device types, every device with every attribute
-// and the registered global functions, as tables or (--json) as one JSON document.
+// `backplane info`: discovers every plugin, loads each one first in a child process of its
+// own (probe.h: a plugin that crashes, ends the process or hangs while loading is named and
+// kept out), then loads them all and reports the search path, the plugins (loaded, or skipped
+// and why), the device types, every device with every attribute and the registered global
+// functions, as tables or (--json) as one JSON document.
 //
 // The report is collected once into a JSON value and both outputs are rendered from it, so
 // the tables and the JSON always say the same thing.
@@ -14,8 +16,10 @@
 #include <backplane/backplane.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "probe.h"
 #include "table.h"
 
 namespace backplane::cli {
@@ -61,6 +66,9 @@ constexpr const char* kNone = "\xE2\x80\x94";  // U+2014 em dash
 struct InfoOptions {
   bool json = false;
   std::vector<std::string> plugin_paths;
+  bool no_probe = false;      // load in this process only (for a debugger)
+  double probe_timeout = 10;  // seconds a plugin may take to load in its probe
+  std::string probe_one;      // hidden: the child's side of a probe
 };
 
 // Reads the calling thread's error message after a failed call.
@@ -87,17 +95,24 @@ Json ValueToJson(const Any& value) {
   }
 }
 
-// The plugin whose manifest declares `name` among the functions it provides, or null. A
-// skipped plugin registered nothing, so it cannot be the provider (another plugin or the
-// host registered the name instead, and the report must not credit the skipped one).
+// The plugin that owns `name`: the one whose "registered" names hold it (what its init
+// registered and still owns, so a name the host replaced is nobody's), else a plugin not
+// loaded yet whose manifest declares it; null when the host registered it.
 Json ProviderOf(const Json& plugins, const std::string& name) {
+  auto holds = [&](const Json& plugin, const char* key) {
+    const Json* names = plugin.contains(key) ? &plugin[key] : nullptr;
+    if (names == nullptr || !names->is_array()) return false;
+    for (const Json& n : *names) {
+      if (n.is_string() && n.get<std::string>() == name) return true;
+    }
+    return false;
+  };
   for (const Json& plugin : plugins) {
-    if (plugin.value("state", "") == "skipped") continue;
-    const Json* provides = plugin.contains("provides") ? &plugin["provides"] : nullptr;
-    if (provides == nullptr || !provides->is_array()) continue;
-    for (const Json& provided : *provides) {
-      if (provided.is_string() && provided.get<std::string>() == name)
-        return plugin.value("name", "");
+    if (holds(plugin, "registered")) return plugin.value("name", "");
+  }
+  for (const Json& plugin : plugins) {
+    if (plugin.value("state", "") == "discovered" && holds(plugin, "provides")) {
+      return plugin.value("name", "") + " (not loaded yet)";
     }
   }
   return nullptr;
@@ -289,13 +304,21 @@ void PrintReport(const Json& report, std::ostream& out) {
   const Json& plugins = report["plugins"];
   size_t loaded = 0;
   size_t skipped = 0;
+  size_t shadowed = 0;
+  // A shadowed plugin is a skipped one that another plugin, earlier on the search path, won
+  // over (docs/discovery.md, "When two plugins claim a name").
+  auto is_shadowed = [](const Json& p) {
+    return p.contains("shadowed_by") && p["shadowed_by"].is_string();
+  };
   for (const Json& p : plugins) {
     std::string state = p.value("state", "");
     loaded += state == "loaded";
-    skipped += state == "skipped";
+    shadowed += is_shadowed(p);
+    skipped += state == "skipped" && !is_shadowed(p);
   }
   Heading(out, "Plugins: " + std::to_string(plugins.size()) + " found, " + std::to_string(loaded) +
-                   " loaded, " + std::to_string(skipped) + " skipped");
+                   " loaded, " + std::to_string(skipped) + " skipped" +
+                   (shadowed > 0 ? ", " + std::to_string(shadowed) + " shadowed" : ""));
   if (plugins.empty()) {
     out << "  No plugins found. Pass --plugin-path DIR or set BACKPLANE_PLUGIN_PATH to a folder\n"
            "  holding plugin libraries and their .bpplugin.json manifests.\n";
@@ -304,9 +327,11 @@ void PrintReport(const Json& report, std::ostream& out) {
     for (const Json& p : plugins) {
       std::string library = Field(p, "library");
       if (library == kNone) library = "manifest " + Field(p, "manifest");
-      table.AddRow({Field(p, "name"), Field(p, "state"), Field(p, "abi_version"),
-                    Field(p, "version"), library});
-      if (p.value("state", "") == "skipped") {
+      table.AddRow({Field(p, "name"), is_shadowed(p) ? "shadowed" : Field(p, "state"),
+                    Field(p, "abi_version"), Field(p, "version"), library});
+      if (is_shadowed(p)) {
+        table.AddNote(Field(p, "reason"));
+      } else if (p.value("state", "") == "skipped") {
         std::string reason = Field(p, "reason");
         table.AddNote("reason: " +
                       (reason == kNone || reason.empty() ? "(none recorded)" : reason));
@@ -324,8 +349,7 @@ void PrintReport(const Json& report, std::ostream& out) {
   for (const Json& t : types) {
     std::string from = kNone;
     if (t.value("device_api", false)) {
-      from =
-          t["plugin"].is_null() ? std::string("(no loaded plugin declares it)") : Text(t["plugin"]);
+      from = t["plugin"].is_null() ? std::string("(the host)") : Text(t["plugin"]);
     }
     type_table.AddRow({Text(t["id"]), Text(t["name"]), from, Field(t, "device_count")});
     if (!t["error"].is_null()) type_table.AddNote("error: " + Text(t["error"]));
@@ -350,7 +374,9 @@ void PrintReport(const Json& report, std::ostream& out) {
   const Json& functions = report["functions"];
   Heading(out, "Global functions: " + std::to_string(functions.size()) + " registered");
   Table fn_table({"NAME", "PLUGIN"});
-  for (const Json& f : functions) fn_table.AddRow({Text(f["name"]), Text(f["plugin"])});
+  for (const Json& f : functions) {
+    fn_table.AddRow({Text(f["name"]), f["plugin"].is_null() ? "(the host)" : Text(f["plugin"])});
+  }
   if (functions.empty()) {
     out << "  (none)\n";
   } else {
@@ -358,7 +384,51 @@ void PrintReport(const Json& report, std::ostream& out) {
   }
 }
 
+// The discovered plugins that are not loaded yet, by library: those a probe loads.
+std::map<std::string, std::string> PluginsToProbe() {
+  bp_object_t* list_obj = nullptr;
+  Check(bp_plugins_list(&list_obj));
+  ObjectRef list_ref = ObjectRef::Adopt(list_obj);
+  const Json listing = Json::parse(GetString(list_ref.get()), nullptr, false);
+  std::map<std::string, std::string> out;
+  if (!listing.is_object()) return out;
+  for (const Json& p : listing.value("plugins", Json::array())) {
+    if (p.value("state", "") == "discovered" && p["library"].is_string()) {
+      out[p["library"].get<std::string>()] = p.value("name", "");
+    }
+  }
+  return out;
+}
+
+// Loads every discovered plugin in a child process first. Those whose child crashed, ended
+// or hung are kept out of this process through BACKPLANE_DISABLE_PLUGINS (discovery reads it
+// again); returns how each of them failed, by plugin name.
+std::map<std::string, std::string> ProbeAndDisable(const InfoOptions& options) {
+  const std::map<std::string, std::string> plugins = PluginsToProbe();
+  std::vector<std::string> libraries;
+  for (const auto& [library, name] : plugins) libraries.push_back(library);
+  std::map<std::string, std::string> failures;
+  for (const ProbeResult& r :
+       ProbePlugins(libraries, options.plugin_paths, options.probe_timeout)) {
+    if (r.survived) continue;
+    const std::string& name = plugins.at(r.library);
+    failures[name] = r.failure +
+                     "; it was loaded in a child process only, so this one went on. The "
+                     "last line of BACKPLANE_DEBUG=loader names the step, and "
+                     "BACKPLANE_DISABLE_PLUGINS=" +
+                     name + " keeps it out of other hosts";
+  }
+  if (failures.empty()) return failures;
+  const char* current = std::getenv("BACKPLANE_DISABLE_PLUGINS");
+  std::string disabled = current != nullptr ? current : "";
+  for (const auto& [name, failure] : failures) disabled += (disabled.empty() ? "" : ",") + name;
+  setenv("BACKPLANE_DISABLE_PLUGINS", disabled.c_str(), 1);
+  Check(bp_plugins_discover());
+  return failures;
+}
+
 int RunInfo(const InfoOptions& options) {
+  if (!options.probe_one.empty()) ProbeOne(options.probe_one, options.plugin_paths);
   for (const std::string& folder : options.plugin_paths) {
     if (bp_plugin_path_add(folder.c_str()) != BP_OK) {
       std::cerr << "backplane info: cannot add plugin folder '" << folder
@@ -369,8 +439,14 @@ int RunInfo(const InfoOptions& options) {
   // Discovery and loading record each plugin's failure in the listing; a non-OK status
   // here means the core itself could not do the work.
   Check(bp_plugins_discover());
+  std::map<std::string, std::string> failures;
+  if (!options.no_probe) failures = ProbeAndDisable(options);
   Check(bp_plugins_load_all());
   Json report = CollectReport();
+  for (Json& p : report["plugins"]) {
+    auto it = failures.find(p.value("name", ""));
+    if (it != failures.end() && p.value("state", "") == "skipped") p["reason"] = it->second;
+  }
   if (options.json) {
     std::cout << report.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
   } else {
@@ -399,6 +475,15 @@ Command AddInfoCommand(CLI::App& parent) {
       ->type_name("DIR")
       ->allow_extra_args(false)
       ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  app->add_flag("--no-probe", options->no_probe,
+                "Load the plugins in this process only, without loading each in a child "
+                "process first (for a debugger; a plugin that crashes then ends the command)");
+  app->add_option("--probe-timeout", options->probe_timeout,
+                  "Seconds a plugin may take to load in its child process before it is "
+                  "reported as hung (default 10)")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--probe-one", options->probe_one)->group("");  // a probe's child
   return Command{app, [options] { return RunInfo(*options); }};
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Broken on purpose (BP-PLUGIN-2): registers a function its manifest does not declare, so
-// discovery cannot know it provides it. The kit fails plugin.names.
+// discovery cannot know it provides it. The core refuses the registration, so the plugin
+// does not load, and the kit fails plugin.load with the name.
 #include "sim.h"
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "../test_util.h"
@@ -162,6 +163,140 @@ TEST(Discovery, TheSameLibraryFoundTwiceLoadsOnce) {
   EXPECT_TRUE(Capture(bp_plugin_load((b.path() + "/libbackplane_hello.so").c_str())).ok());
   EXPECT_TRUE(Capture(bp_plugin_load((a.path() + "/libbackplane_hello.so").c_str())).ok());
   EXPECT_EQ(bptest::PluginRecords("hello").size(), records.size());
+}
+
+TEST(Discovery, ARelativeLibraryPathIsRefusedNotResolvedAgainstTheCurrentDirectory) {
+  // From inside the folder that holds it, the bare file name used to load the plugin.
+  const fs::path saved = fs::current_path();
+  fs::current_path(bptest::TestPluginDir());
+  for (const char* relative : {"libbackplane_hello.so", "./libbackplane_hello.so"}) {
+    const auto s = Capture(bp_plugin_load(relative));
+    EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << relative << ": " << s;
+    EXPECT_NE(s.message.find(relative), std::string::npos) << s;
+    EXPECT_NE(s.message.find("current directory"), std::string::npos) << s;
+  }
+  fs::current_path(saved);
+  EXPECT_FALSE(static_cast<bool>(backplane::Registry::TryGet("testing.hello")))
+      << "a library was loaded from the current directory";
+  EXPECT_TRUE(bptest::PluginRecords("hello").empty()) << bptest::PluginList().dump(2);
+}
+
+// BACKPLANE_DISABLE_PLUGINS keeps named plugins out of an ordinary host: bp_plugins_load_all
+// and bp_plugin_load skip them, so a host survives plugins that would crash it (the crashing/
+// test plugins: a SIGSEGV in a static constructor, abort(), exit(3), a hang).
+TEST(Discovery, DisabledPluginsAreNeitherLoadedNorInitialised) {
+  ASSERT_EQ(
+      setenv("BACKPLANE_DISABLE_PLUGINS",
+             "crashing_ctor_segv, crashing_init_abort,crashing_init_exit,crashing_init_hang", 1),
+      0);
+  const std::string folder = bptest::TestPluginDir() + "/crashing";
+  ASSERT_TRUE(Capture(bp_plugin_path_add(folder.c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_load_all()).ok());
+  for (const char* name :
+       {"crashing_ctor_segv", "crashing_init_abort", "crashing_init_exit", "crashing_init_hang"}) {
+    const auto records = bptest::PluginRecords(name);
+    ASSERT_EQ(records.size(), 1u) << name;
+    EXPECT_EQ(records[0]["state"], "skipped") << records[0].dump(2);
+    EXPECT_NE(records[0]["reason"].get<std::string>().find("BACKPLANE_DISABLE_PLUGINS"),
+              std::string::npos)
+        << records[0].dump(2);
+  }
+  const std::string lib = folder + "/libbackplane_crashing_ctor_segv.so";
+  const auto s = Capture(bp_plugin_load(lib.c_str()));
+  EXPECT_EQ(s.kind, BP_ERR_PLUGIN) << s;
+  EXPECT_NE(s.message.find("disabled by BACKPLANE_DISABLE_PLUGINS"), std::string::npos) << s;
+  EXPECT_EQ(bptest::PluginRecords("cpu").at(0)["state"], "loaded");
+  unsetenv("BACKPLANE_DISABLE_PLUGINS");
+}
+
+// Writes a manifest into `folder` as `file`.
+void WriteManifest(const std::string& folder, const std::string& file, const nlohmann::json& m) {
+  std::ofstream(folder + "/" + file) << m.dump(2);
+}
+
+nlohmann::json ManifestOf(const std::string& name, const std::string& library,
+                          const std::vector<std::string>& device_types) {
+  return {{"manifest_version", 1},     {"name", name},
+          {"library", library},        {"abi_version", "1.0"},
+          {"provides", {"x." + name}}, {"device_types", device_types}};
+}
+
+TEST(Discovery, ABrokenManifestNamingAGoodPluginsLibraryDoesNotHideIt) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("hello", dir.path());
+  // Read before hello's manifest, names hello's library, and is skipped for its bad type.
+  WriteManifest(dir.path(), "aaa_broken.bpplugin.json",
+                ManifestOf("aaa_broken", "libbackplane_hello.so", {"Not A Type Name"}));
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  const auto broken = bptest::PluginRecords("aaa_broken");
+  ASSERT_EQ(broken.size(), 1u) << bptest::PluginList().dump(2);
+  EXPECT_EQ(broken[0]["state"], "skipped");
+  const auto hello = bptest::PluginRecords("hello");
+  ASSERT_EQ(hello.size(), 1u) << "the good plugin vanished: " << bptest::PluginList().dump(2);
+  EXPECT_EQ(hello[0]["state"], "discovered");
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")().AsString(), "hello, world");
+}
+
+TEST(Discovery, ASkippedManifestLeavesNoDeviceTypeBehind) {
+  ScratchDir dir;
+  bptest::CopyTestPlugin("fakeacc", dir.path());
+  fs::copy_file(bptest::TestPluginLibrary("hello"), dir.path() + "/libbackplane_many.so");
+  // More device types than there are ids: skipped, and read before fakeacc's manifest.
+  std::vector<std::string> many;
+  for (int i = 0; i < 300; ++i) many.push_back("many_t" + std::to_string(i));
+  WriteManifest(dir.path(), "aaa_many.bpplugin.json",
+                ManifestOf("many", "libbackplane_many.so", many));
+  // A valid type, then an invalid one: skipped too.
+  WriteManifest(dir.path(), "aab_mixed.bpplugin.json",
+                ManifestOf("mixed", "libbackplane_many.so", {"mixed_ok", "Not Valid"}));
+  ASSERT_TRUE(Capture(bp_plugin_path_add(dir.path().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  for (const char* name : {"many", "mixed"}) {
+    const auto rec = bptest::PluginRecords(name);
+    ASSERT_EQ(rec.size(), 1u) << name;
+    EXPECT_EQ(rec[0]["state"], "skipped") << rec[0].dump(2);
+  }
+  EXPECT_NE(
+      bptest::PluginRecords("many")[0]["reason"].get<std::string>().find("none was registered"),
+      std::string::npos)
+      << bptest::PluginRecords("many")[0].dump(2);
+  int32_t id = 0;
+  for (const char* type : {"many_t0", "many_t100", "mixed_ok"}) {
+    const auto s = Capture(bp_device_type_from_name(type, &id));
+    EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << type << " was left registered";
+  }
+  // The good plugin after them still gets its device type, and its device works.
+  const auto fake = bptest::PluginRecords("fakeacc");
+  ASSERT_EQ(fake.size(), 1u);
+  EXPECT_EQ(fake[0]["state"], "discovered") << fake[0].dump(2);
+  const auto ref = bptest::RandomFloats(16, 5);
+  auto t = backplane::Tensor::Empty({16}, backplane::Float32(), backplane::Device("fakeacc", 0));
+  t.CopyFrom(ref);
+  EXPECT_EQ(t.ToVector<float>(), ref);
+}
+
+// BACKPLANE_PLUGIN_FILES replaces the search: exactly these plugins (a manifest, a library),
+// no folder, not even those the host adds or the install's (the conformance kit uses it).
+TEST(Discovery, PluginFilesReplaceTheWholeSearch) {
+  const std::string files = bptest::TestPluginManifest("hello") + ":" +
+                            bptest::TestPluginLibrary("fakeacc") + ":relative/libx.so";
+  ASSERT_EQ(setenv("BACKPLANE_PLUGIN_FILES", files.c_str(), 1), 0);
+  ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
+  ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
+  const nlohmann::json list = bptest::PluginList();
+  std::vector<std::string> names;
+  for (const auto& p : list["plugins"]) names.push_back(p["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"hello", "fakeacc"})) << list.dump(2);
+  for (const auto& f : list["search_path"]) {
+    EXPECT_EQ(f["origin"], "BACKPLANE_PLUGIN_FILES") << f.dump();
+  }
+  EXPECT_EQ(list["search_path"].size(), 3u) << list.dump(2);
+  EXPECT_EQ(list["search_path"][2]["status"].get<std::string>().rfind("ignored", 0), 0u);
+  EXPECT_EQ(backplane::Registry::Get("testing.hello")().AsString(), "hello, world");
+  EXPECT_FALSE(static_cast<bool>(backplane::Registry::TryGet("device_api.cpu")))
+      << "the install's cpu plugin was found although BACKPLANE_PLUGIN_FILES is set";
+  unsetenv("BACKPLANE_PLUGIN_FILES");
 }
 
 TEST(Discovery, ARelativeFolderIsRefused) {

@@ -76,6 +76,49 @@ TEST_F(DiskCacheTest, AFolderOthersCanWriteIsRefusedForAPrivateTemporaryOne) {
   fs::remove_all(folder);
 }
 
+// The folder must pass the same rules as a plugin folder (backplane/file_trust.hpp), on its
+// real path and every folder above it: a private folder under a world-writable one, or
+// reached through a symlink into one, could be renamed away and replaced by anyone.
+TEST_F(DiskCacheTest, AFolderBelowAWorldWritableOneIsRefused) {
+  const fs::path open = dir_ / "open";
+  fs::create_directories(open / "backplane" / "foo");
+  fs::permissions(open / "backplane" / "foo", fs::perms::owner_all, fs::perm_options::replace);
+  fs::permissions(open, fs::perms::all, fs::perm_options::replace);
+  setenv("XDG_CACHE_HOME", open.c_str(), 1);
+  EXPECT_FALSE(sdk::IsPrivateFolder((open / "backplane" / "foo").string()));
+  EXPECT_NE(sdk::CacheFolderRefusal((open / "backplane" / "foo").string()).find(open.string()),
+            std::string::npos)
+      << sdk::CacheFolderRefusal((open / "backplane" / "foo").string());
+  const std::string folder = sdk::CacheFolder("foo");
+  EXPECT_EQ(folder.rfind("/tmp/backplane-foo-", 0), 0u) << folder;
+  fs::remove_all(folder);
+}
+
+TEST_F(DiskCacheTest, AFolderReachedThroughASymlinkIsCheckedWhereItReallyIs) {
+  const fs::path open = dir_ / "open";
+  fs::create_directories(open / "real");
+  fs::permissions(open / "real", fs::perms::owner_all, fs::perm_options::replace);
+  fs::permissions(open, fs::perms::all, fs::perm_options::replace);
+  fs::create_directories(dir_ / "xdg" / "backplane");
+  fs::create_directory_symlink(open / "real", dir_ / "xdg" / "backplane" / "foo");
+  setenv("XDG_CACHE_HOME", (dir_ / "xdg").c_str(), 1);
+  EXPECT_FALSE(sdk::IsPrivateFolder((dir_ / "xdg" / "backplane" / "foo").string()));
+  const std::string folder = sdk::CacheFolder("foo");
+  EXPECT_EQ(folder.rfind("/tmp/backplane-foo-", 0), 0u) << folder;
+  fs::remove_all(folder);
+}
+
+TEST_F(DiskCacheTest, AFolderOfAnotherUserIsRefusedEvenForRoot) {
+  if (geteuid() != 0)
+    GTEST_SKIP() << "giving a folder to another user needs root (CI runs as root)";
+  fs::create_directories(dir_ / "backplane" / "foo");
+  fs::permissions(dir_ / "backplane" / "foo", fs::perms::owner_all, fs::perm_options::replace);
+  ASSERT_EQ(chown((dir_ / "backplane" / "foo").c_str(), 65534, 65534), 0);
+  EXPECT_FALSE(sdk::IsPrivateFolder((dir_ / "backplane" / "foo").string()));
+  EXPECT_NE(sdk::CacheFolderRefusal((dir_ / "backplane" / "foo").string()).find("user 65534"),
+            std::string::npos);
+}
+
 TEST_F(DiskCacheTest, KeysDependOnEveryByte) {
   const std::string material = RandomBytes(4096, 1);
   const std::string key = sdk::CacheKey(material);

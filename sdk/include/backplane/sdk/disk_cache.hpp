@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <backplane/file_trust.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -67,13 +68,20 @@ inline constexpr const char kEntryMagic[] = "BPCACHE1\n";
 
 }  // namespace detail
 
-// Whether `path` is a folder this user owns that no one else can write. Only such a folder
-// is used: files another user could place there would be loaded as code.
-inline bool IsPrivateFolder(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+// Why `path` cannot be a cache folder, or "" when it can: see IsPrivateFolder.
+inline std::string CacheFolderRefusal(const std::string& path) {
+  file_trust::Options options;
+  options.kind = file_trust::Kind::kFolder;
+  options.owned_by_user = true;
+  return file_trust::Refusal(path, "cache folder", options);
 }
+
+// Whether `path` is a folder this user owns that no one else can write, and whose real path
+// passes the rules every plugin file passes (backplane/file_trust.hpp): every folder above it
+// owned by root or this user and writable by no one else (a root-owned sticky folder such as
+// /tmp excepted). Only such a folder is used: files another user could place or replace
+// there would be loaded as code.
+inline bool IsPrivateFolder(const std::string& path) { return CacheFolderRefusal(path).empty(); }
 
 // The cache folder of `name` (a code generator's kind, e.g. "c", "opencl"):
 // $XDG_CACHE_HOME/backplane/<name> when XDG_CACHE_HOME is an absolute path, else
