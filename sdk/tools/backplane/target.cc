@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "output.h"
 #include "table.h"
 
 namespace backplane::cli {
@@ -166,7 +167,10 @@ int RunTarget(TargetOptions options) {
                       text.substr(0, 200));
     }
     if (options.json) {
-      std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+      // The description with the version of its schema first (docs/cli.md, "JSON output").
+      Json versioned = {{"schema_version", kJsonSchemaVersion}, {"command", "target"}};
+      for (auto& [key, value] : doc.items()) versioned[key] = value;
+      std::cout << versioned.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
     } else {
       PrintList(doc, std::cout);
     }
@@ -213,6 +217,17 @@ Command AddTargetCommand(CLI::App& parent) {
   // Words after the target that CLI11 does not know ("-mcpu=skylake" left unquoted) are
   // the target's own options: they are joined back to it.
   app->allow_extras();
+  app->footer(
+      "--json prints the Target itself (canonical, one line), which every --target accepts "
+      "back; --list --json prints the description with schema_version.\n"
+      "Examples:\n"
+      "  backplane target c\n"
+      "  backplane target 'c -mcpu=skylake -num-cores=4'\n"
+      "  backplane target raspberry-pi/4b-aarch64 --json\n"
+      "  backplane target --list\n"
+      "Exit codes: 0 ok, 1 the Target does not parse, 2 a usage error.\n"
+      "Environment: BACKPLANE_PLUGIN_PATH (plugins, whose kinds and tags are listed); "
+      "docs/targets.md.");
   return Command{app, [options, app] {
                    TargetOptions copy = *options;
                    copy.extra = app->remaining();
