@@ -4,8 +4,8 @@
 // format, for `backplane run` here or on another machine.
 #include <CLI/CLI.hpp>
 #include <backplane/backplane.hpp>
-#include <backplane/ir/error.hpp>
 #include <backplane/ir/analysis.hpp>
+#include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
 #include <chrono>
@@ -13,8 +13,8 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -62,8 +62,8 @@ std::string WhyItDoesNotFit(const ir::PrimFunc& f, bool cpu, const std::string& 
     options.device_is_cpu = true;
     const std::vector<std::string> errors = ir::VerifyErrors(one, options);
     if (!errors.empty()) {
-      return "it binds loops to GPU thread axes, which a CPU Target ('" + kind +
-             "') cannot run (" + errors.front() + ")";
+      return "it binds loops to GPU thread axes, which a CPU Target ('" + kind + "') cannot run (" +
+             errors.front() + ")";
     }
     return "";
   }

@@ -3,12 +3,12 @@
 // Target read from the device), runs it on random inputs, checks it against the float64
 // reference and prints one line per kernel and device: ok, time, GFLOP/s or GB/s.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <backplane/runner/runner.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,8 +70,8 @@ std::string DeviceName(Device d) {
 class DemoTable {
  public:
   DemoTable(size_t kernel_width, size_t device_width) {
-    widths_ = {std::max<size_t>(kernel_width, 6), std::max<size_t>(device_width, 6), 9, 9, 9,
-               14, 0};
+    widths_ = {
+        std::max<size_t>(kernel_width, 6), std::max<size_t>(device_width, 6), 9, 9, 9, 14, 0};
     size_t total = 9;  // the last column: "ok 3e-08", "FAILED"
     for (size_t w : widths_) total += w;
     gap_ = total + 2 * (widths_.size() - 1) <= OutputWidth() ? 2 : 1;
@@ -194,8 +194,9 @@ int RunDemo(const DemoOptions& o) {
                    r.first_call_seconds > 0 ? runner::FormatSeconds(r.first_call_seconds) : "",
                    r.ok ? runner::FormatSeconds(r.seconds) : "", rate, check});
       }
-      if (!r.ok) std::fprintf(stderr, "backplane demo: %s on %s FAILED: %s\n", c.func.c_str(),
-                              where.c_str(), r.error.c_str());
+      if (!r.ok)
+        std::fprintf(stderr, "backplane demo: %s on %s FAILED: %s\n", c.func.c_str(), where.c_str(),
+                     r.error.c_str());
       (r.ok ? passed : failed) += 1;
     }
   }
@@ -207,15 +208,17 @@ int RunDemo(const DemoOptions& o) {
   if (o.json) {
     if (!PrintJson("demo", doc)) return kExitFailure;
   } else {
-    std::printf("\n%d passed, %d failed on %zu device(s)%s\n", passed, failed, ran_on,
-                skipped.empty() ? "" : " (devices without a target kind or code generator skipped)");
+    std::printf(
+        "\n%d passed, %d failed on %zu device(s)%s\n", passed, failed, ran_on,
+        skipped.empty() ? "" : " (devices without a target kind or code generator skipped)");
   }
   if (passed + failed == 0) {
     std::cerr << "backplane demo: no kernel ran: "
-              << (o.kernels.empty() ? std::string("no device here has a code generator")
-                                    : "the kernels given run on " +
-                                          std::string(cases.front()->needs_threads ? "GPU" : "CPU") +
-                                          " devices only, and none here has a code generator")
+              << (o.kernels.empty()
+                      ? std::string("no device here has a code generator")
+                      : "the kernels given run on " +
+                            std::string(cases.front()->needs_threads ? "GPU" : "CPU") +
+                            " devices only, and none here has a code generator")
               << " ('backplane info' lists the devices)\n";
   }
   return failed == 0 && passed > 0 ? kExitOk : kExitFailure;

@@ -250,12 +250,12 @@ std::string ReadNpy(const std::string& path, NpyArray* out) {
     header_bytes = fixed[8] | (size_t{fixed[9]} << 8);
   } else if (major == 2 || major == 3) {
     if (ReadFully(fd, fixed + 10, 2) != 2) return name + " is truncated inside its header";
-    header_bytes = fixed[8] | (size_t{fixed[9]} << 8) | (size_t{fixed[10]} << 16) |
-                   (size_t{fixed[11]} << 24);
+    header_bytes =
+        fixed[8] | (size_t{fixed[9]} << 8) | (size_t{fixed[10]} << 16) | (size_t{fixed[11]} << 24);
     prefix = 12;
   } else {
-    return name + " is .npy format version " + std::to_string(major) + "." +
-           std::to_string(minor) + "; Backplane reads versions 1.0, 2.0 and 3.0";
+    return name + " is .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+           "; Backplane reads versions 1.0, 2.0 and 3.0";
   }
   if (header_bytes > kMaxNpyHeaderBytes) {
     return name + " declares a header of " + std::to_string(header_bytes) +
@@ -306,8 +306,8 @@ std::string ReadNpy(const std::string& path, NpyArray* out) {
   if (S_ISREG(st.st_mode)) {
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     if (size < offset + data_bytes) {
-      return name + " is truncated: shape " + NpyShapeText(a.shape) + " of " + a.descr +
-             " needs " + std::to_string(data_bytes) + " bytes of data, the file holds " +
+      return name + " is truncated: shape " + NpyShapeText(a.shape) + " of " + a.descr + " needs " +
+             std::to_string(data_bytes) + " bytes of data, the file holds " +
              std::to_string(size - offset);
     }
     if (size > offset + data_bytes) {
@@ -327,9 +327,8 @@ std::string ReadNpy(const std::string& path, NpyArray* out) {
     if (n < 0) return "cannot read " + name + " (" + std::strerror(errno) + ")";
     done += static_cast<uint64_t>(n);
     if (static_cast<size_t>(n) < want) {
-      return name + " is truncated: shape " + NpyShapeText(a.shape) + " of " + a.descr +
-             " needs " + std::to_string(data_bytes) + " bytes of data, the file holds " +
-             std::to_string(done);
+      return name + " is truncated: shape " + NpyShapeText(a.shape) + " of " + a.descr + " needs " +
+             std::to_string(data_bytes) + " bytes of data, the file holds " + std::to_string(done);
     }
   }
   if (a.dtype.is_bool()) {
@@ -347,8 +346,8 @@ std::string WriteNpy(const std::string& path, ir::DType dtype, const std::vector
   if (descr.empty()) {
     return "cannot write '" + path + "': numpy has no dtype for " + ir::ToString(dtype);
   }
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
-                     NpyShapeText(shape) + ", }";
+  std::string dict =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + NpyShapeText(shape) + ", }";
   // The data starts 64-byte aligned, as numpy writes it: pad the dict with spaces and '\n'.
   size_t prefix = 10;
   if (dict.size() + 1 + prefix > 65535) prefix = 12;

@@ -23,10 +23,10 @@ constexpr size_t kMaxNpyHeaderBytes = size_t{1} << 20;
 constexpr size_t kMaxNpyDims = 64;
 
 struct NpyArray {
-  ir::DType dtype;              // the element dtype (bool is stored as one byte, 0 or 1)
-  std::string descr;            // the dtype as the file spells it, e.g. "<f4"
-  std::vector<int64_t> shape;   // row-major (C order) extents
-  std::vector<uint8_t> bytes;   // the elements, little-endian, C order
+  ir::DType dtype;             // the element dtype (bool is stored as one byte, 0 or 1)
+  std::string descr;           // the dtype as the file spells it, e.g. "<f4"
+  std::vector<int64_t> shape;  // row-major (C order) extents
+  std::vector<uint8_t> bytes;  // the elements, little-endian, C order
 };
 
 // "(1000,)", "(3, 4)", "()": a shape as numpy prints it.

@@ -4,13 +4,13 @@
 // float64 reference when the function is one of the reference kernels, or against the IR
 // interpreter on the same inputs with --check (any function), and prints the time.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/runner/check.hpp>
 #include <backplane/runner/runner.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -64,13 +64,13 @@ std::string ModuleKinds(const Module& m) {
 struct RunOptions {
   std::string module;
   std::string func;
-  std::string device;             // "" = from the module's kind
-  std::vector<std::string> dims;  // NAME=VALUE for scalar params
+  std::string device;                // "" = from the module's kind
+  std::vector<std::string> dims;     // NAME=VALUE for scalar params
   std::vector<std::string> inputs;   // NAME=FILE.npy: a buffer's contents
   std::vector<std::string> outputs;  // NAME=FILE.npy: where a buffer goes after the call
-  bool check = false;             // compare with the IR interpreter
-  std::string ir_file;            // the IR to compare with, instead of the module's own
-  double rtol = -1;               // the float tolerance instead of the dtype's (< 0)
+  bool check = false;                // compare with the IR interpreter
+  std::string ir_file;               // the IR to compare with, instead of the module's own
+  double rtol = -1;                  // the float tolerance instead of the dtype's (< 0)
   int repeat = 5;
   uint64_t seed = 1;
   bool json = false;
@@ -122,7 +122,8 @@ std::string Join(const std::vector<std::string>& items) {
 std::vector<std::string> ParamNames(const ir::PrimFunc& f, bool buffers) {
   std::vector<std::string> names;
   for (const ir::Param& p : f.params) {
-    if (p.is_buffer() == buffers) names.push_back(p.is_buffer() ? p.buffer().name() : p.var()->name);
+    if (p.is_buffer() == buffers)
+      names.push_back(p.is_buffer() ? p.buffer().name() : p.var()->name);
   }
   return names;
 }
@@ -189,10 +190,8 @@ std::string SaveOutputs(const std::map<std::string, std::string>& outputs,
       if (std::string e = WriteNpy(file, a.dtype, a.shape, a.bytes); !e.empty()) {
         return "--output " + name + "=" + file + ": " + e;
       }
-      list->push_back({{"name", name},
-                       {"file", file},
-                       {"dtype", ir::ToString(a.dtype)},
-                       {"shape", a.shape}});
+      list->push_back(
+          {{"name", name}, {"file", file}, {"dtype", ir::ToString(a.dtype)}, {"shape", a.shape}});
     }
   }
   return "";
@@ -224,12 +223,14 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     try {
       oracle.emplace(runner::Oracle::FromModule(m));
     } catch (const Error& e) {
-      const char* why = o.check ? "--check: " : !inputs.empty() || !outputs.empty()
-                                                    ? "--input/--output need the function's "
-                                                      "signature: "
-                                                    : "";
+      const char* why = o.check ? "--check: "
+                        : !inputs.empty() || !outputs.empty()
+                            ? "--input/--output need the function's "
+                              "signature: "
+                            : "";
       std::cerr << "backplane run: " << why << o.module << ": " << e.what()
-                << (o.check || why[0] != '\0' ? "" : " ('" + o.func + "' is not a reference kernel)")
+                << (o.check || why[0] != '\0' ? ""
+                                              : " ('" + o.func + "' is not a reference kernel)")
                 << "\n";
       return kExitUsage;
     }
@@ -305,8 +306,9 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     runner::CheckResult r = runner::RunChecked(m, *oracle, o.func, dev, args, options);
     report.doc()["check"] = "interpreter";
     report.doc()["max_ratio"] = r.max_ratio;
-    if (!r.ok) return report.Failed(o.func + " on " + dev.ToString() +
-                                    ": FAILED against the IR interpreter: " + r.error);
+    if (!r.ok)
+      return report.Failed(o.func + " on " + dev.ToString() +
+                           ": FAILED against the IR interpreter: " + r.error);
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.2g", r.max_ratio);
     verdict =
@@ -447,8 +449,8 @@ int RunRun(const RunOptions& o) {
   for (const auto& [name, v] : dims) {
     if (std::find(scalars.begin(), scalars.end(), name) == scalars.end()) {
       std::cerr << "backplane run: --dim " << name << "=" << v << ": function '" << o.func
-                << "' has no scalar parameter '" << name << "'; its scalar parameters are: "
-                << Join(scalars) << "\n";
+                << "' has no scalar parameter '" << name
+                << "'; its scalar parameters are: " << Join(scalars) << "\n";
       return kExitUsage;
     }
     if (v < 0) {
@@ -535,7 +537,7 @@ Command AddRunCommand(CLI::App& parent) {
   app->footer(
       "Examples:\n"
       "  backplane run va.bpmod -f vector_add --dim n=1000000 --allow-native\n"
-      "  backplane run va.bpmod -f vector_add -i a=a.npy -i b=b.npy -o c=c.npy --allow-native\n"
+      "  backplane run va_gpu.bpmod -f vector_add_gpu -i a=a.npy -i b=b.npy -o c=c.npy\n"
       "  backplane run sx.bpmod -f saxpy_gpu --arg alpha=1.5 --check --json\n"
       "Exit codes: 0 ok, 1 the run or the check failed, 2 a usage error (bad option, file, "
       "device or value).\n"

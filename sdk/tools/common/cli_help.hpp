@@ -81,7 +81,9 @@ class WrappingFormatter : public CLI::Formatter {
     return out.str();
   }
   // "Usage: backplane run [OPTIONS] MODULE", not "Usage: run ...": the whole command line.
+  // (CLI11 passes the full name when --help is parsed, the bare one from App::help().)
   std::string make_usage(const CLI::App* app, std::string name) const override {
+    if (name != app->get_name()) return CLI::Formatter::make_usage(app, name);
     for (const CLI::App* p = app->get_parent(); p != nullptr; p = p->get_parent()) {
       if (!p->get_name().empty()) name = p->get_name() + " " + name;
     }
