@@ -66,13 +66,13 @@ std::string DeviceName(Device d) {
 }
 
 // The table's columns, as wide as the terminal allows: one space between columns when two
-// would pass the width (80 columns fit with kernel and device names up to 16 and 8).
+// would pass the width (80 columns fit kernel and device names up to 16 and 10).
 class DemoTable {
  public:
   DemoTable(size_t kernel_width, size_t device_width) {
     widths_ = {
-        std::max<size_t>(kernel_width, 6), std::max<size_t>(device_width, 6), 9, 9, 9, 14, 0};
-    size_t total = 9;  // the last column: "ok 3e-08", "FAILED"
+        std::max<size_t>(kernel_width, 6), std::max<size_t>(device_width, 6), 9, 9, 9, 13, 0};
+    size_t total = 8;  // the last column: "ok 3e-08", "FAILED"
     for (size_t w : widths_) total += w;
     gap_ = total + 2 * (widths_.size() - 1) <= OutputWidth() ? 2 : 1;
   }
@@ -174,10 +174,10 @@ int RunDemo(const DemoOptions& o) {
       }
       progress.Done();
       char rate[32] = "";
-      if (r.ok && r.gflops > 0) std::snprintf(rate, sizeof(rate), "%.2f GFLOP/s", r.gflops);
-      if (r.ok && r.gflops == 0) std::snprintf(rate, sizeof(rate), "%.2f GB/s", r.gbytes_per_s);
+      if (r.ok && r.gflops > 0) std::snprintf(rate, sizeof(rate), "%.1f GFLOP/s", r.gflops);
+      if (r.ok && r.gflops == 0) std::snprintf(rate, sizeof(rate), "%.1f GB/s", r.gbytes_per_s);
       char check[32] = "FAILED";
-      if (r.ok) std::snprintf(check, sizeof(check), "ok %.2g", r.max_error);
+      if (r.ok) std::snprintf(check, sizeof(check), "ok %.1g", r.max_error);
       OrderedJson row = {{"kernel", c.func},
                          {"device", where},
                          {"ok", r.ok},

@@ -23,6 +23,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Narrower than this, `target --list` prints each attribute's doc under its row.
+constexpr size_t kWideTable = 100;
+
 constexpr const char* kNone = "\xE2\x80\x94";  // U+2014 em dash: no default, no device attr
 
 struct TargetOptions {
@@ -107,7 +110,12 @@ void PrintList(const Json& described, std::ostream& out) {
       out << "; registered by " << Text(kind["owner"]);
     }
     out << ")\n";
-    Table table({"ATTRIBUTE", "TYPE", "DEFAULT", "DOC"});
+    // On a narrow terminal the doc goes under its row, across the table's width: as a column
+    // it would start right of the defaults, and its long words (device attribute names) would
+    // pass the edge.
+    const bool narrow = width < kWideTable;
+    Table table(narrow ? std::vector<std::string>{"ATTRIBUTE", "TYPE", "DEFAULT"}
+                       : std::vector<std::string>{"ATTRIBUTE", "TYPE", "DEFAULT", "DOC"});
     for (const Json& a : kind["attrs"]) {
       const Json& def = a.contains("default") ? a["default"] : Json();
       std::string doc = a.contains("doc") && a["doc"].is_string() ? Text(a["doc"]) : "";
@@ -115,7 +123,12 @@ void PrintList(const Json& described, std::ostream& out) {
         doc +=
             (doc.empty() ? "" : " ") + std::string("[FromDevice: ") + Text(a["device_attr"]) + "]";
       }
-      table.AddRow({Text(a["name"]), Text(a["type"]), def.is_null() ? kNone : def.dump(), doc});
+      if (narrow) {
+        table.AddRow({Text(a["name"]), Text(a["type"]), def.is_null() ? kNone : def.dump()});
+        if (!doc.empty()) table.AddNote(doc);
+      } else {
+        table.AddRow({Text(a["name"]), Text(a["type"]), def.is_null() ? kNone : def.dump(), doc});
+      }
     }
     if (table.empty()) {
       out << "    (no attributes of its own)\n";
