@@ -133,6 +133,13 @@ TEST_F(CliConventions, DemoTableFitsEightyColumnsAndShowsTheFirstCall) {
   EXPECT_TRUE(Contains(v.err, "backplane demo: running vector_add on cpu:0")) << Show(v);
 }
 
+TEST_F(CliConventions, TargetListFitsEightyColumns) {
+  sp::Result t = Cli({"target", "--list"});
+  ASSERT_EQ(t.exit_code, 0) << Show(t);
+  EXPECT_EQ(LinesWiderThan(t.out, 80), "") << t.out;
+  EXPECT_TRUE(Contains(t.out, "opt-level")) << t.out;
+}
+
 TEST_F(CliConventions, DemoJsonListsEveryResult) {
   sp::Result d = Cli({"demo", "--size", "small", "-r", "1", "-k", "vector_add", "--json"});
   ASSERT_EQ(d.exit_code, 0) << Show(d);
@@ -170,6 +177,10 @@ TEST_F(CliConventions, BuildAndRunJsonHaveASchemaVersionAndArrays) {
   EXPECT_TRUE(Contains(built["left_out"][0]["reason"], "GPU thread axes"));
   EXPECT_GT(built["bytes"].get<int64_t>(), 0);
 
+  sp::Result v = Cli({"run", Path("va.bpmod"), "-f", "vector_add", "--dim", "n=1000", "-r", "1",
+                      "--allow-native", "--verbose"});
+  ASSERT_EQ(v.exit_code, 0) << Show(v);
+  EXPECT_TRUE(Contains(v.err, "backplane run: running vector_add on cpu:0")) << Show(v);
   sp::Result r = Cli({"run", Path("va.bpmod"), "-f", "vector_add", "--dim", "n=1000", "-r", "2",
                       "--allow-native", "--json"});
   ASSERT_EQ(r.exit_code, 0) << Show(r);

@@ -74,6 +74,7 @@ struct RunOptions {
   int repeat = 5;
   uint64_t seed = 1;
   bool json = false;
+  bool verbose = false;
   std::vector<std::string> plugin_paths;
   bool allow_native = false;  // load modules that carry native code (a c module's library)
 };
@@ -132,20 +133,26 @@ std::vector<std::string> ParamNames(const ir::PrimFunc& f, bool buffers) {
 // message goes to stderr either way.
 class Report {
  public:
-  Report(const RunOptions& o, const std::string& device) : o_(o), doc_(JsonDocument("run")) {
+  Report(const RunOptions& o, const std::string& device)
+      : o_(o), doc_(JsonDocument("run")), progress_("backplane run", o.verbose) {
     doc_["module"] = o.module;
     doc_["function"] = o.func;
     doc_["device"] = device;
     doc_["ok"] = false;  // set at the end; here so that it comes early in the document
   }
   OrderedJson& doc() { return doc_; }
+  // Says what runs now (the first call of a GPU module includes the driver's compile, which
+  // can take seconds).
+  void Step(const std::string& what) { progress_.Step(what); }
   int Ok(const std::string& line) {
+    progress_.Done();
     doc_["ok"] = true;
     if (o_.json) return PrintJson("run", doc_) ? kExitOk : kExitFailure;
     std::cout << line << "\n";
     return kExitOk;
   }
   int Failed(const std::string& message) {
+    progress_.Done();
     doc_["ok"] = false;
     doc_["error"] = message;
     std::cerr << "backplane run: " << message << "\n";
@@ -156,6 +163,7 @@ class Report {
  private:
   const RunOptions& o_;
   OrderedJson doc_;
+  Progress progress_;
 };
 
 // Reads --input files into the buffers of `args`, after checking each file's dtype and shape
@@ -300,6 +308,9 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
   report.doc()["inputs"] = input_list;
   std::string verdict = "ran (not checked; --check compares it with the IR interpreter)";
   std::vector<runner::CheckArg> after;  // the buffers after one call, for --output
+  report.Step("running " + o.func + " on " + dev.ToString() +
+              (o.check ? " and on the IR interpreter" : "") +
+              " (the first call includes the driver's compile)");
   if (o.check) {
     runner::CheckOptions options;
     options.rtol = o.rtol;
@@ -460,6 +471,8 @@ int RunRun(const RunOptions& o) {
       return kExitUsage;
     }
   }
+  report.Step("running " + o.func + " on " + device_text +
+              " (the first call includes the driver's compile)");
   runner::Result r = runner::RunCase(*c, m, dev, dims, o.repeat, o.seed);
   report.doc()["check"] = "reference";
   report.doc()["inputs"] = OrderedJson::array();
@@ -526,6 +539,8 @@ Command AddRunCommand(CLI::App& parent) {
                 "Print the result as one JSON document (schema_version 1, docs/cli.md) instead "
                 "of a line of text");
   app->add_option("--seed", o->seed, "Seed of the random inputs (default 1)");
+  app->add_flag("--verbose,-v", o->verbose,
+                "Say on stderr what runs (shown anyway when stderr is a terminal)");
   app->add_flag("--allow-native", o->allow_native,
                 "Load the module even if it carries native code (a c module's shared library), "
                 "which runs in this process with your rights: only for a module you built "

@@ -136,9 +136,14 @@ void PrintList(const Json& described, std::ostream& out) {
       table.Print(out, 4, width);
     }
   }
-  out << "\n  Every Target also has: keys (string array; the kind's keys are appended), tag "
-         "(string),\n  host (a Target, for host-side code) and from_device (int, the device id "
-         "it was read from).\n";
+  out << '\n';
+  for (const std::string& line :
+       WrapText("Every Target also has: keys (string array; the kind's keys are appended), tag "
+                "(string), host (a Target, for host-side code) and from_device (int, the device "
+                "id it was read from).",
+                width - 2)) {
+    out << "  " << line << '\n';
+  }
 
   const Json& tags = described["tags"];
   out << "\nTags: " << tags.size() << '\n';
