@@ -65,26 +65,51 @@ std::string DeviceName(Device d) {
   return std::string(name != nullptr ? name : "?") + ":" + std::to_string(d.dl.device_id);
 }
 
-// The table's columns, as wide as the terminal allows: one space between columns when two
-// would pass the width (80 columns fit kernel and device names up to 16 and 10).
+// The table: kernel, device, result ("ok" or "FAILED", right after the device, where scripts
+// and CI look for it), build, 1st call, time, throughput, max error. On a terminal narrower
+// than the full layout it is compact: one space between columns, "GF/s" for "GFLOP/s" and
+// one digit of the error, which fits 80 columns with kernel and device names up to 16 and 9.
 class DemoTable {
  public:
   DemoTable(size_t kernel_width, size_t device_width) {
     widths_ = {
-        std::max<size_t>(kernel_width, 6), std::max<size_t>(device_width, 6), 9, 9, 9, 13, 0};
-    size_t total = 8;  // the last column: "ok 3e-08", "FAILED"
-    for (size_t w : widths_) total += w;
-    gap_ = total + 2 * (widths_.size() - 1) <= OutputWidth() ? 2 : 1;
+        std::max<size_t>(kernel_width, 6), std::max<size_t>(device_width, 6), 6, 9, 9, 9, 15, 9};
+    size_t wide = 0;
+    for (size_t w : widths_) wide += w + 2;
+    compact_ = wide > OutputWidth();
+    if (compact_) {
+      widths_[6] = 10;  // "1234.5 GF/s" still fits: a column is never cut
+      widths_[7] = 5;
+      gap_ = 1;
+    }
   }
+  // The rate and the error as this layout writes them.
+  std::string Rate(const runner::Result& r) const {
+    if (!r.ok) return "";
+    char buf[48];
+    if (r.gflops > 0) {
+      std::snprintf(buf, sizeof(buf), compact_ ? "%.1f GF/s" : "%.2f GFLOP/s", r.gflops);
+    } else {
+      std::snprintf(buf, sizeof(buf), compact_ ? "%.1f GB/s" : "%.2f GB/s", r.gbytes_per_s);
+    }
+    return buf;
+  }
+  std::string Error(const runner::Result& r) const {
+    if (!r.ok) return "";
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), compact_ ? "%.0e" : "%.2g", r.max_error);
+    return r.max_error == 0 ? "0" : buf;
+  }
+  bool compact() const { return compact_; }
   void Row(const std::vector<std::string>& cells) const {
     std::string line;
     for (size_t i = 0; i < cells.size(); ++i) {
       std::string cell = cells[i];
       if (i + 1 < cells.size()) {
-        // Numbers right-aligned (time columns and throughput), names left-aligned.
+        // Times and throughput right-aligned, names and results left-aligned.
         const size_t w = widths_[i];
         const std::string pad(cell.size() < w ? w - cell.size() : 0, ' ');
-        cell = (i >= 2 ? pad + cell : cell + pad) + std::string(gap_, ' ');
+        cell = (i >= 3 ? pad + cell : cell + pad) + std::string(gap_, ' ');
       }
       line += cell;
     }
@@ -95,6 +120,7 @@ class DemoTable {
  private:
   std::vector<size_t> widths_;
   size_t gap_ = 2;
+  bool compact_ = false;
 };
 
 int RunDemo(const DemoOptions& o) {
@@ -125,7 +151,8 @@ int RunDemo(const DemoOptions& o) {
   for (Device d : devices) device_width = std::max(device_width, DeviceName(d).size());
   const DemoTable table(kernel_width, device_width);
   if (!o.json) {
-    table.Row({"kernel", "device", "build", "1st call", "time", "throughput", "check"});
+    table.Row({"kernel", "device", "result", "build", "1st call", "time", "throughput",
+               table.compact() ? "error" : "max error"});
   }
   OrderedJson doc = JsonDocument("demo");
   doc["size"] = o.size;
@@ -173,11 +200,6 @@ int RunDemo(const DemoOptions& o) {
         r.error = e.what();
       }
       progress.Done();
-      char rate[32] = "";
-      if (r.ok && r.gflops > 0) std::snprintf(rate, sizeof(rate), "%.1f GFLOP/s", r.gflops);
-      if (r.ok && r.gflops == 0) std::snprintf(rate, sizeof(rate), "%.1f GB/s", r.gbytes_per_s);
-      char check[32] = "FAILED";
-      if (r.ok) std::snprintf(check, sizeof(check), "ok %.1g", r.max_error);
       OrderedJson row = {{"kernel", c.func},
                          {"device", where},
                          {"ok", r.ok},
@@ -190,9 +212,9 @@ int RunDemo(const DemoOptions& o) {
       if (!r.ok) row["error"] = r.error;
       results.push_back(row);
       if (!o.json) {
-        table.Row({c.func, where, runner::FormatSeconds(build_s),
+        table.Row({c.func, where, r.ok ? "ok" : "FAILED", runner::FormatSeconds(build_s),
                    r.first_call_seconds > 0 ? runner::FormatSeconds(r.first_call_seconds) : "",
-                   r.ok ? runner::FormatSeconds(r.seconds) : "", rate, check});
+                   r.ok ? runner::FormatSeconds(r.seconds) : "", table.Rate(r), table.Error(r)});
       }
       if (!r.ok)
         std::fprintf(stderr, "backplane demo: %s on %s FAILED: %s\n", c.func.c_str(), where.c_str(),
