@@ -118,6 +118,18 @@ TEST_F(CliConventions, DemoRefusesWhatItCannotDo) {
   EXPECT_TRUE(Contains(r.err, "--repeat")) << Show(r);
 }
 
+TEST_F(CliConventions, ADemoWhereNoKernelRunsFails) {
+  // GPU kernels only, and every GPU plugin disabled: nothing runs, which is no success.
+  sp::Result d = Cli({"demo", "--size", "small", "-r", "1", "-k", "vector_add_gpu"},
+                     {{"BACKPLANE_DISABLE_PLUGINS", "opencl,vulkan,cuda"}});
+  EXPECT_EQ(d.exit_code, 1) << Show(d);
+  EXPECT_TRUE(Contains(d.err,
+                       "backplane demo: no kernel ran: the kernels given run on GPU "
+                       "devices only"))
+      << Show(d);
+  EXPECT_TRUE(Contains(d.out, "0 passed, 0 failed")) << Show(d);
+}
+
 TEST_F(CliConventions, DemoTableFitsEightyColumnsAndShowsTheFirstCall) {
   sp::Result d =
       Cli({"demo", "--size", "small", "-r", "1", "-k", "vector_add", "-k", "vector_add_gpu"});

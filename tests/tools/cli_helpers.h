@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "subprocess.h"
@@ -69,16 +70,21 @@ class CliTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
-  sp::Result Run(const std::string& program, const std::vector<std::string>& args) {
+  sp::Result Run(const std::string& program, const std::vector<std::string>& args,
+                 const std::vector<std::pair<std::string, std::string>>& env = {}) {
     std::vector<std::string> argv = {program};
     argv.insert(argv.end(), args.begin(), args.end());
     sp::Options options;
     options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
     options.set_env = {{"XDG_CACHE_HOME", (dir_ / "cache").string()}, {"COLUMNS", "80"}};
+    options.set_env.insert(options.set_env.end(), env.begin(), env.end());
     options.timeout_s = 600;
     return sp::Run(argv, options);
   }
-  sp::Result Cli(const std::vector<std::string>& args) { return Run(BACKPLANE_CLI_PATH, args); }
+  sp::Result Cli(const std::vector<std::string>& args,
+                 const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    return Run(BACKPLANE_CLI_PATH, args, env);
+  }
   sp::Result Conformance(const std::vector<std::string>& args) {
     return Run(BACKPLANE_CONFORMANCE_PATH, args);
   }
