@@ -231,15 +231,13 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     try {
       oracle.emplace(runner::Oracle::FromModule(m));
     } catch (const Error& e) {
-      const char* why = o.check ? "--check: "
-                        : !inputs.empty() || !outputs.empty()
-                            ? "--input/--output need the function's "
-                              "signature: "
-                            : "";
-      std::cerr << "backplane run: " << why << o.module << ": " << e.what()
-                << (o.check || why[0] != '\0' ? ""
-                                              : " ('" + o.func + "' is not a reference kernel)")
-                << "\n";
+      // What needed the IR: the check, the .npy files (their params), or the signature of a
+      // function that is not a reference kernel.
+      std::string why =
+          "'" + o.func + "' is not a reference kernel, so its arguments come " + "from its IR: ";
+      if (!inputs.empty() || !outputs.empty()) why = "--input/--output need the function's IR: ";
+      if (o.check) why = "--check: ";
+      std::cerr << "backplane run: " << why << o.module << ": " << e.what() << "\n";
       return kExitUsage;
     }
   }
