@@ -155,8 +155,9 @@ int RunBuild(const BuildOptions& o) {
     std::cerr << "backplane build: left out " << name << ": " << why << "\n";
   }
   // The file's name in bp_build's messages, when it builds the file as written.
-  const std::string source_name =
-      o.functions.empty() && left_out.empty() ? o.input : o.input + " (--func)";
+  const std::string source_name = !o.functions.empty() ? o.input + " (--func)"
+                                  : left_out.empty()   ? o.input
+                                                       : o.input + " (the functions that fit)";
   const auto t0 = std::chrono::steady_clock::now();
   Module module;
   Progress progress("backplane build", o.verbose);
