@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli_help.hpp"
 #include "conformance.h"
 #include "expectations.h"
 #include "isolate.h"
@@ -366,15 +367,38 @@ int Run(const Options& o) {
   base_args.push_back(library);
 
   // plugin.load first: it tells which device types, devices and code generators there are.
+  // Every --test glob must match a test: a typo would otherwise run plugin.load alone and
+  // report CONFORMANT.
+  for (const std::string& g : o.tests) {
+    bool matched = false;
+    for (const TestCase& t : AllTests())
+      matched = matched || fnmatch(g.c_str(), t.name.c_str(), 0) == 0;
+    if (!matched) {
+      std::fprintf(stderr,
+                   "backplane-conformance: --test '%s' matches no test; --list shows the test "
+                   "names (globs such as 'device.copy.*')\n",
+                   g.c_str());
+      return kExitUsage;
+    }
+  }
+  // With --json - the report is standard output, so the console lines go to stderr.
+  FILE* console = o.json == "-" ? stderr : stdout;
   const TestCase* load = FindTest("plugin.load");
   std::vector<const TestCase*> all_selected;
   for (const TestCase& t : AllTests()) {
     if (&t == load || Selected(o, t.name)) all_selected.push_back(&t);
   }
+  if (all_selected.size() == 1 && !o.excludes.empty() && !Selected(o, "plugin.load")) {
+    std::fprintf(stderr,
+                 "backplane-conformance: --test and --exclude leave no test to run; --list shows "
+                 "the test names\n");
+    return kExitUsage;
+  }
   const size_t total = all_selected.size();
   size_t finished = 0;
-  std::printf("backplane-conformance %s: checking %s\n", BACKPLANE_VERSION, library.c_str());
-  std::fflush(stdout);
+  std::fprintf(console, "backplane-conformance %s: checking %s\n", BACKPLANE_VERSION,
+               library.c_str());
+  std::fflush(console);
 
   iso.args = base_args;
   const TestResult load_result = RunIsolated({load}, iso, nullptr).front();
@@ -385,7 +409,7 @@ int Run(const Options& o) {
   if (info.library.empty()) info.library = library;
   report.plugin = info;
   report.notes = ShadowNotes(o, library, info.name);
-  for (const std::string& note : report.notes) std::printf("note: %s\n", note.c_str());
+  for (const std::string& note : report.notes) std::fprintf(console, "note: %s\n", note.c_str());
 
   const DeviceTypeInfo* type = nullptr;
   int32_t device_id = 0;
@@ -444,7 +468,7 @@ int Run(const Options& o) {
     return out;
   };
   report.outcomes.push_back(apply(load, load_result));
-  PrintOutcome(report.outcomes.back(), ++finished, total, o.verbose, stdout);
+  PrintOutcome(report.outcomes.back(), ++finished, total, o.verbose, console);
 
   std::vector<const TestCase*> to_run;
   std::vector<size_t> slots;
@@ -472,19 +496,25 @@ int Run(const Options& o) {
   }
   for (Outcome& out : report.outcomes) {
     if (out.status == "skipped" || out.status == "unsupported")
-      PrintOutcome(out, ++finished, total, o.verbose, stdout);
+      PrintOutcome(out, ++finished, total, o.verbose, console);
   }
   iso.args = base_args;
   std::vector<TestResult> results = RunIsolated(to_run, iso, [&](const TestResult& r) {
     const TestCase* t = FindTest(r.name);
-    PrintOutcome(apply(t, r), ++finished, total, o.verbose, stdout);
+    PrintOutcome(apply(t, r), ++finished, total, o.verbose, console);
   });
   for (size_t i = 0; i < results.size(); ++i)
     report.outcomes[slots[i]] = apply(to_run[i], std::move(results[i]));
 
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  PrintSummary(report, stdout);
+  PrintSummary(report, console);
   auto write = [](const std::string& path, const std::string& text, const char* what) {
+    if (path == "-") {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      if (std::fflush(stdout) == 0) return true;
+      std::fprintf(stderr, "backplane-conformance: cannot write the %s report to stdout\n", what);
+      return false;
+    }
     std::ofstream f(path);
     f << text;
     if (!f) {
@@ -519,6 +549,16 @@ int main(int argc, char** argv) {
       "when every test that applies passed (or is listed as an expected failure or unsupported), "
       "1 when one failed, 2 for a usage error. See docs/conformance.md.",
       "backplane-conformance");
+  backplane::tools::UseWrappingHelp(app);
+  app.footer(
+      "Examples:\n"
+      "  backplane-conformance cpu\n"
+      "  backplane-conformance build/lib/backplane/plugins/libfoo.so --json foo.json\n"
+      "  backplane-conformance foo -t 'device.copy.*' --json - | jq .summary\n"
+      "Exit codes: 0 conformant, 1 a test failed, 2 a usage error (a --test that matches no "
+      "test, a bad file).\n"
+      "Environment: BACKPLANE_PLUGIN_PATH (where a plugin named by name is looked for); each "
+      "test sees the plugin under test only. docs/conformance.md.");
   app.set_version_flag("--version", std::string("backplane-conformance ") + BACKPLANE_VERSION);
   app.add_option("plugin", o.plugin,
                  "The plugin: its library (.so), its manifest (.bpplugin.json), or its name as "
@@ -543,8 +583,12 @@ int main(int argc, char** argv) {
                  "Leave out the tests whose names match GLOB (repeatable)")
       ->type_name("GLOB")
       ->allow_extra_args(false);
-  app.add_option("--json", o.json, "Write the JSON report to FILE")->type_name("FILE");
-  app.add_option("--junit", o.junit, "Write the JUnit XML report to FILE")->type_name("FILE");
+  app.add_option("--json", o.json,
+                 "Write the JSON report (schema_version 1) to FILE; '-' writes it to stdout and "
+                 "the console lines to stderr")
+      ->type_name("FILE");
+  app.add_option("--junit", o.junit, "Write the JUnit XML report to FILE ('-': stdout)")
+      ->type_name("FILE");
   app.add_option("--xfail", o.xfail_files,
                  "Expected failures: entries PLUGIN DEVICE TEST [REASON] (repeatable)")
       ->type_name("FILE")

@@ -171,6 +171,7 @@ std::string ToJson(const RunReport& r) {
     tests.push_back(t);
   }
   nlohmann::json j = {
+      {"schema_version", 1},
       {"kit", {{"name", "backplane-conformance"}, {"version", r.kit_version}}},
       {"abi", std::to_string(BP_ABI_VERSION_MAJOR) + "." + std::to_string(BP_ABI_VERSION_MINOR)},
       {"timestamp", r.timestamp},

@@ -99,14 +99,17 @@ Result RunCase(const kernels::Case& c, const Module& m, Device dev, const kernel
     std::vector<kernels::Arg> args = c.make_args(dims, seed);
     std::vector<kernels::Arg> want = args;
     c.reference(want);
-    Function f = m.GetFunction(c.func);
     DeviceArgs device_args(args, dev);
+    const auto first = std::chrono::steady_clock::now();
+    Function f = m.GetFunction(c.func);
     const auto& values = device_args.values();
     auto call = [&] {
       f.CallPacked(values.data(), static_cast<int32_t>(values.size()));
       Check(detail::Api()->device_stream_sync(dev.dl, nullptr));
     };
     call();
+    r.first_call_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - first).count();
     device_args.Download(&args);
     for (size_t i = 0; i < args.size(); ++i) {
       if (!args[i].is_output) continue;

@@ -4,17 +4,22 @@
 // format, for `backplane run` here or on another machine.
 #include <CLI/CLI.hpp>
 #include <backplane/backplane.hpp>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
 #include "input.h"
+#include "output.h"
 
 namespace backplane::cli {
 
@@ -32,7 +37,44 @@ struct BuildOptions {
   std::string output;
   std::vector<std::string> functions;
   std::vector<std::string> plugin_paths;
+  bool json = false;
+  bool verbose = false;
 };
+
+// Whether Targets of `kind` run on the CPU (their kind's device type is cpu).
+bool KindIsCpu(const std::string& kind) {
+  const nlohmann::json kinds = nlohmann::json::parse(TargetKinds::Describe());
+  for (const nlohmann::json& k : kinds["kinds"]) {
+    if (k.value("name", "") == kind) return k.value("device_type", "") == "cpu";
+  }
+  return true;
+}
+
+// Why `f` does not fit a Target that is a CPU (`cpu`) or not: "" when it fits, or when it has
+// an error of its own (which the build then reports: a bug in the file is never left out
+// quietly).
+std::string WhyItDoesNotFit(const ir::PrimFunc& f, bool cpu, const std::string& kind) {
+  ir::IRModule one;
+  one.Add(f);
+  if (!ir::VerifyErrors(one).empty()) return "";
+  if (cpu) {
+    ir::VerifyOptions options;
+    options.device_is_cpu = true;
+    const std::vector<std::string> errors = ir::VerifyErrors(one, options);
+    if (!errors.empty()) {
+      return "it binds loops to GPU thread axes, which a CPU Target ('" + kind + "') cannot run (" +
+             errors.front() + ")";
+    }
+    return "";
+  }
+  try {
+    ir::SplitHostDevice(one, /*device_is_cpu=*/false);
+  } catch (const ir::Error& e) {
+    return std::string("it binds no GPU thread axis, so on Target '") + kind +
+           "' it would be host code, which cannot touch device memory (" + e.what() + ")";
+  }
+  return "";
+}
 
 int RunBuild(const BuildOptions& o) {
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
@@ -58,6 +100,18 @@ int RunBuild(const BuildOptions& o) {
               << "(docs/ir.md); give such a file\n";
     return kExitUsage;
   }
+  Target target;
+  Target host;
+  try {
+    target = Target::Parse(o.target);
+    if (!o.host.empty()) host = Target::Parse(o.host);
+  } catch (const Error& e) {
+    std::cerr << "backplane build: " << (o.host.empty() ? "--target" : "--target/--host") << ": "
+              << e.what() << " ('backplane target --list' shows the kinds and tags)\n";
+    return kExitUsage;
+  }
+  const std::string kind = target.Kind();
+  std::vector<std::pair<std::string, std::string>> left_out;  // function, why
   if (!o.functions.empty()) {
     // Only the functions asked for: a file may hold CPU and GPU variants side by side.
     ir::IRModule chosen;
@@ -74,16 +128,46 @@ int RunBuild(const BuildOptions& o) {
       chosen.Add(*f);
     }
     ir_text = ir::Print(chosen);
+  } else if (file.functions().size() > 1) {
+    // A file with CPU and GPU variants: build those that fit the Target, say which are left
+    // out and why; refuse only when none fits.
+    const bool cpu = KindIsCpu(kind);
+    ir::IRModule fitting;
+    for (const ir::PrimFunc& f : file.functions()) {
+      std::string why = WhyItDoesNotFit(f, cpu, kind);
+      if (why.empty()) {
+        fitting.Add(f);
+      } else {
+        left_out.emplace_back(f.name, std::move(why));
+      }
+    }
+    if (fitting.functions().empty()) {
+      std::cerr << "backplane build: none of the functions of " << o.input << " fits Target '"
+                << kind << "':\n";
+      for (const auto& [name, why] : left_out) std::cerr << "  " << name << ": " << why << "\n";
+      std::cerr << "build it for a " << (cpu ? "GPU" : "CPU") << " Target instead, e.g. -t "
+                << (cpu ? "opencl" : "c") << "\n";
+      return kExitUsage;
+    }
+    if (!left_out.empty()) ir_text = ir::Print(fitting);
+  }
+  for (const auto& [name, why] : left_out) {
+    std::cerr << "backplane build: left out " << name << ": " << why << "\n";
   }
   // The file's name in bp_build's messages, when it builds the file as written.
-  const std::string source_name = o.functions.empty() ? o.input : o.input + " (--func)";
-  Target target = Target::Parse(o.target);
-  Target host = o.host.empty() ? Target() : Target::Parse(o.host);
+  const std::string source_name = !o.functions.empty() ? o.input + " (--func)"
+                                  : left_out.empty()   ? o.input
+                                                       : o.input + " (the functions that fit)";
   const auto t0 = std::chrono::steady_clock::now();
   Module module;
+  Progress progress("backplane build", o.verbose);
+  progress.Step("building " + o.input + " for " + target.Kind() + " (code generator and " +
+                "compiler; a cold build can take seconds)");
   try {
     module = Build(ir_text, target, host, source_name);
+    progress.Done();
   } catch (const Error& e) {
+    progress.Done();
     std::string hint;
     if (std::string(e.what()).find("on a CPU target") != std::string::npos) {
       hint = "\n(the file holds GPU variants; build the CPU functions only, e.g. --func NAME)";
@@ -110,7 +194,25 @@ int RunBuild(const BuildOptions& o) {
   std::string names;
   for (const std::string& f : module.ListFunctions()) names += (names.empty() ? "" : ", ") + f;
   std::string kinds = module.Kind();
-  for (const Module& imp : module.Imports()) kinds += " + " + imp.Kind();
+  OrderedJson kind_list = OrderedJson::array({module.Kind()});
+  for (const Module& imp : module.Imports()) {
+    kinds += " + " + imp.Kind();
+    kind_list.push_back(imp.Kind());
+  }
+  if (o.json) {
+    OrderedJson doc = JsonDocument("build");
+    doc["input"] = o.input;
+    doc["output"] = o.output;
+    doc["target"] = OrderedJson::parse(target.ToJson());
+    doc["module_kinds"] = kind_list;
+    doc["functions"] = module.ListFunctions();
+    OrderedJson left = OrderedJson::array();
+    for (const auto& [name, why] : left_out) left.push_back({{"function", name}, {"reason", why}});
+    doc["left_out"] = left;
+    doc["bytes"] = bytes.size();
+    doc["build_seconds"] = ms / 1000;
+    return PrintJson("build", doc) ? kExitOk : kExitFailure;
+  }
   std::cout << "built " << names << " for " << target.Kind() << " (module " << kinds << ") in "
             << static_cast<int>(ms + 0.5) << " ms; saved " << bytes.size() << " bytes to "
             << o.output << "\n";
@@ -139,6 +241,21 @@ Command AddBuildCommand(CLI::App& parent) {
       ->type_name("DIR")
       ->allow_extra_args(false)
       ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  app->add_flag("--json", o->json,
+                "Print the result as one JSON document (schema_version 1, docs/cli.md)");
+  app->add_flag("--verbose,-v", o->verbose,
+                "Say on stderr what is being built (shown anyway when stderr is a terminal)");
+  app->footer(
+      "A file with CPU and GPU variants builds the functions that fit the Target and names "
+      "on stderr each one left out, and why.\n"
+      "Examples:\n"
+      "  backplane build vector_add.bpir -t c -o va.bpmod\n"
+      "  backplane build vector_add.bpir -t opencl -o va_gpu.bpmod --json\n"
+      "  backplane build matmul.bpir -t 'c -num-cores=4' -f matmul_tiled -o mm.bpmod\n"
+      "Exit codes: 0 built and saved, 1 the build or the write failed, 2 a usage error (bad "
+      "option, kernel file or Target).\n"
+      "Environment: BACKPLANE_PLUGIN_PATH, BACKPLANE_CC (the C compiler), XDG_CACHE_HOME (the "
+      "compile cache); docs/cli.md.");
   return Command{app, [o] { return RunBuild(*o); }};
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_help.hpp"
 #include "commands.h"
 
 #ifndef BACKPLANE_VERSION
@@ -66,7 +67,22 @@ int main(int argc, char** argv) {
       "Backplane: plugin-based device backends. Inspect what this machine has, build kernels "
       "and run them.",
       "backplane");
+  backplane::tools::UseWrappingHelp(app);
   app.set_version_flag("--version", VersionText, "Print the Backplane and ABI versions and exit");
+  app.footer(
+      "Examples:\n"
+      "  backplane info\n"
+      "  backplane target --list\n"
+      "  backplane build vector_add.bpir -t c -o va.bpmod\n"
+      "  backplane run va.bpmod -f vector_add --dim n=1000000 --allow-native\n"
+      "  backplane demo --size small\n"
+      "  backplane help run\n"
+      "Exit codes: 0 success, 1 failure, 2 usage error.\n"
+      "Environment: BACKPLANE_PLUGIN_PATH (plugin folders, searched first), "
+      "BACKPLANE_PLUGIN_FILES (only these plugin libraries), BACKPLANE_DISABLE_PLUGINS, "
+      "BACKPLANE_DEBUG=loader (trace loading), BACKPLANE_CC, BACKPLANE_KERNEL_DIR, XDG_CACHE_HOME "
+      "(the compile cache), COLUMNS (the width of "
+      "tables and help when stdout is no terminal). docs/cli.md describes every command.");
   app.require_subcommand(1);
   app.fallthrough(false);
 
@@ -76,6 +92,10 @@ int main(int argc, char** argv) {
   commands.push_back(backplane::cli::AddBuildCommand(app));
   commands.push_back(backplane::cli::AddRunCommand(app));
   commands.push_back(backplane::cli::AddDemoCommand(app));
+  // `backplane help [COMMAND]`: the same text as --help.
+  std::string help_topic;
+  CLI::App* help = app.add_subcommand("help", "Show the help of backplane or of one command");
+  help->add_option("COMMAND", help_topic, "The command, e.g. run");
 
   if (std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
     std::cerr << "backplane: unknown command '" << unknown
@@ -100,6 +120,21 @@ int main(int argc, char** argv) {
     return backplane::cli::kExitUsage;
   }
 
+  if (help->parsed()) {
+    if (help_topic.empty()) {
+      std::cout << app.help();
+      return backplane::cli::kExitOk;
+    }
+    for (const backplane::cli::Command& command : commands) {
+      if (command.app->check_name(help_topic)) {
+        std::cout << command.app->help();
+        return backplane::cli::kExitOk;
+      }
+    }
+    std::cerr << "backplane help: unknown command '" << help_topic
+              << "'; the commands are: " << CommandNames(app) << "\n";
+    return backplane::cli::kExitUsage;
+  }
   for (const backplane::cli::Command& command : commands) {
     if (!command.app->parsed()) continue;
     try {

@@ -4,12 +4,14 @@
 // float64 reference when the function is one of the reference kernels, or against the IR
 // interpreter on the same inputs with --check (any function), and prints the time.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/runner/check.hpp>
 #include <backplane/runner/runner.hpp>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -21,6 +23,8 @@
 
 #include "commands.h"
 #include "input.h"
+#include "npy.h"
+#include "output.h"
 
 namespace backplane::cli {
 
@@ -60,13 +64,17 @@ std::string ModuleKinds(const Module& m) {
 struct RunOptions {
   std::string module;
   std::string func;
-  std::string device;             // "" = from the module's kind
-  std::vector<std::string> dims;  // NAME=VALUE for scalar params
-  bool check = false;             // compare with the IR interpreter
-  std::string ir_file;            // the IR to compare with, instead of the module's own
-  double rtol = -1;               // the float tolerance instead of the dtype's (< 0)
+  std::string device;                // "" = from the module's kind
+  std::vector<std::string> dims;     // NAME=VALUE for scalar params
+  std::vector<std::string> inputs;   // NAME=FILE.npy: a buffer's contents
+  std::vector<std::string> outputs;  // NAME=FILE.npy: where a buffer goes after the call
+  bool check = false;                // compare with the IR interpreter
+  std::string ir_file;               // the IR to compare with, instead of the module's own
+  double rtol = -1;                  // the float tolerance instead of the dtype's (< 0)
   int repeat = 5;
   uint64_t seed = 1;
+  bool json = false;
+  bool verbose = false;
   std::vector<std::string> plugin_paths;
   bool allow_native = false;  // load modules that carry native code (a c module's library)
 };
@@ -105,11 +113,106 @@ double Median(std::vector<double> times) {
   return times[times.size() / 2];
 }
 
-// Any function, its arguments from its signature (the IR the module keeps, or --ir): checked
-// against the IR interpreter with --check, else only run and timed.
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// The names of `f`'s scalar params, or of its buffer params.
+std::vector<std::string> ParamNames(const ir::PrimFunc& f, bool buffers) {
+  std::vector<std::string> names;
+  for (const ir::Param& p : f.params) {
+    if (p.is_buffer() == buffers)
+      names.push_back(p.is_buffer() ? p.buffer().name() : p.var()->name);
+  }
+  return names;
+}
+
+// What the command reports: the text line on stdout, or (--json) the document. A failure's
+// message goes to stderr either way.
+class Report {
+ public:
+  Report(const RunOptions& o, const std::string& device)
+      : o_(o), doc_(JsonDocument("run")), progress_("backplane run", o.verbose) {
+    doc_["module"] = o.module;
+    doc_["function"] = o.func;
+    doc_["device"] = device;
+    doc_["ok"] = false;  // set at the end; here so that it comes early in the document
+  }
+  OrderedJson& doc() { return doc_; }
+  // Says what runs now (the first call of a GPU module includes the driver's compile, which
+  // can take seconds).
+  void Step(const std::string& what) { progress_.Step(what); }
+  int Ok(const std::string& line) {
+    progress_.Done();
+    doc_["ok"] = true;
+    if (o_.json) return PrintJson("run", doc_) ? kExitOk : kExitFailure;
+    std::cout << line << "\n";
+    return kExitOk;
+  }
+  int Failed(const std::string& message) {
+    progress_.Done();
+    doc_["ok"] = false;
+    doc_["error"] = message;
+    std::cerr << "backplane run: " << message << "\n";
+    if (o_.json) PrintJson("run", doc_);
+    return kExitFailure;
+  }
+
+ private:
+  const RunOptions& o_;
+  OrderedJson doc_;
+  Progress progress_;
+};
+
+// Reads --input files into the buffers of `args`, after checking each file's dtype and shape
+// against the parameter. Returns "" or the message.
+std::string LoadInputs(const ir::PrimFunc& f, const std::map<std::string, NpyArray>& arrays,
+                       const std::map<std::string, std::string>& files,
+                       std::vector<runner::CheckArg>* args) {
+  for (const auto& [name, a] : arrays) {
+    runner::CheckArg* arg = nullptr;
+    for (runner::CheckArg& c : *args) {
+      if (c.name == name && c.is_buffer) arg = &c;
+    }
+    if (arg == nullptr) continue;  // checked before: every name is a buffer param
+    if (a.dtype != arg->dtype || a.shape != arg->shape) {
+      return "--input " + name + "=" + files.at(name) + ": parameter '" + name + "' of function '" +
+             f.name + "' is " + ir::ToString(arg->dtype) + " ('" + NpyDescr(arg->dtype) +
+             "') of shape " + NpyShapeText(arg->shape) + ", but the file holds " +
+             ir::ToString(a.dtype) + " ('" + a.descr + "') of shape " + NpyShapeText(a.shape) +
+             "; save an array of that dtype and shape, or give the sizes with --dim";
+    }
+    arg->bytes = a.bytes;
+  }
+  return "";
+}
+
+// Writes the --output buffers of `args`. Returns "" or the message.
+std::string SaveOutputs(const std::map<std::string, std::string>& outputs,
+                        const std::vector<runner::CheckArg>& args, OrderedJson* list) {
+  for (const auto& [name, file] : outputs) {
+    for (const runner::CheckArg& a : args) {
+      if (a.name != name || !a.is_buffer) continue;
+      if (std::string e = WriteNpy(file, a.dtype, a.shape, a.bytes); !e.empty()) {
+        return "--output " + name + "=" + file + ": " + e;
+      }
+      list->push_back(
+          {{"name", name}, {"file", file}, {"dtype", ir::ToString(a.dtype)}, {"shape", a.shape}});
+    }
+  }
+  return "";
+}
+
+// Any function, its arguments from its signature (the IR the module keeps, or --ir), random
+// or read from --input files: checked against the IR interpreter with --check, else only run
+// and timed; --output files get the buffers after one call.
 int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
-               std::map<std::string, std::string> values, const RunOptions& o,
-               const std::string& device_text) {
+               std::map<std::string, std::string> values,
+               const std::map<std::string, std::string>& inputs,
+               const std::map<std::string, std::string>& outputs, const RunOptions& o,
+               Report& report) {
   std::optional<runner::Oracle> oracle;
   if (!o.ir_file.empty()) {
     std::string text;
@@ -128,12 +231,13 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     try {
       oracle.emplace(runner::Oracle::FromModule(m));
     } catch (const Error& e) {
-      if (o.check) {
-        std::cerr << "backplane run: --check: " << o.module << ": " << e.what() << "\n";
-        return kExitUsage;
-      }
-      std::cerr << "backplane run: '" << o.func << "' is not a reference kernel and " << o.module
-                << ": " << e.what() << "\n";
+      // What needed the IR: the check, the .npy files (their params), or the signature of a
+      // function that is not a reference kernel.
+      std::string why =
+          "'" + o.func + "' is not a reference kernel, so its arguments come " + "from its IR: ";
+      if (!inputs.empty() || !outputs.empty()) why = "--input/--output need the function's IR: ";
+      if (o.check) why = "--check: ";
+      std::cerr << "backplane run: " << why << o.module << ": " << e.what() << "\n";
       return kExitUsage;
     }
   }
@@ -144,6 +248,38 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     std::cerr << "backplane run: " << (o.ir_file.empty() ? o.module : o.ir_file) << ": " << e.what()
               << "\n";
     return kExitUsage;
+  }
+  const std::vector<std::string> buffers = ParamNames(*f, true);
+  for (const auto* files : {&inputs, &outputs}) {
+    for (const auto& [name, file] : *files) {
+      if (std::find(buffers.begin(), buffers.end(), name) == buffers.end()) {
+        std::cerr << "backplane run: " << (files == &inputs ? "--input " : "--output ") << name
+                  << "=" << file << ": function '" << o.func << "' has no buffer parameter '"
+                  << name << "'; its buffers are: " << Join(buffers) << "\n";
+        return kExitUsage;
+      }
+    }
+  }
+  std::map<std::string, NpyArray> arrays;
+  for (const auto& [name, file] : inputs) {
+    NpyArray a;
+    if (std::string e = ReadNpy(file, &a); !e.empty()) {
+      std::cerr << "backplane run: --input " << name << "=" << file << ": " << e << "\n";
+      return kExitUsage;
+    }
+    // A size the user did not give is read off the shape of an input whose extent is that
+    // size (buffer<float32>[n] and a file of shape (1000,) give n = 1000).
+    for (const ir::Param& p : f->params) {
+      if (!p.is_buffer() || p.buffer().name() != name) continue;
+      const std::vector<ir::Expr>& shape = p.buffer()->shape;
+      if (shape.size() != a.shape.size()) continue;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (const auto* v = shape[d].As<ir::VarNode>(); v != nullptr && !values.count(v->name)) {
+          values[v->name] = std::to_string(a.shape[d]);
+        }
+      }
+    }
+    arrays.emplace(name, std::move(a));
   }
   // A catalog kernel's sizes not given take its test sizes under --check (the interpreter is
   // 100 to 10,000 times slower than a device: demo sizes would take minutes), else its demo
@@ -161,33 +297,78 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     std::cerr << "backplane run: " << e.what() << "\n";
     return kExitUsage;
   }
+  if (std::string e = LoadInputs(*f, arrays, inputs, &args); !e.empty()) {
+    std::cerr << "backplane run: " << e << "\n";
+    return kExitUsage;
+  }
+  OrderedJson input_list = OrderedJson::array();
+  for (const auto& [name, file] : inputs) input_list.push_back({{"name", name}, {"file", file}});
+  report.doc()["inputs"] = input_list;
   std::string verdict = "ran (not checked; --check compares it with the IR interpreter)";
+  std::vector<runner::CheckArg> after;  // the buffers after one call, for --output
+  report.Step("running " + o.func + " on " + dev.ToString() +
+              (o.check ? " and on the IR interpreter" : "") +
+              " (the first call includes the driver's compile)");
   if (o.check) {
     runner::CheckOptions options;
     options.rtol = o.rtol;
     runner::CheckResult r = runner::RunChecked(m, *oracle, o.func, dev, args, options);
-    if (!r.ok) {
-      std::cout << o.func << " on " << device_text
-                << ": FAILED against the IR interpreter: " << r.error << "\n";
-      return kExitFailure;
-    }
+    report.doc()["check"] = "interpreter";
+    report.doc()["max_ratio"] = r.max_ratio;
+    if (!r.ok)
+      return report.Failed(o.func + " on " + dev.ToString() +
+                           ": FAILED against the IR interpreter: " + r.error);
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.2g", r.max_ratio);
     verdict =
         std::string("ok (matches the IR interpreter; largest error ") + buf + " of the tolerance)";
+    after = std::move(r.got);
+  } else {
+    report.doc()["check"] = "none";
+    if (!outputs.empty()) {
+      runner::CheckDeviceArgs once(args, dev);
+      Function fn = m.GetFunction(o.func);
+      fn.CallPacked(once.values().data(), static_cast<int32_t>(once.values().size()));
+      Check(bp_device_stream_sync(dev.dl, nullptr));
+      after = args;
+      once.Download(&after);
+    }
   }
+  OrderedJson output_list = OrderedJson::array();
+  if (std::string e = SaveOutputs(outputs, after, &output_list); !e.empty()) {
+    std::cerr << "backplane run: " << e << "\n";
+    return kExitFailure;
+  }
+  report.doc()["outputs"] = output_list;
   runner::CheckDeviceArgs device_args(args, dev);
   Function fn = m.GetFunction(o.func);
   std::vector<double> times;
-  for (int i = 0; i < std::max(1, o.repeat); ++i) {
+  for (int i = 0; i < o.repeat; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     fn.CallPacked(device_args.values().data(), static_cast<int32_t>(device_args.values().size()));
     Check(bp_device_stream_sync(dev.dl, nullptr));
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::cout << o.func << " on " << device_text << ": " << verdict << ", "
-            << runner::FormatSeconds(Median(times)) << " median of " << times.size() << "\n";
-  return kExitOk;
+  report.doc()["repeat"] = o.repeat;
+  report.doc()["seconds"] = Median(times);
+  return report.Ok(o.func + " on " + dev.ToString() + ": " + verdict + ", " +
+                   runner::FormatSeconds(Median(times)) + " median of " +
+                   std::to_string(times.size()));
+}
+
+// The device ids of `type` that exist here: "cpu:0", "opencl:0, opencl:1".
+std::string DevicesOfType(const Device& d) {
+  std::string names;
+  for (int32_t id = 0; id < 64; ++id) {
+    bp_value_t exists;
+    if (bp_device_get_attr(DLDevice{d.dl.device_type, id}, BP_ATTR_EXIST, &exists) != BP_OK) {
+      bp_error_clear();
+      break;
+    }
+    if (exists.type != BP_VALUE_INT || exists.u.v_int64 == 0) break;
+    names += (names.empty() ? "" : ", ") + d.TypeName() + ":" + std::to_string(id);
+  }
+  return names;
 }
 
 int RunRun(const RunOptions& o) {
@@ -197,6 +378,13 @@ int RunRun(const RunOptions& o) {
   if (!ParseValues(o.dims, &values, &bad)) {
     std::cerr << "backplane run: --dim '" << bad << "' is not NAME=VALUE (e.g. --dim n=4096, "
               << "--dim alpha=-1.5, --dim flag=true)\n";
+    return kExitUsage;
+  }
+  std::map<std::string, std::string> inputs;
+  std::map<std::string, std::string> outputs;
+  if (!ParseValues(o.inputs, &inputs, &bad) || !ParseValues(o.outputs, &outputs, &bad)) {
+    std::cerr << "backplane run: '" << bad << "' is not NAME=FILE.npy (e.g. --input a=a.npy, "
+              << "--output c=c.npy, NAME a buffer parameter of the function)\n";
     return kExitUsage;
   }
   std::string bytes;
@@ -217,10 +405,23 @@ int RunRun(const RunOptions& o) {
     std::cerr << "backplane run: " << o.module << ": " << e.what() << "\n";
     return kExitUsage;
   }
+  const std::vector<std::string> functions = m.ListFunctions();
+  if (std::find(functions.begin(), functions.end(), o.func) == functions.end()) {
+    std::cerr << "backplane run: " << o.module << " has no function '" << o.func
+              << "'; it has: " << Join(functions) << " (give one with --func)\n";
+    return kExitUsage;
+  }
   const std::string module_device = ModuleDeviceType(m);
   std::string device_text = o.device;
   if (device_text.empty()) device_text = module_device.empty() ? "cpu:0" : module_device + ":0";
-  Device dev = Device::Parse(device_text);
+  Device dev;
+  try {
+    dev = Device::Parse(device_text);
+  } catch (const Error& e) {
+    std::cerr << "backplane run: --device " << device_text << ": " << e.what()
+              << " ('backplane info' lists the devices here)\n";
+    return kExitUsage;
+  }
   if (!module_device.empty() && dev.TypeName() != module_device) {
     std::cerr << "backplane run: " << o.module << " holds code for " << module_device
               << " devices (module " << ModuleKinds(m) << "), so it cannot run on " << device_text
@@ -229,16 +430,57 @@ int RunRun(const RunOptions& o) {
               << "device's kind\n";
     return kExitUsage;
   }
+  bp_value_t exists;
+  if (bp_device_get_attr(dev.dl, BP_ATTR_EXIST, &exists) != BP_OK || exists.type != BP_VALUE_INT ||
+      exists.u.v_int64 == 0) {
+    bp_error_clear();
+    const std::string here = DevicesOfType(dev);
+    std::cerr << "backplane run: device " << device_text << " does not exist here; "
+              << (here.empty() ? "there is no " + dev.TypeName() + " device here"
+                               : "the " + dev.TypeName() + " devices here: " + here)
+              << " ('backplane info' lists every device)\n";
+    return kExitUsage;
+  }
+  Report report(o, device_text);
   const kernels::Case* c = kernels::Find(o.func);
   kernels::Dims dims;
-  if (c == nullptr || o.check || !o.ir_file.empty() || !AsDims(values, &dims)) {
-    return RunGeneric(m, c, dev, values, o, device_text);
+  if (c == nullptr || o.check || !o.ir_file.empty() || !AsDims(values, &dims) || !inputs.empty() ||
+      !outputs.empty()) {
+    return RunGeneric(m, c, dev, values, inputs, outputs, o, report);
   }
+  // A reference kernel: every size given must be one of its scalar params, and at least 0.
+  std::vector<std::string> scalars;
+  try {
+    scalars = ParamNames(runner::Oracle::FromModule(m).Function(o.func), false);
+  } catch (const Error&) {
+    for (const auto& [name, v] : c->demo) scalars.push_back(name);
+  }
+  for (const auto& [name, v] : dims) {
+    if (std::find(scalars.begin(), scalars.end(), name) == scalars.end()) {
+      std::cerr << "backplane run: --dim " << name << "=" << v << ": function '" << o.func
+                << "' has no scalar parameter '" << name
+                << "'; its scalar parameters are: " << Join(scalars) << "\n";
+      return kExitUsage;
+    }
+    if (v < 0) {
+      std::cerr << "backplane run: --dim " << name << "=" << v << ": a size is at least 0; give "
+                << "--dim " << name << "=" << c->demo.at(name) << " or leave it out (its demo "
+                << "size)\n";
+      return kExitUsage;
+    }
+  }
+  report.Step("running " + o.func + " on " + device_text +
+              " (the first call includes the driver's compile)");
   runner::Result r = runner::RunCase(*c, m, dev, dims, o.repeat, o.seed);
-  if (!r.ok) {
-    std::cout << o.func << " on " << device_text << ": FAILED: " << r.error << "\n";
-    return kExitFailure;
-  }
+  report.doc()["check"] = "reference";
+  report.doc()["inputs"] = OrderedJson::array();
+  report.doc()["outputs"] = OrderedJson::array();
+  report.doc()["max_error"] = r.max_error;
+  if (!r.ok) return report.Failed(o.func + " on " + device_text + ": FAILED: " + r.error);
+  report.doc()["repeat"] = o.repeat;
+  report.doc()["seconds"] = r.seconds;
+  report.doc()["gflops"] = r.gflops;
+  report.doc()["gbytes_per_s"] = r.gbytes_per_s;
   char rate[64];
   if (r.gflops > 0) {
     std::snprintf(rate, sizeof(rate), "%.2f GFLOP/s", r.gflops);
@@ -247,10 +489,9 @@ int RunRun(const RunOptions& o) {
   }
   char err[32];
   std::snprintf(err, sizeof(err), "%.2g", r.max_error);
-  std::cout << o.func << " on " << device_text << ": ok (max relative error " << err
-            << " vs the float64 reference), " << runner::FormatSeconds(r.seconds) << " median of "
-            << std::max(1, o.repeat) << ", " << rate << "\n";
-  return kExitOk;
+  return report.Ok(o.func + " on " + device_text + ": ok (max relative error " + err +
+                   " vs the float64 reference), " + runner::FormatSeconds(r.seconds) +
+                   " median of " + std::to_string(o.repeat) + ", " + rate);
 }
 
 }  // namespace
@@ -282,8 +523,22 @@ Command AddRunCommand(CLI::App& parent) {
   app->add_option("--rtol", o->rtol,
                   "With --check: the relative tolerance for float buffers instead of the "
                   "dtype's (1e-2 float16, 1e-4 float32, 1e-10 float64)");
-  app->add_option("--repeat,-r", o->repeat, "Timed runs after the checked one (default 5)");
+  app->add_option("--input,-i", o->inputs,
+                  "Fill buffer NAME from a NumPy .npy file instead of random values (repeat; "
+                  "dtype and shape must match the parameter; sizes not given with --dim are "
+                  "read off the file's shape)")
+      ->type_name("NAME=FILE.npy");
+  app->add_option("--output,-o", o->outputs,
+                  "Save buffer NAME after one call as a NumPy .npy file (repeat)")
+      ->type_name("NAME=FILE.npy");
+  app->add_option("--repeat,-r", o->repeat, "Timed runs after the checked one (default 5)")
+      ->check(CLI::Range(1, 1000000));
+  app->add_flag("--json", o->json,
+                "Print the result as one JSON document (schema_version 1, docs/cli.md) instead "
+                "of a line of text");
   app->add_option("--seed", o->seed, "Seed of the random inputs (default 1)");
+  app->add_flag("--verbose,-v", o->verbose,
+                "Say on stderr what runs (shown anyway when stderr is a terminal)");
   app->add_flag("--allow-native", o->allow_native,
                 "Load the module even if it carries native code (a c module's shared library), "
                 "which runs in this process with your rights: only for a module you built "
@@ -292,6 +547,15 @@ Command AddRunCommand(CLI::App& parent) {
       ->type_name("DIR")
       ->allow_extra_args(false)
       ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  app->footer(
+      "Examples:\n"
+      "  backplane run va.bpmod -f vector_add --dim n=1000000 --allow-native\n"
+      "  backplane run va_gpu.bpmod -f vector_add_gpu -i a=a.npy -i b=b.npy -o c=c.npy\n"
+      "  backplane run sx.bpmod -f saxpy_gpu --arg alpha=1.5 --check --json\n"
+      "Exit codes: 0 ok, 1 the run or the check failed, 2 a usage error (bad option, file, "
+      "device or value).\n"
+      "Environment: BACKPLANE_PLUGIN_PATH (plugin folders searched first), XDG_CACHE_HOME (the "
+      "compile cache, docs/cli.md).");
   return Command{app, [o] { return RunRun(*o); }};
 }
 

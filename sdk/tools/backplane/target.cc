@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "output.h"
 #include "table.h"
 
 namespace backplane::cli {
@@ -21,6 +22,9 @@ namespace backplane::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// Narrower than this, `target --list` prints each attribute's doc under its row.
+constexpr size_t kWideTable = 100;
 
 constexpr const char* kNone = "\xE2\x80\x94";  // U+2014 em dash: no default, no device attr
 
@@ -106,7 +110,12 @@ void PrintList(const Json& described, std::ostream& out) {
       out << "; registered by " << Text(kind["owner"]);
     }
     out << ")\n";
-    Table table({"ATTRIBUTE", "TYPE", "DEFAULT", "DOC"});
+    // On a narrow terminal the doc goes under its row, across the table's width: as a column
+    // it would start right of the defaults, and its long words (device attribute names) would
+    // pass the edge.
+    const bool narrow = width < kWideTable;
+    Table table(narrow ? std::vector<std::string>{"ATTRIBUTE", "TYPE", "DEFAULT"}
+                       : std::vector<std::string>{"ATTRIBUTE", "TYPE", "DEFAULT", "DOC"});
     for (const Json& a : kind["attrs"]) {
       const Json& def = a.contains("default") ? a["default"] : Json();
       std::string doc = a.contains("doc") && a["doc"].is_string() ? Text(a["doc"]) : "";
@@ -114,7 +123,12 @@ void PrintList(const Json& described, std::ostream& out) {
         doc +=
             (doc.empty() ? "" : " ") + std::string("[FromDevice: ") + Text(a["device_attr"]) + "]";
       }
-      table.AddRow({Text(a["name"]), Text(a["type"]), def.is_null() ? kNone : def.dump(), doc});
+      if (narrow) {
+        table.AddRow({Text(a["name"]), Text(a["type"]), def.is_null() ? kNone : def.dump()});
+        if (!doc.empty()) table.AddNote(doc);
+      } else {
+        table.AddRow({Text(a["name"]), Text(a["type"]), def.is_null() ? kNone : def.dump(), doc});
+      }
     }
     if (table.empty()) {
       out << "    (no attributes of its own)\n";
@@ -122,9 +136,14 @@ void PrintList(const Json& described, std::ostream& out) {
       table.Print(out, 4, width);
     }
   }
-  out << "\n  Every Target also has: keys (string array; the kind's keys are appended), tag "
-         "(string),\n  host (a Target, for host-side code) and from_device (int, the device id "
-         "it was read from).\n";
+  out << '\n';
+  for (const std::string& line :
+       WrapText("Every Target also has: keys (string array; the kind's keys are appended), tag "
+                "(string), host (a Target, for host-side code) and from_device (int, the device "
+                "id it was read from).",
+                width - 2)) {
+    out << "  " << line << '\n';
+  }
 
   const Json& tags = described["tags"];
   out << "\nTags: " << tags.size() << '\n';
@@ -166,7 +185,10 @@ int RunTarget(TargetOptions options) {
                       text.substr(0, 200));
     }
     if (options.json) {
-      std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+      // The description with the version of its schema first (docs/cli.md, "JSON output").
+      Json versioned = {{"schema_version", kJsonSchemaVersion}, {"command", "target"}};
+      for (auto& [key, value] : doc.items()) versioned[key] = value;
+      std::cout << versioned.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
     } else {
       PrintList(doc, std::cout);
     }
@@ -213,6 +235,17 @@ Command AddTargetCommand(CLI::App& parent) {
   // Words after the target that CLI11 does not know ("-mcpu=skylake" left unquoted) are
   // the target's own options: they are joined back to it.
   app->allow_extras();
+  app->footer(
+      "--json prints the Target itself (canonical, one line), which every --target accepts "
+      "back; --list --json prints the description with schema_version.\n"
+      "Examples:\n"
+      "  backplane target c\n"
+      "  backplane target 'c -mcpu=skylake -num-cores=4'\n"
+      "  backplane target raspberry-pi/4b-aarch64 --json\n"
+      "  backplane target --list\n"
+      "Exit codes: 0 ok, 1 the Target does not parse, 2 a usage error.\n"
+      "Environment: BACKPLANE_PLUGIN_PATH (plugins, whose kinds and tags are listed); "
+      "docs/targets.md.");
   return Command{app, [options, app] {
                    TargetOptions copy = *options;
                    copy.extra = app->remaining();
