@@ -538,6 +538,25 @@ void ListTests() {
   }
 }
 
+// Where the documentation page `page` is: the installed copy beside this program
+// (<prefix>/share/doc/backplane/), else the source tree's docs/ folder, named as such. No
+// path of the build machine is compiled in.
+std::string DocsPath(const std::string& page) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string dir(exe, static_cast<size_t>(n));
+    dir.erase(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
+    const std::string installed = dir + "/../share/doc/backplane/" + page;
+    struct stat st {};
+    if (stat(installed.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      char real[4096];
+      return realpath(installed.c_str(), real) != nullptr ? std::string(real) : installed;
+    }
+  }
+  return "docs/" + page + " in the Backplane sources";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -547,7 +566,7 @@ int main(int argc, char** argv) {
       "Target and code generator clauses and the requirements BP-PLUGIN-1..10. Each test runs in "
       "a process of its own, so a plugin that crashes or hangs fails that test only. Exit code 0 "
       "when every test that applies passed (or is listed as an expected failure or unsupported), "
-      "1 when one failed, 2 for a usage error. See docs/conformance.md.",
+      "1 when one failed, 2 for a usage error. See " + DocsPath("conformance.md") + ".",
       "backplane-conformance");
   backplane::tools::UseWrappingHelp(app);
   app.footer(

@@ -93,7 +93,10 @@ case "$step" in
       lib/pkgconfig/backplane.pc include/backplane/c_api.h include/backplane/backplane.hpp \
       include/backplane/sdk/codegen.hpp include/backplane/ir/ir.hpp \
       include/backplane/codegen/c_family.hpp share/backplane/kernels/vector_add.bpir \
-      share/backplane/examples/simaccel/entry.cc share/backplane/examples/host_app/main.cc; do
+      share/backplane/examples/simaccel/entry.cc share/backplane/examples/host_app/main.cc \
+      share/doc/backplane/LICENSE share/doc/backplane/README.md \
+      share/doc/backplane/conformance.md share/doc/backplane/security.md \
+      bin/backplane-conformance; do
       [ -e "$prefix/$f" ] || fail "the install lacks $f"
     done
     # Relocatable: nothing in the package's files names where it was built or installed.
@@ -106,6 +109,10 @@ case "$step" in
       "backplane info does not search the moved tree's plugin folder"
     expect info "cpu +loaded .*$prefix/lib/backplane/plugins/libbackplane_cpu.so" \
       "the cpu plugin was not loaded from the moved tree"
+    # The conformance kit's help points to the installed documentation, not to a source tree.
+    run conformance-help "$prefix/bin/backplane-conformance" --help
+    expect conformance-help "$(cd "$prefix" && pwd -P)/share/doc/backplane/conformance.md" \
+      "backplane-conformance --help does not point to the installed docs"
     run demo "$prefix/bin/backplane" demo --size small --repeat 1
     expect demo "^vector_add +cpu:0 +ok" "the demo did not pass vector_add on cpu:0"
     expect demo " passed, 0 failed" "the demo reported failures"
@@ -157,6 +164,14 @@ case "$step" in
     kernels="$prefix/share/backplane/kernels"
     run host_app-c "$app" "$kernels/vector_add.bpir" vector_add 'c -opt-level=2'
     expect host_app-c "^vector_add on cpu:0: ok" "host_app did not pass vector_add on cpu:0"
+    # The kernel catalog from a program outside <prefix>/bin, run from another folder: found
+    # beside the moved libbackplane, never in the source tree the package was built from.
+    (cd "$SCRATCH" && run host_app-catalog "$app" matmul.bpir matmul_gpu simaccel \
+      --plugin-path "$SCRATCH/simaccel-prefix/lib/backplane/plugins")
+    expect host_app-catalog "^kernels: $(cd "$prefix" && pwd -P)/share/backplane/kernels\$" \
+      "host_app did not read the kernel catalog of the moved prefix"
+    expect host_app-catalog "^matmul_gpu on simaccel:0: ok" \
+      "host_app did not pass matmul_gpu from the catalog on simaccel:0"
     run host_app-simaccel "$app" "$kernels/softmax.bpir" softmax_gpu simaccel \
       --plugin-path "$SCRATCH/simaccel-prefix/lib/backplane/plugins"
     expect host_app-simaccel "^  simaccel:0 " "host_app did not list simaccel:0"

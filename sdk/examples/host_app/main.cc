@@ -7,6 +7,7 @@
 //   host_app KERNEL_FILE FUNCTION TARGET [--plugin-path DIR]...
 //   host_app $P/share/backplane/kernels/vector_add.bpir vector_add c
 //   host_app $P/share/backplane/kernels/matmul.bpir matmul_gpu simaccel
+//   host_app vector_add.bpir vector_add c      (a name without '/': from the kernel catalog)
 //
 // Everything that touches a device is the C++ host API (backplane/backplane.hpp), spelled
 // out below. The random inputs, the float64 reference and the tolerance come from the
@@ -29,7 +30,9 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: host_app KERNEL_FILE FUNCTION TARGET [--plugin-path DIR]...\n"
-    "  e.g. host_app share/backplane/kernels/vector_add.bpir vector_add 'c'\n";
+    "  e.g. host_app share/backplane/kernels/vector_add.bpir vector_add 'c'\n"
+    "  A KERNEL_FILE without '/' is read from the reference kernels' folder of the\n"
+    "  installed package (BACKPLANE_KERNEL_DIR overrides it).\n";
 
 // Every device of every device type a plugin provides: ids 0, 1, ... while BP_ATTR_EXIST
 // says 1 (docs/host-guide.md).
@@ -66,14 +69,24 @@ bp::Device DeviceOf(const bp::Target& target) {
   throw bp::Error(BP_ERR_NOT_FOUND, "no target kind '" + target.Kind() + "'");
 }
 
-// The IR text of a module holding only `func` from a kernel file. Kernel files hold CPU and
-// GPU variants side by side, and a CPU Target refuses GPU kernels, so one function is built.
-std::string OneFunction(const std::string& path, const std::string& func) {
+// The text of a kernel file: a path, or a bare name (no '/') read from the catalog's folder,
+// which Backplane::kernels finds beside the libbackplane this program loaded.
+std::string ReadKernel(const std::string& path) {
+  if (path.find('/') == std::string::npos) {
+    std::printf("kernels: %s\n", bp::kernels::KernelDir().c_str());
+    return bp::kernels::ReadKernelFile(path);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw bp::Error(BP_ERR_NOT_FOUND, "cannot read kernel file " + path);
   std::stringstream text;
   text << in.rdbuf();
-  bp::ir::IRModule file = bp::ir::Parse(text.str(), path);
+  return text.str();
+}
+
+// The IR text of a module holding only `func` from a kernel file. Kernel files hold CPU and
+// GPU variants side by side, and a CPU Target refuses GPU kernels, so one function is built.
+std::string OneFunction(const std::string& path, const std::string& func) {
+  bp::ir::IRModule file = bp::ir::Parse(ReadKernel(path), path);
   const bp::ir::PrimFunc* f = file.Find(func);
   if (f == nullptr) {
     throw bp::Error(BP_ERR_NOT_FOUND, "kernel file " + path + " has no function '" + func + "'");

@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // Where the kernel files are: the search order is in catalog.hpp.
+#include <dlfcn.h>
+
 #include <backplane/kernels/catalog.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
-#ifndef BACKPLANE_KERNEL_SOURCE_DIR
-#error "BACKPLANE_KERNEL_SOURCE_DIR must be defined (the build does)"
+#ifndef BACKPLANE_KERNEL_DIR_FROM_LIBDIR
+#error "BACKPLANE_KERNEL_DIR_FROM_LIBDIR must be defined (the build does)"
 #endif
 
 namespace backplane {
@@ -32,19 +37,52 @@ std::string Trimmed(std::string dir) {
   return dir;
 }
 
+// The folder of the libbackplane in this process, found through one of its symbols: the
+// catalog links no libbackplane itself, so a program without one has none (empty path).
+fs::path CoreLibraryDir() {
+  void* symbol = dlsym(RTLD_DEFAULT, "bp_abi_version");
+  Dl_info info{};
+  if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  fs::path lib = fs::canonical(info.dli_fname, ec);
+  return ec ? fs::path() : lib.parent_path();
+}
+
+// The candidate folders after the variable, in order, each with where it comes from.
+std::vector<std::pair<fs::path, std::string>> Candidates() {
+  std::vector<std::pair<fs::path, std::string>> out;
+  if (fs::path lib = CoreLibraryDir(); !lib.empty()) {
+    // The install's layout (libdir to datadir, as configured), then the build tree's.
+    out.emplace_back((lib / BACKPLANE_KERNEL_DIR_FROM_LIBDIR).lexically_normal(),
+                     "beside libbackplane");
+    out.emplace_back((lib / "../share/backplane/kernels").lexically_normal(),
+                     "beside libbackplane");
+  }
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    out.emplace_back(
+        (exe.parent_path().parent_path() / "share" / "backplane" / "kernels").lexically_normal(),
+        "beside the program");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string KernelDir() {
   if (const char* env = GetEnv("BACKPLANE_KERNEL_DIR"); env != nullptr && *env != '\0') {
     return Trimmed(env);
   }
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path dir = exe.parent_path().parent_path() / "share" / "backplane" / "kernels";
-    if (fs::is_directory(dir, ec)) return Trimmed(dir.lexically_normal().string());
+  const auto candidates = Candidates();
+  for (const auto& [dir, from] : candidates) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) return Trimmed(dir.string());
   }
-  return Trimmed(BACKPLANE_KERNEL_SOURCE_DIR);
+  // None exists: the first place looked, so that a failed read names a folder of this
+  // install rather than of the machine the package was built on.
+  return candidates.empty() ? std::string("share/backplane/kernels")
+                            : Trimmed(candidates.front().first.string());
 }
 
 std::string ReadKernelFile(const std::string& file) {
@@ -53,7 +91,19 @@ std::string ReadKernelFile(const std::string& file) {
   std::ostringstream text;
   if (in) text << in.rdbuf();
   if (!in || in.bad()) {
-    throw std::runtime_error("cannot read the kernel file '" + path + "'");
+    std::string message = "cannot read the kernel file '" + path + "'";
+    const char* env = GetEnv("BACKPLANE_KERNEL_DIR");
+    if (env == nullptr || *env == '\0') {
+      std::string looked;
+      for (const auto& [dir, from] : Candidates()) {
+        looked += (looked.empty() ? "" : ", ") + dir.string() + " (" + from + ")";
+      }
+      message += "; the reference kernels were looked for in " +
+                 (looked.empty() ? std::string("no folder") : looked) +
+                 ": set BACKPLANE_KERNEL_DIR to the folder with the *.bpir files "
+                 "(<prefix>/share/backplane/kernels in an install)";
+    }
+    throw std::runtime_error(message);
   }
   return text.str();
 }

@@ -21,11 +21,14 @@
 //
 // Where the files are (KernelDir()), first match wins:
 //   1. $BACKPLANE_KERNEL_DIR, if set and not empty (ignored in setuid programs);
-//   2. <exe>/../share/backplane/kernels, where <exe> is the folder of the running executable
-//      (/proc/self/exe), if that folder exists: an install puts the files in
-//      <prefix>/share/backplane/kernels beside <prefix>/bin, and the build copies them to
-//      <build>/share/backplane/kernels beside <build>/bin;
-//   3. the source folder sdk/kernels, compiled in.
+//   2. beside the libbackplane loaded in the process (found at run time through its symbol
+//      bp_abi_version): <libdir>/../share/backplane/kernels in an install (the configured
+//      libdir-to-datadir layout) and in the build tree, which mirrors it, so a host program
+//      anywhere finds the files of the prefix it runs against, even after the prefix moved;
+//   3. <exe>/../share/backplane/kernels, where <exe> is the folder of the running program
+//      (/proc/self/exe), for programs that do not load libbackplane.
+// Nothing of the build machine's paths is compiled in: a program that finds none of these
+// gets an error from ReadKernelFile that lists where it looked and names the variable.
 #ifndef BACKPLANE_KERNELS_CATALOG_HPP_
 #define BACKPLANE_KERNELS_CATALOG_HPP_
 
@@ -99,8 +102,8 @@ const Case* Find(const std::string& func);
 double RelativeError(const Arg& got, const Arg& ref);
 
 // The folder holding the kernel files (see the top of this header for the search order),
-// without a trailing slash. Never fails; a folder that lacks the files makes ReadKernelFile
-// fail.
+// without a trailing slash. Never fails: when no candidate folder exists it returns the first
+// one looked at, and ReadKernelFile fails naming them all.
 std::string KernelDir();
 
 // The text of the kernel file `file` (a name such as "matmul.bpir") in KernelDir(). Throws
