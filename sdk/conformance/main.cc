@@ -538,25 +538,6 @@ void ListTests() {
   }
 }
 
-// Where the documentation page `page` is: the installed copy beside this program
-// (<prefix>/share/doc/backplane/), else the source tree's docs/ folder, named as such. No
-// path of the build machine is compiled in.
-std::string DocsPath(const std::string& page) {
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    std::string dir(exe, static_cast<size_t>(n));
-    dir.erase(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
-    const std::string installed = dir + "/../share/doc/backplane/" + page;
-    struct stat st {};
-    if (stat(installed.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      char real[4096];
-      return realpath(installed.c_str(), real) != nullptr ? std::string(real) : installed;
-    }
-  }
-  return "docs/" + page + " in the Backplane sources";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -566,7 +547,7 @@ int main(int argc, char** argv) {
       "Target and code generator clauses and the requirements BP-PLUGIN-1..10. Each test runs in "
       "a process of its own, so a plugin that crashes or hangs fails that test only. Exit code 0 "
       "when every test that applies passed (or is listed as an expected failure or unsupported), "
-      "1 when one failed, 2 for a usage error. See " + DocsPath("conformance.md") + ".",
+      "1 when one failed, 2 for a usage error.",
       "backplane-conformance");
   backplane::tools::UseWrappingHelp(app);
   app.footer(
@@ -577,7 +558,8 @@ int main(int argc, char** argv) {
       "Exit codes: 0 conformant, 1 a test failed, 2 a usage error (a --test that matches no "
       "test, a bad file).\n"
       "Environment: BACKPLANE_PLUGIN_PATH (where a plugin named by name is looked for); each "
-      "test sees the plugin under test only. docs/conformance.md.");
+      "test sees the plugin under test only.\nDocumentation: " +
+      backplane::tools::DocsPath("conformance.md"));
   app.set_version_flag("--version", std::string("backplane-conformance ") + BACKPLANE_VERSION);
   app.add_option("plugin", o.plugin,
                  "The plugin: its library (.so), its manifest (.bpplugin.json), or its name as "

@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
       "BACKPLANE_PLUGIN_FILES (only these plugin libraries), BACKPLANE_DISABLE_PLUGINS, "
       "BACKPLANE_DEBUG=loader (trace loading), BACKPLANE_CC, BACKPLANE_KERNEL_DIR, XDG_CACHE_HOME "
       "(the compile cache), COLUMNS (the width of "
-      "tables and help when stdout is no terminal). docs/cli.md describes every command.");
+      "tables and help when stdout is no terminal).\nDocumentation: " +
+      backplane::tools::DocsPath("cli.md"));
   app.require_subcommand(1);
   app.fallthrough(false);
 

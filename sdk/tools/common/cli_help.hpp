@@ -7,10 +7,12 @@
 #define BACKPLANE_TOOLS_COMMON_CLI_HELP_HPP_
 
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -18,6 +20,26 @@
 #include <vector>
 
 namespace backplane::tools {
+
+// Where the documentation page `page` (e.g. "cli.md") is: the installed copy beside the
+// running program (<prefix>/share/doc/backplane/page, the real path), else "docs/page in the
+// Backplane sources". No path of the machine that built the program is compiled in.
+inline std::string DocsPath(const std::string& page) {
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string dir(exe, static_cast<size_t>(n));
+    dir.erase(std::min(dir.size(), dir.find_last_of('/')));
+    const std::string installed = dir + "/../share/doc/backplane/" + page;
+    struct stat st {};
+    char real[PATH_MAX];
+    if (stat(installed.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        realpath(installed.c_str(), real) != nullptr) {
+      return real;
+    }
+  }
+  return "docs/" + page + " in the Backplane sources";
+}
 
 // The width help is laid out for: the terminal's when stdout is one, else $COLUMNS, else 80;
 // never less than 50 nor more than 120 (long lines read badly even on a wide terminal).
