@@ -27,9 +27,9 @@ packages=(
   libboost-dev libboost-filesystem-dev libdlpack-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-  # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device) and the validation layers.
+  # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device), the validation layers and
+  # vulkaninfo (vulkan-tools; the attribute-truth test compares vulkan:N with it).
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
-  # The attribute-truth test compares vulkan:N with vulkaninfo (vulkan-tools).
   # Its code generator: shaderc (GLSL -> SPIR-V in process), glslang, spirv-val for the tests.
   libshaderc-dev glslang-tools spirv-tools
   # The OpenCL plugin: the ICD loader, the headers, PoCL (OpenCL on the CPU) and clinfo (a
