@@ -106,9 +106,9 @@ Any CpuDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
 std::vector<std::string> CpuDeviceAPI::ListProperties(DLDevice dev) {
   if (!(dev.device_type == kDLCPU && dev.device_id == 0)) return {};
   std::vector<std::string> keys;
-  for (const char* key : {"arch", "vendor", "kernel_release", "num_threads", "online_cores",
-                          "page_size", "l1d_cache_size_bytes", "l3_cache_size_bytes",
-                          "workspace_reserved_bytes"}) {
+  for (const char* key :
+       {"arch", "vendor", "kernel_release", "num_threads", "online_cores", "page_size",
+        "l1d_cache_size_bytes", "l3_cache_size_bytes", "workspace_reserved_bytes"}) {
     if (!GetProperty(dev, key).is_none()) keys.push_back(key);
   }
   return keys;

@@ -193,8 +193,8 @@ Any CUDADeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       char text[37];
       std::snprintf(text, sizeof(text),
                     "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                    b[14], b[15]);
+                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                    b[13], b[14], b[15]);
       return sdk::StringValue(text);
     }
     case BP_ATTR_PCI_BUS_ID: {
@@ -240,9 +240,9 @@ std::vector<std::string> CUDADeviceAPI::ListProperties(DLDevice dev) {
   if (dev.device_type != device_type() || dev.device_id < 0 || dev.device_id >= DeviceCount()) {
     return keys;
   }
-  for (const char* key : {"compute_capability_major", "compute_capability_minor",
-                          "max_shared_memory_per_block_optin",
-                          "max_registers_per_multiprocessor"}) {
+  for (const char* key :
+       {"compute_capability_major", "compute_capability_minor", "max_shared_memory_per_block_optin",
+        "max_registers_per_multiprocessor"}) {
     keys.push_back(key);
   }
   return keys;

@@ -89,9 +89,9 @@ struct Device {
   uint8_t uuid[VK_UUID_SIZE] = {};  // VkPhysicalDeviceIDProperties::deviceUUID (1.1)
   bool has_pci = false;             // VK_EXT_pci_bus_info
   uint32_t pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
-  uint64_t max_allocation = 0;                    // Maintenance3 (1.1); 0: not reported
-  uint32_t min_subgroup = 0, max_subgroup = 0;    // VK_EXT_subgroup_size_control; 0: not
-  std::string driver_name, driver_info;           // VkPhysicalDeviceDriverProperties (1.2)
+  uint64_t max_allocation = 0;                  // Maintenance3 (1.1); 0: not reported
+  uint32_t min_subgroup = 0, max_subgroup = 0;  // VK_EXT_subgroup_size_control; 0: not
+  std::string driver_name, driver_info;         // VkPhysicalDeviceDriverProperties (1.2)
   // Created on first use, under mu.
   std::mutex mu;
   VkDevice device = VK_NULL_HANDLE;

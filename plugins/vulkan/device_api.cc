@@ -715,15 +715,15 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       char text[37];
       std::snprintf(text, sizeof(text),
                     "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                    b[14], b[15]);
+                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                    b[13], b[14], b[15]);
       return sdk::StringValue(text);
     }
     case BP_ATTR_PCI_BUS_ID: {
       if (!d.has_pci) return sdk::NoneValue();
       char text[32];
-      std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%x", d.pci_domain, d.pci_bus,
-                    d.pci_device, d.pci_function);
+      std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%x", d.pci_domain, d.pci_bus, d.pci_device,
+                    d.pci_function);
       return sdk::StringValue(text);
     }
     case BP_ATTR_MAX_ALLOCATION_SIZE:
@@ -843,16 +843,35 @@ std::vector<std::string> VulkanDeviceAPI::ListProperties(DLDevice dev) {
   Context& ctx = Ctx();
   if (!ctx.Exists(dev)) return {};
   std::vector<std::string> keys;
-  for (const char* key :
-       {"max_push_constants_size", "max_storage_buffer_range", "max_uniform_buffer_range",
-        "max_per_stage_descriptor_storage_buffers", "max_block_size_x", "max_block_size_y",
-        "max_block_size_z", "vendor_id", "device_id", "device_type", "driver_version",
-        "vulkan_api_version", "max_spirv_version", "supported_subgroup_operations",
-        "supports_float16", "supports_float32", "supports_int32", "supports_float64",
-        "supports_int8", "supports_int16", "supports_int64", "supports_8bit_buffer",
-        "supports_16bit_buffer", "supports_storage_buffer_storage_class",
-        "supports_dedicated_allocation", "supports_integer_dot_product",
-        "supports_push_descriptor", "supports_cooperative_matrix", "driver_name"}) {
+  for (const char* key : {"max_push_constants_size",
+                          "max_storage_buffer_range",
+                          "max_uniform_buffer_range",
+                          "max_per_stage_descriptor_storage_buffers",
+                          "max_block_size_x",
+                          "max_block_size_y",
+                          "max_block_size_z",
+                          "vendor_id",
+                          "device_id",
+                          "device_type",
+                          "driver_version",
+                          "vulkan_api_version",
+                          "max_spirv_version",
+                          "supported_subgroup_operations",
+                          "supports_float16",
+                          "supports_float32",
+                          "supports_int32",
+                          "supports_float64",
+                          "supports_int8",
+                          "supports_int16",
+                          "supports_int64",
+                          "supports_8bit_buffer",
+                          "supports_16bit_buffer",
+                          "supports_storage_buffer_storage_class",
+                          "supports_dedicated_allocation",
+                          "supports_integer_dot_product",
+                          "supports_push_descriptor",
+                          "supports_cooperative_matrix",
+                          "driver_name"}) {
     if (!GetProperty(dev, key).is_none()) keys.push_back(key);
   }
   return keys;

@@ -179,17 +179,20 @@ std::string CheckAnswer(int32_t kind, const Answer& a) {
   }
   if (a.is_list) {
     if (want != Want::kIntList && want != Want::kStringList) {
-      return "answered a list (" + a.Show() + "); only subgroup_sizes, extensions and isa_flags "
+      return "answered a list (" + a.Show() +
+             "); only subgroup_sizes, extensions and isa_flags "
              "are lists";
     }
     const nlohmann::json items = nlohmann::json::parse(a.text);
     if (want == Want::kIntList) {
       if (!a.list_of_ints || items.empty()) {
-        return "answered " + a.Show() + "; expected a non-empty list of positive ints (none "
+        return "answered " + a.Show() +
+               "; expected a non-empty list of positive ints (none "
                "when the device cannot say)";
       }
       for (const auto& e : items) {
-        if (e.get<int64_t>() <= 0) return "answered " + a.Show() + " with a size that is not positive";
+        if (e.get<int64_t>() <= 0)
+          return "answered " + a.Show() + " with a size that is not positive";
       }
     } else {
       for (const auto& e : items) {
@@ -455,7 +458,8 @@ void ListedDevices(Context& ctx) {
 void AddAttrTests(std::vector<TestCase>* out) {
   out->push_back({"device.attr.types",
                   "GetAttr: every attribute kind answers a value of its type (int, string "
-                  "object or, for the list kinds, an array object) or none when it cannot be queried or does not apply, never garbage",
+                  "object or, for the list kinds, an array object) or none when it cannot be "
+                  "queried or does not apply, never garbage",
                   "BP-PLUGIN-5", kNeedsDevice, Types});
   out->push_back({"device.attr.exist_count",
                   "kExist is 1 for every device that exists and the int 0 past the last one, where "
@@ -470,8 +474,7 @@ void AddAttrTests(std::vector<TestCase>* out) {
   out->push_back({"device.attr.listed_properties",
                   "every key list_properties lists answers get_property, and the list is stable",
                   "BP-PLUGIN-13", kNeedsDevice, ListedProperties});
-  out->push_back({"device.list",
-                  "bp_device_list lists exactly the devices of the type that exist",
+  out->push_back({"device.list", "bp_device_list lists exactly the devices of the type that exist",
                   "BP-PLUGIN-5", kNeedsDevice, ListedDevices});
 }
 

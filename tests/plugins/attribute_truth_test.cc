@@ -306,9 +306,9 @@ TEST(AttributeTruth, CpuMatchesLscpuProcAndSysfs) {
   for (bp_device_attr_kind_t kind :
        {BP_ATTR_MAX_THREADS_PER_BLOCK, BP_ATTR_WARP_SIZE, BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK,
         BP_ATTR_COMPUTE_VERSION, BP_ATTR_MAX_THREAD_DIMENSIONS, BP_ATTR_MAX_REGISTERS_PER_BLOCK,
-        BP_ATTR_GCN_ARCH, BP_ATTR_API_VERSION, BP_ATTR_DRIVER_VERSION, BP_ATTR_IMAGE_PITCH_ALIGNMENT,
-        BP_ATTR_VENDOR_ID, BP_ATTR_UUID, BP_ATTR_PCI_BUS_ID, BP_ATTR_SUBGROUP_SIZES,
-        BP_ATTR_EXTENSIONS, BP_ATTR_DRIVER_INFO}) {
+        BP_ATTR_GCN_ARCH, BP_ATTR_API_VERSION, BP_ATTR_DRIVER_VERSION,
+        BP_ATTR_IMAGE_PITCH_ALIGNMENT, BP_ATTR_VENDOR_ID, BP_ATTR_UUID, BP_ATTR_PCI_BUS_ID,
+        BP_ATTR_SUBGROUP_SIZES, BP_ATTR_EXTENSIONS, BP_ATTR_DRIVER_INFO}) {
     EXPECT_TRUE(a.IsNone(kind)) << Attributes::Name(kind) << " does not apply to a CPU";
   }
   a.ExpectListedPropertiesAnswer();
@@ -403,12 +403,12 @@ TEST(AttributeTruth, OpenCLMatchesClinfo) {
     ExpectNear(a.Int(BP_ATTR_MAX_ALLOCATION_SIZE), number("CL_DEVICE_MAX_MEM_ALLOC_SIZE"), 0.05,
                "max_allocation_size against CL_DEVICE_MAX_MEM_ALLOC_SIZE");
     const std::string type = field("CL_DEVICE_TYPE");
-    const std::string kind = type.find("GPU") != std::string::npos   ? "gpu"
-                             : type.find("CPU") != std::string::npos ? "cpu"
-                             : type.find("ACCELERATOR") != std::string::npos ||
-                                     type.find("CUSTOM") != std::string::npos
-                                 ? "accelerator"
-                                 : "other";
+    const std::string kind =
+        type.find("GPU") != std::string::npos   ? "gpu"
+        : type.find("CPU") != std::string::npos ? "cpu"
+        : type.find("ACCELERATOR") != std::string::npos || type.find("CUSTOM") != std::string::npos
+            ? "accelerator"
+            : "other";
     EXPECT_EQ(a.Str(BP_ATTR_DEVICE_KIND), kind) << type;
     EXPECT_EQ(a.Str(BP_ATTR_VENDOR), field("CL_DEVICE_VENDOR"));
     EXPECT_EQ(a.Int(BP_ATTR_VENDOR_ID), number("CL_DEVICE_VENDOR_ID"));
@@ -477,7 +477,8 @@ int64_t DeviceLocalHeaps(const std::string& text, int32_t gpu) {
   int64_t total = 0;
   for (const std::string& raw : Lines(text)) {
     const std::string line = Trim(raw);
-    if (raw.rfind("GPU", 0) == 0 && raw.back() == ':') in_gpu = raw == "GPU" + std::to_string(gpu) + ":";
+    if (raw.rfind("GPU", 0) == 0 && raw.back() == ':')
+      in_gpu = raw == "GPU" + std::to_string(gpu) + ":";
     if (!in_gpu) continue;
     if (line.rfind("size", 0) == 0 && line.find('=') != std::string::npos) {
       size = std::stoll(Trim(line.substr(line.find('=') + 1)));

@@ -113,8 +113,8 @@ TEST(InfoCli, DeviceShowsOneDeviceWithAttributesAndProperties) {
   sp::Result r = RunCli({"info", "-d", "cpu:0"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
   EXPECT_EQ(r.err, "");
-  for (const char* part : {"cpu:0", "device_kind", "isa_flags", "max_allocation_size",
-                           "PROPERTY", "l3_cache_size_bytes"}) {
+  for (const char* part : {"cpu:0", "device_kind", "isa_flags", "max_allocation_size", "PROPERTY",
+                           "l3_cache_size_bytes"}) {
     EXPECT_TRUE(Contains(r.out, part)) << part << " missing:\n" << r.out;
   }
   EXPECT_FALSE(Contains(r.out, "opencl:0")) << "-d shows one device only";

@@ -257,19 +257,19 @@ typedef enum {
   BP_ATTR_IMAGE_PITCH_ALIGNMENT = 16,      /* int: bytes */
   /* Since 1.5. docs/device-attributes.md says what each kind means and what every backend
    * reads it from. Lists are array objects. */
-  BP_ATTR_DEVICE_KIND = 17,          /* string: "cpu", "gpu", "accelerator" or "other" */
-  BP_ATTR_VENDOR = 18,               /* string: the vendor as the API names it */
-  BP_ATTR_VENDOR_ID = 19,            /* int: the API's vendor id (a PCI vendor id for PCI) */
-  BP_ATTR_UUID = 20,                 /* string: "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
-  BP_ATTR_PCI_BUS_ID = 21,           /* string: "dddd:bb:dd.f" */
-  BP_ATTR_MAX_ALLOCATION_SIZE = 22,  /* int: bytes in one data space allocation at most */
-  BP_ATTR_SUPPORTS_FP64 = 23,        /* int: 1 if kernels can compute in float64, else 0 */
-  BP_ATTR_SUPPORTS_FP16 = 24,        /* int: 1 if kernels can compute in float16, else 0 */
-  BP_ATTR_SUBGROUP_SIZES = 25,       /* array of int: the subgroup (warp) sizes it runs */
-  BP_ATTR_EXTENSIONS = 26,           /* array of string: the API's extensions, sorted */
-  BP_ATTR_DRIVER_INFO = 27,          /* string: the driver's own name and version text */
-  BP_ATTR_ISA_FLAGS = 28,            /* array of string: instruction set features, sorted */
-  BP_ATTR_COUNT = 29 /* number of kinds; grows with the minor version */
+  BP_ATTR_DEVICE_KIND = 17,         /* string: "cpu", "gpu", "accelerator" or "other" */
+  BP_ATTR_VENDOR = 18,              /* string: the vendor as the API names it */
+  BP_ATTR_VENDOR_ID = 19,           /* int: the API's vendor id (a PCI vendor id for PCI) */
+  BP_ATTR_UUID = 20,                /* string: "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+  BP_ATTR_PCI_BUS_ID = 21,          /* string: "dddd:bb:dd.f" */
+  BP_ATTR_MAX_ALLOCATION_SIZE = 22, /* int: bytes in one data space allocation at most */
+  BP_ATTR_SUPPORTS_FP64 = 23,       /* int: 1 if kernels can compute in float64, else 0 */
+  BP_ATTR_SUPPORTS_FP16 = 24,       /* int: 1 if kernels can compute in float16, else 0 */
+  BP_ATTR_SUBGROUP_SIZES = 25,      /* array of int: the subgroup (warp) sizes it runs */
+  BP_ATTR_EXTENSIONS = 26,          /* array of string: the API's extensions, sorted */
+  BP_ATTR_DRIVER_INFO = 27,         /* string: the driver's own name and version text */
+  BP_ATTR_ISA_FLAGS = 28,           /* array of string: instruction set features, sorted */
+  BP_ATTR_COUNT = 29                /* number of kinds; grows with the minor version */
 } bp_device_attr_kind_t;
 
 /* The snake_case name of an attribute kind ("max_threads_per_block"), or NULL for a kind this

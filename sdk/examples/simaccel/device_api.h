@@ -22,8 +22,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 #include "memory.h"
 #include "stream.h"

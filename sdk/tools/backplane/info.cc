@@ -567,7 +567,8 @@ int ListDeviceLines(const InfoOptions& options) {
       return;
     }
     Table table({"DEVICE", "KIND", "NAME"});
-    for (const Json& d : devices) table.AddRow({Text(d["device"]), Text(d["kind"]), Text(d["name"])});
+    for (const Json& d : devices)
+      table.AddRow({Text(d["device"]), Text(d["kind"]), Text(d["name"])});
     table.Print(out, 0, OutputWidth());
   });
 }

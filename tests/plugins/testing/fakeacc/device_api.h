@@ -18,8 +18,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 #include "arena.h"
 #include "stream.h"
