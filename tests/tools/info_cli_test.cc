@@ -187,6 +187,15 @@ TEST(InfoCli, DeviceIndexPastTheEndIsAUsageErrorNamingTheDevicesThatExist) {
   }
 }
 
+TEST(InfoCli, DeviceOfATypeNoPluginProvidesIsAUsageError) {
+  // metal is one of DLPack's names, so the type is known, but no plugin here provides it.
+  sp::Result r = RunCli({"info", "-d", "metal:0"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(Contains(r.err, "the DeviceAPI of 'metal' is unavailable")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "BACKPLANE_PLUGIN_PATH")) << r.err;
+}
+
 TEST(InfoCli, MalformedDeviceAndConflictingOptionsAreUsageErrors) {
   for (const char* bad : {"cpu:x", "cpu:", ":0", "cpu:-1"}) {
     sp::Result r = RunCli({"info", "-d", bad});

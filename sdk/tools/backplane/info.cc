@@ -613,10 +613,12 @@ int ShowOneDevice(const InfoOptions& options) {
   std::optional<DeviceAPI> api;
   try {
     api = DeviceAPI::Get(device);
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
+    // No plugin provides the type: the device does not exist here (a usage error, as an index
+    // past the end is). A plugin that fails to provide it is a failure.
     std::cerr << "backplane info: -d " << text << ": the DeviceAPI of '" << type_name
               << "' is unavailable: " << e.what() << '\n';
-    return kExitFailure;
+    return e.kind() == BP_ERR_NOT_FOUND ? kExitUsage : kExitFailure;
   }
   if (!api->Exists()) {
     std::vector<std::string> same_type;
