@@ -21,7 +21,7 @@
 # an install the imported target.
 include_guard(GLOBAL)
 include(GNUInstallDirs)
-set(BACKPLANE_ABI_VERSION "1.4")  # keep equal to c_api.h BP_ABI_VERSION_MAJOR.MINOR
+set(BACKPLANE_ABI_VERSION "1.5")  # keep equal to c_api.h BP_ABI_VERSION_MAJOR.MINOR
 
 function(backplane_add_plugin name)
   cmake_parse_arguments(ARG "ALLOW_UNDEFINED" "VERSION;VENDOR;OUTPUT_DIR"

@@ -27,13 +27,17 @@ packages=(
   libboost-dev libboost-filesystem-dev libdlpack-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-  # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device) and the validation layers.
+  # The Vulkan plugin: the loader, lavapipe (a CPU Vulkan device), the validation layers and
+  # vulkaninfo (vulkan-tools; the attribute-truth test compares vulkan:N with it).
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   # Its code generator: shaderc (GLSL -> SPIR-V in process), glslang, spirv-val for the tests.
   libshaderc-dev glslang-tools spirv-tools
   # The OpenCL plugin: the ICD loader, the headers, PoCL (OpenCL on the CPU) and clinfo (a
   # test compares the plugin's attributes with it).
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+  # The attribute-truth test compares cpu:0 with lscpu (util-linux; essential on Debian, listed
+  # so a minimal image has it) as it compares opencl with clinfo and vulkan with vulkaninfo.
+  util-linux
   clang-format
   # Compiler cache: a second build of the same sources (another clone, CI after a
   # developer's build) compiles only what changed.

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "device_type.h"
 #include "object.h"
@@ -165,6 +167,71 @@ void StreamSync(DLDevice dev, bp_stream_t stream) {
   Call(dev, "stream_sync", api.stream_sync, api.self, dev, stream);
 }
 
+// "" when `obj`, an attribute's object, is a string or an array of ints, floats and strings;
+// otherwise what it is instead.
+std::string AttrObjectProblem(const bp_object_t* obj) {
+  int32_t type = 0;
+  if (bp_object_type(obj, &type) != BP_OK) return "an object that is not one";
+  if (type == BP_OBJECT_STRING) return "";
+  if (type != BP_OBJECT_ARRAY) return "an object of type " + std::to_string(type);
+  size_t n = 0;
+  bp_array_size(obj, &n);
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t e;
+    if (bp_array_get(obj, i, &e) != BP_OK) return "an array that cannot be read";
+    int32_t et = 0;
+    if (e.type == BP_VALUE_INT || e.type == BP_VALUE_FLOAT) continue;
+    if (e.type == BP_VALUE_OBJECT && bp_object_type(e.u.v_obj, &et) == BP_OK &&
+        et == BP_OBJECT_STRING) {
+      continue;
+    }
+    return "an array whose element " + std::to_string(i) + " is neither a number nor a string";
+  }
+  return "";
+}
+
+// "" when `keys` is an array of string objects; otherwise what it is instead.
+std::string KeyListProblem(const bp_object_t* keys) {
+  int32_t type = 0;
+  if (bp_object_type(keys, &type) != BP_OK) return "an object that is not one";
+  if (type != BP_OBJECT_ARRAY) return "an object of type " + std::to_string(type);
+  size_t n = 0;
+  bp_array_size(keys, &n);
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t e;
+    int32_t et = 0;
+    if (bp_array_get(keys, i, &e) != BP_OK || e.type != BP_VALUE_OBJECT ||
+        bp_object_type(e.u.v_obj, &et) != BP_OK || et != BP_OBJECT_STRING) {
+      return "an array whose element " + std::to_string(i) + " is not a string";
+    }
+  }
+  return "";
+}
+
+// Devices of one type are ids 0, 1, ... while BP_ATTR_EXIST says 1, up to this many.
+constexpr int32_t kMaxDevicesPerType = 64;
+
+// bp_device_list: every device of every type whose DeviceAPI loads and answers.
+std::vector<DLDevice> ListDevices() {
+  std::vector<DLDevice> out;
+  for (int32_t type : ListDeviceTypes()) {
+    for (int32_t id = 0; id < kMaxDevicesPerType; ++id) {
+      const DLDevice dev{static_cast<DLDeviceType>(type), id};
+      bp_value_t v;
+      v.type = BP_VALUE_NONE;
+      v.u.v_int64 = 0;
+      // A type without a DeviceAPI, or one that fails, has no devices here; the plugin
+      // listing says why its plugin failed.
+      if (bp_device_get_attr(dev, BP_ATTR_EXIST, &v) != BP_OK) break;
+      if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
+      if (v.type != BP_VALUE_INT || v.u.v_int64 == 0) break;
+      out.push_back(dev);
+    }
+  }
+  bp_error_clear();
+  return out;
+}
+
 }  // namespace
 
 const bp_device_api_t& GetDeviceAPI(int32_t device_type) { return TableFor(device_type); }
@@ -211,7 +278,19 @@ BP_EXPORT const char* bp_device_attr_name(int32_t kind) {
                                                     "l2_cache_size_bytes",
                                                     "total_global_memory",
                                                     "available_global_memory",
-                                                    "image_pitch_alignment"};
+                                                    "image_pitch_alignment",
+                                                    "device_kind",
+                                                    "vendor",
+                                                    "vendor_id",
+                                                    "uuid",
+                                                    "pci_bus_id",
+                                                    "max_allocation_size",
+                                                    "supports_fp64",
+                                                    "supports_fp16",
+                                                    "subgroup_sizes",
+                                                    "extensions",
+                                                    "driver_info",
+                                                    "isa_flags"};
   return kind >= 0 && kind < BP_ATTR_COUNT ? kNames[kind] : nullptr;
 }
 
@@ -233,10 +312,22 @@ BP_EXPORT bp_status_t bp_device_get_attr(DLDevice dev, int32_t kind, bp_value_t*
   v.u.v_int64 = 0;
   Call(dev, "get_attr", api.get_attr, api.self, dev, kind, &v);
   if (v.type < BP_VALUE_NONE || v.type > BP_VALUE_OBJECT || v.type == BP_VALUE_TENSOR ||
-      v.type == BP_VALUE_STR) {
+      v.type == BP_VALUE_STR || v.type == BP_VALUE_PTR || v.type == BP_VALUE_DEVICE ||
+      v.type == BP_VALUE_DTYPE) {
     Fail(BP_ERR_PLUGIN, DevName(dev) + " get_attr(" + std::to_string(kind) +
                             "): returned a value of type " + std::to_string(v.type) +
-                            "; attributes are none, int, float or a string object");
+                            "; attributes are none, int, float, a string object or an array "
+                            "object of ints or strings");
+  }
+  if (v.type == BP_VALUE_OBJECT) {
+    const std::string problem = AttrObjectProblem(v.u.v_obj);
+    if (!problem.empty()) {
+      bp_object_release(v.u.v_obj);
+      Fail(BP_ERR_PLUGIN, DevName(dev) + " get_attr(" + std::to_string(kind) + "): returned " +
+                              problem +
+                              "; attributes are none, int, float, a string object or an array "
+                              "object of ints or strings");
+    }
   }
   *out_value = v;
   BP_API_END
@@ -251,6 +342,45 @@ BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key, bp_v
   out_value->u.v_int64 = 0;
   if (api.get_property == nullptr) return BP_OK;
   Call(dev, "get_property", api.get_property, api.self, dev, key, out_value);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_list_properties(DLDevice dev, bp_object_t** out_keys) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_keys != nullptr, "out_keys is null");
+  const bp_device_api_t& api = ApiFor(dev);
+  bp_object_t* keys = nullptr;
+  if (api.list_properties == nullptr) {
+    // A plugin built before 1.5 (its table ends before the entry) lists no keys.
+    if (bp_array_create(nullptr, 0, &keys) != BP_OK) Fail(BP_ERR_INTERNAL, LastErrorMessage());
+    *out_keys = keys;
+    return BP_OK;
+  }
+  Call(dev, "list_properties", api.list_properties, api.self, dev, &keys);
+  if (keys == nullptr) {
+    Fail(BP_ERR_PLUGIN, DevName(dev) +
+                            " list_properties: returned no array; it must return an array "
+                            "of string objects (empty when the device has no properties)");
+  }
+  const std::string problem = KeyListProblem(keys);
+  if (!problem.empty()) {
+    bp_object_release(keys);
+    Fail(BP_ERR_PLUGIN, DevName(dev) + " list_properties: returned " + problem +
+                            "; it must return an array of string objects");
+  }
+  *out_keys = keys;
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_device_list(DLDevice* out_devices, size_t capacity, size_t* out_count) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_count != nullptr, "out_count is null");
+  BP_REQUIRE_ARG(out_devices != nullptr || capacity == 0,
+                 "out_devices is null but capacity is " + std::to_string(capacity));
+  PluginLoader::Global().EnsureDiscovered();
+  const std::vector<DLDevice> devices = ListDevices();
+  for (size_t i = 0; i < devices.size() && i < capacity; ++i) out_devices[i] = devices[i];
+  *out_count = devices.size();
   BP_API_END
 }
 

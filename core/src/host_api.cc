@@ -74,6 +74,8 @@ BP_EXPORT const bp_host_api_t* bp_host_api(void) {
       .build = bp_build,
       .build_with_options = bp_build_with_options,
       .module_load_with_options = bp_module_load_with_options,
+      .device_list_properties = bp_device_list_properties,
+      .device_list = bp_device_list,
   };
   return &kTable;
 }

@@ -62,8 +62,23 @@ Any CpuDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       return OptionalInt(m.total_memory);
     case BP_ATTR_AVAILABLE_GLOBAL_MEMORY:
       return OptionalInt(AvailableMemoryBytes());
-    // GPU notions (thread blocks, warps, shared memory, registers, compute capability,
-    // GCN arch, image pitch) do not apply to a CPU; it has no device API or driver version.
+    case BP_ATTR_DEVICE_KIND:
+      return sdk::StringValue("cpu");
+    case BP_ATTR_VENDOR:
+      return m.vendor.empty() ? sdk::NoneValue() : sdk::StringValue(m.vendor);
+    case BP_ATTR_MAX_ALLOCATION_SIZE:
+      // AllocDataSpace refuses more than RAM plus swap before asking the allocator.
+      return sdk::IntValue(static_cast<int64_t>(AllocationLimitBytes()));
+    case BP_ATTR_SUPPORTS_FP64:
+      return sdk::IntValue(1);
+    case BP_ATTR_SUPPORTS_FP16:
+      return sdk::IntValue(HasNativeFp16(m.isa_flags) ? 1 : 0);
+    case BP_ATTR_ISA_FLAGS:
+      return m.isa_flags.empty() ? sdk::NoneValue() : sdk::StringArrayValue(m.isa_flags);
+    // GPU notions (thread blocks, warps and subgroups, shared memory, registers, compute
+    // capability, GCN arch, image pitch) do not apply to a CPU; it has no device API, driver,
+    // PCI address, UUID or numeric vendor id, and no API extensions (its ISA flags say what
+    // it can do).
     default:
       return sdk::NoneValue();
   }
@@ -86,6 +101,17 @@ Any CpuDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
     return sdk::IntValue(static_cast<int64_t>(WorkspacePool::ReservedBytes()));
   }
   return sdk::NoneValue();
+}
+
+std::vector<std::string> CpuDeviceAPI::ListProperties(DLDevice dev) {
+  if (!(dev.device_type == kDLCPU && dev.device_id == 0)) return {};
+  std::vector<std::string> keys;
+  for (const char* key :
+       {"arch", "vendor", "kernel_release", "num_threads", "online_cores", "page_size",
+        "l1d_cache_size_bytes", "l3_cache_size_bytes", "workspace_reserved_bytes"}) {
+    if (!GetProperty(dev, key).is_none()) keys.push_back(key);
+  }
+  return keys;
 }
 
 void CpuDeviceAPI::SetDevice(DLDevice dev) { CheckDevice(dev); }

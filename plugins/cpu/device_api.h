@@ -24,6 +24,7 @@ class CpuDeviceAPI final : public sdk::DeviceAPI {
   // "online_cores", "page_size", "l1d_cache_size_bytes", "l3_cache_size_bytes",
   // "workspace_reserved_bytes". Other keys are none.
   Any GetProperty(DLDevice dev, const std::string& key) override;
+  std::vector<std::string> ListProperties(DLDevice dev) override;
   void SetDevice(DLDevice dev) override;
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                        DLDataType type_hint) override;

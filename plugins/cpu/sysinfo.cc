@@ -9,6 +9,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 
 namespace backplane {
@@ -70,9 +72,20 @@ std::optional<int64_t> SysfsCacheSize(int level) {
   return std::nullopt;
 }
 
+// The kernel's description of the caches (sysfs) first: glibc's sysconf guesses from CPUID
+// and is wrong in virtual machines (it reported 320 MiB of L3 where sysfs and lscpu say 32).
 std::optional<int64_t> CacheSize(int sysconf_name, int level) {
-  if (auto v = SysconfPositive(sysconf_name)) return v;
-  return SysfsCacheSize(level);
+  if (auto v = SysfsCacheSize(level)) return v;
+  return SysconfPositive(sysconf_name);
+}
+
+std::vector<std::string> IsaFlags() {
+  std::optional<std::string> text = ReadKeyed("/proc/cpuinfo", "flags");
+  if (!text) text = ReadKeyed("/proc/cpuinfo", "Features");
+  std::set<std::string> flags;
+  std::istringstream words(text.value_or(""));
+  for (std::string w; words >> w;) flags.insert(w);
+  return std::vector<std::string>(flags.begin(), flags.end());
 }
 
 std::optional<int64_t> MaxClockKhz() {
@@ -114,6 +127,7 @@ MachineInfo ReadMachine() {
   m.l1d_cache_bytes = CacheSize(_SC_LEVEL1_DCACHE_SIZE, 1);
   m.l2_cache_bytes = CacheSize(_SC_LEVEL2_CACHE_SIZE, 2);
   m.l3_cache_bytes = CacheSize(_SC_LEVEL3_CACHE_SIZE, 3);
+  m.isa_flags = IsaFlags();
   return m;
 }
 
@@ -130,6 +144,13 @@ std::optional<int64_t> ParseCacheSize(const std::string& text) {
   if (unit == "M" || unit == "MB") return static_cast<int64_t>(v) << 20;
   if (unit == "G" || unit == "GB") return static_cast<int64_t>(v) << 30;
   return std::nullopt;
+}
+
+bool HasNativeFp16(const std::vector<std::string>& isa_flags) {
+  for (const std::string& f : isa_flags) {
+    if (f == "avx512_fp16" || f == "fphp" || f == "asimdhp") return true;
+  }
+  return false;
 }
 
 const MachineInfo& Machine() {

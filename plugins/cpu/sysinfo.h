@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace backplane {
 namespace cpu {
@@ -23,6 +24,8 @@ struct MachineInfo {
   std::optional<int64_t> l1d_cache_bytes;
   std::optional<int64_t> l2_cache_bytes;
   std::optional<int64_t> l3_cache_bytes;
+  // /proc/cpuinfo "flags" (x86) or "Features" (ARM), sorted and without duplicates.
+  std::vector<std::string> isa_flags;
 };
 
 // The machine's fixed facts, read on first use (thread-safe).
@@ -38,6 +41,10 @@ uint64_t AllocationLimitBytes();
 
 // Logical CPUs this process may run on (its affinity mask).
 int64_t AffinityThreads();
+
+// True when the ISA computes in float16 natively: avx512_fp16 on x86, fphp/asimdhp on ARM
+// (F16C only converts).
+bool HasNativeFp16(const std::vector<std::string>& isa_flags);
 
 // Parses a cache size as /sys writes it ("2048K", "32M", "512") into bytes.
 std::optional<int64_t> ParseCacheSize(const std::string& text);

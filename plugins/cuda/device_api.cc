@@ -1,14 +1,34 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "device_api.h"
 
+#include <cctype>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace backplane {
 namespace cuda {
 
 namespace {
+
+// The NVIDIA kernel module's version from /proc/driver/nvidia/version ("NVRM version: NVIDIA
+// UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 ..."), or "" when it cannot be read.
+std::string KernelModuleVersion() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  const std::string marker = "Kernel Module";
+  const size_t at = line.find(marker);
+  if (at == std::string::npos) return "";
+  std::istringstream rest(line.substr(at + marker.size()));
+  std::string version;
+  rest >> version;
+  return version;
+}
 
 CUdeviceptr Ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
 
@@ -160,9 +180,72 @@ Any CUDADeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     }
     case BP_ATTR_IMAGE_PITCH_ALIGNMENT:
       return sdk::IntValue(Attribute(id, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT));
+    case BP_ATTR_DEVICE_KIND:
+      return sdk::StringValue("gpu");
+    case BP_ATTR_VENDOR:
+      return sdk::StringValue("NVIDIA");
+    case BP_ATTR_VENDOR_ID:
+      return sdk::IntValue(0x10de);  // NVIDIA's PCI vendor id
+    case BP_ATTR_UUID: {
+      CUuuid uuid{};
+      Check(driver_->cuDeviceGetUuid(&uuid, devices_[id].handle), "cuDeviceGetUuid");
+      const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+      char text[37];
+      std::snprintf(text, sizeof(text),
+                    "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                    b[13], b[14], b[15]);
+      return sdk::StringValue(text);
+    }
+    case BP_ATTR_PCI_BUS_ID: {
+      // "0000:17:00.0": domain, bus, device and function in hex (lowercased as lspci and the
+      // other backends write them).
+      char text[64] = {0};
+      Check(driver_->cuDeviceGetPCIBusId(text, sizeof(text) - 1, devices_[id].handle),
+            "cuDeviceGetPCIBusId");
+      std::string bus(text);
+      for (char& c : bus) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return sdk::StringValue(bus);
+    }
+    case BP_ATTR_MAX_ALLOCATION_SIZE: {
+      // cuMemAlloc has no per-allocation limit below the device's memory.
+      size_t bytes = 0;
+      Check(driver_->cuDeviceTotalMem(&bytes, devices_[id].handle), "cuDeviceTotalMem");
+      return sdk::IntValue(static_cast<int64_t>(bytes));
+    }
+    case BP_ATTR_SUPPORTS_FP64:
+      return sdk::IntValue(1);  // every compute capability this driver API supports has it
+    case BP_ATTR_SUPPORTS_FP16: {
+      // Half-precision arithmetic came with compute capability 5.3.
+      const int major = Attribute(id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+      const int minor = Attribute(id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+      return sdk::IntValue(major * 10 + minor >= 53 ? 1 : 0);
+    }
+    case BP_ATTR_SUBGROUP_SIZES:
+      return sdk::IntArrayValue({Attribute(id, CU_DEVICE_ATTRIBUTE_WARP_SIZE)});
+    case BP_ATTR_DRIVER_INFO: {
+      // The kernel module's own version ("535.104.05", what nvidia-smi shows); the driver
+      // API reports only the CUDA version it implements.
+      const std::string version = KernelModuleVersion();
+      return version.empty() ? sdk::NoneValue() : sdk::StringValue("NVIDIA " + version);
+    }
     default:
-      return sdk::NoneValue();  // kGcnArch and anything CUDA has no query for
+      // kGcnArch, extensions, ISA flags and anything else CUDA has no query for.
+      return sdk::NoneValue();
   }
+}
+
+std::vector<std::string> CUDADeviceAPI::ListProperties(DLDevice dev) {
+  std::vector<std::string> keys = {"status"};
+  if (dev.device_type != device_type() || dev.device_id < 0 || dev.device_id >= DeviceCount()) {
+    return keys;
+  }
+  for (const char* key :
+       {"compute_capability_major", "compute_capability_minor", "max_shared_memory_per_block_optin",
+        "max_registers_per_multiprocessor"}) {
+    keys.push_back(key);
+  }
+  return keys;
 }
 
 Any CUDADeviceAPI::GetProperty(DLDevice dev, const std::string& key) {

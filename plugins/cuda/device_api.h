@@ -50,6 +50,7 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   // "status": "ok: N device(s), driver X" or why there are none; "uuid"-free by design.
   // "pci_bus_id", "compute_capability_major"/"_minor" for existing devices.
   Any GetProperty(DLDevice dev, const std::string& key) override;
+  std::vector<std::string> ListProperties(DLDevice dev) override;
   // Makes the primary context of `dev` current on the calling thread.
   void SetDevice(DLDevice dev) override;
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,

@@ -29,6 +29,8 @@ namespace cuda {
   X(cuDeviceGetName)                     \
   X(cuDeviceGetAttribute)                \
   X(cuDeviceTotalMem)                    \
+  X(cuDeviceGetUuid)                     \
+  X(cuDeviceGetPCIBusId)                 \
   X(cuDeviceCanAccessPeer)               \
   X(cuDevicePrimaryCtxRetain)            \
   X(cuDevicePrimaryCtxRelease)           \

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "device_api.h"
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <sstream>
+#include <type_traits>
 #include <utility>
 
 namespace backplane {
@@ -35,6 +39,39 @@ std::string VersionNumber(const std::string& version) {
 }
 
 bool IsDevice(const DLTensor* t, int32_t type) { return t->device.device_type == type; }
+
+// CL_DEVICE_EXTENSIONS as a sorted list of names.
+std::vector<std::string> Extensions(cl_device_id id) {
+  std::istringstream words(DeviceInfoString(id, CL_DEVICE_EXTENSIONS));
+  std::set<std::string> names;
+  for (std::string w; words >> w;) names.insert(w);
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+bool HasExtension(cl_device_id id, const char* name) {
+  for (const std::string& e : Extensions(id)) {
+    if (e == name) return true;
+  }
+  return false;
+}
+
+// "cpu", "gpu", "accelerator" or "other" from CL_DEVICE_TYPE (a bit field; the first match).
+const char* DeviceKind(cl_device_type type) {
+  if (type & CL_DEVICE_TYPE_GPU) return "gpu";
+  if (type & CL_DEVICE_TYPE_CPU) return "cpu";
+  if (type & (CL_DEVICE_TYPE_ACCELERATOR | CL_DEVICE_TYPE_CUSTOM)) return "accelerator";
+  return "other";
+}
+
+// A 16-byte UUID as 8-4-4-4-12 lowercase hex.
+std::string UuidString(const unsigned char* b) {
+  char out[37];
+  std::snprintf(out, sizeof(out),
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return out;
+}
 
 }  // namespace
 
@@ -173,7 +210,16 @@ Any OpenCLDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       return sdk::IntValue(
           static_cast<int64_t>(DeviceInfo<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE)));
     case BP_ATTR_WARP_SIZE:
-      return sdk::IntValue(1);  // OpenCL has no warps; TVM's opencl target says 1 too
+      // The vendors' own queries where they exist; otherwise the preferred work-group size
+      // multiple of a kernel (what clinfo reports), the SIMD width the driver packs
+      // work-items into.
+      if (HasExtension(id, "cl_nv_device_attribute_query")) {
+        return sdk::IntValue(DeviceInfo<cl_uint>(id, CL_DEVICE_WARP_SIZE_NV));
+      }
+      if (HasExtension(id, "cl_amd_device_attribute_query")) {
+        return sdk::IntValue(DeviceInfo<cl_uint>(id, CL_DEVICE_WAVEFRONT_WIDTH_AMD));
+      }
+      return sdk::IntValue(PreferredMultiple(dev.device_id));
     case BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK:
       return sdk::IntValue(
           static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE)));
@@ -198,16 +244,88 @@ Any OpenCLDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     case BP_ATTR_API_VERSION:
       return sdk::StringValue(DeviceInfoString(id, CL_DEVICE_VERSION));
     case BP_ATTR_DRIVER_VERSION:
+    case BP_ATTR_DRIVER_INFO:
+      // OpenCL's CL_DRIVER_VERSION is the driver's own text ("6.0", "3.0 PoCL ..."): both.
       return sdk::StringValue(DeviceInfoString(id, CL_DRIVER_VERSION));
-    case BP_ATTR_L2_CACHE_SIZE_BYTES:
-      return sdk::IntValue(
-          static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE)));
     case BP_ATTR_TOTAL_GLOBAL_MEMORY:
       return sdk::IntValue(
           static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE)));
+    case BP_ATTR_DEVICE_KIND:
+      return sdk::StringValue(DeviceKind(DeviceInfo<cl_device_type>(id, CL_DEVICE_TYPE)));
+    case BP_ATTR_VENDOR:
+      return sdk::StringValue(DeviceInfoString(id, CL_DEVICE_VENDOR));
+    case BP_ATTR_VENDOR_ID:
+      return sdk::IntValue(DeviceInfo<cl_uint>(id, CL_DEVICE_VENDOR_ID));
+    case BP_ATTR_UUID: {
+      if (!HasExtension(id, "cl_khr_device_uuid")) return sdk::NoneValue();
+      unsigned char uuid[CL_UUID_SIZE_KHR] = {};
+      Check(clGetDeviceInfo(id, CL_DEVICE_UUID_KHR, sizeof(uuid), uuid, nullptr),
+            "clGetDeviceInfo(CL_DEVICE_UUID_KHR)");
+      return sdk::StringValue(UuidString(uuid));
+    }
+    case BP_ATTR_PCI_BUS_ID: {
+      if (!HasExtension(id, "cl_khr_pci_bus_info")) return sdk::NoneValue();
+      const auto pci = DeviceInfo<cl_device_pci_bus_info_khr>(id, CL_DEVICE_PCI_BUS_INFO_KHR);
+      char text[32];
+      std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus,
+                    pci.pci_device, pci.pci_function);
+      return sdk::StringValue(text);
+    }
+    case BP_ATTR_MAX_ALLOCATION_SIZE:
+      return sdk::IntValue(
+          static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE)));
+    case BP_ATTR_SUPPORTS_FP64:
+      // Optional before and after OpenCL 1.2; a device without it reports no config.
+      return sdk::IntValue(DeviceInfo<cl_device_fp_config>(id, CL_DEVICE_DOUBLE_FP_CONFIG) != 0 ||
+                                   HasExtension(id, "cl_khr_fp64")
+                               ? 1
+                               : 0);
+    case BP_ATTR_SUPPORTS_FP16:
+      return sdk::IntValue(HasExtension(id, "cl_khr_fp16") ? 1 : 0);
+    case BP_ATTR_SUBGROUP_SIZES: {
+      // Core OpenCL reports no subgroup sizes; Intel's extension lists them.
+      if (!HasExtension(id, "cl_intel_required_subgroup_size")) return sdk::NoneValue();
+      size_t n = 0;
+      Check(clGetDeviceInfo(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL, 0, nullptr, &n),
+            "clGetDeviceInfo(CL_DEVICE_SUB_GROUP_SIZES_INTEL)");
+      std::vector<size_t> sizes(n / sizeof(size_t));
+      Check(clGetDeviceInfo(id, CL_DEVICE_SUB_GROUP_SIZES_INTEL, n, sizes.data(), nullptr),
+            "clGetDeviceInfo(CL_DEVICE_SUB_GROUP_SIZES_INTEL)");
+      return sdk::IntArrayValue(std::vector<int64_t>(sizes.begin(), sizes.end()));
+    }
+    case BP_ATTR_EXTENSIONS:
+      return sdk::StringArrayValue(Extensions(id));
     default:
-      return sdk::NoneValue();  // no OpenCL query (registers, GCN arch, free memory, ...)
+      // No OpenCL query: registers, GCN arch, free memory, the L2 (CL_DEVICE_GLOBAL_MEM_CACHE_SIZE
+      // is whichever level caches global memory: the L3 on a CPU; the property
+      // global_mem_cache_size_bytes has it), ISA flags, clock-independent kinds.
+      return sdk::NoneValue();
   }
+}
+
+int64_t OpenCLDeviceAPI::PreferredMultiple(int32_t device_id) {
+  std::lock_guard<std::mutex> lock(warp_mu_);
+  auto it = preferred_multiple_.find(device_id);
+  if (it != preferred_multiple_.end()) return it->second;
+  const Device& d = CheckDevice(DLDevice{static_cast<DLDeviceType>(device_type()), device_id});
+  const char* source = "__kernel void bp_probe(__global int* p) { p[get_global_id(0)] = 0; }";
+  cl_int err = CL_SUCCESS;
+  cl_program program = clCreateProgramWithSource(d.context, 1, &source, nullptr, &err);
+  Check(err, "clCreateProgramWithSource (the warp_size probe kernel)");
+  std::unique_ptr<std::remove_pointer_t<cl_program>, decltype(&clReleaseProgram)> program_ref(
+      program, &clReleaseProgram);
+  Check(clBuildProgram(program, 1, &d.id, "", nullptr, nullptr),
+        "clBuildProgram (the warp_size probe kernel)");
+  cl_kernel kernel = clCreateKernel(program, "bp_probe", &err);
+  Check(err, "clCreateKernel (the warp_size probe kernel)");
+  std::unique_ptr<std::remove_pointer_t<cl_kernel>, decltype(&clReleaseKernel)> kernel_ref(
+      kernel, &clReleaseKernel);
+  size_t multiple = 0;
+  Check(clGetKernelWorkGroupInfo(kernel, d.id, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                                 sizeof(multiple), &multiple, nullptr),
+        "clGetKernelWorkGroupInfo(CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE)");
+  preferred_multiple_[device_id] = static_cast<int64_t>(multiple);
+  return static_cast<int64_t>(multiple);
 }
 
 Any OpenCLDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
@@ -226,7 +344,36 @@ Any OpenCLDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
     return sdk::IntValue(
         static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE)));
   }
+  if (key == "global_mem_cache_size_bytes") {
+    return sdk::IntValue(
+        static_cast<int64_t>(DeviceInfo<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE)));
+  }
+  if (key == "global_mem_cacheline_size_bytes") {
+    return sdk::IntValue(DeviceInfo<cl_uint>(id, CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE));
+  }
+  if (key == "platform_name") {
+    size_t n = 0;
+    const cl_platform_id p = devices_[dev.device_id].platform;
+    Check(clGetPlatformInfo(p, CL_PLATFORM_NAME, 0, nullptr, &n), "clGetPlatformInfo");
+    std::string name(n, '\0');
+    Check(clGetPlatformInfo(p, CL_PLATFORM_NAME, n, name.data(), nullptr), "clGetPlatformInfo");
+    while (!name.empty() && name.back() == '\0') name.pop_back();
+    return sdk::StringValue(name);
+  }
   return sdk::NoneValue();
+}
+
+std::vector<std::string> OpenCLDeviceAPI::ListProperties(DLDevice dev) {
+  if (dev.device_type != device_type() || dev.device_id < 0 || dev.device_id >= DeviceCount()) {
+    return {};
+  }
+  return {"vendor",
+          "opencl_c_version",
+          "workspace_cached_bytes",
+          "max_mem_alloc_size",
+          "global_mem_cache_size_bytes",
+          "global_mem_cacheline_size_bytes",
+          "platform_name"};
 }
 
 void OpenCLDeviceAPI::SetDevice(DLDevice dev) { CheckDevice(dev); }

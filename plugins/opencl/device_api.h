@@ -11,10 +11,12 @@
 #define BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_
 
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +53,7 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
 
   Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   Any GetProperty(DLDevice dev, const std::string& key) override;
+  std::vector<std::string> ListProperties(DLDevice dev) override;
   void SetDevice(DLDevice dev) override;
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                        DLDataType type_hint) override;
@@ -105,6 +108,11 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
 
   std::vector<Device> devices_;
   std::mutex mu_;
+  // The preferred work-group size multiple of a trivial kernel, per device id: warp_size
+  // where no vendor extension reports one (built once, on first query).
+  std::mutex warp_mu_;
+  std::map<int32_t, int64_t> preferred_multiple_;
+  int64_t PreferredMultiple(int32_t device_id);
   // Every Buffer that exists, live or in a pool: a handle not in here is rejected, never
   // dereferenced; one in here is a buffer when its `live` is set.
   std::unordered_set<Buffer*> buffers_;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `opencl` TargetKind: TVM's attributes for kind opencl, with its defaults. FromDevice
 // fills the limits the DeviceAPI reports from clGetDeviceInfo (work-group size, local
-// memory, device name); thread_warp_size is 1 as OpenCL has no warps.
+// memory, device name); thread_warp_size is 1 as OpenCL C promises no
+// lockstep execution (the device's warp_size attribute is only its preferred multiple).
 #include "target.h"
 
 #include <backplane/sdk/target.hpp>
@@ -18,7 +19,10 @@ void RegisterTargetKind() {
                      "CL_DEVICE_MAX_WORK_GROUP_SIZE")
       .Attr<int64_t>("max_threads_per_block", int64_t{256}, BP_ATTR_MAX_THREADS_PER_BLOCK,
                      "CL_DEVICE_MAX_WORK_GROUP_SIZE")
-      .Attr<int64_t>("thread_warp_size", int64_t{1}, BP_ATTR_WARP_SIZE, "1: OpenCL has no warps")
+      // Not read from the device: its warp_size is the SIMD width it prefers, but OpenCL C
+      // promises no lockstep execution, so generated code may not rely on one.
+      .Attr<int64_t>("thread_warp_size", int64_t{1},
+                     "1: OpenCL C guarantees no lockstep execution across work-items")
       .Attr<int64_t>("max_shared_memory_per_block", int64_t{16384},
                      BP_ATTR_MAX_SHARED_MEMORY_PER_BLOCK, "CL_DEVICE_LOCAL_MEM_SIZE")
       .Attr<int64_t>("texture_spatial_limit", int64_t{16384}, "largest image width/height")

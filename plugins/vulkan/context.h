@@ -83,6 +83,15 @@ struct Device {
   // What the target kind's supports_* flags report (Target::FromDevice).
   bool float16 = false, int8 = false, buffer8 = false, buffer16 = false;
   std::set<std::string> extensions;
+  // Identity and limits from vkGetPhysicalDeviceProperties2 (QueryIdentity), where the
+  // device's version or extensions offer them.
+  bool has_uuid = false;
+  uint8_t uuid[VK_UUID_SIZE] = {};  // VkPhysicalDeviceIDProperties::deviceUUID (1.1)
+  bool has_pci = false;             // VK_EXT_pci_bus_info
+  uint32_t pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
+  uint64_t max_allocation = 0;                  // Maintenance3 (1.1); 0: not reported
+  uint32_t min_subgroup = 0, max_subgroup = 0;  // VK_EXT_subgroup_size_control; 0: not
+  std::string driver_name, driver_info;         // VkPhysicalDeviceDriverProperties (1.2)
   // Created on first use, under mu.
   std::mutex mu;
   VkDevice device = VK_NULL_HANDLE;

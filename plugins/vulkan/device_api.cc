@@ -130,6 +130,105 @@ void QueryStorageFeatures(Device& d) {
 }
 
 // Device type names as TVM's vulkan target writes them.
+// Reads what vkGetPhysicalDeviceProperties2 offers beyond the core properties, chaining only
+// the structs the device's version or extensions define (chaining others is invalid usage).
+void QueryIdentity(Device& d) {
+  const bool v11 = UsableVersion(d) >= VK_API_VERSION_1_1;
+  const bool v12 = UsableVersion(d) >= VK_API_VERSION_1_2;
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  void** next = &p2.pNext;
+  auto chain = [&next](auto& s) {
+    *next = &s;
+    next = &s.pNext;
+  };
+  VkPhysicalDeviceIDProperties id{};
+  id.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+  VkPhysicalDeviceMaintenance3Properties m3{};
+  m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  if (v11) {
+    chain(id);
+    chain(m3);
+  }
+  VkPhysicalDeviceDriverProperties driver{};
+  driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+  const bool has_driver = v12 || d.extensions.count(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+  if (has_driver) chain(driver);
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci{};
+  pci.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT;
+  d.has_pci = d.extensions.count(VK_EXT_PCI_BUS_INFO_EXTENSION_NAME) != 0;
+  if (d.has_pci) chain(pci);
+  VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sizes{};
+  sizes.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT;
+  const bool has_sizes = d.extensions.count(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) != 0;
+  if (has_sizes) chain(sizes);
+  if (p2.pNext == nullptr) return;  // a Vulkan 1.0 device without those extensions
+  vkGetPhysicalDeviceProperties2(d.physical, &p2);
+  if (v11) {
+    d.has_uuid = true;
+    std::memcpy(d.uuid, id.deviceUUID, VK_UUID_SIZE);
+    d.max_allocation = m3.maxMemoryAllocationSize;
+  }
+  if (has_driver) {
+    d.driver_name = driver.driverName;
+    d.driver_info = driver.driverInfo;
+  }
+  if (d.has_pci) {
+    d.pci_domain = pci.pciDomain;
+    d.pci_bus = pci.pciBus;
+    d.pci_device = pci.pciDevice;
+    d.pci_function = pci.pciFunction;
+  }
+  if (has_sizes) {
+    d.min_subgroup = sizes.minSubgroupSize;
+    d.max_subgroup = sizes.maxSubgroupSize;
+  }
+}
+
+// The driver version as its vendor encodes it: NVIDIA packs 10.8.8.6 bits, everyone else
+// (Mesa, AMD, Intel on Linux) uses VK_MAKE_API_VERSION's 10.10.12 (as vulkaninfo decodes it).
+std::string DriverVersionString(uint32_t vendor_id, uint32_t v) {
+  if (vendor_id == 0x10DE) {
+    return std::to_string(v >> 22) + "." + std::to_string((v >> 14) & 0xff) + "." +
+           std::to_string((v >> 6) & 0xff) + "." + std::to_string(v & 0x3f);
+  }
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+// The vendor a Vulkan vendor id stands for: PCI vendor ids, and Khronos' VkVendorId for
+// vendors without one. Null for an id not listed here.
+const char* VendorName(uint32_t id) {
+  switch (id) {
+    case 0x1002:
+      return "AMD";
+    case 0x1010:
+      return "Imagination Technologies";
+    case 0x10DE:
+      return "NVIDIA";
+    case 0x13B5:
+      return "ARM";
+    case 0x5143:
+      return "Qualcomm";
+    case 0x8086:
+      return "Intel";
+    case VK_VENDOR_ID_VIV:
+      return "Vivante";
+    case VK_VENDOR_ID_VSI:
+      return "VeriSilicon";
+    case VK_VENDOR_ID_KAZAN:
+      return "Kazan";
+    case VK_VENDOR_ID_CODEPLAY:
+      return "Codeplay";
+    case VK_VENDOR_ID_MESA:
+      return "Mesa";
+    case VK_VENDOR_ID_POCL:
+      return "PoCL";
+    default:
+      return nullptr;
+  }
+}
+
 const char* DeviceTypeName(VkPhysicalDeviceType t) {
   switch (t) {
     case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
@@ -234,6 +333,7 @@ class Context {
       for (const auto& e : exts) d->extensions.insert(e.extensionName);
       d->has_budget = d->extensions.count(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) != 0;
       QueryStorageFeatures(*d);
+      QueryIdentity(*d);
       devices_.push_back(std::move(d));
     }
   }
@@ -589,7 +689,64 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     case BP_ATTR_API_VERSION:
       return sdk::StringValue(VersionString(d.props.apiVersion));
     case BP_ATTR_DRIVER_VERSION:
-      return sdk::StringValue(std::to_string(d.props.driverVersion));
+      return sdk::StringValue(DriverVersionString(d.props.vendorID, d.props.driverVersion));
+    case BP_ATTR_DRIVER_INFO:
+      return d.driver_info.empty() ? sdk::NoneValue() : sdk::StringValue(d.driver_info);
+    case BP_ATTR_DEVICE_KIND:
+      switch (d.props.deviceType) {
+        case VK_PHYSICAL_DEVICE_TYPE_CPU:
+          return sdk::StringValue("cpu");
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+          return sdk::StringValue("gpu");
+        default:
+          return sdk::StringValue("other");
+      }
+    case BP_ATTR_VENDOR: {
+      const char* vendor = VendorName(d.props.vendorID);
+      return vendor != nullptr ? sdk::StringValue(vendor) : sdk::NoneValue();
+    }
+    case BP_ATTR_VENDOR_ID:
+      return sdk::IntValue(d.props.vendorID);
+    case BP_ATTR_UUID: {
+      if (!d.has_uuid) return sdk::NoneValue();
+      const uint8_t* b = d.uuid;
+      char text[37];
+      std::snprintf(text, sizeof(text),
+                    "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                    b[13], b[14], b[15]);
+      return sdk::StringValue(text);
+    }
+    case BP_ATTR_PCI_BUS_ID: {
+      if (!d.has_pci) return sdk::NoneValue();
+      char text[32];
+      std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%x", d.pci_domain, d.pci_bus, d.pci_device,
+                    d.pci_function);
+      return sdk::StringValue(text);
+    }
+    case BP_ATTR_MAX_ALLOCATION_SIZE:
+      return d.max_allocation == 0 ? sdk::NoneValue()
+                                   : sdk::IntValue(static_cast<int64_t>(d.max_allocation));
+    case BP_ATTR_SUPPORTS_FP64:
+      return sdk::IntValue(d.features.shaderFloat64 == VK_TRUE ? 1 : 0);
+    case BP_ATTR_SUPPORTS_FP16:
+      return sdk::IntValue(d.float16 ? 1 : 0);
+    case BP_ATTR_SUBGROUP_SIZES: {
+      // Every power of two from the smallest to the largest size the device may pick; the
+      // one it always uses without VK_EXT_subgroup_size_control.
+      std::vector<int64_t> sizes;
+      if (d.min_subgroup != 0 && d.max_subgroup >= d.min_subgroup) {
+        for (uint32_t s = d.min_subgroup; s <= d.max_subgroup; s *= 2) sizes.push_back(s);
+      } else if (d.subgroup_size != 0) {
+        sizes.push_back(d.subgroup_size);
+      }
+      return sizes.empty() ? sdk::NoneValue() : sdk::IntArrayValue(sizes);
+    }
+    case BP_ATTR_EXTENSIONS:
+      return sdk::StringArrayValue(
+          std::vector<std::string>(d.extensions.begin(), d.extensions.end()));
     case BP_ATTR_TOTAL_GLOBAL_MEMORY: {
       int64_t total = 0;
       for (uint32_t i = 0; i < d.mem.memoryHeapCount; ++i) {
@@ -676,7 +833,48 @@ Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   }
   if (key == "supports_push_descriptor") return has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   if (key == "supports_cooperative_matrix") return has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (key == "driver_name") {
+    return d.driver_name.empty() ? sdk::NoneValue() : sdk::StringValue(d.driver_name);
+  }
   return sdk::NoneValue();
+}
+
+std::vector<std::string> VulkanDeviceAPI::ListProperties(DLDevice dev) {
+  Context& ctx = Ctx();
+  if (!ctx.Exists(dev)) return {};
+  std::vector<std::string> keys;
+  for (const char* key : {"max_push_constants_size",
+                          "max_storage_buffer_range",
+                          "max_uniform_buffer_range",
+                          "max_per_stage_descriptor_storage_buffers",
+                          "max_block_size_x",
+                          "max_block_size_y",
+                          "max_block_size_z",
+                          "vendor_id",
+                          "device_id",
+                          "device_type",
+                          "driver_version",
+                          "vulkan_api_version",
+                          "max_spirv_version",
+                          "supported_subgroup_operations",
+                          "supports_float16",
+                          "supports_float32",
+                          "supports_int32",
+                          "supports_float64",
+                          "supports_int8",
+                          "supports_int16",
+                          "supports_int64",
+                          "supports_8bit_buffer",
+                          "supports_16bit_buffer",
+                          "supports_storage_buffer_storage_class",
+                          "supports_dedicated_allocation",
+                          "supports_integer_dot_product",
+                          "supports_push_descriptor",
+                          "supports_cooperative_matrix",
+                          "driver_name"}) {
+    if (!GetProperty(dev, key).is_none()) keys.push_back(key);
+  }
+  return keys;
 }
 
 void VulkanDeviceAPI::SetDevice(DLDevice dev) { Ctx().Dev(dev); }

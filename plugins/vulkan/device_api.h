@@ -80,6 +80,7 @@ class VulkanDeviceAPI final : public sdk::DeviceAPI {
 
   Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   Any GetProperty(DLDevice dev, const std::string& key) override;
+  std::vector<std::string> ListProperties(DLDevice dev) override;
   void SetDevice(DLDevice dev) override;
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                        DLDataType type_hint) override;

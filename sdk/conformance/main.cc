@@ -544,7 +544,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app(
       "Checks one Backplane plugin against the contract, clause by clause: the seed's DeviceAPI, "
-      "Target and code generator clauses and the requirements BP-PLUGIN-1..10. Each test runs in "
+      "Target and code generator clauses and the requirements BP-PLUGIN-1..13. Each test runs in "
       "a process of its own, so a plugin that crashes or hangs fails that test only. Exit code 0 "
       "when every test that applies passed (or is listed as an expected failure or unsupported), "
       "1 when one failed, 2 for a usage error.",

@@ -12,7 +12,7 @@ namespace backplane::conformance {
 
 namespace {
 
-enum class Want { kInt, kString, kIntOrString };
+enum class Want { kInt, kFlag, kString, kIntOrString, kIntList, kStringList };
 
 // The type each kind answers when it answers (c_api.h).
 Want KindType(int32_t kind) {
@@ -22,12 +22,55 @@ Want KindType(int32_t kind) {
     case BP_ATTR_MAX_THREAD_DIMENSIONS:
     case BP_ATTR_GCN_ARCH:
     case BP_ATTR_DRIVER_VERSION:
+    case BP_ATTR_DEVICE_KIND:
+    case BP_ATTR_VENDOR:
+    case BP_ATTR_UUID:
+    case BP_ATTR_PCI_BUS_ID:
+    case BP_ATTR_DRIVER_INFO:
       return Want::kString;
     case BP_ATTR_API_VERSION:
       return Want::kIntOrString;
+    case BP_ATTR_SUPPORTS_FP64:
+    case BP_ATTR_SUPPORTS_FP16:
+      return Want::kFlag;
+    case BP_ATTR_SUBGROUP_SIZES:
+      return Want::kIntList;
+    case BP_ATTR_EXTENSIONS:
+    case BP_ATTR_ISA_FLAGS:
+      return Want::kStringList;
     default:
       return Want::kInt;
   }
+}
+
+// Reads an array answer into `text` (its elements as JSON) and says what is wrong, or "".
+std::string ReadList(const bp_object_t* array, bool* ints, std::string* text) {
+  size_t n = 0;
+  if (bp_array_size(array, &n) != BP_OK) return "an array whose size cannot be read";
+  nlohmann::json items = nlohmann::json::array();
+  bool all_ints = true;
+  bool all_strings = true;
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t e;
+    if (bp_array_get(array, i, &e) != BP_OK) return "an array whose elements cannot be read";
+    int32_t t = 0;
+    if (e.type == BP_VALUE_INT) {
+      items.push_back(e.u.v_int64);
+      all_strings = false;
+    } else if (e.type == BP_VALUE_OBJECT && bp_object_type(e.u.v_obj, &t) == BP_OK &&
+               t == BP_OBJECT_STRING) {
+      const char* data = nullptr;
+      size_t size = 0;
+      bp_string_get(e.u.v_obj, &data, &size);
+      items.push_back(std::string(data != nullptr ? data : "", size));
+      all_ints = false;
+    } else {
+      return "an array whose element " + std::to_string(i) + " is a " + ValueTypeText(e);
+    }
+  }
+  *ints = all_ints;
+  *text = items.dump();
+  return (all_ints || all_strings) ? "" : "an array that mixes ints and strings";
 }
 
 std::string KindName(int32_t kind) {
@@ -49,6 +92,8 @@ struct Answer {
   std::string error;
   bp_value_t value{};
   bool is_string = false;
+  bool is_list = false;       // an array object (1.5's list kinds); `text` holds it as JSON
+  bool list_of_ints = false;  // every element an int (an empty list counts as both)
   std::string text;
   std::string problem;  // a type violation, "" when the answer is well-formed
 
@@ -62,7 +107,7 @@ struct Answer {
       case BP_VALUE_FLOAT:
         return std::to_string(value.u.v_float64);
       default:
-        return is_string ? "\"" + text + "\"" : ValueTypeText(value);
+        return is_string ? "\"" + text + "\"" : is_list ? text : ValueTypeText(value);
     }
   }
   bool operator==(const Answer& o) const {
@@ -70,6 +115,7 @@ struct Answer {
     if (value.type == BP_VALUE_INT) return value.u.v_int64 == o.value.u.v_int64;
     if (value.type == BP_VALUE_FLOAT) return value.u.v_float64 == o.value.u.v_float64;
     if (is_string || o.is_string) return is_string == o.is_string && text == o.text;
+    if (is_list || o.is_list) return is_list == o.is_list && text == o.text;
     return true;
   }
 };
@@ -93,8 +139,12 @@ Answer Query(const Context& ctx, DLDevice dev, int32_t kind) {
       a.is_string = true;
       a.text.assign(data != nullptr ? data : "", size);
       if (std::strlen(a.text.c_str()) != size) a.problem = "a string with an embedded NUL byte";
+    } else if (v.u.v_obj != nullptr && t == BP_OBJECT_ARRAY) {
+      a.is_list = true;
+      a.problem = ReadList(v.u.v_obj, &a.list_of_ints, &a.text);
     } else {
-      a.problem = "a " + ValueTypeText(v) + "; attributes are strings, not other objects";
+      a.problem = "a " + ValueTypeText(v) +
+                  "; attributes are strings or (the list kinds) arrays, not other objects";
     }
     bp_error_clear();
     bp_object_release(v.u.v_obj);
@@ -127,6 +177,41 @@ std::string CheckAnswer(int32_t kind, const Answer& a) {
     }
     return "";
   }
+  if (a.is_list) {
+    if (want != Want::kIntList && want != Want::kStringList) {
+      return "answered a list (" + a.Show() +
+             "); only subgroup_sizes, extensions and isa_flags "
+             "are lists";
+    }
+    const nlohmann::json items = nlohmann::json::parse(a.text);
+    if (want == Want::kIntList) {
+      if (!a.list_of_ints || items.empty()) {
+        return "answered " + a.Show() +
+               "; expected a non-empty list of positive ints (none "
+               "when the device cannot say)";
+      }
+      for (const auto& e : items) {
+        if (e.get<int64_t>() <= 0)
+          return "answered " + a.Show() + " with a size that is not positive";
+      }
+    } else {
+      for (const auto& e : items) {
+        if (!e.is_string() || e.get<std::string>().empty()) {
+          return "answered " + a.Show() + "; expected a list of non-empty strings";
+        }
+      }
+    }
+    return "";
+  }
+  if (want == Want::kFlag) {
+    if (v.type != BP_VALUE_INT || (v.u.v_int64 != 0 && v.u.v_int64 != 1)) {
+      return "answered " + a.Show() + "; this kind is the int 0 or 1";
+    }
+    return "";
+  }
+  if (want == Want::kIntList || want == Want::kStringList) {
+    return "answered " + a.Show() + "; this kind is an array object (a list), or none";
+  }
   if (v.type == BP_VALUE_INT && want != Want::kString) {
     if (v.u.v_int64 < 0 || (v.u.v_int64 == 0 && kind != BP_ATTR_AVAILABLE_GLOBAL_MEMORY)) {
       return "answered " + a.Show() +
@@ -137,6 +222,10 @@ std::string CheckAnswer(int32_t kind, const Answer& a) {
   }
   if (a.is_string && want != Want::kInt) {
     if (a.text.empty()) return "answered an empty string; a kind that does not apply answers none";
+    if (kind == BP_ATTR_DEVICE_KIND && a.text != "cpu" && a.text != "gpu" &&
+        a.text != "accelerator" && a.text != "other") {
+      return "answered \"" + a.text + "\"; expected cpu, gpu, accelerator or other";
+    }
     if (kind == BP_ATTR_MAX_THREAD_DIMENSIONS) {
       nlohmann::json j = nlohmann::json::parse(a.text, nullptr, false);
       bool ok = j.is_array() && !j.empty();
@@ -277,12 +366,100 @@ void UnknownProperty(Context& ctx) {
   }
 }
 
+// Every key list_properties lists answers get_property with something other than none, and
+// the list is the same when asked again.
+void ListedProperties(Context& ctx) {
+  ctx.Load();
+  ctx.SetUpDevice();
+  if (ctx.api->list_properties == nullptr) {
+    Skip("the DeviceAPI has no list_properties (built before ABI 1.5, or lists no keys)");
+  }
+  auto list = [&ctx]() {
+    bp_object_t* keys = nullptr;
+    const bp_status_t st = ctx.api->list_properties(ctx.api->self, ctx.dev, &keys);
+    if (st != BP_OK) Fail("list_properties failed (" + TakeError(st) + ")");
+    if (keys == nullptr) Fail("list_properties answered no array; an empty one lists no keys");
+    std::vector<std::string> out;
+    size_t n = 0;
+    bp_array_size(keys, &n);
+    for (size_t i = 0; i < n; ++i) {
+      bp_value_t e;
+      int32_t t = 0;
+      if (bp_array_get(keys, i, &e) != BP_OK || e.type != BP_VALUE_OBJECT ||
+          bp_object_type(e.u.v_obj, &t) != BP_OK || t != BP_OBJECT_STRING) {
+        bp_object_release(keys);
+        Fail("list_properties answered an array whose element " + std::to_string(i) +
+             " is not a string object");
+      }
+      const char* data = nullptr;
+      bp_string_get(e.u.v_obj, &data, nullptr);
+      out.push_back(data != nullptr ? data : "");
+    }
+    bp_object_release(keys);
+    return out;
+  };
+  const std::vector<std::string> keys = list();
+  std::vector<std::string> problems;
+  for (const std::string& key : keys) {
+    if (ctx.api->get_property == nullptr) {
+      problems.push_back("lists \"" + key + "\" but has no get_property");
+      break;
+    }
+    bp_value_t v;
+    v.type = BP_VALUE_NONE;
+    v.u.v_int64 = 0;
+    const bp_status_t st = ctx.api->get_property(ctx.api->self, ctx.dev, key.c_str(), &v);
+    if (st != BP_OK) {
+      problems.push_back("get_property(\"" + key + "\"), a listed key, failed (" + TakeError(st) +
+                         ")");
+      continue;
+    }
+    if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
+    if (v.type == BP_VALUE_NONE) {
+      problems.push_back("get_property(\"" + key + "\"), a listed key, answered none");
+    }
+    ctx.Detail("property " + key + ": " + ValueTypeText(v));
+  }
+  if (list() != keys) problems.push_back("list_properties answered another list when asked again");
+  if (!problems.empty()) Fail(JoinProblems(problems) + " (BP-PLUGIN-13)");
+}
+
+// bp_device_list lists exactly the devices of this type that answer kExist = 1: ids 0 to
+// device_count - 1.
+void ListedDevices(Context& ctx) {
+  ctx.Load();
+  ctx.SetUpDevice();
+  size_t count = 0;
+  if (const bp_status_t st = bp_device_list(nullptr, 0, &count); st != BP_OK) {
+    Fail("bp_device_list failed (" + TakeError(st) + ")");
+  }
+  std::vector<DLDevice> devices(count);
+  if (const bp_status_t st = bp_device_list(devices.data(), devices.size(), &count); st != BP_OK) {
+    Fail("bp_device_list failed (" + TakeError(st) + ")");
+  }
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < devices.size() && i < count; ++i) {
+    if (devices[i].device_type == ctx.dev.device_type) ids.push_back(devices[i].device_id);
+  }
+  std::vector<int32_t> expected;
+  for (int32_t id = 0; id < ctx.device_count; ++id) expected.push_back(id);
+  if (ids != expected) {
+    std::string got;
+    for (int32_t id : ids) got += (got.empty() ? "" : ", ") + std::to_string(id);
+    Fail("bp_device_list lists ids [" + got + "] of " + DeviceTypeName(ctx.dev.device_type) +
+         ", but kExist says ids 0 to " + std::to_string(ctx.device_count - 1) +
+         " exist (BP-PLUGIN-5)");
+  }
+  ctx.Detail(std::to_string(ids.size()) + " device(s) listed");
+}
+
 }  // namespace
 
 void AddAttrTests(std::vector<TestCase>* out) {
   out->push_back({"device.attr.types",
-                  "GetAttr: every attribute kind answers a value of its type (int or string "
-                  "object) or none when it cannot be queried or does not apply, never garbage",
+                  "GetAttr: every attribute kind answers a value of its type (int, string "
+                  "object or, for the list kinds, an array object) or none when it cannot be "
+                  "queried or does not apply, never garbage",
                   "BP-PLUGIN-5", kNeedsDevice, Types});
   out->push_back({"device.attr.exist_count",
                   "kExist is 1 for every device that exists and the int 0 past the last one, where "
@@ -294,6 +471,11 @@ void AddAttrTests(std::vector<TestCase>* out) {
   out->push_back({"device.attr.unknown_property",
                   "get_property answers none for a key it does not know", "BP-PLUGIN-5",
                   kNeedsDevice, UnknownProperty});
+  out->push_back({"device.attr.listed_properties",
+                  "every key list_properties lists answers get_property, and the list is stable",
+                  "BP-PLUGIN-13", kNeedsDevice, ListedProperties});
+  out->push_back({"device.list", "bp_device_list lists exactly the devices of the type that exist",
+                  "BP-PLUGIN-5", kNeedsDevice, ListedDevices});
 }
 
 }  // namespace backplane::conformance

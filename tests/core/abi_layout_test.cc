@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -35,7 +36,9 @@ TEST(AbiLayout, DeviceApiTable) {
   EXPECT_EQ(offsetof(bp_device_api_t, set_stream), 12 * kPtr);
   EXPECT_EQ(offsetof(bp_device_api_t, stream_sync), 13 * kPtr);
   EXPECT_EQ(offsetof(bp_device_api_t, sync_stream_from_to), 14 * kPtr);
-  EXPECT_EQ(sizeof(bp_device_api_t), 15 * kPtr);
+  // 1.5 appended one entry: a 1.4 table (15 pointer-sized fields) ends before it.
+  EXPECT_EQ(offsetof(bp_device_api_t, list_properties), 15 * kPtr);
+  EXPECT_EQ(sizeof(bp_device_api_t), 16 * kPtr);
 }
 
 TEST(AbiLayout, HostApiTable) {
@@ -55,7 +58,10 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, build), 58 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, build_with_options), 59 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, module_load_with_options), 60 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 61 * kPtr);
+  // 1.5 appended two entries after 1.4's 61 pointer-sized fields.
+  EXPECT_EQ(offsetof(bp_host_api_t, device_list_properties), 61 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, device_list), 62 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 63 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {
@@ -89,6 +95,20 @@ TEST(AbiLayout, EnumValuesMatchTvmAndDlpack) {
   EXPECT_EQ(BP_ATTR_MAX_THREAD_DIMENSIONS, 8);
   EXPECT_EQ(BP_ATTR_L2_CACHE_SIZE_BYTES, 13);
   EXPECT_EQ(BP_ATTR_IMAGE_PITCH_ALIGNMENT, 16);
+  // 1.5's kinds follow TVM's, in the order the header appends them.
+  EXPECT_EQ(BP_ATTR_DEVICE_KIND, 17);
+  EXPECT_EQ(BP_ATTR_VENDOR, 18);
+  EXPECT_EQ(BP_ATTR_VENDOR_ID, 19);
+  EXPECT_EQ(BP_ATTR_UUID, 20);
+  EXPECT_EQ(BP_ATTR_PCI_BUS_ID, 21);
+  EXPECT_EQ(BP_ATTR_MAX_ALLOCATION_SIZE, 22);
+  EXPECT_EQ(BP_ATTR_SUPPORTS_FP64, 23);
+  EXPECT_EQ(BP_ATTR_SUPPORTS_FP16, 24);
+  EXPECT_EQ(BP_ATTR_SUBGROUP_SIZES, 25);
+  EXPECT_EQ(BP_ATTR_EXTENSIONS, 26);
+  EXPECT_EQ(BP_ATTR_DRIVER_INFO, 27);
+  EXPECT_EQ(BP_ATTR_ISA_FLAGS, 28);
+  EXPECT_EQ(BP_ATTR_COUNT, 29);
   EXPECT_GT(BP_DEVICE_TYPE_FIRST_DYNAMIC, kDLExtDev);
 }
 
@@ -96,6 +116,15 @@ TEST(AbiLayout, AttributeNamesFollowTvm) {
   EXPECT_STREQ(bp_device_attr_name(BP_ATTR_EXIST), "exist");
   EXPECT_STREQ(bp_device_attr_name(BP_ATTR_MAX_THREAD_DIMENSIONS), "max_thread_dimensions");
   EXPECT_STREQ(bp_device_attr_name(BP_ATTR_IMAGE_PITCH_ALIGNMENT), "image_pitch_alignment");
+  EXPECT_STREQ(bp_device_attr_name(BP_ATTR_DEVICE_KIND), "device_kind");
+  EXPECT_STREQ(bp_device_attr_name(BP_ATTR_MAX_ALLOCATION_SIZE), "max_allocation_size");
+  EXPECT_STREQ(bp_device_attr_name(BP_ATTR_ISA_FLAGS), "isa_flags");
+  // Every kind has a name, and no two share one.
+  std::set<std::string> names;
+  for (int32_t kind = 0; kind < BP_ATTR_COUNT; ++kind) {
+    ASSERT_NE(bp_device_attr_name(kind), nullptr) << kind;
+    EXPECT_TRUE(names.insert(bp_device_attr_name(kind)).second) << bp_device_attr_name(kind);
+  }
   EXPECT_EQ(bp_device_attr_name(BP_ATTR_COUNT), nullptr);
   EXPECT_EQ(bp_device_attr_name(-1), nullptr);
 }

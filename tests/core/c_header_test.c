@@ -58,6 +58,29 @@ int main(void) {
   EXPECT(bp_device_type_from_name("vulkan", &id) == BP_OK && id == kDLVulkan);
   EXPECT(bp_device_type_name(kDLOpenCL, &name) == BP_OK && strcmp(name, "opencl") == 0);
 
+  /* ABI 1.5: a C host lists the devices (type and index; the name is an attribute) and the
+   * properties of each, instead of probing BP_ATTR_EXIST in a loop. */
+  {
+    DLDevice devices[64];
+    size_t count = 0, again = 0, n = 0, k;
+    bp_object_t* keys = NULL;
+    EXPECT(bp_host_api()->device_list == bp_device_list);
+    EXPECT(bp_device_list(NULL, 0, &count) == BP_OK);
+    EXPECT(bp_device_list(devices, 64, &again) == BP_OK && again == count);
+    for (k = 0; k < count && k < 64; ++k) {
+      EXPECT(bp_device_type_name(devices[k].device_type, &name) == BP_OK && name != NULL);
+      EXPECT(bp_device_get_attr(devices[k], BP_ATTR_EXIST, &out) == BP_OK);
+      EXPECT(out.type == BP_VALUE_INT && out.u.v_int64 == 1);
+      EXPECT(bp_device_get_attr(devices[k], BP_ATTR_DEVICE_NAME, &out) == BP_OK);
+      if (out.type == BP_VALUE_OBJECT) bp_object_release(out.u.v_obj);
+      EXPECT(bp_device_list_properties(devices[k], &keys) == BP_OK && keys != NULL);
+      EXPECT(bp_array_size(keys, &n) == BP_OK);
+      bp_object_release(keys);
+      keys = NULL;
+    }
+    EXPECT(bp_device_list(NULL, 1, &count) == BP_ERR_INVALID_ARGUMENT);
+  }
+
   bp_object_release(g);
   bp_object_release(f);
   if (failures == 0) printf("c_header_test: all checks passed\n");

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <backplane/backplane.hpp>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -239,6 +240,146 @@ TEST(DeviceAPI, TensorFreesItsDataSpace) {
   EXPECT_EQ(bp_tensor_empty(2, huge, bp::Float32(), DLDevice{static_cast<DLDeviceType>(id), 0}, &t),
             BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(Message().find("overflows"), std::string::npos);
+}
+
+// ---- ABI 1.5: list attributes, list_properties, bp_device_list ----------------------------
+
+bp_status_t ListKeys(void*, DLDevice dev, bp_object_t** out) {
+  bp_value_t keys[2];
+  keys[0].type = keys[1].type = BP_VALUE_STR;
+  keys[0].u.v_str = "alpha";
+  keys[1].u.v_str = "beta";
+  return bp_array_create(keys, dev.device_id == 0 ? 2 : 0, out);
+}
+
+bp_status_t ListNumbers(void*, DLDevice, bp_object_t** out) {
+  bp_value_t v;
+  v.type = BP_VALUE_INT;
+  v.u.v_int64 = 7;
+  return bp_array_create(&v, 1, out);
+}
+
+// The attributes of a 1.5 plugin: subgroup sizes as an array of ints, extensions as an array
+// with a pointer in it (a contract violation), the name as a string.
+bp_status_t ListAttr(void*, DLDevice dev, int32_t kind, bp_value_t* out) {
+  if (kind == BP_ATTR_EXIST) {
+    out->type = BP_VALUE_INT;
+    out->u.v_int64 = dev.device_id < 2;
+  } else if (kind == BP_ATTR_SUBGROUP_SIZES) {
+    bp_value_t sizes[2];
+    sizes[0].type = sizes[1].type = BP_VALUE_INT;
+    sizes[0].u.v_int64 = 16;
+    sizes[1].u.v_int64 = 32;
+    out->type = BP_VALUE_OBJECT;
+    return bp_array_create(sizes, 2, &out->u.v_obj);
+  } else if (kind == BP_ATTR_EXTENSIONS) {
+    bp_value_t bad;
+    bad.type = BP_VALUE_PTR;
+    bad.u.v_ptr = &bad;
+    out->type = BP_VALUE_OBJECT;
+    return bp_array_create(&bad, 1, &out->u.v_obj);
+  } else if (kind == BP_ATTR_DEVICE_NAME) {
+    out->type = BP_VALUE_OBJECT;
+    return bp_string_create("listed", 6, &out->u.v_obj);
+  }
+  return BP_OK;
+}
+
+TEST(DeviceAPI, TableOfAbi14StillWorksAndListsNoProperties) {
+  // A plugin built against 1.4: its table ends before list_properties, and whatever lies
+  // behind it in memory (here a non-null pointer) is never read.
+  static Counters c;
+  struct Abi14 {
+    unsigned char table[offsetof(bp_device_api_t, list_properties)];
+    void* not_a_field;
+  };
+  static Abi14 old{};
+  bp_device_api_t full = MinimalTable(&c);
+  full.struct_size = offsetof(bp_device_api_t, list_properties);
+  std::memcpy(old.table, &full, sizeof(old.table));
+  old.not_a_field = reinterpret_cast<void*>(0x1);
+  const int32_t id = Install("td_abi14", reinterpret_cast<bp_device_api_t*>(&old));
+  const bp_device_api_t* out = nullptr;
+  ASSERT_EQ(bp_device_api_get(id, &out), BP_OK) << Message();
+  EXPECT_EQ(out->list_properties, nullptr);
+  const bp::Device dev(DLDevice{static_cast<DLDeviceType>(id), 0});
+  bp::DeviceAPI api = bp::DeviceAPI::Get(dev);
+  EXPECT_TRUE(api.ListProperties().empty());
+  // A 1.5 kind it does not know answers none; everything 1.4 had still works.
+  EXPECT_TRUE(api.GetAttr(BP_ATTR_SUBGROUP_SIZES).is_none());
+  std::vector<float> data = {1, 2, 3, 4, 5};
+  auto t = bp::Tensor::Empty({5}, bp::Float32(), dev);
+  t.CopyFrom(data);
+  EXPECT_EQ(t.ToVector<float>(), data);
+  bool listed = false;
+  for (const bp::DeviceEntry& e : bp::ListDevices()) listed = listed || e.device == dev;
+  EXPECT_TRUE(listed) << "a 1.4 plugin's devices are listed too";
+}
+
+TEST(DeviceAPI, ListPropertiesReturnsThePluginsKeys) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  table.list_properties = ListKeys;
+  const int32_t id = Install("td_props", &table);
+  bp::DeviceAPI api = bp::DeviceAPI::Get(bp::Device(DLDevice{static_cast<DLDeviceType>(id), 0}));
+  EXPECT_EQ(api.ListProperties(), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(bp_device_list_properties(DLDevice{static_cast<DLDeviceType>(id), 0}, nullptr),
+            BP_ERR_INVALID_ARGUMENT);
+
+  static bp_device_api_t bad = MinimalTable(&c);
+  bad.list_properties = ListNumbers;
+  const int32_t bad_id = Install("td_props_bad", &bad);
+  bp_object_t* keys = nullptr;
+  EXPECT_EQ(bp_device_list_properties(DLDevice{static_cast<DLDeviceType>(bad_id), 0}, &keys),
+            BP_ERR_PLUGIN);
+  EXPECT_NE(Message().find("list_properties: returned an array whose element 0 is not a string"),
+            std::string::npos)
+      << Message();
+}
+
+TEST(DeviceAPI, ListAttributesAreArraysAndTheirElementsAreChecked) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  table.get_attr = ListAttr;
+  const int32_t id = Install("td_lists", &table);
+  const DLDevice dev{static_cast<DLDeviceType>(id), 1};
+  bp_value_t v;
+  ASSERT_EQ(bp_device_get_attr(dev, BP_ATTR_SUBGROUP_SIZES, &v), BP_OK) << Message();
+  ASSERT_EQ(v.type, BP_VALUE_OBJECT);
+  size_t n = 0;
+  ASSERT_EQ(bp_array_size(v.u.v_obj, &n), BP_OK);
+  EXPECT_EQ(n, 2u);
+  bp_object_release(v.u.v_obj);
+  EXPECT_EQ(bp_device_get_attr(dev, BP_ATTR_EXTENSIONS, &v), BP_ERR_PLUGIN);
+  EXPECT_NE(Message().find("element 0 is neither a number nor a string"), std::string::npos)
+      << Message();
+}
+
+TEST(DeviceAPI, DeviceListHasEveryDeviceOfEveryType) {
+  static Counters c;
+  static bp_device_api_t table = MinimalTable(&c);
+  table.get_attr = ListAttr;  // devices 0 and 1 exist, named "listed"
+  const int32_t id = Install("td_listed", &table);
+  size_t count = 0;
+  ASSERT_EQ(bp_device_list(nullptr, 0, &count), BP_OK) << Message();
+  std::vector<DLDevice> devices(count);
+  ASSERT_EQ(bp_device_list(devices.data(), devices.size(), &count), BP_OK);
+  std::vector<int32_t> ids;
+  for (const DLDevice& d : devices) {
+    if (d.device_type == id) ids.push_back(d.device_id);
+  }
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(bp_device_list(nullptr, 3, &count), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bp_device_list(devices.data(), devices.size(), nullptr), BP_ERR_INVALID_ARGUMENT);
+
+  std::vector<bp::DeviceEntry> entries;
+  for (const bp::DeviceEntry& e : bp::ListDevices()) {
+    if (e.type_name == "td_listed") entries.push_back(e);
+  }
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].index, 1);
+  EXPECT_EQ(entries[1].name, "listed");
+  EXPECT_EQ(entries[1].device.ToString(), "td_listed:1");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <backplane/c_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -530,6 +531,17 @@ class DeviceAPI {
     Check(detail::Api()->device_get_property(dev_.dl, key.c_str(), &out));
     return Any(out);
   }
+  // The keys GetProperty answers for this device (bp_device_list_properties). Empty for a
+  // plugin built before ABI 1.5 and on a host older than 1.5.
+  std::vector<std::string> ListProperties() const {
+    const bp_host_api_t* api = detail::Api();
+    if (api->struct_size < offsetof(bp_host_api_t, device_list_properties) + sizeof(void*)) {
+      return {};
+    }
+    bp_object_t* out = nullptr;
+    Check(api->device_list_properties(dev_.dl, &out));
+    return GetStringArray(ObjectRef::Adopt(out).get());
+  }
   bool Exists() const {
     Any v = GetAttr(BP_ATTR_EXIST);
     return !v.is_none() && v.AsInt() != 0;
@@ -556,6 +568,45 @@ class DeviceAPI {
   Device dev_;
   const bp_device_api_t* table_;
 };
+
+// One device as ListDevices finds it.
+struct DeviceEntry {
+  Device device;          // type id and index
+  std::string type_name;  // "opencl"
+  int32_t index = 0;      // the device id within its type
+  std::string name;       // BP_ATTR_DEVICE_NAME, or "" where the backend has none
+};
+
+// Every device here, by type id then index (bp_device_list): loads the plugins that provide
+// DeviceAPIs. Throws BP_ERR_UNSUPPORTED on a host older than ABI 1.5.
+inline std::vector<DeviceEntry> ListDevices() {
+  const bp_host_api_t* api = detail::Api();
+  if (api->struct_size < offsetof(bp_host_api_t, device_list) + sizeof(void*)) {
+    throw Error(BP_ERR_UNSUPPORTED,
+                "listing devices needs libbackplane with ABI 1.5 or newer; this one is " +
+                    std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor) +
+                    ": upgrade Backplane, or probe BP_ATTR_EXIST per device type");
+  }
+  size_t count = 0;
+  Check(api->device_list(nullptr, 0, &count));
+  std::vector<DLDevice> devices(count);
+  // Plugins found between the two calls could add devices; the second count is the truth.
+  Check(api->device_list(devices.data(), devices.size(), &count));
+  devices.resize(std::min(count, devices.size()));
+  std::vector<DeviceEntry> out;
+  for (const DLDevice& dl : devices) {
+    DeviceEntry e;
+    e.device = Device(dl);
+    e.type_name = DeviceTypeName(dl.device_type);
+    e.index = dl.device_id;
+    bp_value_t v;
+    Check(api->device_get_attr(dl, BP_ATTR_DEVICE_NAME, &v));
+    Any name(v);
+    if (!name.is_none()) e.name = name.AsString();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
 
 // Copies between any two tensors (see bp_device_copy_data_from_to).
 inline void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream = nullptr) {

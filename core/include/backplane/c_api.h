@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 4
+#define BP_ABI_VERSION_MINOR 5
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -255,7 +255,21 @@ typedef enum {
   BP_ATTR_TOTAL_GLOBAL_MEMORY = 14,        /* int: bytes */
   BP_ATTR_AVAILABLE_GLOBAL_MEMORY = 15,    /* int: bytes */
   BP_ATTR_IMAGE_PITCH_ALIGNMENT = 16,      /* int: bytes */
-  BP_ATTR_COUNT = 17                       /* number of kinds; grows with the minor version */
+  /* Since 1.5. docs/device-attributes.md says what each kind means and what every backend
+   * reads it from. Lists are array objects. */
+  BP_ATTR_DEVICE_KIND = 17,         /* string: "cpu", "gpu", "accelerator" or "other" */
+  BP_ATTR_VENDOR = 18,              /* string: the vendor as the API names it */
+  BP_ATTR_VENDOR_ID = 19,           /* int: the API's vendor id (a PCI vendor id for PCI) */
+  BP_ATTR_UUID = 20,                /* string: "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+  BP_ATTR_PCI_BUS_ID = 21,          /* string: "dddd:bb:dd.f" */
+  BP_ATTR_MAX_ALLOCATION_SIZE = 22, /* int: bytes in one data space allocation at most */
+  BP_ATTR_SUPPORTS_FP64 = 23,       /* int: 1 if kernels can compute in float64, else 0 */
+  BP_ATTR_SUPPORTS_FP16 = 24,       /* int: 1 if kernels can compute in float16, else 0 */
+  BP_ATTR_SUBGROUP_SIZES = 25,      /* array of int: the subgroup (warp) sizes it runs */
+  BP_ATTR_EXTENSIONS = 26,          /* array of string: the API's extensions, sorted */
+  BP_ATTR_DRIVER_INFO = 27,         /* string: the driver's own name and version text */
+  BP_ATTR_ISA_FLAGS = 28,           /* array of string: instruction set features, sorted */
+  BP_ATTR_COUNT = 29                /* number of kinds; grows with the minor version */
 } bp_device_attr_kind_t;
 
 /* The snake_case name of an attribute kind ("max_threads_per_block"), or NULL for a kind this
@@ -277,7 +291,9 @@ typedef struct bp_device_api {
   void* self;
 
   /* Writes the attribute, or BP_VALUE_NONE when it cannot be queried or does not apply.
-   * A device id past the end answers BP_ATTR_EXIST = 0 and NONE for the rest. */
+   * A device id past the end answers BP_ATTR_EXIST = 0 and NONE for the rest, and so does a
+   * kind the plugin does not know (one from a newer minor). A value is none, int, float, a
+   * string object or (since 1.5, for the list kinds) an array object of ints or strings. */
   bp_status_t (*get_attr)(void* self, DLDevice dev, int32_t kind, bp_value_t* out_value);
   /* Optional: string-keyed properties beyond the enum; NONE for unknown keys. */
   bp_status_t (*get_property)(void* self, DLDevice dev, const char* key, bp_value_t* out_value);
@@ -310,6 +326,12 @@ typedef struct bp_device_api {
   /* Optional: `dst` may not proceed past its queued work until `src` has finished the work
    * queued now. A null entry makes the core call stream_sync(src). */
   bp_status_t (*sync_stream_from_to)(void* self, DLDevice dev, bp_stream_t src, bp_stream_t dst);
+
+  /* Since 1.5 (a table whose struct_size ends before it has none). */
+  /* Optional: the keys get_property answers for `dev`, as an array of string objects
+   * (owned by the caller); every key listed must answer something other than none. A null
+   * entry lists no keys. A device id past the end answers an empty array. */
+  bp_status_t (*list_properties)(void* self, DLDevice dev, bp_object_t** out_keys);
 } bp_device_api_t;
 
 /* The DeviceAPI for a device type (borrowed, valid for the life of the process). It is
@@ -323,6 +345,17 @@ BP_EXPORT bp_status_t bp_device_api_get(int32_t device_type, const bp_device_api
  * arguments checked. Host applications and generated code use these. */
 BP_EXPORT bp_status_t bp_device_get_attr(DLDevice dev, int32_t kind, bp_value_t* out_value);
 BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key, bp_value_t* out_value);
+/* The keys bp_device_get_property answers for `dev`, as an array of string objects (owned),
+ * in the plugin's order. A plugin built before 1.5, or one without list_properties, lists
+ * none: the array is empty. Since 1.5. */
+BP_EXPORT bp_status_t bp_device_list_properties(DLDevice dev, bp_object_t** out_keys);
+/* Every device here: for each known device type in id order whose DeviceAPI loads, ids 0, 1,
+ * ... while BP_ATTR_EXIST says 1 (loading the plugins that provide DeviceAPIs). Writes up to
+ * `capacity` devices to out_devices (may be NULL when capacity is 0) and the total count to
+ * *out_count. A device's type name is bp_device_type_name(dev.device_type) and its name
+ * BP_ATTR_DEVICE_NAME. A DeviceAPI that fails to load or to answer BP_ATTR_EXIST contributes
+ * no devices (bp_plugins_list records why a plugin failed). Since 1.5. */
+BP_EXPORT bp_status_t bp_device_list(DLDevice* out_devices, size_t capacity, size_t* out_count);
 BP_EXPORT bp_status_t bp_device_set(DLDevice dev);
 BP_EXPORT bp_status_t bp_device_alloc_data_space(DLDevice dev, size_t nbytes, size_t alignment,
                                                  DLDataType type_hint, void** out_data);
@@ -665,6 +698,10 @@ typedef struct bp_host_api {
   bp_status_t (*module_load_with_options)(const void* data, size_t size,
                                           const bp_module_load_options_t* options,
                                           bp_object_t** out_module);
+
+  /* Since 1.5. */
+  bp_status_t (*device_list_properties)(DLDevice dev, bp_object_t** out_keys);
+  bp_status_t (*device_list)(DLDevice* out_devices, size_t capacity, size_t* out_count);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

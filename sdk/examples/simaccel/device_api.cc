@@ -118,6 +118,12 @@ Any SimAccelDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       return sdk::IntValue(static_cast<int64_t>(memory.capacity()));
     case BP_ATTR_AVAILABLE_GLOBAL_MEMORY:
       return sdk::IntValue(static_cast<int64_t>(memory.capacity() - memory.used()));
+    case BP_ATTR_DEVICE_KIND:
+      return sdk::StringValue("accelerator");
+    case BP_ATTR_MAX_ALLOCATION_SIZE:
+      return sdk::IntValue(static_cast<int64_t>(memory.capacity()));
+    case BP_ATTR_SUBGROUP_SIZES:
+      return sdk::IntArrayValue({kWarpSize});
     default:
       // A simulation has no clock rate, registers, L2 or image pitch to report, and the GCN
       // architecture is AMD's: none, never a made-up 0.
@@ -130,6 +136,11 @@ Any SimAccelDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   if (key == "memory") return sdk::StringValue("opaque handles");
   if (key == "live_allocations") return sdk::IntValue(devices_[dev.device_id].memory->live());
   return sdk::NoneValue();
+}
+
+std::vector<std::string> SimAccelDeviceAPI::ListProperties(DLDevice dev) {
+  if (GetProperty(dev, "memory").is_none()) return {};  // no such device
+  return {"memory", "live_allocations"};
 }
 
 void SimAccelDeviceAPI::SetDevice(DLDevice dev) {

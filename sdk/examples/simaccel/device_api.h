@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "memory.h"
 #include "stream.h"
@@ -46,6 +47,8 @@ class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
   backplane::Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   // "memory" = "opaque handles", "live_allocations": data spaces alive on the device.
   backplane::Any GetProperty(DLDevice dev, const std::string& key) override;
+  // The keys GetProperty answers: "memory" and "live_allocations".
+  std::vector<std::string> ListProperties(DLDevice dev) override;
   void SetDevice(DLDevice dev) override;
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                        DLDataType type_hint) override;

@@ -2,8 +2,12 @@
 // `backplane info`: discovers every plugin, loads each one first in a child process of its
 // own (probe.h: a plugin that crashes, ends the process or hangs while loading is named and
 // kept out), then loads them all and reports the search path, the plugins (loaded, or skipped
-// and why), the device types, every device with every attribute and the registered global
-// functions, as tables or (--json) as one JSON document.
+// and why), the device types, every device with every attribute and property and the
+// registered global functions, as tables or (--json) as one JSON document. `-l` lists the
+// devices one a line and `-d TYPE:INDEX` shows one device, as clinfo's -l and -d do.
+//
+// JSON output starts with "schema_version" (kSchemaVersion), raised when a field changes
+// meaning or is removed; lists are JSON arrays, never JSON text inside a string.
 //
 // The report is collected once into a JSON value and both outputs are rendered from it, so
 // the tables and the JSON always say the same thing.
@@ -60,11 +64,17 @@ using Json = nlohmann::ordered_json;
 // Devices of one type are enumerated from id 0 while BP_ATTR_EXIST says 1, up to this many.
 constexpr int32_t kMaxDevicesPerType = 64;
 
+// The version of the JSON documents `info` prints (every mode). 1: the first with a version,
+// list attributes as arrays and a "properties" object per device.
+constexpr int kSchemaVersion = 1;
+
 // How "none" (not supported / not applicable) reads in the tables.
 constexpr const char* kNone = "\xE2\x80\x94";  // U+2014 em dash
 
 struct InfoOptions {
   bool json = false;
+  bool list = false;   // -l: the devices, one a line
+  std::string device;  // -d TYPE:INDEX: one device
   std::vector<std::string> plugin_paths;
   bool no_probe = false;      // load in this process only (for a debugger)
   double probe_timeout = 10;  // seconds a plugin may take to load in its probe
@@ -78,21 +88,92 @@ std::string LastErrorMessage() {
   return message != nullptr && *message != '\0' ? message : "no message recorded";
 }
 
-// An attribute value as JSON: null for none, numbers and strings as they are.
-Json ValueToJson(const Any& value) {
-  switch (value.type()) {
+Json RawValueToJson(const bp_value_t& value);
+
+// An array object's elements as a JSON array.
+Json ArrayToJson(const bp_object_t* array) {
+  size_t n = 0;
+  Check(bp_array_size(array, &n));
+  Json out = Json::array();
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t element;
+    Check(bp_array_get(array, i, &element));  // borrowed from the array
+    out.push_back(RawValueToJson(element));
+  }
+  return out;
+}
+
+// A value as JSON: null for none, numbers and strings as they are, arrays as arrays. Objects
+// are borrowed.
+Json RawValueToJson(const bp_value_t& value) {
+  switch (value.type) {
     case BP_VALUE_NONE:
       return nullptr;
     case BP_VALUE_INT:
-      return value.AsInt();
+      return value.u.v_int64;
     case BP_VALUE_FLOAT:
-      return value.AsFloat();
+      return value.u.v_float64;
     case BP_VALUE_STR:
-    case BP_VALUE_OBJECT:
-      return value.ToString();
+      return std::string(value.u.v_str);
+    case BP_VALUE_OBJECT: {
+      int32_t type = 0;
+      Check(bp_object_type(value.u.v_obj, &type));
+      if (type == BP_OBJECT_STRING) return GetString(value.u.v_obj);
+      if (type == BP_OBJECT_ARRAY) return ArrayToJson(value.u.v_obj);
+      return "<object of type " + std::to_string(type) + ">";
+    }
     default:
-      return "<" + value.TypeName() + ">";
+      return "<value of type " + std::to_string(value.type) + ">";
   }
+}
+
+Json ValueToJson(const Any& value) { return RawValueToJson(value.raw()); }
+
+// An attribute as JSON. max_thread_dimensions crosses the ABI as text ("[1024, 1024, 64]",
+// as TVM's DeviceAttrKind has it); the report makes it the list it is.
+Json AttributeToJson(const std::string& name, const Any& value) {
+  Json json = ValueToJson(value);
+  if (name == "max_thread_dimensions" && json.is_string()) {
+    Json parsed = Json::parse(json.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_array()) return parsed;
+  }
+  return json;
+}
+
+// One device: every attribute, every property it lists, and the errors met on the way
+// (recorded, never thrown: one misbehaving plugin must not hide the rest).
+Json CollectDevice(const DeviceAPI& api, const std::string& type_name, int32_t id) {
+  Json attributes = Json::object();
+  Json errors = Json::object();
+  for (int32_t kind = 0; kind < BP_ATTR_COUNT; ++kind) {
+    const char* attr_name = bp_device_attr_name(kind);
+    try {
+      attributes[attr_name] =
+          AttributeToJson(attr_name, api.GetAttr(static_cast<bp_device_attr_kind_t>(kind)));
+    } catch (const std::exception& e) {
+      attributes[attr_name] = nullptr;
+      errors[attr_name] = e.what();
+    }
+  }
+  Json properties = Json::object();
+  try {
+    for (const std::string& key : api.ListProperties()) {
+      try {
+        properties[key] = ValueToJson(api.GetProperty(key));
+      } catch (const std::exception& e) {
+        properties[key] = nullptr;
+        errors["property " + key] = e.what();
+      }
+    }
+  } catch (const std::exception& e) {
+    errors["list_properties"] = e.what();
+  }
+  return Json{{"device", type_name + ":" + std::to_string(id)},
+              {"type", type_name},
+              {"id", id},
+              {"attributes", std::move(attributes)},
+              {"properties", std::move(properties)},
+              {"errors", std::move(errors)}};
 }
 
 // The plugin that owns `name`: the one whose "registered" names hold it (what its init
@@ -134,22 +215,7 @@ void CollectDevices(int32_t type, const std::string& type_name, Json& type_entry
                             e.what();
       break;
     }
-    Json attributes = Json::object();
-    Json errors = Json::object();
-    for (int32_t kind = 0; kind < BP_ATTR_COUNT; ++kind) {
-      const char* attr_name = bp_device_attr_name(kind);
-      try {
-        attributes[attr_name] = ValueToJson(api->GetAttr(static_cast<bp_device_attr_kind_t>(kind)));
-      } catch (const std::exception& e) {
-        attributes[attr_name] = nullptr;
-        errors[attr_name] = e.what();
-      }
-    }
-    devices.push_back(Json{{"device", device_name},
-                           {"type", type_name},
-                           {"id", id},
-                           {"attributes", std::move(attributes)},
-                           {"errors", std::move(errors)}});
+    devices.push_back(CollectDevice(*api, type_name, id));
     ++count;
   }
   type_entry["device_count"] = count;
@@ -171,6 +237,7 @@ void CollectDevices(int32_t type, const std::string& type_name, Json& type_entry
 // Gathers the whole report. Plugins must have been discovered and loaded.
 Json CollectReport() {
   Json report;
+  report["schema_version"] = kSchemaVersion;
   uint32_t major = 0;
   uint32_t minor = 0;
   Check(bp_abi_version(&major, &minor));
@@ -236,6 +303,19 @@ Json CollectReport() {
 std::string Text(const Json& value) {
   if (value.is_null()) return kNone;
   if (value.is_string()) return value.get<std::string>();
+  if (value.is_array()) {
+    // "[1024, 1024, 64]" for numbers; words joined by spaces (so a long list wraps) for the
+    // rest, "(none)" for an empty list.
+    if (value.empty()) return "(none)";
+    bool numbers = true;
+    for (const Json& item : value) numbers = numbers && item.is_number();
+    std::string out = numbers ? "[" : "";
+    for (size_t i = 0; i < value.size(); ++i) {
+      if (i > 0) out += numbers ? ", " : " ";
+      out += Text(value[i]);
+    }
+    return numbers ? out + "]" : out;
+  }
   return value.dump();
 }
 
@@ -263,8 +343,14 @@ std::string AttributeText(const std::string& name, const Json& value) {
   if (!value.is_number_integer()) return Text(value);
   int64_t n = value.get<int64_t>();
   if (name == "max_shared_memory_per_block" || name == "l2_cache_size_bytes" ||
-      name == "total_global_memory" || name == "available_global_memory") {
+      name == "total_global_memory" || name == "available_global_memory" ||
+      name == "max_allocation_size") {
     return WithBinaryUnit(n);
+  }
+  if (name == "vendor_id") {
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(n));
+    return buffer;
   }
   if (name == "max_clock_rate") {
     char buffer[48];
@@ -276,6 +362,28 @@ std::string AttributeText(const std::string& name, const Json& value) {
 }
 
 void Heading(std::ostream& out, const std::string& text) { out << '\n' << text << '\n'; }
+
+// One device's attributes and properties as two tables under its name.
+void PrintDevice(const Json& d, std::ostream& out, size_t width) {
+  out << "\n  " << Text(d["device"]) << '\n';
+  Table attr_table({"ATTRIBUTE", "VALUE"});
+  for (const auto& [name, value] : d["attributes"].items()) {
+    attr_table.AddRow({name, AttributeText(name, value)});
+    if (d["errors"].contains(name)) attr_table.AddNote("error: " + Text(d["errors"][name]));
+  }
+  attr_table.Print(out, 4, width);
+  const Json& properties = d["properties"];
+  if (properties.empty()) return;
+  out << '\n';
+  Table property_table({"PROPERTY", "VALUE"});
+  for (const auto& [key, value] : properties.items()) {
+    property_table.AddRow({key, Text(value)});
+    if (d["errors"].contains("property " + key)) {
+      property_table.AddNote("error: " + Text(d["errors"]["property " + key]));
+    }
+  }
+  property_table.Print(out, 4, width);
+}
 
 void PrintReport(const Json& report, std::ostream& out) {
   const size_t width = OutputWidth();
@@ -361,15 +469,7 @@ void PrintReport(const Json& report, std::ostream& out) {
   Heading(out, "Devices: " + std::to_string(devices.size()) + " (" + kNone +
                    " = not supported or not applicable)");
   if (devices.empty()) out << "  No devices: no loaded plugin reports one.\n";
-  for (const Json& d : devices) {
-    out << "\n  " << Text(d["device"]) << '\n';
-    Table attr_table({"ATTRIBUTE", "VALUE"});
-    for (const auto& [name, value] : d["attributes"].items()) {
-      attr_table.AddRow({name, AttributeText(name, value)});
-      if (d["errors"].contains(name)) attr_table.AddNote("error: " + Text(d["errors"][name]));
-    }
-    attr_table.Print(out, 4, width);
-  }
+  for (const Json& d : devices) PrintDevice(d, out, width);
 
   const Json& functions = report["functions"];
   Heading(out, "Global functions: " + std::to_string(functions.size()) + " registered");
@@ -427,6 +527,121 @@ std::map<std::string, std::string> ProbeAndDisable(const InfoOptions& options) {
   return failures;
 }
 
+// Writes `doc` (JSON) or the text `print` renders to stdout; kExitFailure when stdout fails.
+template <typename Print>
+int Emit(const InfoOptions& options, const Json& doc, Print print) {
+  if (options.json) {
+    std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
+  } else {
+    print(std::cout);
+  }
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "backplane info: could not write the report to standard output\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+// `info -l`: every device, one a line (backplane::ListDevices, bp_device_list).
+int ListDeviceLines(const InfoOptions& options) {
+  Json devices = Json::array();
+  for (const DeviceEntry& e : ListDevices()) {
+    Json kind = nullptr;
+    try {
+      kind = ValueToJson(DeviceAPI::Get(e.device).GetAttr(BP_ATTR_DEVICE_KIND));
+    } catch (const std::exception&) {
+      // A kind the plugin cannot say is shown as none; the device is still listed.
+    }
+    devices.push_back(Json{{"device", e.device.ToString()},
+                           {"type", e.type_name},
+                           {"index", e.index},
+                           {"kind", kind},
+                           {"name", e.name.empty() ? Json(nullptr) : Json(e.name)}});
+  }
+  Json doc{{"schema_version", kSchemaVersion}, {"devices", devices}};
+  return Emit(options, doc, [&](std::ostream& out) {
+    if (devices.empty()) {
+      out << "No devices: no loaded plugin reports one (`backplane info` shows the plugins "
+             "and why any was skipped).\n";
+      return;
+    }
+    Table table({"DEVICE", "KIND", "NAME"});
+    for (const Json& d : devices)
+      table.AddRow({Text(d["device"]), Text(d["kind"]), Text(d["name"])});
+    table.Print(out, 0, OutputWidth());
+  });
+}
+
+// The known device type names, for messages.
+std::string KnownTypeNames() {
+  std::vector<int32_t> types(BP_DEVICE_TYPE_MAX);
+  size_t count = 0;
+  if (bp_device_type_list(types.data(), types.size(), &count) != BP_OK) return "(unknown)";
+  types.resize(std::min(count, types.size()));
+  std::sort(types.begin(), types.end());
+  std::string names;
+  for (int32_t type : types) names += (names.empty() ? "" : ", ") + DeviceTypeName(type);
+  return names;
+}
+
+// `info -d TYPE:INDEX`: one device's attributes and properties. A device that cannot exist
+// (an unknown type, an index past the end, a malformed name) is a usage error naming what
+// does exist.
+int ShowOneDevice(const InfoOptions& options) {
+  const std::string& text = options.device;
+  const size_t colon = text.find(':');
+  const std::string type_name = text.substr(0, colon);
+  const std::string digits = colon == std::string::npos ? "0" : text.substr(colon + 1);
+  if (type_name.empty() || digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    std::cerr << "backplane info: -d '" << text
+              << "' is not a device; expected TYPE:INDEX with a decimal INDEX, such as cpu:0 "
+                 "or opencl:1. Run 'backplane info -l' to list the devices.\n";
+    return kExitUsage;
+  }
+  int32_t type = 0;
+  if (bp_device_type_from_name(type_name.c_str(), &type) != BP_OK) {
+    std::cerr << "backplane info: -d " << text << ": device type '" << type_name
+              << "' is not known here (known types: " << KnownTypeNames()
+              << "). Run 'backplane info -l' to list the devices, or 'backplane info' to see "
+                 "which plugins were found and why any was skipped.\n";
+    return kExitUsage;
+  }
+  const int32_t id = std::stoi(digits);
+  const Device device(DLDevice{static_cast<DLDeviceType>(type), id});
+  std::optional<DeviceAPI> api;
+  try {
+    api = DeviceAPI::Get(device);
+  } catch (const Error& e) {
+    // No plugin provides the type: the device does not exist here (a usage error, as an index
+    // past the end is). A plugin that fails to provide it is a failure.
+    std::cerr << "backplane info: -d " << text << ": the DeviceAPI of '" << type_name
+              << "' is unavailable: " << e.what() << '\n';
+    return e.kind() == BP_ERR_NOT_FOUND ? kExitUsage : kExitFailure;
+  }
+  if (!api->Exists()) {
+    std::vector<std::string> same_type;
+    for (const DeviceEntry& e : ListDevices()) {
+      if (e.type_name == type_name) same_type.push_back(e.device.ToString());
+    }
+    std::string existing;
+    for (const std::string& d : same_type) existing += (existing.empty() ? "" : ", ") + d;
+    std::cerr << "backplane info: -d " << text << ": device " << type_name << ":" << id
+              << " does not exist; " << type_name << " has " << same_type.size()
+              << " device(s) here" << (same_type.empty() ? "" : " (" + existing + ")")
+              << ". Run 'backplane info -l' to list every device.\n";
+    return kExitUsage;
+  }
+  Json entry = CollectDevice(*api, type_name, id);
+  Json doc{{"schema_version", kSchemaVersion}, {"device", entry}};
+  return Emit(options, doc, [&](std::ostream& out) {
+    out << Text(entry["device"]) << ": " << Text(entry["attributes"]["device_name"]) << '\n'
+        << "(" << kNone << " = not supported or not applicable)\n";
+    PrintDevice(entry, out, OutputWidth());
+  });
+}
+
 int RunInfo(const InfoOptions& options) {
   if (!options.probe_one.empty()) ProbeOne(options.probe_one, options.plugin_paths);
   for (const std::string& folder : options.plugin_paths) {
@@ -442,22 +657,14 @@ int RunInfo(const InfoOptions& options) {
   std::map<std::string, std::string> failures;
   if (!options.no_probe) failures = ProbeAndDisable(options);
   Check(bp_plugins_load_all());
+  if (options.list) return ListDeviceLines(options);
+  if (!options.device.empty()) return ShowOneDevice(options);
   Json report = CollectReport();
   for (Json& p : report["plugins"]) {
     auto it = failures.find(p.value("name", ""));
     if (it != failures.end() && p.value("state", "") == "skipped") p["reason"] = it->second;
   }
-  if (options.json) {
-    std::cout << report.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
-  } else {
-    PrintReport(report, std::cout);
-  }
-  std::cout.flush();
-  if (!std::cout) {
-    std::cerr << "backplane info: could not write the report to standard output\n";
-    return kExitFailure;
-  }
-  return kExitOk;
+  return Emit(options, report, [&](std::ostream& out) { PrintReport(report, out); });
 }
 
 }  // namespace
@@ -468,7 +675,14 @@ Command AddInfoCommand(CLI::App& parent) {
       "info",
       "Show the plugins found (loaded, or skipped and why), the device types, every device "
       "with its attributes, and the global functions");
-  app->add_flag("--json", options->json, "Print the same report as one JSON document");
+  app->add_flag("--json", options->json,
+                "Print the same report as one JSON document (with \"schema_version\")");
+  CLI::Option* list = app->add_flag("-l,--list", options->list,
+                                    "List the devices, one a line: TYPE:INDEX, kind and name");
+  app->add_option("-d,--device", options->device,
+                  "Show one device's attributes and properties, e.g. -d opencl:0")
+      ->type_name("TYPE:INDEX")
+      ->excludes(list);
   app->add_option("--plugin-path", options->plugin_paths,
                   "Search DIR for plugins before BACKPLANE_PLUGIN_PATH and the install's "
                   "folder (repeat for several folders)")

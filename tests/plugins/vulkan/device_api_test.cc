@@ -192,10 +192,13 @@ TEST_F(VulkanTest, AttributesMatchVulkaninfo) {
   const std::string api_version = info.at("apiVersion");
   EXPECT_EQ(api.GetAttr(BP_ATTR_API_VERSION).AsString(),
             api_version.substr(0, api_version.find(' ')));
+  // "0.0.1 (1)": the version as its vendor encodes it, then the raw number; the attribute is
+  // the decoded version (the raw word is the property driver_version).
   const std::string driver = info.at("driverVersion");
   const size_t open = driver.find('(');
   ASSERT_NE(open, std::string::npos) << driver;
-  EXPECT_EQ(api.GetAttr(BP_ATTR_DRIVER_VERSION).AsString(),
+  EXPECT_EQ(api.GetAttr(BP_ATTR_DRIVER_VERSION).AsString(), driver.substr(0, open - 1));
+  EXPECT_EQ(std::to_string(api.GetProperty("driver_version").AsInt()),
             driver.substr(open + 1, driver.find(')') - open - 1));
 }
 

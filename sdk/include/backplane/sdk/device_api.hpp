@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace backplane {
 namespace sdk {
@@ -70,6 +71,9 @@ class DeviceAPI {
   virtual Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) = 0;
   // String-keyed properties beyond the enum; none for keys the backend does not know.
   virtual Any GetProperty(DLDevice dev, const std::string& key);
+  // The keys GetProperty answers for `dev` (ABI 1.5's list_properties); each must answer
+  // something other than none. The default lists none. A device id past the end lists none.
+  virtual std::vector<std::string> ListProperties(DLDevice dev);
   // Makes `dev` the calling thread's active device.
   virtual void SetDevice(DLDevice dev) = 0;
   // Data space: memory that can be copied to and from the host. The result may be an
@@ -109,6 +113,7 @@ class DeviceAPI {
 
   static bp_status_t GetAttrEntry(void* self, DLDevice dev, int32_t kind, bp_value_t* out);
   static bp_status_t GetPropertyEntry(void* self, DLDevice dev, const char* key, bp_value_t* out);
+  static bp_status_t ListPropertiesEntry(void* self, DLDevice dev, bp_object_t** out);
   static bp_status_t SetDeviceEntry(void* self, DLDevice dev);
   static bp_status_t AllocDataSpaceEntry(void* self, DLDevice dev, size_t nbytes, size_t alignment,
                                          DLDataType type_hint, void** out);
@@ -170,9 +175,12 @@ inline DeviceAPI::DeviceAPI(const Entries& e)
           .set_stream = e.streams ? &SetStreamEntry : nullptr,
           .stream_sync = &StreamSyncEntry,
           .sync_stream_from_to = e.sync_stream_from_to ? &SyncStreamFromToEntry : nullptr,
+          .list_properties = &ListPropertiesEntry,
       } {}
 
 inline Any DeviceAPI::GetProperty(DLDevice, const std::string&) { return NoneValue(); }
+
+inline std::vector<std::string> DeviceAPI::ListProperties(DLDevice) { return {}; }
 
 inline void* DeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType type_hint) {
   return AllocDataSpace(dev, nbytes, kDefaultWorkspaceAlignment, type_hint);
@@ -213,6 +221,13 @@ inline bp_status_t DeviceAPI::GetPropertyEntry(void* self, DLDevice dev, const c
     if (out == nullptr) NullArgument("get_property", "out_value");
     if (key == nullptr) NullArgument("get_property", "key");
     *out = Self(self)->GetProperty(dev, key).release();
+  });
+}
+
+inline bp_status_t DeviceAPI::ListPropertiesEntry(void* self, DLDevice dev, bp_object_t** out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("list_properties", "out_keys");
+    *out = StringArrayValue(Self(self)->ListProperties(dev)).release().u.v_obj;
   });
 }
 

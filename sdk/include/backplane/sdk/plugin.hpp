@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 // Throws backplane::Error(kind, message) unless `cond` holds. `message` is an expression
 // that is evaluated only on failure, so building it costs nothing on the fast path. A good
@@ -71,6 +72,26 @@ inline Any PtrValue(void* p) {
 inline Any StringValue(std::string_view text) {
   bp_value_t v = ::backplane::detail::ArgValue(BP_VALUE_OBJECT);
   v.u.v_obj = MakeString(text).release();
+  return Any(v);
+}
+
+// An array object of ints, for list attributes such as BP_ATTR_SUBGROUP_SIZES (ABI 1.5).
+inline Any IntArrayValue(const std::vector<int64_t>& items) {
+  std::vector<bp_value_t> values;
+  values.reserve(items.size());
+  for (int64_t x : items) values.push_back(::backplane::detail::ToArg(x));
+  bp_value_t v = ::backplane::detail::ArgValue(BP_VALUE_OBJECT);
+  Check(::backplane::detail::Api()->array_create(values.data(), values.size(), &v.u.v_obj));
+  return Any(v);
+}
+// An array object of strings (each copied), for list attributes such as BP_ATTR_EXTENSIONS and
+// for DeviceAPI::ListProperties (ABI 1.5).
+inline Any StringArrayValue(const std::vector<std::string>& items) {
+  std::vector<bp_value_t> values;
+  values.reserve(items.size());
+  for (const std::string& x : items) values.push_back(::backplane::detail::ToArg(x));
+  bp_value_t v = ::backplane::detail::ArgValue(BP_VALUE_OBJECT);
+  Check(::backplane::detail::Api()->array_create(values.data(), values.size(), &v.u.v_obj));
   return Any(v);
 }
 

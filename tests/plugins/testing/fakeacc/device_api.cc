@@ -131,6 +131,12 @@ Any FakeAccDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       return sdk::IntValue(static_cast<int64_t>(arena.capacity()));
     case BP_ATTR_AVAILABLE_GLOBAL_MEMORY:
       return sdk::IntValue(static_cast<int64_t>(arena.capacity() - arena.used()));
+    case BP_ATTR_DEVICE_KIND:
+      return sdk::StringValue("accelerator");
+    case BP_ATTR_MAX_ALLOCATION_SIZE:
+      return sdk::IntValue(static_cast<int64_t>(arena.capacity()));
+    case BP_ATTR_SUBGROUP_SIZES:
+      return sdk::IntArrayValue({8});
     default:  // clock rate, registers, GCN arch, L2, image pitch: not modelled
       return sdk::NoneValue();
   }
@@ -144,6 +150,11 @@ Any FakeAccDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   if (key == "memory") return sdk::StringValue("opaque handles");
   if (key == "live_allocations") return sdk::IntValue(LiveAllocations(dev));
   return sdk::NoneValue();
+}
+
+std::vector<std::string> FakeAccDeviceAPI::ListProperties(DLDevice dev) {
+  if (GetProperty(dev, "memory").is_none()) return {};  // no such device
+  return {"memory", "live_allocations"};
 }
 
 void FakeAccDeviceAPI::SetDevice(DLDevice dev) {

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "arena.h"
 #include "stream.h"
@@ -41,6 +42,8 @@ class FakeAccDeviceAPI final : public sdk::DeviceAPI {
   Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   // "memory" = "opaque handles"; "live_allocations" = data spaces alive on the device.
   Any GetProperty(DLDevice dev, const std::string& key) override;
+  // The keys GetProperty answers: "memory" and "live_allocations".
+  std::vector<std::string> ListProperties(DLDevice dev) override;
   void SetDevice(DLDevice dev) override;
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                        DLDataType type_hint) override;

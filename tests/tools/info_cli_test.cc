@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+// `backplane info -l`, `-d TYPE:INDEX` and `--json` run as a user runs them (issue 15, items
+// 8-10): what goes to stdout and stderr, the exit codes (0 success, 1 failure, 2 usage), the
+// JSON's schema_version and lists as arrays, and tables that fit a narrow terminal.
+#include <backplane/c_api.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "subprocess.h"
+
+#ifndef BACKPLANE_CLI_PATH
+#error "BACKPLANE_CLI_PATH must name the built backplane executable"
+#endif
+#ifndef BACKPLANE_PLUGIN_DIR
+#error "BACKPLANE_PLUGIN_DIR must name the folder of the built plugins"
+#endif
+
+namespace {
+
+using Json = nlohmann::json;
+namespace sp = backplane::subprocess;
+
+// Runs the tool with `args` on the build tree's plugins only, at a terminal width of 80.
+sp::Result RunCli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BACKPLANE_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  sp::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH", "BACKPLANE_DISABLE_PLUGINS"};
+  options.set_env = {{"COLUMNS", "80"}};
+  options.timeout_s = 120;
+  return sp::Run(argv, options);
+}
+
+Json RunJson(const std::vector<std::string>& args) {
+  sp::Result r = RunCli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\nstderr:\n" << r.err;
+  EXPECT_EQ(r.err, "");
+  Json doc = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(doc.is_object()) << "stdout is not a JSON object:\n" << r.out;
+  return doc.is_object() ? doc : Json::object();
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Terminal columns of a line: one per UTF-8 code point.
+size_t Columns(const std::string& line) {
+  size_t n = 0;
+  for (unsigned char c : line) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+void ExpectFits80(const std::string& text) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    EXPECT_LE(Columns(line), 80u) << "a line passes 80 columns:\n" << line;
+    start = end + 1;
+  }
+}
+
+bool PluginBuilt(const std::string& name) {
+  return std::filesystem::exists(std::string(BACKPLANE_PLUGIN_DIR) + "/libbackplane_" + name +
+                                 ".so");
+}
+
+TEST(InfoCli, ListPrintsOneLinePerDeviceThatFits80Columns) {
+  sp::Result r = RunCli({"info", "-l"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(Contains(r.out, "DEVICE")) << r.out;
+  bool cpu = false;
+  size_t start = 0;
+  while (start < r.out.size()) {
+    const size_t end = r.out.find('\n', start);
+    const std::string line = r.out.substr(start, end - start);
+    cpu = cpu || line.rfind("cpu:0 ", 0) == 0;
+    start = end == std::string::npos ? r.out.size() : end + 1;
+  }
+  EXPECT_TRUE(cpu) << "no line for cpu:0:\n" << r.out;
+  ExpectFits80(r.out);
+}
+
+TEST(InfoCli, ListJsonHasTheSameDevicesAsTheFullReport) {
+  const Json list = RunJson({"info", "-l", "--json"});
+  EXPECT_EQ(list["schema_version"], 1);
+  ASSERT_TRUE(list["devices"].is_array());
+  const Json full = RunJson({"info", "--json"});
+  EXPECT_EQ(full["schema_version"], 1);
+  ASSERT_EQ(list["devices"].size(), full["devices"].size());
+  for (size_t i = 0; i < list["devices"].size(); ++i) {
+    const Json& l = list["devices"][i];
+    const Json& f = full["devices"][i];
+    EXPECT_EQ(l["device"], f["device"]);
+    EXPECT_EQ(l["type"], f["type"]);
+    EXPECT_EQ(l["index"], f["id"]);
+    EXPECT_EQ(l["name"], f["attributes"]["device_name"]);
+    EXPECT_EQ(l["kind"], f["attributes"]["device_kind"]);
+  }
+  EXPECT_EQ(list["devices"][0]["device"], "cpu:0");
+  EXPECT_EQ(list["devices"][0]["kind"], "cpu");
+}
+
+TEST(InfoCli, DeviceShowsOneDeviceWithAttributesAndProperties) {
+  sp::Result r = RunCli({"info", "-d", "cpu:0"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
+  EXPECT_EQ(r.err, "");
+  for (const char* part : {"cpu:0", "device_kind", "isa_flags", "max_allocation_size", "PROPERTY",
+                           "l3_cache_size_bytes"}) {
+    EXPECT_TRUE(Contains(r.out, part)) << part << " missing:\n" << r.out;
+  }
+  EXPECT_FALSE(Contains(r.out, "opencl:0")) << "-d shows one device only";
+  ExpectFits80(r.out);
+
+  const Json doc = RunJson({"info", "-d", "cpu:0", "--json"});
+  EXPECT_EQ(doc["schema_version"], 1);
+  const Json& device = doc["device"];
+  EXPECT_EQ(device["device"], "cpu:0");
+  EXPECT_EQ(device["attributes"]["device_kind"], "cpu");
+  EXPECT_TRUE(device["attributes"]["isa_flags"].is_array());
+  EXPECT_TRUE(device["properties"].is_object());
+  EXPECT_TRUE(device["properties"].contains("page_size"));
+  EXPECT_EQ(device["attributes"].size(), static_cast<size_t>(BP_ATTR_COUNT));
+}
+
+TEST(InfoCli, OtherBackendsDevicesFit80Columns) {
+  for (const char* type : {"opencl", "vulkan"}) {
+    if (!PluginBuilt(type)) continue;
+    const Json list = RunJson({"info", "-l", "--json"});
+    for (const Json& d : list["devices"]) {
+      if (d["type"] != type) continue;
+      sp::Result r = RunCli({"info", "-d", d["device"].get<std::string>()});
+      EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
+      EXPECT_TRUE(Contains(r.out, "extensions")) << r.out;
+      ExpectFits80(r.out);
+    }
+  }
+}
+
+TEST(InfoCli, JsonListsAreArraysNeverJsonInStrings) {
+  const Json full = RunJson({"info", "--json"});
+  EXPECT_EQ(full["schema_version"], 1);
+  ASSERT_FALSE(full["devices"].empty());
+  for (const Json& d : full["devices"]) {
+    SCOPED_TRACE(d["device"].dump());
+    const Json& attrs = d["attributes"];
+    for (const char* list :
+         {"max_thread_dimensions", "subgroup_sizes", "extensions", "isa_flags"}) {
+      EXPECT_TRUE(attrs[list].is_null() || attrs[list].is_array()) << list << ": " << attrs[list];
+    }
+    if (attrs["max_thread_dimensions"].is_array()) {
+      for (const Json& n : attrs["max_thread_dimensions"]) EXPECT_TRUE(n.is_number_integer());
+    }
+    EXPECT_TRUE(d["properties"].is_object());
+    EXPECT_TRUE(d["errors"].empty()) << d["errors"].dump();
+  }
+}
+
+TEST(InfoCli, UnknownDeviceTypeIsAUsageErrorNamingTheKnownOnes) {
+  sp::Result r = RunCli({"info", "-d", "nosuch:0"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(Contains(r.err, "device type 'nosuch' is not known")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "known types: cpu")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "backplane info -l")) << r.err;
+}
+
+TEST(InfoCli, DeviceIndexPastTheEndIsAUsageErrorNamingTheDevicesThatExist) {
+  sp::Result r = RunCli({"info", "-d", "cpu:99"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(Contains(r.err, "device cpu:99 does not exist; cpu has 1 device(s) here (cpu:0)"))
+      << r.err;
+  if (PluginBuilt("opencl")) {
+    r = RunCli({"info", "-d", "opencl:99"});
+    EXPECT_EQ(r.exit_code, 2) << r.Describe();
+    EXPECT_EQ(r.out, "");
+    EXPECT_TRUE(Contains(r.err, "device opencl:99 does not exist; opencl has")) << r.err;
+  }
+}
+
+TEST(InfoCli, DeviceOfATypeNoPluginProvidesIsAUsageError) {
+  // metal is one of DLPack's names, so the type is known, but no plugin here provides it.
+  sp::Result r = RunCli({"info", "-d", "metal:0"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(Contains(r.err, "the DeviceAPI of 'metal' is unavailable")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "BACKPLANE_PLUGIN_PATH")) << r.err;
+}
+
+TEST(InfoCli, MalformedDeviceAndConflictingOptionsAreUsageErrors) {
+  for (const char* bad : {"cpu:x", "cpu:", ":0", "cpu:-1"}) {
+    sp::Result r = RunCli({"info", "-d", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.Describe();
+    EXPECT_EQ(r.out, "");
+    EXPECT_TRUE(Contains(r.err, "expected TYPE:INDEX")) << bad << ": " << r.err;
+  }
+  sp::Result r = RunCli({"info", "-l", "-d", "cpu:0"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(Contains(r.err, "excludes")) << r.err;
+}
+
+}  // namespace
