@@ -89,6 +89,33 @@ TEST(InfoCli, ListPrintsOneLinePerDeviceThatFits80Columns) {
   ExpectFits80(r.out);
 }
 
+// The whole report at 80 columns: every line fits, except a line holding one word alone (a
+// path longer than the line, which is never cut so that it can be copied whole). A library
+// path too long for the plugin table's last column moves to a line of its own under its row.
+TEST(InfoCli, TheFullReportFits80ColumnsWithLongPathsOnLinesOfTheirOwn) {
+  sp::Result r = RunCli({"info"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
+  const std::string cpu_library = std::string(BACKPLANE_PLUGIN_DIR) + "/libbackplane_cpu.so";
+  bool library_alone = false;
+  size_t start = 0;
+  while (start < r.out.size()) {
+    size_t end = r.out.find('\n', start);
+    if (end == std::string::npos) end = r.out.size();
+    const std::string line = r.out.substr(start, end - start);
+    const size_t first = line.find_first_not_of(' ');
+    const bool one_word = first != std::string::npos && line.find(' ', first) == std::string::npos;
+    if (!one_word) {
+      EXPECT_LE(Columns(line), 80u) << "a line passes 80 columns:\n" << line;
+    }
+    library_alone = library_alone || (one_word && line.substr(first) == cpu_library);
+    start = end + 1;
+  }
+  if (cpu_library.size() > 40) {
+    EXPECT_TRUE(library_alone) << "the cpu plugin's library is not on a line of its own:\n"
+                               << r.out;
+  }
+}
+
 TEST(InfoCli, ListJsonHasTheSameDevicesAsTheFullReport) {
   const Json list = RunJson({"info", "-l", "--json"});
   EXPECT_EQ(list["schema_version"], 1);

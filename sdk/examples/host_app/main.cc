@@ -34,30 +34,6 @@ constexpr const char* kUsage =
     "  A KERNEL_FILE without '/' is read from the reference kernels' folder of the\n"
     "  installed package (BACKPLANE_KERNEL_DIR overrides it).\n";
 
-// Every device of every device type a plugin provides: ids 0, 1, ... while BP_ATTR_EXIST
-// says 1 (docs/host-guide.md).
-std::vector<bp::Device> ListDevices() {
-  std::vector<int32_t> types(BP_DEVICE_TYPE_MAX);
-  size_t count = 0;
-  bp::Check(bp_device_type_list(types.data(), types.size(), &count));
-  types.resize(std::min(count, types.size()));
-  std::vector<bp::Device> devices;
-  for (int32_t type : types) {
-    for (int32_t id = 0;; ++id) {
-      const bp::Device dev(DLDevice{static_cast<DLDeviceType>(type), id});
-      bool exists = false;
-      try {
-        exists = bp::DeviceAPI::Get(dev).Exists();
-      } catch (const bp::Error&) {
-        // No loaded plugin provides this device type (DLPack names them all).
-      }
-      if (!exists) break;
-      devices.push_back(dev);
-    }
-  }
-  return devices;
-}
-
 // Device 0 of the device type the Target's kind runs on (from the kinds' description).
 bp::Device DeviceOf(const bp::Target& target) {
   const nlohmann::json kinds = nlohmann::json::parse(bp::TargetKinds::Describe())["kinds"];
@@ -101,9 +77,8 @@ int Run(const std::string& kernel_file, const std::string& func, const std::stri
   //    cannot load is skipped with its reason (bp_plugins_list); the host goes on.
   bp::Check(bp_plugins_load_all());
   std::printf("devices:\n");
-  for (const bp::Device& dev : ListDevices()) {
-    std::printf("  %-12s %s\n", dev.ToString().c_str(),
-                bp::DeviceAPI::Get(dev).GetAttr(BP_ATTR_DEVICE_NAME).ToString().c_str());
+  for (const bp::DeviceEntry& d : bp::ListDevices()) {
+    std::printf("  %-12s %s\n", d.device.ToString().c_str(), d.name.c_str());
   }
 
   // 2. The Target, and the device its kind runs on.

@@ -38,6 +38,15 @@ size_t DisplayWidth(std::string_view text) {
   return width;
 }
 
+bool OutputWidthIsKnown() {
+  winsize ws{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    return true;
+  }
+  const char* columns = std::getenv("COLUMNS");
+  return columns != nullptr && std::strtoul(columns, nullptr, 10) > 0;
+}
+
 size_t OutputWidth() {
   size_t width = 0;
   winsize ws{};
@@ -109,13 +118,29 @@ void Table::Print(std::ostream& out, size_t indent, size_t width) const {
   widths[columns - 1] = std::min(widths[columns - 1], last_room);
 
   const std::string margin(indent, ' ');
+  const std::string note_margin(indent + kNoteIndent, ' ');
+  // On a terminal (or with COLUMNS) a last cell holding a word too long for its column (a
+  // library path) moves to a line of its own under the row, so the table keeps to the
+  // width; piped output with no width keeps each row on one line for grep.
+  const bool move_long_words = OutputWidthIsKnown();
   auto print_line = [&](const std::vector<std::string>& cells) {
     std::vector<std::string> last = WrapText(cells[columns - 1], last_room);
+    const bool too_long =
+        move_long_words && std::any_of(last.begin(), last.end(), [&](const std::string& line) {
+          return DisplayWidth(line) > last_room;
+        });
+    if (too_long) last = {""};
     out << margin;
     for (size_t c = 0; c + 1 < columns; ++c) PrintPadded(out, cells[c], widths[c] + kColumnGap);
     out << last[0] << '\n';
     for (size_t i = 1; i < last.size(); ++i) {
       out << std::string(last_start, ' ') << last[i] << '\n';
+    }
+    if (too_long) {
+      for (const std::string& line :
+           WrapText(cells[columns - 1], width - std::min(width, indent + kNoteIndent))) {
+        out << note_margin << line << '\n';
+      }
     }
   };
   print_line(headings_);
@@ -129,7 +154,6 @@ void Table::Print(std::ostream& out, size_t indent, size_t width) const {
   for (size_t c = 0; c < columns; ++c) {
     out << rules[c] << (c + 1 < columns ? std::string(kColumnGap, ' ') : "\n");
   }
-  const std::string note_margin(indent + kNoteIndent, ' ');
   const size_t note_width =
       width > indent + kNoteIndent + kMinWrapWidth ? width - indent - kNoteIndent : kMinWrapWidth;
   for (const Row& row : rows_) {

@@ -18,6 +18,8 @@ size_t DisplayWidth(std::string_view text);
 // The width to lay text out for: the terminal's when stdout is one, else $COLUMNS, else 100;
 // never less than 60.
 size_t OutputWidth();
+// Whether that width is the terminal's or $COLUMNS (not the default for piped output).
+bool OutputWidthIsKnown();
 
 // Splits `text` into lines of at most `width` columns, breaking at spaces. A word longer
 // than a line (a long path, typically) gets a line of its own and is never cut, so it can
@@ -27,7 +29,8 @@ std::vector<std::string> WrapText(std::string_view text, size_t width);
 // A table with a heading row, aligned columns and optional notes: a line of free text
 // printed under a row across the table's width and wrapped to fit (used for reasons). The
 // last column wraps too when a row would pass the output width, its continuation lines
-// aligned under the column.
+// aligned under the column; when the width is known (OutputWidthIsKnown) a word too long for
+// that column (a path) moves whole to a line of its own under the row.
 class Table {
  public:
   explicit Table(std::vector<std::string> headings);
