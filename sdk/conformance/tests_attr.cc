@@ -414,11 +414,13 @@ void ListedProperties(Context& ctx) {
                          ")");
       continue;
     }
+    // Described before the release: the answer's object is the caller's to release, and is
+    // gone after it.
+    ctx.Detail("property " + key + ": " + ValueTypeText(v));
     if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
     if (v.type == BP_VALUE_NONE) {
       problems.push_back("get_property(\"" + key + "\"), a listed key, answered none");
     }
-    ctx.Detail("property " + key + ": " + ValueTypeText(v));
   }
   if (list() != keys) problems.push_back("list_properties answered another list when asked again");
   if (!problems.empty()) Fail(JoinProblems(problems) + " (BP-PLUGIN-13)");
