@@ -27,6 +27,9 @@ constexpr size_t kMinTableSize =
 // The published tables, by device type. Constant-initialised (no guard on the hot path);
 // each entry is written once, under the manager's lock, and never changes after.
 std::atomic<const bp_device_api_t*> g_tables[BP_DEVICE_TYPE_MAX] = {};
+// The owner (the plugin, or "host") that registered each published table; written before the
+// table is published and never changed after, so a reader that saw the table sees it.
+const std::string* g_owners[BP_DEVICE_TYPE_MAX] = {};
 
 class DeviceAPIManager {
  public:
@@ -86,6 +89,7 @@ class DeviceAPIManager {
     std::lock_guard lock(mu_);
     const bp_device_api_t* existing = g_tables[type].load(std::memory_order_acquire);
     if (existing != nullptr) return *existing;
+    g_owners[type] = new std::string(owner);            // lives as long as the process
     const bp_device_api_t* published = copy.release();  // lives as long as the process
     g_tables[type].store(published, std::memory_order_release);
     return *published;
@@ -155,6 +159,18 @@ void CheckTensor(const DLTensor* t, const char* which) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          std::string("copy: the ") + which + " is strided; only compact tensors can be copied");
   }
+}
+
+// Whether the DeviceAPIs of two device types come from one plugin (which then copies between
+// them itself, on the given stream, instead of the core staging through host memory). Tables
+// the host registered are not taken as one backend's: the core stages between them.
+bool SamePlugin(int32_t a, int32_t b) {
+  TableFor(a);
+  TableFor(b);
+  const std::string* owner_a = g_owners[a];
+  const std::string* owner_b = g_owners[b];
+  return owner_a != nullptr && owner_b != nullptr && *owner_a == *owner_b &&
+         owner_a->rfind("plugin ", 0) == 0;
 }
 
 void CopyOnOneAPI(const DLTensor* from, const DLTensor* to, bp_stream_t stream, DLDevice dev) {
@@ -459,12 +475,14 @@ BP_EXPORT bp_status_t bp_device_copy_data_from_to(const DLTensor* from, const DL
   }
   const bool from_cpu = from->device.device_type == kDLCPU;
   const bool to_cpu = to->device.device_type == kDLCPU;
-  if (from_cpu || to_cpu || from->device.device_type == to->device.device_type) {
-    // One DeviceAPI serves the copy: the non-CPU side's, or the shared type's.
+  if (from_cpu || to_cpu || from->device.device_type == to->device.device_type ||
+      SamePlugin(from->device.device_type, to->device.device_type)) {
+    // One DeviceAPI serves the copy: the non-CPU side's, the shared type's, or (for two types
+    // of one plugin, such as cuda and cuda_host) the destination's, which the plugin routes.
     CopyOnOneAPI(from, to, stream, to_cpu ? from->device : to->device);
     return BP_OK;
   }
-  // Two different device types: stage through host memory.
+  // Two device types of different plugins: stage through host memory.
   std::unique_ptr<void, decltype(&std::free)> staging(
       std::aligned_alloc(64, (from_bytes + 63) / 64 * 64 + 64), &std::free);
   if (!staging) Fail(BP_ERR_OUT_OF_MEMORY, "copy: no host memory for a staging buffer");

@@ -8,6 +8,7 @@
 #include <backplane/sdk/module.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -66,9 +67,15 @@ class CUDAModule : public sdk::ModuleBase {
   ~CUDAModule() override {
     const Driver& d = Driver::Get();
     if (!d.ok) return;
+    // cuModuleUnload unloads from the current context: make the module's context current on
+    // this thread (whichever thread drops the last reference), and restore what was.
     for (Loaded& l : loaded_) {
+      if (l.module == nullptr && l.fault == 0) continue;
+      if (d.cuCtxPushCurrent(l.context) != CUDA_SUCCESS) continue;
       if (l.module != nullptr) d.cuModuleUnload(l.module);  // errors at exit are of no use
       if (l.fault != 0) d.cuMemFree(l.fault);
+      CUcontext popped = nullptr;
+      d.cuCtxPopCurrent(&popped);
     }
   }
 
@@ -99,50 +106,149 @@ class CUDAModule : public sdk::ModuleBase {
 
  private:
   struct Loaded {
+    CUcontext context = nullptr;  // the device's primary context, the module's home
     CUmodule module = nullptr;
     std::vector<CUfunction> functions;
     CUdeviceptr fault = 0;  // the fault record (32 zero bytes), when a kernel has checks
   };
 
-  // The kernel `index` in the device's context, loading the module there on first use.
+  // "" when the driver can load the module's PTX; else why not, naming both versions. NVRTC
+  // writes the PTX ISA version it targets in `.version`; a driver JIT-compiles only the ISA
+  // versions of its own CUDA release and older.
+  std::string PtxVersionProblem(const Driver& d) const {
+    if (data_.cubin) return "";
+    const size_t at = data_.binary.find(".version ");
+    int major = 0, minor = 0;
+    if (at == std::string::npos ||
+        std::sscanf(data_.binary.c_str() + at, ".version %d.%d", &major, &minor) != 2) {
+      return "";
+    }
+    const int isa = major * 10 + minor;
+    const int max = MaxPtxIsa(d.version);
+    if (d.version == 0 || isa <= max) return "";
+    return "the module's PTX is ISA version " + std::to_string(major) + "." +
+           std::to_string(minor) + ", but the NVIDIA driver here is for CUDA " +
+           std::to_string(d.version / 1000) + "." + std::to_string(d.version % 1000 / 10) +
+           " and JIT-compiles PTX up to ISA " + std::to_string(max / 10) + "." +
+           std::to_string(max % 10) + "; update the driver (" + DriverBranchForPtxIsa(isa) +
+           " or newer), or build the module with an older CUDA Toolkit's NVRTC, or with "
+           "-cubin=1 for this GPU's exact arch";
+  }
+
+  // The kernel `index` in the device's context, loading the module there on first use. The
+  // entry is kept only when the module and every function of it loaded: a failure leaves
+  // nothing behind, and the next launch tries again.
   CUfunction Kernel(CUDADeviceAPI* api, int32_t device_id, size_t index) {
     std::lock_guard<std::mutex> lock(mu_);
     if (loaded_.size() <= static_cast<size_t>(device_id)) loaded_.resize(device_id + 1);
-    Loaded& l = loaded_[device_id];
-    if (l.module == nullptr) {
-      const Driver& d = api->driver();
-      Check(d.cuModuleLoadData(&l.module, data_.binary.c_str()),
-            std::string("cuModuleLoadData of the module's ") + (data_.cubin ? "cubin" : "PTX") +
-                " for " + data_.arch + " on cuda:" + std::to_string(device_id) +
-                " (a cubin runs only on its exact arch, PTX on that arch and newer)");
-      l.functions.assign(data_.kernels.size(), nullptr);
-      for (size_t i = 0; i < data_.kernels.size(); ++i) {
-        const KernelInfo& k = data_.kernels[i];
-        Check(d.cuModuleGetFunction(&l.functions[i], l.module, k.symbol.c_str()),
-              "cuModuleGetFunction('" + k.symbol + "')");
-        if (k.faults && l.fault == 0) {
-          const codegen::FaultRecord zero;
-          Check(d.cuMemAlloc(&l.fault, sizeof(zero)), "cuMemAlloc of the fault record");
-          Check(d.cuMemcpyHtoDAsync(l.fault, &zero, sizeof(zero), nullptr),
-                "clearing the fault record");
-          Check(d.cuStreamSynchronize(nullptr), "clearing the fault record");
-        }
-        if (k.dynamic_shared_bytes > kStaticSharedLimit) {
-          Check(
-              d.cuFuncSetAttribute(l.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    if (loaded_[static_cast<size_t>(device_id)].module != nullptr) {
+      return loaded_[static_cast<size_t>(device_id)].functions[index];
+    }
+    const Driver& d = api->driver();
+    const std::string where = "cuda:" + std::to_string(device_id);
+    const std::string problem = PtxVersionProblem(d);
+    if (!problem.empty()) {
+      throw Error(BP_ERR_DEVICE, "loading the cuda module on " + where + ": " + problem);
+    }
+    Loaded l;
+    l.context = api->Context(device_id);
+    // cuModuleLoadDataEx with a JIT error log, so a PTX the driver refuses says why.
+    std::string log(8192, '\0');
+    CUjit_option options[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[2] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
+    const CUresult r = d.cuModuleLoadDataEx(&l.module, data_.binary.c_str(), 2, options, values);
+    if (r != CUDA_SUCCESS) {
+      log.resize(std::strlen(log.c_str()));
+      Fail(r, std::string("cuModuleLoadDataEx of the module's ") + (data_.cubin ? "cubin" : "PTX") +
+                  " for " + data_.arch + " on " + where +
+                  " (a cubin runs only on its exact arch, PTX for sm_XY on that arch and newer, "
+                  "PTX for sm_XYa only on sm_XY)" +
+                  (log.empty() ? std::string() : "; the JIT log says: " + log));
+    }
+    // Until the entry is committed, a failure unloads what was loaded.
+    struct Rollback {
+      const Driver& d;
+      Loaded& l;
+      bool armed = true;
+      ~Rollback() {
+        if (!armed) return;
+        if (l.fault != 0) d.cuMemFree(l.fault);
+        d.cuModuleUnload(l.module);
+      }
+    } rollback{d, l};
+    l.functions.assign(data_.kernels.size(), nullptr);
+    for (size_t i = 0; i < data_.kernels.size(); ++i) {
+      const KernelInfo& k = data_.kernels[i];
+      Check(d.cuModuleGetFunction(&l.functions[i], l.module, k.symbol.c_str()),
+            [&] { return "cuModuleGetFunction('" + k.symbol + "') on " + where; });
+      if (k.faults && l.fault == 0) {
+        const codegen::FaultRecord zero;
+        Check(d.cuMemAlloc(&l.fault, sizeof(zero)), "cuMemAlloc of the fault record");
+        Check(d.cuMemcpyHtoDAsync(l.fault, &zero, sizeof(zero), nullptr),
+              "clearing the fault record");
+        Check(d.cuStreamSynchronize(nullptr), "clearing the fault record");
+      }
+      if (k.dynamic_shared_bytes > kStaticSharedLimit) {
+        Check(d.cuFuncSetAttribute(l.functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    static_cast<int>(k.dynamic_shared_bytes)),
-              "kernel '" + k.name + "' needs " + std::to_string(k.dynamic_shared_bytes) +
-                  " bytes of shared memory; cuFuncSetAttribute");
-        }
+              [&] {
+                return "kernel '" + k.name + "' needs " + std::to_string(k.dynamic_shared_bytes) +
+                       " bytes of shared memory; cuFuncSetAttribute";
+              });
       }
     }
-    return l.functions[index];
+    rollback.armed = false;
+    loaded_[static_cast<size_t>(device_id)] = std::move(l);
+    return loaded_[static_cast<size_t>(device_id)].functions[index];
   }
 
   // The fault record of the module on `device_id` (after Kernel loaded the module there).
   CUdeviceptr FaultRecord(int32_t device_id) {
     std::lock_guard<std::mutex> lock(mu_);
     return loaded_[static_cast<size_t>(device_id)].fault;
+  }
+
+  // Every grid and block size within what the device allows (cuDeviceGetAttribute's
+  // MAX_GRID_DIM_*, MAX_BLOCK_DIM_* and MAX_THREADS_PER_BLOCK): the driver would refuse with a
+  // bare CUDA_ERROR_INVALID_VALUE.
+  static void CheckLaunchLimits(const KernelInfo& k, DLDevice device, const unsigned grid[3],
+                                const unsigned block[3]) {
+    const CUDADeviceAPI::LaunchLimits& limits = CUDADeviceAPI::Global()->Limits(device.device_id);
+    static const char kAxis[3] = {'x', 'y', 'z'};
+    for (int axis = 0; axis < 3; ++axis) {
+      if (grid[axis] > static_cast<unsigned>(limits.grid[axis])) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "cuda kernel '" + k.name + "': " + std::to_string(grid[axis]) +
+                        " blocks on grid axis " + kAxis[axis] + " (blockIdx." + kAxis[axis] +
+                        ") is more than " + sdk::DeviceString(device) + " allows (" +
+                        std::to_string(limits.grid[axis]) +
+                        "); split the work over several launches, or bind the larger extent "
+                        "to blockIdx.x (up to " +
+                        std::to_string(limits.grid[0]) + ")");
+      }
+      if (block[axis] > static_cast<unsigned>(limits.block[axis])) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "cuda kernel '" + k.name + "': " + std::to_string(block[axis]) +
+                        " threads on block axis " + kAxis[axis] + " (threadIdx." + kAxis[axis] +
+                        ") is more than " + sdk::DeviceString(device) + " allows (" +
+                        std::to_string(limits.block[axis]) + "); use smaller blocks");
+      }
+    }
+    const uint64_t threads = uint64_t{block[0]} * block[1] * block[2];
+    if (threads > static_cast<uint64_t>(limits.threads_per_block)) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "cuda kernel '" + k.name + "': a block of " + std::to_string(block[0]) + " x " +
+                      std::to_string(block[1]) + " x " + std::to_string(block[2]) + " = " +
+                      std::to_string(threads) + " threads is more than " +
+                      sdk::DeviceString(device) + " allows (" +
+                      std::to_string(limits.threads_per_block) + "); use smaller blocks");
+    }
+    if (k.dynamic_shared_bytes > limits.shared_optin) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "cuda kernel '" + k.name + "' needs " + std::to_string(k.dynamic_shared_bytes) +
+                      " bytes of shared memory; " + sdk::DeviceString(device) + " gives a block " +
+                      "at most " + std::to_string(limits.shared_optin) + "; use smaller tiles");
+    }
   }
 
   void Launch(size_t index, PackedArgs args) {
@@ -176,6 +282,12 @@ class CUDAModule : public sdk::ModuleBase {
       have_device = true;
       const uintptr_t start = reinterpret_cast<uintptr_t>(views[i].data);
       ranges[i] = {start, start + sdk::TensorBytes(t)};
+      // An address the device does not hold would fault in the kernel and break the context.
+      if (ranges[i].second > start) {
+        api->CheckDeviceRange(
+            t->device, start, ranges[i].second - start,
+            ("cuda kernel '" + k.name + "', argument " + std::to_string(i)).c_str());
+      }
     }
     // Buffers are __restrict__: a written buffer may not overlap any other argument.
     for (size_t i = 0; i < num_params; ++i) {
@@ -204,6 +316,7 @@ class CUDAModule : public sdk::ModuleBase {
                         "cuda kernel '" + k.name + "': unknown launch param '" + tag + "'");
       (tag.rfind("blockIdx", 0) == 0 ? grid : block)[axis] = static_cast<unsigned>(extent);
     }
+    CheckLaunchLimits(k, device, grid, block);
     std::vector<ParamSlot> slots(num_params);
     std::vector<void*> pointers(num_params);
     for (size_t i = 0; i < num_params; ++i) {
@@ -256,15 +369,18 @@ class CUDAModule : public sdk::ModuleBase {
     Check(api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                        static_cast<unsigned>(k.dynamic_shared_bytes), stream,
                                        pointers.empty() ? nullptr : pointers.data(), nullptr),
-          "cuLaunchKernel of '" + k.name + "' with grid (" + std::to_string(grid[0]) + ", " +
-              std::to_string(grid[1]) + ", " + std::to_string(grid[2]) + ") and block (" +
-              std::to_string(block[0]) + ", " + std::to_string(block[1]) + ", " +
-              std::to_string(block[2]) + ") on " + sdk::DeviceString(device));
+          [&] {
+            return "cuLaunchKernel of '" + k.name + "' with grid (" + std::to_string(grid[0]) +
+                   ", " + std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
+                   ") and block (" + std::to_string(block[0]) + ", " + std::to_string(block[1]) +
+                   ", " + std::to_string(block[2]) + ") on " + sdk::DeviceString(device);
+          });
     if (k.faults) {
       const Driver& d = api->driver();
       codegen::FaultRecord r;
       Check(d.cuMemcpyDtoHAsync(&r, record.ptr, sizeof(r), stream), "reading the fault record");
-      Check(d.cuStreamSynchronize(stream), "reading the fault record of '" + k.name + "'");
+      Check(d.cuStreamSynchronize(stream),
+            [&] { return "reading the fault record of '" + k.name + "'"; });
       if (r.site != 0) {
         const codegen::FaultRecord zero;
         Check(d.cuMemcpyHtoDAsync(record.ptr, &zero, sizeof(zero), stream),

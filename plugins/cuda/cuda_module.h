@@ -16,7 +16,7 @@ namespace cuda {
 
 // Everything a cuda module is made of; what SaveToBytes writes.
 struct CUDAModuleData {
-  std::string arch;    // the Target's arch, e.g. sm_90a
+  std::string arch;    // the Target's arch, e.g. sm_90
   bool cubin = false;  // binary is a cubin for `arch` (else PTX for its compute_ arch)
   std::string ir;      // the kernels' IR (text form), to check calls against
   std::string source;  // the generated CUDA C

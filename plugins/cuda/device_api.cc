@@ -42,18 +42,18 @@ size_t WorkspacePool::SizeClass(size_t nbytes) {
   return c;
 }
 
-CUdeviceptr WorkspacePool::Take(size_t size_class) {
+void WorkspacePool::Give(size_t size_class, Entry entry) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = free_.find(size_class);
-  if (it == free_.end() || it->second.empty()) return 0;
-  CUdeviceptr p = it->second.back();
-  it->second.pop_back();
-  return p;
+  free_[size_class].push_back(entry);
 }
 
-void WorkspacePool::Give(CUdeviceptr ptr, size_t size_class) {
+void WorkspacePool::ForgetStream(CUstream stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  free_[size_class].push_back(ptr);
+  for (auto& [size_class, entries] : free_) {
+    for (Entry& e : entries) {
+      if (e.stream == stream) e.any_stream = true;
+    }
+  }
 }
 
 // ---- CUDADeviceAPI ---------------------------------------------------------------------
@@ -106,15 +106,54 @@ CUcontext CUDADeviceAPI::Activate(DLDevice dev) {
     std::lock_guard<std::mutex> lock(mu_);
     if (d.context == nullptr) {
       Check(driver_->cuDevicePrimaryCtxRetain(&d.context, d.handle),
-            "cuDevicePrimaryCtxRetain on " + sdk::DeviceString(dev));
+            [&] { return "cuDevicePrimaryCtxRetain on " + sdk::DeviceString(dev); });
     }
     ctx = d.context;
   }
   CUcontext current = nullptr;
   if (driver_->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != ctx) {
-    Check(driver_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent on " + sdk::DeviceString(dev));
+    Check(driver_->cuCtxSetCurrent(ctx),
+          [&] { return "cuCtxSetCurrent on " + sdk::DeviceString(dev); });
   }
   return ctx;
+}
+
+CUcontext CUDADeviceAPI::Context(int32_t device_id) {
+  const DLDevice dev{static_cast<DLDeviceType>(device_type()), device_id};
+  RequireDevice(dev);
+  Device& d = devices_[static_cast<size_t>(device_id)];
+  std::lock_guard<std::mutex> lock(mu_);
+  if (d.context == nullptr) {
+    Check(driver_->cuDevicePrimaryCtxRetain(&d.context, d.handle),
+          [&] { return "cuDevicePrimaryCtxRetain on " + sdk::DeviceString(dev); });
+  }
+  return d.context;
+}
+
+const CUDADeviceAPI::LaunchLimits& CUDADeviceAPI::Limits(int32_t device_id) {
+  RequireDevice(DLDevice{static_cast<DLDeviceType>(device_type()), device_id});
+  Device& d = devices_[static_cast<size_t>(device_id)];
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (d.limits != nullptr) return *d.limits;
+  }
+  auto limits = std::make_unique<LaunchLimits>();
+  const CUdevice_attribute grid[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+                                      CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+                                      CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+  const CUdevice_attribute block[3] = {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X,
+                                       CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
+                                       CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
+  for (int axis = 0; axis < 3; ++axis) {
+    limits->grid[axis] = Attribute(device_id, grid[axis]);
+    limits->block[axis] = Attribute(device_id, block[axis]);
+  }
+  limits->threads_per_block = Attribute(device_id, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  limits->shared_optin =
+      Attribute(device_id, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (d.limits == nullptr) d.limits = std::move(limits);
+  return *d.limits;
 }
 
 int CUDADeviceAPI::Attribute(int32_t id, CUdevice_attribute attr) {
@@ -276,24 +315,32 @@ Any CUDADeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
 
 void CUDADeviceAPI::SetDevice(DLDevice dev) { Activate(dev); }
 
-void* CUDADeviceAPI::Allocate(DLDevice dev, size_t nbytes, size_t workspace_class) {
+void* CUDADeviceAPI::Allocate(DLDevice dev, size_t nbytes, size_t alignment,
+                              size_t workspace_class) {
   Activate(dev);
-  CUdeviceptr p = 0;
-  // cuMemAlloc refuses 0 bytes; a zero-size request gets the smallest allocation. Device
-  // allocations are 256-byte aligned, which covers every alignment a dtype needs.
-  Check(driver_->cuMemAlloc(&p, nbytes == 0 ? 1 : nbytes),
-        "cuMemAlloc of " + std::to_string(nbytes) + " bytes on " + sdk::DeviceString(dev));
+  // cuMemAlloc memory is 256-byte aligned (cuMemAlloc's documentation); a larger alignment gets
+  // that much more, and the first aligned address. cuMemAlloc refuses 0 bytes: a zero-size
+  // request gets the smallest allocation.
+  const size_t extra = alignment > 256 ? alignment - 256 : 0;
+  BACKPLANE_REQUIRE(nbytes <= SIZE_MAX - extra - 1, BP_ERR_OUT_OF_MEMORY,
+                    "alloc_data_space of " + std::to_string(nbytes) + " bytes on " +
+                        sdk::DeviceString(dev) + ": no device holds that many; allocate less");
+  CUdeviceptr base = 0;
+  Check(driver_->cuMemAlloc(&base, nbytes == 0 ? 1 : nbytes + extra), [&] {
+    return "cuMemAlloc of " + std::to_string(nbytes) + " bytes on " + sdk::DeviceString(dev);
+  });
+  const uintptr_t start = static_cast<uintptr_t>(base);
+  const uintptr_t p = extra == 0 ? start : (start + alignment - 1) / alignment * alignment;
   std::lock_guard<std::mutex> lock(mu_);
-  allocations_[static_cast<uintptr_t>(p)] = Allocation{nbytes, dev.device_id, workspace_class};
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+  allocations_[p] = Allocation{nbytes, dev.device_id, workspace_class, start};
+  return reinterpret_cast<void*>(p);
 }
 
 void* CUDADeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment, DLDataType) {
-  BACKPLANE_REQUIRE(alignment <= 256, BP_ERR_INVALID_ARGUMENT,
+  BACKPLANE_REQUIRE(alignment != 0 && (alignment & (alignment - 1)) == 0, BP_ERR_INVALID_ARGUMENT,
                     "alloc_data_space on " + sdk::DeviceString(dev) + ": alignment " +
-                        std::to_string(alignment) +
-                        " is more than the 256 bytes CUDA allocations have; pass 256 or less");
-  return Allocate(dev, nbytes, 0);
+                        std::to_string(alignment) + " is not a power of two; pass 1, 2, 4, ...");
+  return Allocate(dev, nbytes, alignment, 0);
 }
 
 void CUDADeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
@@ -316,19 +363,25 @@ void CUDADeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
     allocations_.erase(it);
   }
   Activate(dev);
-  Check(driver_->cuMemFree(Ptr(ptr)), "cuMemFree on " + sdk::DeviceString(dev));
+  Check(driver_->cuMemFree(static_cast<CUdeviceptr>(a.base)),
+        [&] { return "cuMemFree on " + sdk::DeviceString(dev); });
 }
 
 void* CUDADeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
-  RequireDevice(dev);
+  Activate(dev);
   const size_t size_class = WorkspacePool::SizeClass(nbytes);
-  if (CUdeviceptr p = devices_[dev.device_id].pool->Take(size_class)) {
+  CUstream stream = ActiveStream(dev);
+  const WorkspacePool::Entry e = devices_[static_cast<size_t>(dev.device_id)].pool->Take(
+      size_class, stream,
+      [this](CUevent event) { return driver_->cuEventQuery(event) == CUDA_SUCCESS; });
+  if (e.ptr != 0) {
+    if (e.event != nullptr) driver_->cuEventDestroy(e.event);
     std::lock_guard<std::mutex> lock(mu_);
-    allocations_[static_cast<uintptr_t>(p)] = Allocation{size_class, dev.device_id, size_class};
-    return reinterpret_cast<void*>(static_cast<uintptr_t>(p));
+    allocations_[static_cast<uintptr_t>(e.ptr)] =
+        Allocation{size_class, dev.device_id, size_class, static_cast<uintptr_t>(e.ptr)};
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(e.ptr));
   }
-  void* p = Allocate(dev, size_class, size_class);
-  return p;
+  return Allocate(dev, size_class, 256, size_class);
 }
 
 void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
@@ -348,9 +401,22 @@ void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
     size_class = it->second.workspace_class;
     allocations_.erase(it);
   }
-  // Kept for the next AllocWorkspace of this class; work queued on it may still be running,
-  // which is fine: streams of one device see allocations in queue order.
-  devices_[dev.device_id].pool->Give(Ptr(ptr), size_class);
+  // Work queued on the active stream may still use the buffer: an event recorded there tells
+  // when another stream may take it (WorkspacePool).
+  Activate(dev);
+  WorkspacePool::Entry e;
+  e.ptr = Ptr(ptr);
+  e.stream = ActiveStream(dev);
+  CUresult r = driver_->cuEventCreate(&e.event, CU_EVENT_DISABLE_TIMING);
+  if (r == CUDA_SUCCESS) r = driver_->cuEventRecord(e.event, e.stream);
+  if (r != CUDA_SUCCESS) {
+    // Without an event the buffer cannot be handed on safely: give it back to the driver
+    // (cuMemFree waits for the work that uses it).
+    if (e.event != nullptr) driver_->cuEventDestroy(e.event);
+    Check(driver_->cuMemFree(e.ptr), [&] { return "cuMemFree on " + sdk::DeviceString(dev); });
+    Fail(r, "cuEventRecord for a freed workspace on " + sdk::DeviceString(dev));
+  }
+  devices_[static_cast<size_t>(dev.device_id)].pool->Give(size_class, e);
 }
 
 const CUDADeviceAPI::Allocation* CUDADeviceAPI::Find(uintptr_t ptr, size_t nbytes,
@@ -363,6 +429,46 @@ const CUDADeviceAPI::Allocation* CUDADeviceAPI::Find(uintptr_t ptr, size_t nbyte
   if (ptr >= it->first + size && !(ptr == it->first + size && nbytes == 0)) return nullptr;
   *base = it->first;
   return &it->second;
+}
+
+void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes, const char* what) {
+  uintptr_t base = 0;
+  size_t size = 0;
+  int32_t owner = dev.device_id;
+  if (const Allocation* a = Find(ptr, 0, &base)) {
+    size = a->size;
+    owner = a->device_id;
+  } else {
+    // Memory from elsewhere (another library's cuMemAlloc): the driver knows its range. An
+    // address it does not know (made up, freed, host memory) would fault on the device.
+    Activate(dev);
+    CUdeviceptr driver_base = 0;
+    if (driver_->cuMemGetAddressRange(&driver_base, &size, static_cast<CUdeviceptr>(ptr)) !=
+        CUDA_SUCCESS) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  std::string(what) + ": " + sdk::PointerString(reinterpret_cast<void*>(ptr)) +
+                      " is not device memory of " + sdk::DeviceString(dev) +
+                      " (freed, made up, or host memory; cuMemGetAddressRange does not know "
+                      "it); pass data from alloc_data_space or a live CUDA allocation");
+    }
+    base = static_cast<uintptr_t>(driver_base);
+    // With unified addressing, another device's memory is known too: which device holds it
+    // is a pointer attribute.
+    int ordinal = dev.device_id;
+    if (driver_->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                       static_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS) {
+      owner = ordinal;
+    }
+  }
+  BACKPLANE_REQUIRE(owner == dev.device_id, BP_ERR_INVALID_ARGUMENT,
+                    std::string(what) + ": the data of a tensor on " + sdk::DeviceString(dev) +
+                        " was allocated on cuda:" + std::to_string(owner) +
+                        "; label the tensor with its device");
+  BACKPLANE_REQUIRE(ptr + nbytes <= base + size, BP_ERR_INVALID_ARGUMENT,
+                    std::string(what) + ": " + std::to_string(nbytes) + " bytes at byte " +
+                        std::to_string(ptr - base) + " run past the end of the " +
+                        std::to_string(size) + "-byte buffer on " + sdk::DeviceString(dev) +
+                        "; use less or start earlier");
 }
 
 CUstream CUDADeviceAPI::Stream(DLDevice dev, bp_stream_t stream) {
@@ -387,22 +493,11 @@ void CUDADeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_
   const bool to_dev = to->device.device_type == device_type();
   BACKPLANE_REQUIRE(from_dev || to_dev, BP_ERR_INVALID_ARGUMENT,
                     "copy_data_from_to: neither side is a cuda device; use the host's copy");
-  // The device side's address, checked against the allocation when the plugin made it.
+  // The device side's address, checked to be device memory of its device, bounds included.
   auto device_address = [&](const DLTensor* t) {
     RequireDevice(t->device);
     const uintptr_t p = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-    uintptr_t base = 0;
-    if (const Allocation* a = Find(reinterpret_cast<uintptr_t>(t->data), 0, &base)) {
-      BACKPLANE_REQUIRE(a->device_id == t->device.device_id, BP_ERR_INVALID_ARGUMENT,
-                        "copy_data_from_to: the data of a tensor on " +
-                            sdk::DeviceString(t->device) + " was allocated on cuda:" +
-                            std::to_string(a->device_id) + "; label the tensor with its device");
-      BACKPLANE_REQUIRE(p + nbytes <= base + a->size, BP_ERR_INVALID_ARGUMENT,
-                        "copy_data_from_to: " + std::to_string(nbytes) + " bytes at byte " +
-                            std::to_string(p - base) + " run past the end of the " +
-                            std::to_string(a->size) + "-byte buffer on " +
-                            sdk::DeviceString(t->device) + "; copy less or from an earlier offset");
-    }
+    CheckDeviceRange(t->device, p, nbytes, "copy_data_from_to");
     return static_cast<CUdeviceptr>(p);
   };
   auto host_address = [](const DLTensor* t) {
@@ -442,8 +537,21 @@ void CUDADeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_
   Activate(to->device);
   CUstream s = Stream(to->device, stream);
   if (nbytes == 0) return;
-  // From pageable memory the driver returns once it has read the host buffer.
-  Check(driver_->cuMemcpyHtoDAsync(dst, host_address(from), nbytes, s), "cuMemcpyHtoDAsync");
+  const void* src = host_address(from);
+  Check(driver_->cuMemcpyHtoDAsync(dst, src, nbytes, s), "cuMemcpyHtoDAsync");
+  // The Driver API promises that an asynchronous copy has read pageable memory on return only
+  // "might" (its API synchronization behavior notes); the caller may reuse its buffer once
+  // this returns, so from memory that is not page-locked, wait for the copy. Pinned memory
+  // (cuda_host, or host memory registered with CUDA) stays asynchronous on the stream.
+  unsigned int memory_type = 0;
+  const bool pinned =
+      driver_->cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                     static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(src))) ==
+          CUDA_SUCCESS &&
+      memory_type == CU_MEMORYTYPE_HOST;
+  if (!pinned) {
+    Check(driver_->cuStreamSynchronize(s), "cuStreamSynchronize after a copy from pageable memory");
+  }
 }
 
 bp_stream_t CUDADeviceAPI::CreateStream(DLDevice dev) {
@@ -460,6 +568,9 @@ void CUDADeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
   CUstream s = Stream(dev, stream);
   Activate(dev);
   streams_.Remove(stream);
+  // A pooled workspace freed on this stream may no longer be matched by its address (a new
+  // stream can get it): only its event says when it is free.
+  devices_[static_cast<size_t>(dev.device_id)].pool->ForgetStream(s);
   // Work still queued completes first; the driver releases the stream afterwards.
   Check(driver_->cuStreamDestroy(s), "cuStreamDestroy on " + sdk::DeviceString(dev));
 }
@@ -472,7 +583,7 @@ void CUDADeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
 void CUDADeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
   Activate(dev);
   Check(driver_->cuStreamSynchronize(Stream(dev, stream)),
-        "cuStreamSynchronize on " + sdk::DeviceString(dev));
+        [&] { return "cuStreamSynchronize on " + sdk::DeviceString(dev); });
 }
 
 void CUDADeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) {

@@ -27,20 +27,50 @@
 namespace backplane {
 namespace cuda {
 
-// Free device buffers of one device, by power-of-two size class, kept for reuse by
-// AllocWorkspace (the seed's workspace pool). Thread-safe.
+// Free workspace buffers of one device, by power-of-two size class, kept for reuse by
+// AllocWorkspace (the seed's workspace pool). Work queued before a buffer was freed may still
+// be using it, so each buffer keeps the stream it was freed on and an event recorded there:
+// the same stream may take it at once (its later work runs after), another stream only once
+// the event has completed. Thread-safe.
 class WorkspacePool {
  public:
-  // A buffer of at least `nbytes` from the pool, or nullopt-like 0 when the pool has none.
-  CUdeviceptr Take(size_t size_class);
-  void Give(CUdeviceptr ptr, size_t size_class);
+  struct Entry {
+    CUdeviceptr ptr = 0;
+    CUstream stream = nullptr;  // the stream FreeWorkspace saw active
+    CUevent event = nullptr;    // recorded on `stream` at the free
+    bool any_stream = false;    // `stream` was freed: only the event tells
+  };
+  // A buffer of `size_class` that `stream` may use now, or an entry with ptr 0. `done(event)`
+  // says whether an event has completed. The caller destroys the entry's event.
+  template <typename Done>
+  Entry Take(size_t size_class, CUstream stream, Done&& done);
+  void Give(size_t size_class, Entry entry);
+  // `stream` is being destroyed: its entries may no longer be matched by address.
+  void ForgetStream(CUstream stream);
   // The size class of a request: a power of two, at least 4 KiB.
   static size_t SizeClass(size_t nbytes);
 
  private:
   std::mutex mu_;
-  std::map<size_t, std::vector<CUdeviceptr>> free_;
+  std::map<size_t, std::vector<Entry>> free_;
 };
+
+template <typename Done>
+WorkspacePool::Entry WorkspacePool::Take(size_t size_class, CUstream stream, Done&& done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = free_.find(size_class);
+  if (it == free_.end()) return Entry{};
+  std::vector<Entry>& entries = it->second;
+  for (size_t i = entries.size(); i-- > 0;) {
+    const Entry& e = entries[i];
+    if ((!e.any_stream && e.stream == stream) || done(e.event)) {
+      Entry taken = e;
+      entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
+      return taken;
+    }
+  }
+  return Entry{};
+}
 
 class CUDADeviceAPI : public sdk::DeviceAPI {
  public:
@@ -69,6 +99,14 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   // An event recorded on `src`, waited for by `dst` (cuStreamWaitEvent): no host wait.
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
 
+  // The limits a launch is checked against, read once per device.
+  struct LaunchLimits {
+    int grid[3] = {0, 0, 0};
+    int block[3] = {0, 0, 0};
+    int threads_per_block = 0;
+    int shared_optin = 0;  // the most dynamic shared memory a kernel may opt in to
+  };
+
   int32_t DeviceCount() const { return static_cast<int32_t>(devices_.size()); }
   // Why there are no devices ("" when the driver is usable).
   const std::string& Reason() const { return reason_; }
@@ -81,23 +119,34 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   // The stream SetStream made active for this thread on `dev`.
   CUstream ActiveStream(DLDevice dev);
   const Driver& driver() const { return *driver_; }
+  // The device's primary context (retained), for work done outside Activate's thread state.
+  CUcontext Context(int32_t device_id);
+  // The grid, block and shared-memory limits of cuda:`device_id` (read once).
+  const LaunchLimits& Limits(int32_t device_id);
+  // Checks that [ptr, ptr + nbytes) is device memory on `dev`: memory the plugin allocated
+  // there, or an allocation the driver knows (cuMemGetAddressRange), bounds included.
+  // BP_ERR_INVALID_ARGUMENT naming `what`, the address and the range otherwise.
+  void CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes, const char* what);
 
  private:
-  struct Device {
-    CUdevice handle = 0;
-    CUcontext context = nullptr;  // primary, retained on first use
-    std::unique_ptr<WorkspacePool> pool = std::make_unique<WorkspacePool>();
-  };
   struct Allocation {
     size_t size = 0;
     int32_t device_id = 0;
     size_t workspace_class = 0;  // > 0: a workspace buffer of this size class
+    uintptr_t base = 0;          // what cuMemAlloc returned (below the key when over-aligned)
+  };
+
+  struct Device {
+    CUdevice handle = 0;
+    CUcontext context = nullptr;  // primary, retained on first use
+    std::unique_ptr<WorkspacePool> pool = std::make_unique<WorkspacePool>();
+    std::unique_ptr<LaunchLimits> limits;  // read on first launch
   };
 
   CUDADeviceAPI();
   void RequireDevice(DLDevice dev) const;
   int Attribute(int32_t id, CUdevice_attribute attr);
-  void* Allocate(DLDevice dev, size_t nbytes, size_t workspace_class);
+  void* Allocate(DLDevice dev, size_t nbytes, size_t alignment, size_t workspace_class);
   // The allocation holding [ptr, ptr + nbytes), when the plugin made it; nullptr for memory
   // from elsewhere (left to the driver to check).
   const Allocation* Find(uintptr_t ptr, size_t nbytes, uintptr_t* base);
@@ -112,9 +161,10 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
 
 // device_api.cuda_host: pinned (page-locked) host memory from cuMemHostAlloc, portable to
 // every context. One device, cuda_host:0, which exists when the driver is usable. Copies
-// between it and cpu memory are memcpy; copies to and from cuda devices go through
-// device_api.cuda (a cuda_host tensor there is asynchronous on the stream: keep the host
-// buffer unchanged until StreamSync).
+// between it and cpu memory are memcpy; copies to and from cuda devices go to device_api.cuda
+// whichever side the core asks (both types are this plugin's), queued on the cuda device's
+// stream and asynchronous there: keep the host buffer unchanged, and read it, only after
+// StreamSync of that stream on the cuda device.
 class CUDAHostDeviceAPI : public sdk::DeviceAPI {
  public:
   static CUDAHostDeviceAPI* Global();

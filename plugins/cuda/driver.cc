@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <string>
 
@@ -81,14 +82,38 @@ const Driver& Driver::Get() {
 
 std::string ResultName(CUresult r) { return NameOf(Driver::Get(), r); }
 
-void Check(CUresult r, const std::string& what) {
-  if (r == CUDA_SUCCESS) return;
+void Fail(CUresult r, const std::string& what) {
   const bp_status_t kind = r == CUDA_ERROR_OUT_OF_MEMORY ? BP_ERR_OUT_OF_MEMORY : BP_ERR_DEVICE;
   throw Error(kind, what + " failed: " + ResultName(r) +
                         (kind == BP_ERR_OUT_OF_MEMORY
                              ? "; free memory or allocate less (backplane info shows the "
                                "device's available memory)"
                              : "; check the arguments and the device (nvidia-smi)"));
+}
+
+int MaxPtxIsa(int driver_version) {
+  // PTX ISA 7.x came with CUDA 11.x and 8.0-8.5 with CUDA 12.0-12.5; CUDA 12.6 kept 8.5, and
+  // 12.8 and 12.9 brought 8.7 and 8.8; CUDA 13.x brings 9.x (the PTX ISA document's release
+  // history).
+  const int major = driver_version / 1000, minor = driver_version % 1000 / 10;
+  if (major >= 13) return 90 + minor;
+  if (major == 12) return minor <= 5 ? 80 + minor : 80 + std::min(minor - 1, 9);
+  if (major == 11) return 70 + minor;
+  return 60;
+}
+
+std::string DriverBranchForPtxIsa(int isa) {
+  // The minimum driver of each CUDA release (the CUDA Toolkit release notes, table 3).
+  struct Row {
+    int isa;
+    const char* branch;
+  };
+  static const Row kRows[] = {{90, "r580"}, {88, "r575"}, {87, "r570"}, {85, "r555"}, {84, "r550"},
+                              {83, "r545"}, {82, "r535"}, {81, "r530"}, {80, "r525"}, {78, "r520"}};
+  for (const Row& row : kRows) {
+    if (isa >= row.isa) return row.branch;
+  }
+  return "r450";
 }
 
 const Driver& RequireDriver(const std::string& what) {

@@ -14,6 +14,7 @@
 #include <cuda.h>
 
 #include <string>
+#include <utility>
 
 namespace backplane {
 namespace cuda {
@@ -36,10 +37,14 @@ namespace cuda {
   X(cuDevicePrimaryCtxRelease)           \
   X(cuCtxSetCurrent)                     \
   X(cuCtxGetCurrent)                     \
+  X(cuCtxPushCurrent)                    \
+  X(cuCtxPopCurrent)                     \
   X(cuCtxEnablePeerAccess)               \
   X(cuMemGetInfo)                        \
   X(cuMemAlloc)                          \
   X(cuMemFree)                           \
+  X(cuMemGetAddressRange)                \
+  X(cuPointerGetAttribute)               \
   X(cuMemHostAlloc)                      \
   X(cuMemFreeHost)                       \
   X(cuMemcpyHtoDAsync)                   \
@@ -53,8 +58,9 @@ namespace cuda {
   X(cuStreamWaitEvent)                   \
   X(cuEventCreate)                       \
   X(cuEventRecord)                       \
+  X(cuEventQuery)                        \
   X(cuEventDestroy)                      \
-  X(cuModuleLoadData)                    \
+  X(cuModuleLoadDataEx)                  \
   X(cuModuleUnload)                      \
   X(cuModuleGetFunction)                 \
   X(cuFuncSetAttribute)                  \
@@ -79,9 +85,28 @@ struct Driver {
 // The name of a CUresult ("CUDA_ERROR_OUT_OF_MEMORY"), from the driver when it is loaded.
 std::string ResultName(CUresult r);
 
-// Throws backplane::Error when `r` is not CUDA_SUCCESS: "<what> failed: <name> (<code>):
-// <description>", with BP_ERR_OUT_OF_MEMORY for out-of-memory results, BP_ERR_DEVICE else.
-void Check(CUresult r, const std::string& what);
+// Throws backplane::Error: "<what> failed: <name> (<code>): <description>", with
+// BP_ERR_OUT_OF_MEMORY for out-of-memory results, BP_ERR_DEVICE else.
+[[noreturn]] void Fail(CUresult r, const std::string& what);
+
+// Throws as Fail when `r` is not CUDA_SUCCESS. `what` is a string, or a callable returning one
+// that runs only on failure: hot paths (launches, copies) build no message when all is well.
+inline void Check(CUresult r, const std::string& what) {
+  if (r != CUDA_SUCCESS) Fail(r, what);
+}
+inline void Check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) Fail(r, what);
+}
+template <typename Describe, typename = decltype(std::string(std::declval<Describe>()()))>
+inline void Check(CUresult r, Describe&& describe) {
+  if (r != CUDA_SUCCESS) Fail(r, describe());
+}
+
+// The newest PTX ISA version a driver of `driver_version` (cuDriverGetVersion, e.g. 12020) can
+// JIT-compile, as major * 10 + minor (CUDA 12.2 -> 82, 13.0 -> 90), from the PTX ISA release
+// notes; the oldest driver branch that loads PTX of `isa` ("r580" for 9.0), for messages.
+int MaxPtxIsa(int driver_version);
+std::string DriverBranchForPtxIsa(int isa);
 
 // The driver table, or Error(BP_ERR_NOT_FOUND) carrying its reason and what to install.
 const Driver& RequireDriver(const std::string& what);

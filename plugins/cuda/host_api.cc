@@ -79,9 +79,17 @@ void CUDAHostDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   Check(CUDADeviceAPI::Global()->driver().cuMemFreeHost(ptr), "cuMemFreeHost");
 }
 
-void CUDAHostDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t) {
-  // Both sides are host memory (cpu or cuda_host): the core sends copies with a cuda device
-  // elsewhere.
+void CUDAHostDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
+                                       bp_stream_t stream) {
+  // The core sends a copy between cuda_host and a cuda device to this plugin, as both device
+  // types are its own: it goes to device_api.cuda, ordered on `stream` (a stream of the cuda
+  // device), never staged through other host memory.
+  CUDADeviceAPI* cuda = CUDADeviceAPI::Global();
+  if (from->device.device_type == cuda->device_type() ||
+      to->device.device_type == cuda->device_type()) {
+    cuda->CopyDataFromTo(from, to, stream);
+    return;
+  }
   const size_t nbytes = sdk::TensorBytes(from);
   BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
                     "copy_data_from_to: source has " + std::to_string(nbytes) +

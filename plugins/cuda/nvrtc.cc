@@ -149,7 +149,7 @@ CompileResult CompileCuda(const std::string& source, const std::string& arch, bo
                     n.nvrtcGetErrorString(r) + ", options" + opts + "):\n" +
                     ExplainLog(result.log, source) +
                     "If the arch is not supported by this NVRTC, pick another with -arch (e.g. "
-                    "sm_90a); otherwise this is a bug in the cuda code generator.");
+                    "sm_90); otherwise this is a bug in the cuda code generator.");
   }
   size_t size = 0;
   if (cubin) {

@@ -38,7 +38,7 @@ std::string Canonicalize(const std::string& attrs_json, const DLDevice* device) 
   }
   if (!attrs.contains("arch")) attrs["arch"] = kDefaultArch;
   if (!attrs["arch"].is_string()) {
-    sdk::ThrowTargetAttrError("arch", "must be a string such as sm_90a");
+    sdk::ThrowTargetAttrError("arch", "must be a string such as sm_90");
   }
   VirtualArch(attrs["arch"].get<std::string>());  // checks the spelling
   for (const char* name : {"max_num_threads", "max_threads_per_block", "thread_warp_size"}) {
@@ -52,7 +52,10 @@ std::string Canonicalize(const std::string& attrs_json, const DLDevice* device) 
 }  // namespace
 
 std::string ArchForComputeVersion(int major, int minor) {
-  return "sm_" + std::to_string(major) + std::to_string(minor) + (major >= 9 ? "a" : "");
+  // Never the arch-specific sm_XYa: PTX for compute_90a runs only on compute capability 9.0
+  // (the PTX ISA's "architecture-specific features"), so a module saved on an H100 would not
+  // load on a later GPU. Code that needs those features asks for the `a` suffix itself.
+  return "sm_" + std::to_string(major) + std::to_string(minor);
 }
 
 std::string VirtualArch(const std::string& arch) {
@@ -63,8 +66,9 @@ std::string VirtualArch(const std::string& arch) {
        (i == arch.size() || (i + 1 == arch.size() && (arch[i] == 'a' || arch[i] == 'f')));
   if (!ok) {
     sdk::ThrowTargetAttrError("arch", "is '" + arch +
-                                          "'; expected sm_<compute capability>, e.g. sm_90a "
-                                          "(H100), sm_89, sm_80 or sm_75");
+                                          "'; expected sm_<compute capability>, e.g. sm_90 "
+                                          "(H100), sm_89, sm_80 or sm_75, with an 'a' suffix "
+                                          "(sm_90a) for arch-specific features");
   }
   return "compute_" + arch.substr(3);
 }
@@ -73,8 +77,9 @@ void RegisterTargetKind() {
   sdk::TargetKindBuilder("cuda", "cuda")
       .Keys({"cuda", "gpu"})
       .Attr<std::string>("arch", sdk::kNoDefault,
-                         "sm_<compute capability>, e.g. sm_90a; from the device when built "
-                         "from one, else sm_75")
+                         "sm_<compute capability>, e.g. sm_90; from the device when built "
+                         "from one, else sm_75. sm_90a (arch-specific features) runs only on "
+                         "that exact compute capability; sm_90 runs on it and every later GPU")
       .Attr<bool>("cubin", false,
                   "build a cubin for exactly `arch` instead of PTX the driver compiles")
       .Attr<std::string>("mcpu", sdk::kNoDefault, "TVM's alias of arch (informational)")
@@ -105,13 +110,13 @@ void RegisterTargetKind() {
       .Register();
   // NVIDIA H100 SXM5 and H200 SXM (GH100): compute capability 9.0, 132 SMs, 50 MiB of L2.
   sdk::RegisterTag("nvidia/h100",
-                   R"({"kind": "cuda", "arch": "sm_90a", "model": "NVIDIA H100",)"
+                   R"({"kind": "cuda", "arch": "sm_90", "model": "NVIDIA H100",)"
                    R"( "max_num_threads": 1024, "max_threads_per_block": 1024,)"
                    R"( "thread_warp_size": 32, "max_shared_memory_per_block": 49152,)"
                    R"( "registers_per_block": 65536, "l2_cache_size_bytes": 52428800,)"
                    R"( "multiprocessor_count": 132})");
   sdk::RegisterTag("nvidia/h200",
-                   R"({"kind": "cuda", "arch": "sm_90a", "model": "NVIDIA H200",)"
+                   R"({"kind": "cuda", "arch": "sm_90", "model": "NVIDIA H200",)"
                    R"( "max_num_threads": 1024, "max_threads_per_block": 1024,)"
                    R"( "thread_warp_size": 32, "max_shared_memory_per_block": 49152,)"
                    R"( "registers_per_block": 65536, "l2_cache_size_bytes": 52428800,)"

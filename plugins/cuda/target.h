@@ -12,7 +12,8 @@ namespace cuda {
 // every GPU the CUDA 13 driver supports (Turing and newer), compiled by the driver's JIT.
 constexpr const char* kDefaultArch = "sm_75";
 
-// "sm_90a" for compute capability 9.0 (the `a` features from 9.0 on), "sm_86" for 8.6.
+// "sm_90" for compute capability 9.0, "sm_86" for 8.6: never the arch-specific `a` form, whose
+// PTX runs on that one compute capability only.
 std::string ArchForComputeVersion(int major, int minor);
 
 // The PTX virtual architecture of an arch: "sm_90a" -> "compute_90a". Throws

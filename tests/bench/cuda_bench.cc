@@ -74,7 +74,7 @@ void BM_Launch_RawDriver(benchmark::State& state) {
   CUfunction fn = nullptr;
   Tensor a = Tensor::Empty({1}, F32(), Device(Gpu()));
   Tensor c = Tensor::Empty({1}, F32(), Device(Gpu()));
-  cu::Check(d.cuModuleLoadData(&mod, ptx.c_str()), "cuModuleLoadData");
+  cu::Check(d.cuModuleLoadDataEx(&mod, ptx.c_str(), 0, nullptr, nullptr), "cuModuleLoadDataEx");
   cu::Check(d.cuModuleGetFunction(&fn, mod, "vector_add_gpu_kernel"), "cuModuleGetFunction");
   int32_t n = 1;
   CUdeviceptr pa = reinterpret_cast<CUdeviceptr>(a.dl()->data);

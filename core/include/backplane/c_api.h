@@ -364,9 +364,11 @@ BP_EXPORT bp_status_t bp_device_alloc_workspace(DLDevice dev, size_t nbytes, DLD
                                                 void** out_data);
 BP_EXPORT bp_status_t bp_device_free_workspace(DLDevice dev, void* data);
 /* Copies between any two devices. Shapes may differ but byte sizes must match; both
- * tensors must be compact. Between two different non-CPU devices the core stages through
- * host memory and synchronises. `stream` belongs to the non-CPU side (or `to` when both
- * are devices). */
+ * tensors must be compact. Between two device types of one plugin (cuda and cuda_host) the
+ * plugin copies, through the destination type's DeviceAPI, and `stream` is the one of its
+ * devices that has streams; between device types of two plugins the core stages through
+ * host memory and synchronises. Otherwise `stream` belongs to the non-CPU side (or `to` when
+ * both are devices). */
 BP_EXPORT bp_status_t bp_device_copy_data_from_to(const DLTensor* from, const DLTensor* to,
                                                   bp_stream_t stream);
 BP_EXPORT bp_status_t bp_device_stream_create(DLDevice dev, bp_stream_t* out_stream);

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda plugin's memory, copy, stream, module and launch logic, run here without a GPU on
+// the MOCK CUDA driver (tests/plugins/cuda/mock_driver: the Driver API's documented contract
+// on host memory, with deferred streams). Each test is a case of issue 16's review: it failed
+// before the plugin's fix and passes after. Kernels do not run on the mock; launches are
+// checked and counted. Each test runs in a process of its own (gtest_discover_tests), so the
+// mock's environment variables set before the plugin loads reach it.
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <backplane/runner/runner.hpp>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../test_util.h"
+
+namespace {
+
+using backplane::Device;
+using backplane::Module;
+using backplane::Target;
+using bptest::Capture;
+using bptest::CaptureError;
+
+constexpr DLDevice kGpu{kDLCUDA, 0};
+constexpr DLDevice kPinned{kDLCUDAHost, 0};
+constexpr DLDevice kCpu{kDLCPU, 0};
+
+// What the mock counts, read through its bp_mock_cuda_* functions.
+struct Mock {
+  long long (*launches)() = nullptr;
+  void (*last_launch)(unsigned dims[6]) = nullptr;
+  long long (*unload_errors)() = nullptr;
+  long long (*live_modules)() = nullptr;
+  int (*sticky_error)() = nullptr;
+  long long (*used_memory)() = nullptr;
+};
+
+// Points the plugin at the mock driver, with `env` (name, value pairs) set first, and loads it.
+void UseMock(std::initializer_list<std::pair<const char*, const char*>> env = {}) {
+  setenv("BACKPLANE_CUDA_DRIVER_LIBRARY", BACKPLANE_MOCK_CUDA_DRIVER, 1);
+  for (const auto& [name, value] : env) setenv(name, value, 1);
+  const std::string lib = std::string(BACKPLANE_CUDA_PLUGIN_DIR) + "/libbackplane_cuda.so";
+  ASSERT_TRUE(Capture(bp_plugin_load(lib.c_str())).ok()) << lib;
+  backplane::DeviceAPI api = backplane::DeviceAPI::Get(Device(kGpu));
+  ASSERT_TRUE(api.Exists()) << api.GetProperty("status").ToString();
+}
+
+// The mock's counters (the plugin loaded it; this finds the same copy).
+Mock Counters() {
+  void* h = dlopen(BACKPLANE_MOCK_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(h, nullptr) << "the mock driver is not loaded";
+  Mock m;
+  m.launches = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_launches"));
+  m.last_launch = reinterpret_cast<void (*)(unsigned*)>(dlsym(h, "bp_mock_cuda_last_launch"));
+  m.unload_errors = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_unload_errors"));
+  m.live_modules = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_live_modules"));
+  m.sticky_error = reinterpret_cast<int (*)()>(dlsym(h, "bp_mock_cuda_sticky_error"));
+  m.used_memory = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_used_memory"));
+  return m;
+}
+
+void* Alloc(DLDevice dev, size_t n, size_t alignment = 64) {
+  void* p = nullptr;
+  backplane::Check(bp_device_alloc_data_space(dev, n, alignment, backplane::UInt8(), &p));
+  return p;
+}
+
+DLTensor Bytes(void* data, DLDevice dev, int64_t* shape, uint64_t offset = 0) {
+  return bptest::ByteView(data, dev, shape, offset);
+}
+
+bptest::Status Copy(void* from, DLDevice fd, void* to, DLDevice td, int64_t n,
+                    bp_stream_t stream = nullptr, uint64_t from_offset = 0) {
+  int64_t shape[1] = {n};
+  DLTensor a = Bytes(from, fd, shape, from_offset);
+  DLTensor b = Bytes(to, td, shape);
+  return Capture(bp_device_copy_data_from_to(&a, &b, stream));
+}
+
+bp_stream_t NewStream() {
+  bp_stream_t s = nullptr;
+  backplane::Check(bp_device_stream_create(kGpu, &s));
+  return s;
+}
+
+// Item 1: every power-of-two alignment up to 4096 (the kit asks for all of them), with the
+// real base kept for cuMemFree.
+TEST(CudaMockDriverTest, DataSpaceHonoursEveryAlignmentUpTo4096) {
+  UseMock();
+  const Mock mock = Counters();
+  const long long before = mock.used_memory();
+  uint32_t seed = 1;
+  for (size_t align = 1; align <= 4096; align *= 2) {
+    for (size_t size : {size_t{1}, size_t{1000}, size_t{4097}}) {
+      void* p = Alloc(kGpu, size, align);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << size << " bytes, align " << align;
+      const std::vector<uint8_t> want = bptest::RandomBytes(size, ++seed);
+      std::vector<uint8_t> got(size, 0);
+      ASSERT_TRUE(Copy(const_cast<uint8_t*>(want.data()), kCpu, p, kGpu, size).ok());
+      ASSERT_TRUE(Copy(p, kGpu, got.data(), kCpu, size).ok());
+      EXPECT_EQ(got, want) << size << " bytes, align " << align;
+      ASSERT_TRUE(Capture(bp_device_free_data_space(kGpu, p)).ok());
+    }
+  }
+  EXPECT_EQ(mock.used_memory(), before) << "an over-aligned allocation was not freed whole";
+  void* odd_ptr = nullptr;
+  const bptest::Status odd =
+      Capture(bp_device_alloc_data_space(kGpu, 64, 48, backplane::UInt8(), &odd_ptr));
+  EXPECT_EQ(odd.kind, BP_ERR_INVALID_ARGUMENT) << odd;
+}
+
+// Item 2: cuda <-> cuda_host copies go through the plugin, ordered on the caller's stream
+// (the core staged them on the null stream, unordered with it, then synchronised cuda_host).
+TEST(CudaMockDriverTest, CopiesWithCudaHostAreOrderedOnTheCallersStream) {
+  UseMock();
+  const size_t n = 4096;
+  const std::vector<uint8_t> data = bptest::RandomBytes(n, 11);
+  void* a = Alloc(kGpu, n);
+  void* b = Alloc(kGpu, n);
+  void* pinned = Alloc(kPinned, n);
+  ASSERT_TRUE(Copy(const_cast<uint8_t*>(data.data()), kCpu, a, kGpu, n).ok());
+  bp_stream_t s = NewStream();
+  // a -> b queued on s; then b -> pinned on s must see b's new bytes.
+  ASSERT_TRUE(Copy(a, kGpu, b, kGpu, n, s).ok());
+  const bptest::Status to_pinned = Copy(b, kGpu, pinned, kPinned, n, s);
+  ASSERT_TRUE(to_pinned.ok()) << to_pinned;
+  ASSERT_TRUE(Capture(bp_device_stream_sync(kGpu, s)).ok());
+  EXPECT_EQ(std::memcmp(pinned, data.data(), n), 0) << "the copy ran before the one queued ahead";
+  // cuda_host -> cuda on s, then back to the CPU.
+  const std::vector<uint8_t> more = bptest::RandomBytes(n, 12);
+  std::memcpy(pinned, more.data(), n);
+  const bptest::Status from_pinned = Copy(pinned, kPinned, a, kGpu, n, s);
+  ASSERT_TRUE(from_pinned.ok()) << from_pinned;
+  ASSERT_TRUE(Capture(bp_device_stream_sync(kGpu, s)).ok());
+  std::vector<uint8_t> back(n, 0);
+  ASSERT_TRUE(Copy(a, kGpu, back.data(), kCpu, n).ok());
+  EXPECT_EQ(back, more);
+  ASSERT_TRUE(Capture(bp_device_stream_free(kGpu, s)).ok());
+  for (void* p : {a, b}) ASSERT_TRUE(Capture(bp_device_free_data_space(kGpu, p)).ok());
+  ASSERT_TRUE(Capture(bp_device_free_data_space(kPinned, pinned)).ok());
+}
+
+// Item 3: a workspace freed while its stream still has work queued is not handed to another
+// stream until that work is done; the same stream may take it at once.
+TEST(CudaMockDriverTest, APooledWorkspaceWaitsForTheStreamItWasFreedOn) {
+  UseMock();
+  const Mock mock = Counters();
+  bp_stream_t a = NewStream(), b = NewStream();
+  void* src = Alloc(kGpu, 4096);
+  ASSERT_TRUE(Capture(bp_device_stream_set(kGpu, a)).ok());
+  void* w = nullptr;
+  ASSERT_TRUE(Capture(bp_device_alloc_workspace(kGpu, 4096, backplane::UInt8(), &w)).ok());
+  ASSERT_TRUE(Copy(src, kGpu, w, kGpu, 4096, a).ok());  // still queued on a
+  ASSERT_TRUE(Capture(bp_device_free_workspace(kGpu, w)).ok());
+  ASSERT_TRUE(Capture(bp_device_stream_set(kGpu, b)).ok());
+  void* on_b = nullptr;
+  ASSERT_TRUE(Capture(bp_device_alloc_workspace(kGpu, 4096, backplane::UInt8(), &on_b)).ok());
+  EXPECT_NE(on_b, w) << "stream b got a buffer stream a's queued copy still writes";
+  ASSERT_TRUE(Capture(bp_device_stream_set(kGpu, a)).ok());
+  void* on_a = nullptr;
+  ASSERT_TRUE(Capture(bp_device_alloc_workspace(kGpu, 4096, backplane::UInt8(), &on_a)).ok());
+  EXPECT_EQ(on_a, w) << "the stream that freed it may reuse it at once";
+  ASSERT_TRUE(Capture(bp_device_free_workspace(kGpu, on_a)).ok());  // a's copy still queued
+  ASSERT_TRUE(Capture(bp_device_stream_set(kGpu, b)).ok());
+  ASSERT_TRUE(Capture(bp_device_free_workspace(kGpu, on_b)).ok());
+  void* again = nullptr;
+  ASSERT_TRUE(Capture(bp_device_alloc_workspace(kGpu, 4096, backplane::UInt8(), &again)).ok());
+  EXPECT_EQ(again, on_b) << "b's own buffer is free for b; a's is not yet";
+  ASSERT_TRUE(Capture(bp_device_free_workspace(kGpu, again)).ok());
+  // Once a's work is done, b may take a's buffer too; no new memory is allocated for it.
+  ASSERT_TRUE(Capture(bp_device_stream_sync(kGpu, a)).ok());
+  const long long used = mock.used_memory();
+  void* x = nullptr;
+  void* y = nullptr;
+  ASSERT_TRUE(Capture(bp_device_alloc_workspace(kGpu, 4096, backplane::UInt8(), &x)).ok());
+  ASSERT_TRUE(Capture(bp_device_alloc_workspace(kGpu, 4096, backplane::UInt8(), &y)).ok());
+  EXPECT_EQ(mock.used_memory(), used);
+  EXPECT_TRUE((x == w && y == on_b) || (x == on_b && y == w)) << x << " " << y;
+  for (void* p : {x, y}) ASSERT_TRUE(Capture(bp_device_free_workspace(kGpu, p)).ok());
+  ASSERT_TRUE(Capture(bp_device_stream_set(kGpu, nullptr)).ok());
+  for (bp_stream_t s : {a, b}) ASSERT_TRUE(Capture(bp_device_stream_free(kGpu, s)).ok());
+  ASSERT_TRUE(Capture(bp_device_free_data_space(kGpu, src)).ok());
+}
+
+// Item 4: an address the plugin did not allocate and the driver does not know is refused
+// before it reaches the device (where it would break the context); memory another library
+// allocated is accepted within its bounds.
+TEST(CudaMockDriverTest, CopiesToUnknownAddressesFailCleanlyAndTheDeviceStaysUsable) {
+  UseMock();
+  const Mock mock = Counters();
+  std::vector<uint8_t> host = bptest::RandomBytes(256, 21);
+  void* freed = Alloc(kGpu, 256);
+  ASSERT_TRUE(Capture(bp_device_free_data_space(kGpu, freed)).ok());
+  bp_stream_t s = NewStream();
+  for (void* bad : {reinterpret_cast<void*>(uintptr_t{0x7f0012340000}), freed}) {
+    for (bool upload : {true, false}) {
+      const bptest::Status st = upload ? Copy(host.data(), kCpu, bad, kGpu, 256, s)
+                                       : Copy(bad, kGpu, host.data(), kCpu, 256, s);
+      EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+      EXPECT_NE(st.message.find("is not device memory of cuda:0"), std::string::npos) << st;
+    }
+  }
+  ASSERT_TRUE(Capture(bp_device_stream_sync(kGpu, s)).ok());
+  EXPECT_EQ(mock.sticky_error(), 0) << "a bad address reached the device";
+  // Another library's allocation (the driver's own cuMemAlloc): in bounds works, past the end
+  // is refused naming the sizes.
+  void* h = dlopen(BACKPLANE_MOCK_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  auto mem_alloc = reinterpret_cast<int (*)(uint64_t*, size_t)>(dlsym(h, "cuMemAlloc_v2"));
+  ASSERT_NE(mem_alloc, nullptr);
+  ASSERT_TRUE(Capture(bp_device_set(kGpu)).ok());  // its context current on this thread
+  uint64_t foreign = 0;
+  ASSERT_EQ(mem_alloc(&foreign, 256), 0);
+  void* f = reinterpret_cast<void*>(static_cast<uintptr_t>(foreign));
+  ASSERT_TRUE(Copy(host.data(), kCpu, f, kGpu, 256).ok());
+  std::vector<uint8_t> back(256, 0);
+  ASSERT_TRUE(Copy(f, kGpu, back.data(), kCpu, 256).ok());
+  EXPECT_EQ(back, host);
+  std::vector<uint8_t> big(512, 1);
+  const bptest::Status past = Copy(big.data(), kCpu, f, kGpu, 512);
+  EXPECT_EQ(past.kind, BP_ERR_INVALID_ARGUMENT) << past;
+  EXPECT_NE(past.message.find("run past the end of the 256-byte buffer"), std::string::npos)
+      << past;
+  EXPECT_EQ(mock.sticky_error(), 0);
+  ASSERT_TRUE(Capture(bp_device_stream_free(kGpu, s)).ok());
+}
+
+// Item 5: an upload from pageable memory has read it when the copy returns, so the caller may
+// reuse its buffer; from pinned memory it stays asynchronous on the stream.
+TEST(CudaMockDriverTest, UploadsFromPageableMemoryHaveReadItOnReturn) {
+  UseMock();
+  const size_t n = 1024;
+  const std::vector<uint8_t> want = bptest::RandomBytes(n, 31);
+  std::vector<uint8_t> host = want;
+  void* d = Alloc(kGpu, n);
+  bp_stream_t s = NewStream();
+  ASSERT_TRUE(Copy(host.data(), kCpu, d, kGpu, n, s).ok());
+  std::fill(host.begin(), host.end(), uint8_t{0xEE});  // the caller reuses its buffer
+  ASSERT_TRUE(Capture(bp_device_stream_sync(kGpu, s)).ok());
+  std::vector<uint8_t> back(n, 0);
+  ASSERT_TRUE(Copy(d, kGpu, back.data(), kCpu, n).ok());
+  EXPECT_EQ(back, want) << "the copy read the pageable buffer after it returned";
+  // Pinned: queued on s, read when s runs (the documented contract; keep it unchanged until
+  // StreamSync).
+  void* pinned = Alloc(kPinned, n);
+  std::memcpy(pinned, want.data(), n);
+  ASSERT_TRUE(Copy(pinned, kPinned, d, kGpu, n, s).ok());
+  std::memset(pinned, 0x11, n);
+  ASSERT_TRUE(Capture(bp_device_stream_sync(kGpu, s)).ok());
+  ASSERT_TRUE(Copy(d, kGpu, back.data(), kCpu, n).ok());
+  EXPECT_EQ(back, std::vector<uint8_t>(n, 0x11)) << "a pinned upload synchronised needlessly";
+  ASSERT_TRUE(Capture(bp_device_stream_free(kGpu, s)).ok());
+  ASSERT_TRUE(Capture(bp_device_free_data_space(kGpu, d)).ok());
+  ASSERT_TRUE(Capture(bp_device_free_data_space(kPinned, pinned)).ok());
+}
+
+const char* kFill = R"(# backplane-ir 1
+func fill_rows(n: int32, m: int32, a: buffer<float32>[m, n]) {
+  for by in thread(blockIdx.y, 0, m) {
+    for tx in thread(threadIdx.x, 0, n) {
+      a[by, tx] = 1.0
+    }
+  }
+}
+func fill_cols(n: int32, a: buffer<float32>[n]) {
+  for bx in thread(blockIdx.x, 0, (n + 255) / 256) {
+    for tx in thread(threadIdx.x, 0, 256) {
+      if (bx * 256 + tx < n) {
+        a[bx * 256 + tx] = 2.0
+      }
+    }
+  }
+}
+)";
+
+backplane::Tensor Floats(const std::vector<int64_t>& shape) {
+  return backplane::Tensor::Empty(shape, DLDataType{kDLFloat, 32, 1}, Device(kGpu));
+}
+
+// Item 6: a module built from a compute capability 9.0 device is PTX for compute_90, which
+// a later GPU loads; sm_90a is asked for explicitly and loads only on 9.0.
+TEST(CudaMockDriverTest, TheDefaultArchRunsOnLaterGpusAndSm90aOnlyOn90) {
+  UseMock({{"BACKPLANE_MOCK_CUDA_CC", "9.0"}});
+  const Mock mock = Counters();
+  const Target from_device = Target::FromDevice(Device(kGpu));
+  EXPECT_EQ(from_device.GetAttr<std::string>("arch").value_or(""), "sm_90");
+  Module portable = backplane::Build(kFill, from_device);
+  Module specific = backplane::Build(kFill, Target::Parse("cuda -arch=sm_90a"));
+  backplane::Tensor a = Floats({1000});
+  setenv("BACKPLANE_MOCK_CUDA_CC", "10.0", 1);  // the module moves to a later GPU
+  portable.GetFunction("fill_cols")(1000, a.dl());
+  backplane::Check(bp_device_stream_sync(kGpu, nullptr));
+  EXPECT_EQ(mock.launches(), 1);
+  const bptest::Status st = CaptureError([&] { specific.GetFunction("fill_cols")(1000, a.dl()); });
+  EXPECT_EQ(st.kind, BP_ERR_DEVICE) << st;
+  EXPECT_NE(st.message.find("CUDA_ERROR_NO_BINARY_FOR_GPU"), std::string::npos) << st;
+  EXPECT_NE(st.message.find("the JIT log says: ptxas fatal"), std::string::npos) << st;
+  EXPECT_NE(st.message.find("PTX for sm_XYa only on sm_XY"), std::string::npos) << st;
+}
+
+// Item 7: PTX of a newer ISA than the driver JIT-compiles is refused at load naming both
+// versions and the driver to install.
+TEST(CudaMockDriverTest, PtxNewerThanTheDriverIsRefusedNamingBothVersions) {
+  UseMock({{"BACKPLANE_MOCK_CUDA_DRIVER_VERSION", "12020"}});
+  const Mock mock = Counters();
+  // NVRTC 13 writes PTX ISA 9.0 (`.version 9.0`), which needs a CUDA 13 driver.
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Tensor a = Floats({1000});
+  const bptest::Status st = CaptureError([&] { m.GetFunction("fill_cols")(1000, a.dl()); });
+  EXPECT_EQ(st.kind, BP_ERR_DEVICE) << st;
+  for (const char* part : {"PTX is ISA version 9.", "driver here is for CUDA 12.2", "up to ISA 8.2",
+                           "r580 or newer"}) {
+    EXPECT_NE(st.message.find(part), std::string::npos) << part << " in " << st;
+  }
+  EXPECT_EQ(mock.live_modules(), 0);
+  EXPECT_EQ(mock.launches(), 0);
+}
+
+// Item 8: grid and block sizes are checked against the device's limits, naming the axis, the
+// size and the limit (the driver says only CUDA_ERROR_INVALID_VALUE).
+TEST(CudaMockDriverTest, LaunchSizesAreCheckedAgainstTheDevicesLimits) {
+  UseMock();
+  const Mock mock = Counters();
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Tensor rows = Floats({70000, 1});
+  bptest::Status st = CaptureError([&] { m.GetFunction("fill_rows")(1, 70000, rows.dl()); });
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("70000 blocks on grid axis y (blockIdx.y) is more than cuda:0 "
+                            "allows (65535)"),
+            std::string::npos)
+      << st;
+  backplane::Tensor wide = Floats({2, 2000});
+  st = CaptureError([&] { m.GetFunction("fill_rows")(2000, 2, wide.dl()); });
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("2000 threads on block axis x (threadIdx.x) is more than cuda:0 "
+                            "allows (1024)"),
+            std::string::npos)
+      << st;
+  EXPECT_EQ(mock.launches(), 0);
+  // Within the limits it launches with exactly those sizes.
+  backplane::Tensor ok = Floats({65535, 4});
+  m.GetFunction("fill_rows")(4, 65535, ok.dl());
+  backplane::Check(bp_device_stream_sync(kGpu, nullptr));
+  unsigned dims[6];
+  mock.last_launch(dims);
+  EXPECT_EQ(std::vector<unsigned>(dims, dims + 6), (std::vector<unsigned>{1, 65535, 1, 4, 1, 1}));
+}
+
+// Item 4 for kernels: a tensor whose data is not device memory is refused before the launch.
+TEST(CudaMockDriverTest, KernelArgumentsMustBeDeviceMemory) {
+  UseMock();
+  const Mock mock = Counters();
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  std::vector<float> host(300, 0.0f);
+  int64_t shape[1] = {300};
+  DLTensor t{host.data(), kGpu, 1, DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
+  const bptest::Status st = CaptureError([&] { m.GetFunction("fill_cols")(300, &t); });
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("argument 1"), std::string::npos) << st;
+  EXPECT_NE(st.message.find("is not device memory of cuda:0"), std::string::npos) << st;
+  EXPECT_EQ(mock.launches(), 0);
+  EXPECT_EQ(mock.sticky_error(), 0);
+}
+
+// Item 9: a module whose function lookup failed keeps nothing (the next launch fails the same
+// way instead of passing a null CUfunction), and a module unloads in its own context from any
+// thread.
+TEST(CudaMockDriverTest, AFailedLoadLeavesNothingBehind) {
+  UseMock({{"BACKPLANE_MOCK_CUDA_FAIL_FUNCTION", "fill_cols_kernel"}});
+  const Mock mock = Counters();
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Tensor a = Floats({4, 4});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bptest::Status st = CaptureError([&] { m.GetFunction("fill_rows")(4, 4, a.dl()); });
+    EXPECT_EQ(st.kind, BP_ERR_DEVICE) << "attempt " << attempt << ": " << st;
+    EXPECT_NE(st.message.find("cuModuleGetFunction('fill_cols_kernel')"), std::string::npos)
+        << "attempt " << attempt << ": " << st;
+  }
+  EXPECT_EQ(mock.live_modules(), 0) << "a failed load left its module loaded";
+  EXPECT_EQ(mock.launches(), 0);
+}
+
+TEST(CudaMockDriverTest, AModuleUnloadsInItsContextFromAnyThread) {
+  UseMock();
+  const Mock mock = Counters();
+  {
+    Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+    backplane::Tensor a = Floats({1000});
+    m.GetFunction("fill_cols")(1000, a.dl());
+    backplane::Check(bp_device_stream_sync(kGpu, nullptr));
+    EXPECT_EQ(mock.live_modules(), 1);
+    // The last reference goes on a thread that never used CUDA.
+    std::thread([moved = std::move(m)]() mutable { moved = Module(); }).join();
+  }
+  EXPECT_EQ(mock.unload_errors(), 0) << "cuModuleUnload ran without the module's context";
+  EXPECT_EQ(mock.live_modules(), 0);
+}
+
+}  // namespace
