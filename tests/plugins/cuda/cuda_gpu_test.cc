@@ -210,3 +210,48 @@ func f(n: int32, m: int32, a: buffer<int32>[m], b: buffer<int32>[m], q: buffer<i
   tb.CopyFrom(b);
   EXPECT_EQ(error(n), "no error");
 }
+
+// Issue 16, item 2, on the hardware: cuda <-> cuda_host copies queued on a created
+// (non-blocking) stream are ordered after the work queued there before them.
+TEST_F(CudaGpuTest, CopiesWithCudaHostAreOrderedOnACreatedStream) {
+  const int64_t n = 64 << 20;  // long enough that an unordered copy would overtake it
+  const std::vector<uint8_t> data = bptest::RandomBytes(static_cast<size_t>(n), 5);
+  void* a = Alloc(Gpu(), n);
+  void* b = Alloc(Gpu(), n);
+  void* pinned = Alloc(DLDevice{kDLCUDAHost, 0}, n);
+  Copy(const_cast<uint8_t*>(data.data()), DLDevice{kDLCPU, 0}, 0, a, Gpu(), 0, n);
+  bp_stream_t s = nullptr;
+  backplane::Check(bp_device_stream_create(Gpu(), &s));
+  Copy(a, Gpu(), 0, b, Gpu(), 0, n, s);
+  Copy(b, Gpu(), 0, pinned, DLDevice{kDLCUDAHost, 0}, 0, n, s);
+  backplane::Check(bp_device_stream_sync(Gpu(), s));
+  EXPECT_EQ(std::memcmp(pinned, data.data(), static_cast<size_t>(n)), 0);
+  backplane::Check(bp_device_stream_free(Gpu(), s));
+  backplane::Check(bp_device_free_data_space(Gpu(), a));
+  backplane::Check(bp_device_free_data_space(Gpu(), b));
+  backplane::Check(bp_device_free_data_space(DLDevice{kDLCUDAHost, 0}, pinned));
+}
+
+// Issue 16, item 8, on the hardware: a grid beyond the device's y limit is refused naming
+// the axis and the limit the device reports.
+TEST_F(CudaGpuTest, LaunchSizesBeyondTheDevicesLimitsAreRefused) {
+  const char* ir = R"(# backplane-ir 1
+func fill_rows(n: int32, m: int32, a: buffer<float32>[m, n]) {
+  for by in thread(blockIdx.y, 0, m) {
+    for tx in thread(threadIdx.x, 0, n) {
+      a[by, tx] = 1.0
+    }
+  }
+}
+)";
+  Module m = backplane::Build(ir, Target::FromDevice(Device(Gpu())));
+  backplane::Tensor rows =
+      backplane::Tensor::Empty({70000, 1}, DLDataType{kDLFloat, 32, 1}, Device(Gpu()));
+  try {
+    m.GetFunction("fill_rows")(1, 70000, rows.dl());
+    FAIL() << "a grid of 70000 blocks on y launched";
+  } catch (const backplane::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("70000 blocks on grid axis y"), std::string::npos)
+        << e.what();
+  }
+}
