@@ -18,7 +18,10 @@
 #      bundle; cuda_plugin_test runs tests that use the plugin, ptxas, the CLI and a scratch
 #      folder, all found at run time; gpu_checks.sh stops where it needs a GPU with its
 #      message and exit status 2, and its glibc check takes the machine's C++ runtime, or
-#      stops, as the machine's glibc says (BACKPLANE_GPU_CHECKS_GLIBC stands in for it).
+#      stops, as the machine's glibc says (BACKPLANE_GPU_CHECKS_GLIBC stands in for it);
+#   4. gpu_checks.sh --pack with a stand-in nvidia-smi that lists a GPU: every step runs to
+#      the table (the GPU steps fail, as there is no device; cuda_plugin_test passes), the
+#      exit status is 1, and $OUT holds the three packed files.
 # Where this machine has nvidia-smi, the no-GPU expectations of step 3 are left out.
 #
 # usage: gpu_bundle_test.sh, with SOURCE_DIR BUILD_DIR SCRATCH set, and SKIP_REASON (when not
@@ -138,7 +141,7 @@ for p in cpu cuda; do
     fail "the $p plugin was not loaded from the moved bundle (info.log)"
 done
 # (The scratch folder, and so the bundle, lies in the build tree: its own paths are fine.)
-if grep -F -- "$build" "$SCRATCH/info.log" | grep -vqF -- "$SCRATCH"; then
+if grep -F -- "$build" "$SCRATCH/info.log" | grep -vF -- "$SCRATCH" >/dev/null; then
   fail "backplane info names the build tree (info.log)"
 fi
 echo "backplane info: the cpu and cuda plugins load from the moved bundle"
@@ -192,5 +195,50 @@ if [ "$have_gpu" -eq 0 ]; then
   expect_stop gpu_checks_old_glibc "this machine's glibc 2.17 is older than the $glibc the bundle needs" \
     BACKPLANE_GPU_CHECKS_GLIBC=2.17
   echo "gpu_checks.sh: stops where it needs a GPU, with its message; glibc checks as expected"
+
+  # --- 4. every step, with a stand-in nvidia-smi ---
+  mkdir -p "$SCRATCH/fakebin"
+  cat >"$SCRATCH/fakebin/nvidia-smi" <<'EOF_SMI'
+#!/bin/sh
+# A stand-in that lists one GPU, so that gpu_checks.sh goes through every step.
+case "$*" in
+  -L) echo "GPU 0: Stand-in GPU (UUID: GPU-none)" ;;
+  *--query-gpu=name*) echo "Stand-in GPU" ;;
+  *--query-gpu=compute_cap*) echo "9.0" ;;
+  *--query-gpu=driver_version*) echo "580.0" ;;
+  *) echo "| NVIDIA-SMI 580.0   Driver Version: 580.0   CUDA Version: 13.0 |" ;;
+esac
+EOF_SMI
+  chmod +x "$SCRATCH/fakebin/nvidia-smi"
+  status=0
+  env -i PATH="$SCRATCH/fakebin:/usr/bin:/bin" HOME="$SCRATCH/home" OUT="$SCRATCH/all-steps" \
+    bash "$bundle/gpu_checks.sh" --pack --budget 240 >"$SCRATCH/all-steps.log" 2>&1 || status=$?
+  [ "$status" -eq 1 ] || {
+    cat "$SCRATCH/all-steps.log"
+    fail "gpu_checks.sh with a stand-in nvidia-smi exited with $status, not 1 (the GPU steps fail here)"
+  }
+  summary="$SCRATCH/all-steps/summary.txt"
+  for step in bundle glibc nvidia_smi toolkit info tests_cuda_gpu_test tests_cuda_plugin_test \
+    conformance_cuda conformance_cuda_host cross_build demo bench sanitizer_memcheck \
+    sanitizer_racecheck sanitizer_synccheck; do
+    grep -qE "^$step +(ok|FAILED|skipped|TIMEOUT) +[0-9]+s$" "$summary" ||
+      fail "gpu_checks.sh's table has no row for $step ($summary)"
+  done
+  for step in bundle glibc nvidia_smi tests_cuda_plugin_test; do
+    grep -qE "^$step +ok " "$summary" || fail "gpu_checks.sh's $step did not pass here ($summary)"
+  done
+  grep -qE "^info +FAILED " "$summary" || fail "gpu_checks.sh's info step passed without a device"
+  packed="$(find "$SCRATCH/all-steps" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')"
+  [ "$packed" = "bench_cuda.json gpu-checks.tar.gz summary.txt " ] ||
+    fail "gpu_checks.sh --pack left '$packed' in \$OUT"
+  tar -tzf "$SCRATCH/all-steps/gpu-checks.tar.gz" >"$SCRATCH/all-steps.list"
+  grep -q 'tests_cuda_plugin_test/.*\.xml$' "$SCRATCH/all-steps.list" ||
+    fail "gpu-checks.tar.gz holds no test XML"
+  # A GPU test that skips (no usable device) fails the step: a GPU run cannot pass by skipping.
+  tar -xzf "$SCRATCH/all-steps/gpu-checks.tar.gz" -C "$SCRATCH/all-steps" ./tests_cuda_gpu_test.log
+  grep -qF "FAILED: Catalog/CudaGpuKernelTest.RunsAndMatchesTheReference/vector_add_gpu (skipped on a GPU machine)" \
+    "$SCRATCH/all-steps/tests_cuda_gpu_test.log" ||
+    fail "tests_cuda_gpu_test did not fail the GPU tests that skipped (tests_cuda_gpu_test.log)"
+  echo "gpu_checks.sh: every step runs to the table with a stand-in nvidia-smi; --pack leaves three files"
 fi
 echo "GpuBundle.SelfContained: ok (bundle $size bytes, GLIBC_$glibc)"

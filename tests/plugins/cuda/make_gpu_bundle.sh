@@ -231,4 +231,12 @@ echo "    built with CUDA Toolkit $toolkit_version; NVRTC and cuBLAS come from t
 if [ "$size" -gt "$limit_bytes" ]; then
   fail "the bundle is $size bytes, over the 64 MiB ($limit_bytes bytes) the device tool carries; see what is largest with: du -ab $bundle | sort -n | tail"
 fi
+# The device tool carries the working tree too, within the same 64 MiB.
+tree="$(git -C "$root" ls-files -z 2>/dev/null | (cd "$root" && xargs -0 du -cb 2>/dev/null) |
+  tail -n 1 | cut -f1 || true)"
+if [ -n "$tree" ]; then
+  echo "    with the working tree ($((tree / 1024 / 1024)) MiB), $(((tree + size) / 1024 / 1024)) MiB travel to a device machine"
+  [ $((tree + size)) -le "$limit_bytes" ] ||
+    echo "warning: the working tree and the bundle together are over the device tool's 64 MiB" >&2
+fi
 echo "    run it on a GPU machine: bash $bundle/gpu_checks.sh   (docs/cuda.md, \"Running the GPU checks\")"
