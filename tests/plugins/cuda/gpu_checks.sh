@@ -94,6 +94,8 @@ bin="$bundle/bin"
 out="${OUT:-$PWD/gpu-results}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+# Nothing of an earlier run in $OUT may pass for this one's.
+rm -f "$out/bench_cuda.json" "$out/bench_summary.txt" "$out/gpu-checks.tar.gz"
 start_all=$SECONDS
 deadline=$((SECONDS + budget))
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/gpu-checks.XXXXXX")"
