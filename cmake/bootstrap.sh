@@ -39,6 +39,9 @@ packages=(
   # so a minimal image has it) as it compares opencl with clinfo and vulkan with vulkaninfo.
   util-linux
   clang-format
+  # The GPU bundle (tests/plugins/cuda/make_gpu_bundle.sh, test GpuBundle.SelfContained) sets
+  # $ORIGIN RUNPATHs on the libraries it copies in.
+  patchelf
   # Compiler cache: a second build of the same sources (another clone, CI after a
   # developer's build) compiles only what changed.
   ccache

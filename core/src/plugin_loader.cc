@@ -299,12 +299,15 @@ void PluginLoader::DiscoverLocked() {
   }
   const std::string lib_dir = CoreLibraryDir();
   if (!lib_dir.empty()) ScanFolder(lib_dir + "/backplane/plugins", "install");
+#ifdef BACKPLANE_BUILD_PLUGIN_DIR
   // The build tree mirrors the install layout, so its plugin folder is usually the one just
-  // searched; it is listed separately only when it differs.
+  // searched; it is listed separately only when it differs (and only then compiled in:
+  // core/CMakeLists.txt).
   if (!lib_dir.empty() && lib_dir == Canonical(BACKPLANE_BUILD_LIB_DIR) &&
       Canonical(BACKPLANE_BUILD_PLUGIN_DIR) != Canonical(lib_dir + "/backplane/plugins")) {
     ScanFolder(BACKPLANE_BUILD_PLUGIN_DIR, "build tree");
   }
+#endif
   ready_.store(true, std::memory_order_release);
 }
 

@@ -15,6 +15,7 @@
 
 #include <backplane/backplane.hpp>
 #include <backplane/runner/runner.hpp>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -163,8 +164,20 @@ void BM_Matmul_Backplane(benchmark::State& state) {
 
 void BM_Matmul_cuBLAS(benchmark::State& state) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
-  void* lib = dlopen("libcublas.so." BACKPLANE_CUDA_TOOLKIT_VERSION_MAJOR, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return state.SkipWithError("no libcublas (install the CUDA Toolkit)");
+  // $BACKPLANE_CUBLAS_LIBRARY: the GPU machine's cuBLAS when its toolkit is of another major
+  // than the one this was built with (tests/plugins/cuda/gpu_checks.sh sets it).
+  const char* env = std::getenv("BACKPLANE_CUBLAS_LIBRARY");
+  const std::string name = env != nullptr && env[0] != '\0'
+                               ? std::string(env)
+                               : "libcublas.so." BACKPLANE_CUDA_TOOLKIT_VERSION_MAJOR;
+  void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = dlerror();
+    const std::string why = "no cuBLAS: " + name + " could not be opened (" +
+                            (err != nullptr ? err : "not found") +
+                            "); install the CUDA Toolkit or set BACKPLANE_CUBLAS_LIBRARY";
+    return state.SkipWithError(why.c_str());
+  }
   auto create = reinterpret_cast<decltype(&cublasCreate_v2)>(dlsym(lib, "cublasCreate_v2"));
   auto destroy = reinterpret_cast<decltype(&cublasDestroy_v2)>(dlsym(lib, "cublasDestroy_v2"));
   auto sgemm = reinterpret_cast<decltype(&cublasSgemm_v2)>(dlsym(lib, "cublasSgemm_v2"));

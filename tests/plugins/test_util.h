@@ -18,6 +18,12 @@
 #include <string>
 #include <vector>
 
+// Tests that run outside the build tree too (the cuda tests, from the GPU bundle) find their
+// paths beside the program instead of using the build tree's, compiled in.
+#ifdef BACKPLANE_TEST_PATHS_AT_RUN_TIME
+#include "run_time_paths.h"
+#endif
+
 namespace bptest {
 
 // A status with the message the core left in the error slot.
@@ -122,7 +128,7 @@ inline DLTensor ByteView(void* data, DLDevice dev, int64_t* shape, uint64_t byte
 inline DLDevice CpuDevice() { return DLDevice{kDLCPU, 0}; }
 
 // A fresh folder under the build tree's scratch folder (never /tmp, whose mode is 1777),
-// removed with the object.
+// removed with the object. (Under BACKPLANE_TEST_PATHS_AT_RUN_TIME: run_time_paths.h.)
 class ScratchDir {
  public:
   ScratchDir() {

@@ -29,6 +29,12 @@ constexpr DLDevice kGpu{kDLCUDA, 0};
 constexpr DLDevice kPinned{kDLCUDAHost, 0};
 constexpr DLDevice kCpu{kDLCPU, 0};
 
+// The mock driver, found beside the test like the plugins (in the build tree and in the GPU
+// bundle alike).
+std::string MockDriverPath() {
+  return bptest::RunTimeRoot() + "/lib/backplane/test-mocks/libbackplane_mock_cuda_driver.so";
+}
+
 // What the mock counts, read through its bp_mock_cuda_* functions.
 struct Mock {
   long long (*launches)() = nullptr;
@@ -41,7 +47,7 @@ struct Mock {
 
 // Points the plugin at the mock driver, with `env` (name, value pairs) set first, and loads it.
 void UseMock(std::initializer_list<std::pair<const char*, const char*>> env = {}) {
-  setenv("BACKPLANE_CUDA_DRIVER_LIBRARY", BACKPLANE_MOCK_CUDA_DRIVER, 1);
+  setenv("BACKPLANE_CUDA_DRIVER_LIBRARY", MockDriverPath().c_str(), 1);
   for (const auto& [name, value] : env) setenv(name, value, 1);
   const std::string lib = std::string(BACKPLANE_CUDA_PLUGIN_DIR) + "/libbackplane_cuda.so";
   ASSERT_TRUE(Capture(bp_plugin_load(lib.c_str())).ok()) << lib;
@@ -51,7 +57,7 @@ void UseMock(std::initializer_list<std::pair<const char*, const char*>> env = {}
 
 // The mock's counters (the plugin loaded it; this finds the same copy).
 Mock Counters() {
-  void* h = dlopen(BACKPLANE_MOCK_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  void* h = dlopen(MockDriverPath().c_str(), RTLD_NOW | RTLD_NOLOAD);
   EXPECT_NE(h, nullptr) << "the mock driver is not loaded";
   Mock m;
   m.launches = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_launches"));
@@ -208,7 +214,7 @@ TEST(CudaMockDriverTest, CopiesToUnknownAddressesFailCleanlyAndTheDeviceStaysUsa
   EXPECT_EQ(mock.sticky_error(), 0) << "a bad address reached the device";
   // Another library's allocation (the driver's own cuMemAlloc): in bounds works, past the end
   // is refused naming the sizes.
-  void* h = dlopen(BACKPLANE_MOCK_CUDA_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  void* h = dlopen(MockDriverPath().c_str(), RTLD_NOW | RTLD_NOLOAD);
   auto mem_alloc = reinterpret_cast<int (*)(uint64_t*, size_t)>(dlsym(h, "cuMemAlloc_v2"));
   ASSERT_NE(mem_alloc, nullptr);
   ASSERT_TRUE(Capture(bp_device_set(kGpu)).ok());  // its context current on this thread
