@@ -54,13 +54,14 @@ struct CUevent_st {
   CUstream_st* stream = nullptr;  // null: never recorded, or recorded on the null stream
   uint64_t target = 0;            // complete once stream->done reaches this
 };
+struct CUfunc_st {
+  struct CUmod_st* module = nullptr;
+  std::string name;
+};
 struct CUmod_st {
   CUctx_st* ctx = nullptr;
   std::vector<std::string> entries;
-};
-struct CUfunc_st {
-  CUmod_st* module = nullptr;
-  std::string name;
+  std::vector<std::unique_ptr<CUfunc_st>> functions;  // handed out; released with the module
 };
 
 namespace {
@@ -645,7 +646,8 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name
   const bool known = m->entries.empty() ||
                      std::find(m->entries.begin(), m->entries.end(), name) != m->entries.end();
   if (!known || S().fail_function == name) return CUDA_ERROR_NOT_FOUND;
-  *f = new CUfunc_st{m, name};  // lives as long as the process (a test's handful)
+  m->functions.push_back(std::make_unique<CUfunc_st>(CUfunc_st{m, name}));
+  *f = m->functions.back().get();
   return CUDA_SUCCESS;
 }
 
