@@ -46,9 +46,32 @@ int Precedence(BinaryOp op) {
   }
 }
 
+// Whether `a` is the zero of type `t` that the parser makes for a unary minus (`-x` reads as
+// Const(x's type, 0) - x).
+bool IsZeroOf(const Expr& a, DType t) {
+  if (!a || a.dtype() != t) return false;
+  if (t.lanes != 1) {
+    const auto* n = a.As<BroadcastNode>();
+    return n != nullptr && IsZeroOf(n->value, t.Element());
+  }
+  if (const auto* n = a.As<FloatImmNode>()) return n->value == 0 && !std::signbit(n->value);
+  if (const auto* n = a.As<IntImmNode>()) return !t.is_float() && n->value == 0;
+  return false;
+}
+
+// `0 - x` as the parser reads `-x`: printed as `-x`, so a run of unary operators prints as it
+// was written, a level of text per operator at most (as `!(0 - x)` it grew a parenthesis each).
+const BinaryNode* Negation(const Expr& e) {
+  const auto* n = e.As<BinaryNode>();
+  if (n == nullptr || n->op != BinaryOp::kSub || !n->b || !IsZeroOf(n->a, n->b.dtype()))
+    return nullptr;
+  return n;
+}
+
 int Precedence(const Expr& e) {
   switch (e.kind()) {
     case ExprKind::kBinary:
+      if (Negation(e)) return kPrecUnary;
       return Precedence(e.As<BinaryNode>()->op);
     case ExprKind::kNot:
       return kPrecUnary;
@@ -159,6 +182,16 @@ class Printer {
         return;
       case ExprKind::kBinary: {
         const auto* n = e.As<BinaryNode>();
+        if (Negation(e)) {
+          // A literal right after the minus would read as a negative literal (`-1`, `-inf`).
+          const ExprKind k = n->b.kind();
+          const bool literal = k == ExprKind::kIntImm || k == ExprKind::kFloatImm;
+          out += '-';
+          if (literal) out += '(';
+          Operand(n->b, kPrecUnary, false);
+          if (literal) out += ')';
+          return;
+        }
         int p = Precedence(n->op);
         Force(n->a, n->b);
         Force(n->b, n->a);
@@ -181,7 +214,7 @@ class Printer {
       }
       case ExprKind::kNot:
         out += '!';
-        Operand(e.As<NotNode>()->a, kPrecUnary, true);
+        Operand(e.As<NotNode>()->a, kPrecUnary, false);  // `!!b`, `!-x`: unary operators chain
         return;
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
