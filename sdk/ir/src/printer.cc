@@ -59,6 +59,15 @@ bool IsZeroOf(const Expr& a, DType t) {
   return false;
 }
 
+// Whether a literal's text starts with '-' (an unsigned one never does, nor does NaN).
+bool PrintsMinus(const Expr& lit) {
+  if (const auto* n = lit.As<IntImmNode>())
+    return n->value < 0 && !n->dtype.is_uint() && !n->dtype.is_bool();
+  if (const auto* n = lit.As<FloatImmNode>())
+    return std::signbit(n->value) && !std::isnan(n->value);
+  return false;
+}
+
 // `0 - x` as the parser reads `-x`: printed as `-x`, so a run of unary operators prints as it
 // was written, a level of text per operator at most (as `!(0 - x)` it grew a parenthesis each).
 const BinaryNode* Negation(const Expr& e) {
@@ -183,9 +192,11 @@ class Printer {
       case ExprKind::kBinary: {
         const auto* n = e.As<BinaryNode>();
         if (Negation(e)) {
-          // A literal right after the minus would read as a negative literal (`-1`, `-inf`).
-          const ExprKind k = n->b.kind();
-          const bool literal = k == ExprKind::kIntImm || k == ExprKind::kFloatImm;
+          // A literal right after the minus would read as a negative literal (`-1`, `-inf`);
+          // one that prints with its own minus does not (`--1` is 0 - -1).
+          const bool literal =
+              (n->b.kind() == ExprKind::kIntImm || n->b.kind() == ExprKind::kFloatImm) &&
+              !PrintsMinus(n->b);
           out += '-';
           if (literal) out += '(';
           Operand(n->b, kPrecUnary, false);
