@@ -13,6 +13,7 @@
 #include <backplane/ir/limits.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,9 @@ struct Chain {
   std::string value;  // of out[0], over x (1) and a (a[0] = 0)
   int32_t want;
 };
+
+// gtest names the parameter in listings (ctest -N) by this, not by its bytes.
+void PrintTo(const Chain& c, std::ostream* os) { *os << c.name; }
 
 class IrLinearChain : public ::testing::TestWithParam<Chain> {};
 
