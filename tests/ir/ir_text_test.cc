@@ -80,6 +80,64 @@ TEST(IrText, LiteralsRoundTrip) {
   EXPECT_TRUE(bir::StructuralEqual(m, bir::Parse(bir::Print(m))));
 }
 
+// A unary minus reads as 0 - x and prints back as -x (not 0 - x, which put each `-!` of a run
+// inside one more parenthesis than it was written with: issue 13); a run of unary operators
+// prints as written, and a literal after the minus keeps its parentheses (-(1) is 0 - 1, -1 the
+// literal) unless it prints with its own minus (--1 is 0 - -1).
+TEST(IrText, UnaryOperatorsPrintAsWritten) {
+  const std::string printed =
+      "# backplane-ir 1\n\nfunc f(x: int32, y: int64, b: bool, a: buffer<int32>[4], "
+      "c: buffer<float32>[4], d: buffer<int64>[1], e: buffer<bool>[1]) {\n"
+      "  a[0] = -x + -(1) * --x - -1\n"
+      "  a[1] = -(x + 1) * 2\n"
+      "  a[2] = --1\n"
+      "  a[3] = -x\n"
+      "  c[0] = -(1.5) - -(2.5)\n"
+      "  c[ramp(0, 1, 4)] = -broadcast(c[0], 4)\n"
+      "  d[0] = -y\n"
+      "  e[0] = !!b && !(x < 1)\n"
+      "}\n";
+  std::string written = printed;
+  written.replace(written.find("a[2] = --1"), 10, "a[2] = -(-1)");
+  written.replace(written.find("a[3] = -x"), 9, "a[3] = 0 - x");
+  written.replace(written.find("d[0] = -y"), 9, "d[0] = 0i64 - y");
+  const bir::IRModule m = bir::Parse(written);
+  EXPECT_EQ(bir::Print(m), printed);
+  EXPECT_EQ(bir::Print(bir::Parse(printed)), printed);
+  EXPECT_TRUE(bir::StructuralEqual(bir::Parse(printed), m));
+  bir::Verify(m);
+  int32_t a[4] = {0, 0, 0, 0};
+  float c[4] = {0, 0, 0, 0};
+  int64_t d[1] = {0};
+  bool e[1] = {false};
+  const int64_t four[1] = {4}, one[1] = {1};
+  bir::Interpreter(m).Run(
+      "f", {bir::IntArg(5), bir::IntArg(7), bir::IntArg(1),
+            bir::BufferArg(a, bir::Int32(), 1, four), bir::BufferArg(c, bir::Float32(), 1, four),
+            bir::BufferArg(d, bir::Int64(), 1, one), bir::BufferArg(e, bir::Bool(), 1, one)});
+  EXPECT_EQ(a[0], -9);
+  EXPECT_EQ(a[1], -12);
+  EXPECT_EQ(a[2], 1);
+  EXPECT_EQ(a[3], -5);
+  for (float v : c) EXPECT_EQ(v, -1.0f);
+  EXPECT_EQ(d[0], -7);
+  EXPECT_TRUE(e[0]);
+  // Built with the builder: 0 - x is a negation too; -0.0 - x is not (it is not -x's zero).
+  const bir::Var x("x", bir::Int32());
+  const bir::Var f("f", bir::Float32());
+  EXPECT_EQ(bir::Print(0 - x), "-x");
+  EXPECT_EQ(bir::Print(bir::Not(bir::Not(x < 1))), "!!(x < 1)");
+  EXPECT_EQ(bir::Print(bir::FloatImm(bir::Float32(), -0.0) - f), "-0.0 - f");
+  EXPECT_EQ(bir::Print(bir::FloatImm(bir::Float32(), 0.0) - bir::FloatImm(bir::Float32(), 1.0)),
+            "-(1.0)");
+  const bir::Expr big = bir::IntImm(bir::UInt(64), -1);  // 18446744073709551615u64: no minus
+  EXPECT_EQ(bir::Print(bir::IntImm(bir::UInt(64), 0) - big), "-(18446744073709551615u64)");
+  const std::string u64 =
+      "# backplane-ir 1\n\nfunc g(u: buffer<uint64>[1], f: buffer<float32>[1]) {\n"
+      "  u[0] = -(18446744073709551615u64)\n  f[0] = --inf - -(inf)\n}\n";
+  EXPECT_EQ(bir::Print(bir::Parse(u64)), u64);
+}
+
 // ---- parse errors ----
 
 struct BadText {

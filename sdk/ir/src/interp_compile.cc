@@ -121,7 +121,7 @@ class Compiler {
         return RampExpr(*e.As<RampNode>(), e);
       case ExprKind::kBroadcast: {
         CE v = E(e.As<BroadcastNode>()->value);
-        if (v.lanes != 1) Fail("broadcast of a vector in `" + Print(e) + "`");
+        if (v.lanes != 1) Fail("broadcast of a vector in `" + Quote(e) + "`");
         const int lanes = e.dtype().lanes;
         const int out = NewRegs(lanes);
         return {out, lanes, [fv = std::move(v.fn), rv = v.reg, out, lanes](Frame& f) {
@@ -139,7 +139,7 @@ class Compiler {
   CE Binary(const BinaryNode& n, const Expr& e) {
     CE a = E(n.a);
     CE b = E(n.b);
-    if (a.lanes != b.lanes) Fail("operands of different lanes in `" + Print(e) + "`");
+    if (a.lanes != b.lanes) Fail("operands of different lanes in `" + Quote(e) + "`");
     const int out = NewRegs(a.lanes);
     const DType t = n.a.dtype().Element();
     if (IsLogical(n.op) && a.lanes == 1) {  // && and || short-circuit, as in C
@@ -163,12 +163,7 @@ class Compiler {
            : t.bits == 32 ? FloatBinary<32>(n.op, a, b, out)
                           : FloatBinary<64>(n.op, a, b, out);
     } else {
-      // The text names the expression in a division-by-zero error; printed only for divisions
-      // (printing every node of a 30,000-term chain would take time quadratic in its length).
-      const bool divides =
-          n.op == BinaryOp::kDiv || n.op == BinaryOp::kFloorDiv || n.op == BinaryOp::kFloorMod;
-      fn = IntBinary(n.op, t, a, b, out,
-                     std::make_shared<const std::string>(divides ? Print(e) : std::string()));
+      fn = IntBinary(n.op, t, a, b, out, e);
     }
     return {out, a.lanes, std::move(fn)};
   }
@@ -177,7 +172,7 @@ class Compiler {
     CE c = E(n.cond), a = E(n.a), b = E(n.b);
     const int lanes = a.lanes;
     if (b.lanes != lanes || (c.lanes != 1 && c.lanes != lanes))
-      Fail("operands of different lanes in `" + Print(e) + "`");
+      Fail("operands of different lanes in `" + Quote(e) + "`");
     const int out = NewRegs(lanes);
     return {out, lanes,
             [fc = std::move(c.fn), fa = std::move(a.fn), fb = std::move(b.fn), rc = c.reg,
@@ -194,7 +189,7 @@ class Compiler {
   CE CastExpr(const CastNode& n, const Expr& e) {
     CE v = E(n.value);
     const int lanes = e.dtype().lanes;
-    if (v.lanes != 1 && v.lanes != lanes) Fail("a cast between lanes in `" + Print(e) + "`");
+    if (v.lanes != 1 && v.lanes != lanes) Fail("a cast between lanes in `" + Quote(e) + "`");
     const int out = NewRegs(lanes);
     return {out, lanes,
             [fv = std::move(v.fn), rv = v.reg, sv = v.lanes == 1 ? 0 : 1,
@@ -205,12 +200,11 @@ class Compiler {
             }};
   }
 
-  Access MakeAccess(const Buffer& b, const std::vector<Expr>& indices, const std::string& text,
-                    int* lanes) {
+  Access MakeAccess(const Buffer& b, const std::vector<Expr>& indices, Site site, int* lanes) {
     Access a;
     a.slot = BufferSlot(b);
     const BufSlot& s = out_->bufs[static_cast<size_t>(a.slot)];
-    if (static_cast<int>(indices.size()) != s.ndim) Fail("rank mismatch in `" + text + "`");
+    if (static_cast<int>(indices.size()) != s.ndim) Fail("rank mismatch in `" + site.Text() + "`");
     a.off = s.dims_off;
     a.nd = s.ndim;
     *lanes = 1;
@@ -220,17 +214,19 @@ class Compiler {
       a.lanes.push_back(c.lanes);
       if (c.fn) a.fns.push_back(std::move(c.fn));
       if (c.lanes != 1) {
-        if (*lanes != 1 && *lanes != c.lanes) Fail("indices of different lanes in `" + text + "`");
+        if (*lanes != 1 && *lanes != c.lanes)
+          Fail("indices of different lanes in `" + site.Text() + "`");
         *lanes = c.lanes;
       }
     }
-    a.site = std::make_shared<const Site>(Site{b.name(), text});
+    site.buffer = b.name();
+    a.site = std::make_shared<const Site>(std::move(site));
     return a;
   }
 
   CE LoadExpr(const LoadNode& n, const Expr& e) {
     int lanes = 1;
-    Access a = MakeAccess(n.buffer, n.indices, Print(e), &lanes);
+    Access a = MakeAccess(n.buffer, n.indices, Site{std::string(), e, Stmt()}, &lanes);
     const int out = NewRegs(lanes);
     Fn fn;
     switch (out_->bufs[static_cast<size_t>(a.slot)].elem) {
@@ -266,12 +262,12 @@ class Compiler {
     for (const Expr& a : n.args) {
       args.push_back(E(a));
       if (args.back().lanes != 1 && args.back().lanes != lanes)
-        Fail("arguments of different lanes in `" + Print(e) + "`");
+        Fail("arguments of different lanes in `" + Quote(e) + "`");
     }
     const DType t = n.args[0].dtype();
     for (const Expr& a : n.args)
       if (!a.dtype().is_float() || a.dtype().bits != t.bits)
-        Fail("intrinsic " + n.name + " on " + ToString(a.dtype()) + " in `" + Print(e) + "`");
+        Fail("intrinsic " + n.name + " on " + ToString(a.dtype()) + " in `" + Quote(e) + "`");
     const int out = NewRegs(lanes);
     const auto which = static_cast<Intrin>(id);
     Fn fn = t.bits == 16   ? MakeIntrinsic<16>(which, args, out, lanes)
@@ -335,7 +331,7 @@ class Compiler {
 
   CE RampExpr(const RampNode& n, const Expr& e) {
     CE b = E(n.base), s = E(n.stride);
-    if (b.lanes != 1 || s.lanes != 1) Fail("ramp of vectors in `" + Print(e) + "`");
+    if (b.lanes != 1 || s.lanes != 1) Fail("ramp of vectors in `" + Quote(e) + "`");
     const int lanes = e.dtype().lanes;
     const int out = NewRegs(lanes);
     const DType t = n.base.dtype().Element();
@@ -420,12 +416,10 @@ class Compiler {
   }
 
   Fn StoreStmt(const StoreNode& n, const Stmt& s) {
-    std::string text = Print(s, 0);
-    if (!text.empty() && text.back() == '\n') text.pop_back();
     int lanes = 1;
-    Access a = MakeAccess(n.buffer, n.indices, text, &lanes);
+    Access a = MakeAccess(n.buffer, n.indices, Site{std::string(), Expr(), s}, &lanes);
     CE v = E(n.value);
-    if (v.lanes != 1 && v.lanes != lanes) Fail("a store of different lanes: `" + text + "`");
+    if (v.lanes != 1 && v.lanes != lanes) Fail("a store of different lanes: `" + StmtHead(s) + "`");
     switch (out_->bufs[static_cast<size_t>(a.slot)].elem) {
 #define BACKPLANE_IR_STORE(K) \
   case Elem::K:               \
@@ -534,7 +528,7 @@ class Compiler {
         exts.push_back(E(l->extent));
       } catch (const CompileError&) {
         Fail(std::string("the extent of the loop over ") + ToString(l->thread) + ", `" +
-             Print(l->extent) + "`, uses a variable defined inside the thread-bound region: " +
+             Quote(l->extent) + "`, uses a variable defined inside the thread-bound region: " +
              "launch extents must be computable before the launch");
       }
       axes.push_back(static_cast<int>(l->thread) - 1);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "interp_runtime.hpp"
+#include "quote.hpp"
 
 namespace backplane {
 namespace ir {
@@ -143,21 +144,26 @@ inline Elem ElemOf(DType t) {
   }
 }
 
-// Where a load or store is, for its out-of-bounds error.
+// Where a load or store is, for its errors. Its text is printed when an error needs it: printed
+// for each access as it was compiled, nested loads (a[a[a[...]]]) took time quadratic in depth.
 struct Site {
   std::string buffer;
-  std::string text;
+  Expr load;   // a load, or
+  Stmt store;  // a store
+  std::string Text() const { return load ? Quote(load) : StmtHead(store); }
 };
 [[noreturn]] inline void ThrowOutOfBounds(const Frame& f, const Site& s, int d, int64_t i,
                                           int64_t ext) {
   throw Error(ErrorKind::kValue, f.run->func->name + ": index " + std::to_string(i) +
                                      " is out of bounds for dimension " + std::to_string(d) +
                                      " of buffer '" + s.buffer + "' (extent " +
-                                     std::to_string(ext) + ") in `" + s.text + "`");
+                                     std::to_string(ext) + ") in `" + s.Text() + "`");
 }
-[[noreturn]] inline void ThrowDivZero(const Frame& f, const std::string& text) {
+// `e`: the division, printed only now (for each division of a chain as it was compiled, the
+// printing was quadratic in the chain's length).
+[[noreturn]] inline void ThrowDivZero(const Frame& f, const Expr& e) {
   throw Error(ErrorKind::kValue,
-              f.run->func->name + ": integer division by zero in `" + text + "`");
+              f.run->func->name + ": integer division by zero in `" + Quote(e) + "`");
 }
 
 // An access: index registers (a scalar index is used for every lane) and the closures that
@@ -252,8 +258,8 @@ Fn Lanes2(CE& a, CE& b, int out, Op op) {
   };
 }
 
-inline Fn IntBinary(BinaryOp op, DType t, CE& a, CE& b, int out,
-                    const std::shared_ptr<const std::string>& text) {
+// `e`: the expression, named by a division's error.
+inline Fn IntBinary(BinaryOp op, DType t, CE& a, CE& b, int out, const Expr& e) {
   const bool u = t.is_uint() || t.is_bool();
   switch (op) {
     case BinaryOp::kAdd:
@@ -266,18 +272,18 @@ inline Fn IntBinary(BinaryOp op, DType t, CE& a, CE& b, int out,
       return Lanes2(a, b, out,
                     [t](Frame&, Val x, Val y) { return I(WrapInt(U(x.i) * U(y.i), t)); });
     case BinaryOp::kDiv:
-      return Lanes2(a, b, out, [t, u, text](Frame& f, Val x, Val y) {
-        if (y.i == 0) ThrowDivZero(f, *text);
+      return Lanes2(a, b, out, [t, u, e](Frame& f, Val x, Val y) {
+        if (y.i == 0) ThrowDivZero(f, e);
         return I(WrapInt(U(DivTrunc(x.i, y.i, u)), t));
       });
     case BinaryOp::kFloorDiv:
-      return Lanes2(a, b, out, [t, u, text](Frame& f, Val x, Val y) {
-        if (y.i == 0) ThrowDivZero(f, *text);
+      return Lanes2(a, b, out, [t, u, e](Frame& f, Val x, Val y) {
+        if (y.i == 0) ThrowDivZero(f, e);
         return I(WrapInt(U(FloorDivInt(x.i, y.i, u)), t));
       });
     case BinaryOp::kFloorMod:
-      return Lanes2(a, b, out, [t, u, text](Frame& f, Val x, Val y) {
-        if (y.i == 0) ThrowDivZero(f, *text);
+      return Lanes2(a, b, out, [t, u, e](Frame& f, Val x, Val y) {
+        if (y.i == 0) ThrowDivZero(f, e);
         return I(WrapInt(U(FloorModInt(x.i, y.i, u)), t));
       });
     case BinaryOp::kMin:

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "names.hpp"
+#include "quote.hpp"
 
 namespace backplane {
 namespace ir {
@@ -187,7 +188,7 @@ bool IsIdentifier(const std::string& name) {
 void CheckName(const std::string& what, const std::string& name) {
   if (!IsIdentifier(name))
     throw Error(ErrorKind::kValue,
-                what + " name '" + name +
+                what + " name '" + Elide(name) +
                     "' is not an identifier: use letters, digits and '_', not starting with a "
                     "digit, and not a keyword of the text form");
 }
@@ -214,12 +215,18 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+constexpr size_t kTypoLength = 256;
+
 std::string DidYouMean(const std::string& wanted, const std::vector<std::string>& names) {
   std::vector<std::pair<size_t, std::string>> close;
   const size_t limit = std::max<size_t>(1, wanted.size() / 3);
   for (const std::string& n : names) {
     if (n == wanted) continue;
-    const size_t d = EditDistance(wanted, n);
+    // The distance costs the product of the lengths: past kTypoLength a name is not measured
+    // (a typo of a name that long is not worth the time a megabyte-long one would take).
+    const size_t d = wanted.size() <= kTypoLength && n.size() <= kTypoLength
+                         ? EditDistance(wanted, n)
+                         : std::max(wanted.size(), n.size());
     const bool prefix =
         wanted.size() >= 2 && n.size() >= 2 && (n.rfind(wanted, 0) == 0 || wanted.rfind(n, 0) == 0);
     // A name is not a typo of another that shares none of its letters ('k' of 'a').
@@ -232,7 +239,7 @@ std::string DidYouMean(const std::string& wanted, const std::vector<std::string>
   const size_t shown = std::min<size_t>(close.size(), 3);
   for (size_t i = 0; i < shown; ++i) {
     if (i > 0) out += i + 1 == shown ? " or " : ", ";
-    out += "'" + close[i].second + "'";
+    out += "'" + Elide(close[i].second) + "'";
   }
   return out + "?)";
 }

@@ -8,10 +8,10 @@
 #include <backplane/ir/limits.hpp>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -193,9 +193,71 @@ void Children(const Item& it, std::vector<Item>* out) {
   }
 }
 
+// A node without children: its height is 1, and it is not remembered (most nodes of a chain
+// are its leaves).
+bool IsLeaf(const Item& it) {
+  if (it.is_stmt) return static_cast<const StmtNode*>(it.node)->kind == StmtKind::kBarrier;
+  switch (static_cast<const ExprNode*>(it.node)->kind) {
+    case ExprKind::kIntImm:
+    case ExprKind::kFloatImm:
+    case ExprKind::kVar:
+    case ExprKind::kBufferRef:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Heights by node address, in one array with open addressing (linear probing), grown at half
+// full. Every public entry point measures its tree, so this is on the path of each; a
+// std::unordered_map allocated a node per entry and was most of the time a long chain took
+// to parse, print, verify and run.
+class HeightMemo {
+ public:
+  // The height remembered for `node`, or 0.
+  int64_t Find(const void* node) const {
+    if (slots_.empty()) return 0;
+    for (size_t i = Index(node);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].node == node) return slots_[i].height;
+      if (slots_[i].node == nullptr) return 0;
+    }
+  }
+  void Insert(const void* node, int64_t height) {
+    if ((used_ + 1) * 2 > slots_.size()) Grow();
+    size_t i = Index(node);
+    while (slots_[i].node != nullptr && slots_[i].node != node) i = (i + 1) & (slots_.size() - 1);
+    if (slots_[i].node == nullptr) ++used_;
+    slots_[i] = Slot{node, height};
+  }
+
+ private:
+  struct Slot {
+    const void* node = nullptr;
+    int64_t height = 0;
+  };
+  // Fibonacci hashing: the top bits of the address times 2^64 / phi.
+  size_t Index(const void* node) const {
+    const uint64_t h = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(node));
+    return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> (64 - bits_));
+  }
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    bits_ = old.empty() ? 6 : bits_ + 1;
+    slots_.assign(size_t{1} << bits_, Slot{});
+    used_ = 0;
+    for (const Slot& s : old)
+      if (s.node != nullptr) Insert(s.node, s.height);
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+  int bits_ = 0;
+};
+
 // Height of the tree under `root`, post-order with an explicit stack; heights are remembered
 // per node so a shared subtree is measured once.
-int64_t Height(Item root, std::unordered_map<const void*, int64_t>* memo) {
+int64_t Height(Item root, HeightMemo* memo) {
+  if (IsLeaf(root)) return 1;
+  if (const int64_t h = memo->Find(root.node)) return h;
   struct Frame {
     Item item;
     bool expanded;
@@ -203,34 +265,38 @@ int64_t Height(Item root, std::unordered_map<const void*, int64_t>* memo) {
   std::vector<Frame> stack{{root, false}};
   std::vector<Item> kids;
   while (!stack.empty()) {
-    Frame f = stack.back();
-    if (memo->count(f.item.node)) {
-      stack.pop_back();
-      continue;
-    }
-    kids.clear();
-    Children(f.item, &kids);
-    if (!f.expanded) {
+    const Item item = stack.back().item;
+    if (!stack.back().expanded) {
+      if (memo->Find(item.node) != 0) {  // a shared node, reached again
+        stack.pop_back();
+        continue;
+      }
       stack.back().expanded = true;
+      kids.clear();
+      Children(item, &kids);
       for (const Item& k : kids)
-        if (!memo->count(k.node)) stack.push_back({k, false});
+        if (!IsLeaf(k) && memo->Find(k.node) == 0) stack.push_back({k, false});
       continue;
     }
     stack.pop_back();
+    kids.clear();
+    Children(item, &kids);
     int64_t h = 0;
-    for (const Item& k : kids) h = std::max(h, (*memo)[k.node]);
-    (*memo)[f.item.node] = h + 1;
+    for (const Item& k : kids) h = std::max(h, IsLeaf(k) ? 1 : memo->Find(k.node));
+    memo->Insert(item.node, h + 1);
   }
-  return (*memo)[root.node];
+  return memo->Find(root.node);
 }
 
-int64_t FuncDepth(const PrimFunc& f, std::unordered_map<const void*, int64_t>* memo) {
+int64_t FuncDepth(const PrimFunc& f, HeightMemo* memo) {
   int64_t d = 0;
   if (f.body) d = Height({f.body.get(), true}, memo);
   for (const Param& p : f.params) {
     if (!p.is_buffer()) continue;
-    for (const Expr& e : p.buffer()->shape) d = std::max(d, Height({e.get(), false}, memo));
-    for (const Expr& e : p.buffer()->strides) d = std::max(d, Height({e.get(), false}, memo));
+    for (const Expr& e : p.buffer()->shape)
+      if (e) d = std::max(d, Height({e.get(), false}, memo));
+    for (const Expr& e : p.buffer()->strides)
+      if (e) d = std::max(d, Height({e.get(), false}, memo));
   }
   return d;
 }
@@ -239,20 +305,20 @@ int64_t FuncDepth(const PrimFunc& f, std::unordered_map<const void*, int64_t>* m
 
 int64_t TreeDepth(const Expr& e) {
   if (!e) return 0;
-  std::unordered_map<const void*, int64_t> memo;
+  HeightMemo memo;
   return Height({e.get(), false}, &memo);
 }
 int64_t TreeDepth(const Stmt& s) {
   if (!s) return 0;
-  std::unordered_map<const void*, int64_t> memo;
+  HeightMemo memo;
   return Height({s.get(), true}, &memo);
 }
 int64_t TreeDepth(const PrimFunc& f) {
-  std::unordered_map<const void*, int64_t> memo;
+  HeightMemo memo;
   return FuncDepth(f, &memo);
 }
 int64_t TreeDepth(const IRModule& m) {
-  std::unordered_map<const void*, int64_t> memo;
+  HeightMemo memo;
   int64_t d = 0;
   for (const PrimFunc& f : m.functions()) d = std::max(d, FuncDepth(f, &memo));
   return d;

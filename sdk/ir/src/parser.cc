@@ -13,12 +13,17 @@
 #include <utility>
 
 #include "names.hpp"
+#include "quote.hpp"
 
 namespace backplane {
 namespace ir {
 namespace {
 
 enum class Tok { kIdent, kInt, kFloat, kString, kPunct, kEnd };
+
+// A name, a token or a piece of the source as a message quotes it: elided past kQuoteChars (a
+// name or a number may be megabytes long, and the line is shown under the message anyway).
+std::string Q(std::string_view text) { return detail::Elide(text); }
 
 struct Token {
   Tok kind = Tok::kEnd;
@@ -56,9 +61,11 @@ class SourceError {
                        std::string(src_.substr(from, to - from)) + (to < line_end ? "..." : "");
     std::string caret(from > line_start ? 3 : 0, ' ');
     for (size_t k = from; k < offset && k < to; ++k) caret += src_[k] == '\t' ? '\t' : ' ';
-    std::string where = name_.empty() ? "" : name_ + ":";
+    std::string where = name_.empty() ? "" : Q(name_) + ":";
     where += std::to_string(line) + ":" + std::to_string(col + 1) + ": ";
-    throw Error(ErrorKind::kParse, where + message + "\n  " + text + "\n  " + caret + "^");
+    // Each quote in a message is bounded; so is the whole, in case one was missed.
+    throw Error(ErrorKind::kParse,
+                where + detail::Elide(message, kMaxMessage) + "\n  " + text + "\n  " + caret + "^");
   }
 
   std::string_view Slice(size_t begin, size_t end) const {
@@ -68,6 +75,7 @@ class SourceError {
 
  private:
   static constexpr size_t kShownLine = 120;
+  static constexpr size_t kMaxMessage = 2000;
   std::string_view src_;
   std::string name_;
 };
@@ -163,7 +171,7 @@ class Lexer {
       while (!version.empty() && (version.back() == ' ' || version.back() == '\r'))
         version.pop_back();
       if (version != std::to_string(kTextFormatVersion))
-        err_.Throw(start + kHeader.size(), "unsupported backplane-ir version '" + version +
+        err_.Throw(start + kHeader.size(), "unsupported backplane-ir version '" + Q(version) +
                                                "': this library reads " + "version " +
                                                std::to_string(kTextFormatVersion) +
                                                "; print the module again with a matching library");
@@ -209,17 +217,17 @@ class Lexer {
         const std::string renamed = s + lead;
         if (name_like && prev != nullptr && prev->kind == Tok::kIdent && prev->text == "func")
           err_.Throw(number_start,
-                     "function name '" + word +
+                     "function name '" + Q(word) +
                          "' starts with a digit: expected a name that starts with a letter "
                          "or '_'; rename it, e.g. '" +
-                         renamed + "' or '_" + word + "'");
-        err_.Throw(suffix, "bad number suffix '" + s + "': expected " +
+                         Q(renamed) + "' or '_" + Q(word) + "'");
+        err_.Throw(suffix, "bad number suffix '" + Q(s) + "': expected " +
                                (kind == Tok::kInt ? "i8-i64, u8-u64, " : "") +
                                "f16, f32 or f64, or none" +
-                               (name_like ? "; if '" + word +
+                               (name_like ? "; if '" + Q(word) +
                                                 "' is meant as a name, a name must start with a "
                                                 "letter or '_' (e.g. '" +
-                                                renamed + "')"
+                                                Q(renamed) + "')"
                                           : std::string()));
       }
       if (s[0] == 'f') kind = Tok::kFloat;
@@ -300,14 +308,14 @@ class Parser {
       PrimFunc f = Func();
       const int64_t depth = TreeDepth(f);
       if (depth > kMaxTreeDepth)
-        err_.Throw(at.offset, "function '" + f.name + "' makes a tree " + std::to_string(depth) +
+        err_.Throw(at.offset, "function '" + Q(f.name) + "' makes a tree " + std::to_string(depth) +
                                   " levels deep: expected at most " +
                                   std::to_string(kMaxTreeDepth) +
                                   " (a chain of operators, lets or else-ifs is one level an "
                                   "element); split long chains into partial sums held in lets");
       if (m.Find(f.name))
-        err_.Throw(at.offset,
-                   "function '" + f.name + "' is defined twice: give each function its own name");
+        err_.Throw(at.offset, "function '" + Q(f.name) +
+                                  "' is defined twice: give each function its own name");
       m.Add(std::move(f));
     }
     return m;
@@ -334,7 +342,7 @@ class Parser {
       case Tok::kString:
         return "a string";
       default:
-        return "'" + t.text + "'";
+        return "'" + Q(t.text) + "'";
     }
   }
   [[noreturn]] void Fail(const std::string& expected) const {
@@ -365,9 +373,10 @@ class Parser {
   }
   void Define(const Token& at, const std::string& name, Binding b) {
     if (!detail::IsIdentifier(name))
-      err_.Throw(at.offset, "'" + name + "' is a keyword: expected a name");
+      err_.Throw(at.offset, "'" + Q(name) + "' is a keyword: expected a name");
     if (const Binding* old = Lookup(name))
-      err_.Throw(at.offset, "'" + name + "' is already defined (line " + std::to_string(old->line) +
+      err_.Throw(at.offset, "'" + Q(name) + "' is already defined (line " +
+                                std::to_string(old->line) +
                                 "); expected a new name (names are not shadowed)");
     b.line = at.line;
     names_[name] = std::move(b);
@@ -386,7 +395,7 @@ class Parser {
     const Token& name_tok = Cur();
     f.name = ExpectIdent("the function's name after 'func'");
     if (!detail::IsIdentifier(f.name))
-      err_.Throw(name_tok.offset, "'" + f.name + "' is a keyword: expected the function's name");
+      err_.Throw(name_tok.offset, "'" + Q(f.name) + "' is a keyword: expected the function's name");
     scopes_.assign(1, {});
     names_.clear();
     Expect("(", "after the function's name");
@@ -396,7 +405,7 @@ class Parser {
         f.params.push_back(Param_());
       } while (TakePunct(","));
     }
-    Expect(")", "after the parameters of '" + f.name + "'");
+    Expect(")", "after the parameters of '" + Q(f.name) + "'");
     --nest_;
     if (IsKeyword("attrs")) {
       Take();
@@ -420,7 +429,7 @@ class Parser {
       Expect(")", "after the attributes");
       --nest_;
     }
-    if (!IsPunct("{")) Fail("expected '{' to start the body of '" + f.name + "'");
+    if (!IsPunct("{")) Fail("expected '{' to start the body of '" + Q(f.name) + "'");
     f.body = Block();
     scopes_.clear();
     names_.clear();
@@ -431,7 +440,7 @@ class Parser {
   Param Param_() {
     const Token& at = Cur();
     std::string name = ExpectIdent("a parameter name");
-    Expect(":", "after the parameter name '" + name + "'");
+    Expect(":", "after the parameter name '" + Q(name) + "'");
     if (IsKeyword("buffer")) {
       Take();
       Expect("<", "after 'buffer'");
@@ -443,7 +452,7 @@ class Parser {
       Define(at, name, Binding{Var(), b, 0});
       return b;
     }
-    DType t = ExpectDType("or 'buffer<dtype>[shape]' for the parameter '" + name + "'");
+    DType t = ExpectDType("or 'buffer<dtype>[shape]' for the parameter '" + Q(name) + "'");
     Var v = MakeVar(at, name, t);
     Define(at, name, Binding{v, Buffer(), 0});
     return v;
@@ -451,13 +460,13 @@ class Parser {
 
   Var MakeVar(const Token& at, const std::string& name, DType t) {
     if (!detail::IsIdentifier(name))
-      err_.Throw(at.offset, "'" + name + "' is a keyword: expected a name");
+      err_.Throw(at.offset, "'" + Q(name) + "' is a keyword: expected a name");
     return Var(name, t);
   }
   Buffer MakeBuffer(const Token& at, const std::string& name, DType t, std::vector<Expr> shape,
                     std::vector<Expr> strides) {
     if (!detail::IsIdentifier(name))
-      err_.Throw(at.offset, "'" + name + "' is a keyword: expected a name");
+      err_.Throw(at.offset, "'" + Q(name) + "' is a keyword: expected a name");
     return Buffer(name, t, std::move(shape), std::move(strides));
   }
 
@@ -539,12 +548,12 @@ class Parser {
     const Token& at = Cur();
     std::string name =
         ExpectIdent(is_let ? "a variable name after 'let'" : "a buffer name after 'alloc'");
-    Expect(":", "after '" + name + "'");
-    DType t = ExpectDType("after '" + name + ":'");
+    Expect(":", "after '" + Q(name) + "'");
+    DType t = ExpectDType("after '" + Q(name) + ":'");
     OpenScope o;
     if (is_let) {
       Var v = MakeVar(at, name, t);
-      Expect("=", "after 'let " + name + ": " + ToString(t) + "'");
+      Expect("=", "after 'let " + Q(name) + ": " + ToString(t) + "'");
       o.value = TypeLiteral(Expression(), t);
       EndOfStatement();
       scopes_.emplace_back();
@@ -561,7 +570,7 @@ class Parser {
     } else if (IsKeyword("local")) {
       o.scope = StorageScope::kLocal;
     } else {
-      Fail("expected the storage scope (global, shared or local) of '" + name + "'");
+      Fail("expected the storage scope (global, shared or local) of '" + Q(name) + "'");
     }
     Take();
     EndOfStatement();
@@ -608,7 +617,7 @@ class Parser {
     const Token& at = Cur();
     std::string name = ExpectIdent("the loop variable after 'for'");
     DType t = Int32();
-    if (TakePunct(":")) t = ExpectDType("for the loop variable '" + name + "'");
+    if (TakePunct(":")) t = ExpectDType("for the loop variable '" + Q(name) + "'");
     Var v = MakeVar(at, name, t);
     if (!IsKeyword("in")) Fail("expected 'in' after the loop variable");
     Take();
@@ -746,6 +755,7 @@ class Parser {
       target = std::string(err_.Slice(begin, op.offset));
       while (!target.empty() && target.back() == ' ') target.pop_back();
       if (target.empty()) target = load->buffer.name() + "[...]";
+      target = Q(target);
     }
     err_.Throw(op.offset, "compound assignment '" + op.text +
                               "=' is not supported: expected '=' (write '" + target + " = " +
@@ -854,7 +864,7 @@ class Parser {
                                      : (1ULL << (type.bits - 1)) - 1;
     unsigned long long max_neg = type.is_uint() ? 0 : (1ULL << (type.bits - 1));
     if (overflow || mag > (negative ? max_neg : max_pos))
-      err_.Throw(at.offset, "integer literal " + std::string(negative ? "-" : "") + t.text +
+      err_.Throw(at.offset, "integer literal " + std::string(negative ? "-" : "") + Q(t.text) +
                                 " does not fit in " + ToString(type) +
                                 ": expected a value in its range (or another suffix)");
     int64_t v = negative ? static_cast<int64_t>(0ULL - mag) : static_cast<int64_t>(mag);
@@ -887,7 +897,7 @@ class Parser {
       if (detail::IsIdentifier(name)) {
         std::vector<std::string> in_scope;
         for (const auto& [known, binding] : names_) in_scope.push_back(known);
-        err_.Throw(t.offset, "undefined variable '" + name +
+        err_.Throw(t.offset, "undefined variable '" + Q(name) +
                                  "': expected a parameter, a loop variable, a let or an alloc "
                                  "in scope" +
                                  detail::DidYouMean(name, in_scope));
@@ -901,12 +911,13 @@ class Parser {
         ++nest_;
         std::vector<Expr> idx;
         if (!IsPunct("]")) idx = Exprs();
-        Expect("]", "after the indices of '" + name + "'");
+        Expect("]", "after the indices of '" + Q(name) + "'");
         --nest_;
         return Load(b->buffer, idx);
       }
       if (!in_packed_args_)
-        err_.Throw(t.offset, "buffer '" + name + "' used as a value: expected an element (" + name +
+        err_.Throw(t.offset, "buffer '" + Q(name) + "' used as a value: expected an element (" +
+                                 Q(name) +
                                  "[i]); a whole buffer is only an argument of call_packed");
       return Ref(b->buffer);
     }
@@ -942,7 +953,7 @@ class Parser {
         Fail("expected the number of lanes (an integer without suffix)");
       long n = std::strtol(Cur().text.c_str(), nullptr, 10);
       if (n < 1 || n > 65535 || Cur().text.size() > 6)
-        err_.Throw(Cur().offset, "expected lanes in [1, 65535], got " + Cur().text);
+        err_.Throw(Cur().offset, "expected lanes in [1, 65535], got " + Q(Cur().text));
       Take();
       return static_cast<int>(n);
     };
@@ -1016,7 +1027,7 @@ class Parser {
     for (const char* t : {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                           "float16", "float32", "float64", "bool"})
       known.push_back(t);
-    err_.Throw(at.offset, "unknown function '" + name +
+    err_.Throw(at.offset, "unknown function '" + Q(name) +
                               "': expected a dtype cast (float32(x)), select, ramp, broadcast, "
                               "call_packed, floordiv, floormod, min, max or an intrinsic (exp, "
                               "log, sqrt, ...)" +
@@ -1079,7 +1090,7 @@ class Parser {
     const unsigned long long max_neg = t.is_uint() ? 0 : (1ULL << (t.bits - 1));
     if (lit.mag > (lit.negative ? max_neg : max_pos)) {
       if (cast) return e;
-      const std::string shown = (lit.negative ? "-" : "") + lit.text;
+      const std::string shown = (lit.negative ? "-" : "") + Q(lit.text);
       err_.Throw(lit.offset, "integer literal " + shown + " does not fit in " + ToString(t) +
                                  ", the type its context gives it: expected a value in [" +
                                  (t.is_uint() ? "0" : "-" + std::to_string(max_neg)) + ", " +
@@ -1107,12 +1118,12 @@ class Parser {
       const unsigned long long limit = lit.negative ? (1ULL << 31) : (1ULL << 31) - 1;
       if (lit.mag > limit)
         err_.Throw(lit.offset, "integer literal " + std::string(lit.negative ? "-" : "") +
-                                   lit.text +
+                                   Q(lit.text) +
                                    " does not fit in int32 (the type of an integer literal "
                                    "without a suffix, where nothing around it gives one): "
                                    "expected a value in [-2147483648, 2147483647], or a suffix "
                                    "(" +
-                                   lit.text + "i64, " + lit.text + "u64)");
+                                   Q(lit.text) + "i64, " + Q(lit.text) + "u64)");
     }
     untyped_.clear();
   }

@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "deep.hpp"
+#include "quote.hpp"
 
 namespace backplane {
 namespace ir {
@@ -43,9 +46,41 @@ int Precedence(BinaryOp op) {
   }
 }
 
+// Whether `a` is the zero of type `t` that the parser makes for a unary minus (`-x` reads as
+// Const(x's type, 0) - x).
+bool IsZeroOf(const Expr& a, DType t) {
+  if (!a || a.dtype() != t) return false;
+  if (t.lanes != 1) {
+    const auto* n = a.As<BroadcastNode>();
+    return n != nullptr && IsZeroOf(n->value, t.Element());
+  }
+  if (const auto* n = a.As<FloatImmNode>()) return n->value == 0 && !std::signbit(n->value);
+  if (const auto* n = a.As<IntImmNode>()) return !t.is_float() && n->value == 0;
+  return false;
+}
+
+// Whether a literal's text starts with '-' (an unsigned one never does, nor does NaN).
+bool PrintsMinus(const Expr& lit) {
+  if (const auto* n = lit.As<IntImmNode>())
+    return n->value < 0 && !n->dtype.is_uint() && !n->dtype.is_bool();
+  if (const auto* n = lit.As<FloatImmNode>())
+    return std::signbit(n->value) && !std::isnan(n->value);
+  return false;
+}
+
+// `0 - x` as the parser reads `-x`: printed as `-x`, so a run of unary operators prints as it
+// was written, a level of text per operator at most (as `!(0 - x)` it grew a parenthesis each).
+const BinaryNode* Negation(const Expr& e) {
+  const auto* n = e.As<BinaryNode>();
+  if (n == nullptr || n->op != BinaryOp::kSub || !n->b || !IsZeroOf(n->a, n->b.dtype()))
+    return nullptr;
+  return n;
+}
+
 int Precedence(const Expr& e) {
   switch (e.kind()) {
     case ExprKind::kBinary:
+      if (Negation(e)) return kPrecUnary;
       return Precedence(e.As<BinaryNode>()->op);
     case ExprKind::kNot:
       return kPrecUnary;
@@ -113,7 +148,20 @@ std::string Quote(const std::string& s) {
 // again, quadratic in a chain's length).
 class Printer {
  public:
+  // Where each expression's text starts and ends in `out`, when set (Quoter).
+  std::unordered_map<const ExprNode*, std::pair<size_t, size_t>>* spans = nullptr;
+
   void Expr_(const Expr& e) {
+    if (spans == nullptr || !e) {
+      Node(e);
+      return;
+    }
+    const size_t begin = out.size();
+    Node(e);
+    spans->emplace(e.get(), std::make_pair(begin, out.size()));
+  }
+
+  void Node(const Expr& e) {
     if (!e) {
       out += "<null>";
       return;
@@ -143,6 +191,18 @@ class Printer {
         return;
       case ExprKind::kBinary: {
         const auto* n = e.As<BinaryNode>();
+        if (Negation(e)) {
+          // A literal right after the minus would read as a negative literal (`-1`, `-inf`);
+          // one that prints with its own minus does not (`--1` is 0 - -1).
+          const bool literal =
+              (n->b.kind() == ExprKind::kIntImm || n->b.kind() == ExprKind::kFloatImm) &&
+              !PrintsMinus(n->b);
+          out += '-';
+          if (literal) out += '(';
+          Operand(n->b, kPrecUnary, false);
+          if (literal) out += ')';
+          return;
+        }
         int p = Precedence(n->op);
         Force(n->a, n->b);
         Force(n->b, n->a);
@@ -165,7 +225,7 @@ class Printer {
       }
       case ExprKind::kNot:
         out += '!';
-        Operand(e.As<NotNode>()->a, kPrecUnary, true);
+        Operand(e.As<NotNode>()->a, kPrecUnary, false);  // `!!b`, `!-x`: unary operators chain
         return;
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
@@ -287,34 +347,14 @@ class Printer {
       }
       case StmtKind::kFor: {
         const auto* n = s.As<ForNode>();
-        Indent(indent);
-        out += "for ";
-        out += n->var.name();
-        if (n->var.dtype() != Int32()) {
-          out += ": ";
-          out += ToString(n->var.dtype());
-        }
-        out += " in ";
-        out += ToString(n->for_kind);
-        out += '(';
-        if (n->for_kind == ForKind::kThreadBinding) {
-          out += ToString(n->thread);
-          out += ", ";
-        }
-        Expr_(n->min);
-        out += ", ";
-        Expr_(n->extent);
-        out += ") {\n";
+        ForHead(*n, indent);
         Stmt_(n->body, indent + 1);
         Line(indent, "}");
         return;
       }
       case StmtKind::kIfThenElse: {
         const auto* n = s.As<IfThenElseNode>();
-        Indent(indent);
-        out += "if (";
-        Expr_(n->cond);
-        out += ") {\n";
+        IfHead(*n, indent);
         while (true) {
           Stmt_(n->then_case, indent + 1);
           if (!n->else_case) break;
@@ -335,15 +375,7 @@ class Printer {
       }
       case StmtKind::kLetStmt: {
         const auto* n = s.As<LetStmtNode>();
-        Force(n->value, n->var.dtype());
-        Indent(indent);
-        out += "let ";
-        out += n->var.name();
-        out += ": ";
-        out += ToString(n->var.dtype());
-        out += " = ";
-        Expr_(n->value);
-        out += '\n';
+        LetHead(*n, indent);
         Stmt_(n->body, indent);
         return;
       }
@@ -361,15 +393,7 @@ class Printer {
       }
       case StmtKind::kAllocate: {
         const auto* n = s.As<AllocateNode>();
-        Indent(indent);
-        out += "alloc ";
-        out += n->buffer.name();
-        out += ": ";
-        out += ToString(n->buffer.dtype());
-        BufferShape(n->buffer);
-        out += ' ';
-        out += ToString(n->scope);
-        out += '\n';
+        AllocateHead(*n, indent);
         Stmt_(n->body, indent);
         return;
       }
@@ -382,6 +406,42 @@ class Printer {
         Line(indent, "barrier");
         return;
     }
+  }
+
+  // The first line of `s` as Stmt_(s, 0) writes it, without its newline, and not the lines
+  // after it (a loop's or an if's body, the statements a let or an alloc scopes); `more` says
+  // whether Stmt_ writes any.
+  void Head(const Stmt& s, bool* more) {
+    *more = false;
+    switch (s ? s.kind() : StmtKind::kBarrier) {
+      case StmtKind::kFor:
+        ForHead(*s.As<ForNode>(), 0);
+        *more = true;
+        break;
+      case StmtKind::kIfThenElse:
+        IfHead(*s.As<IfThenElseNode>(), 0);
+        *more = true;
+        break;
+      case StmtKind::kLetStmt:
+        LetHead(*s.As<LetStmtNode>(), 0);
+        *more = !PrintsNothing(s.As<LetStmtNode>()->body);
+        break;
+      case StmtKind::kAllocate:
+        AllocateHead(*s.As<AllocateNode>(), 0);
+        *more = !PrintsNothing(s.As<AllocateNode>()->body);
+        break;
+      case StmtKind::kSeq: {  // not a statement of its own: all of it, then its first line
+        Stmt_(s, 0);
+        const size_t nl = out.find('\n');
+        *more = nl != std::string::npos && nl + 1 < out.size();
+        if (nl != std::string::npos) out.resize(nl + 1);
+        break;
+      }
+      default:  // one line
+        Stmt_(s, 0);
+        break;
+    }
+    if (!out.empty() && out.back() == '\n') out.pop_back();
   }
 
   void Func(const PrimFunc& f) {
@@ -446,6 +506,66 @@ class Printer {
   }
   std::unordered_set<const ExprNode*> force_;
 
+  void ForHead(const ForNode& n, int indent) {
+    Indent(indent);
+    out += "for ";
+    out += n.var.name();
+    if (n.var.dtype() != Int32()) {
+      out += ": ";
+      out += ToString(n.var.dtype());
+    }
+    out += " in ";
+    out += ToString(n.for_kind);
+    out += '(';
+    if (n.for_kind == ForKind::kThreadBinding) {
+      out += ToString(n.thread);
+      out += ", ";
+    }
+    Expr_(n.min);
+    out += ", ";
+    Expr_(n.extent);
+    out += ") {\n";
+  }
+  void IfHead(const IfThenElseNode& n, int indent) {
+    Indent(indent);
+    out += "if (";
+    Expr_(n.cond);
+    out += ") {\n";
+  }
+  void LetHead(const LetStmtNode& n, int indent) {
+    Force(n.value, n.var.dtype());
+    Indent(indent);
+    out += "let ";
+    out += n.var.name();
+    out += ": ";
+    out += ToString(n.var.dtype());
+    out += " = ";
+    Expr_(n.value);
+    out += '\n';
+  }
+  void AllocateHead(const AllocateNode& n, int indent) {
+    Indent(indent);
+    out += "alloc ";
+    out += n.buffer.name();
+    out += ": ";
+    out += ToString(n.buffer.dtype());
+    BufferShape(n.buffer);
+    out += ' ';
+    out += ToString(n.scope);
+    out += '\n';
+  }
+  // Whether Stmt_(s) writes no text: a Seq of nothing (or of such Seqs).
+  static bool PrintsNothing(const Stmt& s) {
+    std::vector<const Stmt*> todo{&s};
+    while (!todo.empty()) {
+      const Stmt& t = *todo.back();
+      todo.pop_back();
+      if (!t || t.kind() != StmtKind::kSeq) return false;
+      for (const Stmt& c : t.As<SeqNode>()->seq) todo.push_back(&c);
+    }
+    return true;
+  }
+
   void Operand(const Expr& e, int parent, bool right) {
     int p = Precedence(e);
     bool parens = right ? p <= parent : p < parent;
@@ -469,7 +589,128 @@ class Printer {
   }
 };
 
+// How deep the expressions on the first line of `s` are (what Printer::Head walks); the body
+// under it is not measured, so quoting each of a run of N lets costs its line, not the run.
+int64_t HeadDepth(const Stmt& s) {
+  if (!s) return 0;
+  int64_t d = 0;
+  auto expr = [&](const Expr& e) { d = std::max(d, TreeDepth(e)); };
+  switch (s.kind()) {
+    case StmtKind::kFor:
+      expr(s.As<ForNode>()->min);
+      expr(s.As<ForNode>()->extent);
+      break;
+    case StmtKind::kIfThenElse:
+      expr(s.As<IfThenElseNode>()->cond);
+      break;
+    case StmtKind::kLetStmt:
+      expr(s.As<LetStmtNode>()->value);
+      break;
+    case StmtKind::kStore:
+      for (const Expr& e : s.As<StoreNode>()->indices) expr(e);
+      expr(s.As<StoreNode>()->value);
+      break;
+    case StmtKind::kAllocate:
+      if (const Buffer& b = s.As<AllocateNode>()->buffer) {
+        for (const Expr& e : b->shape) expr(e);
+        for (const Expr& e : b->strides) expr(e);
+      }
+      break;
+    case StmtKind::kEvaluate:
+      expr(s.As<EvaluateNode>()->value);
+      break;
+    case StmtKind::kSeq:
+      return TreeDepth(s);
+    case StmtKind::kBarrier:
+      break;
+  }
+  return d + 1;
+}
+
 }  // namespace
+
+namespace detail {
+
+std::string Elide(std::string_view text, size_t max) {
+  constexpr std::string_view kGap = " ... ";
+  if (text.size() <= max) return std::string(text);
+  if (max <= kGap.size()) return std::string(kGap.substr(0, max));
+  auto continuation = [&](size_t k) {
+    return (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80;
+  };
+  size_t head = (max - kGap.size() + 1) / 2;
+  size_t tail = text.size() - (max - kGap.size() - head);
+  while (head > 0 && continuation(head)) --head;
+  while (tail < text.size() && continuation(tail)) ++tail;
+  std::string out(text.substr(0, head));
+  out += kGap;
+  out += text.substr(tail);
+  return out;
+}
+
+std::string Quote(const Expr& e) { return Elide(Print(e)); }
+
+std::string StmtHead(const Stmt& s) {
+  return Deep(HeadDepth(s), [&] {
+    Printer p;
+    bool more = false;
+    p.Head(s, &more);
+    return Elide(p.out) + (more ? " ... }" : "");
+  });
+}
+
+std::string Quoter::Line(const Stmt& s) {
+  Load(s);
+  return Elide(text_) + (more_ ? " ... }" : "");
+}
+
+std::string Quoter::Part(const Stmt& within, const Expr& part) {
+  Load(within);
+  return Slice(part);
+}
+
+std::string Quoter::Part(const Expr& within, const Expr& part) {
+  Load(within);
+  return Slice(part);
+}
+
+void Quoter::Load(const Stmt& s) {
+  if (key_ == s.get() && stmt_) return;
+  key_ = s.get();
+  stmt_ = s;
+  expr_ = Expr();
+  spans_.clear();
+  Deep(HeadDepth(s), [&] {
+    Printer p;
+    p.spans = &spans_;
+    p.Head(s, &more_);
+    text_ = std::move(p.out);
+  });
+}
+
+void Quoter::Load(const Expr& e) {
+  if (key_ == e.get() && expr_) return;
+  key_ = e.get();
+  expr_ = e;
+  stmt_ = Stmt();
+  spans_.clear();
+  more_ = false;
+  Deep(TreeDepth(e), [&] {
+    Printer p;
+    p.spans = &spans_;
+    p.Expr_(e);
+    text_ = std::move(p.out);
+  });
+}
+
+std::string Quoter::Slice(const Expr& part) const {
+  const auto it = spans_.find(part.get());
+  if (it == spans_.end() || it->second.second > text_.size()) return Quote(part);
+  return Elide(
+      std::string_view(text_).substr(it->second.first, it->second.second - it->second.first));
+}
+
+}  // namespace detail
 
 std::string Print(const Expr& expr) {
   return detail::Deep(TreeDepth(expr), [&] {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "deep.hpp"
+#include "quote.hpp"
 #include "scalar.hpp"
 
 namespace backplane {
@@ -31,7 +32,7 @@ class IntEvaluator {
     if (!e) Fail("an expression is empty");
     const DType t = e.dtype();
     if (!t.is_scalar() || !(t.is_integer() || t.is_bool()))
-      Fail("`" + Print(e) + "` is " + ToString(t) + ", not a scalar integer");
+      Fail("`" + detail::Quote(e) + "` is " + ToString(t) + ", not a scalar integer");
     switch (e.kind()) {
       case ExprKind::kIntImm:
         return detail::WrapInt(static_cast<uint64_t>(e.As<IntImmNode>()->value), t);
@@ -53,7 +54,7 @@ class IntEvaluator {
         return detail::WrapInt(static_cast<uint64_t>(Eval(v)), t);
       }
       default:
-        Fail("`" + Print(e) + "` is not an integer expression over scalar parameters");
+        Fail("`" + detail::Quote(e) + "` is not an integer expression over scalar parameters");
     }
   }
 
@@ -94,7 +95,7 @@ class IntEvaluator {
       case BinaryOp::kDiv:
       case BinaryOp::kFloorDiv:
       case BinaryOp::kFloorMod: {
-        if (b == 0) Fail("integer division by zero in `" + Print(e) + "`");
+        if (b == 0) Fail("integer division by zero in `" + detail::Quote(e) + "`");
         int64_t r = n.op == BinaryOp::kDiv        ? detail::DivTrunc(a, b, u)
                     : n.op == BinaryOp::kFloorDiv ? detail::FloorDivInt(a, b, u)
                                                   : detail::FloorModInt(a, b, u);
@@ -117,7 +118,7 @@ class IntEvaluator {
       case BinaryOp::kGe:
         return u ? ua >= ub : a >= b;
       default:
-        Fail("`" + Print(e) + "` is not an integer expression");
+        Fail("`" + detail::Quote(e) + "` is not an integer expression");
     }
   }
 
@@ -140,7 +141,7 @@ std::string List(const std::vector<int64_t>& v) {
 }
 std::string ExprList(const std::vector<Expr>& v) {
   std::vector<std::string> s;
-  for (const Expr& e : v) s.push_back(Print(e));
+  for (const Expr& e : v) s.push_back(detail::Quote(e));
   return "[" + Join(s) + "]";
 }
 

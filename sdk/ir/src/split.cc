@@ -10,19 +10,11 @@
 #include <vector>
 
 #include "deep.hpp"
+#include "quote.hpp"
 
 namespace backplane {
 namespace ir {
 namespace {
-
-// The first line of a statement, then " ... }" if it has more (as the verifier writes it).
-std::string StmtText(const Stmt& s) {
-  std::string text = Print(s, 0);
-  const size_t nl = text.find('\n');
-  const bool more = nl != std::string::npos && nl + 1 < text.size();
-  text = text.substr(0, nl);
-  return more ? text + " ... }" : text;
-}
 
 // What a region uses: variables and buffers defined outside it, and its thread axes.
 class RegionUses {
@@ -39,8 +31,8 @@ class RegionUses {
 
  private:
   [[noreturn]] void Fail(const std::string& problem, const Stmt& at) const {
-    throw Error(ErrorKind::kVerify,
-                "in function '" + func_.name + "': " + problem + " in `" + StmtText(at) + "`");
+    throw Error(ErrorKind::kVerify, "in function '" + func_.name + "': " + problem + " in `" +
+                                        detail::StmtHead(at) + "`");
   }
 
   void Defs(const Stmt& s) {
@@ -188,7 +180,8 @@ class RegionUses {
       slot = n.extent;
     } else if (!StructuralEqual(slot, n.extent)) {
       Fail(std::string(tag) + " is bound twice in one kernel with different extents (" +
-               Print(slot) + " and " + Print(n.extent) + "): bind each axis with one extent",
+               detail::Quote(slot) + " and " + detail::Quote(n.extent) +
+               "): bind each axis with one extent",
            at);
     }
   }
@@ -254,8 +247,8 @@ class Splitter {
 
  private:
   [[noreturn]] void Fail(const std::string& problem, const Stmt& at) const {
-    throw Error(ErrorKind::kVerify,
-                "in function '" + func_.name + "': " + problem + " in `" + StmtText(at) + "`");
+    throw Error(ErrorKind::kVerify, "in function '" + func_.name + "': " + problem + " in `" +
+                                        detail::StmtHead(at) + "`");
   }
 
   static int CountRegions(const Stmt& s) {

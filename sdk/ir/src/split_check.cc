@@ -15,19 +15,11 @@
 #include <vector>
 
 #include "deep.hpp"
+#include "quote.hpp"
 
 namespace backplane {
 namespace ir {
 namespace {
-
-// The first line of a statement, then " ... }" if it has more (as the verifier writes it).
-std::string StmtLine(const Stmt& s) {
-  std::string text = Print(s, 0);
-  const size_t nl = text.find('\n');
-  const bool more = nl != std::string::npos && nl + 1 < text.size();
-  text = text.substr(0, nl);
-  return more ? text + " ... }" : text;
-}
 
 constexpr ThreadTag kTags[6] = {ThreadTag::kBlockIdxX,  ThreadTag::kBlockIdxY,
                                 ThreadTag::kBlockIdxZ,  ThreadTag::kThreadIdxX,
@@ -57,8 +49,8 @@ void Bindings(const Stmt& s, Grid* g) {
           slot = n->extent;
         } else if (!StructuralEqual(slot, n->extent)) {
           g->problems.push_back(std::string("binds ") + ToString(n->thread) +
-                                " with two extents (" + Print(slot) + " and " + Print(n->extent) +
-                                ")");
+                                " with two extents (" + detail::Quote(slot) + " and " +
+                                detail::Quote(n->extent) + ")");
         }
       }
       Bindings(n->body, g);
@@ -175,7 +167,7 @@ class HostChecker {
  private:
   void Report(const std::string& problem) {
     out_->push_back("in function '" + func_->name + "': " + problem +
-                    (stmt_ ? " in `" + StmtLine(stmt_) + "`" : std::string()));
+                    (stmt_ ? " in `" + quoter_.Line(stmt_) + "`" : std::string()));
   }
 
   void S(const Stmt& s) {
@@ -336,8 +328,9 @@ class HostChecker {
       const Expr& arg = call.args[num_params + l];
       const auto* cast = arg.As<CastNode>();
       if (cast == nullptr || arg.dtype() != Int64() || !EqualUnder(extent, cast->value, subst)) {
-        Report(what + " passes `" + Print(arg) + "` as the extent of " + ToString(tag) +
-               ", but the kernel binds " + ToString(tag) + " with extent `" + Print(extent) +
+        Report(what + " passes `" + detail::Quote(arg) + "` as the extent of " + ToString(tag) +
+               ", but the kernel binds " + ToString(tag) + " with extent `" +
+               detail::Quote(extent) +
                "` of its params: a grid other than the one the kernel's loops assume reaches "
                "outside its buffers");
       }
@@ -350,6 +343,7 @@ class HostChecker {
   const PrimFunc* func_ = nullptr;
   std::unordered_set<const BufferNode*> param_buffers_;
   Stmt stmt_;
+  detail::Quoter quoter_;  // the line of stmt_, printed once for all its problems
 };
 
 }  // namespace

@@ -8,15 +8,21 @@
 #include <unordered_set>
 
 #include "deep.hpp"
+#include "quote.hpp"
 
 namespace backplane {
 namespace ir {
 namespace {
 
+// The most messages VerifyErrors returns; past it the rest are counted in one last message, so
+// a tree with a problem at each of its 100,000 nodes gives a report of bounded size.
+constexpr size_t kMaxListed = 100;
+
 class Verifier {
  public:
-  Verifier(const PrimFunc& f, const VerifyOptions& o, std::vector<std::string>* errors)
-      : func_(f), options_(o), errors_(errors) {}
+  Verifier(const PrimFunc& f, const VerifyOptions& o, std::vector<std::string>* errors,
+           size_t* unlisted)
+      : func_(f), options_(o), errors_(errors), unlisted_(unlisted) {}
 
   void Run() {
     scopes_.emplace_back();
@@ -57,17 +63,25 @@ class Verifier {
     scopes_.pop_back();
   }
 
+  // Messages quote the statement's first line (and the expression at fault) through quoter_,
+  // which prints the line once for all the problems found in it: a problem at each node of a
+  // long expression must not print the expression again for each (quadratic time and text).
+  bool Full() {
+    if (errors_->size() < kMaxListed) return false;
+    ++*unlisted_;
+    return true;
+  }
   void Report(const std::string& problem) {
+    if (Full()) return;
     std::string msg = "in function '" + func_.name + "': " + problem;
-    if (stmt_) {
-      std::string text = Print(stmt_, 0);
-      size_t nl = text.find('\n');
-      bool more = nl != std::string::npos && nl + 1 < text.size();
-      text = text.substr(0, nl);
-      if (more) text += " ... }";
-      msg += " in `" + text + "`";
-    }
+    if (stmt_) msg += " in `" + quoter_.Line(stmt_) + "`";
     errors_->push_back(msg);
+  }
+  // The text of `e`, part of the current statement (or of a parameter's shape), elided.
+  std::string Text(const Expr& e) {
+    if (stmt_) return quoter_.Part(stmt_, e);
+    if (shape_) return quoter_.Part(shape_, e);
+    return detail::Quote(e);
   }
 
   bool NameVisible(const std::string& name) const { return names_.count(name) > 0; }
@@ -92,7 +106,9 @@ class Verifier {
   bool BufferInScope(const BufferNode* b) const { return buffers_.count(b) > 0; }
 
   void Shape(const Expr& e, const std::string& buffer) {
+    shape_ = e;
     E(e);
+    shape_ = Expr();
     if (e && !e.dtype().is_integer())
       Report("a dimension of buffer '" + buffer + "' is " + ToString(e.dtype()) +
              ": expected an integer");
@@ -121,7 +137,7 @@ class Verifier {
       case ExprKind::kIntImm:
       case ExprKind::kFloatImm:
         if (e.dtype().lanes != 1)
-          Report("constant " + Print(e) + " has " + std::to_string(e.dtype().lanes) +
+          Report("constant " + Text(e) + " has " + std::to_string(e.dtype().lanes) +
                  " lanes: write broadcast(value, lanes)");
         return;
       case ExprKind::kVar:
@@ -147,10 +163,10 @@ class Verifier {
                     " (a cast would keep the rounding of " + ToString(lit.dtype()) + ")";
           }
           Report("type mismatch: " + ToString(n->a.dtype()) + " " + ToString(n->op) + " " +
-                 ToString(n->b.dtype()) + " in " + Print(e) + ": " + fix);
+                 ToString(n->b.dtype()) + " in " + Text(e) + ": " + fix);
         } else if (IsLogical(n->op) && !n->a.dtype().is_bool()) {
           Report(std::string("operator ") + ToString(n->op) + " takes bool operands, got " +
-                 ToString(n->a.dtype()) + " in " + Print(e));
+                 ToString(n->a.dtype()) + " in " + Text(e));
         }
         return;
       }
@@ -158,7 +174,7 @@ class Verifier {
         E(e.As<NotNode>()->a);
         if (e.As<NotNode>()->a && !e.As<NotNode>()->a.dtype().is_bool())
           Report("operator ! takes a bool operand, got " + ToString(e.As<NotNode>()->a.dtype()) +
-                 " in " + Print(e));
+                 " in " + Text(e));
         return;
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
@@ -169,7 +185,7 @@ class Verifier {
           Report("the condition of select is " + ToString(n->cond.dtype()) + ": expected bool");
         if (n->a && n->b && n->a.dtype() != n->b.dtype())
           Report("type mismatch: select chooses between " + ToString(n->a.dtype()) + " and " +
-                 ToString(n->b.dtype()) + " in " + Print(e));
+                 ToString(n->b.dtype()) + " in " + Text(e));
         return;
       }
       case ExprKind::kCast:
@@ -327,6 +343,9 @@ class Verifier {
   const PrimFunc& func_;
   const VerifyOptions& options_;
   std::vector<std::string>* errors_;
+  size_t* unlisted_;
+  detail::Quoter quoter_;
+  Expr shape_;  // the parameter's shape being checked, outside any statement
   std::vector<Scope> scopes_;
   std::unordered_map<std::string, int> names_;
   std::unordered_map<const VarNode*, int> vars_;
@@ -340,9 +359,14 @@ class Verifier {
 
 std::vector<std::string> VerifyErrors(const IRModule& module, const VerifyOptions& options) {
   std::vector<std::string> errors;
+  size_t unlisted = 0;
   detail::Deep(TreeDepth(module), [&] {
-    for (const PrimFunc& f : module.functions()) Verifier(f, options, &errors).Run();
+    for (const PrimFunc& f : module.functions()) Verifier(f, options, &errors, &unlisted).Run();
   });
+  if (unlisted > 0)
+    errors.push_back("... and " + std::to_string(unlisted) + " more problem" +
+                     (unlisted == 1 ? "" : "s") + " (only the first " + std::to_string(kMaxListed) +
+                     " are listed)");
   return errors;
 }
 

@@ -24,7 +24,10 @@ struct VerifyOptions {
 };
 
 // Every problem found, one message each: "in function 'f': <problem> in `<statement>`".
-// The checks are listed in docs/ir.md ("Verifier").
+// The checks are listed in docs/ir.md ("Verifier"). A message quotes at most a couple of
+// hundred characters of a statement or expression (the middle elided with " ... "), and past
+// the first 100 messages the rest are counted in one last message ("... and N more problems"),
+// so the report on a huge tree with a problem at every node stays small.
 std::vector<std::string> VerifyErrors(const IRModule& module, const VerifyOptions& options = {});
 // Throws Error(kVerify) with all the messages, one a line, if there are any.
 void Verify(const IRModule& module, const VerifyOptions& options = {});
