@@ -39,6 +39,9 @@ packages=(
   # so a minimal image has it) as it compares opencl with clinfo and vulkan with vulkaninfo.
   util-linux
   clang-format
+  # The ABI check (ctest abi.baseline, cmake/abi/): abidw and abidiff describe and compare
+  # libbackplane's exported C ABI against the frozen baseline.
+  abigail-tools
   # Compiler cache: a second build of the same sources (another clone, CI after a
   # developer's build) compiles only what changed.
   ccache
