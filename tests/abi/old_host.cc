@@ -4,7 +4,8 @@
 // abi_minor, sets struct_size to the size that version's table had, and fills every entry past
 // that size with a trap that fails the test if the plugin calls it (a real old host's table
 // simply ends there). Then it opens the plugin with dlopen and calls its bp_plugin_init directly,
-// as the loader would.
+// as the loader would. Offered a minor newer than today's, it plays a newer host instead: a host
+// table and a bp_plugin_info_t longer than the plugin knows.
 //
 //   abi_old_host <host version> <plugin.so> works
 //     the plugin must accept the host and work without the newer entries (for the abinew test
@@ -76,14 +77,33 @@ std::array<void (*)(), sizeof...(I)> MakeTraps(std::index_sequence<I...>) {
   return {&Trap<I>...};
 }
 
-// The host table this test offers; it outlives the plugin, as a host's does.
-bp_host_api_t g_table;
+// An entry a newer minor appended, which no plugin built today can know of.
+void TrapNewer() {
+  std::printf("FAIL: the plugin called a host table entry of ABI %s, newer than its own\n",
+              g_host_version.c_str());
+  std::fflush(stdout);
+  std::_Exit(3);
+}
+
+// The host table this test offers, with room for a newer minor's entries; it outlives the
+// plugin, as a host's does.
+struct OfferedTable {
+  bp_host_api_t base;
+  void* newer[4];
+};
+OfferedTable g_offered;
+bp_host_api_t& g_table = g_offered.base;
 
 void OfferVersion(unsigned major, unsigned minor) {
   g_table = *bp_host_api();
   g_table.abi_major = major;
   g_table.abi_minor = minor;
   g_table.struct_size = major == BP_ABI_VERSION_MAJOR ? HostTableSize(minor) : sizeof(g_table);
+  if (major == BP_ABI_VERSION_MAJOR && minor > BP_ABI_VERSION_MINOR) {
+    // A newer host: its table is longer than the plugin's header says.
+    g_table.struct_size = sizeof(g_offered);
+    for (void*& entry : g_offered.newer) entry = reinterpret_cast<void*>(&TrapNewer);
+  }
   static const auto traps = MakeTraps(std::make_index_sequence<kEntries>{});
   auto* slots = reinterpret_cast<void**>(reinterpret_cast<char*>(&g_table) + kFirstEntry);
   for (size_t i = 0; i < kEntries; ++i) {
@@ -129,7 +149,7 @@ void ExerciseAbinew(unsigned minor) {
            "listing devices (ABI 1.5) is reported unsupported on a " + host + " host");
   } else {
     Expect(count.type == BP_VALUE_INT && count.u.v_int64 >= 1,
-           "listing devices works on a 1.5 host and finds abinew:0");
+           "listing devices works on a " + host + " host and finds abinew:0");
   }
 
   int32_t type = -1;
@@ -209,11 +229,22 @@ int main(int argc, char** argv) {
     std::printf("FAIL: %s exports no %s\n", library.c_str(), BP_PLUGIN_ENTRY_SYMBOL);
     return 1;
   }
-  bp_plugin_info_t info;
-  std::memset(&info, 0, sizeof(info));
-  info.struct_size = sizeof(info);
+  // A newer host's bp_plugin_info_t is longer too; the plugin must leave what it does not know.
+  struct {
+    bp_plugin_info_t info;
+    uint64_t newer[2];
+  } answer;
+  std::memset(&answer, 0, sizeof(answer));
+  const bool newer = major == BP_ABI_VERSION_MAJOR && minor > BP_ABI_VERSION_MINOR;
+  answer.newer[0] = answer.newer[1] = 0x5e5e5e5e5e5e5e5eull;
+  bp_plugin_info_t& info = answer.info;
+  info.struct_size = newer ? sizeof(answer) : sizeof(info);
   bp_error_clear();
   const bp_status_t st = init(&g_table, &info);
+  if (newer) {
+    Expect(answer.newer[0] == 0x5e5e5e5e5e5e5e5eull && answer.newer[1] == 0x5e5e5e5e5e5e5e5eull,
+           "the plugin wrote nothing past the bp_plugin_info_t it knows");
+  }
   const std::string plugin = std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor);
   std::printf("plugin: '%s' answered ABI %s, status %d (%s)\n",
               info.name != nullptr ? info.name : "?", plugin.c_str(), st, bp_error_kind_name(st));
