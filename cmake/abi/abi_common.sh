@@ -27,6 +27,11 @@ abi_growable_structs() {
   awk '/^typedef struct [a-z0-9_]+ \{/ { name = $3; getline; if ($0 ~ /^ *size_t struct_size;/) print name }' "$1"
 }
 
+# "bp_device_api bp_host_api" -> "bp_device_api_t, bp_host_api_t", for messages.
+abi_struct_list() {
+  echo "$1" | awk '{ for (i = 1; i <= NF; ++i) printf "%s%s_t", (i > 1 ? ", " : ""), $i }'
+}
+
 # A header's declarations without its comments, one declaration or directive per line and
 # whitespace collapsed, so that only a change of what it declares shows (a reworded comment or a
 # reflowed line does not).

@@ -80,7 +80,8 @@ case "$verdict" in
   2)
     fail "$(basename "$lib") breaks ABI $newest (cmake/abi/$newest/libbackplane.abi). Within a" \
       "major a change may only append: a function, a field at the end of a growable struct" \
-      "(${growable% }), an enum value (docs/abi.md, \"What a minor may add\"). Revert the change," \
+      "($(abi_struct_list "$growable")), an enum value (docs/abi.md, \"What a minor may add\")." \
+      "Revert the change," \
       "or make it a new major. What breaks it:"
     grep '^incompatible: ' "$work/report.txt" | sed 's/^incompatible: /    /'
     grep -v '^\(incompatible\|added\): ' "$work/report.txt" | sed 's/^/  /'
