@@ -56,9 +56,10 @@ if(NOT "${_bp_major}.${_bp_minor}" STREQUAL BACKPLANE_ABI_VERSION)
                       "update BackplanePlugin.cmake")
 endif()
 
-# The licence and the documentation, where a distribution puts them
+# The licence, the changelog and the documentation, where a distribution puts them
 # (<prefix>/share/doc/backplane): the tools' --help points there when it exists beside them.
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md
+              ${PROJECT_SOURCE_DIR}/CHANGELOG.md
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/backplane)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/backplane
         FILES_MATCHING PATTERN "*.md")

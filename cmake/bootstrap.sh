@@ -42,6 +42,9 @@ packages=(
   # The GPU bundle (tests/plugins/cuda/make_gpu_bundle.sh, test GpuBundle.SelfContained) sets
   # $ORIGIN RUNPATHs on the libraries it copies in.
   patchelf
+  # The ABI check (ctest abi.baseline, cmake/abi/): abidw and abidiff describe and compare
+  # libbackplane's exported C ABI against the frozen baseline.
+  abigail-tools
   # Compiler cache: a second build of the same sources (another clone, CI after a
   # developer's build) compiles only what changed.
   ccache

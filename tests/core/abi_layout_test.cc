@@ -1,14 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pins the layout of every ABI struct: a change here is an ABI break that needs a new major
 // (or, for a field appended at the end, a new minor and an abi-changelog entry).
+// abi_static_layout.h pins every field and value at compile time, as C++ here and as C99 in
+// c_header_test.c; the tests below check it at run time and that the pins cover all of c_api.h.
 #include <backplane/c_api.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstddef>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "abi_static_layout.h"
 
 namespace {
 
@@ -153,6 +160,82 @@ TEST(AbiLayout, ManifestsCarryTheHeadersVersion) {
                                std::to_string(BP_ABI_VERSION_MINOR) + "\"";
   EXPECT_NE(text.str().find(expected), std::string::npos)
       << "cmake/BackplanePlugin.cmake's BACKPLANE_ABI_VERSION is out of date: " << text.str();
+}
+
+}  // namespace
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot read " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string WithoutComments(std::string text) {
+  static const std::regex kComment(R"(/\*[\s\S]*?\*/)");
+  return std::regex_replace(text, kComment, " ");
+}
+
+// The fields of every `typedef struct name { ... } name_t;` in c_api.h, as "name_t.field": the
+// name of a function pointer `(*field)` or the last identifier of a declaration.
+std::vector<std::string> StructFields(const std::string& header) {
+  std::vector<std::string> out;
+  static const std::regex kStruct(R"(typedef struct (\w+) \{([\s\S]*?)\n\} (\w+);)");
+  static const std::regex kPointer(R"(\(\*\s*(\w+)\))");
+  static const std::regex kLast(R"((\w+)\s*$)");
+  for (std::sregex_iterator it(header.begin(), header.end(), kStruct), end; it != end; ++it) {
+    const std::string type = (*it)[3];
+    const std::string body = (*it)[2];
+    // Declarations at the struct's own level (a nested union is one field).
+    int depth = 0;
+    std::string decl;
+    for (char c : body) {
+      if (c == '{') ++depth;
+      if (c == '}') --depth;
+      if (c == ';' && depth == 0) {
+        std::smatch m;
+        if (std::regex_search(decl, m, kPointer) || std::regex_search(decl, m, kLast)) {
+          out.push_back(type + "." + m[1].str());
+        }
+        decl.clear();
+      } else {
+        decl += c;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(AbiLayout, EveryFieldAndValueIsPinned) {
+  const std::string header = WithoutComments(
+      ReadFile(std::string(BACKPLANE_SOURCE_DIR) + "/core/include/backplane/c_api.h"));
+  const std::string pins =
+      ReadFile(std::string(BACKPLANE_SOURCE_DIR) + "/tests/core/abi_static_layout.h");
+  const std::vector<std::string> fields = StructFields(header);
+  EXPECT_GE(fields.size(), 100u) << "c_api.h's structs were not found";
+  std::set<std::string> types;
+  for (const std::string& f : fields) {
+    const std::string type = f.substr(0, f.find('.'));
+    const std::string field = f.substr(f.find('.') + 1);
+    types.insert(type);
+    EXPECT_NE(pins.find("ABI_PIN_OFFSET(" + type + ", " + field + ","), std::string::npos)
+        << f << " has no ABI_PIN_OFFSET in tests/core/abi_static_layout.h";
+  }
+  for (const std::string& type : types) {
+    EXPECT_NE(pins.find("ABI_PIN_SIZE(" + type + ","), std::string::npos)
+        << type << " has no ABI_PIN_SIZE in tests/core/abi_static_layout.h";
+  }
+  static const std::regex kEnumerator(R"((BP_[A-Z0-9_]+) = \d+)");
+  size_t values = 0;
+  for (std::sregex_iterator it(header.begin(), header.end(), kEnumerator), end; it != end; ++it) {
+    ++values;
+    EXPECT_NE(pins.find("ABI_PIN_VALUE(" + (*it)[1].str() + ","), std::string::npos)
+        << (*it)[1] << " has no ABI_PIN_VALUE in tests/core/abi_static_layout.h";
+  }
+  EXPECT_GE(values, 60u) << "c_api.h's enum values were not found";
 }
 
 }  // namespace

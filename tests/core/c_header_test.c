@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The C ABI header compiles as strict C99 and works from C: this program is built with
- * -std=c99 -pedantic -Werror and exits non-zero on any failure. */
+ * -std=c99 -pedantic -Werror and exits non-zero on any failure. abi_static_layout.h pins the
+ * layout at compile time, so a moved field fails this build (abi_layout_test.cc includes the same
+ * pins as C++). */
 #include <backplane/c_api.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "abi_static_layout.h"
 
 static int failures = 0;
 #define EXPECT(cond)                                                      \

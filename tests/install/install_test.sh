@@ -95,6 +95,7 @@ case "$step" in
       include/backplane/codegen/c_family.hpp share/backplane/kernels/vector_add.bpir \
       share/backplane/examples/simaccel/entry.cc share/backplane/examples/host_app/main.cc \
       share/doc/backplane/LICENSE share/doc/backplane/README.md \
+      share/doc/backplane/CHANGELOG.md \
       share/doc/backplane/conformance.md share/doc/backplane/security.md \
       bin/backplane-conformance; do
       [ -e "$prefix/$f" ] || fail "the install lacks $f"
