@@ -243,11 +243,11 @@ needed_own="$(info_value glibc_needed_without_cxx_runtime)"
 machine="${BACKPLANE_GPU_CHECKS_GLIBC:-}"
 if [ -z "$machine" ]; then
   machine="$(getconf GNU_LIBC_VERSION 2>/dev/null | sed -n 's/^glibc //p')"
-  [ -n "$machine" ] || machine="$(ldd --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+\.[0-9]+$' || true)"
+  [ -n "$machine" ] || machine="$(ldd --version 2>/dev/null | sed -n 1p | grep -oE '[0-9]+\.[0-9]+$' || true)"
 fi
 [ -n "$machine" ] || stop "cannot tell this machine's glibc version (getconf GNU_LIBC_VERSION and ldd --version say nothing); the bundle needs glibc $needed"
 # version_ge A B: A >= B
-version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]; }
+version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | sed -n 1p)" = "$2" ]; }
 note "this machine: glibc $machine; the bundle needs $needed ($needed_own without its C++ runtime)"
 if ! version_ge "$machine" "$needed"; then
   if [ -z "$needed_own" ] || ! version_ge "$machine" "$needed_own"; then
@@ -262,7 +262,9 @@ if ! version_ge "$machine" "$needed"; then
   missing=""
   preload=""
   for lib in libstdc++.so.6 libgcc_s.so.1; do
-    path="$("$ldconfig_bin" -p 2>/dev/null | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')"
+    # (awk reads to the end: an early exit would be a SIGPIPE to ldconfig, fatal under pipefail)
+    path="$("$ldconfig_bin" -p 2>/dev/null |
+      awk -v l="$lib" '$1 == l && /x86-64/ && found == "" {found = $NF} END {print found}')"
     if [ -z "$path" ]; then
       missing="$missing $lib (not on this machine)"
       continue
@@ -298,7 +300,7 @@ echo "$gpu_list" >>"$cur_log"
 grep -q '^GPU 0' <<<"$gpu_list" || stop "nvidia-smi lists no GPU: gpu_checks.sh needs a GPU machine"
 # gpu_query FIELD: GPU 0's FIELD (empty where this nvidia-smi does not know it).
 gpu_query() {
-  nvidia-smi -i 0 --query-gpu="$1" --format=csv,noheader 2>/dev/null | head -n 1 | sed 's/^ *//; s/ *$//'
+  nvidia-smi -i 0 --query-gpu="$1" --format=csv,noheader 2>/dev/null | sed -n 1p | sed 's/^ *//; s/ *$//'
 }
 device_name="$(gpu_query name)"
 compute_cap="$(gpu_query compute_cap)"

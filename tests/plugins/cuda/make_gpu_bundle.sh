@@ -170,6 +170,13 @@ for pass in 1 2 3; do
   [ "$pass" -lt 3 ] || fail "libraries were still being copied after 3 passes"
 done
 
+# Debug information stays here (libbackplane is built with -g for the ABI check, cmake/abi/,
+# which alone would make the bundle 17 MiB larger); symbols stay, so backtraces on the GPU
+# machine still name functions.
+while read -r f; do
+  strip --strip-debug "$f"
+done < <(elf_files)
+
 # Every ELF file finds lib/ from where it is: $ORIGIN, $ORIGIN/../lib, $ORIGIN/../.. ...
 while read -r f; do
   rel="$(realpath --relative-to="$(dirname "$f")" "$bundle/lib")"
