@@ -284,9 +284,9 @@ class CUDAModule : public sdk::ModuleBase {
       ranges[i] = {start, start + sdk::TensorBytes(t)};
       // An address the device does not hold would fault in the kernel and break the context.
       if (ranges[i].second > start) {
-        api->CheckDeviceRange(
-            t->device, start, ranges[i].second - start,
-            ("cuda kernel '" + k.name + "', argument " + std::to_string(i)).c_str());
+        api->CheckDeviceRange(t->device, start, ranges[i].second - start, [&] {
+          return "cuda kernel '" + k.name + "', argument " + std::to_string(i);
+        });
       }
     }
     // Buffers are __restrict__: a written buffer may not overlap any other argument.

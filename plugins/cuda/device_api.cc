@@ -100,16 +100,7 @@ void CUDADeviceAPI::RequireDevice(DLDevice dev) const {
 
 CUcontext CUDADeviceAPI::Activate(DLDevice dev) {
   RequireDevice(dev);
-  Device& d = devices_[dev.device_id];
-  CUcontext ctx = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (d.context == nullptr) {
-      Check(driver_->cuDevicePrimaryCtxRetain(&d.context, d.handle),
-            [&] { return "cuDevicePrimaryCtxRetain on " + sdk::DeviceString(dev); });
-    }
-    ctx = d.context;
-  }
+  const CUcontext ctx = Context(dev.device_id);
   CUcontext current = nullptr;
   if (driver_->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != ctx) {
     Check(driver_->cuCtxSetCurrent(ctx),
@@ -122,12 +113,16 @@ CUcontext CUDADeviceAPI::Context(int32_t device_id) {
   const DLDevice dev{static_cast<DLDeviceType>(device_type()), device_id};
   RequireDevice(dev);
   Device& d = devices_[static_cast<size_t>(device_id)];
+  // Retained once, on first use, and kept until the process ends: after that a read.
+  if (CUcontext ctx = d.context.load(std::memory_order_acquire)) return ctx;
   std::lock_guard<std::mutex> lock(mu_);
-  if (d.context == nullptr) {
-    Check(driver_->cuDevicePrimaryCtxRetain(&d.context, d.handle),
+  CUcontext ctx = d.context.load(std::memory_order_relaxed);
+  if (ctx == nullptr) {
+    Check(driver_->cuDevicePrimaryCtxRetain(&ctx, d.handle),
           [&] { return "cuDevicePrimaryCtxRetain on " + sdk::DeviceString(dev); });
+    d.context.store(ctx, std::memory_order_release);
   }
-  return d.context;
+  return ctx;
 }
 
 const CUDADeviceAPI::LaunchLimits& CUDADeviceAPI::Limits(int32_t device_id) {
@@ -431,7 +426,13 @@ const CUDADeviceAPI::Allocation* CUDADeviceAPI::Find(uintptr_t ptr, size_t nbyte
   return &it->second;
 }
 
-void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes, const char* what) {
+void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
+                                     const std::function<std::string()>& what) {
+  // The core names the call and the device first; `what` adds the argument, if any.
+  auto prefix = [&] {
+    std::string w = what();
+    return w.empty() ? w : w + ": ";
+  };
   uintptr_t base = 0;
   size_t size = 0;
   int32_t owner = dev.device_id;
@@ -446,7 +447,7 @@ void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
     if (driver_->cuMemGetAddressRange(&driver_base, &size, static_cast<CUdeviceptr>(ptr)) !=
         CUDA_SUCCESS) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
-                  std::string(what) + ": " + sdk::PointerString(reinterpret_cast<void*>(ptr)) +
+                  prefix() + sdk::PointerString(reinterpret_cast<void*>(ptr)) +
                       " is not device memory of " + sdk::DeviceString(dev) +
                       " (freed, made up, or host memory; cuMemGetAddressRange does not know "
                       "it); pass data from alloc_data_space or a live CUDA allocation");
@@ -461,11 +462,11 @@ void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
     }
   }
   BACKPLANE_REQUIRE(owner == dev.device_id, BP_ERR_INVALID_ARGUMENT,
-                    std::string(what) + ": the data of a tensor on " + sdk::DeviceString(dev) +
+                    prefix() + "the data of a tensor on " + sdk::DeviceString(dev) +
                         " was allocated on cuda:" + std::to_string(owner) +
                         "; label the tensor with its device");
   BACKPLANE_REQUIRE(ptr + nbytes <= base + size, BP_ERR_INVALID_ARGUMENT,
-                    std::string(what) + ": " + std::to_string(nbytes) + " bytes at byte " +
+                    prefix() + std::to_string(nbytes) + " bytes at byte " +
                         std::to_string(ptr - base) + " run past the end of the " +
                         std::to_string(size) + "-byte buffer on " + sdk::DeviceString(dev) +
                         "; use less or start earlier");
@@ -497,10 +498,15 @@ void CUDADeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_
   auto device_address = [&](const DLTensor* t) {
     RequireDevice(t->device);
     const uintptr_t p = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
-    CheckDeviceRange(t->device, p, nbytes, "copy_data_from_to");
+    CheckDeviceRange(t->device, p, nbytes, [] { return std::string(); });
     return static_cast<CUdeviceptr>(p);
   };
-  auto host_address = [](const DLTensor* t) {
+  // The host side: cpu memory is the caller's to vouch for; pinned cuda_host memory is
+  // checked against its allocations like device memory.
+  auto host_address = [&](const DLTensor* t) {
+    if (t->device.device_type != kDLCPU) {
+      CUDAHostDeviceAPI::Global()->CheckRange(t, nbytes, "");
+    }
     return static_cast<char*>(t->data) + t->byte_offset;
   };
   if (from_dev && to_dev) {
@@ -543,10 +549,15 @@ void CUDADeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_
   // "might" (its API synchronization behavior notes); the caller may reuse its buffer once
   // this returns, so from memory that is not page-locked, wait for the copy. Pinned memory
   // (cuda_host, or host memory registered with CUDA) stays asynchronous on the stream.
+  // cuPointerGetAttributes, not cuPointerGetAttribute: for memory CUDA does not know it
+  // answers 0 with success, where the singular call returns an error (which compute-sanitizer
+  // reports, and which is no error here).
   unsigned int memory_type = 0;
+  CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+  void* values[1] = {&memory_type};
   const bool pinned =
-      driver_->cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                     static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(src))) ==
+      driver_->cuPointerGetAttributes(1, &attr, values,
+                                      static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(src))) ==
           CUDA_SUCCESS &&
       memory_type == CU_MEMORYTYPE_HOST;
   if (!pinned) {

@@ -13,9 +13,11 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,7 +128,9 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   // Checks that [ptr, ptr + nbytes) is device memory on `dev`: memory the plugin allocated
   // there, or an allocation the driver knows (cuMemGetAddressRange), bounds included.
   // BP_ERR_INVALID_ARGUMENT naming `what`, the address and the range otherwise.
-  void CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes, const char* what);
+  // `what` names the call in the message; it is called only when the check fails.
+  void CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
+                        const std::function<std::string()>& what);
 
  private:
   struct Allocation {
@@ -138,7 +142,14 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
 
   struct Device {
     CUdevice handle = 0;
-    CUcontext context = nullptr;  // primary, retained on first use
+    // The primary context, retained on first use (Context()) and read without a lock after.
+    struct ContextSlot {
+      std::atomic<CUcontext> value{nullptr};
+      ContextSlot() = default;
+      ContextSlot(ContextSlot&& o) noexcept : value(o.value.load()) {}
+      CUcontext load(std::memory_order order) const { return value.load(order); }
+      void store(CUcontext c, std::memory_order order) { value.store(c, order); }
+    } context;
     std::unique_ptr<WorkspacePool> pool = std::make_unique<WorkspacePool>();
     std::unique_ptr<LaunchLimits> limits;  // read on first launch
   };
@@ -177,6 +188,11 @@ class CUDAHostDeviceAPI : public sdk::DeviceAPI {
   void FreeDataSpace(DLDevice dev, void* ptr) override;
   void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
   void StreamSync(DLDevice dev, bp_stream_t stream) override;
+
+  // Throws BP_ERR_INVALID_ARGUMENT unless `nbytes` at t's data + byte_offset lie inside one
+  // live allocation of this DeviceAPI (a freed, made-up or foreign address, or a range past the
+  // end). `what` names the call in the message.
+  void CheckRange(const DLTensor* t, size_t nbytes, const char* what);
 
  private:
   CUDAHostDeviceAPI() : sdk::DeviceAPI(Entries{.streams = false, .sync_stream_from_to = false}) {}

@@ -45,6 +45,7 @@ namespace cuda {
   X(cuMemFree)                           \
   X(cuMemGetAddressRange)                \
   X(cuPointerGetAttribute)               \
+  X(cuPointerGetAttributes)              \
   X(cuMemHostAlloc)                      \
   X(cuMemFreeHost)                       \
   X(cuMemcpyHtoDAsync)                   \

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // device_api.cuda_host: pinned host memory (see device_api.h).
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -79,6 +80,31 @@ void CUDAHostDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   Check(CUDADeviceAPI::Global()->driver().cuMemFreeHost(ptr), "cuMemFreeHost");
 }
 
+void CUDAHostDeviceAPI::CheckRange(const DLTensor* t, size_t nbytes, const char* what) {
+  const std::string prefix = what[0] == '\0' ? std::string() : std::string(what) + ": ";
+  const uintptr_t start = reinterpret_cast<uintptr_t>(t->data);
+  const uintptr_t p = start + t->byte_offset;
+  BACKPLANE_REQUIRE(p >= start, BP_ERR_INVALID_ARGUMENT,
+                    prefix + "byte_offset " + std::to_string(t->byte_offset) +
+                        " wraps the address space; pass the offset into the buffer");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.upper_bound(p);
+  const bool known = it != allocations_.begin();
+  if (known) --it;
+  // (One past the end still names the allocation: the bounds check below says what is wrong.)
+  BACKPLANE_REQUIRE(known && p <= it->first + std::max<size_t>(it->second, 1),
+                    BP_ERR_INVALID_ARGUMENT,
+                    prefix + sdk::PointerString(reinterpret_cast<void*>(p)) +
+                        " is not live pinned memory of cuda_host:0 (freed already, made up, or "
+                        "not from its alloc_data_space); pass data from alloc_data_space");
+  const size_t size = it->second;
+  const size_t at = p - it->first;
+  BACKPLANE_REQUIRE(nbytes <= size - std::min(at, size), BP_ERR_INVALID_ARGUMENT,
+                    prefix + std::to_string(nbytes) + " bytes at byte " + std::to_string(at) +
+                        " run past the end of the " + std::to_string(size) +
+                        "-byte buffer on cuda_host:0; use less or start earlier");
+}
+
 void CUDAHostDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
                                        bp_stream_t stream) {
   // The core sends a copy between cuda_host and a cuda device to this plugin, as both device
@@ -100,6 +126,9 @@ void CUDAHostDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
                       BP_ERR_INVALID_ARGUMENT,
                       "copy_data_from_to: cuda_host copies to and from host memory only; got " +
                           sdk::DeviceString(t->device));
+  }
+  for (const DLTensor* t : {from, to}) {
+    if (t->device.device_type == device_type()) CheckRange(t, nbytes, "");
   }
   if (nbytes == 0) return;
   std::memmove(static_cast<char*>(to->data) + to->byte_offset,

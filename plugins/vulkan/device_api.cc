@@ -280,8 +280,14 @@ class Context {
                    "install vulkan-validationlayers\n",
                    layer);
     }
-    if (vkCreateInstance(&ci, nullptr, &instance_) != VK_SUCCESS) {
-      instance_ = VK_NULL_HANDLE;  // no driver: no devices
+    const VkResult created = vkCreateInstance(&ci, nullptr, &instance_);
+    if (created != VK_SUCCESS) {
+      instance_ = VK_NULL_HANDLE;  // no driver: no devices, and the status says why
+      status_ =
+          "no devices: vkCreateInstance failed with " + VkResultName(created) +
+          (created == VK_ERROR_INCOMPATIBLE_DRIVER ? " (the Vulkan loader found no usable driver)"
+                                                   : std::string()) +
+          "; " + kNoDriverHelp;
       return;
     }
     if (ci.enabledLayerCount == 1) {
@@ -292,9 +298,13 @@ class Context {
       }
     }
     uint32_t n = 0;
-    vkEnumeratePhysicalDevices(instance_, &n, nullptr);
+    VkResult listed = vkEnumeratePhysicalDevices(instance_, &n, nullptr);
     std::vector<VkPhysicalDevice> phys(n);
-    vkEnumeratePhysicalDevices(instance_, &n, phys.data());
+    if (listed == VK_SUCCESS || listed == VK_INCOMPLETE) {
+      listed = vkEnumeratePhysicalDevices(instance_, &n, phys.data());
+    }
+    phys.resize(listed == VK_SUCCESS || listed == VK_INCOMPLETE ? n : 0);
+    std::string skipped;  // devices without a compute queue
     for (VkPhysicalDevice p : phys) {
       uint32_t qn = 0;
       vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, nullptr);
@@ -307,7 +317,12 @@ class Context {
           break;
         }
       }
-      if (family < 0) continue;
+      if (family < 0) {
+        VkPhysicalDeviceProperties props{};
+        vkGetPhysicalDeviceProperties(p, &props);
+        skipped += std::string(skipped.empty() ? "" : ", ") + "'" + props.deviceName + "'";
+        continue;
+      }
       auto d = std::make_unique<Device>();
       d->dl = DLDevice{kDLVulkan, static_cast<int32_t>(devices_.size())};
       d->streams = &streams_;
@@ -336,7 +351,20 @@ class Context {
       QueryIdentity(*d);
       devices_.push_back(std::move(d));
     }
+    if (devices_.empty()) {
+      status_ = listed != VK_SUCCESS && listed != VK_INCOMPLETE
+                    ? "no devices: vkEnumeratePhysicalDevices failed with " + VkResultName(listed)
+                : phys.empty() ? "no devices: the Vulkan loader lists no physical device"
+                               : "no devices: none of " + skipped + " has a compute queue";
+      status_ += std::string("; ") + kNoDriverHelp;
+    } else {
+      status_ = "ok: " + std::to_string(devices_.size()) + " device(s)" +
+                (skipped.empty() ? std::string() : " (" + skipped + ": no compute queue)");
+    }
   }
+
+  // Why there are no devices (or "ok: ..."): the DeviceAPI's property "status".
+  const std::string& status() const { return status_; }
 
   ~Context() {
     for (auto& d : devices_) {
@@ -527,8 +555,13 @@ class Context {
     return b;
   }
 
+  static constexpr const char* kNoDriverHelp =
+      "install a Vulkan driver (Mesa: mesa-vulkan-drivers; NVIDIA: the driver's Vulkan ICD), "
+      "point VK_DRIVER_FILES at its ICD manifest (icd.d/*.json), and run with "
+      "VK_LOADER_DEBUG=error,warn,driver to see what the loader tried";
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  std::string status_;
   sdk::StreamRegistry streams_{"vulkan"};  // every device's streams (Device::streams)
   std::vector<std::unique_ptr<Device>> devices_;
 };
@@ -782,6 +815,7 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
 
 Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   Context& ctx = Ctx();
+  if (key == "status") return sdk::StringValue(ctx.status());
   if (!ctx.Exists(dev)) return sdk::NoneValue();
   const Device& d = ctx.Dev(dev);
   const VkPhysicalDeviceLimits& lim = d.props.limits;
@@ -841,8 +875,8 @@ Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
 
 std::vector<std::string> VulkanDeviceAPI::ListProperties(DLDevice dev) {
   Context& ctx = Ctx();
-  if (!ctx.Exists(dev)) return {};
-  std::vector<std::string> keys;
+  std::vector<std::string> keys = {"status"};
+  if (!ctx.Exists(dev)) return keys;
   for (const char* key : {"max_push_constants_size",
                           "max_storage_buffer_range",
                           "max_uniform_buffer_range",

@@ -30,6 +30,9 @@ enum Needs : unsigned {
   kNeedsCodegen = 1u << 1,       // a code generator for a kind of the device's type
   kNeedsOpaqueMemory = 1u << 2,  // the device is not the host (data space may be a handle)
   kNeedsStreams = 1u << 3,       // the device creates streams (create_stream gives non-null)
+  // No other test runs beside it, whatever --jobs says: it reads device-wide state (free
+  // memory) that a sibling test's allocations or a sibling process's GPU context would move.
+  kNeedsDeviceAlone = 1u << 4,
 };
 
 // One device type the plugin provides a DeviceAPI for.

@@ -296,8 +296,12 @@ std::vector<TestResult> RunIsolated(const std::vector<const TestCase*>& tests,
   for (size_t i = 0; i < tests.size(); ++i) pending.push_back(i);
   std::vector<Child> running;
   const size_t jobs = static_cast<size_t>(std::max(1, o.jobs));
+  const Clock::time_point run_start = Clock::now();
   while (!pending.empty() || !running.empty()) {
-    while (!pending.empty() && running.size() < jobs) {
+    // A test that needs the device alone starts when nothing runs, and nothing starts beside it.
+    auto alone = [&](size_t i) { return (tests[i]->needs & kNeedsDeviceAlone) != 0; };
+    while (!pending.empty() && running.size() < jobs &&
+           (running.empty() || (!alone(pending.front()) && !alone(running.front().index)))) {
       const size_t i = pending.front();
       pending.pop_front();
       running.push_back(Start(i, *tests[i], o));
@@ -336,6 +340,7 @@ std::vector<TestResult> RunIsolated(const std::vector<const TestCase*>& tests,
       }
       if (c.out_fd < 0 && c.result_fd < 0) {
         TestResult r = Finish(c, *tests[c.index], o);
+        r.started = std::chrono::duration<double>(c.start - run_start).count();
         if (done) done(r);
         results[c.index] = std::move(r);
         running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));

@@ -24,6 +24,9 @@ struct TestResult {
   std::string message;  // why it failed or was skipped
   std::vector<std::string> details;
   double seconds = 0;
+  // When its process started, in seconds after the run's first test started (-1: not run in a
+  // process of its own). With `seconds`, shows which tests ran beside which (--jobs).
+  double started = -1;
   int signal = 0;        // the signal that ended the test's process, or 0
   std::string output;    // the tail of what the test's process printed
   nlohmann::json extra;  // data a test hands the parent (plugin.load: the plugin's info)

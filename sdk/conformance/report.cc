@@ -161,6 +161,7 @@ std::string ToJson(const RunReport& r) {
                         {"details", nlohmann::json::array()},
                         {"seconds", o.result.seconds}};
     for (const std::string& d : o.result.details) t["details"].push_back(CleanUtf8(d));
+    if (o.result.started >= 0) t["started"] = o.result.started;
     if (!o.result.failure.empty()) t["failure"] = o.result.failure;
     if (o.result.signal != 0) {
       t["signal"] = o.result.signal;

@@ -207,6 +207,36 @@ TEST(ConformanceKit, CpuPluginPasses) {
   EXPECT_NE(run.process.out.find("CONFORMANT"), std::string::npos);
 }
 
+// With --jobs, a test that reads device-wide state (device.memory.free: the free memory) runs
+// with no other test's process beside it; the others do run side by side.
+TEST(ConformanceKit, ATestThatNeedsTheDeviceAloneRunsAlone) {
+  const KitRun run =
+      RunKit({Lib(BACKPLANE_PLUGIN_DIR, "cpu"), "--test", "device.*", "--jobs", "4"}, "cpu_alone");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  const nlohmann::json alone = run.Test("device.memory.free");
+  ASSERT_TRUE(alone.is_object()) << run.Explain();
+  ASSERT_TRUE(alone.contains("started")) << alone.dump();
+  const double begin = alone["started"].get<double>();
+  const double end = begin + alone["seconds"].get<double>();
+  int ran = 0, overlapping_pairs = 0;
+  std::vector<std::pair<double, double>> spans;
+  for (const auto& t : run.json["tests"]) {
+    if (!t.contains("started")) continue;
+    ++ran;
+    const double b = t["started"].get<double>(), e = b + t["seconds"].get<double>();
+    if (t["name"] != "device.memory.free") {
+      EXPECT_TRUE(e <= begin || b >= end)
+          << t["name"] << " ran from " << b << " to " << e << " s, beside device.memory.free ("
+          << begin << " to " << end << " s)";
+    }
+    for (const auto& [pb, pe] : spans) overlapping_pairs += (b < pe && pb < e) ? 1 : 0;
+    spans.emplace_back(b, e);
+  }
+  EXPECT_GT(ran, 10) << run.Explain();
+  // The rest is parallel: with 4 jobs, some tests overlap (else --jobs did nothing).
+  EXPECT_GT(overlapping_pairs, 0) << run.Explain();
+}
+
 TEST(ConformanceKit, FindsThePluginByNameOrManifest) {
   // By name, through discovery (the build tree's plugin folder).
   KitRun run = RunKit({"cpu", "--test", "plugin.*"}, "cpu_by_name");

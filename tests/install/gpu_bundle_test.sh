@@ -73,12 +73,24 @@ for f in "$build"/bin/cuda_* "$build"/bin/bench_cuda; do
   [ -e "$f" ] || continue
   [ -x "$bundle/bin/$(basename "$f")" ] || fail "the bundle lacks bin/$(basename "$f") (built in $build/bin)"
 done
-# Only the cpu and cuda plugins: the others' libraries need what the bundle does not carry.
+# Only the cpu, cuda and (where it was built) vulkan plugins: the others' libraries need what
+# the bundle does not carry.
 plugins="$(find "$bundle/lib/backplane/plugins" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')"
-[ "$plugins" = "cpu.bpplugin.json cuda.bpplugin.json libbackplane_cpu.so libbackplane_cuda.so " ] ||
-  fail "lib/backplane/plugins holds '$plugins', not the cpu and cuda plugins alone"
-size="$(du -sb "$bundle" | cut -f1)"
-[ "$size" -le $((64 * 1024 * 1024)) ] || fail "the bundle is $size bytes, over 64 MiB"
+want="cpu.bpplugin.json cuda.bpplugin.json libbackplane_cpu.so libbackplane_cuda.so "
+[ -e "$build/lib/backplane/plugins/libbackplane_vulkan.so" ] &&
+  want="$want""libbackplane_vulkan.so vulkan.bpplugin.json "
+[ "$plugins" = "$want" ] ||
+  fail "lib/backplane/plugins holds '$plugins', not '$want'"
+# What travels is the packed bundle: within the device tool's 64 MiB, and the same bundle.
+pack="$SCRATCH/made-here/gpu-bundle-pack/bundle.tar.gz"
+[ -f "$pack" ] || fail "make_gpu_bundle.sh wrote no $pack"
+size="$(stat -c %s "$pack")"
+[ "$size" -le $((64 * 1024 * 1024)) ] || fail "the packed bundle is $size bytes, over 64 MiB"
+mkdir -p "$SCRATCH/unpacked"
+tar -xzf "$pack" -C "$SCRATCH/unpacked" || fail "$pack does not unpack"
+diff -r "$SCRATCH/unpacked/gpu-bundle" "$bundle" >/dev/null ||
+  fail "$pack does not hold the bundle (diff -r $SCRATCH/unpacked/gpu-bundle $bundle)"
+rm -rf "$SCRATCH/unpacked"
 
 base_re='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libmvec\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libutil\.so|libanl\.so|libnsl\.so|libBrokenLocale\.so|libcuda\.so|libnvidia-)'
 elves=()

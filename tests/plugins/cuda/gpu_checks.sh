@@ -38,6 +38,11 @@
 #                run on cuda:0 with `backplane run --check` (against the IR interpreter)
 #   demo         `backplane demo --size small -k <each GPU kernel>`: every GPU kernel of the
 #                catalog on cuda:0 against its float64 reference, through the CLI
+#   vulkan_info, conformance_vulkan, demo_vulkan
+#                where the bundle has the vulkan plugin: the GPU's own Vulkan driver (NVIDIA's
+#                ICD manifest, VK_DRIVER_FILES) through the bundle's Vulkan loader: vulkan:0
+#                listed, the conformance kit on it, every catalog kernel on it against its
+#                float64 reference; skipped with a note where the machine has no NVIDIA ICD
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
 #                vs a device copy, matmul vs cuBLAS; no benchmark may report an error;
 #                the ratios go to summary.txt
@@ -104,6 +109,9 @@ trap 'rm -rf "$scratch"' EXIT
 export BACKPLANE_TEST_SCRATCH_DIR="$scratch/tests"
 # Only the bundle's plugins and kernels.
 unset BACKPLANE_PLUGIN_PATH BACKPLANE_PLUGIN_FILES BACKPLANE_KERNEL_DIR BACKPLANE_DISABLE_PLUGINS
+# The vulkan plugin (where the bundle has it) only in the vulkan steps: the cuda steps see
+# cpu and cuda alone, as in a build without Vulkan.
+export BACKPLANE_DISABLE_PLUGINS=vulkan
 # --- steps and the table ---
 names=()
 results=()
@@ -495,6 +503,74 @@ elif run "$bin/backplane" demo --size small --repeat 1 "${kernel_args[@]}"; then
 fi
 step_end
 
+# --- the vulkan plugin on the GPU's own Vulkan driver ---
+if [ -e "$bundle/lib/backplane/plugins/libbackplane_vulkan.so" ]; then
+  step_begin vulkan_info 90
+  icds=()
+  for f in /usr/share/vulkan/icd.d/nvidia_icd*.json /etc/vulkan/icd.d/nvidia_icd*.json \
+    /usr/local/share/vulkan/icd.d/nvidia_icd*.json \
+    /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd*.json; do
+    [ -f "$f" ] && icds+=("$f")
+  done
+  vk=()
+  if [ "${#icds[@]}" -eq 0 ]; then
+    step_skip "no NVIDIA Vulkan ICD manifest (nvidia_icd.json) in the loader's folders or /usr/local/nvidia: no vulkan steps"
+  else
+    # The first manifest whose driver the loader opens and that shows vulkan:0; for each
+    # one that does not, the loader's own account (VK_LOADER_DEBUG) goes to the log.
+    # NVIDIA's driver (libGLX_nvidia.so.0) loads GLVND's libraries: first the machine's, then
+    # the bundle's lib/glvnd (with NVIDIA's EGL vendor file, where the driver has one).
+    egl_vendor=""
+    for f in /usr/share/glvnd/egl_vendor.d/10_nvidia.json \
+      /usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json; do
+      [ -f "$f" ] && egl_vendor="$f"
+    done
+    glvnd=(LD_LIBRARY_PATH="$bundle/lib/glvnd${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    [ -n "$egl_vendor" ] && glvnd+=(__EGL_VENDOR_LIBRARY_FILENAMES="$egl_vendor")
+    note "driver files: $(ls /usr/local/nvidia/lib64 2>/dev/null | grep -iE 'glx|egl|vulkan|glvk|dispatch' | tr '\n' ' ')"
+    note "GLVND here: $(ldconfig -p | grep -oE 'lib(GLdispatch|EGL|GLX)\.so\.[0-9]+' | sort -u | tr '\n' ' ')"
+    for icd in "${icds[@]}"; do
+      note "NVIDIA ICD: $icd: $(tr -d '\n' <"$icd" | tr -s ' ')"
+      for with in machine bundle; do
+        try=(env BACKPLANE_DISABLE_PLUGINS=cuda VK_DRIVER_FILES="$icd")
+        if [ "$with" = bundle ]; then
+          [ -d "$bundle/lib/glvnd" ] || continue
+          try+=("${glvnd[@]}")
+        fi
+        note "trying $icd with the $with's GLVND"
+        if "${try[@]}" timeout 60 "$bin/backplane" info >"$scratch/vk-info.log" 2>&1 &&
+          grep -qE "^  vulkan:0$" "$scratch/vk-info.log"; then
+          vk=("${try[@]}")
+          note "vulkan:0 found: ${try[*]:1}"
+          cat "$scratch/vk-info.log" >>"$cur_log"
+          break 2
+        fi
+        grep -E "vulkan|status" "$scratch/vk-info.log" >>"$cur_log" || true
+        "${try[@]}" VK_LOADER_DEBUG=error,warn,driver timeout 60 "$bin/backplane" info 2>&1 |
+          grep -E "Loader|DRIVER|ERROR|WARNING" | head -n 40 >>"$cur_log" || true
+      done
+    done
+    if [ "${#vk[@]}" -eq 0 ]; then
+      step_fail "no NVIDIA ICD manifest gave a vulkan:0 (the plugin's status and the loader's messages are in $cur_log)"
+    else
+      expect "^ +vulkan +loaded" "the vulkan plugin did not load from $bundle/lib/backplane/plugins"
+    fi
+  fi
+  step_end
+  if [ "${#vk[@]}" -gt 0 ]; then
+    step_begin conformance_vulkan 150
+    run "${vk[@]}" "$bin/backplane-conformance" vulkan --device vulkan:0 --jobs 4 --timeout 120 \
+      --json "$out/conformance_vulkan.json" --junit "$out/conformance_vulkan.xml" || true
+    step_end
+    step_begin demo_vulkan 150
+    if run "${vk[@]}" "$bin/backplane" demo --size small --repeat 3; then
+      expect "^[a-z0-9_]+ +vulkan:0 +ok" "the demo ran no kernel on vulkan:0"
+      expect " passed, 0 failed" "the demo reported failures"
+    fi
+    step_end
+  fi
+fi
+
 # --- bench_cuda ---
 step_begin bench 180
 if [ ! -x "$bin/bench_cuda" ]; then
@@ -546,7 +622,10 @@ for tool in memcheck racecheck synccheck; do
       cur_result=ok
       step_skip "compute-sanitizer does not support this device or runtime here (see $cur_log)"
     elif [ "$cur_result" = ok ]; then
-      expect "ERROR SUMMARY: 0 errors" "compute-sanitizer $tool reported errors"
+      # memcheck and synccheck end with "ERROR SUMMARY: 0 errors", racecheck with
+      # "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)".
+      expect "(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors, 0 warnings\))" \
+        "compute-sanitizer $tool reported errors"
       expect " passed, 0 failed" "the kernels failed under compute-sanitizer $tool"
     fi
   fi

@@ -30,8 +30,8 @@
 # (libcuda.so.1). NVRTC and cuBLAS are opened at run time from the GPU machine's own toolkit
 # (gpu_checks.sh finds them); they are far too big to carry (100 MiB and 600 MiB).
 # Every ELF file's RUNPATH is set to $ORIGIN/<the way to lib/> (patchelf), so the bundle
-# works from any folder. Its size is printed and must stay within 64 MiB, the most the device
-# tool carries.
+# works from any folder. It is also packed into <BUNDLE_DIR>-pack/bundle.tar.gz, which must
+# stay within 64 MiB, the most the device tool carries.
 set -euo pipefail
 
 usage() {
@@ -116,14 +116,16 @@ cmake --install "$build" --prefix "$bundle" >/dev/null
 cmake --install "$build" --prefix "$bundle" --component gpu_bundle >/dev/null
 
 # What a GPU run does not need: headers, static libraries, CMake and pkg-config files, the
-# example sources, and the plugins other than cpu and cuda (their libraries' dependencies,
-# Vulkan, OpenCL and shaderc, are not carried).
+# example sources, and the plugins other than cpu, cuda and vulkan (OpenCL's ICD loader is not
+# carried; the vulkan plugin carries shaderc inside it and Debian's Vulkan loader beside it,
+# for gpu_checks.sh's vulkan steps on the GPU's own Vulkan driver).
 rm -rf "$bundle/include" "$bundle/lib/cmake" "$bundle/lib/pkgconfig" \
   "$bundle/share/backplane/examples"
 rm -f "$bundle"/lib/*.a
 for f in "$bundle"/lib/backplane/plugins/*; do
   case "$(basename "$f")" in
     libbackplane_cpu.so | cpu.bpplugin.json | libbackplane_cuda.so | cuda.bpplugin.json) ;;
+    libbackplane_vulkan.so | vulkan.bpplugin.json) ;;
     *) rm -rf "$f" ;;
   esac
 done
@@ -135,6 +137,22 @@ for f in bin/backplane bin/backplane-conformance bin/cuda_plugin_test bin/cuda_g
 done
 [ -e "$bundle/bin/bench_cuda" ] ||
   echo "note: no bench_cuda (the build has BACKPLANE_BUILD_BENCHMARKS off): the bundle has no benchmark"
+
+# GLVND's dispatch libraries, for the vulkan steps: NVIDIA's Vulkan driver (libGLX_nvidia.so.0)
+# needs them, and a GPU machine without a desktop may lack them. In lib/glvnd/, which only the
+# vulkan steps put on the loader's path (gpu_checks.sh), never the cuda ones.
+if [ -e "$bundle/lib/backplane/plugins/libbackplane_vulkan.so" ]; then
+  mkdir -p "$bundle/lib/glvnd"
+  for name in libGLdispatch.so.0 libEGL.so.1 libGLX.so.0 libOpenGL.so.0 libGL.so.1 libGLESv2.so.2; do
+    path="$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ {print $NF; exit}')"
+    if [ -n "$path" ]; then
+      cp -L "$path" "$bundle/lib/glvnd/$name"
+      chmod 0755 "$bundle/lib/glvnd/$name"
+    else
+      echo "note: no $name here (Debian: libglvnd0, libegl1, libglx0, libopengl0, libgl1, libgles2): the bundle's vulkan steps rely on the GPU machine's own"
+    fi
+  done
+fi
 
 # The ELF files of the bundle (not symlinks: the library links point at them).
 elf_files() {
@@ -232,18 +250,29 @@ chmod -R go-w "$bundle"
 
 size="$(du -sb "$bundle" | cut -f1)"
 echo "==> GPU bundle: $bundle"
-echo "    size: $size bytes ($((size / 1024 / 1024)) MiB; the limit is 64 MiB)"
+echo "    size: $size bytes ($((size / 1024 / 1024)) MiB unpacked)"
 echo "    newest glibc symbol version needed: GLIBC_$glibc_needed (by $newest_users)"
 echo "    built with CUDA Toolkit $toolkit_version; NVRTC and cuBLAS come from the GPU machine's toolkit"
-if [ "$size" -gt "$limit_bytes" ]; then
-  fail "the bundle is $size bytes, over the 64 MiB ($limit_bytes bytes) the device tool carries; see what is largest with: du -ab $bundle | sort -n | tail"
+# The device tool carries at most 64 MiB (the working tree and the bundle together): the
+# bundle also travels as one compressed archive, <bundle>-pack/bundle.tar.gz, which is what
+# must fit.
+pack="$bundle-pack"
+rm -rf "$pack"
+mkdir -p "$pack"
+echo "==> packing $pack/bundle.tar.gz"
+tar -C "$(dirname "$bundle")" -czf "$pack/bundle.tar.gz" "$(basename "$bundle")"
+packed="$(stat -c %s "$pack/bundle.tar.gz")"
+echo "    packed: $packed bytes ($((packed / 1024 / 1024)) MiB)"
+if [ "$packed" -gt "$limit_bytes" ]; then
+  fail "the packed bundle is $packed bytes, over the 64 MiB ($limit_bytes bytes) the device tool carries; see what is largest with: du -ab $bundle | sort -n | tail"
 fi
 # The device tool carries the working tree too, within the same 64 MiB.
 tree="$(git -C "$root" ls-files -z 2>/dev/null | (cd "$root" && xargs -0 du -cb 2>/dev/null) |
   tail -n 1 | cut -f1 || true)"
 if [ -n "$tree" ]; then
-  echo "    with the working tree ($((tree / 1024 / 1024)) MiB), $(((tree + size) / 1024 / 1024)) MiB travel to a device machine"
-  [ $((tree + size)) -le "$limit_bytes" ] ||
-    echo "warning: the working tree and the bundle together are over the device tool's 64 MiB" >&2
+  echo "    with the working tree ($((tree / 1024 / 1024)) MiB), $(((tree + packed) / 1024 / 1024)) MiB travel to a device machine"
+  [ $((tree + packed)) -le "$limit_bytes" ] ||
+    echo "warning: the working tree and the packed bundle together are over the device tool's 64 MiB" >&2
 fi
-echo "    run it on a GPU machine: bash $bundle/gpu_checks.sh   (docs/cuda.md, \"Running the GPU checks\")"
+echo "    on a GPU machine: tar -xzf bundle.tar.gz -C DIR && bash DIR/$(basename "$bundle")/gpu_checks.sh"
+echo "    or here, from the folder: bash $bundle/gpu_checks.sh   (docs/cuda.md, \"Running the GPU checks\")"

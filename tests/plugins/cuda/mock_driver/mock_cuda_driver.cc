@@ -11,8 +11,8 @@
 //     BACKPLANE_MOCK_CUDA_CC, e.g. "10.0"), H100-like limits: grid (2^31-1, 65535, 65535),
 //     block (1024, 1024, 64), 1024 threads a block. Driver version 13000 (set
 //     BACKPLANE_MOCK_CUDA_DRIVER_VERSION, e.g. 12020), which accepts PTX ISA up to 9.0.
-//   - Device memory is host memory the mock tracks; cuMemGetAddressRange and
-//     cuPointerGetAttribute answer from that table.
+//   - Device memory is host memory the mock tracks; cuMemGetAddressRange,
+//     cuPointerGetAttribute and cuPointerGetAttributes answer from that table.
 //   - Work on a created stream is queued and runs only when something waits for it
 //     (cuStreamSynchronize, cuEventSynchronize, a later stream that waits on its event, or
 //     cuStreamDestroy). An asynchronous copy reads its source when it runs, also from pageable
@@ -428,9 +428,23 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUd
   return CUDA_SUCCESS;
 }
 
+// As documented: memory CUDA does not know answers 0 (not an error); only MEMORY_TYPE here.
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
+                                        CUdeviceptr p) {
+  MOCK_BEGIN
+  const Allocation* a = Holding(static_cast<uintptr_t>(p), 1);
+  for (unsigned int i = 0; i < n; ++i) {
+    if (attrs[i] != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_INVALID_VALUE;
+    *static_cast<unsigned int*>(data[i]) =
+        a == nullptr ? 0u : (a->host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemHostAlloc(void** p, size_t n, unsigned int) {
   MOCK_BEGIN
   if (n == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (n > (size_t{1} << 40)) return CUDA_ERROR_OUT_OF_MEMORY;  // more than any host pins
   void* m = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
   if (m == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   S().allocations[reinterpret_cast<uintptr_t>(m)] = Allocation{n, true};
