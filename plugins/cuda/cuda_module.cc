@@ -4,7 +4,6 @@
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
-#include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/module.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <cstdint>
@@ -31,22 +30,6 @@ namespace {
 constexpr const char* kMagic = "backplane-cuda-module 2\n";
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
 
-// A kernel parameter as cuLaunchKernel reads it: the value, in the param's own type.
-union ParamSlot {
-  CUdeviceptr ptr;
-  int8_t i8;
-  int16_t i16;
-  int32_t i32;
-  int64_t i64;
-  uint8_t u8;
-  uint16_t u16;
-  uint32_t u32;
-  uint64_t u64;
-  float f32;
-  double f64;
-  bool b;
-};
-
 class CUDAModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "cuda";
@@ -61,6 +44,8 @@ class CUDAModule : public sdk::ModuleBase {
                         "' does not match the module's IR; the module is damaged, rebuild it");
       }
       funcs_.push_back(f);
+      sigs_.emplace_back(*f, "cuda");
+      CheckTable(k, sigs_.back());
     }
   }
 
@@ -208,162 +193,91 @@ class CUDAModule : public sdk::ModuleBase {
     return loaded_[static_cast<size_t>(device_id)].fault;
   }
 
-  // Every grid and block size within what the device allows (cuDeviceGetAttribute's
-  // MAX_GRID_DIM_*, MAX_BLOCK_DIM_* and MAX_THREADS_PER_BLOCK): the driver would refuse with a
-  // bare CUDA_ERROR_INVALID_VALUE.
-  static void CheckLaunchLimits(const KernelInfo& k, DLDevice device, const unsigned grid[3],
-                                const unsigned block[3]) {
-    const CUDADeviceAPI::LaunchLimits& limits = CUDADeviceAPI::Global()->Limits(device.device_id);
-    static const char kAxis[3] = {'x', 'y', 'z'};
-    for (int axis = 0; axis < 3; ++axis) {
-      if (grid[axis] > static_cast<unsigned>(limits.grid[axis])) {
-        throw Error(BP_ERR_INVALID_ARGUMENT,
-                    "cuda kernel '" + k.name + "': " + std::to_string(grid[axis]) +
-                        " blocks on grid axis " + kAxis[axis] + " (blockIdx." + kAxis[axis] +
-                        ") is more than " + sdk::DeviceString(device) + " allows (" +
-                        std::to_string(limits.grid[axis]) +
-                        "); split the work over several launches, or bind the larger extent "
-                        "to blockIdx.x (up to " +
-                        std::to_string(limits.grid[0]) + ")");
-      }
-      if (block[axis] > static_cast<unsigned>(limits.block[axis])) {
-        throw Error(BP_ERR_INVALID_ARGUMENT,
-                    "cuda kernel '" + k.name + "': " + std::to_string(block[axis]) +
-                        " threads on block axis " + kAxis[axis] + " (threadIdx." + kAxis[axis] +
-                        ") is more than " + sdk::DeviceString(device) + " allows (" +
-                        std::to_string(limits.block[axis]) + "); use smaller blocks");
-      }
+  // The function table of a module (saved, or emitted) agrees with the kernel's IR, as the
+  // launch kit reads it: parameter kinds, launch axes, written buffers.
+  static void CheckTable(const KernelInfo& k, const launch::KernelSignature& sig) {
+    bool same = k.arg_types.size() == sig.num_params() &&
+                k.launch_params.size() == sig.axes().size() && k.written.size() == sig.num_params();
+    for (size_t i = 0; same && i < sig.num_params(); ++i) {
+      const launch::ParamKind kind = sig.param(i);
+      same = (kind == launch::ParamKind::kBuffer ? "handle" : launch::ToString(kind)) ==
+                 k.arg_types[i] &&
+             k.written[i] == sig.written(i);
     }
-    const uint64_t threads = uint64_t{block[0]} * block[1] * block[2];
-    if (threads > static_cast<uint64_t>(limits.threads_per_block)) {
+    for (size_t a = 0; same && a < sig.axes().size(); ++a) {
+      same = k.launch_params[a] == ir::ToString(sig.axes()[a].tag);
+    }
+    if (!same) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
-                  "cuda kernel '" + k.name + "': a block of " + std::to_string(block[0]) + " x " +
-                      std::to_string(block[1]) + " x " + std::to_string(block[2]) + " = " +
-                      std::to_string(threads) + " threads is more than " +
-                      sdk::DeviceString(device) + " allows (" +
-                      std::to_string(limits.threads_per_block) + "); use smaller blocks");
+                  "cuda module: the function table's kernel '" + k.name +
+                      "' does not match the module's IR (parameters, launch axes or written "
+                      "buffers); the module is damaged, rebuild it");
     }
+  }
+
+  // What the launch kit asks of this plugin: where a device address lies, and the limits.
+  class LaunchBackend final : public launch::Backend {
+   public:
+    explicit LaunchBackend(CUDADeviceAPI* api) : api_(api) {}
+    launch::Allocation Find(DLDevice dev, void* handle) override {
+      const uintptr_t p = reinterpret_cast<uintptr_t>(handle);
+      const CUDADeviceAPI::Range r = api_->Locate(dev, p, [] { return std::string(); });
+      return {reinterpret_cast<const void*>(r.base), p - r.base, r.size};
+    }
+    const launch::DeviceLimits& Limits(DLDevice dev) override {
+      return api_->Limits(dev.device_id);
+    }
+
+   private:
+    CUDADeviceAPI* api_;
+  };
+
+  void Launch(size_t index, PackedArgs args) {
+    const KernelInfo& k = data_.kernels[index];
+    const launch::KernelSignature& sig = sigs_[index];
+    CUDADeviceAPI* api = CUDADeviceAPI::Global();
+    // Reused by every launch on this thread: a warm launch allocates nothing.
+    thread_local launch::BoundLaunch b;
+    thread_local std::vector<CUdeviceptr> addresses;
+    thread_local std::vector<void*> pointers;
+    LaunchBackend backend(api);
+    launch::Bind(sig, args, api->device_type(), backend, &b);
+    if (b.empty) return;  // an empty grid: nothing runs
+    const DLDevice device = b.device;
+    const CUDADeviceAPI::LaunchLimits& limits = api->Limits(device.device_id);
     if (k.dynamic_shared_bytes > limits.shared_optin) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   "cuda kernel '" + k.name + "' needs " + std::to_string(k.dynamic_shared_bytes) +
                       " bytes of shared memory; " + sdk::DeviceString(device) + " gives a block " +
                       "at most " + std::to_string(limits.shared_optin) + "; use smaller tiles");
     }
-  }
-
-  void Launch(size_t index, PackedArgs args) {
-    const KernelInfo& k = data_.kernels[index];
-    const ir::PrimFunc& f = *funcs_[index];
-    const size_t num_params = k.arg_types.size();
-    const size_t expected = num_params + k.launch_params.size();
-    BACKPLANE_REQUIRE(static_cast<size_t>(args.size()) == expected, BP_ERR_INVALID_ARGUMENT,
-                      "cuda kernel '" + k.name + "' takes " + std::to_string(num_params) +
-                          " argument(s) and " + std::to_string(k.launch_params.size()) +
-                          " launch extent(s), got " + std::to_string(args.size()) +
-                          " values; call it through the host function bp_build made");
-    CUDADeviceAPI* api = CUDADeviceAPI::Global();
-    const int32_t type = api->device_type();
-    std::vector<ir::ArgView> views = sdk::BindKernelArgs(
-        f, num_params > 0 ? &args[0] : nullptr, static_cast<int32_t>(num_params), "cuda",
-        [type](DLDevice d) { return d.device_type == type; });
-    // Every tensor on one device; the kernel runs there.
-    DLDevice device{static_cast<DLDeviceType>(type), 0};
-    bool have_device = false;
-    std::vector<std::pair<uintptr_t, uintptr_t>> ranges(num_params, {0, 0});
+    const size_t num_params = sig.num_params();
+    addresses.resize(num_params);
+    pointers.resize(num_params);
     for (size_t i = 0; i < num_params; ++i) {
-      if (views[i].kind != ir::ArgView::Kind::kBuffer) continue;
-      const DLTensor* t = static_cast<const DLTensor*>(views[i].user);
-      BACKPLANE_REQUIRE(
-          !have_device || t->device.device_id == device.device_id, BP_ERR_INVALID_ARGUMENT,
-          "cuda kernel '" + k.name +
-              "': its tensors are on cuda:" + std::to_string(device.device_id) +
-              " and cuda:" + std::to_string(t->device.device_id) + "; put them on one device");
-      device = t->device;
-      have_device = true;
-      const uintptr_t start = reinterpret_cast<uintptr_t>(views[i].data);
-      ranges[i] = {start, start + sdk::TensorBytes(t)};
-      // An address the device does not hold would fault in the kernel and break the context.
-      if (ranges[i].second > start) {
-        api->CheckDeviceRange(t->device, start, ranges[i].second - start, [&] {
-          return "cuda kernel '" + k.name + "', argument " + std::to_string(i);
-        });
-      }
-    }
-    // Buffers are __restrict__: a written buffer may not overlap any other argument.
-    for (size_t i = 0; i < num_params; ++i) {
-      if (!k.written[i] || ranges[i].first == ranges[i].second) continue;
-      for (size_t j = 0; j < num_params; ++j) {
-        if (j == i || ranges[j].first == ranges[j].second) continue;
-        BACKPLANE_REQUIRE(
-            ranges[i].second <= ranges[j].first || ranges[j].second <= ranges[i].first,
-            BP_ERR_INVALID_ARGUMENT,
-            "cuda kernel '" + k.name + "': argument " + std::to_string(i) +
-                " (written) overlaps argument " + std::to_string(j) +
-                "; pass separate buffers (the kernel's buffers may not alias)");
-      }
-    }
-    // Launch extents: grid from blockIdx.*, block from threadIdx.*.
-    unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
-    for (size_t i = 0; i < k.launch_params.size(); ++i) {
-      const int64_t extent = args.Int(static_cast<int32_t>(num_params + i));
-      const std::string& tag = k.launch_params[i];
-      BACKPLANE_REQUIRE(extent >= 0 && extent <= INT32_MAX, BP_ERR_INVALID_ARGUMENT,
-                        "cuda kernel '" + k.name + "': launch extent " + tag + " = " +
-                            std::to_string(extent) + " is out of range; sizes give 0 .. 2^31-1");
-      if (extent == 0) return;  // an empty grid: nothing runs
-      const int axis = tag.back() - 'x';
-      BACKPLANE_REQUIRE(axis >= 0 && axis < 3, BP_ERR_INVALID_ARGUMENT,
-                        "cuda kernel '" + k.name + "': unknown launch param '" + tag + "'");
-      (tag.rfind("blockIdx", 0) == 0 ? grid : block)[axis] = static_cast<unsigned>(extent);
-    }
-    CheckLaunchLimits(k, device, grid, block);
-    std::vector<ParamSlot> slots(num_params);
-    std::vector<void*> pointers(num_params);
-    for (size_t i = 0; i < num_params; ++i) {
-      ParamSlot& s = slots[i];
-      const ir::ArgView& v = views[i];
-      const std::string& t = k.arg_types[i];
-      if (t == "handle") {
-        s.ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(v.data));
-      } else if (t == "float32") {
-        s.f32 = static_cast<float>(v.kind == ir::ArgView::Kind::kFloat ? v.f : v.i);
-      } else if (t == "float64") {
-        s.f64 = v.kind == ir::ArgView::Kind::kFloat ? v.f : static_cast<double>(v.i);
-      } else if (t == "int32") {
-        s.i32 = static_cast<int32_t>(v.i);
-      } else if (t == "int64") {
-        s.i64 = v.i;
-      } else if (t == "int16") {
-        s.i16 = static_cast<int16_t>(v.i);
-      } else if (t == "int8") {
-        s.i8 = static_cast<int8_t>(v.i);
-      } else if (t == "uint8") {
-        s.u8 = static_cast<uint8_t>(v.i);
-      } else if (t == "uint16") {
-        s.u16 = static_cast<uint16_t>(v.i);
-      } else if (t == "uint32") {
-        s.u32 = static_cast<uint32_t>(v.i);
-      } else if (t == "uint64") {
-        s.u64 = static_cast<uint64_t>(v.i);
-      } else if (t == "bool") {
-        s.b = v.i != 0;
+      if (sig.param(i) == launch::ParamKind::kBuffer) {
+        const launch::BufferArg& buf = b.buffer(i);
+        addresses[i] = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(buf.handle)) +
+                       static_cast<CUdeviceptr>(buf.byte_offset);
+        pointers[i] = &addresses[i];
       } else {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "cuda kernel '" + k.name + "': parameter " +
-                                                 std::to_string(i) + " has type " + t +
-                                                 ", which the cuda launcher cannot pass");
+        pointers[i] = const_cast<uint64_t*>(&b.scalar(i).raw);
       }
-      pointers[i] = &s;
     }
+    const unsigned grid[3] = {static_cast<unsigned>(b.grid[0]), static_cast<unsigned>(b.grid[1]),
+                              static_cast<unsigned>(b.grid[2])};
+    const unsigned block[3] = {static_cast<unsigned>(b.block[0]), static_cast<unsigned>(b.block[1]),
+                               static_cast<unsigned>(b.block[2])};
     api->Activate(device);
     CUfunction fn = Kernel(api, device.device_id, index);
     CUstream stream = api->ActiveStream(device);
     // A kernel with run-time checks gets the record last; one such launch at a time per
     // module, which waits for the kernel and reads the record (docs/codegen-guide.md).
     std::unique_lock<std::mutex> fault_lock(fault_mu_, std::defer_lock);
-    ParamSlot record{};
+    CUdeviceptr record = 0;
     if (k.faults) {
       fault_lock.lock();
-      record.ptr = FaultRecord(device.device_id);
+      record = FaultRecord(device.device_id);
       pointers.push_back(&record);
     }
     Check(api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
@@ -378,12 +292,12 @@ class CUDAModule : public sdk::ModuleBase {
     if (k.faults) {
       const Driver& d = api->driver();
       codegen::FaultRecord r;
-      Check(d.cuMemcpyDtoHAsync(&r, record.ptr, sizeof(r), stream), "reading the fault record");
+      Check(d.cuMemcpyDtoHAsync(&r, record, sizeof(r), stream), "reading the fault record");
       Check(d.cuStreamSynchronize(stream),
             [&] { return "reading the fault record of '" + k.name + "'"; });
       if (r.site != 0) {
         const codegen::FaultRecord zero;
-        Check(d.cuMemcpyHtoDAsync(record.ptr, &zero, sizeof(zero), stream),
+        Check(d.cuMemcpyHtoDAsync(record, &zero, sizeof(zero), stream),
               "clearing the fault record");
         Check(d.cuStreamSynchronize(stream), "clearing the fault record");
         throw Error(BP_ERR_INVALID_ARGUMENT, codegen::FaultMessage(data_.fault_sites, r));
@@ -394,6 +308,7 @@ class CUDAModule : public sdk::ModuleBase {
   CUDAModuleData data_;
   ir::IRModule module_;
   std::vector<const ir::PrimFunc*> funcs_;
+  std::vector<launch::KernelSignature> sigs_;  // per kernel, as the launch kit binds it
   std::mutex mu_;
   std::vector<Loaded> loaded_;  // by device id
   std::mutex fault_mu_;         // held from the launch of a kernel with checks to its record read

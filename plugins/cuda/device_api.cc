@@ -128,10 +128,7 @@ CUcontext CUDADeviceAPI::Context(int32_t device_id) {
 const CUDADeviceAPI::LaunchLimits& CUDADeviceAPI::Limits(int32_t device_id) {
   RequireDevice(DLDevice{static_cast<DLDeviceType>(device_type()), device_id});
   Device& d = devices_[static_cast<size_t>(device_id)];
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (d.limits != nullptr) return *d.limits;
-  }
+  if (const LaunchLimits* ready = d.limits_ready.load(std::memory_order_acquire)) return *ready;
   auto limits = std::make_unique<LaunchLimits>();
   const CUdevice_attribute grid[3] = {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
                                       CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
@@ -147,7 +144,10 @@ const CUDADeviceAPI::LaunchLimits& CUDADeviceAPI::Limits(int32_t device_id) {
   limits->shared_optin =
       Attribute(device_id, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   std::lock_guard<std::mutex> lock(mu_);
-  if (d.limits == nullptr) d.limits = std::move(limits);
+  if (d.limits == nullptr) {
+    d.limits = std::move(limits);
+    d.limits_ready.store(d.limits.get(), std::memory_order_release);
+  }
   return *d.limits;
 }
 
@@ -414,37 +414,37 @@ void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
   devices_[static_cast<size_t>(dev.device_id)].pool->Give(size_class, e);
 }
 
-const CUDADeviceAPI::Allocation* CUDADeviceAPI::Find(uintptr_t ptr, size_t nbytes,
-                                                     uintptr_t* base) {
+bool CUDADeviceAPI::Find(uintptr_t ptr, size_t nbytes, uintptr_t* base, Allocation* out) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.upper_bound(ptr);
-  if (it == allocations_.begin()) return nullptr;
+  if (it == allocations_.begin()) return false;
   --it;
   const size_t size = it->second.size == 0 ? 1 : it->second.size;
-  if (ptr >= it->first + size && !(ptr == it->first + size && nbytes == 0)) return nullptr;
+  if (ptr >= it->first + size && !(ptr == it->first + size && nbytes == 0)) return false;
   *base = it->first;
-  return &it->second;
+  *out = it->second;  // a copy: another thread may free it once the lock is gone
+  return true;
 }
 
-void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
-                                     const std::function<std::string()>& what) {
+CUDADeviceAPI::Range CUDADeviceAPI::Locate(DLDevice dev, uintptr_t ptr,
+                                           const std::function<std::string()>& what) {
   // The core names the call and the device first; `what` adds the argument, if any.
   auto prefix = [&] {
     std::string w = what();
     return w.empty() ? w : w + ": ";
   };
-  uintptr_t base = 0;
-  size_t size = 0;
+  Range r;
   int32_t owner = dev.device_id;
-  if (const Allocation* a = Find(ptr, 0, &base)) {
-    size = a->size;
-    owner = a->device_id;
+  Allocation a;
+  if (Find(ptr, 0, &r.base, &a)) {
+    r.size = a.size;
+    owner = a.device_id;
   } else {
     // Memory from elsewhere (another library's cuMemAlloc): the driver knows its range. An
     // address it does not know (made up, freed, host memory) would fault on the device.
     Activate(dev);
     CUdeviceptr driver_base = 0;
-    if (driver_->cuMemGetAddressRange(&driver_base, &size, static_cast<CUdeviceptr>(ptr)) !=
+    if (driver_->cuMemGetAddressRange(&driver_base, &r.size, static_cast<CUdeviceptr>(ptr)) !=
         CUDA_SUCCESS) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   prefix() + sdk::PointerString(reinterpret_cast<void*>(ptr)) +
@@ -452,7 +452,7 @@ void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
                       " (freed, made up, or host memory; cuMemGetAddressRange does not know "
                       "it); pass data from alloc_data_space or a live CUDA allocation");
     }
-    base = static_cast<uintptr_t>(driver_base);
+    r.base = static_cast<uintptr_t>(driver_base);
     // With unified addressing, another device's memory is known too: which device holds it
     // is a pointer attribute.
     int ordinal = dev.device_id;
@@ -465,11 +465,20 @@ void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
                     prefix() + "the data of a tensor on " + sdk::DeviceString(dev) +
                         " was allocated on cuda:" + std::to_string(owner) +
                         "; label the tensor with its device");
-  BACKPLANE_REQUIRE(ptr + nbytes <= base + size, BP_ERR_INVALID_ARGUMENT,
-                    prefix() + std::to_string(nbytes) + " bytes at byte " +
-                        std::to_string(ptr - base) + " run past the end of the " +
-                        std::to_string(size) + "-byte buffer on " + sdk::DeviceString(dev) +
-                        "; use less or start earlier");
+  return r;
+}
+
+void CUDADeviceAPI::CheckDeviceRange(DLDevice dev, uintptr_t ptr, size_t nbytes,
+                                     const std::function<std::string()>& what) {
+  const Range r = Locate(dev, ptr, what);
+  if (ptr + nbytes > r.base + r.size) {
+    const std::string w = what();
+    throw Error(BP_ERR_INVALID_ARGUMENT, (w.empty() ? w : w + ": ") + std::to_string(nbytes) +
+                                             " bytes at byte " + std::to_string(ptr - r.base) +
+                                             " run past the end of the " + std::to_string(r.size) +
+                                             "-byte buffer on " + sdk::DeviceString(dev) +
+                                             "; use less or start earlier");
+  }
 }
 
 CUstream CUDADeviceAPI::Stream(DLDevice dev, bp_stream_t stream) {

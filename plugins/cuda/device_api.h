@@ -14,6 +14,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
@@ -101,12 +102,15 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   // An event recorded on `src`, waited for by `dst` (cuStreamWaitEvent): no host wait.
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
 
-  // The limits a launch is checked against, read once per device.
-  struct LaunchLimits {
-    int grid[3] = {0, 0, 0};
-    int block[3] = {0, 0, 0};
-    int threads_per_block = 0;
-    int shared_optin = 0;  // the most dynamic shared memory a kernel may opt in to
+  // The limits a launch is checked against (the launch kit's, and shared memory), read once
+  // per device.
+  struct LaunchLimits : launch::DeviceLimits {
+    int64_t shared_optin = 0;  // the most dynamic shared memory a kernel may opt in to
+  };
+  // The allocation holding an address: where it starts and its size.
+  struct Range {
+    uintptr_t base = 0;
+    size_t size = 0;
   };
 
   int32_t DeviceCount() const { return static_cast<int32_t>(devices_.size()); }
@@ -123,8 +127,13 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   const Driver& driver() const { return *driver_; }
   // The device's primary context (retained), for work done outside Activate's thread state.
   CUcontext Context(int32_t device_id);
-  // The grid, block and shared-memory limits of cuda:`device_id` (read once).
+  // The grid, block and shared-memory limits of cuda:`device_id` (read once; after that a
+  // read without a lock).
   const LaunchLimits& Limits(int32_t device_id);
+  // The allocation on `dev` that holds `ptr`: memory the plugin allocated there, or an
+  // allocation the driver knows (cuMemGetAddressRange) on that device. BP_ERR_INVALID_ARGUMENT
+  // naming `what` (called only then) and the address otherwise.
+  Range Locate(DLDevice dev, uintptr_t ptr, const std::function<std::string()>& what);
   // Checks that [ptr, ptr + nbytes) is device memory on `dev`: memory the plugin allocated
   // there, or an allocation the driver knows (cuMemGetAddressRange), bounds included.
   // BP_ERR_INVALID_ARGUMENT naming `what`, the address and the range otherwise.
@@ -142,25 +151,28 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
 
   struct Device {
     CUdevice handle = 0;
-    // The primary context, retained on first use (Context()) and read without a lock after.
-    struct ContextSlot {
-      std::atomic<CUcontext> value{nullptr};
-      ContextSlot() = default;
-      ContextSlot(ContextSlot&& o) noexcept : value(o.value.load()) {}
-      CUcontext load(std::memory_order order) const { return value.load(order); }
-      void store(CUcontext c, std::memory_order order) { value.store(c, order); }
-    } context;
+    // Set once (under mu_) and read without a lock after; movable, for the vector.
+    template <typename T>
+    struct Slot {
+      std::atomic<T> value{nullptr};
+      Slot() = default;
+      Slot(Slot&& o) noexcept : value(o.value.load()) {}
+      T load(std::memory_order order) const { return value.load(order); }
+      void store(T v, std::memory_order order) { value.store(v, order); }
+    };
+    Slot<CUcontext> context;  // the primary context, retained on first use (Context())
     std::unique_ptr<WorkspacePool> pool = std::make_unique<WorkspacePool>();
-    std::unique_ptr<LaunchLimits> limits;  // read on first launch
+    std::unique_ptr<LaunchLimits> limits;    // read on first launch
+    Slot<const LaunchLimits*> limits_ready;  // limits.get() once read
   };
 
   CUDADeviceAPI();
   void RequireDevice(DLDevice dev) const;
   int Attribute(int32_t id, CUdevice_attribute attr);
   void* Allocate(DLDevice dev, size_t nbytes, size_t alignment, size_t workspace_class);
-  // The allocation holding [ptr, ptr + nbytes), when the plugin made it; nullptr for memory
-  // from elsewhere (left to the driver to check).
-  const Allocation* Find(uintptr_t ptr, size_t nbytes, uintptr_t* base);
+  // The allocation holding [ptr, ptr + nbytes) (copied to `out`, its key to `base`), when the
+  // plugin made it; false for memory from elsewhere (left to the driver to check).
+  bool Find(uintptr_t ptr, size_t nbytes, uintptr_t* base, Allocation* out);
 
   const Driver* driver_;
   std::string reason_;

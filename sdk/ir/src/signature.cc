@@ -266,7 +266,8 @@ class ArgChecker {
     values->clear();
     for (const Expr& e : exprs) {
       try {
-        values->push_back(EvalIntExpr(func_, e, args_));
+        // Within Run, which Deep gave the stack the deepest shape or stride needs.
+        values->push_back(IntEvaluator(func_, args_).Eval(e));
       } catch (const Error& err) {
         *error = err.what();
         return false;
@@ -306,7 +307,8 @@ class ArgChecker {
       return head() + " has " + std::to_string(a.ndim) + " dimensions and " +
              (a.shape == nullptr ? "no shape (a null pointer)" : "a shape") + ", expected rank " +
              std::to_string(rank) + "; pass a tensor with its shape";
-    std::vector<int64_t> want;
+    // Scratch reused by every call on this thread: a launch allocates nothing here.
+    thread_local std::vector<int64_t> want, compact, given, want_strides;
     std::string error;
     if (!Evaluate(b->shape, &want, &error))
       return head() + ": cannot evaluate its shape " + ExprList(b->shape) + " (" + error +
@@ -328,14 +330,17 @@ class ArgChecker {
     if (a.data == nullptr && !empty)
       return head() + " has no data (a null pointer); pass an allocated tensor";
     // Strides: the declared ones, or compact row-major.
-    std::vector<int64_t> compact(static_cast<size_t>(rank));
+    compact.assign(static_cast<size_t>(rank), 0);
     uint64_t s = 1;  // wraps for absurd shapes instead of overflowing
     for (int d = rank - 1; d >= 0; --d) {
       compact[static_cast<size_t>(d)] = static_cast<int64_t>(s);
       s *= static_cast<uint64_t>(want[static_cast<size_t>(d)]);
     }
-    const std::vector<int64_t> given =
-        a.strides != nullptr ? std::vector<int64_t>(a.strides, a.strides + rank) : compact;
+    if (a.strides != nullptr) {
+      given.assign(a.strides, a.strides + rank);
+    } else {
+      given = compact;
+    }
     auto given_text = [&] {
       return (a.strides != nullptr ? "strides " : "compact row-major strides ") + List(given);
     };
@@ -345,7 +350,6 @@ class ArgChecker {
                List(compact) + "; pass a contiguous tensor (or declare strides on the parameter)";
       return "";
     }
-    std::vector<int64_t> want_strides;
     if (!Evaluate(b->strides, &want_strides, &error))
       return head() + ": cannot evaluate its strides " + ExprList(b->strides) + " (" + error +
              "); pass scalar arguments that give valid strides";
@@ -372,14 +376,22 @@ int64_t EvalIntExpr(const PrimFunc& func, const Expr& e, const std::vector<ArgVi
   return detail::Deep(TreeDepth(e), [&] { return IntEvaluator(func, args).Eval(e); });
 }
 
-std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args) {
+int64_t ArgCheckDepth(const PrimFunc& func) {
   int64_t depth = 0;  // the checker walks the parameters' shapes and strides
   for (const Param& p : func.params) {
     if (!p.is_buffer()) continue;
     for (const Expr& e : p.buffer()->shape) depth = std::max(depth, TreeDepth(e));
     for (const Expr& e : p.buffer()->strides) depth = std::max(depth, TreeDepth(e));
   }
+  return depth;
+}
+
+std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args, int64_t depth) {
   return detail::Deep(depth, [&] { return ArgChecker(func, args).Run(); });
+}
+
+std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args) {
+  return CheckArgs(func, args, ArgCheckDepth(func));
 }
 
 }  // namespace ir

@@ -72,6 +72,11 @@ inline ArgView BufferArg(void* data, DType dtype, int ndim, const int64_t* shape
 // Never throws for bad arguments (a shape expression that cannot be evaluated, e.g. a
 // division by zero, is reported in the message).
 std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args);
+// The same with `depth` = ArgCheckDepth(func), computed once for a function called often
+// (a launch path): CheckArgs alone measures the parameters' expressions on every call.
+std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args, int64_t depth);
+// How deep the expressions CheckArgs evaluates (the buffers' shapes and strides) are.
+int64_t ArgCheckDepth(const PrimFunc& func);
 
 // Evaluates an integer expression over scalar params of `func`, reading their values from
 // `args` (in param order; only the scalar params' entries are read). Integer ops wrap at their

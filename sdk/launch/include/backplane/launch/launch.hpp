@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+// The launch kit: the one path from a kernel call (the packed arguments bp_build's host code
+// passes) to what a backend hands its vendor's launch call. A plugin keeps only the vendor
+// calls; binding, checking and decoding are done here, the same way for every backend
+// (docs/plugin-guide.md, "Launching kernels").
+//
+//   // once per kernel, when the module is made or loaded:
+//   launch::KernelSignature sig(func, "cuda");
+//   // per call:
+//   thread_local launch::BoundLaunch b;          // reused: no allocation after the first call
+//   launch::Bind(sig, args, device_type, backend, &b);
+//   if (b.empty) return;                          // an extent is 0: nothing runs
+//   for (size_t i = 0; i < sig.num_params(); ++i)
+//     if (sig.param(i) == launch::ParamKind::kBuffer) use(b.buffer(i).handle,
+//     b.buffer(i).byte_offset); else use(&b.scalar(i));                     // the value, converted
+//     to the param's type
+//   vendor_launch(b.grid, b.block, ...);
+//
+// What Bind guarantees when it returns (else it throws Error(BP_ERR_INVALID_ARGUMENT or
+// BP_ERR_TYPE) naming the kernel, the argument and what to do):
+//   - one value per parameter, then one int64 extent per launch axis;
+//   - each value fits its parameter (ir::CheckArgs: dtypes, ranks, shapes and strides against
+//     the scalar parameters they name);
+//   - every buffer is a tensor on a device of `device_type`, all on one device: the device the
+//     kernel runs on (a kernel without buffers runs on device 0 of the type);
+//   - each buffer's bytes [byte_offset, byte_offset + span) lie inside the live allocation its
+//     handle names (Backend::Find), and a buffer the kernel writes overlaps no other buffer
+//     argument (a kernel's buffers may not alias);
+//   - every extent is >= 0 and within the device's limits (Backend::Limits), and the threads
+//     of one block within its limit per block.
+// Handles are never offset: a buffer reaches the plugin as the tensor's `data` (the handle its
+// DeviceAPI's AllocDataSpace returned) plus the tensor's byte offset, so opaque handles work
+// as well as addresses.
+//
+// Needs Backplane::ir; link Backplane::launch (a static library whose symbols stay private to
+// the plugin that links it).
+#ifndef BACKPLANE_LAUNCH_LAUNCH_HPP_
+#define BACKPLANE_LAUNCH_LAUNCH_HPP_
+
+#include <backplane/backplane.hpp>
+#include <backplane/ir/ir.hpp>
+#include <backplane/ir/signature.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace backplane {
+namespace launch {
+
+// How a parameter reaches the kernel, from its IR dtype.
+enum class ParamKind : uint8_t {
+  kBuffer,
+  kBool,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat16,
+  kFloat32,
+  kFloat64,
+};
+// "buffer", "bool", "int8", ..., "float64".
+const char* ToString(ParamKind kind);
+
+// A launch axis: blockIdx.{x,y,z} (a grid axis) or threadIdx.{x,y,z} (a block axis).
+struct Axis {
+  bool block = true;  // blockIdx (grid) rather than threadIdx
+  int dim = 0;        // 0, 1, 2 for x, y, z
+  ir::ThreadTag tag = ir::ThreadTag::kBlockIdxX;
+};
+
+// What a launch needs of one kernel, made once: the parameters' kinds, the launch axes (the
+// function's attribute launch_params), which buffers it writes, and what checking a call
+// costs. `who` names the backend in messages ("cuda"). Throws ir::Error (kValue) when `func`
+// is not a kernel (no launch_params, an unknown axis, a parameter type no kernel can take).
+class KernelSignature {
+ public:
+  KernelSignature(const ir::PrimFunc& func, std::string who);
+
+  const ir::PrimFunc& func() const { return *func_; }
+  const std::string& name() const { return func_->name; }
+  const std::string& who() const { return who_; }
+  size_t num_params() const { return params_.size(); }
+  ParamKind param(size_t i) const { return params_[i]; }
+  const std::vector<ParamKind>& params() const { return params_; }
+  const std::vector<Axis>& axes() const { return axes_; }
+  bool written(size_t i) const { return written_[i]; }
+  // ir::ArgCheckDepth(func): computed once, not per call.
+  int64_t check_depth() const { return check_depth_; }
+  // The kernel as messages name it: "<who> kernel '<name>'".
+  std::string Describe() const;
+
+ private:
+  const ir::PrimFunc* func_;
+  std::string who_;
+  std::vector<ParamKind> params_;
+  std::vector<Axis> axes_;
+  std::vector<bool> written_;
+  int64_t check_depth_ = 0;
+};
+
+// The device's launch limits (0 or less: no limit on that axis).
+struct DeviceLimits {
+  int64_t grid[3] = {0, 0, 0};   // blocks per grid axis
+  int64_t block[3] = {0, 0, 0};  // threads per block axis
+  int64_t threads_per_block = 0;
+};
+
+// Where a handle lies: the allocation holding it. `id` is the same for every handle into one
+// allocation (the alias check compares it); `offset` is where the handle points inside it
+// (0 for an opaque handle naming a whole buffer); `size` its size in bytes.
+struct Allocation {
+  const void* id = nullptr;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// What the kit asks of the backend's memory and device.
+class Backend {
+ public:
+  // The allocation that `handle` (a tensor's data) names on `dev`; throws Error
+  // (BP_ERR_INVALID_ARGUMENT) saying why when it is not live memory of `dev` (the kit puts the
+  // kernel and the argument in front of the message).
+  virtual Allocation Find(DLDevice dev, void* handle) = 0;
+  // `dev`'s limits (queried once and kept, by the backend).
+  virtual const DeviceLimits& Limits(DLDevice dev) = 0;
+
+ protected:
+  ~Backend() = default;
+};
+
+// A buffer argument: the handle (the tensor's data, unchanged), the byte offset into it (the
+// tensor's), how many bytes from there the tensor spans, and the tensor.
+struct BufferArg {
+  void* handle = nullptr;
+  uint64_t byte_offset = 0;
+  uint64_t span = 0;
+  const DLTensor* tensor = nullptr;
+  Allocation where;  // Backend::Find's answer (size 0 when span is 0 and nothing was asked)
+};
+
+// A scalar argument converted to its parameter's kind; `bytes` is how many of `raw` the
+// kernel takes (1, 2, 4 or 8). Pass &ScalarArg::raw (or the member of the kind).
+struct ScalarArg {
+  union {
+    uint64_t raw;
+    bool b;
+    int8_t i8;
+    int16_t i16;
+    int32_t i32;
+    int64_t i64;
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
+    uint16_t f16;  // IEEE binary16 bits
+    float f32;
+    double f64;
+  };
+  uint32_t bytes = 0;
+  ScalarArg() : raw(0) {}
+};
+
+// One bound call. Keep one per thread and pass it to every Bind: its vectors keep their
+// capacity, so a launch allocates nothing once warm.
+struct BoundLaunch {
+  DLDevice device{kDLCPU, 0};
+  int64_t grid[3] = {1, 1, 1};
+  int64_t block[3] = {1, 1, 1};
+  bool empty = false;              // an extent is 0: the launch does nothing
+  std::vector<ir::ArgView> views;  // per param, as ir::CheckArgs saw them
+  std::vector<BufferArg> buffers;  // per param (meaningful for buffers)
+  std::vector<ScalarArg> scalars;  // per param (meaningful for scalars)
+  const BufferArg& buffer(size_t i) const { return buffers[i]; }
+  const ScalarArg& scalar(size_t i) const { return scalars[i]; }
+};
+
+// Binds and checks one call of the kernel (see the top of this file). `device_type` is the
+// backend's device type; `out` is overwritten.
+void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Backend& backend,
+          BoundLaunch* out);
+
+// The bytes a tensor spans from its data + byte_offset: its elements and the gaps its strides
+// leave (0 when an extent is 0). Throws Error (BP_ERR_INVALID_ARGUMENT) when that overflows.
+uint64_t SpanBytes(const DLTensor& t);
+
+}  // namespace launch
+}  // namespace backplane
+
+#endif  // BACKPLANE_LAUNCH_LAUNCH_HPP_

@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: Apache-2.0
+// The launch kit (backplane/launch/launch.hpp): binding and checking a kernel call once, the
+// same way for every backend.
+#include <backplane/ir/analysis.hpp>
+#include <backplane/launch/launch.hpp>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace backplane {
+namespace launch {
+namespace {
+
+ParamKind KindOf(const ir::PrimFunc& f, const ir::Param& p, const std::string& who) {
+  if (p.is_buffer()) return ParamKind::kBuffer;
+  const ir::DType t = p.var().dtype();
+  if (t.lanes == 1) {
+    if (t.is_bool()) return ParamKind::kBool;
+    if (t.is_float()) {
+      if (t.bits == 16) return ParamKind::kFloat16;
+      if (t.bits == 32) return ParamKind::kFloat32;
+      if (t.bits == 64) return ParamKind::kFloat64;
+    } else if (t.is_uint()) {
+      if (t.bits == 8) return ParamKind::kUInt8;
+      if (t.bits == 16) return ParamKind::kUInt16;
+      if (t.bits == 32) return ParamKind::kUInt32;
+      if (t.bits == 64) return ParamKind::kUInt64;
+    } else if (t.is_int()) {
+      if (t.bits == 8) return ParamKind::kInt8;
+      if (t.bits == 16) return ParamKind::kInt16;
+      if (t.bits == 32) return ParamKind::kInt32;
+      if (t.bits == 64) return ParamKind::kInt64;
+    }
+  }
+  throw ir::Error(ir::ErrorKind::kValue,
+                  who + " kernel '" + f.name + "': parameter '" + p.var().name() + "' has type " +
+                      ir::ToString(t) +
+                      ", which a kernel cannot take; use a buffer or a scalar of bool, int8..64, "
+                      "uint8..64 or float16/32/64");
+}
+
+std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
+  auto it = f.attrs.find("launch_params");
+  if (it == f.attrs.end()) {
+    throw ir::Error(ir::ErrorKind::kValue,
+                    who + " kernel '" + f.name +
+                        "' is not a kernel (no launch_params attribute); build through bp_build, "
+                        "which splits host code from kernels");
+  }
+  std::vector<Axis> axes;
+  const std::string& list = it->second;
+  size_t start = 0;
+  while (start <= list.size() && !list.empty()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string name = list.substr(start, comma - start);
+    Axis a;
+    const bool block = name.rfind("blockIdx.", 0) == 0;
+    const bool thread = name.rfind("threadIdx.", 0) == 0;
+    const char last = name.empty() ? '\0' : name.back();
+    if ((!block && !thread) || name.size() != (block ? 10u : 11u) || last < 'x' || last > 'z') {
+      throw ir::Error(ir::ErrorKind::kValue, who + " kernel '" + f.name + "' has launch param '" +
+                                                 name +
+                                                 "'; expected blockIdx.x/y/z or threadIdx.x/y/z");
+    }
+    a.block = block;
+    a.dim = last - 'x';
+    a.tag = static_cast<ir::ThreadTag>(
+        static_cast<int>(block ? ir::ThreadTag::kBlockIdxX : ir::ThreadTag::kThreadIdxX) + a.dim);
+    for (const Axis& b : axes) {
+      if (b.tag == a.tag) {
+        throw ir::Error(ir::ErrorKind::kValue,
+                        who + " kernel '" + f.name + "' lists launch param '" + name + "' twice");
+      }
+    }
+    axes.push_back(a);
+    start = comma + 1;
+  }
+  return axes;
+}
+
+// The DLTensor an argument carries (BP_VALUE_TENSOR, or a tensor object), else nullptr.
+DLTensor* TensorOf(const bp_value_t& v) {
+  if (v.type == BP_VALUE_TENSOR) return v.u.v_tensor;
+  if (v.type != BP_VALUE_OBJECT || v.u.v_obj == nullptr) return nullptr;
+  int32_t type = 0;
+  if (detail::Api()->object_type(v.u.v_obj, &type) != BP_OK || type != BP_OBJECT_TENSOR) {
+    detail::Api()->error_clear();
+    return nullptr;
+  }
+  DLTensor* t = nullptr;
+  Check(detail::Api()->tensor_get(v.u.v_obj, &t));
+  return t;
+}
+
+std::string DeviceText(DLDevice d) {
+  const char* name = nullptr;
+  if (detail::Api()->device_type_name(d.device_type, &name) != BP_OK || name == nullptr) {
+    detail::Api()->error_clear();
+    return std::to_string(d.device_type) + ":" + std::to_string(d.device_id);
+  }
+  return std::string(name) + ":" + std::to_string(d.device_id);
+}
+
+[[noreturn]] void Fail(bp_status_t kind, const std::string& message) { throw Error(kind, message); }
+
+std::string ArgText(const KernelSignature& sig, size_t i) {
+  const ir::Param& p = sig.func().params[i];
+  return "argument " + std::to_string(i) + " '" +
+         (p.is_buffer() ? p.buffer().name() : p.var().name()) + "'";
+}
+
+void ConvertScalar(ParamKind kind, const ir::ArgView& v, ScalarArg* s) {
+  const bool is_float = v.kind == ir::ArgView::Kind::kFloat;
+  s->raw = 0;
+  switch (kind) {
+    case ParamKind::kBool:
+      s->b = v.i != 0;
+      s->bytes = 1;
+      break;
+    case ParamKind::kInt8:
+      s->i8 = static_cast<int8_t>(v.i);
+      s->bytes = 1;
+      break;
+    case ParamKind::kUInt8:
+      s->u8 = static_cast<uint8_t>(v.i);
+      s->bytes = 1;
+      break;
+    case ParamKind::kInt16:
+      s->i16 = static_cast<int16_t>(v.i);
+      s->bytes = 2;
+      break;
+    case ParamKind::kUInt16:
+      s->u16 = static_cast<uint16_t>(v.i);
+      s->bytes = 2;
+      break;
+    case ParamKind::kInt32:
+      s->i32 = static_cast<int32_t>(v.i);
+      s->bytes = 4;
+      break;
+    case ParamKind::kUInt32:
+      s->u32 = static_cast<uint32_t>(v.i);
+      s->bytes = 4;
+      break;
+    case ParamKind::kInt64:
+      s->i64 = v.i;
+      s->bytes = 8;
+      break;
+    case ParamKind::kUInt64:
+      s->u64 = static_cast<uint64_t>(v.i);
+      s->bytes = 8;
+      break;
+    case ParamKind::kFloat16: {
+      // Round to nearest even binary16 from the float32 value.
+      const float f = static_cast<float>(is_float ? v.f : static_cast<double>(v.i));
+      uint32_t x;
+      std::memcpy(&x, &f, 4);
+      const uint32_t sign = (x >> 16) & 0x8000u;
+      const uint32_t abs = x & 0x7fffffffu;
+      uint16_t h;
+      if (abs >= 0x7f800000u) {
+        h = static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+      } else if (abs >= 0x477ff000u) {  // rounds to >= 65520: infinity
+        h = static_cast<uint16_t>(sign | 0x7c00u);
+      } else if (abs < 0x38800000u) {  // a subnormal half (or zero)
+        const uint32_t shift = 113u - (abs >> 23);
+        if (shift > 24) {
+          h = static_cast<uint16_t>(sign);
+        } else {
+          const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+          const uint32_t q = mant >> (shift + 13), r = mant & ((1u << (shift + 13)) - 1);
+          const uint32_t half = 1u << (shift + 12);
+          h = static_cast<uint16_t>(sign | (q + (r > half || (r == half && (q & 1u)) ? 1u : 0u)));
+        }
+      } else {
+        const uint32_t e = (abs >> 23) - 112u, mant = abs & 0x7fffffu;
+        uint32_t q = (e << 10) | (mant >> 13);
+        const uint32_t r = mant & 0x1fffu;
+        if (r > 0x1000u || (r == 0x1000u && (q & 1u))) ++q;
+        h = static_cast<uint16_t>(sign | q);
+      }
+      s->f16 = h;
+      s->bytes = 2;
+      break;
+    }
+    case ParamKind::kFloat32:
+      s->f32 = static_cast<float>(is_float ? v.f : static_cast<double>(v.i));
+      s->bytes = 4;
+      break;
+    case ParamKind::kFloat64:
+      s->f64 = is_float ? v.f : static_cast<double>(v.i);
+      s->bytes = 8;
+      break;
+    case ParamKind::kBuffer:
+      break;
+  }
+}
+
+}  // namespace
+
+const char* ToString(ParamKind kind) {
+  switch (kind) {
+    case ParamKind::kBuffer:
+      return "buffer";
+    case ParamKind::kBool:
+      return "bool";
+    case ParamKind::kInt8:
+      return "int8";
+    case ParamKind::kInt16:
+      return "int16";
+    case ParamKind::kInt32:
+      return "int32";
+    case ParamKind::kInt64:
+      return "int64";
+    case ParamKind::kUInt8:
+      return "uint8";
+    case ParamKind::kUInt16:
+      return "uint16";
+    case ParamKind::kUInt32:
+      return "uint32";
+    case ParamKind::kUInt64:
+      return "uint64";
+    case ParamKind::kFloat16:
+      return "float16";
+    case ParamKind::kFloat32:
+      return "float32";
+    case ParamKind::kFloat64:
+      return "float64";
+  }
+  return "?";
+}
+
+KernelSignature::KernelSignature(const ir::PrimFunc& func, std::string who)
+    : func_(&func), who_(std::move(who)) {
+  for (const ir::Param& p : func.params) params_.push_back(KindOf(func, p, who_));
+  axes_ = AxesOf(func, who_);
+  const std::vector<const ir::BufferNode*> stored = ir::WrittenBuffers(func.body);
+  for (const ir::Param& p : func.params) {
+    bool w = false;
+    for (const ir::BufferNode* b : stored) w = w || (p.is_buffer() && p.buffer().get() == b);
+    written_.push_back(w);
+  }
+  check_depth_ = ir::ArgCheckDepth(func);
+}
+
+std::string KernelSignature::Describe() const { return who_ + " kernel '" + func_->name + "'"; }
+
+uint64_t SpanBytes(const DLTensor& t) {
+  const uint64_t elem = (static_cast<uint64_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+  uint64_t last = 0;  // the index of the last element, in elements
+  for (int d = 0; d < t.ndim; ++d) {
+    const int64_t n = t.shape[d];
+    if (n <= 0) return 0;
+  }
+  uint64_t count = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    const uint64_t n = static_cast<uint64_t>(t.shape[d]);
+    if (t.strides == nullptr) {
+      if (__builtin_mul_overflow(count, n, &count)) count = UINT64_MAX;
+    } else {
+      const int64_t s = t.strides[d];
+      const uint64_t step = static_cast<uint64_t>(s < 0 ? -s : s);
+      uint64_t add = 0;
+      if (__builtin_mul_overflow(n - 1, step, &add) || __builtin_add_overflow(last, add, &last)) {
+        last = UINT64_MAX;
+      }
+    }
+  }
+  uint64_t elems = t.strides == nullptr ? count : last;
+  if (t.strides != nullptr && elems != UINT64_MAX) ++elems;
+  uint64_t bytes = 0;
+  if (elems == UINT64_MAX || __builtin_mul_overflow(elems, elem, &bytes)) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                "a tensor's shape and strides span more bytes than an address can hold; "
+                "pass a smaller tensor");
+  }
+  return bytes;
+}
+
+void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Backend& backend,
+          BoundLaunch* out) {
+  const size_t num_params = sig.num_params();
+  const size_t num_axes = sig.axes().size();
+  if (static_cast<size_t>(args.size()) != num_params + num_axes) {
+    std::string axes;
+    for (const Axis& a : sig.axes())
+      axes += std::string(axes.empty() ? "" : ", ") + ToString(a.tag);
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         sig.Describe() + " takes " + std::to_string(num_params) + " argument(s) and " +
+             std::to_string(num_axes) + " launch extent(s) (" + axes + "), got " +
+             std::to_string(args.size()) +
+             " values; call it through the host function bp_build made, which launches it");
+  }
+  out->views.resize(num_params);
+  out->buffers.resize(num_params);
+  out->scalars.resize(num_params);
+  const ir::PrimFunc& f = sig.func();
+  // Values to views (buffers: the handle, unchanged; the checker reads only shapes).
+  bool have_device = false;
+  DLDevice device{static_cast<DLDeviceType>(device_type), 0};
+  for (size_t i = 0; i < num_params; ++i) {
+    const bp_value_t& v = args[static_cast<int32_t>(i)];
+    ir::ArgView& view = out->views[i];
+    view = ir::ArgView();
+    BufferArg& buf = out->buffers[i];
+    buf = BufferArg();
+    if (v.type == BP_VALUE_INT) {
+      view.kind = ir::ArgView::Kind::kInt;
+      view.i = v.u.v_int64;
+    } else if (v.type == BP_VALUE_FLOAT) {
+      view.kind = ir::ArgView::Kind::kFloat;
+      view.f = v.u.v_float64;
+    } else if (DLTensor* t = TensorOf(v)) {
+      if (t->device.device_type != device_type) {
+        Fail(BP_ERR_INVALID_ARGUMENT,
+             sig.Describe() + ": " + ArgText(sig, i) + " is a tensor on " + DeviceText(t->device) +
+                 ", which this module's code cannot reach; copy it to " +
+                 DeviceText(DLDevice{static_cast<DLDeviceType>(device_type), t->device.device_id}) +
+                 " first");
+      }
+      if (have_device && t->device.device_id != device.device_id) {
+        Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": its tensors are on " +
+                                          DeviceText(device) + " and " + DeviceText(t->device) +
+                                          " (" + ArgText(sig, i) + "); put them on one device");
+      }
+      device = t->device;
+      have_device = true;
+      view.kind = ir::ArgView::Kind::kBuffer;
+      view.data = t->data;
+      view.dtype =
+          ir::DType{static_cast<ir::DTypeCode>(t->dtype.code), t->dtype.bits, t->dtype.lanes};
+      view.ndim = t->ndim;
+      view.shape = t->shape;
+      view.strides = t->strides;
+      view.user = t;
+      buf.handle = t->data;
+      buf.byte_offset = t->byte_offset;
+      buf.tensor = t;
+    } else {
+      const bool want_buffer = sig.param(i) == ParamKind::kBuffer;
+      Fail(BP_ERR_TYPE, sig.Describe() + ": " + ArgText(sig, i) + " has value type " +
+                            std::to_string(v.type) + "; expected " +
+                            (want_buffer ? "a tensor" : "an int or a float"));
+    }
+  }
+  const std::string problem = ir::CheckArgs(f, out->views, sig.check_depth());
+  if (!problem.empty()) Fail(BP_ERR_INVALID_ARGUMENT, sig.who() + " function " + problem);
+  out->device = device;
+
+  // Extents against the device's limits.
+  for (int d = 0; d < 3; ++d) out->grid[d] = out->block[d] = 1;
+  out->empty = false;
+  for (size_t a = 0; a < num_axes; ++a) {
+    const Axis& axis = sig.axes()[a];
+    const int64_t extent = args.Int(static_cast<int32_t>(num_params + a));
+    if (extent < 0) {
+      Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": launch extent " + ToString(axis.tag) +
+                                        " = " + std::to_string(extent) +
+                                        " is negative; pass a size >= 0");
+    }
+    if (extent == 0) out->empty = true;
+    (axis.block ? out->grid : out->block)[axis.dim] = extent;
+  }
+  if (out->empty) return;  // nothing runs: nothing else to check
+  const DeviceLimits* limits = &backend.Limits(device);
+  static const char kAxis[3] = {'x', 'y', 'z'};
+  for (int d = 0; d < 3; ++d) {
+    if (limits->grid[d] > 0 && out->grid[d] > limits->grid[d]) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           sig.Describe() + ": " + std::to_string(out->grid[d]) + " blocks on grid axis " +
+               kAxis[d] + " (blockIdx." + kAxis[d] + ") is more than " + DeviceText(device) +
+               " allows (" + std::to_string(limits->grid[d]) +
+               "); split the work over several launches, or bind the larger extent to "
+               "blockIdx.x (up to " +
+               std::to_string(limits->grid[0]) + ")");
+    }
+    if (limits->block[d] > 0 && out->block[d] > limits->block[d]) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           sig.Describe() + ": " + std::to_string(out->block[d]) + " threads on block axis " +
+               kAxis[d] + " (threadIdx." + kAxis[d] + ") is more than " + DeviceText(device) +
+               " allows (" + std::to_string(limits->block[d]) + "); use smaller blocks");
+    }
+  }
+  const uint64_t threads = static_cast<uint64_t>(out->block[0]) *
+                           static_cast<uint64_t>(out->block[1]) *
+                           static_cast<uint64_t>(out->block[2]);
+  if (limits->threads_per_block > 0 && threads > static_cast<uint64_t>(limits->threads_per_block)) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         sig.Describe() + ": a block of " + std::to_string(out->block[0]) + " x " +
+             std::to_string(out->block[1]) + " x " + std::to_string(out->block[2]) + " = " +
+             std::to_string(threads) + " threads is more than " + DeviceText(device) + " allows (" +
+             std::to_string(limits->threads_per_block) + "); use smaller blocks");
+  }
+
+  // Buffers: inside their allocations; written ones alias nothing.
+  for (size_t i = 0; i < num_params; ++i) {
+    if (sig.param(i) != ParamKind::kBuffer) {
+      ConvertScalar(sig.param(i), out->views[i], &out->scalars[i]);
+      continue;
+    }
+    BufferArg& b = out->buffers[i];
+    b.span = SpanBytes(*b.tensor);
+    if (b.span == 0) continue;
+    if (b.handle == nullptr) {
+      Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": " + ArgText(sig, i) +
+                                        " has no data; allocate it on the device first");
+    }
+    try {
+      b.where = backend.Find(device, b.handle);
+    } catch (const Error& e) {
+      Fail(e.kind(), sig.Describe() + ": " + ArgText(sig, i) + ": " + e.what());
+    }
+    const uint64_t at = b.where.offset + b.byte_offset;
+    if (at < b.byte_offset || at > b.where.size || b.span > b.where.size - at) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           sig.Describe() + ": " + ArgText(sig, i) + " spans bytes [" + std::to_string(at) + ", " +
+               std::to_string(at + b.span) + ") of a " + std::to_string(b.where.size) +
+               "-byte buffer on " + DeviceText(device) + "; pass a tensor inside it");
+    }
+  }
+  for (size_t i = 0; i < num_params; ++i) {
+    const BufferArg& a = out->buffers[i];
+    if (!sig.written(i) || a.span == 0) continue;
+    const uint64_t a0 = a.where.offset + a.byte_offset;
+    for (size_t j = 0; j < num_params; ++j) {
+      const BufferArg& b = out->buffers[j];
+      if (j == i || b.span == 0 || b.where.id != a.where.id) continue;
+      const uint64_t b0 = b.where.offset + b.byte_offset;
+      if (a0 < b0 + b.span && b0 < a0 + a.span) {
+        Fail(BP_ERR_INVALID_ARGUMENT,
+             sig.Describe() + ": " + ArgText(sig, i) + " (written) overlaps " + ArgText(sig, j) +
+                 "; pass separate buffers (the kernel's buffers may not alias)");
+      }
+    }
+  }
+}
+
+}  // namespace launch
+}  // namespace backplane
