@@ -2,8 +2,11 @@
 // target.build.vulkan: IR -> GLSL (glsl.cc) -> SPIR-V (shaderc, Vulkan 1.1 environment,
 // unoptimized) -> every float add, subtract, multiply, divide and negation decorated
 // NoContraction (unless the Target says -fast-math-contract) -> SPIRV-Tools' performance
-// passes, which keep those decorations.
+// passes, which keep those decorations. The result is cached in memory and on disk
+// (spirv_cache.h), keyed by everything that goes into it (SpirvKeyMaterial).
 #include "codegen.h"
+
+#include <spirv-tools/libspirv.h>
 
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/codegen.hpp>
@@ -17,11 +20,56 @@
 
 #include "glsl.h"
 #include "module.h"
+#include "spirv_cache.h"
+
+#if __has_include(<glslang/build_info.h>)
+#include <glslang/build_info.h>
+#endif
 
 namespace backplane {
 namespace vulkan {
 
 namespace {
+
+// Bumped when what CompileGlsl does to the words changes (its options, ForbidContraction, the
+// passes), so that entries made the old way are not reused.
+constexpr const char* kSpirvCacheFormat = "vulkan-spirv-cache-1";
+
+// What CompileGlsl asks of shaderc and SPIRV-Tools; their values are in the cache key.
+constexpr shaderc_target_env kTargetEnv = shaderc_target_env_vulkan;
+constexpr shaderc_env_version kEnvVersion = shaderc_env_version_vulkan_1_1;
+// Optimized afterwards by SPIRV-Tools, after the NoContraction decorations.
+constexpr shaderc_optimization_level kShadercOptimization = shaderc_optimization_level_zero;
+constexpr spv_target_env kOptimizerEnv = SPV_ENV_VULKAN_1_1;
+
+// The versions of the compilers linked into the plugin: glslang (shaderc's front end), the
+// SPIR-V shaderc emits, SPIRV-Tools (the optimizer).
+std::string ToolchainVersions() {
+  std::string v = "glslang ";
+#ifdef GLSLANG_VERSION_MAJOR
+  v += std::to_string(GLSLANG_VERSION_MAJOR) + "." + std::to_string(GLSLANG_VERSION_MINOR) + "." +
+       std::to_string(GLSLANG_VERSION_PATCH) + GLSLANG_VERSION_FLAVOR;
+#else
+  v += "unknown";
+#endif
+  unsigned int spv_version = 0, spv_revision = 0;
+  shaderc_get_spv_version(&spv_version, &spv_revision);
+  v += "; shaderc SPIR-V " + std::to_string(spv_version) + " rev " + std::to_string(spv_revision);
+  v += "; SPIRV-Tools " + std::string(spvSoftwareVersionDetailsString());
+  return v;
+}
+
+// Everything CompileGlsl's output depends on: the cache format, the plugin's and the
+// compilers' versions, the options, the contraction rule, the kernel's name (shaderc's file
+// name) and the GLSL.
+std::string SpirvKeyMaterial(const std::string& name, const std::string& source, bool fp_contract) {
+  static const std::string versions = ToolchainVersions();
+  return std::string(kSpirvCacheFormat) + "\nplugin " BACKPLANE_VULKAN_VERSION "\n" + versions +
+         "\nshaderc compute entry main env " + std::to_string(kTargetEnv) + " " +
+         std::to_string(kEnvVersion) + " optimization " + std::to_string(kShadercOptimization) +
+         "\nspirv-opt performance passes env " + std::to_string(kOptimizerEnv) + "\nfp_contract " +
+         (fp_contract ? "1" : "0") + "\nname " + name + "\n" + source;
+}
 
 // shaderc's message, each "<name>:<line>: error" followed by that line of the source.
 std::string ExplainShaderErrors(const std::string& message, const std::string& name,
@@ -95,9 +143,8 @@ std::vector<uint32_t> CompileGlsl(const std::string& name, const std::string& so
                                   bool fp_contract) {
   shaderc::Compiler compiler;
   shaderc::CompileOptions options;
-  options.SetTargetEnvironment(shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_1);
-  // Optimized below, after the NoContraction decorations.
-  options.SetOptimizationLevel(shaderc_optimization_level_zero);
+  options.SetTargetEnvironment(kTargetEnv, kEnvVersion);
+  options.SetOptimizationLevel(kShadercOptimization);
   const std::string file = name + ".comp";
   shaderc::SpvCompilationResult r =
       compiler.CompileGlslToSpv(source, shaderc_compute_shader, file.c_str(), "main", options);
@@ -109,7 +156,7 @@ std::vector<uint32_t> CompileGlsl(const std::string& name, const std::string& so
   }
   std::vector<uint32_t> spirv(r.cbegin(), r.cend());
   if (!fp_contract) ForbidContraction(name, spirv);
-  spvtools::Optimizer optimizer(SPV_ENV_VULKAN_1_1);
+  spvtools::Optimizer optimizer(kOptimizerEnv);
   std::string messages;
   optimizer.SetMessageConsumer([&messages](spv_message_level_t, const char*, const spv_position_t&,
                                            const char* m) { messages += std::string(m) + "\n"; });
@@ -135,7 +182,8 @@ Module BuildVulkan(const std::string& ir_text, const Target& target) {
   for (const ir::PrimFunc& f : m.functions()) {
     GlslKernel g = EmitGlslKernel(f, options);
     CompiledKernel k;
-    k.spirv = CompileGlsl(f.name, g.source, options.fp_contract);
+    k.spirv = CachedSpirv(SpirvKeyMaterial(f.name, g.source, options.fp_contract),
+                          [&] { return CompileGlsl(f.name, g.source, options.fp_contract); });
     k.layout = std::move(g.layout);
     k.glsl = std::move(g.source);
     kernels.push_back(std::move(k));
@@ -146,6 +194,11 @@ Module BuildVulkan(const std::string& ir_text, const Target& target) {
 void RegisterCodegen() {
   sdk::RegisterCodegen("vulkan", BuildVulkan);
   sdk::RegisterModuleLoader("vulkan", LoadVulkanModule);
+  sdk::RegisterFunction("vulkan.spirv_cache_stats", [](PackedArgs) {
+    const SpirvCacheStats s = GetSpirvCacheStats();
+    return sdk::StringValue("compiled=" + std::to_string(s.compiled) + " memory=" +
+                            std::to_string(s.memory) + " disk=" + std::to_string(s.disk));
+  });
 }
 
 }  // namespace vulkan

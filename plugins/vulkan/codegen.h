@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // target.build.vulkan: the kernels SplitHostDevice made, as GLSL compute shaders compiled to
 // SPIR-V in process by shaderc, in a vulkan Module (module.h). Reads the Target only, never a
-// device, so it builds on a machine without one.
+// device, so it builds on a machine without one. The SPIR-V is cached in memory and on disk
+// (spirv_cache.h): a kernel built before compiles nothing.
 #ifndef BACKPLANE_PLUGINS_VULKAN_CODEGEN_H_
 #define BACKPLANE_PLUGINS_VULKAN_CODEGEN_H_
 
@@ -17,7 +18,8 @@ namespace vulkan {
 // GLSL line it points at when a shader does not compile.
 Module BuildVulkan(const std::string& ir_text, const Target& target);
 
-// Registers target.build.vulkan and runtime.module.load_from_bytes.vulkan.
+// Registers target.build.vulkan, runtime.module.load_from_bytes.vulkan and
+// vulkan.spirv_cache_stats (spirv_cache.h).
 void RegisterCodegen();
 
 }  // namespace vulkan

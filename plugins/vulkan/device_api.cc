@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "context.h"
+#include "spirv_cache.h"
 
 namespace backplane {
 namespace vulkan {
@@ -583,7 +584,7 @@ bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == 
 VkPipelineCache DeviceScope::PipelineCache() {
   if (d_->pipeline_cache != VK_NULL_HANDLE) return d_->pipeline_cache;
   // $XDG_CACHE_HOME/backplane/vulkan (else ~/.cache/...), private; "" keeps it in memory.
-  static const std::string dir = sdk::CacheFolder("vulkan");
+  const std::string dir = CacheDir();
   std::string initial;
   if (!dir.empty()) {
     // One file per device model and driver build: the UUID changes with the driver.
