@@ -42,20 +42,6 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/backplane.pc.in ${CMAKE_BINARY_DIR}/pac
 install(FILES ${CMAKE_BINARY_DIR}/package/backplane.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# The manifests that backplane_add_plugin() writes carry BACKPLANE_ABI_VERSION; it must be
-# the ABI of the headers installed beside it. A change to the header re-runs this check.
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-                                       ${PROJECT_SOURCE_DIR}/core/include/backplane/c_api.h)
-file(STRINGS ${PROJECT_SOURCE_DIR}/core/include/backplane/c_api.h _bp_abi_lines
-     REGEX "^#define BP_ABI_VERSION_(MAJOR|MINOR) ")
-string(REGEX REPLACE ".*MAJOR ([0-9]+).*" "\\1" _bp_major "${_bp_abi_lines}")
-string(REGEX REPLACE ".*MINOR ([0-9]+).*" "\\1" _bp_minor "${_bp_abi_lines}")
-if(NOT "${_bp_major}.${_bp_minor}" STREQUAL BACKPLANE_ABI_VERSION)
-  message(FATAL_ERROR "cmake/BackplanePlugin.cmake says BACKPLANE_ABI_VERSION "
-                      "${BACKPLANE_ABI_VERSION} but c_api.h is ${_bp_major}.${_bp_minor}; "
-                      "update BackplanePlugin.cmake")
-endif()
-
 # The licence, the changelog and the documentation, where a distribution puts them
 # (<prefix>/share/doc/backplane): the tools' --help points there when it exists beside them.
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md

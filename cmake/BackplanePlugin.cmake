@@ -21,7 +21,27 @@
 # an install the imported target.
 include_guard(GLOBAL)
 include(GNUInstallDirs)
-set(BACKPLANE_ABI_VERSION "1.5")  # keep equal to c_api.h BP_ABI_VERSION_MAJOR.MINOR
+# The ABI version the manifest declares: read from the C ABI header the plugin compiles
+# against (BP_ABI_VERSION_MAJOR.MINOR), so the two cannot differ. In the build that is
+# core/include; installed, the include folder BackplaneConfig.cmake sets.
+if(DEFINED Backplane_INCLUDE_DIR)
+  set(_bp_c_api_h "${Backplane_INCLUDE_DIR}/backplane/c_api.h")
+else()
+  set(_bp_c_api_h "${CMAKE_CURRENT_LIST_DIR}/../core/include/backplane/c_api.h")
+endif()
+if(NOT EXISTS "${_bp_c_api_h}")
+  message(FATAL_ERROR "BackplanePlugin.cmake: no ${_bp_c_api_h}, where the ABI version is read "
+                      "from; is the Backplane SDK installed completely?")
+endif()
+file(STRINGS "${_bp_c_api_h}" _bp_abi_lines REGEX "^#define BP_ABI_VERSION_(MAJOR|MINOR) [0-9]+")
+string(REGEX REPLACE ".*BP_ABI_VERSION_MAJOR ([0-9]+).*" "\\1" _bp_abi_major "${_bp_abi_lines}")
+string(REGEX REPLACE ".*BP_ABI_VERSION_MINOR ([0-9]+).*" "\\1" _bp_abi_minor "${_bp_abi_lines}")
+if(NOT _bp_abi_major MATCHES "^[0-9]+$" OR NOT _bp_abi_minor MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "BackplanePlugin.cmake: no BP_ABI_VERSION_MAJOR/MINOR in ${_bp_c_api_h}")
+endif()
+set(BACKPLANE_ABI_VERSION "${_bp_abi_major}.${_bp_abi_minor}")
+# A change to the header re-runs the configure, and so the manifests.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_bp_c_api_h}")
 
 function(backplane_add_plugin name)
   cmake_parse_arguments(ARG "ALLOW_UNDEFINED" "VERSION;VENDOR;OUTPUT_DIR"

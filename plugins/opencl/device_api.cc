@@ -137,7 +137,9 @@ OpenCLDeviceAPI* OpenCLDeviceAPI::Global() {
   return instance;
 }
 
-OpenCLDeviceAPI::OpenCLDeviceAPI() {
+OpenCLDeviceAPI::OpenCLDeviceAPI() = default;
+
+void OpenCLDeviceAPI::Enumerate() {
   // Platforms in clGetPlatformIDs order, devices in clGetDeviceIDs order: the documented,
   // stable order of opencl:N. No platform (no ICD installed) means no devices, not an error.
   cl_uint num_platforms = 0;

@@ -73,7 +73,12 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   void StreamSync(DLDevice dev, bp_stream_t stream) override;
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
 
-  int32_t DeviceCount() const { return static_cast<int32_t>(devices_.size()); }
+  // The devices, enumerated on first use (not when the plugin loads: asking the ICD loader for
+  // platforms loads every OpenCL driver installed, which takes tens of milliseconds).
+  int32_t DeviceCount() const {
+    std::call_once(enumerated_, [this] { const_cast<OpenCLDeviceAPI*>(this)->Enumerate(); });
+    return static_cast<int32_t>(devices_.size());
+  }
   // The device, or BP_ERR_NOT_FOUND naming the ones that exist.
   const Device& CheckDevice(DLDevice dev) const;
   // The queue of `stream` on `dev` (null: the device's default queue).
@@ -106,7 +111,9 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   // Releases the cl_mem and the Buffer (no longer in buffers_).
   static void Destroy(Buffer* b);
 
-  std::vector<Device> devices_;
+  void Enumerate();
+  mutable std::once_flag enumerated_;
+  std::vector<Device> devices_;  // filled once, by Enumerate (through DeviceCount)
   std::mutex mu_;
   // The preferred work-group size multiple of a trivial kernel, per device id: warp_size
   // where no vendor extension reports one (built once, on first query).
