@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "device_api.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace backplane {
 namespace opencl {
@@ -168,10 +170,26 @@ void OpenCLDeviceAPI::Enumerate() {
                         nullptr) != CL_SUCCESS) {
       d.max_alloc = 0;  // every allocation then fails with the limit in its message
     }
-    if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(d.max_work_group),
-                        &d.max_work_group, nullptr) != CL_SUCCESS) {
-      d.max_work_group = 0;  // every launch then fails with the limit in its message
+    // A limit the driver does not report is 1: a launch of more then fails, naming it.
+    size_t group = 1;
+    cl_uint dims = 0;
+    if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(group), &group, nullptr) !=
+        CL_SUCCESS) {
+      group = 1;
     }
+    d.limits.threads_per_block = static_cast<int64_t>(group);
+    std::vector<size_t> items;
+    if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, sizeof(dims), &dims, nullptr) ==
+        CL_SUCCESS) {
+      items.resize(std::max<cl_uint>(dims, 3), 1);
+      if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_WORK_ITEM_SIZES, dims * sizeof(size_t), items.data(),
+                          nullptr) != CL_SUCCESS) {
+        items.assign(3, 1);
+      }
+    } else {
+      items.assign(3, 1);
+    }
+    for (int axis = 0; axis < 3; ++axis) d.limits.block[axis] = static_cast<int64_t>(items[axis]);
   }
   for (size_t i = 0; i < devices_.size(); ++i) pools_.push_back(std::make_unique<WorkspacePool>());
 }

@@ -13,6 +13,7 @@
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
 
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
@@ -46,7 +47,10 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
     cl_context context = nullptr;
     cl_command_queue queue = nullptr;  // the null stream
     cl_ulong max_alloc = 0;            // CL_DEVICE_MAX_MEM_ALLOC_SIZE
-    size_t max_work_group = 0;         // CL_DEVICE_MAX_WORK_GROUP_SIZE
+    // What the launch kit checks a launch against: block[d] = CL_DEVICE_MAX_WORK_ITEM_SIZES[d],
+    // threads_per_block = CL_DEVICE_MAX_WORK_GROUP_SIZE, no grid limit (OpenCL counts
+    // work-items, which the launch checks fit a size_t). Read once, when devices are listed.
+    launch::DeviceLimits limits;
   };
 
   static OpenCLDeviceAPI* Global();

@@ -91,32 +91,6 @@ std::vector<KernelArgSpec> KernelArgSpecs(const ir::PrimFunc& func) {
   return specs;
 }
 
-std::vector<ir::ThreadTag> LaunchAxes(const ir::PrimFunc& func) {
-  auto it = func.attrs.find("launch_params");
-  if (it == func.attrs.end()) {
-    throw ir::Error(ir::ErrorKind::kValue,
-                    "opencl code generator: function '" + func.name +
-                        "' is not a kernel (no launch_params attr); build through bp_build, "
-                        "which splits host code from kernels");
-  }
-  static const std::map<std::string, ir::ThreadTag> kTags = {
-      {"blockIdx.x", ir::ThreadTag::kBlockIdxX},   {"blockIdx.y", ir::ThreadTag::kBlockIdxY},
-      {"blockIdx.z", ir::ThreadTag::kBlockIdxZ},   {"threadIdx.x", ir::ThreadTag::kThreadIdxX},
-      {"threadIdx.y", ir::ThreadTag::kThreadIdxY}, {"threadIdx.z", ir::ThreadTag::kThreadIdxZ}};
-  std::vector<ir::ThreadTag> axes;
-  std::stringstream in(it->second);
-  for (std::string name; std::getline(in, name, ',');) {
-    auto tag = kTags.find(name);
-    if (tag == kTags.end()) {
-      throw ir::Error(ir::ErrorKind::kValue, "opencl code generator: function '" + func.name +
-                                                 "' has launch param '" + name +
-                                                 "'; expected blockIdx.x/y/z or threadIdx.x/y/z");
-    }
-    axes.push_back(tag->second);
-  }
-  return axes;
-}
-
 std::string KernelName(const ir::PrimFunc& func) {
   // Name() is the base's; a throwaway emitter spells it the same way as the kernel's text.
   struct Namer : OpenCLEmitter {
@@ -169,7 +143,6 @@ std::string OpenCLEmitter::Prelude() {
 }
 
 void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
-  LaunchAxes(func);  // a kernel, with launch axes OpenCL has
   std::string params;
   std::vector<std::string> unpack;
   for (const ir::Param& p : func.params) {

@@ -33,10 +33,6 @@ struct KernelArgSpec {
 // The arguments of `func`'s __kernel, one per parameter in order.
 std::vector<KernelArgSpec> KernelArgSpecs(const ir::PrimFunc& func);
 
-// The launch axes of a kernel (its "launch_params" attr), in the order their extents follow
-// the params in a call. Throws ir::Error(kValue) if the attr is missing or malformed.
-std::vector<ir::ThreadTag> LaunchAxes(const ir::PrimFunc& func);
-
 // The OpenCL C identifier of a PrimFunc's kernel.
 std::string KernelName(const ir::PrimFunc& func);
 

@@ -5,7 +5,7 @@
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
-#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/module.hpp>
 #include <cstdint>
 #include <cstring>
@@ -34,27 +34,36 @@ using Json = nlohmann::json;
 constexpr const char* kMagic = "BPOCLMOD2\n";
 constexpr const char* kMagicPrefix = "BPOCLMOD";
 
-// The bytes past the view's first element that it spans ([0, result)).
-uint64_t SpanBytes(const DLTensor& t) {
-  int64_t last = 0, stride = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    if (t.shape[d] == 0) return 0;
-    const int64_t s = t.strides != nullptr ? t.strides[d] : stride;
-    last += (t.shape[d] - 1) * s;
-    stride *= t.shape[d];
-  }
-  const uint64_t bytes = (t.dtype.bits * t.dtype.lanes + 7u) / 8u;
-  return static_cast<uint64_t>(last) * bytes + bytes;
-}
-
 // One kernel of the module and what a call needs.
 struct Kernel {
-  const ir::PrimFunc* func = nullptr;
+  Kernel(const ir::PrimFunc& f, const std::vector<codegen::FaultSite>& sites)
+      : sig(f, "opencl"),
+        cl_name(KernelName(f)),
+        args(KernelArgSpecs(f)),
+        faults(KernelHasFaults(f, sites)) {
+    for (const launch::Axis& a : sig.axes()) work_dim = std::max(work_dim, a.dim + 1);
+  }
+  launch::KernelSignature sig;  // as the launch kit binds it
   std::string cl_name;
-  std::vector<KernelArgSpec> args;
-  std::vector<ir::ThreadTag> axes;
-  std::vector<bool> written;  // per param
-  bool faults = false;        // takes the fault record as a last argument
+  std::vector<KernelArgSpec> args;  // how the __kernel takes each param (saved with the module)
+  bool faults = false;              // takes the fault record as a last argument
+  int work_dim = 1;
+};
+
+// What the launch kit asks of this plugin: a handle's live buffer, and the device's limits.
+class LaunchBackend final : public launch::Backend {
+ public:
+  explicit LaunchBackend(OpenCLDeviceAPI* api) : api_(api) {}
+  launch::Allocation Find(DLDevice dev, void* handle) override {
+    const Buffer* b = api_->CheckBuffer(dev, handle);
+    return {b, 0, b->size};
+  }
+  const launch::DeviceLimits& Limits(DLDevice dev) override {
+    return api_->CheckDevice(dev).limits;
+  }
+
+ private:
+  OpenCLDeviceAPI* api_;
 };
 
 class OpenCLModule : public sdk::ModuleBase {
@@ -67,21 +76,7 @@ class OpenCLModule : public sdk::ModuleBase {
         source_(std::move(code.source)),
         sites_(std::move(code.sites)),
         options_(options) {
-    for (const ir::PrimFunc& f : ir_.functions()) {
-      Kernel k;
-      k.func = &f;
-      k.cl_name = KernelName(f);
-      k.args = KernelArgSpecs(f);
-      k.axes = LaunchAxes(f);
-      k.faults = KernelHasFaults(f, sites_);
-      const std::vector<const ir::BufferNode*> stored = ir::WrittenBuffers(f.body);
-      for (const ir::Param& p : f.params) {
-        bool w = false;
-        for (const ir::BufferNode* b : stored) w = w || (p.is_buffer() && p.buffer().get() == b);
-        k.written.push_back(w);
-      }
-      kernels_.emplace(f.name, std::move(k));
-    }
+    for (const ir::PrimFunc& f : ir_.functions()) kernels_.try_emplace(f.name, f, sites_);
   }
   ~OpenCLModule() override {
     // Functions hold the module: nothing can be enqueuing now. Enqueued work holds its own
@@ -159,124 +154,24 @@ class OpenCLModule : public sdk::ModuleBase {
 
   void Launch(const Kernel& k, PackedArgs args) {
     OpenCLDeviceAPI* api = OpenCLDeviceAPI::Global();
-    const ir::PrimFunc& f = *k.func;
-    const int32_t num_params = static_cast<int32_t>(f.params.size());
-    const int32_t num_axes = static_cast<int32_t>(k.axes.size());
-    if (args.size() != num_params + num_axes) {
-      throw Error(BP_ERR_INVALID_ARGUMENT,
-                  "opencl kernel '" + f.name + "' takes " + std::to_string(num_params) +
-                      " arguments and " + std::to_string(num_axes) + " launch extents (" +
-                      f.attrs.at("launch_params") + "), got " + std::to_string(args.size()) +
-                      " values; call the host function bp_build made, which launches it");
-    }
-    const int32_t type = api->device_type();
-    std::vector<ir::ArgView> views =
-        sdk::BindKernelArgs(f, num_params > 0 ? &args[0] : nullptr, num_params, "opencl",
-                            [type](DLDevice d) { return d.device_type == type; });
-
-    // The grid: blocks and threads per dimension, from the trailing extents.
-    size_t blocks[3] = {1, 1, 1}, threads[3] = {1, 1, 1};
-    int work_dim = 1;
-    bool empty = false;
-    for (int32_t i = 0; i < num_axes; ++i) {
-      const int64_t extent = args.Int(num_params + i);
-      if (extent < 0 || extent > (int64_t{1} << 40)) {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': launch extent " +
-                                                 ir::ToString(k.axes[static_cast<size_t>(i)]) +
-                                                 " = " + std::to_string(extent) +
-                                                 " is out of range; pass a size >= 0");
-      }
-      const int tag = static_cast<int>(k.axes[static_cast<size_t>(i)]);
-      const bool block = tag <= static_cast<int>(ir::ThreadTag::kBlockIdxZ);
-      const int dim = block ? tag - static_cast<int>(ir::ThreadTag::kBlockIdxX)
-                            : tag - static_cast<int>(ir::ThreadTag::kThreadIdxX);
-      (block ? blocks : threads)[dim] = static_cast<size_t>(extent);
-      work_dim = std::max(work_dim, dim + 1);
-      empty = empty || extent == 0;
-    }
-
-    // The device: that of the tensors, all on one.
-    DLDevice dev{static_cast<DLDeviceType>(type), -1};
-    for (int32_t i = 0; i < num_params; ++i) {
-      if (views[static_cast<size_t>(i)].kind != ir::ArgView::Kind::kBuffer) continue;
-      const DLTensor* t = static_cast<const DLTensor*>(views[static_cast<size_t>(i)].user);
-      if (dev.device_id >= 0 && t->device.device_id != dev.device_id) {
-        throw Error(BP_ERR_INVALID_ARGUMENT,
-                    "opencl kernel '" + f.name +
-                        "': its tensors are on opencl:" + std::to_string(dev.device_id) +
-                        " and opencl:" + std::to_string(t->device.device_id) +
-                        "; copy them to one device");
-      }
-      dev = t->device;
-    }
-    if (dev.device_id < 0) dev.device_id = 0;
+    // Reused by every launch on this thread: a warm launch allocates nothing.
+    thread_local launch::BoundLaunch b;
+    LaunchBackend backend(api);
+    launch::Bind(k.sig, args, api->device_type(), backend, &b);
+    if (b.empty) return;  // a grid with no block or no thread runs nothing
+    const DLDevice dev = b.device;
     const OpenCLDeviceAPI::Device& device = api->CheckDevice(dev);
-
-    // Buffers: live handles of this device, the view inside the buffer, no written buffer
-    // overlapping another argument (the kernel's pointers are restrict).
-    struct Mem {
-      cl_mem mem = nullptr;
-      cl_long offset = 0;
-      uint64_t span = 0;
-    };
-    std::vector<Mem> mems(static_cast<size_t>(num_params));
-    for (int32_t i = 0; i < num_params; ++i) {
-      const ir::ArgView& v = views[static_cast<size_t>(i)];
-      if (v.kind != ir::ArgView::Kind::kBuffer) continue;
-      const DLTensor* t = static_cast<const DLTensor*>(v.user);
-      Mem& m = mems[static_cast<size_t>(i)];
-      m.span = SpanBytes(*t);
-      if (t->data == nullptr && m.span == 0) continue;
-      // Messages only: built when a check fails, not on every launch.
-      auto arg = [&] {
-        return "argument " + std::to_string(i) + " '" +
-               f.params[static_cast<size_t>(i)].buffer().name() + "'";
-      };
-      if (t->data == nullptr) {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg() +
-                                                 " has no data; allocate it on the device first");
+    // global = blocks * threads per dimension, which must fit a size_t.
+    size_t global[3], local[3];
+    for (int d = 0; d < 3; ++d) {
+      local[d] = static_cast<size_t>(b.block[d]);
+      if (__builtin_mul_overflow(static_cast<size_t>(b.grid[d]), local[d], &global[d])) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    k.sig.Describe() + ": launch extents of " + std::to_string(b.grid[d]) +
+                        " blocks of " + std::to_string(b.block[d]) + " threads along axis " +
+                        std::string(1, static_cast<char>('x' + d)) +
+                        " are more work-items than OpenCL can count; split the work");
       }
-      Buffer* b = api->CheckBuffer(t->device, t->data);
-      if (t->byte_offset + m.span > b->size) {
-        throw Error(BP_ERR_INVALID_ARGUMENT, "opencl kernel '" + f.name + "': " + arg() +
-                                                 " spans bytes [" + std::to_string(t->byte_offset) +
-                                                 ", " + std::to_string(t->byte_offset + m.span) +
-                                                 ") of a " + std::to_string(b->size) +
-                                                 "-byte buffer; pass a tensor inside it");
-      }
-      m.mem = b->mem;
-      m.offset = static_cast<cl_long>(t->byte_offset);
-    }
-    for (int32_t i = 0; i < num_params; ++i) {
-      const Mem& a = mems[static_cast<size_t>(i)];
-      if (!k.written[static_cast<size_t>(i)] || a.mem == nullptr || a.span == 0) continue;
-      for (int32_t j = 0; j < num_params; ++j) {
-        const Mem& b = mems[static_cast<size_t>(j)];
-        if (j == i || b.mem != a.mem || b.span == 0) continue;
-        const bool overlap = a.offset < b.offset + static_cast<cl_long>(b.span) &&
-                             b.offset < a.offset + static_cast<cl_long>(a.span);
-        if (overlap) {
-          throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "opencl kernel '" + f.name + "': argument " + std::to_string(i) + " '" +
-                          f.params[static_cast<size_t>(i)].buffer().name() +
-                          "' is written and overlaps argument " + std::to_string(j) +
-                          "; the kernel's buffers are restrict: pass a separate output");
-        }
-      }
-    }
-    if (empty) return;  // a grid with no block or no thread runs nothing
-
-    // The work-group must fit the device.
-    size_t group = threads[0] * threads[1] * threads[2];
-    const size_t max_group = device.max_work_group;
-    if (group > max_group) {
-      throw Error(BP_ERR_INVALID_ARGUMENT,
-                  "opencl kernel '" + f.name + "': a block of " + std::to_string(threads[0]) +
-                      " x " + std::to_string(threads[1]) + " x " + std::to_string(threads[2]) +
-                      " threads exceeds " + sdk::DeviceString(dev) + "'s " +
-                      std::to_string(max_group) +
-                      " (CL_DEVICE_MAX_WORK_GROUP_SIZE); build for Target::FromDevice, "
-                      "whose max_num_threads is the device's");
     }
 
     cl_program program = Program(api, dev);
@@ -310,39 +205,23 @@ class OpenCLModule : public sdk::ModuleBase {
       }
       ++index;
     };
-    for (int32_t i = 0; i < num_params; ++i) {
-      const ir::ArgView& v = views[static_cast<size_t>(i)];
-      const KernelArgSpec& spec = k.args[static_cast<size_t>(i)];
-      if (spec.kind == KernelArgSpec::Kind::kBuffer) {
-        const Mem& m = mems[static_cast<size_t>(i)];
-        set(sizeof(cl_mem), &m.mem);
-        set(sizeof(cl_long), &m.offset);
-        continue;
-      }
-      const bool is_int = v.kind == ir::ArgView::Kind::kInt;
-      if (spec.kind == KernelArgSpec::Kind::kFloat) {
-        const double x = is_int ? static_cast<double>(v.i) : v.f;
-        const float x32 = static_cast<float>(x);
-        spec.bytes == 8 ? set(8, &x) : set(4, &x32);
-        continue;
-      }
-      const int64_t x = is_int ? v.i : static_cast<int64_t>(v.f);
-      const int8_t x8 = static_cast<int8_t>(x);
-      const int16_t x16 = static_cast<int16_t>(x);
-      const int32_t x32 = static_cast<int32_t>(x);
-      switch (spec.bytes) {
-        case 1:
-          set(1, &x8);
-          break;
-        case 2:
-          set(2, &x16);
-          break;
-        case 4:
-          set(4, &x32);
-          break;
-        default:
-          set(8, &x);
-          break;
+    for (size_t i = 0; i < k.sig.num_params(); ++i) {
+      const launch::ParamKind kind = k.sig.param(i);
+      if (kind == launch::ParamKind::kBuffer) {
+        // A buffer spanning no bytes was not looked up: the kernel gets a null pointer.
+        const launch::BufferArg& buf = b.buffer(i);
+        const cl_mem mem =
+            buf.where.id == nullptr ? nullptr : static_cast<const Buffer*>(buf.where.id)->mem;
+        const cl_long offset = static_cast<cl_long>(buf.byte_offset);
+        set(sizeof(cl_mem), &mem);
+        set(sizeof(cl_long), &offset);
+      } else if (kind == launch::ParamKind::kFloat16) {
+        // OpenCL takes no half argument: the __kernel takes a float (KernelArgSpecs).
+        const ir::ArgView& v = b.views[i];
+        const float x = static_cast<float>(v.kind == ir::ArgView::Kind::kFloat ? v.f : v.i);
+        set(sizeof(x), &x);
+      } else {
+        set(b.scalar(i).bytes, &b.scalar(i).raw);
       }
     }
     cl_mem record = nullptr;
@@ -350,11 +229,9 @@ class OpenCLModule : public sdk::ModuleBase {
       record = FaultRecord(device, dev.device_id);
       set(sizeof(cl_mem), &record);
     }
-    size_t global[3];
-    for (int d = 0; d < 3; ++d) global[d] = blocks[d] * threads[d];
     cl_command_queue queue = api->ActiveQueue(dev);
-    const cl_int err = clEnqueueNDRangeKernel(queue, kernel, static_cast<cl_uint>(work_dim),
-                                              nullptr, global, threads, 0, nullptr, nullptr);
+    const cl_int err = clEnqueueNDRangeKernel(queue, kernel, static_cast<cl_uint>(k.work_dim),
+                                              nullptr, global, local, 0, nullptr, nullptr);
     if (err != CL_SUCCESS) {
       Check(err, "clEnqueueNDRangeKernel(" + k.cl_name + ") on " + sdk::DeviceString(dev));
     }
@@ -415,7 +292,7 @@ class OpenCLModule : public sdk::ModuleBase {
 }  // namespace
 
 OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options) {
-  for (const ir::PrimFunc& f : m.functions()) LaunchAxes(f);  // kernels only
+  for (const ir::PrimFunc& f : m.functions()) launch::KernelSignature(f, "opencl");  // kernels only
   OpenCLEmitOptions emit;
   emit.fp_contract = options.fp_contract;
   OpenCLEmitter emitter(emit);

@@ -350,6 +350,12 @@ class Context {
       d->has_budget = d->extensions.count(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) != 0;
       QueryStorageFeatures(*d);
       QueryIdentity(*d);
+      const VkPhysicalDeviceLimits& lim = d->props.limits;
+      for (int axis = 0; axis < 3; ++axis) {
+        d->launch_limits.grid[axis] = lim.maxComputeWorkGroupCount[axis];
+        d->launch_limits.block[axis] = lim.maxComputeWorkGroupSize[axis];
+      }
+      d->launch_limits.threads_per_block = lim.maxComputeWorkGroupInvocations;
       devices_.push_back(std::move(d));
     }
     if (devices_.empty()) {
@@ -686,6 +692,17 @@ void VulkanDeviceAPI::WithDevice(DLDevice dev, const std::function<void(DeviceSc
 }
 
 int32_t VulkanDeviceAPI::DeviceCount() { return static_cast<int32_t>(Ctx().count()); }
+
+launch::Allocation VulkanDeviceAPI::FindDataSpace(DLDevice dev, void* handle) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  const Buffer* b = Context::Live(d, handle, dev, "handle");
+  return {b, 0, b->size};
+}
+
+const launch::DeviceLimits& VulkanDeviceAPI::LaunchLimits(DLDevice dev) {
+  return Ctx().Dev(dev).launch_limits;
+}
 
 int64_t VulkanDeviceAPI::ValidationErrors() {
   Ctx();

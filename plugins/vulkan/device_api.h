@@ -8,6 +8,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/device_api.hpp>
 #include <functional>
 #include <memory>
@@ -77,6 +78,14 @@ class VulkanDeviceAPI final : public sdk::DeviceAPI {
   void WithDevice(DLDevice dev, const std::function<void(DeviceScope&)>& fn);
   // The number of Vulkan devices with a compute queue.
   int32_t DeviceCount();
+  // Where data-space `handle` of `dev` lies, for the launch kit: its Buffer (the id), offset
+  // 0, its size. Error(BP_ERR_INVALID_ARGUMENT) when it is not a live data space of `dev`.
+  // The answer may be stale once the device's lock is released: a launch resolves the handle
+  // again under it (DeviceScope::Resolve).
+  launch::Allocation FindDataSpace(DLDevice dev, void* handle);
+  // `dev`'s launch limits: maxComputeWorkGroupCount per grid axis, maxComputeWorkGroupSize per
+  // block axis, maxComputeWorkGroupInvocations per block (read when devices are listed).
+  const launch::DeviceLimits& LaunchLimits(DLDevice dev);
 
   Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   Any GetProperty(DLDevice dev, const std::string& key) override;

@@ -5,6 +5,7 @@
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/launch/launch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -553,11 +554,10 @@ class GlslEmitter : public codegen::CFamilyEmitter {
           "it is not a kernel (no launch_params attribute); build through bp_build, which "
           "splits host code from kernels");
     }
-    std::string rest = attr->second;
-    while (!rest.empty()) {
-      const size_t comma = rest.find(',');
-      layout.launch_params.push_back(rest.substr(0, comma));
-      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    // The axes as the launch kit reads them (it refuses an axis no launch has).
+    const launch::KernelSignature sig(func, "vulkan");
+    for (const launch::Axis& a : sig.axes()) {
+      layout.launch_params.push_back(ir::ToString(a.tag));
     }
     uint32_t offset = 0;
     for (size_t i = 0; i < func.params.size(); ++i) {

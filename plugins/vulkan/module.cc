@@ -11,7 +11,7 @@
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
-#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/module.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <cstring>
@@ -216,6 +216,7 @@ class VulkanModule : public sdk::ModuleBase {
       const ir::PrimFunc* f = ir_.Find(k.layout.name);
       if (f == nullptr) Reader::Bad("kernel '" + k.layout.name + "' is not in its IR");
       funcs_.push_back(f);
+      sigs_.emplace_back(*f, "vulkan");
       for (int32_t b : k.layout.bindings) {
         if (b < 0 || static_cast<size_t>(b) >= f->params.size() || !f->params[b].is_buffer()) {
           Reader::Bad("kernel '" + k.layout.name + "' binds a parameter that is not a buffer");
@@ -369,56 +370,44 @@ class VulkanModule : public sdk::ModuleBase {
     return p;
   }
 
+  // What the launch kit asks of this plugin: a handle's live data space, and the limits.
+  class LaunchBackend final : public launch::Backend {
+   public:
+    explicit LaunchBackend(VulkanDeviceAPI* api) : api_(api) {}
+    launch::Allocation Find(DLDevice dev, void* handle) override {
+      return api_->FindDataSpace(dev, handle);
+    }
+    const launch::DeviceLimits& Limits(DLDevice dev) override { return api_->LaunchLimits(dev); }
+
+   private:
+    VulkanDeviceAPI* api_;
+  };
+
   void Launch(size_t i, PackedArgs args) {
     const CompiledKernel& k = kernels_[i];
     const KernelLayout& l = k.layout;
-    const ir::PrimFunc& f = *funcs_[i];
-    const int32_t num_params = static_cast<int32_t>(f.params.size());
-    const int32_t want = num_params + static_cast<int32_t>(l.launch_params.size());
-    if (args.size() != want) {
+    const launch::KernelSignature& sig = sigs_[i];
+    VulkanDeviceAPI* api = VulkanDeviceAPI::Global();
+    // Reused by every launch on this thread: a warm launch allocates nothing there.
+    thread_local launch::BoundLaunch bound;
+    LaunchBackend backend(api);
+    launch::Bind(sig, args, kDLVulkan, backend, &bound);
+    // The shader's workgroup size is fixed when it is built: the threadIdx extents must be it.
+    for (const launch::Axis& a : sig.axes()) {
+      if (a.block || bound.block[a.dim] == l.local_size[a.dim]) continue;
       throw Error(BP_ERR_INVALID_ARGUMENT,
-                  "vulkan kernel '" + l.name + "' takes " + std::to_string(num_params) +
-                      " parameters and " + std::to_string(l.launch_params.size()) +
-                      " launch extents, got " + std::to_string(args.size()) +
-                      " arguments; call it through the host code bp_build made");
+                  "vulkan kernel '" + l.name + "': the launch extent of " + ir::ToString(a.tag) +
+                      " is " + std::to_string(bound.block[a.dim]) +
+                      ", but the shader was built with local size " +
+                      std::to_string(l.local_size[a.dim]) + "; launch it as built");
     }
-    std::vector<ir::ArgView> views =
-        sdk::BindKernelArgs(f, num_params > 0 ? &args[0] : nullptr, num_params, "vulkan",
-                            [](DLDevice d) { return d.device_type == kDLVulkan; });
-    uint32_t groups[3] = {1, 1, 1};
-    for (size_t a = 0; a < l.launch_params.size(); ++a) {
-      const std::string& axis = l.launch_params[a];
-      const int64_t extent = args.Int(num_params + static_cast<int32_t>(a));
-      const int dim = axis.back() - 'x';
-      if (axis.rfind("threadIdx.", 0) == 0) {
-        if (extent != l.local_size[dim]) {
-          throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "vulkan kernel '" + l.name + "': the launch extent of " + axis + " is " +
-                          std::to_string(extent) + ", but the shader was built with local size " +
-                          std::to_string(l.local_size[dim]) + "; launch it as built");
-        }
-      } else if (extent <= 0) {
-        return;  // an empty grid: nothing runs
-      } else {
-        groups[dim] = static_cast<uint32_t>(std::min<int64_t>(extent, UINT32_MAX));
-        if (extent > UINT32_MAX) groups[dim] = UINT32_MAX;
-      }
-    }
-    // The device: the tensors'.
-    DLDevice device{kDLVulkan, 0};
-    bool have_device = false;
-    for (int32_t b : l.bindings) {
-      const DLTensor* t = static_cast<const DLTensor*>(views[b].user);
-      if (have_device && t->device.device_id != device.device_id) {
-        throw Error(BP_ERR_INVALID_ARGUMENT,
-                    "vulkan kernel '" + l.name +
-                        "': its tensors are on vulkan:" + std::to_string(device.device_id) +
-                        " and vulkan:" + std::to_string(t->device.device_id) +
-                        "; put them on one device");
-      }
-      device = t->device;
-      have_device = true;
-    }
+    if (bound.empty) return;  // an empty grid: nothing runs
+    // Within maxComputeWorkGroupCount (the kit checked): each fits a uint32_t.
+    const uint32_t groups[3] = {static_cast<uint32_t>(bound.grid[0]),
+                                static_cast<uint32_t>(bound.grid[1]),
+                                static_cast<uint32_t>(bound.grid[2])};
+    const DLDevice device = bound.device;
+    const std::vector<ir::ArgView>& views = bound.views;
     std::string push(l.push_size, '\0');
     for (const PushField& p : l.push) {
       const ir::ArgView& v = views[p.param];
@@ -439,7 +428,7 @@ class VulkanModule : public sdk::ModuleBase {
           put(static_cast<int32_t>(v.i));
       }
     }
-    VulkanDeviceAPI::Global()->WithDevice(device, [&](DeviceScope& s) {
+    api->WithDevice(device, [&](DeviceScope& s) {
       const VkPhysicalDeviceLimits& lim = s.properties().limits;
       if ((l.uses_int64 && !s.shader_int64()) || (l.uses_float64 && !s.shader_float64())) {
         throw Error(
@@ -450,30 +439,20 @@ class VulkanModule : public sdk::ModuleBase {
                 " lacks; use 32-bit types in the kernel (floordiv/floormod on ints use "
                 "int64)");
       }
-      for (int d = 0; d < 3; ++d) {
-        if (groups[d] > lim.maxComputeWorkGroupCount[d]) {
-          throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "vulkan kernel '" + l.name + "': " + std::to_string(groups[d]) +
-                          " workgroups along " + std::string(1, static_cast<char>('x' + d)) +
-                          " is more than the device's maxComputeWorkGroupCount " +
-                          std::to_string(lim.maxComputeWorkGroupCount[d]) +
-                          "; bind fewer blocks to that axis");
-        }
-      }
       s.CheckStatus();  // an earlier kernel's error, found since, is raised before more work
       std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);
       if (per_device[i].pipeline == VK_NULL_HANDLE) per_device[i] = Create(i, s);
       Pipeline& p = per_device[i];
       std::vector<VkDescriptorBufferInfo> infos(l.bindings.size());
-      for (size_t b = 0; b < l.bindings.size(); ++b) {
-        const DLTensor* t = static_cast<const DLTensor*>(views[l.bindings[b]].user);
-        const uint64_t nbytes = sdk::TensorBytes(t);
-        auto what = [&l, &b] {
-          return "kernel '" + l.name + "' argument " + std::to_string(l.bindings[b]);
+      for (size_t j = 0; j < l.bindings.size(); ++j) {
+        const launch::BufferArg& arg = bound.buffer(static_cast<size_t>(l.bindings[j]));
+        const uint64_t nbytes = arg.span;
+        auto what = [&l, &j] {
+          return "kernel '" + l.name + "' argument " + std::to_string(l.bindings[j]);
         };
-        if (t->byte_offset % lim.minStorageBufferOffsetAlignment != 0) {
+        if (arg.byte_offset % lim.minStorageBufferOffsetAlignment != 0) {
           throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "vulkan " + what() + " has byte_offset " + std::to_string(t->byte_offset) +
+                      "vulkan " + what() + " has byte_offset " + std::to_string(arg.byte_offset) +
                           ", not a multiple of the device's minStorageBufferOffsetAlignment " +
                           std::to_string(lim.minStorageBufferOffsetAlignment) +
                           "; copy it to a tensor of its own");
@@ -484,9 +463,10 @@ class VulkanModule : public sdk::ModuleBase {
                           " bytes, more than the device's maxStorageBufferRange " +
                           std::to_string(lim.maxStorageBufferRange) + "; split the work");
         }
-        infos[b].buffer = s.Resolve(t->data, t->byte_offset, nbytes, what);
-        infos[b].offset = nbytes == 0 ? 0 : t->byte_offset;
-        infos[b].range = nbytes == 0 ? VK_WHOLE_SIZE : nbytes;
+        // Looked up again under the device's lock: a buffer freed since Bind is refused here.
+        infos[j].buffer = s.Resolve(arg.handle, arg.byte_offset, nbytes, what);
+        infos[j].offset = nbytes == 0 ? 0 : arg.byte_offset;
+        infos[j].range = nbytes == 0 ? VK_WHOLE_SIZE : nbytes;
       }
       // The set is rewritten only when the bindings changed or a buffer was freed since (a
       // freed buffer's handle may now name another), after the dispatch that last read it.
@@ -553,6 +533,7 @@ class VulkanModule : public sdk::ModuleBase {
   std::vector<CompiledKernel> kernels_;
   GlslOptions options_;
   std::vector<const ir::PrimFunc*> funcs_;
+  std::vector<launch::KernelSignature> sigs_;  // per kernel, as the launch kit binds it
   std::mutex mu_;
   std::map<int32_t, std::vector<Pipeline>> pipelines_;
 };

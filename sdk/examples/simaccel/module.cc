@@ -3,13 +3,14 @@
 
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
-#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/launch/launch.hpp>
 #include <sstream>
 #include <utility>
 
 namespace simaccel {
 
 namespace ir = backplane::ir;
+namespace launch = backplane::launch;
 namespace sdk = backplane::sdk;
 using backplane::Any;
 using backplane::Error;
@@ -21,28 +22,42 @@ namespace {
 constexpr const char* kMagic = "simaccel-module";
 constexpr int kFormatVersion = 1;
 
-// A kernel argument kept alive until the launch has run: its own copy of shape and strides,
-// and the allocation behind the handle.
+// A kernel argument kept until the launch has run: its own copy of shape and strides.
 struct LaunchArg {
   ir::ArgView view;
   std::vector<int64_t> shape, strides;
-  std::shared_ptr<Allocation> allocation;
 };
 
-// The launch params of a kernel ("blockIdx.x,threadIdx.x" -> {"blockIdx.x", "threadIdx.x"}).
-std::vector<std::string> LaunchParams(const ir::PrimFunc& f) {
-  std::vector<std::string> out;
-  auto it = f.attrs.find("launch_params");
-  if (it == f.attrs.end()) return out;
-  std::stringstream in(it->second);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
+// What the launch kit asks of simaccel: where a handle lies, and the launch limits. The
+// allocations it finds are kept in `held`, so the queued kernel's memory outlives a free.
+class LaunchBackend final : public launch::Backend {
+ public:
+  LaunchBackend(SimAccelDeviceAPI* api, const launch::DeviceLimits& limits,
+                std::vector<std::shared_ptr<Allocation>>* held)
+      : api_(api), limits_(limits), held_(held) {}
+  launch::Allocation Find(DLDevice dev, void* handle) override {
+    std::shared_ptr<Allocation> a = api_->Resolve(dev, handle, 0, 0, "kernel argument");
+    held_->push_back(a);
+    return {a.get(), 0, a->size};
+  }
+  const launch::DeviceLimits& Limits(DLDevice) override { return limits_; }
+
+ private:
+  SimAccelDeviceAPI* api_;
+  const launch::DeviceLimits& limits_;
+  std::vector<std::shared_ptr<Allocation>>* held_;
+};
 
 }  // namespace
 
 SimAccelModule::SimAccelModule(SimAccelDeviceAPI* api, ir::IRModule kernels, KernelLimits limits)
-    : api_(api), text_(ir::Print(kernels)), limits_(limits), program_(std::move(kernels)) {}
+    : api_(api), text_(ir::Print(kernels)), limits_(limits), program_(std::move(kernels)) {
+  // The Target's limit, checked at each launch by the launch kit.
+  launch_limits_.threads_per_block = limits_.max_num_threads;
+  for (const ir::PrimFunc& f : program_.module().functions()) {
+    sigs_.emplace(f.name, launch::KernelSignature(f, "simaccel"));
+  }
+}
 
 std::shared_ptr<SimAccelModule> SimAccelModule::FromBytes(SimAccelDeviceAPI* api,
                                                           const std::string& bytes) {
@@ -68,12 +83,13 @@ std::shared_ptr<SimAccelModule> SimAccelModule::FromBytes(SimAccelDeviceAPI* api
 }
 
 Function SimAccelModule::GetFunction(const std::string& name) {
-  const ir::PrimFunc* f = program_.module().Find(name);
-  if (f == nullptr) return Function();
+  auto it = sigs_.find(name);
+  if (it == sigs_.end()) return Function();
   // The function keeps the module alive: it may outlive the module object it came from.
   auto self = std::static_pointer_cast<SimAccelModule>(shared_from_this());
-  return Function::FromCallable([self, f](PackedArgs args) {
-    self->Launch(*f, args);
+  const launch::KernelSignature* sig = &it->second;
+  return Function::FromCallable([self, sig](PackedArgs args) {
+    self->Launch(*sig, args);
     return Any();
   });
 }
@@ -94,65 +110,46 @@ std::optional<std::string> SimAccelModule::InspectSource(const std::string& form
   return std::nullopt;
 }
 
-void SimAccelModule::Launch(const ir::PrimFunc& f, PackedArgs args) {
-  const int32_t type = api_->device_type();
-  const std::vector<std::string> launch_params = LaunchParams(f);
-  const int32_t num_params = static_cast<int32_t>(f.params.size());
-  BACKPLANE_REQUIRE(args.size() == num_params + static_cast<int32_t>(launch_params.size()),
-                    BP_ERR_INVALID_ARGUMENT,
-                    "simaccel kernel '" + f.name + "' takes " + std::to_string(num_params) +
-                        " arguments and " + std::to_string(launch_params.size()) +
-                        " launch extents, got " + std::to_string(args.size()) +
-                        " values; call it through the module bp_build made");
+void SimAccelModule::Launch(const launch::KernelSignature& sig, PackedArgs args) {
+  // The launch kit binds and checks the call: the count, dtypes, shapes and strides, one
+  // simaccel device for every tensor, each tensor inside its allocation, no written buffer
+  // overlapping another, and the block within the Target's max_num_threads. A bad handle is
+  // an error of this call, not of the stream.
+  thread_local launch::BoundLaunch bound;
+  auto held = std::make_shared<std::vector<std::shared_ptr<Allocation>>>();
+  LaunchBackend backend(api_, launch_limits_, held.get());
+  launch::Bind(sig, args, api_->device_type(), backend, &bound);
+  if (bound.empty) return;  // an extent is 0: nothing runs
 
-  // The params: dtype, shape, strides and device checked against the PrimFunc, then each
-  // tensor's handle resolved now, so a bad handle is an error of this call, not of the stream.
-  std::vector<ir::ArgView> params =
-      sdk::BindKernelArgs(f, num_params > 0 ? &args[0] : nullptr, num_params, "simaccel",
-                          [type](DLDevice d) { return d.device_type == type; });
-  auto launch = std::make_shared<std::vector<LaunchArg>>(static_cast<size_t>(args.size()));
-  DLDevice device = api_->ActiveDevice();
-  bool have_tensor = false;
-  for (int32_t i = 0; i < num_params; ++i) {
+  // What the queued kernel runs with, copied: the call returns before it runs. The params,
+  // each buffer at its allocation's bytes plus the tensor's byte offset, then the extents.
+  const size_t num_params = sig.num_params();
+  auto launch = std::make_shared<std::vector<LaunchArg>>(num_params + sig.axes().size());
+  for (size_t i = 0; i < num_params; ++i) {
     LaunchArg& a = (*launch)[i];
-    a.view = params[i];
-    if (a.view.kind != ir::ArgView::Kind::kBuffer) continue;
-    const DLTensor* t = static_cast<const DLTensor*>(a.view.user);
-    BACKPLANE_REQUIRE(
-        !have_tensor || t->device.device_id == device.device_id, BP_ERR_INVALID_ARGUMENT,
-        "simaccel kernel '" + f.name + "': its tensors are on " + sdk::DeviceString(device) +
-            " and " + sdk::DeviceString(t->device) + "; put every tensor of a call on one device");
-    device = t->device;
-    have_tensor = true;
-    a.allocation =
-        api_->Resolve(t->device, t->data, t->byte_offset, sdk::TensorBytes(t), "kernel argument");
+    a.view = bound.views[i];
+    if (sig.param(i) != launch::ParamKind::kBuffer) continue;
+    const launch::BufferArg& buf = bound.buffer(i);
+    const DLTensor* t = buf.tensor;
+    const auto* where = static_cast<const Allocation*>(buf.where.id);  // null: spans no bytes
     a.shape.assign(t->shape, t->shape + t->ndim);
     if (t->strides != nullptr) a.strides.assign(t->strides, t->strides + t->ndim);
-    a.view.data = a.allocation->bytes.get() + t->byte_offset;
+    a.view.data = where == nullptr ? nullptr : where->bytes.get() + buf.byte_offset;
     a.view.shape = a.shape.data();
     a.view.strides = t->strides != nullptr ? a.strides.data() : nullptr;
     a.view.user = nullptr;
   }
-
-  // The launch extents, and the block size the Target allowed.
-  int64_t threads_per_block = 1;
-  for (size_t j = 0; j < launch_params.size(); ++j) {
-    LaunchArg& a = (*launch)[static_cast<size_t>(num_params) + j];
+  for (size_t j = 0; j < sig.axes().size(); ++j) {
+    const launch::Axis& axis = sig.axes()[j];
+    LaunchArg& a = (*launch)[num_params + j];
     a.view.kind = ir::ArgView::Kind::kInt;
-    a.view.i = args.Int(num_params + static_cast<int32_t>(j));
-    if (launch_params[j].rfind("threadIdx.", 0) == 0) threads_per_block *= a.view.i;
+    a.view.i = axis.block ? bound.grid[axis.dim] : bound.block[axis.dim];
   }
-  BACKPLANE_REQUIRE(threads_per_block <= limits_.max_num_threads, BP_ERR_INVALID_ARGUMENT,
-                    "simaccel kernel '" + f.name + "' launches blocks of " +
-                        std::to_string(threads_per_block) +
-                        " threads but it was built for a Target with max_num_threads = " +
-                        std::to_string(limits_.max_num_threads) +
-                        "; use smaller blocks or build for a Target that allows more");
 
   // Queued: the call returns before the kernel runs; StreamSync waits for it and reports
   // its failure (an out-of-bounds index, say) as BP_ERR_DEVICE.
   auto self = std::static_pointer_cast<SimAccelModule>(shared_from_this());
-  api_->Launch(device, [self, launch, name = f.name] {
+  api_->Launch(bound.device, [self, launch, held, name = sig.name()] {
     std::vector<ir::ArgView> views;
     views.reserve(launch->size());
     for (const LaunchArg& a : *launch) views.push_back(a.view);

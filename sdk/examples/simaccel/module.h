@@ -5,13 +5,16 @@
 // (backplane::ir::Interpreter compiles each PrimFunc once into closures and simulates the
 // GPU grid: blocks, threads, shared memory, barriers). A real backend would hold a device
 // binary here instead; everything around it -- launching on the active stream, checking
-// arguments, saving and loading -- is what a real backend does too.
+// arguments with the SDK's launch kit (backplane/launch/launch.hpp), saving and loading -- is
+// what a real backend does too.
 #ifndef SIMACCEL_MODULE_H_
 #define SIMACCEL_MODULE_H_
 
 #include <backplane/ir/interp.hpp>
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/module.hpp>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,7 +43,7 @@ class SimAccelModule : public backplane::sdk::ModuleBase {
                                                    const std::string& bytes);
 
   // A function that checks its arguments and queues the kernel on the active stream of the
-  // device its tensors are on (the thread's active device when it has no tensors). The
+  // device its tensors are on (simaccel:0 when it has no tensors, as the launch kit decides). The
   // packed arguments are the kernel's params, then one int64 extent per launch param.
   backplane::Function GetFunction(const std::string& name) override;
   std::vector<std::string> ListFunctions() override;
@@ -50,12 +53,15 @@ class SimAccelModule : public backplane::sdk::ModuleBase {
   std::optional<std::string> InspectSource(const std::string& format) override;
 
  private:
-  void Launch(const backplane::ir::PrimFunc& func, backplane::PackedArgs args);
+  void Launch(const backplane::launch::KernelSignature& sig, backplane::PackedArgs args);
 
   SimAccelDeviceAPI* const api_;
   const std::string text_;  // the kernels' canonical IR text
   const KernelLimits limits_;
   const backplane::ir::Interpreter program_;
+  backplane::launch::DeviceLimits launch_limits_;  // the Target's max_num_threads per block
+  // Per kernel, made once: what the launch kit binds a call by.
+  std::map<std::string, backplane::launch::KernelSignature> sigs_;
 };
 
 }  // namespace simaccel

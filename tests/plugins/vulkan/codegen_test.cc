@@ -242,14 +242,25 @@ TEST_F(VulkanCodegenTest, WrongArgumentsAreRefusedBeforeAnyLaunch) {
     FAIL() << "ran with a host tensor";
   } catch (const backplane::Error& e) {
     EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("copy it to the device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("copy it to vulkan:0"), std::string::npos) << e.what();
   }
   // A launch extent other than the local size it was built with.
+  backplane::Tensor out =
+      backplane::Tensor::Empty({100}, DLDataType{kDLFloat, 32, 1}, Device(kDev));
   try {
-    kernel.GetFunction(c->func + "_kernel")(100, a.dl(), a.dl(), a.dl(), int64_t{1}, int64_t{128});
+    kernel.GetFunction(c->func + "_kernel")(100, a.dl(), a.dl(), out.dl(), int64_t{1},
+                                            int64_t{128});
     FAIL() << "launched with another local size";
   } catch (const backplane::Error& e) {
     EXPECT_NE(std::string(e.what()).find("local size 256"), std::string::npos) << e.what();
+  }
+  // A written buffer that overlaps an input: the shader's buffers may not alias.
+  try {
+    kernel.GetFunction(c->func + "_kernel")(100, a.dl(), a.dl(), a.dl(), int64_t{1}, int64_t{256});
+    FAIL() << "ran with its output aliasing an input";
+  } catch (const backplane::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("overlaps"), std::string::npos) << e.what();
   }
 }
 
