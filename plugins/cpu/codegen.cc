@@ -9,7 +9,7 @@
 #include <backplane/sdk/plugin.hpp>
 #include <string>
 
-#include "c_module.h"
+#include "module.h"
 #include "compiler.h"
 
 namespace backplane {

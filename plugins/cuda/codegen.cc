@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "cuda_module.h"
+#include "module.h"
 #include "emitter.h"
 #include "nvrtc.h"
 #include "target.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// target.build.vulkan: IR -> GLSL (glsl.cc) -> SPIR-V (shaderc, Vulkan 1.1 environment,
+// target.build.vulkan: IR -> GLSL (emitter.cc) -> SPIR-V (shaderc, Vulkan 1.1 environment,
 // unoptimized) -> every float add, subtract, multiply, divide and negation decorated
 // NoContraction (unless the Target says -fast-math-contract) -> SPIRV-Tools' performance
 // passes, which keep those decorations. The result is cached in memory and on disk
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "glsl.h"
+#include "emitter.h"
 #include "module.h"
 #include "spirv_cache.h"
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "glsl.h"
+#include "emitter.h"
 
 namespace backplane {
 namespace vulkan {

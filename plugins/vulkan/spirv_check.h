@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "glsl.h"
+#include "emitter.h"
 
 namespace backplane {
 namespace vulkan {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "cuda_module.h"
+#include "module.h"
 
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>

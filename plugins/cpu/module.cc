@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "c_module.h"
+#include "module.h"
 
 #include <dlfcn.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The GLSL compute-shader dialect of the C-family emitter, one shader per kernel.
-#include "glsl.h"
+#include "emitter.h"
 
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/error.hpp>

@@ -2,8 +2,8 @@
 // The runtime module of kind "cuda": PTX (or a cubin) with its function table, loaded into
 // each device lazily (cuModuleLoadData in the device's primary context, on the first launch
 // there), launched with cuLaunchKernel on the stream SetStream made active.
-#ifndef BACKPLANE_PLUGINS_CUDA_CUDA_MODULE_H_
-#define BACKPLANE_PLUGINS_CUDA_CUDA_MODULE_H_
+#ifndef BACKPLANE_PLUGINS_CUDA_MODULE_H_
+#define BACKPLANE_PLUGINS_CUDA_MODULE_H_
 
 #include <backplane/backplane.hpp>
 #include <string>
@@ -48,4 +48,4 @@ std::string SerializeCUDAModule(const CUDAModuleData& data);
 }  // namespace cuda
 }  // namespace backplane
 
-#endif  // BACKPLANE_PLUGINS_CUDA_CUDA_MODULE_H_
+#endif  // BACKPLANE_PLUGINS_CUDA_MODULE_H_

@@ -2,8 +2,8 @@
 // The module the c code generator makes: generated C compiled to a shared library, loaded on
 // first use. Kind "c"; saved with its IR, source and library, so a module built here loads
 // and runs on another machine of the same architecture without a compiler.
-#ifndef BACKPLANE_PLUGINS_CPU_C_MODULE_H_
-#define BACKPLANE_PLUGINS_CPU_C_MODULE_H_
+#ifndef BACKPLANE_PLUGINS_CPU_MODULE_H_
+#define BACKPLANE_PLUGINS_CPU_MODULE_H_
 
 #include <backplane/backplane.hpp>
 #include <backplane/codegen/c_family.hpp>
@@ -28,4 +28,4 @@ Module LoadCModule(const std::string& bytes);
 }  // namespace cpu
 }  // namespace backplane
 
-#endif  // BACKPLANE_PLUGINS_CPU_C_MODULE_H_
+#endif  // BACKPLANE_PLUGINS_CPU_MODULE_H_

@@ -4,8 +4,8 @@
 // binds it by (KernelLayout): buffers are storage buffers at set 0, binding i in parameter
 // order; scalars are push constants; threadIdx.* extents are the workgroup's local size and
 // blockIdx.* extents the dispatch's group counts.
-#ifndef BACKPLANE_PLUGINS_VULKAN_GLSL_H_
-#define BACKPLANE_PLUGINS_VULKAN_GLSL_H_
+#ifndef BACKPLANE_PLUGINS_VULKAN_EMITTER_H_
+#define BACKPLANE_PLUGINS_VULKAN_EMITTER_H_
 
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/ir.hpp>
@@ -93,4 +93,4 @@ GlslKernel EmitGlslKernel(const ir::PrimFunc& func, const GlslOptions& options);
 }  // namespace vulkan
 }  // namespace backplane
 
-#endif  // BACKPLANE_PLUGINS_VULKAN_GLSL_H_
+#endif  // BACKPLANE_PLUGINS_VULKAN_EMITTER_H_
