@@ -9,8 +9,8 @@
 #include <backplane/sdk/plugin.hpp>
 #include <string>
 
-#include "module.h"
 #include "compiler.h"
+#include "module.h"
 
 namespace backplane {
 namespace cpu {
@@ -43,7 +43,7 @@ Module BuildC(const std::string& ir_text, const Target& target) {
   }
   std::string library = CompileSharedLibrary(source, options);
   // The module keeps the canonical text, so a saved module's IR reads the same everywhere.
-  return MakeCModule(ir::Print(module), std::move(source), std::move(options), std::move(library),
+  return MakeCModule(std::move(module), std::move(source), std::move(options), std::move(library),
                      std::move(sites));
 }
 

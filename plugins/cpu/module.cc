@@ -296,9 +296,9 @@ Function CModule::GetFunction(const std::string& name) {
 
 }  // namespace
 
-Module MakeCModule(std::string ir_text, std::string source, CompileOptions options,
+Module MakeCModule(ir::IRModule ir, std::string source, CompileOptions options,
                    std::string library_path, std::vector<codegen::FaultSite> sites) {
-  ir::IRModule ir = ir::Parse(ir_text);
+  std::string ir_text = ir::Print(ir);
   return sdk::MakeModule(std::make_shared<CModule>(
       std::move(ir_text), std::move(ir), std::move(source), std::move(options),
       std::move(library_path), std::string(), std::move(sites)));

@@ -15,10 +15,10 @@
 namespace backplane {
 namespace cpu {
 
-// A module for `ir_text` (verified), whose C `source` was compiled with `options` into the
-// shared library at `library_path`; `sites` are the emitter's fault sites (the messages of
-// the run-time checks the source carries).
-Module MakeCModule(std::string ir_text, std::string source, CompileOptions options,
+// A module for `ir` (verified; parsed once, by the build), whose C `source` was compiled with
+// `options` into the shared library at `library_path`; `sites` are the emitter's fault sites
+// (the messages of the run-time checks the source carries).
+Module MakeCModule(ir::IRModule ir, std::string source, CompileOptions options,
                    std::string library_path, std::vector<codegen::FaultSite> sites);
 
 // Reads what a c module's SaveToBytes wrote (runtime.module.load_from_bytes.c). Malformed

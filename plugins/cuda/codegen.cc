@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "module.h"
 #include "emitter.h"
+#include "module.h"
 #include "nvrtc.h"
 #include "target.h"
 
@@ -21,9 +21,11 @@ Module BuildCUDA(const std::string& ir_text, const Target& target) {
   data.arch = target.GetAttr<std::string>("arch").value_or(kDefaultArch);
   data.cubin = target.GetAttr<bool>("cubin").value_or(false);
   data.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
+  ir::IRModule module;
   try {
-    data.ir = ir::Print(ir::Parse(ir_text, "target.build.cuda input"));
-    EmitCUDA(&data);
+    module = ir::Parse(ir_text, "target.build.cuda input");
+    data.ir = ir::Print(module);
+    EmitCUDA(&data, module);
   } catch (const ir::Error& e) {
     throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.cuda: ") + e.what());
   }
@@ -32,7 +34,7 @@ Module BuildCUDA(const std::string& ir_text, const Target& target) {
   CompileResult r =
       CompileCuda(data.source, data.arch, data.cubin, {contract ? "--fmad=true" : "--fmad=false"});
   data.binary = std::move(r.binary);
-  return MakeCUDAModule(std::move(data));
+  return MakeCUDAModule(std::move(data), std::move(module));
 }
 
 void RegisterCodegen() {

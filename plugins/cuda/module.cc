@@ -34,8 +34,8 @@ class CUDAModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "cuda";
 
-  explicit CUDAModule(CUDAModuleData data)
-      : data_(std::move(data)), module_(ir::Parse(data_.ir, "cuda module IR")) {
+  CUDAModule(CUDAModuleData data, ir::IRModule module)
+      : data_(std::move(data)), module_(std::move(module)) {
     for (const KernelInfo& k : data_.kernels) {
       const ir::PrimFunc* f = module_.Find(k.name);
       if (f == nullptr || f->params.size() != k.arg_types.size()) {
@@ -318,8 +318,9 @@ using Json = nlohmann::json;
 
 }  // namespace
 
-void EmitCUDA(CUDAModuleData* data) {
-  const ir::IRModule module = ir::Parse(data->ir, "the cuda module's IR");
+void EmitCUDA(CUDAModuleData* data) { EmitCUDA(data, ir::Parse(data->ir, "the cuda module's IR")); }
+
+void EmitCUDA(CUDAModuleData* data, const ir::IRModule& module) {
   ir::Verify(module);
   CUDAEmitter emitter;
   codegen::CheckOptions checks;
@@ -385,7 +386,12 @@ std::string PtxProblem(const std::string& ptx, const std::vector<KernelInfo>& ke
 }  // namespace
 
 Module MakeCUDAModule(CUDAModuleData data) {
-  return sdk::MakeModule(std::make_shared<CUDAModule>(std::move(data)));
+  ir::IRModule module = ir::Parse(data.ir, "cuda module IR");
+  return MakeCUDAModule(std::move(data), std::move(module));
+}
+
+Module MakeCUDAModule(CUDAModuleData data, ir::IRModule module) {
+  return sdk::MakeModule(std::make_shared<CUDAModule>(std::move(data), std::move(module)));
 }
 
 std::string SerializeCUDAModule(const CUDAModuleData& data) {
@@ -464,8 +470,10 @@ Module LoadCUDAModule(const std::string& bytes) {
   CUDAModuleData emitted;
   emitted.ir = data.ir;
   emitted.bounds_check = data.bounds_check;
+  ir::IRModule module;
   try {
-    EmitCUDA(&emitted);
+    module = ir::Parse(data.ir, "the cuda module's IR");
+    EmitCUDA(&emitted, module);
   } catch (const ir::Error& e) {
     throw bad(std::string("its IR is not a set of kernels this Backplane builds: ") + e.what());
   }
@@ -484,7 +492,7 @@ Module LoadCUDAModule(const std::string& bytes) {
     const std::string problem = PtxProblem(data.binary, data.kernels);
     if (!problem.empty()) throw bad(problem);
   }
-  return MakeCUDAModule(std::move(data));
+  return MakeCUDAModule(std::move(data), std::move(module));
 }
 
 }  // namespace cuda

@@ -31,10 +31,14 @@ struct CUDAModuleData {
 // saved module does again to check the file. Throws ir::Error for IR that does not parse or
 // verify, or that CUDA C cannot express.
 void EmitCUDA(CUDAModuleData* data);
+// The same for `module`, data.ir's IR already parsed (the build and the loader parse it once).
+void EmitCUDA(CUDAModuleData* data, const ir::IRModule& module);
 
 // The module for `data`. Needs no device until a function is called. Throws ir::Error for IR
 // that does not parse.
 Module MakeCUDAModule(CUDAModuleData data);
+// The same with data.ir already parsed into `module` (not parsed again).
+Module MakeCUDAModule(CUDAModuleData data, ir::IRModule module);
 
 // The module SaveToBytes wrote. The bytes may come from anyone: the IR must verify, the CUDA C,
 // function table and check table must be exactly what EmitCUDA makes of it, and PTX must declare

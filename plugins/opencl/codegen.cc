@@ -17,7 +17,8 @@ Module BuildOpenCL(const std::string& ir_text, const Target& target) {
   OpenCLCodeOptions options;
   options.fp_contract = target.GetAttr<bool>("fast-math-contract").value_or(false);
   options.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
-  return MakeOpenCLModule(ir::Print(m), EmitOpenCL(m, options), options);
+  OpenCLCode code = EmitOpenCL(m, options);
+  return MakeOpenCLModule(std::move(m), std::move(code), options);
 }
 
 void RegisterCodegen() {

@@ -70,9 +70,9 @@ class OpenCLModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "opencl";
 
-  OpenCLModule(std::string ir_text, OpenCLCode code, OpenCLCodeOptions options)
-      : ir_text_(std::move(ir_text)),
-        ir_(ir::Parse(ir_text_, "opencl module")),
+  OpenCLModule(ir::IRModule m, OpenCLCode code, OpenCLCodeOptions options)
+      : ir_text_(ir::Print(m)),
+        ir_(std::move(m)),
         source_(std::move(code.source)),
         sites_(std::move(code.sites)),
         options_(options) {
@@ -305,8 +305,8 @@ OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options) {
   return code;
 }
 
-Module MakeOpenCLModule(const std::string& ir_text, OpenCLCode code, OpenCLCodeOptions options) {
-  return sdk::MakeModule(std::make_shared<OpenCLModule>(ir_text, std::move(code), options));
+Module MakeOpenCLModule(ir::IRModule m, OpenCLCode code, OpenCLCodeOptions options) {
+  return sdk::MakeModule(std::make_shared<OpenCLModule>(std::move(m), std::move(code), options));
 }
 
 Module LoadOpenCLModule(const std::string& bytes) {
@@ -362,7 +362,7 @@ Module LoadOpenCLModule(const std::string& bytes) {
   if (codegen::FaultSitesToJson(code.sites) != sites_json) {
     throw bad("holds a table of run-time checks that does not match its OpenCL C");
   }
-  return MakeOpenCLModule(ir_text, std::move(code), options);
+  return MakeOpenCLModule(std::move(m), std::move(code), options);
 }
 
 }  // namespace opencl

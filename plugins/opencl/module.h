@@ -36,10 +36,10 @@ struct OpenCLCode {
 // not a kernel.
 OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options);
 
-// A module of the kernels in `ir_text` (the IR's text form, kernels only) whose OpenCL C and
-// checks are `code`, emitted with `options`. Throws ir::Error if the IR does not parse or a
-// function is not a kernel.
-Module MakeOpenCLModule(const std::string& ir_text, OpenCLCode code, OpenCLCodeOptions options);
+// A module of the kernels in `m` (kernels only, parsed once by the caller: the build and the
+// loader hand over what they parsed) whose OpenCL C and checks are `code`, emitted with
+// `options`. Throws ir::Error if a function is not a kernel.
+Module MakeOpenCLModule(ir::IRModule m, OpenCLCode code, OpenCLCodeOptions options);
 
 // What an opencl module's SaveToBytes wrote, back into a module. The bytes may come from
 // anyone: the IR must verify and consist of kernels, and the OpenCL C and check table must be

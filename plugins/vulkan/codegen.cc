@@ -188,7 +188,7 @@ Module BuildVulkan(const std::string& ir_text, const Target& target) {
     k.glsl = std::move(g.source);
     kernels.push_back(std::move(k));
   }
-  return MakeVulkanModule(ir::Print(m), std::move(kernels), options);
+  return MakeVulkanModule(std::move(m), std::move(kernels), options);
 }
 
 void RegisterCodegen() {

@@ -207,11 +207,8 @@ class VulkanModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "vulkan";
 
-  VulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels, GlslOptions options)
-      : ir_text_(std::move(ir_text)),
-        ir_(ir::Parse(ir_text_, "vulkan module")),
-        kernels_(std::move(kernels)),
-        options_(options) {
+  VulkanModule(ir::IRModule m, std::vector<CompiledKernel> kernels, GlslOptions options)
+      : ir_text_(ir::Print(m)), ir_(std::move(m)), kernels_(std::move(kernels)), options_(options) {
     for (const CompiledKernel& k : kernels_) {
       const ir::PrimFunc* f = ir_.Find(k.layout.name);
       if (f == nullptr) Reader::Bad("kernel '" + k.layout.name + "' is not in its IR");
@@ -540,10 +537,8 @@ class VulkanModule : public sdk::ModuleBase {
 
 }  // namespace
 
-Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels,
-                        GlslOptions options) {
-  return sdk::MakeModule(
-      std::make_shared<VulkanModule>(std::move(ir_text), std::move(kernels), options));
+Module MakeVulkanModule(ir::IRModule m, std::vector<CompiledKernel> kernels, GlslOptions options) {
+  return sdk::MakeModule(std::make_shared<VulkanModule>(std::move(m), std::move(kernels), options));
 }
 
 Module LoadVulkanModule(const std::string& bytes) {
@@ -614,7 +609,7 @@ Module LoadVulkanModule(const std::string& bytes) {
     kernels.push_back(std::move(k));
   }
   if (r.Remaining() != 0) Reader::Bad("it has bytes after its last kernel");
-  return MakeVulkanModule(std::move(ir_text), std::move(kernels), options);
+  return MakeVulkanModule(std::move(m), std::move(kernels), options);
 }
 
 }  // namespace vulkan

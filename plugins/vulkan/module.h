@@ -23,10 +23,9 @@ struct CompiledKernel {
   std::vector<uint32_t> spirv;
 };
 
-// The module of `kernels`, whose IR (the kernels SplitHostDevice made, text form) is
-// `ir_text`, emitted with `options`. Throws ir::Error if the IR does not parse.
-Module MakeVulkanModule(std::string ir_text, std::vector<CompiledKernel> kernels,
-                        GlslOptions options);
+// The module of `kernels`, whose IR (the kernels SplitHostDevice made, parsed once by the
+// caller: the build and the loader hand over what they parsed) is `m`, emitted with `options`.
+Module MakeVulkanModule(ir::IRModule m, std::vector<CompiledKernel> kernels, GlslOptions options);
 
 // What MakeVulkanModule's module saved (SaveToBytes), back into a Module. The bytes may come
 // from anyone: the IR must verify, each kernel's GLSL and layout must be exactly what
