@@ -351,8 +351,13 @@ class Context {
       QueryStorageFeatures(*d);
       QueryIdentity(*d);
       const VkPhysicalDeviceLimits& lim = d->props.limits;
+      // With Vulkan 1.1 (vkCmdDispatchBase), a grid larger than maxComputeWorkGroupCount runs
+      // as several dispatches, each with its base workgroup (gl_WorkGroupID counts from it):
+      // the launch limit is then what gl_WorkGroupID (a uint) can count.
+      const bool split = d->props.apiVersion >= VK_API_VERSION_1_1;
       for (int axis = 0; axis < 3; ++axis) {
-        d->launch_limits.grid[axis] = lim.maxComputeWorkGroupCount[axis];
+        d->launch_limits.grid[axis] =
+            split ? int64_t{UINT32_MAX} : lim.maxComputeWorkGroupCount[axis];
         d->launch_limits.block[axis] = lim.maxComputeWorkGroupSize[axis];
       }
       d->launch_limits.threads_per_block = lim.maxComputeWorkGroupInvocations;

@@ -326,6 +326,10 @@ class VulkanModule : public sdk::ModuleBase {
       ci.stage.module = p.shader;
       ci.stage.pName = "main";
       ci.layout = p.layout;
+      // A grid over maxComputeWorkGroupCount is dispatched in parts (Launch), each from its base.
+      if (s.properties().apiVersion >= VK_API_VERSION_1_1) {
+        ci.flags |= VK_PIPELINE_CREATE_DISPATCH_BASE_BIT;
+      }
       Check(vkCreateComputePipelines(dev, s.PipelineCache(), 1, &ci, nullptr, &p.pipeline),
             "vkCreateComputePipelines for kernel '" + k.layout.name + "'");
       s.SavePipelineCache();
@@ -399,7 +403,8 @@ class VulkanModule : public sdk::ModuleBase {
                       std::to_string(l.local_size[a.dim]) + "; launch it as built");
     }
     if (bound.empty) return;  // an empty grid: nothing runs
-    // Within maxComputeWorkGroupCount (the kit checked): each fits a uint32_t.
+    // Within the kit's grid limit (UINT32_MAX with vkCmdDispatchBase, else
+    // maxComputeWorkGroupCount): each fits a uint32_t.
     const uint32_t groups[3] = {static_cast<uint32_t>(bound.grid[0]),
                                 static_cast<uint32_t>(bound.grid[1]),
                                 static_cast<uint32_t>(bound.grid[2])};
@@ -498,7 +503,26 @@ class VulkanModule : public sdk::ModuleBase {
           vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                              static_cast<uint32_t>(push.size()), push.data());
         }
-        vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
+        const uint32_t* most = s.properties().limits.maxComputeWorkGroupCount;
+        if (groups[0] <= most[0] && groups[1] <= most[1] && groups[2] <= most[2]) {
+          vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
+        } else {
+          // Larger than one dispatch may be (the kit allowed it: the device has
+          // vkCmdDispatchBase): parts of at most `most` workgroups, each from its base, so
+          // gl_WorkGroupID runs over the whole grid.
+          for (uint64_t z = 0; z < groups[2]; z += most[2]) {
+            for (uint64_t y = 0; y < groups[1]; y += most[1]) {
+              for (uint64_t x = 0; x < groups[0]; x += most[0]) {
+                vkCmdDispatchBase(
+                    cmd, static_cast<uint32_t>(x), static_cast<uint32_t>(y),
+                    static_cast<uint32_t>(z),
+                    static_cast<uint32_t>(std::min<uint64_t>(most[0], groups[0] - x)),
+                    static_cast<uint32_t>(std::min<uint64_t>(most[1], groups[1] - y)),
+                    static_cast<uint32_t>(std::min<uint64_t>(most[2], groups[2] - z)));
+              }
+            }
+          }
+        }
         if (p.status) {
           // The record is read on the host once the dispatch is done.
           VkBufferMemoryBarrier b{};

@@ -222,6 +222,22 @@ TEST(VulkanBuild, DamagedModuleBytesAreRefused) {
   }
 }
 
+// A grid larger than one dispatch may be (maxComputeWorkGroupCount: 65,535 on lavapipe) runs
+// as several dispatches from their base workgroups: vector_add_gpu at 2^24 + 1000 elements
+// (65,540 workgroups of 256) against the float64 reference on random data. It was refused.
+TEST_F(VulkanCodegenTest, AGridLargerThanOneDispatchRunsInParts) {
+  const kernels::Case* c = kernels::Find("vector_add_gpu");
+  ASSERT_NE(c, nullptr);
+  Module m = BuildFor(*c);
+  const int64_t n = (int64_t{1} << 24) + 1000;
+  const int64_t groups = (n + 255) / 256;
+  kernels::Dims dims = c->small;
+  dims["n"] = n;
+  backplane::runner::Result r = backplane::runner::RunCase(*c, m, Device(kDev), dims, 1, 11);
+  EXPECT_TRUE(r.ok) << "vector_add_gpu with n = " << n << " (" << groups
+                    << " workgroups): " << r.error;
+}
+
 TEST_F(VulkanCodegenTest, WrongArgumentsAreRefusedBeforeAnyLaunch) {
   const kernels::Case* c = kernels::Find("vector_add_gpu");
   Module m = BuildFor(*c);
