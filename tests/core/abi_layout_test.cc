@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "abi_static_layout.h"
+#include "host_api_entries.h"  // core/src: the one list of the exported functions
 
 namespace {
 
@@ -136,6 +137,17 @@ TEST(AbiLayout, AttributeNamesFollowTvm) {
   EXPECT_EQ(bp_device_attr_name(-1), nullptr);
 }
 
+// host_api.cc's table is generated from the list and checked against c_api.h at compile time;
+// here, at run time, each entry holds the function its name says.
+TEST(AbiLayout, EachHostTableEntryHoldsItsFunction) {
+  const bp_host_api_t* api = bp_host_api();
+#define BP_EXPECT_ENTRY(name)                                                        \
+  EXPECT_EQ(reinterpret_cast<void*>(api->name), reinterpret_cast<void*>(&bp_##name)) \
+      << "bp_host_api()->" #name " is not bp_" #name;
+  BP_HOST_API_ENTRIES(BP_EXPECT_ENTRY)
+#undef BP_EXPECT_ENTRY
+}
+
 TEST(AbiLayout, HostTableIsFullyPopulated) {
   const bp_host_api_t* api = bp_host_api();
   ASSERT_EQ(api->struct_size, sizeof(bp_host_api_t));
@@ -236,6 +248,34 @@ TEST(AbiLayout, EveryFieldAndValueIsPinned) {
         << (*it)[1] << " has no ABI_PIN_VALUE in tests/core/abi_static_layout.h";
   }
   EXPECT_GE(values, 60u) << "c_api.h's enum values were not found";
+}
+
+// Every function c_api.h exports is in host_api_entries.h's list, with its entry in the host
+// table or among the exports that have none, so a new function cannot be exported and forgotten
+// in the table (a new minor appends both: docs/abi.md).
+TEST(AbiLayout, EveryExportIsListed) {
+  const std::string header = WithoutComments(
+      ReadFile(std::string(BACKPLANE_SOURCE_DIR) + "/core/include/backplane/c_api.h"));
+  static const std::regex kExport(R"(BP_EXPORT\s+[^;(]*?\b(bp_\w+)\s*\()");
+  std::set<std::string> exported;
+  for (std::sregex_iterator it(header.begin(), header.end(), kExport), end; it != end; ++it) {
+    exported.insert((*it)[1].str());
+  }
+  EXPECT_GE(exported.size(), 70u) << "c_api.h's exported functions were not found";
+  std::set<std::string> listed;
+#define BP_LISTED(name) listed.insert("bp_" #name);
+  BP_HOST_API_ENTRIES(BP_LISTED)
+  BP_HOST_ONLY_EXPORTS(BP_LISTED)
+#undef BP_LISTED
+  for (const std::string& name : exported) {
+    EXPECT_EQ(listed.count(name), 1u)
+        << name << " is exported by c_api.h but not listed in core/src/host_api_entries.h: "
+        << "append its entry to bp_host_api_t and to BP_HOST_API_ENTRIES";
+  }
+  for (const std::string& name : listed) {
+    EXPECT_EQ(exported.count(name), 1u)
+        << name << " is listed in core/src/host_api_entries.h but c_api.h does not export it";
+  }
 }
 
 }  // namespace
