@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <backplane/backplane.hpp>
+#include <cstdint>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -149,6 +150,54 @@ TEST(Function, RawThrowingBodyIsContained) {
   bp_value_t out;
   EXPECT_EQ(bp_function_call(f, nullptr, 0, &out), BP_ERR_PLUGIN);
   EXPECT_NE(LastMessage().find("raw body threw"), std::string::npos) << LastMessage();
+  bp_object_release(f);
+}
+
+// Counts its calls and answers its argument count.
+std::atomic<int> g_counted_calls{0};
+bp_status_t CountingBody(void*, const bp_value_t*, int32_t n, bp_value_t* out) {
+  ++g_counted_calls;
+  out->type = BP_VALUE_INT;
+  out->u.v_int64 = n;
+  return BP_OK;
+}
+
+// bp_function_call checks its arguments before the body runs (one unsigned compare covers the
+// argument count: 0 and up with args, exactly 0 without), and leaves *out_result untouched when
+// they are wrong.
+TEST(Function, CallChecksItsArgumentsBeforeTheBody) {
+  bp_object_t* f = nullptr;
+  ASSERT_EQ(bp_function_create(CountingBody, nullptr, nullptr, &f), BP_OK);
+  bp::ObjectRef not_a_function = bp::MakeString("x");
+  bp_value_t args[2];
+  args[0].type = args[1].type = BP_VALUE_INT;
+  args[0].u.v_int64 = args[1].u.v_int64 = 1;
+  bp_value_t out;
+  g_counted_calls = 0;
+  struct Case {
+    const bp_object_t* func;
+    const bp_value_t* args;
+    int32_t n;
+    bp_value_t* out;
+  };
+  for (const Case& c :
+       {Case{nullptr, args, 2, &out}, Case{not_a_function.get(), args, 2, &out},
+        Case{f, args, 2, nullptr}, Case{f, args, -1, &out}, Case{f, args, INT32_MIN, &out},
+        Case{f, nullptr, 1, &out}, Case{f, nullptr, -1, &out}}) {
+    out.type = BP_VALUE_FLOAT;
+    EXPECT_EQ(bp_function_call(c.func, c.args, c.n, c.out), BP_ERR_INVALID_ARGUMENT) << c.n;
+    EXPECT_NE(LastMessage().find("bp_function_call: expected a function object"), std::string::npos)
+        << LastMessage();
+    EXPECT_EQ(out.type, BP_VALUE_FLOAT);
+  }
+  EXPECT_EQ(g_counted_calls, 0);
+  for (const Case& c : {Case{f, nullptr, 0, &out}, Case{f, args, 0, &out}, Case{f, args, 2, &out},
+                        Case{f, args, INT32_MAX, &out}}) {
+    ASSERT_EQ(bp_function_call(c.func, c.args, c.n, c.out), BP_OK) << c.n;
+    EXPECT_EQ(out.type, BP_VALUE_INT);
+    EXPECT_EQ(out.u.v_int64, c.n);
+  }
+  EXPECT_EQ(g_counted_calls, 4);
   bp_object_release(f);
 }
 

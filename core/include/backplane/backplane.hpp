@@ -2,7 +2,9 @@
 // The C++ host API: a header-only layer over c_api.h. It adds no ABI: every call goes
 // through the host function table (bp_host_api_t), so the same header serves host
 // applications (which link libbackplane) and plugins (which get the table at init and
-// define BACKPLANE_PLUGIN before including this header; the SDK does that).
+// define BACKPLANE_PLUGIN before including this header; the SDK does that). The one
+// exception is the packed call in a host, which calls the exported bp_function_call that the
+// table holds (detail::FunctionCall).
 //
 // Errors become backplane::Error exceptions here; the edge wrappers (Function::FromCallable,
 // the SDK's entry points) turn exceptions back into statuses before anything crosses the C
@@ -32,10 +34,22 @@ namespace detail {
 // Set by the SDK's entry point before the plugin does anything else.
 inline const bp_host_api_t* g_host_api = nullptr;
 inline const bp_host_api_t* Api() { return g_host_api; }
+// A packed call, the hottest entry: through the table the plugin was given.
+inline bp_status_t FunctionCall(const bp_object_t* func, const bp_value_t* args, int32_t num_args,
+                                bp_value_t* out_result) {
+  return g_host_api->function_call(func, args, num_args, out_result);
+}
 #else
 inline const bp_host_api_t* Api() {
   static const bp_host_api_t* api = bp_host_api();
   return api;
+}
+// A packed call, the hottest entry: a host links libbackplane, so it calls the exported
+// function, whose address the dynamic loader has cached, instead of loading the table behind
+// Api()'s init guard on every call. The table holds the same function (host_api.cc).
+inline bp_status_t FunctionCall(const bp_object_t* func, const bp_value_t* args, int32_t num_args,
+                                bp_value_t* out_result) {
+  return bp_function_call(func, args, num_args, out_result);
 }
 #endif
 }  // namespace detail
@@ -50,13 +64,19 @@ class Error : public std::runtime_error {
   bp_status_t kind_;
 };
 
-// Throws the calling thread's last error if `status` is not BP_OK.
-inline void Check(bp_status_t status) {
-  if (status == BP_OK) return;
+namespace detail {
+// Check's failure path, out of line and cold: a Check inlined at every call costs one compare.
+[[noreturn]] [[gnu::noinline, gnu::cold]] inline void ThrowLastError(bp_status_t status) {
   const char* message = nullptr;
   bp_status_t kind = status;
-  detail::Api()->error_last(&kind, &message);
+  Api()->error_last(&kind, &message);
   throw Error(status, message != nullptr ? message : "unknown error");
+}
+}  // namespace detail
+
+// Throws the calling thread's last error if `status` is not BP_OK.
+inline void Check(bp_status_t status) {
+  if (status != BP_OK) detail::ThrowLastError(status);
 }
 
 // Runs `body` and converts any exception into a status and the error slot. Used at every
@@ -360,7 +380,7 @@ class Function {
   // Calls with the raw value array.
   Any CallPacked(const bp_value_t* args, int32_t n) const {
     Any result;  // written in place: the callee's stores are read back from where they land
-    Check(detail::Api()->function_call(obj_.get(), args, n, result.result_slot()));
+    Check(detail::FunctionCall(obj_.get(), args, n, result.result_slot()));
     return result;
   }
 

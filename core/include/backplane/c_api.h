@@ -707,8 +707,8 @@ typedef struct bp_host_api {
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the
- * bp_* functions directly or through this table; the C++ host API uses the table so the
- * same headers serve plugins. */
+ * bp_* functions directly or through this table; the C++ host API uses the table so the same
+ * headers serve plugins (in a host, Function calls bp_function_call, the hot one, directly). */
 BP_EXPORT const bp_host_api_t* bp_host_api(void);
 
 /* What a plugin answers. Strings are borrowed from the plugin and must stay valid while it

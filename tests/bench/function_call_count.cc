@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// The packed call of BM_FunctionCall_CAbi and BM_FunctionCall_Cpp (function_call_bench.cc), N
+// times, for counting instructions where perf has no hardware counters: run it under valgrind's
+// callgrind with N and 2N calls, and the difference over N is one call, loop included
+// (docs/performance.md, "Packed call").
+//
+//   bench_function_call_count c|cpp N
+#include <backplane/c_api.h>
+
+#include <backplane/backplane.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+__attribute__((noinline, noipa)) int64_t Add3(int64_t a, int64_t b, int64_t c) { return a + b + c; }
+
+bp_status_t Add3Packed(void* /*resource*/, const bp_value_t* args, int32_t num_args,
+                       bp_value_t* out_result) {
+  if (num_args != 3 || args[0].type != BP_VALUE_INT || args[1].type != BP_VALUE_INT ||
+      args[2].type != BP_VALUE_INT) {
+    return bp_error_set(BP_ERR_INVALID_ARGUMENT, "bench.add3 takes 3 integers");
+  }
+  out_result->type = BP_VALUE_INT;
+  out_result->u.v_int64 = Add3(args[0].u.v_int64, args[1].u.v_int64, args[2].u.v_int64);
+  return BP_OK;
+}
+
+// benchmark::DoNotOptimize's effect: the value is used and memory is clobbered.
+template <typename T>
+void Keep(T& value) {
+  asm volatile("" : : "r,m"(value) : "memory");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::strcmp(argv[1], "c") != 0 && std::strcmp(argv[1], "cpp") != 0)) {
+    std::fprintf(stderr, "usage: %s c|cpp N\n", argv[0]);
+    return 2;
+  }
+  const bool cpp = std::strcmp(argv[1], "cpp") == 0;
+  const long n = std::atol(argv[2]);
+  const bp_host_api_t* api = bp_host_api();
+  bp_object_t* func = nullptr;
+  if (api->function_create(&Add3Packed, nullptr, nullptr, &func) != BP_OK) return 1;
+  int64_t sum = 0;
+  if (!cpp) {
+    bp_value_t args[3];
+    for (int i = 0; i < 3; ++i) {
+      args[i].type = BP_VALUE_INT;
+      args[i].reserved0 = 0;
+      args[i].u.v_int64 = i + 1;
+    }
+    for (long i = 0; i < n; ++i) {
+      Keep(args);
+      bp_value_t result;
+      bp_status_t st = api->function_call(func, args, 3, &result);
+      Keep(st);
+      Keep(result);
+      sum += result.u.v_int64;
+    }
+    api->object_release(func);
+  } else {
+    backplane::Function f(backplane::ObjectRef::Adopt(func));
+    int64_t a = 1, b = 2, c = 3;
+    for (long i = 0; i < n; ++i) {
+      Keep(a);
+      backplane::Any r = f(a, b, c);
+      Keep(r.raw());
+      sum += r.raw().u.v_int64;
+    }
+  }
+  std::printf("%lld\n", static_cast<long long>(sum));
+  return sum == 6 * static_cast<int64_t>(n) ? 0 : 1;
+}
