@@ -66,7 +66,10 @@ MemoryCache& Memory() {
 // The SPIR-V of the disk entry at `path`, or false when there is none or it is not usable.
 bool ReadDisk(const std::string& path, std::vector<uint32_t>* out) {
   std::string bytes;
-  if (!sdk::ReadCacheEntry(path, &bytes) || bytes.size() % sizeof(uint32_t) != 0) return false;
+  // (An empty entry is no module; memcpy must not be given its null data either.)
+  if (!sdk::ReadCacheEntry(path, &bytes) || bytes.empty() || bytes.size() % sizeof(uint32_t) != 0) {
+    return false;
+  }
   std::vector<uint32_t> words(bytes.size() / sizeof(uint32_t));
   std::memcpy(words.data(), bytes.data(), bytes.size());
   if (!LooksLikeSpirv(words)) return false;
