@@ -75,6 +75,11 @@ void InitStream(Device& d, Stream& s) {
 void DestroyStream(Device& d, Stream& s) {
   if (d.device == VK_NULL_HANDLE) return;
   WaitValue(d, s, s.submitted);
+  // The timeline reaching its last value does not mean the driver is done with the stream's
+  // semaphore and command buffers: lavapipe's queue thread still touches them after
+  // signalling (destroying them then crashed device.concurrency.threads about once in 30
+  // runs). An idle queue has let go of every submission.
+  if (s.submitted > 0) CheckVk(vkQueueWaitIdle(d.queue), "vkQueueWaitIdle");
   std::vector<VkCommandBuffer> cmds = std::move(s.idle);
   for (const auto& [cmd, value] : s.in_flight) cmds.push_back(cmd);
   s.in_flight.clear();
