@@ -7,23 +7,12 @@
 #include <backplane/backplane.hpp>
 #include <cstdint>
 
+#include "add3.h"
+
 namespace {
 
-// The work: kept out of line (and out of interprocedural analysis) so the baseline pays a
-// real call, as the packed function's body does.
-__attribute__((noinline, noipa)) int64_t Add3(int64_t a, int64_t b, int64_t c) { return a + b + c; }
-
-// The same work as a packed function body: what a plugin registers.
-bp_status_t Add3Packed(void* /*resource*/, const bp_value_t* args, int32_t num_args,
-                       bp_value_t* out_result) {
-  if (num_args != 3 || args[0].type != BP_VALUE_INT || args[1].type != BP_VALUE_INT ||
-      args[2].type != BP_VALUE_INT) {
-    return bp_error_set(BP_ERR_INVALID_ARGUMENT, "bench.add3 takes 3 integers");
-  }
-  out_result->type = BP_VALUE_INT;
-  out_result->u.v_int64 = Add3(args[0].u.v_int64, args[1].u.v_int64, args[2].u.v_int64);
-  return BP_OK;
-}
+using benchwork::Add3;
+using benchwork::Add3Packed;
 
 constexpr const char* kFunctionName = "bench.add3";
 

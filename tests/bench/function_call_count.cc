@@ -13,20 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "add3.h"
+
 namespace {
 
-__attribute__((noinline, noipa)) int64_t Add3(int64_t a, int64_t b, int64_t c) { return a + b + c; }
-
-bp_status_t Add3Packed(void* /*resource*/, const bp_value_t* args, int32_t num_args,
-                       bp_value_t* out_result) {
-  if (num_args != 3 || args[0].type != BP_VALUE_INT || args[1].type != BP_VALUE_INT ||
-      args[2].type != BP_VALUE_INT) {
-    return bp_error_set(BP_ERR_INVALID_ARGUMENT, "bench.add3 takes 3 integers");
-  }
-  out_result->type = BP_VALUE_INT;
-  out_result->u.v_int64 = Add3(args[0].u.v_int64, args[1].u.v_int64, args[2].u.v_int64);
-  return BP_OK;
-}
+using benchwork::Add3;
+using benchwork::Add3Packed;
 
 // benchmark::DoNotOptimize's effect: the value is used and memory is clobbered.
 template <typename T>

@@ -7,6 +7,7 @@
 #ifndef BACKPLANE_IR_SRC_SCALAR_HPP_
 #define BACKPLANE_IR_SRC_SCALAR_HPP_
 
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/ir.hpp>
 #include <cmath>
 #include <cstdint>
@@ -50,55 +51,9 @@ inline int64_t FloorModInt(int64_t a, int64_t b, bool is_unsigned) {
   return r;
 }
 
-// IEEE binary16 <-> float, round to nearest even.
-inline uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof(x));
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or nan
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  }
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {                                      // a subnormal half (or zero)
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;  // 14..24: the mantissa shift for 2^-24 units
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = ((abs >> 13) - (112u << 10));  // rebias the exponent 127 -> 15
-  const uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-inline float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t x;
-  if (exp == 0x1f) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    x = sign | ((exp + 112u) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    x = sign;
-  } else {  // subnormal: normalize
-    int e = -1;
-    do {
-      ++e;
-      mant <<= 1;
-    } while ((mant & 0x400u) == 0);
-    x = sign | ((112u - static_cast<uint32_t>(e)) << 23) | ((mant & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &x, sizeof(f));
-  return f;
-}
+// IEEE binary16 <-> float (backplane/ir/half.hpp).
+using ::backplane::ir::FloatToHalf;
+using ::backplane::ir::HalfToFloat;
 inline float RoundToHalf(float f) { return HalfToFloat(FloatToHalf(f)); }
 
 // A float value of dtype `t` held as a double: rounded to float32 or float16 as `t` says.

@@ -2,8 +2,10 @@
 // The launch kit (backplane/launch/launch.hpp): binding and checking a kernel call once, the
 // same way for every backend.
 #include <backplane/ir/analysis.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/launch/launch.hpp>
-#include <cstring>
+#include <backplane/sdk/kernel_args.hpp>
+#include <backplane/sdk/plugin.hpp>
 #include <limits>
 #include <string>
 
@@ -79,28 +81,8 @@ std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
   return axes;
 }
 
-// The DLTensor an argument carries (BP_VALUE_TENSOR, or a tensor object), else nullptr.
-DLTensor* TensorOf(const bp_value_t& v) {
-  if (v.type == BP_VALUE_TENSOR) return v.u.v_tensor;
-  if (v.type != BP_VALUE_OBJECT || v.u.v_obj == nullptr) return nullptr;
-  int32_t type = 0;
-  if (detail::Api()->object_type(v.u.v_obj, &type) != BP_OK || type != BP_OBJECT_TENSOR) {
-    detail::Api()->error_clear();
-    return nullptr;
-  }
-  DLTensor* t = nullptr;
-  Check(detail::Api()->tensor_get(v.u.v_obj, &t));
-  return t;
-}
-
-std::string DeviceText(DLDevice d) {
-  const char* name = nullptr;
-  if (detail::Api()->device_type_name(d.device_type, &name) != BP_OK || name == nullptr) {
-    detail::Api()->error_clear();
-    return std::to_string(d.device_type) + ":" + std::to_string(d.device_id);
-  }
-  return std::string(name) + ":" + std::to_string(d.device_id);
-}
+using sdk::TensorOf;
+std::string (&DeviceText)(DLDevice) = sdk::DeviceString;
 
 [[noreturn]] void Fail(bp_status_t kind, const std::string& message) { throw Error(kind, message); }
 
@@ -150,39 +132,10 @@ void ConvertScalar(ParamKind kind, const ir::ArgView& v, ScalarArg* s) {
       s->u64 = static_cast<uint64_t>(v.i);
       s->bytes = 8;
       break;
-    case ParamKind::kFloat16: {
-      // Round to nearest even binary16 from the float32 value.
-      const float f = static_cast<float>(is_float ? v.f : static_cast<double>(v.i));
-      uint32_t x;
-      std::memcpy(&x, &f, 4);
-      const uint32_t sign = (x >> 16) & 0x8000u;
-      const uint32_t abs = x & 0x7fffffffu;
-      uint16_t h;
-      if (abs >= 0x7f800000u) {
-        h = static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-      } else if (abs >= 0x477ff000u) {  // rounds to >= 65520: infinity
-        h = static_cast<uint16_t>(sign | 0x7c00u);
-      } else if (abs < 0x38800000u) {  // a subnormal half (or zero)
-        const uint32_t shift = 113u - (abs >> 23);
-        if (shift > 24) {
-          h = static_cast<uint16_t>(sign);
-        } else {
-          const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-          const uint32_t q = mant >> (shift + 13), r = mant & ((1u << (shift + 13)) - 1);
-          const uint32_t half = 1u << (shift + 12);
-          h = static_cast<uint16_t>(sign | (q + (r > half || (r == half && (q & 1u)) ? 1u : 0u)));
-        }
-      } else {
-        const uint32_t e = (abs >> 23) - 112u, mant = abs & 0x7fffffu;
-        uint32_t q = (e << 10) | (mant >> 13);
-        const uint32_t r = mant & 0x1fffu;
-        if (r > 0x1000u || (r == 0x1000u && (q & 1u))) ++q;
-        h = static_cast<uint16_t>(sign | q);
-      }
-      s->f16 = h;
+    case ParamKind::kFloat16:
+      s->f16 = ir::FloatToHalf(static_cast<float>(is_float ? v.f : static_cast<double>(v.i)));
       s->bytes = 2;
       break;
-    }
     case ParamKind::kFloat32:
       s->f32 = static_cast<float>(is_float ? v.f : static_cast<double>(v.i));
       s->bytes = 4;

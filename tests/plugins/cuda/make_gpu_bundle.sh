@@ -178,6 +178,8 @@ for pass in 1 2 3; do
       [ "$path" = "not" ] && fail "$f needs $name, which is found neither in the bundle nor on this machine"
       case "$path" in "$bundle"/*) continue ;; esac
       [ -e "$bundle/lib/$name" ] && continue
+      # GLVND's libraries find each other in lib/glvnd (their rpath, below): not copied twice.
+      case "$f" in "$bundle/lib/glvnd/"*) [ -e "$bundle/lib/glvnd/$name" ] && continue ;; esac
       cp -L "$path" "$bundle/lib/$name"
       chmod 0755 "$bundle/lib/$name"
       echo "    copied $path -> lib/$name"
@@ -199,6 +201,7 @@ done < <(elf_files)
 while read -r f; do
   rel="$(realpath --relative-to="$(dirname "$f")" "$bundle/lib")"
   if [ "$rel" = . ]; then rpath="\$ORIGIN"; else rpath="\$ORIGIN/$rel"; fi
+  case "$f" in "$bundle/lib/glvnd/"*) rpath="\$ORIGIN:$rpath" ;; esac
   patchelf --set-rpath "$rpath" "$f"
 done < <(elf_files)
 

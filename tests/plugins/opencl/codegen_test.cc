@@ -294,6 +294,16 @@ TEST_F(OpenCLCodegenTest, WrongArgumentsAreCleanErrors) {
   Tensor c_out = Tensor::Empty({100}, kF32, Cl());
   expect_error([&] { kernel(100, a.dl(), a.dl(), c_out.dl(), int64_t{1}, int64_t{1} << 20); },
                "use smaller blocks");
+  // Byte offsets whose sum with the span (or with the handle's own offset) wraps around 2^64:
+  // refused, never a launch on memory before the buffer.
+  for (const uint64_t offset : {~uint64_t{0} - 3, ~uint64_t{0} - 399, uint64_t{1} << 63}) {
+    DLTensor far = *a.dl();
+    far.byte_offset = offset;
+    expect_error([&] { kernel(100, &far, a.dl(), c_out.dl(), int64_t{1}, int64_t{100}); },
+                 "pass a tensor inside it");
+    expect_error([&] { kernel(100, a.dl(), a.dl(), &far, int64_t{1}, int64_t{100}); },
+                 "pass a tensor inside it");
+  }
 }
 
 // Random floats in [-1, 1].
