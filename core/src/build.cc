@@ -290,7 +290,8 @@ Ref CallCodegen(const std::string& kind, const std::string& text, const bp_objec
   return result;
 }
 
-// The seed's rule: every PrimFunc of the input is reachable by name in the output.
+// The code-generator contract (docs/codegen-guide.md): every PrimFunc of the input is reachable
+// by name in the output.
 void CheckReachable(const Ref& module, const ir::IRModule& ir, const std::string& who) {
   for (const ir::PrimFunc& f : ir.functions()) {
     bp_object_t* fn = nullptr;

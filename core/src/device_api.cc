@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// DeviceAPI lookup and the bp_device_* entry points, with the seed's defaults: workspace
-// falls back to data space, a device without streams uses the null stream, and copies
-// between two different devices are staged through the host.
+// DeviceAPI lookup and the bp_device_* entry points, with the contract's defaults (docs/abi.md,
+// "The DeviceAPI table"): workspace falls back to data space, a device without streams uses
+// the null stream, and copies between two different devices are staged through the host.
 #include "device_api.h"
 
 #include <atomic>
@@ -544,7 +544,7 @@ BP_EXPORT bp_status_t bp_device_sync_stream_from_to(DLDevice dev, bp_stream_t sr
   if (api.sync_stream_from_to != nullptr) {
     Call(dev, "sync_stream_from_to", api.sync_stream_from_to, api.self, dev, src, dst);
   } else {
-    StreamSync(dev, src);  // the seed's ordering, achieved by waiting on the host
+    StreamSync(dev, src);  // the ordering BP-PLUGIN-8 asks for, achieved by waiting on the host
   }
   BP_API_END
 }

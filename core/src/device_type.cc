@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Device types. DLPack's types keep their ids; a new name gets the next free id from
-// BP_DEVICE_TYPE_FIRST_DYNAMIC, with no edit of the core (the seed's enum edit, gone).
+// BP_DEVICE_TYPE_FIRST_DYNAMIC, with no edit of the core (no enum of device types to extend).
 #include "device_type.h"
 
 #include <algorithm>

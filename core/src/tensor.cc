@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tensor objects: a DLTensor that owns its data space, freed through its DeviceAPI when the
-// last reference goes (the seed's NDArray::Empty).
+// last reference goes (bp_tensor_empty makes one).
 #include <cstdio>
 #include <vector>
 

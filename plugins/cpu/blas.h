@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Vendor library functions the cpu plugin registers for generated code to call through
-// call_packed (the seed's tvm_call_packed): blas.sgemm over OpenBLAS.
+// call_packed (docs/ir.md): blas.sgemm over OpenBLAS.
 #ifndef BACKPLANE_PLUGINS_CPU_BLAS_H_
 #define BACKPLANE_PLUGINS_CPU_BLAS_H_
 

@@ -30,11 +30,11 @@
 namespace backplane {
 namespace cuda {
 
-// Free workspace buffers of one device, by power-of-two size class, kept for reuse by
-// AllocWorkspace (the seed's workspace pool). Work queued before a buffer was freed may still
-// be using it, so each buffer keeps the stream it was freed on and an event recorded there:
-// the same stream may take it at once (its later work runs after), another stream only once
-// the event has completed. Thread-safe.
+// The CUDA workspace pool: free workspace buffers of one device, by power-of-two size class,
+// kept for reuse by AllocWorkspace. Work queued before a buffer was freed may still be using
+// it, so each buffer keeps the stream it was freed on and an event recorded there: the same
+// stream may take it at once (its later work runs after), another stream only once the event
+// has completed. Thread-safe.
 class WorkspacePool {
  public:
   struct Entry {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The conformance kit's tests and what they share (docs/conformance.md).
 //
-// A test is a named check of one clause of the contract: the seed's DeviceAPI, Target and
-// code generator clauses and the plugin requirements BP-PLUGIN-1..10 (docs/plugin-guide.md).
+// A test is a named check of one clause of the contract: the DeviceAPI table (docs/abi.md),
+// Targets (docs/targets.md), code generators (docs/codegen-guide.md) and the plugin
+// requirements BP-PLUGIN-1..13 (docs/plugin-guide.md).
 // It runs in a process of its own (isolate.h) that loads the plugin afresh, so a plugin that
 // crashes or hangs fails that test and nothing else. A test fails by throwing TestFailure
 // (Fail) with a message that says what it saw, and declines by throwing TestSkip (Skip)
@@ -96,7 +97,8 @@ class Context {
 };
 
 // A named check. `clause` quotes the contract briefly; `requirement` lists the BP-PLUGIN
-// numbers it checks ("" when the clause is the seed's alone).
+// numbers it checks ("" when no numbered requirement states the clause, only the DeviceAPI,
+// Target or code-generator contract).
 struct TestCase {
   std::string name;
   std::string clause;

@@ -543,8 +543,8 @@ void ListTests() {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app(
-      "Checks one Backplane plugin against the contract, clause by clause: the seed's DeviceAPI, "
-      "Target and code generator clauses and the requirements BP-PLUGIN-1..13. Each test runs in "
+      "Checks one Backplane plugin against the contract, clause by clause: the DeviceAPI table, "
+      "Targets, code generators and the requirements BP-PLUGIN-1..13. Each test runs in "
       "a process of its own, so a plugin that crashes or hangs fails that test only. Exit code 0 "
       "when every test that applies passed (or is listed as an expected failure or unsupported), "
       "1 when one failed, 2 for a usage error.",

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Code generation (the seed's "Target Code Generators"): every reference kernel of the
-// catalog builds for the plugin's target (Target::FromDevice), runs on its device and
-// matches the float64 reference and the IR interpreter on the same inputs; every function is found
-// by name; modules save, load back and run; generated code runs on the stream SetStream made
-// active.
+// Code generation (the code-generator contract, docs/codegen-guide.md): every reference kernel
+// of the catalog builds for the plugin's target (Target::FromDevice), runs on its device and
+// matches the float64 reference and the IR interpreter on the same inputs; every function is
+// found by name; modules save, load back and run; generated code runs on the stream SetStream
+// made active.
 #include <backplane/ir/text.hpp>
 #include <backplane/kernels/catalog.hpp>
 #include <backplane/runner/check.hpp>
@@ -276,8 +276,8 @@ void SetStreamRoutes(Context& ctx) {
          " called while a created stream was active, its output then read on that stream, "
          "has relative error " +
          std::to_string(e) +
-         ": the generated code did not run on the active stream (the seed: while active, work is "
-         "submitted to the active stream)");
+         ": the generated code did not run on the active stream (the contract: while a stream is "
+         "active, generated code submits its work to it)");
   }
 }
 

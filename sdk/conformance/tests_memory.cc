@@ -278,7 +278,7 @@ void Workspace(Context& ctx) {
     ctx.Detail("the plugin provides the workspace");
   } else {
     // The fallback: a workspace block is data space, so it takes copies like one.
-    ctx.Detail("no workspace entries: the core falls back to data space (the seed's default)");
+    ctx.Detail("no workspace entries: the core falls back to data space (the contract's default)");
     void* block = nullptr;
     CheckCall(bp_device_alloc_workspace(ctx.dev, 4097, kU8, &block), "alloc_workspace(4097 bytes)");
     const std::vector<uint8_t> data = RandomBytes(4097, 95);

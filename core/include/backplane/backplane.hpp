@@ -633,7 +633,8 @@ inline void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t
   Check(detail::Api()->device_copy_data_from_to(from, to, stream));
 }
 
-// A refcounted tensor that owns its data space (the seed's NDArray).
+// A refcounted tensor that owns its data space, freed through its DeviceAPI when the last
+// reference goes.
 class Tensor {
  public:
   Tensor() = default;
@@ -660,7 +661,8 @@ class Tensor {
   }
   size_t NumBytes() const { return NumElements() * ((dl_->dtype.bits * dl_->dtype.lanes + 7) / 8); }
 
-  // Copies `nbytes` of host memory in, then waits: the seed's nd.array flow.
+  // Copies `nbytes` of host memory in (CopyDataFromTo on `stream`), then waits for it
+  // (StreamSync), so the tensor holds the data when this returns.
   void CopyFromBytes(const void* data, size_t nbytes, bp_stream_t stream = nullptr) const {
     CheckBytes(nbytes);
     DLTensor src = HostView(const_cast<void*>(data));
@@ -715,8 +717,8 @@ class Tensor {
   DLTensor* dl_ = nullptr;
 };
 
-// An immutable Target: the kind and attributes of the device code will run on (the seed's
-// Target). Parse accepts JSON, a kind name, a tag, or "kind -key=value -flag".
+// An immutable Target: the kind and attributes of the device code will run on (docs/targets.md).
+// Parse accepts JSON, a kind name, a tag, or "kind -key=value -flag".
 class Target {
  public:
   Target() = default;
@@ -841,9 +843,9 @@ struct ModuleLoadOptions {
   bool allow_native = false;
 };
 
-// A runtime Module: what a code generator returns. Its functions are found by name (the
-// seed's rule); it can show its generated source, import other modules, and be saved with
-// its imports into one file that LoadFromBytes reads back on another machine.
+// A runtime Module: what a code generator returns. Every PrimFunc it was built from is found
+// by name (bp_build checks this); it can show its generated source, import other modules, and
+// be saved with its imports into one file that LoadFromBytes reads back on another machine.
 class Module {
  public:
   Module() = default;

@@ -168,7 +168,7 @@ BP_EXPORT bp_status_t bp_array_size(const bp_object_t* array, size_t* out_size);
 BP_EXPORT bp_status_t bp_array_get(const bp_object_t* array, size_t index, bp_value_t* out_value);
 
 /* ---------------------------------------------------------------------------------------
- * Functions (the seed's PackedFunc) and the global function registry
+ * Packed functions and the global function registry
  * ------------------------------------------------------------------------------------- */
 
 /* A packed function's body. `args` are borrowed. On success the callee writes its result
@@ -233,7 +233,7 @@ BP_EXPORT bp_status_t bp_device_type_name(int32_t type, const char** out_name);
 BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity, size_t* out_count);
 
 /* ---------------------------------------------------------------------------------------
- * DeviceAPI: the table a plugin provides for a device type (the seed's DeviceAPI class)
+ * DeviceAPI: the table a plugin provides for a device type (docs/abi.md)
  * ------------------------------------------------------------------------------------- */
 
 /* Attribute kinds for get_attr: every kind TVM's DeviceAttrKind has, same numbers. */
@@ -282,10 +282,10 @@ typedef void* bp_stream_t;
 
 /* The DeviceAPI table. Every entry receives `self` first. A plugin keeps the table and
  * `self` alive until the process ends. Entries marked optional may be null; the core then
- * behaves as the seed says (noted per entry). String results are string objects (owned
- * by the caller). Copies and stream work may be asynchronous: the host side of a copy is
- * read before copy_data_from_to returns (so the caller may reuse it at once), but a
- * device-to-host copy is complete only after stream_sync on the same stream. */
+ * applies the default noted per entry. String results are string objects (owned by the
+ * caller). Copies and stream work may be asynchronous: the host side of a copy is read before
+ * copy_data_from_to returns (so the caller may reuse it at once), but a device-to-host copy is
+ * complete only after stream_sync on the same stream. */
 typedef struct bp_device_api {
   size_t struct_size; /* sizeof(bp_device_api_t) as the plugin was built */
   void* self;
@@ -341,8 +341,9 @@ typedef struct bp_device_api {
  * plugins that were looked at. */
 BP_EXPORT bp_status_t bp_device_api_get(int32_t device_type, const bp_device_api_t** out_api);
 
-/* Core entry points over the DeviceAPI tables, with the seed's defaults applied and the
- * arguments checked. Host applications and generated code use these. */
+/* Core entry points over the DeviceAPI tables, with the defaults of null optional entries
+ * (bp_device_api_t) applied and the arguments checked. Host applications and generated code
+ * use these. */
 BP_EXPORT bp_status_t bp_device_get_attr(DLDevice dev, int32_t kind, bp_value_t* out_value);
 BP_EXPORT bp_status_t bp_device_get_property(DLDevice dev, const char* key, bp_value_t* out_value);
 /* The keys bp_device_get_property answers for `dev`, as an array of string objects (owned),
@@ -414,12 +415,12 @@ typedef struct bp_target_attr_def {
   const char* doc;          /* optional: one line for `backplane target --list` */
 } bp_target_attr_def_t;
 
-/* A kind's canonicalizer (the seed's attrs preprocessor). It receives the parsed attributes
- * as a JSON object (defaults filled, types checked) and `device`: the device FromDevice is
- * reading, or NULL when the Target is not built from a device. It returns the final
- * attributes as a JSON object in a string object (owned), or fails with a message naming
- * the attribute. Only here may a kind query the device (through the host table). The core
- * type-checks the result against the schema again. */
+/* A kind's canonicalizer. It receives the parsed attributes as a JSON object (defaults
+ * filled, types checked) and `device`: the device FromDevice is reading, or NULL when the
+ * Target is not built from a device. It returns the final attributes as a JSON object in a
+ * string object (owned), or fails with a message naming the attribute. Only here may a kind
+ * query the device (through the host table). The core type-checks the result against the
+ * schema again. */
 typedef bp_status_t (*bp_target_canonicalizer_t)(void* self, const char* attrs_json,
                                                  const DLDevice* device,
                                                  bp_object_t** out_attrs_json);
@@ -560,7 +561,7 @@ BP_EXPORT bp_status_t bp_module_load_with_options(const void* data, size_t size,
                                                   bp_object_t** out_module);
 
 /* ---------------------------------------------------------------------------------------
- * Building (since 1.3): IR in, Module out (the seed's build flow)
+ * Building (since 1.3): IR in, Module out (docs/architecture.md, "Building code")
  * ------------------------------------------------------------------------------------- */
 
 /* Builds the kernel IR `ir_text` (its text form, `size` bytes, docs/ir.md) for `target`

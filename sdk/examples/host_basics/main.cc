@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     // Attributes that do not apply are none, never 0.
     std::printf("warp size: %s\n", api.GetAttr(BP_ATTR_WARP_SIZE).ToString().c_str());
 
-    // 3. Tensors: allocate on the device, copy in, copy out (the seed's nd.array flow).
+    // 3. Tensors: allocate on the device, copy in, copy out (Empty, CopyDataFromTo, StreamSync).
     std::vector<float> input(1000);
     std::mt19937 rng(42);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

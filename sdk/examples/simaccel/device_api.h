@@ -1,18 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// simaccel's DeviceAPI: the seed's FooDeviceAPI for a simulated accelerator.
+// simaccel's DeviceAPI: the DeviceAPI of a simulated accelerator, as a third party writes one.
 //
 // - Devices simaccel:0 .. simaccel:N-1, N = kDefaultDevices or $SIMACCEL_DEVICES (0 to
 //   kMaxDevices; 0 shows that building code needs no device).
 // - Data space is the device's own memory, reached only through opaque handles (memory.h).
 // - Work is asynchronous: each device has a default stream (the null stream), CreateStream
 //   makes more, and each stream runs its work in order on a worker thread (stream.h). A
-//   host-to-device copy reads the host buffer before it returns (the seed's rule); a
+//   host-to-device copy reads the host buffer before it returns (BP-PLUGIN-7); a
 //   device-to-host copy writes the host buffer when its stream gets to it, so the caller
 //   synchronises the stream before reading.
 // - SetDevice and SetStream are per calling thread, as in CUDA: kernels the code generator
 //   made run on the thread's active stream of their device (the null stream unless
 //   SetStream chose another).
-// - No workspace entries: the core falls back to data space (the seed's default).
+// - No workspace entries: the core falls back to data space (docs/abi.md, "The DeviceAPI table").
 #ifndef SIMACCEL_DEVICE_API_H_
 #define SIMACCEL_DEVICE_API_H_
 
@@ -43,7 +43,7 @@ class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
   // The one instance. It is never destroyed: the core may call it until the process ends.
   static SimAccelDeviceAPI* Global();
 
-  // ---- the seed's DeviceAPI -----------------------------------------------------------
+  // ---- the DeviceAPI: one method per entry of bp_device_api_t -------------------------
   backplane::Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
   // "memory" = "opaque handles", "live_allocations": data spaces alive on the device.
   backplane::Any GetProperty(DLDevice dev, const std::string& key) override;
@@ -66,8 +66,8 @@ class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
   // The allocation behind a data space handle of `dev` (see DeviceMemory::Resolve).
   std::shared_ptr<Allocation> Resolve(DLDevice dev, const void* handle, uint64_t offset,
                                       size_t nbytes, const char* what);
-  // Queues `work` on the calling thread's active stream of `dev` (the seed: generated code
-  // runs on the active stream).
+  // Queues `work` on the calling thread's active stream of `dev` (generated code runs on the
+  // active stream: set_stream in c_api.h).
   void Launch(DLDevice dev, std::function<void()> work);
 
   int32_t NumDevices() const { return num_devices_; }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // simaccel: an example Backplane plugin for a simulated accelerator, built out of tree
-// against the installed SDK (CMakeLists.txt). Its one entry point registers everything the
-// seed's four core edits and two registrations would:
+// against the installed SDK (CMakeLists.txt). Its one entry point registers everything a new
+// device needs, with no edit or rebuild of the core:
 //   device_api.simaccel                       the DeviceAPI (device_api.h)
 //   target kind simaccel                      its Target attributes (target.cc)
 //   target.build.simaccel                     the code generator (codegen.cc)

@@ -3,7 +3,7 @@
 //
 // A Stream is a queue of work that its own worker thread runs in order, as a hardware queue
 // would. Submitting returns at once. An Event marks a point in a stream: it completes when
-// everything queued before it has run. With the two, the seed's stream operations are short:
+// everything queued before it has run. With the two, the DeviceAPI's stream operations are short:
 //   StreamSync(s)            s.Record()->Wait()        the caller waits for s's work so far
 //   SyncStreamFromTo(a, b)   b.WaitFor(a.Record())     b's later work waits for a's work so far
 // which is how CUDA spells them too (cudaEventRecord, cudaStreamWaitEvent).

@@ -258,7 +258,7 @@ class SimDeviceAPI : public sdk::DeviceAPI {
     return it->second;
   }
 
-  // Queues kernel work on the calling thread's active stream (the seed's rule).
+  // Queues kernel work on the calling thread's active stream (set_stream's contract, c_api.h).
   void Launch(DLDevice dev, std::function<void()> work) {
     GetStream(dev, Active())->Submit(std::move(work));
   }

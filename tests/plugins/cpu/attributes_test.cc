@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CPU DeviceAPI's attributes and properties: each answers a value that agrees with the
-// OS, or none where it does not apply, as the seed asks.
+// OS, or none where it does not apply, as BP-PLUGIN-5 asks.
 #include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>

@@ -136,7 +136,7 @@ TEST_F(CudaGpuTest, WorkspacesAreReused) {
   EXPECT_EQ(Capture(bp_device_free_workspace(Gpu(), again)).kind, BP_ERR_INVALID_ARGUMENT);
 }
 
-TEST_F(CudaGpuTest, AttributesHaveTheSeedsFormats) {
+TEST_F(CudaGpuTest, AttributesHaveTheDocumentedFormats) {
   backplane::DeviceAPI api = backplane::DeviceAPI::Get(Device(Gpu()));
   const std::string cv = api.GetAttr(BP_ATTR_COMPUTE_VERSION).ToString();
   EXPECT_TRUE(cv.size() >= 3 && cv.find('.') != std::string::npos) << cv;

@@ -189,7 +189,7 @@ class RecordingAPI : public sdk::DeviceAPI {
 const DLDevice kDev{kDLCPU, 0};
 const DLDataType kU8{kDLUInt, 8, 1};
 
-TEST_F(SdkTest, DefaultsFollowTheSeed) {
+TEST_F(SdkTest, UnoverriddenMethodsHaveTheDocumentedDefaults) {
   RecordingAPI api;
   void* w = api.AllocWorkspace(kDev, 100, kU8);
   EXPECT_EQ(api.allocs, 1) << "workspace defaults to data space";
@@ -318,7 +318,8 @@ TEST_F(SdkTest, ValueHelpersMakeOwnedValues) {
 }
 
 // A DeviceAPI without workspace or stream entries, registered under a new device type and
-// used through the core: the core applies the seed's defaults on top of the SDK's table.
+// used through the core: the core applies the defaults of null entries (docs/abi.md, "The
+// DeviceAPI table") on top of the SDK's table.
 TEST_F(SdkTest, ARegisteredDeviceAPIWorksThroughTheCore) {
   static RecordingAPI api(sdk::DeviceAPI::Entries{true, false, false, false});
   const int32_t type = sdk::RegisterDeviceType("sdktest");

@@ -79,8 +79,8 @@ Any ModuleResult(const std::string& fn, Body&& body) {
 
 }  // namespace detail
 
-// Registers `build` as the code generator "target.build.<kind>" (the seed's
-// TVM_REGISTER_GLOBAL("target.build.foo")). `build` is callable as
+// Registers `build` as the code generator "target.build.<kind>", the global function bp_build
+// calls for Targets of that kind. `build` is callable as
 // Module(const std::string& ir_text, const Target& target). The core calls it from bp_build
 // with the IR's text form -- for a kind whose device type is not the CPU, only the kernels
 // SplitHostDevice made (docs/codegen-guide.md) -- and a Target of this kind; the wrapper

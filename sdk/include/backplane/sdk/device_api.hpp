@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// backplane::sdk::DeviceAPI: the seed's DeviceAPI class for plugin authors.
+// backplane::sdk::DeviceAPI: the DeviceAPI as a C++ class for plugin authors.
 //
 // A backend derives from DeviceAPI, overrides the virtual methods in ordinary C++ (errors
 // are thrown as backplane::Error) and registers one instance with RegisterDeviceAPI. The
@@ -51,8 +51,9 @@ inline int32_t RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api);
 class DeviceAPI {
  public:
   // Which optional table entries the backend provides. An entry left out is null in the
-  // table and the core applies the seed's default (workspace falls back to data space,
-  // create_stream gives the null stream, sync_stream_from_to syncs the source stream).
+  // table and the core applies the entry's default (docs/abi.md, "The DeviceAPI table":
+  // workspace falls back to data space, create_stream gives the null stream,
+  // sync_stream_from_to syncs the source stream).
   struct Entries {
     bool property = true;
     bool workspace = true;
@@ -82,8 +83,9 @@ class DeviceAPI {
   virtual void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                                DLDataType type_hint) = 0;
   virtual void FreeDataSpace(DLDevice dev, void* ptr) = 0;
-  // Workspace: scratch memory within an operator. By default it is data space aligned to
-  // kDefaultWorkspaceAlignment, as the seed says.
+  // Workspace: scratch memory within an operator. By default it is data space (the fallback
+  // the DeviceAPI contract gives a backend without workspace: docs/abi.md, "The DeviceAPI
+  // table"), aligned to kDefaultWorkspaceAlignment.
   virtual void* AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType type_hint);
   virtual void FreeWorkspace(DLDevice dev, void* ptr);
   // Copies `from` to `to` (same byte size, compact), honouring byte_offset, queued on
@@ -141,13 +143,12 @@ class DeviceAPI {
 };
 
 // Registers `api` as the DeviceAPI of device type `type_name` -- the global function
-// "device_api.<type_name>" returning its table as BP_VALUE_PTR (the seed's
-// TVM_REGISTER_GLOBAL("device_api.foo")) -- and returns the device type's id, which
-// api->device_type() answers from then on. A name DLPack does not define gets a fresh id
-// (>= BP_DEVICE_TYPE_FIRST_DYNAMIC) unless discovery already registered it from the
-// manifest's device_types; either way no enum or core edit is involved. `api` must outlive
-// every use (see the lifetime note above). Throws BP_ERR_ALREADY_EXISTS when another plugin
-// provides the type, BP_ERR_INVALID_ARGUMENT for a bad name.
+// "device_api.<type_name>" returning its table as BP_VALUE_PTR (BP-PLUGIN-4) -- and returns
+// the device type's id, which api->device_type() answers from then on. A name DLPack does not
+// define gets a fresh id (>= BP_DEVICE_TYPE_FIRST_DYNAMIC) unless discovery already registered
+// it from the manifest's device_types; either way no enum or core edit is involved. `api` must
+// outlive every use (see the lifetime note above). Throws BP_ERR_ALREADY_EXISTS when another
+// plugin provides the type, BP_ERR_INVALID_ARGUMENT for a bad name.
 inline int32_t RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api) {
   const int32_t type = RegisterDeviceType(type_name);
   void* table = const_cast<bp_device_api_t*>(api->table());

@@ -32,7 +32,7 @@ constexpr uint64_t kTagMask = 0xFFull << 56;
 
 thread_local int32_t t_active_device = 0;
 // The stream SetStream made active, per device, for this thread (null: the null stream).
-// Kernel launches go to it, as the seed asks of generated code.
+// Kernel launches go to it, as set_stream's contract (c_api.h) asks of generated code.
 thread_local bp_stream_t t_active_stream[FakeAccDeviceAPI::kNumDevices] = {};
 
 std::string TensorString(const DLTensor* t) {
@@ -43,7 +43,8 @@ std::string TensorString(const DLTensor* t) {
 }  // namespace
 
 FakeAccDeviceAPI::FakeAccDeviceAPI(int32_t device_type)
-    // No workspace entries: the core must fall back to data space (the seed's default).
+    // No workspace entries: the core must fall back to data space (the contract's default,
+    // docs/abi.md).
     : sdk::DeviceAPI(Entries{
           .property = true, .workspace = false, .streams = true, .sync_stream_from_to = true}),
       device_type_(device_type) {
