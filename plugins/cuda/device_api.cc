@@ -34,28 +34,6 @@ CUdeviceptr Ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cas
 
 }  // namespace
 
-// ---- WorkspacePool ---------------------------------------------------------------------
-
-size_t WorkspacePool::SizeClass(size_t nbytes) {
-  size_t c = 4096;
-  while (c < nbytes) c <<= 1;
-  return c;
-}
-
-void WorkspacePool::Give(size_t size_class, Entry entry) {
-  std::lock_guard<std::mutex> lock(mu_);
-  free_[size_class].push_back(entry);
-}
-
-void WorkspacePool::ForgetStream(CUstream stream) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [size_class, entries] : free_) {
-    for (Entry& e : entries) {
-      if (e.stream == stream) e.any_stream = true;
-    }
-  }
-}
-
 // ---- CUDADeviceAPI ---------------------------------------------------------------------
 
 CUDADeviceAPI* CUDADeviceAPI::Global() {
@@ -364,18 +342,29 @@ void CUDADeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
 
 void* CUDADeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
   Activate(dev);
-  const size_t size_class = WorkspacePool::SizeClass(nbytes);
   CUstream stream = ActiveStream(dev);
-  const WorkspacePool::Entry e = devices_[static_cast<size_t>(dev.device_id)].pool->Take(
-      size_class, stream,
-      [this](CUevent event) { return driver_->cuEventQuery(event) == CUDA_SUCCESS; });
-  if (e.ptr != 0) {
-    if (e.event != nullptr) driver_->cuEventDestroy(e.event);
-    std::lock_guard<std::mutex> lock(mu_);
-    allocations_[static_cast<uintptr_t>(e.ptr)] =
-        Allocation{size_class, dev.device_id, size_class, static_cast<uintptr_t>(e.ptr)};
-    return reinterpret_cast<void*>(static_cast<uintptr_t>(e.ptr));
+  WorkspacePool& pool = *devices_[static_cast<size_t>(dev.device_id)].pool;
+  size_t size_class = 0;
+  CUdeviceptr ptr = 0;
+  FreedOn freed;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    size_class = pool.kept.ClassBytes(nbytes);
+    auto usable = [this, stream](const FreedOn& f) {
+      return (!f.any_stream && f.stream == stream) ||
+             driver_->cuEventQuery(f.event) == CUDA_SUCCESS;
+    };
+    if (size_class != 0) pool.kept.Take(size_class, usable, &ptr, &freed);
   }
+  if (ptr != 0) {
+    if (freed.event != nullptr) driver_->cuEventDestroy(freed.event);
+    std::lock_guard<std::mutex> lock(mu_);
+    allocations_[static_cast<uintptr_t>(ptr)] =
+        Allocation{size_class, dev.device_id, size_class, static_cast<uintptr_t>(ptr)};
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr));
+  }
+  // Larger than any class: a buffer of its own size, released at its free.
+  if (size_class == 0) size_class = nbytes;
   return Allocate(dev, size_class, 256, size_class);
 }
 
@@ -399,19 +388,24 @@ void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
   // Work queued on the active stream may still use the buffer: an event recorded there tells
   // when another stream may take it (WorkspacePool).
   Activate(dev);
-  WorkspacePool::Entry e;
-  e.ptr = Ptr(ptr);
-  e.stream = ActiveStream(dev);
-  CUresult r = driver_->cuEventCreate(&e.event, CU_EVENT_DISABLE_TIMING);
-  if (r == CUDA_SUCCESS) r = driver_->cuEventRecord(e.event, e.stream);
-  if (r != CUDA_SUCCESS) {
-    // Without an event the buffer cannot be handed on safely: give it back to the driver
-    // (cuMemFree waits for the work that uses it).
-    if (e.event != nullptr) driver_->cuEventDestroy(e.event);
-    Check(driver_->cuMemFree(e.ptr), [&] { return "cuMemFree on " + sdk::DeviceString(dev); });
-    Fail(r, "cuEventRecord for a freed workspace on " + sdk::DeviceString(dev));
+  FreedOn freed;
+  freed.stream = ActiveStream(dev);
+  CUresult r = driver_->cuEventCreate(&freed.event, CU_EVENT_DISABLE_TIMING);
+  if (r == CUDA_SUCCESS) r = driver_->cuEventRecord(freed.event, freed.stream);
+  if (r == CUDA_SUCCESS) {
+    WorkspacePool& pool = *devices_[static_cast<size_t>(dev.device_id)].pool;
+    std::lock_guard<std::mutex> lock(pool.mu);
+    if (pool.kept.ClassBytes(size_class) == size_class &&
+        pool.kept.Keep(size_class, Ptr(ptr), freed)) {
+      return;
+    }
   }
-  devices_[static_cast<size_t>(dev.device_id)].pool->Give(size_class, e);
+  // Not kept (the pool is full, or without an event it could not be handed on safely): back
+  // to the driver (cuMemFree waits for the work that uses it).
+  if (freed.event != nullptr) driver_->cuEventDestroy(freed.event);
+  Check(driver_->cuMemFree(Ptr(ptr)), [&] { return "cuMemFree on " + sdk::DeviceString(dev); });
+  if (r != CUDA_SUCCESS)
+    Fail(r, "cuEventRecord for a freed workspace on " + sdk::DeviceString(dev));
 }
 
 bool CUDADeviceAPI::Find(uintptr_t ptr, size_t nbytes, uintptr_t* base, Allocation* out) {
@@ -590,7 +584,11 @@ void CUDADeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
   streams_.Remove(stream);
   // A pooled workspace freed on this stream may no longer be matched by its address (a new
   // stream can get it): only its event says when it is free.
-  devices_[static_cast<size_t>(dev.device_id)].pool->ForgetStream(s);
+  {
+    WorkspacePool& pool = *devices_[static_cast<size_t>(dev.device_id)].pool;
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.kept.ForEachReady([s](FreedOn& f) { f.any_stream = f.any_stream || f.stream == s; });
+  }
   // Work still queued completes first; the driver releases the stream afterwards.
   Check(driver_->cuStreamDestroy(s), "cuStreamDestroy on " + sdk::DeviceString(dev));
 }

@@ -17,6 +17,7 @@
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/stream_registry.hpp>
+#include <backplane/sdk/workspace_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,50 +31,21 @@
 namespace backplane {
 namespace cuda {
 
-// The CUDA workspace pool: free workspace buffers of one device, by power-of-two size class,
-// kept for reuse by AllocWorkspace. Work queued before a buffer was freed may still be using
-// it, so each buffer keeps the stream it was freed on and an event recorded there: the same
-// stream may take it at once (its later work runs after), another stream only once the event
-// has completed. Thread-safe.
-class WorkspacePool {
- public:
-  struct Entry {
-    CUdeviceptr ptr = 0;
-    CUstream stream = nullptr;  // the stream FreeWorkspace saw active
-    CUevent event = nullptr;    // recorded on `stream` at the free
-    bool any_stream = false;    // `stream` was freed: only the event tells
-  };
-  // A buffer of `size_class` that `stream` may use now, or an entry with ptr 0. `done(event)`
-  // says whether an event has completed. The caller destroys the entry's event.
-  template <typename Done>
-  Entry Take(size_t size_class, CUstream stream, Done&& done);
-  void Give(size_t size_class, Entry entry);
-  // `stream` is being destroyed: its entries may no longer be matched by address.
-  void ForgetStream(CUstream stream);
-  // The size class of a request: a power of two, at least 4 KiB.
-  static size_t SizeClass(size_t nbytes);
-
- private:
-  std::mutex mu_;
-  std::map<size_t, std::vector<Entry>> free_;
+// Free workspace buffers of one device (sdk::WorkspacePool), kept for reuse by
+// AllocWorkspace. Work queued before a buffer was freed may still be using it, so each buffer
+// keeps the stream it was freed on and an event recorded there: the same stream may take it
+// at once (its later work runs after), another stream only once the event has completed.
+struct FreedOn {
+  CUstream stream = nullptr;  // the stream FreeWorkspace saw active
+  CUevent event = nullptr;    // recorded on `stream` at the free; the taker destroys it
+  bool any_stream = false;    // `stream` was freed: only the event tells
 };
-
-template <typename Done>
-WorkspacePool::Entry WorkspacePool::Take(size_t size_class, CUstream stream, Done&& done) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = free_.find(size_class);
-  if (it == free_.end()) return Entry{};
-  std::vector<Entry>& entries = it->second;
-  for (size_t i = entries.size(); i-- > 0;) {
-    const Entry& e = entries[i];
-    if ((!e.any_stream && e.stream == stream) || done(e.event)) {
-      Entry taken = e;
-      entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
-      return taken;
-    }
-  }
-  return Entry{};
-}
+struct WorkspacePool {
+  std::mutex mu;
+  // Classes up to 1 TiB; at most 1 GiB of freed buffers kept (a free beyond is cuMemFree).
+  sdk::WorkspacePool<CUdeviceptr, FreedOn> kept{
+      {.min_class = size_t{4} << 10, .max_class = size_t{1} << 40, .max_cached = size_t{1} << 30}};
+};
 
 class CUDADeviceAPI : public sdk::DeviceAPI {
  public:

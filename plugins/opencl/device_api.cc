@@ -191,7 +191,7 @@ void OpenCLDeviceAPI::Enumerate() {
     }
     for (int axis = 0; axis < 3; ++axis) d.limits.block[axis] = static_cast<int64_t>(items[axis]);
   }
-  for (size_t i = 0; i < devices_.size(); ++i) pools_.push_back(std::make_unique<WorkspacePool>());
+  for (size_t i = 0; i < devices_.size(); ++i) pools_.push_back(std::make_unique<Pool>());
 }
 
 OpenCLDeviceAPI::~OpenCLDeviceAPI() {
@@ -429,8 +429,11 @@ void* OpenCLDeviceAPI::Publish(Buffer* b) {
 
 std::vector<Buffer*> OpenCLDeviceAPI::DrainPool(int32_t device_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Buffer*> all = pools_[static_cast<size_t>(device_id)]->TakeAll();
-  for (Buffer* b : all) buffers_.erase(b);
+  std::vector<Buffer*> all;
+  for (Pool::Entry& e : pools_[static_cast<size_t>(device_id)]->TakeAll()) {
+    buffers_.erase(e.buffer);
+    all.push_back(e.buffer);
+  }
   return all;
 }
 
@@ -451,12 +454,12 @@ void* OpenCLDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t, DLDat
 
 void* OpenCLDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
   const Device& d = CheckDevice(dev);
-  WorkspacePool& pool = *pools_[static_cast<size_t>(dev.device_id)];
-  size_t class_bytes = WorkspacePool::ClassBytes(nbytes);
+  Pool& pool = *pools_[static_cast<size_t>(dev.device_id)];
+  size_t class_bytes = pool.ClassBytes(nbytes);
   if (class_bytes > d.max_alloc) class_bytes = 0;  // the rounding must not pass the limit
   if (class_bytes != 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Buffer* b = pool.Take(class_bytes)) {
+    if (Buffer* b = nullptr; pool.Take(class_bytes, &b)) {
       b->size = nbytes;
       b->live = true;
       return b;
@@ -504,8 +507,8 @@ Buffer* OpenCLDeviceAPI::Retire(DLDevice dev, void* handle, bool workspace) {
                                 "with free_workspace");
   }
   b->live = false;
-  if (workspace && WorkspacePool::ClassBytes(b->capacity) == b->capacity &&
-      pools_[static_cast<size_t>(dev.device_id)]->Keep(b)) {
+  Pool& pool = *pools_[static_cast<size_t>(dev.device_id)];
+  if (workspace && pool.ClassBytes(b->capacity) == b->capacity && pool.Keep(b->capacity, b)) {
     return nullptr;
   }
   buffers_.erase(b);

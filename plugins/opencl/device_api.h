@@ -5,7 +5,7 @@
 // within each platform its devices in clGetDeviceIDs(CL_DEVICE_TYPE_ALL) order; opencl:N is
 // the N-th of that list. Each device has a context of its own and a default in-order queue
 // (the null stream). Data space is a cl_mem behind an opaque handle; workspaces are such
-// buffers too, kept in a per-device pool (workspace_pool.h) when freed; streams are in-order
+// buffers too, kept in a per-device pool (sdk::WorkspacePool) when freed; streams are in-order
 // command queues.
 #ifndef BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_
 #define BACKPLANE_PLUGINS_OPENCL_DEVICE_API_H_
@@ -16,6 +16,7 @@
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/stream_registry.hpp>
+#include <backplane/sdk/workspace_pool.hpp>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,8 +24,6 @@
 #include <string>
 #include <unordered_set>
 #include <vector>
-
-#include "workspace_pool.h"
 
 namespace backplane {
 namespace opencl {
@@ -130,7 +129,8 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   // Live streams (command queues) and each thread's active one.
   sdk::StreamRegistry streams_{"opencl"};
   // One workspace pool per device, indexed like devices_; used under mu_.
-  std::vector<std::unique_ptr<WorkspacePool>> pools_;
+  using Pool = sdk::WorkspacePool<Buffer*>;
+  std::vector<std::unique_ptr<Pool>> pools_;
 };
 
 // Throws backplane::Error when `status` is not CL_SUCCESS: "<what>: <CL error name>".

@@ -8,6 +8,7 @@
 
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/stream_registry.hpp>
+#include <backplane/sdk/workspace_pool.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -27,8 +28,10 @@ namespace vulkan {
 struct Buffer {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
-  VkDeviceSize size = 0;
-  void* mapped = nullptr;  // for host-visible staging buffers
+  VkDeviceSize size = 0;      // what the caller asked for: copies and kernels stay inside it
+  VkDeviceSize capacity = 0;  // what the VkBuffer holds (a workspace's size class)
+  void* mapped = nullptr;     // for host-visible staging buffers
+  bool workspace = false;     // from AllocWorkspace (freed with FreeWorkspace, pooled)
 };
 
 // Where work went: the stream's id and the value of its timeline that marks the work done.
@@ -109,6 +112,9 @@ struct Device {
   Use staging_use;  // the last submission that touched the staging buffer
   std::set<Buffer*> live;
   uint64_t freed = 0;  // data spaces freed so far (DeviceScope::FreedCount)
+  // Freed workspaces, each with the last submission of the stream it was freed on: that
+  // stream may take it at once, another once the submission is done.
+  sdk::WorkspacePool<Buffer*, Use> workspaces;
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
   std::string pipeline_cache_path;                  // "" when not kept on disk
   // Kernel error records with dispatches queued since they were last read (CheckStatus).

@@ -383,6 +383,7 @@ class Context {
       if (d->device == VK_NULL_HANDLE) continue;
       vkDeviceWaitIdle(d->device);
       for (Buffer* b : d->live) Destroy(*d, b);
+      for (auto& e : d->workspaces.TakeAll()) Destroy(*d, e.buffer);
       if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
       // Each is destroyed before any is deleted: destroying one visits the others.
       const std::vector<Stream*> streams = Streams(*d);
@@ -515,7 +516,24 @@ class Context {
       DestroyContents(d, b);
       CheckVk(r, "allocating " + std::to_string(size) + " bytes on " + d.props.deviceName);
     }
-    b.size = size;
+    b.size = b.capacity = size;
+  }
+
+  // A new device buffer of `size` bytes, live. When the device is out of memory, the freed
+  // workspaces kept for reuse are released and it is tried once more. The caller holds d.mu.
+  Buffer* NewLive(Device& d, VkDeviceSize size, bool workspace) {
+    auto b = std::make_unique<Buffer>();
+    try {
+      Create(d, *b, size, /*host_visible=*/false);
+    } catch (const Error& e) {
+      if (e.kind() != BP_ERR_OUT_OF_MEMORY || d.workspaces.CachedBytes() == 0) throw;
+      WaitAll(d);
+      for (auto& kept : d.workspaces.TakeAll()) Destroy(d, kept.buffer);
+      Create(d, *b, size, /*host_visible=*/false);
+    }
+    b->workspace = workspace;
+    d.live.insert(b.get());
+    return b.release();
   }
 
   static void DestroyContents(Device& d, Buffer& b) {
@@ -561,8 +579,22 @@ class Context {
     if (d.live.count(b) == 0) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   std::string("vulkan: ") + what + " " + sdk::PointerString(ptr) +
-                      " is not a live data space of " + sdk::DeviceString(dev) +
-                      "; pass a handle from AllocDataSpace on that device that is not freed");
+                      " is not a live data space or workspace of " + sdk::DeviceString(dev) +
+                      "; pass a handle from AllocDataSpace or AllocWorkspace on that device "
+                      "that is not freed");
+    }
+    return b;
+  }
+  // Live(), and of the kind the free that names it expects.
+  static Buffer* LiveOfKind(Device& d, void* ptr, DLDevice dev, bool workspace) {
+    Buffer* b = Live(d, ptr, dev, workspace ? "FreeWorkspace: handle" : "FreeDataSpace: handle");
+    if (b->workspace != workspace) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "vulkan: " + sdk::PointerString(ptr) +
+                      (workspace ? " is data space from AllocDataSpace, not a workspace; free "
+                                   "it with FreeDataSpace"
+                                 : " is a workspace from AllocWorkspace, not data space; free it "
+                                   "with FreeWorkspace"));
     }
     return b;
   }
@@ -578,7 +610,7 @@ class Context {
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
-VulkanDeviceAPI::VulkanDeviceAPI() : sdk::DeviceAPI(Entries{.workspace = false}) {}
+VulkanDeviceAPI::VulkanDeviceAPI() = default;
 
 VulkanDeviceAPI* VulkanDeviceAPI::Global() {
   static VulkanDeviceAPI* api = new VulkanDeviceAPI();
@@ -943,19 +975,55 @@ void* VulkanDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignm
   // Offsets are applied on the device; a buffer's memory is aligned to at least
   // minStorageBufferOffsetAlignment, which every dtype needs.
   (void)alignment;
-  auto b = std::make_unique<Buffer>();
-  Ctx().Create(d, *b, nbytes, /*host_visible=*/false);
-  d.live.insert(b.get());
-  return b.release();
+  return Ctx().NewLive(d, nbytes, /*workspace=*/false);
 }
 
 void VulkanDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  Buffer* b = Context::Live(d, ptr, dev, "FreeDataSpace: handle");
+  Buffer* b = Context::LiveOfKind(d, ptr, dev, /*workspace=*/false);
   WaitAll(d);  // queued work may still use it
   d.live.erase(b);
   ++d.freed;
+  Context::Destroy(d, b);
+}
+
+void* VulkanDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Ctx().Open(d);
+  const uint64_t stream = ActiveStream(d, "AllocWorkspace").id;
+  size_t class_bytes = d.workspaces.ClassBytes(nbytes);
+  if (d.max_allocation != 0 && class_bytes > d.max_allocation) class_bytes = 0;
+  Buffer* b = nullptr;
+  if (class_bytes != 0 &&
+      d.workspaces.Take(
+          class_bytes, [&d, stream](const Use& u) { return u.stream == stream || Done(d, u); },
+          &b)) {
+    b->size = nbytes;
+    d.live.insert(b);
+    return b;
+  }
+  b = Ctx().NewLive(d, class_bytes != 0 ? class_bytes : nbytes, /*workspace=*/true);
+  b->size = nbytes;
+  return b;
+}
+
+void VulkanDeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
+  if (ptr == nullptr) return;
+  Device& d = Ctx().Dev(dev);
+  std::lock_guard<std::mutex> lock(d.mu);
+  Buffer* b = Context::LiveOfKind(d, ptr, dev, /*workspace=*/true);
+  // Work queued on the active stream before the free may still use it: the stream's last
+  // submission says when another stream may take it.
+  const Stream& s = ActiveStream(d, "FreeWorkspace");
+  d.live.erase(b);
+  ++d.freed;
+  if (d.workspaces.ClassBytes(b->capacity) == b->capacity &&
+      d.workspaces.Keep(b->capacity, b, Use{s.id, s.submitted})) {
+    return;
+  }
+  WaitAll(d);
   Context::Destroy(d, b);
 }
 

@@ -94,6 +94,11 @@ class VulkanDeviceAPI final : public sdk::DeviceAPI {
   void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
                        DLDataType type_hint) override;
   void FreeDataSpace(DLDevice dev, void* ptr) override;
+  // Workspaces come from a pool per device (sdk::WorkspacePool), ordered on the calling
+  // thread's active stream: a workspace freed there is handed out again to that stream at
+  // once, to another once the work queued before the free is done.
+  void* AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType type_hint) override;
+  void FreeWorkspace(DLDevice dev, void* ptr) override;
   void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
   bp_stream_t CreateStream(DLDevice dev) override;
   void FreeStream(DLDevice dev, bp_stream_t stream) override;

@@ -10,9 +10,11 @@
 
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/plugin.hpp>
+#include <backplane/sdk/workspace_pool.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -346,6 +348,59 @@ TEST_F(SdkTest, ARegisteredDeviceAPIWorksThroughTheCore) {
   auto t = backplane::Tensor::Empty({5}, backplane::Float32(), backplane::Device(dev));
   t.CopyFrom(ref);
   EXPECT_EQ(t.ToVector<float>(), ref);
+}
+
+// The workspace pool every GPU-style plugin keeps (sdk::WorkspacePool): size classes in
+// quarter steps, the cap on kept bytes, and the plugin's token deciding what Take may hand out.
+TEST(SdkWorkspacePool, ClassesWasteAtMostAQuarterAndLargeRequestsAreNotPooled) {
+  backplane::sdk::WorkspacePool<int> pool;
+  EXPECT_EQ(pool.ClassBytes(0), 4096u);
+  EXPECT_EQ(pool.ClassBytes(4096), 4096u);
+  EXPECT_EQ(pool.ClassBytes(4097), 5120u);
+  EXPECT_EQ(pool.ClassBytes(5000), 5120u);
+  EXPECT_EQ(pool.ClassBytes(8192), 8192u);
+  EXPECT_EQ(pool.ClassBytes(8193), 10240u);
+  EXPECT_EQ(pool.ClassBytes(size_t{16} << 20), size_t{16} << 20);
+  EXPECT_EQ(pool.ClassBytes((size_t{16} << 20) + 1), 0u);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 10000; ++i) {
+    const size_t n = 4097 + rng() % ((size_t{16} << 20) - 4096);
+    const size_t c = pool.ClassBytes(n);
+    ASSERT_GE(c, n);
+    ASSERT_LE(c - n, c / 4) << n;           // at most a quarter unused
+    ASSERT_EQ(pool.ClassBytes(c), c) << n;  // a class is its own class
+  }
+  // A plugin with larger classes: no overflow near the top.
+  backplane::sdk::WorkspacePool<int> big({.max_class = ~size_t{0}, .max_cached = ~size_t{0}});
+  EXPECT_EQ(big.ClassBytes((size_t{1} << 63) + 1), (size_t{1} << 63) + (size_t{1} << 61));
+  EXPECT_EQ(big.ClassBytes(~size_t{0}), 0u) << "its class would pass SIZE_MAX";
+}
+
+TEST(SdkWorkspacePool, TakeHandsOutOnlyWhatTheTokenAllowsAndKeepStopsAtTheCap) {
+  backplane::sdk::WorkspacePool<int, int> pool({.max_cached = 4 * 4096});
+  EXPECT_TRUE(pool.Keep(4096, 1, /*stream=*/10));
+  EXPECT_TRUE(pool.Keep(4096, 2, /*stream=*/20));
+  EXPECT_TRUE(pool.Keep(8192, 3, /*stream=*/10));
+  EXPECT_FALSE(pool.Keep(4096, 4, 10)) << "past max_cached";
+  EXPECT_FALSE(pool.Keep(0, 5, 10)) << "not a pooled class";
+  EXPECT_EQ(pool.CachedBytes(), 4u * 4096);
+  int b = 0, token = 0;
+  EXPECT_FALSE(pool.Take(5120, &b)) << "no such class";
+  EXPECT_FALSE(pool.Take(
+      4096, [](int t) { return t == 30; }, &b));
+  ASSERT_TRUE(pool.Take(
+      4096, [](int t) { return t == 10; }, &b, &token));
+  EXPECT_EQ(b, 1);
+  EXPECT_EQ(token, 10);
+  pool.ForEachReady([](int& t) { t = t == 20 ? 30 : t; });  // stream 20 went away
+  ASSERT_TRUE(pool.Take(
+      4096, [](int t) { return t == 30; }, &b));
+  EXPECT_EQ(b, 2);
+  EXPECT_EQ(pool.CachedBytes(), 8192u);
+  const auto all = pool.TakeAll();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].buffer, 3);
+  EXPECT_EQ(pool.CachedBytes(), 0u);
 }
 
 }  // namespace

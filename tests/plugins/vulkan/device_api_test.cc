@@ -236,6 +236,53 @@ TEST_F(VulkanTest, StreamsOrderTheirWork) {
   backplane::Check(bp_device_stream_free(kDev, s2));
 }
 
+TEST_F(VulkanTest, WorkspacesComeFromAPoolOrderedOnTheActiveStream) {
+  const size_t n = 5000;  // a 5 KiB size class: 5120 bytes
+  void* w = nullptr;
+  backplane::Check(bp_device_alloc_workspace(kDev, n, backplane::UInt8(), &w));
+  // A workspace is memory like data space: random bytes round-trip through it, and a copy
+  // past its n bytes is refused although its size class is larger.
+  const std::vector<uint8_t> src = bptest::RandomBytes(n, 11);
+  std::vector<uint8_t> back(n, 0);
+  int64_t shape = static_cast<int64_t>(n);
+  Copy(const_cast<uint8_t*>(src.data()), bptest::CpuDevice(), 0, w, kDev, 0, &shape);
+  Copy(w, kDev, 0, back.data(), bptest::CpuDevice(), 0, &shape);
+  EXPECT_EQ(back, src);
+  int64_t past = 64;
+  DLTensor from = bptest::ByteView(back.data(), bptest::CpuDevice(), &past, 0);
+  DLTensor to = bptest::ByteView(w, kDev, &past, n - 32);
+  EXPECT_NE(bp_device_copy_data_from_to(&from, &to, nullptr), 0);
+  // Freed with the wrong call: refused, and still usable.
+  EXPECT_EQ(bp_device_free_data_space(kDev, w), BP_ERR_INVALID_ARGUMENT);
+  // Freed, then asked for again on the same stream: the same buffer, at once.
+  backplane::Check(bp_device_free_workspace(kDev, w));
+  void* again = nullptr;
+  backplane::Check(bp_device_alloc_workspace(kDev, n - 100, backplane::UInt8(), &again));
+  EXPECT_EQ(again, w);
+  // Freed on a stream with work queued, then asked for on another stream once that work is
+  // done (StreamSync): the same buffer.
+  bp_stream_t s1 = nullptr, s2 = nullptr;
+  backplane::Check(bp_device_stream_create(kDev, &s1));
+  backplane::Check(bp_device_stream_create(kDev, &s2));
+  int64_t shorter = static_cast<int64_t>(n - 100);
+  Copy(const_cast<uint8_t*>(src.data()), bptest::CpuDevice(), 0, again, kDev, 0, &shorter, s1);
+  backplane::Check(bp_device_stream_set(kDev, s1));
+  backplane::Check(bp_device_free_workspace(kDev, again));
+  backplane::Check(bp_device_stream_sync(kDev, s1));
+  backplane::Check(bp_device_stream_set(kDev, s2));
+  void* third = nullptr;
+  backplane::Check(bp_device_alloc_workspace(kDev, n, backplane::UInt8(), &third));
+  EXPECT_EQ(third, w);
+  backplane::Check(bp_device_stream_set(kDev, nullptr));
+  backplane::Check(bp_device_free_workspace(kDev, third));
+  // Data space freed as a workspace: refused.
+  void* a = Alloc(64);
+  EXPECT_EQ(bp_device_free_workspace(kDev, a), BP_ERR_INVALID_ARGUMENT);
+  Free(a);
+  backplane::Check(bp_device_stream_free(kDev, s1));
+  backplane::Check(bp_device_stream_free(kDev, s2));
+}
+
 TEST_F(VulkanTest, ErrorsComeBackAsErrors) {
   void* a = Alloc(64);
   std::vector<uint8_t> host(128);
