@@ -115,7 +115,11 @@ const CUDADeviceAPI::LaunchLimits& CUDADeviceAPI::Limits(int32_t device_id) {
                                        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y,
                                        CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
   for (int axis = 0; axis < 3; ++axis) {
-    limits->grid[axis] = Attribute(device_id, grid[axis]);
+    // One cuLaunchKernel takes MAX_GRID_DIM_* blocks (2^31-1, 65535, 65535); a larger grid is
+    // launched in parts, each kernel adding its part's int64 block offset to blockIdx, so a
+    // call may have as many blocks as an int64 counts (module.cc).
+    limits->grid[axis] = INT64_MAX;
+    limits->grid_per_launch[axis] = Attribute(device_id, grid[axis]);
     limits->block[axis] = Attribute(device_id, block[axis]);
   }
   limits->threads_per_block = Attribute(device_id, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);

@@ -74,14 +74,27 @@ std::string CUDAEmitter::TypeName(ir::DType t) {
   return CFamilyEmitter::TypeName(t);
 }
 
+std::vector<int> BlockOffsetAxes(const KernelInfo& k) {
+  std::vector<int> axes;
+  for (int d = 0; d < 3; ++d) {
+    const std::string name = std::string("blockIdx.") + static_cast<char>('x' + d);
+    for (const std::string& p : k.launch_params) {
+      if (p == name) axes.push_back(d);
+    }
+  }
+  return axes;
+}
+
 std::string CUDAEmitter::ThreadIndex(ir::ThreadTag tag) {
+  // A block's index in the whole grid: the offset of the launch's first block (int64, so no
+  // sum overflows) plus blockIdx.
   switch (tag) {
     case ir::ThreadTag::kBlockIdxX:
-      return "blockIdx.x";
+      return "(bp_block_offset_x + (int64_t)blockIdx.x)";
     case ir::ThreadTag::kBlockIdxY:
-      return "blockIdx.y";
+      return "(bp_block_offset_y + (int64_t)blockIdx.y)";
     case ir::ThreadTag::kBlockIdxZ:
-      return "blockIdx.z";
+      return "(bp_block_offset_z + (int64_t)blockIdx.z)";
     case ir::ThreadTag::kThreadIdxX:
       return "threadIdx.x";
     case ir::ThreadTag::kThreadIdxY:
@@ -163,6 +176,10 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
       k.arg_types.push_back(ir::ToString(p.var().dtype()));
       k.written.push_back(false);
     }
+  }
+  for (int d : BlockOffsetAxes(k)) {
+    params += std::string(params.empty() ? "" : ", ") + "const int64_t bp_block_offset_" +
+              static_cast<char>('x' + d);
   }
   const std::string bounds = threads > 0 && threads <= 1024
                                  ? "__launch_bounds__(" + std::to_string(threads) + ") "

@@ -2,10 +2,14 @@
 // The CUDA C dialect of the C-family emitter: each kernel PrimFunc (SplitHostDevice's output,
 // with a `launch_params` attr) becomes one extern "C" __global__ function taking its params
 // in order (buffers as __restrict__ pointers, const when the kernel only reads them, scalars
-// by value; a kernel with run-time checks takes the fault record `bp_fault_t* bp_fault`
-// last). Thread axes are blockIdx/threadIdx, barriers __syncthreads(), and shared
-// allocations are carved from the kernel's dynamic shared memory, whose size the launch
-// passes (so a kernel may use more than the 48 KiB a static array may).
+// by value; then, for each grid axis it binds, x before y before z, the int64 index of the
+// launch's first block on that axis, `bp_block_offset_x/y/z`; a kernel with run-time checks
+// takes the fault record `bp_fault_t* bp_fault` last). The block offsets let the launch run a
+// grid larger than one cuLaunchKernel takes (65,535 blocks on y and z) as several launches:
+// the kernel's block index is its offset plus blockIdx, in int64. Thread axes are
+// blockIdx/threadIdx, barriers __syncthreads(), and shared allocations are carved from the kernel's
+// dynamic shared memory, whose size the launch passes (so a kernel may use more than the 48 KiB a
+// static array may).
 #ifndef BACKPLANE_PLUGINS_CUDA_EMITTER_H_
 #define BACKPLANE_PLUGINS_CUDA_EMITTER_H_
 
@@ -28,6 +32,10 @@ struct KernelInfo {
   // The kernel has run-time checks: it takes the fault record (bp_fault_t*) after its params.
   bool faults = false;
 };
+
+// The grid axes (0, 1, 2 for x, y, z) whose block offset kernel `k` takes after its params,
+// in that order: the blockIdx axes of its launch_params, sorted.
+std::vector<int> BlockOffsetAxes(const KernelInfo& k);
 
 class CUDAEmitter : public codegen::CFamilyEmitter {
  public:

@@ -27,7 +27,8 @@ namespace cuda {
 namespace {
 
 // Version 2 saves the emitter's options, so loading emits the CUDA C again and compares.
-constexpr const char* kMagic = "backplane-cuda-module 2\n";
+// Version 3: kernels take the block offset of each grid axis they bind (large grids).
+constexpr const char* kMagic = "backplane-cuda-module 3\n";
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
 
 class CUDAModule : public sdk::ModuleBase {
@@ -46,6 +47,7 @@ class CUDAModule : public sdk::ModuleBase {
       funcs_.push_back(f);
       sigs_.emplace_back(*f, "cuda");
       CheckTable(k, sigs_.back());
+      offset_axes_.push_back(BlockOffsetAxes(k));
     }
   }
 
@@ -240,6 +242,7 @@ class CUDAModule : public sdk::ModuleBase {
     thread_local launch::BoundLaunch b;
     thread_local std::vector<CUdeviceptr> addresses;
     thread_local std::vector<void*> pointers;
+    thread_local int64_t offsets[3];  // the block offsets the kernel takes, per grid axis
     LaunchBackend backend(api);
     launch::Bind(sig, args, api->device_type(), backend, &b);
     if (b.empty) return;  // an empty grid: nothing runs
@@ -264,8 +267,8 @@ class CUDAModule : public sdk::ModuleBase {
         pointers[i] = const_cast<uint64_t*>(&b.scalar(i).raw);
       }
     }
-    const unsigned grid[3] = {static_cast<unsigned>(b.grid[0]), static_cast<unsigned>(b.grid[1]),
-                              static_cast<unsigned>(b.grid[2])};
+    offsets[0] = offsets[1] = offsets[2] = 0;
+    for (int d : offset_axes_[index]) pointers.push_back(&offsets[d]);
     const unsigned block[3] = {static_cast<unsigned>(b.block[0]), static_cast<unsigned>(b.block[1]),
                                static_cast<unsigned>(b.block[2])};
     api->Activate(device);
@@ -280,15 +283,40 @@ class CUDAModule : public sdk::ModuleBase {
       record = FaultRecord(device.device_id);
       pointers.push_back(&record);
     }
-    Check(api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+    // cuLaunchKernel copies the values `pointers` point to, so the offsets may change between
+    // the parts of a split launch.
+    auto launch_part = [&](const int64_t part[3]) {
+      const unsigned grid[3] = {static_cast<unsigned>(part[0]), static_cast<unsigned>(part[1]),
+                                static_cast<unsigned>(part[2])};
+      Check(
+          api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                        static_cast<unsigned>(k.dynamic_shared_bytes), stream,
                                        pointers.empty() ? nullptr : pointers.data(), nullptr),
           [&] {
-            return "cuLaunchKernel of '" + k.name + "' with grid (" + std::to_string(grid[0]) +
-                   ", " + std::to_string(grid[1]) + ", " + std::to_string(grid[2]) +
-                   ") and block (" + std::to_string(block[0]) + ", " + std::to_string(block[1]) +
-                   ", " + std::to_string(block[2]) + ") on " + sdk::DeviceString(device);
+            std::string m = "cuLaunchKernel of '" + k.name + "' with grid (" +
+                            std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+                            std::to_string(grid[2]) + ") and block (" + std::to_string(block[0]) +
+                            ", " + std::to_string(block[1]) + ", " + std::to_string(block[2]) +
+                            ") on " + sdk::DeviceString(device);
+            if (b.split) {
+              m += ", the part from block (" + std::to_string(offsets[0]) + ", " +
+                   std::to_string(offsets[1]) + ", " + std::to_string(offsets[2]) +
+                   ") of a grid of (" + std::to_string(b.grid[0]) + ", " +
+                   std::to_string(b.grid[1]) + ", " + std::to_string(b.grid[2]) + ") blocks";
+            }
+            return m;
           });
+    };
+    if (!b.split) {
+      launch_part(b.grid);  // the common case: one launch, offsets 0
+    } else {
+      // More blocks than one launch takes (MAX_GRID_DIM_*): one launch per part, in order on
+      // the stream, each with its part's block offsets.
+      launch::ForEachGridPart(b, limits, [&](const launch::GridPart& p) {
+        for (int d = 0; d < 3; ++d) offsets[d] = p.offset[d];
+        launch_part(p.grid);
+      });
+    }
     if (k.faults) {
       const Driver& d = api->driver();
       codegen::FaultRecord r;
@@ -309,6 +337,7 @@ class CUDAModule : public sdk::ModuleBase {
   ir::IRModule module_;
   std::vector<const ir::PrimFunc*> funcs_;
   std::vector<launch::KernelSignature> sigs_;  // per kernel, as the launch kit binds it
+  std::vector<std::vector<int>> offset_axes_;  // per kernel: BlockOffsetAxes
   std::mutex mu_;
   std::vector<Loaded> loaded_;  // by device id
   std::mutex fault_mu_;         // held from the launch of a kernel with checks to its record read
@@ -340,9 +369,9 @@ bool SameKernel(const KernelInfo& a, const KernelInfo& b) {
 }
 
 // "" when `ptx` declares every kernel of `kernels` as an entry whose params are exactly the
-// launch's (its params, then the fault record when it has checks), each a scalar of at most 8
-// bytes: cuLaunchKernel reads one value a declared param from the slots the launch passes, so
-// more params, or a larger one, would read past them. Otherwise what is wrong.
+// launch's (its params, its block offsets, then the fault record when it has checks), each a scalar
+// of at most 8 bytes: cuLaunchKernel reads one value a declared param from the slots the launch
+// passes, so more params, or a larger one, would read past them. Otherwise what is wrong.
 std::string PtxProblem(const std::string& ptx, const std::vector<KernelInfo>& kernels) {
   for (const KernelInfo& k : kernels) {
     const std::string decl = ".entry " + k.symbol;
@@ -363,7 +392,7 @@ std::string PtxProblem(const std::string& ptx, const std::vector<KernelInfo>& ke
     for (std::string item; std::getline(list, item, ',');) {
       if (item.find_first_not_of(" \t\n") != std::string::npos) params.push_back(item);
     }
-    const size_t want = k.arg_types.size() + (k.faults ? 1 : 0);
+    const size_t want = k.arg_types.size() + BlockOffsetAxes(k).size() + (k.faults ? 1 : 0);
     if (params.size() != want) {
       return "its PTX declares kernel '" + k.symbol + "' with " + std::to_string(params.size()) +
              " params, but the launch passes " + std::to_string(want);
@@ -426,7 +455,7 @@ Module LoadCUDAModule(const std::string& bytes) {
   if (bytes.compare(0, magic.size(), magic) != 0) {
     throw bad(bytes.compare(0, 22, "backplane-cuda-module ") == 0
                   ? "an older Backplane's cuda module, which this one cannot check: rebuild it"
-                  : "no 'backplane-cuda-module 2' header");
+                  : "no 'backplane-cuda-module 3' header");
   }
   const size_t eol = bytes.find('\n', magic.size());
   if (eol == std::string::npos) throw bad("no function table");

@@ -42,8 +42,8 @@ Module MakeCUDAModule(CUDAModuleData data, ir::IRModule module);
 
 // The module SaveToBytes wrote. The bytes may come from anyone: the IR must verify, the CUDA C,
 // function table and check table must be exactly what EmitCUDA makes of it, and PTX must declare
-// each kernel with scalar params that match the table (the launch passes one slot a param).
-// BP_ERR_INVALID_ARGUMENT naming what is wrong for other bytes.
+// each kernel with scalar params that match the table (the launch passes one slot a param, then one
+// per block offset). BP_ERR_INVALID_ARGUMENT naming what is wrong for other bytes.
 Module LoadCUDAModule(const std::string& bytes);
 
 // The saved form of `data` (a header line, a JSON function table, then the sections).

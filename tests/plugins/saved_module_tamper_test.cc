@@ -300,13 +300,14 @@ TEST(CUDAPayload, ATableOrPTXOtherThanTheIRsIsRefused) {
       return out.substr(0, 24) + h.dump() + out.substr(eol);
     }));
   };
-  // One more param in the PTX than the launch passes: cuLaunchKernel would read past the slots.
-  bptest::Status s = load("vector_add_gpu_kernel_param_3\n)",
-                          "vector_add_gpu_kernel_param_3,\n\t.param .u64 extra\n)");
+  // One more param in the PTX than the launch passes (n, a, b, c and the block offset on x):
+  // cuLaunchKernel would read past the slots.
+  bptest::Status s = load("vector_add_gpu_kernel_param_4\n)",
+                          "vector_add_gpu_kernel_param_4,\n\t.param .u64 extra\n)");
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
   EXPECT_TRUE(Has(s,
-                  "its PTX declares kernel 'vector_add_gpu_kernel' with 5 params, but the "
-                  "launch passes 4"))
+                  "its PTX declares kernel 'vector_add_gpu_kernel' with 6 params, but the "
+                  "launch passes 5"))
       << s;
   s = load(".param .u32 vector_add_gpu_kernel_param_0",
            ".param .align 8 .b8 vector_add_gpu_kernel_param_0[64]");

@@ -78,6 +78,47 @@ std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
     axes.push_back(a);
     start = comma + 1;
   }
+  // What each axis's loop variable can count: a call through the host code bp_build made
+  // passes extents of the loop's own dtype, but a direct call may pass any int64.
+  std::vector<ir::Stmt> todo = {f.body};
+  while (!todo.empty()) {
+    const ir::Stmt s = todo.back();
+    todo.pop_back();
+    if (!s) continue;
+    switch (s.kind()) {
+      case ir::StmtKind::kFor: {
+        const auto& n = *s.As<ir::ForNode>();
+        if (n.for_kind == ir::ForKind::kThreadBinding) {
+          const ir::DType t = n.var.dtype();
+          const int bits = t.is_uint() ? t.bits : t.bits - 1;
+          const int64_t most = bits >= 63 ? INT64_MAX : (int64_t{1} << bits) - 1;
+          for (Axis& a : axes) {
+            if (a.tag == n.thread && most < a.max_extent) {
+              a.max_extent = most;
+              a.var_type = ir::ToString(t);
+            }
+          }
+        }
+        todo.push_back(n.body);
+        break;
+      }
+      case ir::StmtKind::kIfThenElse:
+        todo.push_back(s.As<ir::IfThenElseNode>()->then_case);
+        todo.push_back(s.As<ir::IfThenElseNode>()->else_case);
+        break;
+      case ir::StmtKind::kLetStmt:
+        todo.push_back(s.As<ir::LetStmtNode>()->body);
+        break;
+      case ir::StmtKind::kAllocate:
+        todo.push_back(s.As<ir::AllocateNode>()->body);
+        break;
+      case ir::StmtKind::kSeq:
+        for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) todo.push_back(x);
+        break;
+      default:
+        break;
+    }
+  }
   return axes;
 }
 
@@ -303,6 +344,7 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   // Extents against the device's limits.
   for (int d = 0; d < 3; ++d) out->grid[d] = out->block[d] = 1;
   out->empty = false;
+  out->split = false;
   for (size_t a = 0; a < num_axes; ++a) {
     const Axis& axis = sig.axes()[a];
     const int64_t extent = args.Int(static_cast<int32_t>(num_params + a));
@@ -310,6 +352,14 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
       Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": launch extent " + ToString(axis.tag) +
                                         " = " + std::to_string(extent) +
                                         " is negative; pass a size >= 0");
+    }
+    if (extent > axis.max_extent) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           sig.Describe() + ": launch extent " + ToString(axis.tag) + " = " +
+               std::to_string(extent) + " is more than its loop variable (" + axis.var_type +
+               ") can count (" + std::to_string(axis.max_extent) +
+               "); call it through the host function bp_build made, or make the loop variable "
+               "int64");
     }
     if (extent == 0) out->empty = true;
     (axis.block ? out->grid : out->block)[axis.dim] = extent;
@@ -326,6 +376,9 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
                "); split the work over several launches, or bind the larger extent to "
                "blockIdx.x (up to " +
                std::to_string(limits->grid[0]) + ")");
+    }
+    if (limits->grid_per_launch[d] > 0 && out->grid[d] > limits->grid_per_launch[d]) {
+      out->split = true;
     }
     if (limits->block[d] > 0 && out->block[d] > limits->block[d]) {
       Fail(BP_ERR_INVALID_ARGUMENT,

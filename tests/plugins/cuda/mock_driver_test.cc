@@ -8,9 +8,11 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <backplane/runner/runner.hpp>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +45,9 @@ struct Mock {
   long long (*live_modules)() = nullptr;
   int (*sticky_error)() = nullptr;
   long long (*used_memory)() = nullptr;
+  long long (*launch_log_size)() = nullptr;
+  int (*launch_log)(long long i, unsigned dims[6], unsigned long long* params, int max) = nullptr;
+  void (*clear_launch_log)() = nullptr;
 };
 
 // Points the plugin at the mock driver, with `env` (name, value pairs) set first, and loads it.
@@ -66,6 +71,10 @@ Mock Counters() {
   m.live_modules = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_live_modules"));
   m.sticky_error = reinterpret_cast<int (*)()>(dlsym(h, "bp_mock_cuda_sticky_error"));
   m.used_memory = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_used_memory"));
+  m.launch_log_size = reinterpret_cast<long long (*)()>(dlsym(h, "bp_mock_cuda_launch_log_size"));
+  m.launch_log = reinterpret_cast<int (*)(long long, unsigned*, unsigned long long*, int)>(
+      dlsym(h, "bp_mock_cuda_launch_log"));
+  m.clear_launch_log = reinterpret_cast<void (*)()>(dlsym(h, "bp_mock_cuda_clear_launch_log"));
   return m;
 }
 
@@ -325,21 +334,15 @@ TEST(CudaMockDriverTest, PtxNewerThanTheDriverIsRefusedNamingBothVersions) {
   EXPECT_EQ(mock.launches(), 0);
 }
 
-// Item 8: grid and block sizes are checked against the device's limits, naming the axis, the
-// size and the limit (the driver says only CUDA_ERROR_INVALID_VALUE).
+// Item 8: block sizes are checked against the device's limits, naming the axis, the size and
+// the limit (the driver says only CUDA_ERROR_INVALID_VALUE); a grid larger than one launch
+// takes runs in parts (issue 18, item 10: AGridLargerThanOneLaunchRunsInParts).
 TEST(CudaMockDriverTest, LaunchSizesAreCheckedAgainstTheDevicesLimits) {
   UseMock();
   const Mock mock = Counters();
   Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
-  backplane::Tensor rows = Floats({70000, 1});
-  bptest::Status st = CaptureError([&] { m.GetFunction("fill_rows")(1, 70000, rows.dl()); });
-  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
-  EXPECT_NE(st.message.find("70000 blocks on grid axis y (blockIdx.y) is more than cuda:0 "
-                            "allows (65535)"),
-            std::string::npos)
-      << st;
   backplane::Tensor wide = Floats({2, 2000});
-  st = CaptureError([&] { m.GetFunction("fill_rows")(2000, 2, wide.dl()); });
+  bptest::Status st = CaptureError([&] { m.GetFunction("fill_rows")(2000, 2, wide.dl()); });
   EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
   EXPECT_NE(st.message.find("2000 threads on block axis x (threadIdx.x) is more than cuda:0 "
                             "allows (1024)"),
@@ -353,6 +356,126 @@ TEST(CudaMockDriverTest, LaunchSizesAreCheckedAgainstTheDevicesLimits) {
   unsigned dims[6];
   mock.last_launch(dims);
   EXPECT_EQ(std::vector<unsigned>(dims, dims + 6), (std::vector<unsigned>{1, 65535, 1, 4, 1, 1}));
+}
+
+// Two grid axes past one launch's limit (65,535 blocks on y and z), and one that fits (x).
+const char* kLargeGrid = R"(# backplane-ir 1
+func fill_yz(ny: int32, nz: int32, n: int32, a: buffer<float32>[n]) {
+  for bz in thread(blockIdx.z, 0, nz) {
+    for by in thread(blockIdx.y, 0, ny) {
+      for tx in thread(threadIdx.x, 0, 32) {
+        a[by + bz] = 1.0
+      }
+    }
+  }
+}
+func fill_x(n: int32, a: buffer<float32>[n]) {
+  for bx in thread(blockIdx.x, 0, n) {
+    a[bx] = 3.0
+  }
+}
+)";
+
+// A logged launch: its grid, block and params.
+struct Logged {
+  std::vector<unsigned> dims;
+  std::vector<unsigned long long> params;
+};
+std::vector<Logged> LaunchLog(const Mock& mock) {
+  std::vector<Logged> log;
+  for (long long i = 0; i < mock.launch_log_size(); ++i) {
+    Logged l;
+    l.dims.resize(6);
+    l.params.resize(16);
+    l.params.resize(static_cast<size_t>(mock.launch_log(i, l.dims.data(), l.params.data(), 16)));
+    log.push_back(l);
+  }
+  return log;
+}
+
+// Issue 18, item 10: a grid larger than one cuLaunchKernel takes (MAX_GRID_DIM_Y/Z: 65,535) is
+// launched in parts, in order on the stream, each within the device's limits and passing its
+// first block's index per axis (the kernel adds it to blockIdx), so the parts cover every block
+// once; a grid that fits is one launch with offsets 0.
+TEST(CudaMockDriverTest, AGridLargerThanOneLaunchRunsInParts) {
+  UseMock();
+  const Mock mock = Counters();
+  ASSERT_NE(mock.launch_log, nullptr);
+  Module m = backplane::Build(kLargeGrid, Target::FromDevice(Device(kGpu)));
+  const std::string cu = m.Imports()[0].InspectSource("cuda");
+  EXPECT_NE(cu.find("const int64_t bp_block_offset_y, const int64_t bp_block_offset_z"),
+            std::string::npos)
+      << cu;
+  std::mt19937 rng(18);
+  for (int round = 0; round < 4; ++round) {
+    // y past one, two or three launches; z past one or two (round 0: z fits exactly).
+    const int64_t ny = std::uniform_int_distribution<int64_t>(65536, 3 * 65535 + 100)(rng);
+    const int64_t nz =
+        round == 0 ? 65535 : std::uniform_int_distribution<int64_t>(65536, 2 * 65535 + 7)(rng);
+    const int64_t n = ny + nz;
+    backplane::Tensor a = Floats({n});
+    mock.clear_launch_log();
+    m.GetFunction("fill_yz")(static_cast<int32_t>(ny), static_cast<int32_t>(nz),
+                             static_cast<int32_t>(n), a.dl());
+    backplane::Check(bp_device_stream_sync(kGpu, nullptr));
+    // The parts, z outermost, each as large as a launch takes, the last on an axis the rest.
+    std::vector<std::vector<int64_t>> want;  // grid y, grid z, offset y, offset z
+    for (int64_t z = 0; z < nz; z += 65535) {
+      for (int64_t y = 0; y < ny; y += 65535) {
+        want.push_back({std::min<int64_t>(65535, ny - y), std::min<int64_t>(65535, nz - z), y, z});
+      }
+    }
+    const std::vector<Logged> log = LaunchLog(mock);
+    ASSERT_EQ(log.size(), want.size()) << "ny " << ny << ", nz " << nz;
+    int64_t blocks = 0;
+    for (size_t i = 0; i < log.size(); ++i) {
+      const Logged& l = log[i];
+      EXPECT_EQ(l.dims, (std::vector<unsigned>{1, static_cast<unsigned>(want[i][0]),
+                                               static_cast<unsigned>(want[i][1]), 32, 1, 1}))
+          << "part " << i << " of ny " << ny << ", nz " << nz;
+      ASSERT_GE(l.params.size(), 3u);
+      // The offsets are the last params (the kernel has no checks, so no fault record).
+      const size_t k = l.params.size();
+      EXPECT_EQ(static_cast<int64_t>(l.params[k - 2]), want[i][2]) << "offset y of part " << i;
+      EXPECT_EQ(static_cast<int64_t>(l.params[k - 1]), want[i][3]) << "offset z of part " << i;
+      // Every other param is the same in every part.
+      EXPECT_EQ(std::vector<unsigned long long>(l.params.begin(), l.params.end() - 2),
+                std::vector<unsigned long long>(log[0].params.begin(), log[0].params.end() - 2));
+      blocks += int64_t{l.dims[0]} * l.dims[1] * l.dims[2];
+    }
+    EXPECT_EQ(blocks, ny * nz) << "the parts do not cover the grid once";
+  }
+  // A grid that fits: one launch, offset 0.
+  const int64_t n = std::uniform_int_distribution<int64_t>(70000, 1 << 20)(rng);
+  backplane::Tensor a = Floats({n});
+  mock.clear_launch_log();
+  m.GetFunction("fill_x")(static_cast<int32_t>(n), a.dl());
+  backplane::Check(bp_device_stream_sync(kGpu, nullptr));
+  const std::vector<Logged> log = LaunchLog(mock);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].dims, (std::vector<unsigned>{static_cast<unsigned>(n), 1, 1, 1, 1, 1}));
+  ASSERT_EQ(log[0].params.size(), 3u);  // n, a, the x offset
+  EXPECT_EQ(log[0].params[2], 0u);
+}
+
+// The kernel called directly (not through the host function bp_build made) with an extent its
+// int32 loop variable cannot count is refused, naming the kernel and the extent, before
+// anything launches: the parts' offsets would count past it.
+TEST(CudaMockDriverTest, AnExtentTheLoopVariableCannotCountIsRefused) {
+  UseMock();
+  const Mock mock = Counters();
+  Module m = backplane::Build(kLargeGrid, Target::FromDevice(Device(kGpu)));
+  backplane::Tensor a = Floats({1000});
+  backplane::Function kernel = m.Imports()[0].GetFunction("fill_x_kernel");
+  ASSERT_TRUE(static_cast<bool>(kernel));
+  const bptest::Status st =
+      CaptureError([&] { kernel(int32_t{1000}, a.dl(), int64_t{3000000000}); });
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("cuda kernel 'fill_x_kernel': launch extent blockIdx.x = 3000000000 "
+                            "is more than its loop variable (int32) can count (2147483647)"),
+            std::string::npos)
+      << st;
+  EXPECT_EQ(mock.launches(), 0);
 }
 
 // Item 4 for kernels: a tensor whose data is not device memory is refused before the launch.

@@ -25,7 +25,9 @@
 //   - Modules load into the current context, which cuModuleUnload also needs; PTX whose
 //     `.version` is newer than the driver's or whose `.target` is an arch-specific `sm_XYa`
 //     for another device fails as the driver does, with the JIT log filled in. Kernels do not
-//     run: cuLaunchKernel checks its arguments against the limits and counts the launch.
+//     run: cuLaunchKernel checks its arguments against the limits, copies the kernel's params
+//     (as many, and as large, as the PTX declares: cuLaunchKernel copies them at the call)
+//     and counts and logs the launch.
 // Tests read what happened through the bp_mock_cuda_* functions at the end.
 #include <cuda.h>
 
@@ -57,10 +59,12 @@ struct CUevent_st {
 struct CUfunc_st {
   struct CUmod_st* module = nullptr;
   std::string name;
+  std::vector<int> param_bytes;  // per param, as the PTX declares it (empty: a cubin)
 };
 struct CUmod_st {
   CUctx_st* ctx = nullptr;
   std::vector<std::string> entries;
+  std::vector<std::vector<int>> entry_param_bytes;    // per entry: its params' sizes
   std::vector<std::unique_ptr<CUfunc_st>> functions;  // handed out; released with the module
 };
 
@@ -69,6 +73,12 @@ namespace {
 struct Allocation {
   size_t size = 0;
   bool host = false;  // cuMemHostAlloc (pinned) rather than cuMemAlloc
+};
+
+// A launch that ran: its grid and block, and its params' values (zero-extended).
+struct LaunchRecord {
+  unsigned dims[6] = {0, 0, 0, 0, 0, 0};
+  std::vector<uint64_t> params;
 };
 
 struct State {
@@ -81,6 +91,7 @@ struct State {
   size_t used_memory = 0;
   long long launches = 0;
   unsigned last_launch[6] = {0, 0, 0, 0, 0, 0};
+  std::vector<LaunchRecord> launch_log;  // every launch that ran, in order
   long long unload_errors = 0;
   long long live_modules = 0;
   std::string fail_function;  // BACKPLANE_MOCK_CUDA_FAIL_FUNCTION: cuModuleGetFunction fails
@@ -627,6 +638,21 @@ static CUresult LoadImage(CUmodule* m, const void* image, unsigned int n, CUjit_
         ++e;
       }
       module->entries.push_back(ptx.substr(q, e - q));
+      // ".entry name(\n\t.param .u64 name_param_0,\n ...)": the size of each param's type.
+      std::vector<int> sizes;
+      const size_t open = ptx.find('(', e), close = ptx.find(')', e);
+      if (open != std::string::npos && close != std::string::npos && open < close) {
+        const std::string list = ptx.substr(open + 1, close - open - 1);
+        for (size_t at = list.find(".param"); at != std::string::npos;
+             at = list.find(".param", at + 1)) {
+          size_t t = at + 6;
+          while (t < list.size() && (list[t] == ' ' || list[t] == '\t')) ++t;
+          int bits = 0;
+          if (t + 2 < list.size() && list[t] == '.') bits = std::atoi(list.c_str() + t + 2);
+          sizes.push_back(bits / 8);
+        }
+      }
+      module->entry_param_bytes.push_back(sizes);
     }
   }
   ++S().live_modules;
@@ -660,7 +686,11 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name
   const bool known = m->entries.empty() ||
                      std::find(m->entries.begin(), m->entries.end(), name) != m->entries.end();
   if (!known || S().fail_function == name) return CUDA_ERROR_NOT_FOUND;
-  m->functions.push_back(std::make_unique<CUfunc_st>(CUfunc_st{m, name}));
+  std::vector<int> sizes;
+  for (size_t i = 0; i < m->entries.size(); ++i) {
+    if (m->entries[i] == name) sizes = m->entry_param_bytes[i];
+  }
+  m->functions.push_back(std::make_unique<CUfunc_st>(CUfunc_st{m, name, sizes}));
   *f = m->functions.back().get();
   return CUDA_SUCCESS;
 }
@@ -672,7 +702,7 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute, int) {
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int,
-                                CUstream s, void**, void**) {
+                                CUstream s, void** params, void**) {
   MOCK_BEGIN
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (t_current != f->module->ctx) return CUDA_ERROR_INVALID_CONTEXT;
@@ -680,10 +710,20 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
       gx > 2147483647u || bx > 1024 || by > 1024 || bz > 64 || uint64_t{bx} * by * bz > 1024) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  LaunchRecord record;
   const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
-  Enqueue(s, [dims] {
+  std::copy(dims, dims + 6, record.dims);
+  // "The kernel parameters are copied at the call": read now, as many as the PTX declares.
+  if (!f->param_bytes.empty() && params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < f->param_bytes.size(); ++i) {
+    uint64_t v = 0;
+    std::memcpy(&v, params[i], static_cast<size_t>(std::min(f->param_bytes[i], 8)));
+    record.params.push_back(v);
+  }
+  Enqueue(s, [record] {
     ++S().launches;
-    std::copy(dims, dims + 6, S().last_launch);
+    std::copy(record.dims, record.dims + 6, S().last_launch);
+    S().launch_log.push_back(record);
   });
   return CUDA_SUCCESS;
 }
@@ -700,6 +740,27 @@ long long bp_mock_cuda_launches() {
 void bp_mock_cuda_last_launch(unsigned dims[6]) {
   Lock lock(S().mu);
   std::copy(S().last_launch, S().last_launch + 6, dims);
+}
+
+// Launches logged (every launch that ran since the last bp_mock_cuda_clear_launch_log).
+long long bp_mock_cuda_launch_log_size() {
+  Lock lock(S().mu);
+  return static_cast<long long>(S().launch_log.size());
+}
+
+// Launch `i` of the log: its grid and block in `dims`, up to `max` of its params' values
+// (zero-extended) in `params`; returns how many params it had.
+int bp_mock_cuda_launch_log(long long i, unsigned dims[6], unsigned long long* params, int max) {
+  Lock lock(S().mu);
+  const LaunchRecord& r = S().launch_log.at(static_cast<size_t>(i));
+  std::copy(r.dims, r.dims + 6, dims);
+  for (size_t p = 0; p < r.params.size() && static_cast<int>(p) < max; ++p) params[p] = r.params[p];
+  return static_cast<int>(r.params.size());
+}
+
+void bp_mock_cuda_clear_launch_log() {
+  Lock lock(S().mu);
+  S().launch_log.clear();
 }
 
 // cuModuleUnload calls made without the module's context current.

@@ -14,7 +14,10 @@
 //     if (sig.param(i) == launch::ParamKind::kBuffer) use(b.buffer(i).handle,
 //     b.buffer(i).byte_offset); else use(&b.scalar(i));                     // the value, converted
 //     to the param's type
-//   vendor_launch(b.grid, b.block, ...);
+//   if (!b.split) vendor_launch(b.grid, b.block, ...);     // one launch: the common case
+//   else ForEachGridPart(b, limits, [&](const GridPart& p) {  // a grid larger than one launch
+//     vendor_launch(p.grid, b.block, p.offset, ...);           // the kernel adds p.offset to
+//   });                                                        // its block index
 //
 // What Bind guarantees when it returns (else it throws Error(BP_ERR_INVALID_ARGUMENT or
 // BP_ERR_TYPE) naming the kernel, the argument and what to do):
@@ -26,8 +29,11 @@
 //   - each buffer's bytes [byte_offset, byte_offset + span) lie inside the live allocation its
 //     handle names (Backend::Find), and a buffer the kernel writes overlaps no other buffer
 //     argument (a kernel's buffers may not alias);
-//   - every extent is >= 0 and within the device's limits (Backend::Limits), and the threads
-//     of one block within its limit per block.
+//   - every extent is >= 0, within what the loop variable bound to its axis can count (its
+//     dtype), and within the device's limits (Backend::Limits), and the threads of one block
+//     within its limit per block;
+//   - `split` says whether the grid is larger than one vendor launch takes
+//     (DeviceLimits::grid_per_launch), so the backend launches it in parts (ForEachGridPart).
 // Handles are never offset: a buffer reaches the plugin as the tensor's `data` (the handle its
 // DeviceAPI's AllocDataSpace returned) plus the tensor's byte offset, so opaque handles work
 // as well as addresses.
@@ -71,6 +77,10 @@ struct Axis {
   bool block = true;  // blockIdx (grid) rather than threadIdx
   int dim = 0;        // 0, 1, 2 for x, y, z
   ir::ThreadTag tag = ir::ThreadTag::kBlockIdxX;
+  // The largest extent the loop variable bound to the axis can count: its dtype's maximum (the
+  // smallest of them where several loops bind the axis), INT64_MAX for int64 and uint64.
+  int64_t max_extent = INT64_MAX;
+  std::string var_type = "int64";  // that variable's dtype, for messages
 };
 
 // What a launch needs of one kernel, made once: the parameters' kinds, the launch axes (the
@@ -105,9 +115,23 @@ class KernelSignature {
 
 // The device's launch limits (0 or less: no limit on that axis).
 struct DeviceLimits {
-  int64_t grid[3] = {0, 0, 0};   // blocks per grid axis
+  // Blocks per grid axis a kernel call may have in all (Bind refuses more).
+  int64_t grid[3] = {0, 0, 0};
   int64_t block[3] = {0, 0, 0};  // threads per block axis
   int64_t threads_per_block = 0;
+  // Blocks per grid axis one vendor launch takes, where the backend launches a larger grid in
+  // parts, each with the offset of its first block (ForEachGridPart); 0 or less: as many as
+  // `grid` (a call is never split on that axis). CUDA: MAX_GRID_DIM_* (2^31-1, 65535, 65535),
+  // with `grid` what the kernel's block index plus offset counts.
+  int64_t grid_per_launch[3] = {0, 0, 0};
+};
+
+// One part of a grid launched in parts: the blocks it launches per axis, and the index of its
+// first block per axis (the kernel adds it to its block index, so the parts together run
+// every block of the whole grid once).
+struct GridPart {
+  int64_t grid[3] = {1, 1, 1};
+  int64_t offset[3] = {0, 0, 0};
 };
 
 // Where a handle lies: the allocation holding it. `id` is the same for every handle into one
@@ -171,7 +195,8 @@ struct BoundLaunch {
   DLDevice device{kDLCPU, 0};
   int64_t grid[3] = {1, 1, 1};
   int64_t block[3] = {1, 1, 1};
-  bool empty = false;              // an extent is 0: the launch does nothing
+  bool empty = false;  // an extent is 0: the launch does nothing
+  bool split = false;  // the grid is larger than one vendor launch takes: use ForEachGridPart
   std::vector<ir::ArgView> views;  // per param, as ir::CheckArgs saw them
   std::vector<BufferArg> buffers;  // per param (meaningful for buffers)
   std::vector<ScalarArg> scalars;  // per param (meaningful for scalars)
@@ -183,6 +208,33 @@ struct BoundLaunch {
 // backend's device type; `out` is overwritten.
 void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Backend& backend,
           BoundLaunch* out);
+
+// Calls `visit(const GridPart&)` for each part of `b`'s grid when one vendor launch takes at
+// most `limits.grid_per_launch` blocks per axis: x fastest, then y, then z; each part as large
+// as a launch takes, the last on an axis what is left. One part (the whole grid, offsets 0)
+// when it fits. Offsets and sizes are int64 and never overflow (each offset plus its part's
+// size is at most the grid's extent). An exception from `visit` stops the walk.
+template <typename Visit>
+void ForEachGridPart(const BoundLaunch& b, const DeviceLimits& limits, Visit&& visit) {
+  int64_t most[3];
+  for (int d = 0; d < 3; ++d) {
+    most[d] = limits.grid_per_launch[d] > 0 ? limits.grid_per_launch[d] : b.grid[d];
+  }
+  GridPart p;
+  for (int64_t z = 0; z < b.grid[2]; z += p.grid[2]) {
+    p.offset[2] = z;
+    p.grid[2] = b.grid[2] - z < most[2] ? b.grid[2] - z : most[2];
+    for (int64_t y = 0; y < b.grid[1]; y += p.grid[1]) {
+      p.offset[1] = y;
+      p.grid[1] = b.grid[1] - y < most[1] ? b.grid[1] - y : most[1];
+      for (int64_t x = 0; x < b.grid[0]; x += p.grid[0]) {
+        p.offset[0] = x;
+        p.grid[0] = b.grid[0] - x < most[0] ? b.grid[0] - x : most[0];
+        visit(static_cast<const GridPart&>(p));
+      }
+    }
+  }
+}
 
 // The bytes a tensor spans from its data + byte_offset: its elements and the gaps its strides
 // leave (0 when an extent is 0). Throws Error (BP_ERR_INVALID_ARGUMENT) when that overflows.
