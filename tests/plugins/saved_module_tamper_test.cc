@@ -8,7 +8,9 @@
 // a heap buffer at the launch.
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -290,20 +292,28 @@ TEST(VulkanPayload, ALayoutOrShaderOtherThanTheIRsIsRefused) {
 TEST(CUDAPayload, ATableOrPTXOtherThanTheIRsIsRefused) {
   const std::string bytes = Saved("cuda");
   if (bytes.empty()) GTEST_SKIP() << "no cuda code generator in this build";
-  auto load = [&](const std::string& from, const std::string& to) {
-    return Load(Tamper(bytes, "cuda", [&](const std::string& p) {
+  auto load = [&](const std::string& from, const std::string& to, const char* seed_name = nullptr) {
+    const std::string tampered = Tamper(bytes, "cuda", [&](const std::string& p) {
       // The header's section sizes follow the PTX's length.
       std::string out = ReplaceOnce(p, from, to);
       const size_t eol = out.find('\n', 24);
       nlohmann::json h = nlohmann::json::parse(out.substr(24, eol - 24));
       h["sections"]["binary"] = h["sections"]["binary"].get<size_t>() + to.size() - from.size();
       return out.substr(0, 24) + h.dump() + out.substr(eol);
-    }));
+    });
+    // BACKPLANE_WRITE_SEEDS=DIR writes the module loader fuzzer's seed for this finding
+    // (tests/fuzz/corpus/module_loader), so it follows the module format.
+    const char* seeds = std::getenv("BACKPLANE_WRITE_SEEDS");
+    if (seeds != nullptr && seed_name != nullptr) {
+      std::ofstream(std::string(seeds) + "/" + seed_name, std::ios::binary) << tampered;
+    }
+    return Load(tampered);
   };
   // One more param in the PTX than the launch passes (n, a, b, c and the block offset on x):
   // cuLaunchKernel would read past the slots.
-  bptest::Status s = load("vector_add_gpu_kernel_param_4\n)",
-                          "vector_add_gpu_kernel_param_4,\n\t.param .u64 extra\n)");
+  bptest::Status s =
+      load("vector_add_gpu_kernel_param_4\n)",
+           "vector_add_gpu_kernel_param_4,\n\t.param .u64 extra\n)", "cuda_ptx_extra_param");
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
   EXPECT_TRUE(Has(s,
                   "its PTX declares kernel 'vector_add_gpu_kernel' with 6 params, but the "
