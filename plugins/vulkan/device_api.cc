@@ -358,6 +358,7 @@ class Context {
       for (int axis = 0; axis < 3; ++axis) {
         d->launch_limits.grid[axis] =
             split ? int64_t{UINT32_MAX} : lim.maxComputeWorkGroupCount[axis];
+        d->launch_limits.grid_per_launch[axis] = lim.maxComputeWorkGroupCount[axis];
         d->launch_limits.block[axis] = lim.maxComputeWorkGroupSize[axis];
       }
       d->launch_limits.threads_per_block = lim.maxComputeWorkGroupInvocations;

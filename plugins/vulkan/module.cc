@@ -409,6 +409,7 @@ class VulkanModule : public sdk::ModuleBase {
                                 static_cast<uint32_t>(bound.grid[1]),
                                 static_cast<uint32_t>(bound.grid[2])};
     const DLDevice device = bound.device;
+    const launch::DeviceLimits& limits = api->LaunchLimits(device);
     const std::vector<ir::ArgView>& views = bound.views;
     std::string push(l.push_size, '\0');
     for (const PushField& p : l.push) {
@@ -503,25 +504,18 @@ class VulkanModule : public sdk::ModuleBase {
           vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                              static_cast<uint32_t>(push.size()), push.data());
         }
-        const uint32_t* most = s.properties().limits.maxComputeWorkGroupCount;
-        if (groups[0] <= most[0] && groups[1] <= most[1] && groups[2] <= most[2]) {
+        if (!bound.split) {
           vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
         } else {
           // Larger than one dispatch may be (the kit allowed it: the device has
-          // vkCmdDispatchBase): parts of at most `most` workgroups, each from its base, so
-          // gl_WorkGroupID runs over the whole grid.
-          for (uint64_t z = 0; z < groups[2]; z += most[2]) {
-            for (uint64_t y = 0; y < groups[1]; y += most[1]) {
-              for (uint64_t x = 0; x < groups[0]; x += most[0]) {
-                vkCmdDispatchBase(
-                    cmd, static_cast<uint32_t>(x), static_cast<uint32_t>(y),
-                    static_cast<uint32_t>(z),
-                    static_cast<uint32_t>(std::min<uint64_t>(most[0], groups[0] - x)),
-                    static_cast<uint32_t>(std::min<uint64_t>(most[1], groups[1] - y)),
-                    static_cast<uint32_t>(std::min<uint64_t>(most[2], groups[2] - z)));
-              }
-            }
-          }
+          // vkCmdDispatchBase): the kit's parts, each from its base, so gl_WorkGroupID runs
+          // over the whole grid. Every offset and size fits a uint32_t (the grid does).
+          launch::ForEachGridPart(bound, limits, [cmd](const launch::GridPart& part) {
+            vkCmdDispatchBase(
+                cmd, static_cast<uint32_t>(part.offset[0]), static_cast<uint32_t>(part.offset[1]),
+                static_cast<uint32_t>(part.offset[2]), static_cast<uint32_t>(part.grid[0]),
+                static_cast<uint32_t>(part.grid[1]), static_cast<uint32_t>(part.grid[2]));
+          });
         }
         if (p.status) {
           // The record is read on the host once the dispatch is done.
