@@ -2,7 +2,6 @@
 #include "device_api.h"
 
 #include <cctype>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -205,13 +204,7 @@ Any CUDADeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     case BP_ATTR_UUID: {
       CUuuid uuid{};
       Check(driver_->cuDeviceGetUuid(&uuid, devices_[id].handle), "cuDeviceGetUuid");
-      const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
-      char text[37];
-      std::snprintf(text, sizeof(text),
-                    "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-                    b[13], b[14], b[15]);
-      return sdk::StringValue(text);
+      return sdk::StringValue(sdk::UuidString(reinterpret_cast<const unsigned char*>(uuid.bytes)));
     }
     case BP_ATTR_PCI_BUS_ID: {
       // "0000:17:00.0": domain, bus, device and function in hex (lowercased as lspci and the

@@ -31,13 +31,14 @@ namespace {
 constexpr const char* kMagic = "backplane-cuda-module 3\n";
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
 
-class CUDAModule : public sdk::ModuleBase {
+class CUDAModule : public sdk::KernelModule {
  public:
   static constexpr const char* kKind = "cuda";
 
   CUDAModule(CUDAModuleData data, ir::IRModule module)
       : data_(std::move(data)), module_(std::move(module)) {
     for (const KernelInfo& k : data_.kernels) {
+      kernel_names_.push_back(k.name);
       const ir::PrimFunc* f = module_.Find(k.name);
       if (f == nullptr || f->params.size() != k.arg_types.size()) {
         throw Error(BP_ERR_INVALID_ARGUMENT,
@@ -66,22 +67,6 @@ class CUDAModule : public sdk::ModuleBase {
     }
   }
 
-  Function GetFunction(const std::string& name) override {
-    for (size_t i = 0; i < data_.kernels.size(); ++i) {
-      if (data_.kernels[i].name != name) continue;
-      auto self = std::static_pointer_cast<CUDAModule>(shared_from_this());
-      return Function::FromCallable([self, i](PackedArgs args) {
-        self->Launch(i, args);
-        return Any();
-      });
-    }
-    return Function();
-  }
-  std::vector<std::string> ListFunctions() override {
-    std::vector<std::string> names;
-    for (const KernelInfo& k : data_.kernels) names.push_back(k.name);
-    return names;
-  }
   std::optional<std::string> SaveToBytes() override { return SerializeCUDAModule(data_); }
   std::optional<std::string> InspectSource(const std::string& format) override {
     if (format.empty() || format == "cuda" || format == "cu") return data_.source;
@@ -234,7 +219,7 @@ class CUDAModule : public sdk::ModuleBase {
     CUDADeviceAPI* api_;
   };
 
-  void Launch(size_t index, PackedArgs args) {
+  void Launch(size_t index, PackedArgs args) override {
     const KernelInfo& k = data_.kernels[index];
     const launch::KernelSignature& sig = sigs_[index];
     CUDADeviceAPI* api = CUDADeviceAPI::Global();

@@ -2,7 +2,6 @@
 #include "device_api.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -63,16 +62,6 @@ const char* DeviceKind(cl_device_type type) {
   if (type & CL_DEVICE_TYPE_CPU) return "cpu";
   if (type & (CL_DEVICE_TYPE_ACCELERATOR | CL_DEVICE_TYPE_CUSTOM)) return "accelerator";
   return "other";
-}
-
-// A 16-byte UUID as 8-4-4-4-12 lowercase hex.
-std::string UuidString(const unsigned char* b) {
-  char out[37];
-  std::snprintf(out, sizeof(out),
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                b[15]);
-  return out;
 }
 
 }  // namespace
@@ -281,15 +270,13 @@ Any OpenCLDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       unsigned char uuid[CL_UUID_SIZE_KHR] = {};
       Check(clGetDeviceInfo(id, CL_DEVICE_UUID_KHR, sizeof(uuid), uuid, nullptr),
             "clGetDeviceInfo(CL_DEVICE_UUID_KHR)");
-      return sdk::StringValue(UuidString(uuid));
+      return sdk::StringValue(sdk::UuidString(uuid));
     }
     case BP_ATTR_PCI_BUS_ID: {
       if (!HasExtension(id, "cl_khr_pci_bus_info")) return sdk::NoneValue();
       const auto pci = DeviceInfo<cl_device_pci_bus_info_khr>(id, CL_DEVICE_PCI_BUS_INFO_KHR);
-      char text[32];
-      std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%x", pci.pci_domain, pci.pci_bus,
-                    pci.pci_device, pci.pci_function);
-      return sdk::StringValue(text);
+      return sdk::StringValue(
+          sdk::PciBusIdString(pci.pci_domain, pci.pci_bus, pci.pci_device, pci.pci_function));
     }
     case BP_ATTR_MAX_ALLOCATION_SIZE:
       return sdk::IntValue(

@@ -66,7 +66,7 @@ class LaunchBackend final : public launch::Backend {
   OpenCLDeviceAPI* api_;
 };
 
-class OpenCLModule : public sdk::ModuleBase {
+class OpenCLModule : public sdk::KernelModule {
  public:
   static constexpr const char* kKind = "opencl";
 
@@ -76,7 +76,10 @@ class OpenCLModule : public sdk::ModuleBase {
         source_(std::move(code.source)),
         sites_(std::move(code.sites)),
         options_(options) {
-    for (const ir::PrimFunc& f : ir_.functions()) kernels_.try_emplace(f.name, f, sites_);
+    for (const ir::PrimFunc& f : ir_.functions()) {
+      kernel_names_.push_back(f.name);
+      by_index_.push_back(&kernels_.try_emplace(f.name, f, sites_).first->second);
+    }
   }
   ~OpenCLModule() override {
     // Functions hold the module: nothing can be enqueuing now. Enqueued work holds its own
@@ -86,21 +89,6 @@ class OpenCLModule : public sdk::ModuleBase {
     for (auto& [id, mem] : fault_records_) clReleaseMemObject(mem);
   }
 
-  Function GetFunction(const std::string& name) override {
-    auto it = kernels_.find(name);
-    if (it == kernels_.end()) return Function();
-    auto self = std::static_pointer_cast<OpenCLModule>(shared_from_this());
-    const Kernel* k = &it->second;
-    return Function::FromCallable([self, k](PackedArgs args) {
-      self->Launch(*k, args);
-      return Any();
-    });
-  }
-  std::vector<std::string> ListFunctions() override {
-    std::vector<std::string> names;
-    for (const ir::PrimFunc& f : ir_.functions()) names.push_back(f.name);
-    return names;
-  }
   std::optional<std::string> SaveToBytes() override {
     Json kernels = Json::array();
     for (const ir::PrimFunc& f : ir_.functions()) {
@@ -152,7 +140,8 @@ class OpenCLModule : public sdk::ModuleBase {
     }
   }
 
-  void Launch(const Kernel& k, PackedArgs args) {
+  void Launch(size_t which, PackedArgs args) override {
+    const Kernel& k = *by_index_[which];
     OpenCLDeviceAPI* api = OpenCLDeviceAPI::Global();
     // Reused by every launch on this thread: a warm launch allocates nothing.
     thread_local launch::BoundLaunch b;
@@ -272,6 +261,7 @@ class OpenCLModule : public sdk::ModuleBase {
   OpenCLCodeOptions options_;
   std::map<int32_t, cl_mem> fault_records_;  // per device id, under launch_mu_
   std::map<std::string, Kernel> kernels_;
+  std::vector<const Kernel*> by_index_;  // kernels_ in kernel_names_' order
   std::mutex build_mu_;
   std::map<int32_t, cl_program> programs_;  // per device id (each device has its context)
   std::map<int32_t, Error> build_errors_;   // per device id: a build that failed

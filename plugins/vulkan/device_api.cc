@@ -800,20 +800,12 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       return sdk::IntValue(d.props.vendorID);
     case BP_ATTR_UUID: {
       if (!d.has_uuid) return sdk::NoneValue();
-      const uint8_t* b = d.uuid;
-      char text[37];
-      std::snprintf(text, sizeof(text),
-                    "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-                    b[13], b[14], b[15]);
-      return sdk::StringValue(text);
+      return sdk::StringValue(sdk::UuidString(d.uuid));
     }
     case BP_ATTR_PCI_BUS_ID: {
       if (!d.has_pci) return sdk::NoneValue();
-      char text[32];
-      std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%x", d.pci_domain, d.pci_bus, d.pci_device,
-                    d.pci_function);
-      return sdk::StringValue(text);
+      return sdk::StringValue(
+          sdk::PciBusIdString(d.pci_domain, d.pci_bus, d.pci_device, d.pci_function));
     }
     case BP_ATTR_MAX_ALLOCATION_SIZE:
       return d.max_allocation == 0 ? sdk::NoneValue()

@@ -203,13 +203,14 @@ void Check(VkResult r, const std::string& what) {
                   "; check the Vulkan driver (vulkaninfo)");
 }
 
-class VulkanModule : public sdk::ModuleBase {
+class VulkanModule : public sdk::KernelModule {
  public:
   static constexpr const char* kKind = "vulkan";
 
   VulkanModule(ir::IRModule m, std::vector<CompiledKernel> kernels, GlslOptions options)
       : ir_text_(ir::Print(m)), ir_(std::move(m)), kernels_(std::move(kernels)), options_(options) {
     for (const CompiledKernel& k : kernels_) {
+      kernel_names_.push_back(k.layout.name);
       const ir::PrimFunc* f = ir_.Find(k.layout.name);
       if (f == nullptr) Reader::Bad("kernel '" + k.layout.name + "' is not in its IR");
       funcs_.push_back(f);
@@ -239,24 +240,6 @@ class VulkanModule : public sdk::ModuleBase {
         // The device is gone; its objects went with it.
       }
     }
-  }
-
-  Function GetFunction(const std::string& name) override {
-    for (size_t i = 0; i < kernels_.size(); ++i) {
-      if (kernels_[i].layout.name != name) continue;
-      auto self = std::static_pointer_cast<VulkanModule>(shared_from_this());
-      return Function::FromCallable([self, i](PackedArgs args) {
-        self->Launch(i, args);
-        return Any();
-      });
-    }
-    return Function();
-  }
-
-  std::vector<std::string> ListFunctions() override {
-    std::vector<std::string> names;
-    for (const CompiledKernel& k : kernels_) names.push_back(k.layout.name);
-    return names;
   }
 
   std::optional<std::string> SaveToBytes() override {
@@ -384,7 +367,7 @@ class VulkanModule : public sdk::ModuleBase {
     VulkanDeviceAPI* api_;
   };
 
-  void Launch(size_t i, PackedArgs args) {
+  void Launch(size_t i, PackedArgs args) override {
     const CompiledKernel& k = kernels_[i];
     const KernelLayout& l = k.layout;
     const launch::KernelSignature& sig = sigs_[i];

@@ -55,7 +55,8 @@ SimAccelModule::SimAccelModule(SimAccelDeviceAPI* api, ir::IRModule kernels, Ker
   // The Target's limit, checked at each launch by the launch kit.
   launch_limits_.threads_per_block = limits_.max_num_threads;
   for (const ir::PrimFunc& f : program_.module().functions()) {
-    sigs_.emplace(f.name, launch::KernelSignature(f, "simaccel"));
+    kernel_names_.push_back(f.name);
+    sigs_.emplace_back(f, "simaccel");
   }
 }
 
@@ -82,24 +83,6 @@ std::shared_ptr<SimAccelModule> SimAccelModule::FromBytes(SimAccelDeviceAPI* api
   return std::make_shared<SimAccelModule>(api, ir::Parse(text, "saved simaccel module"), limits);
 }
 
-Function SimAccelModule::GetFunction(const std::string& name) {
-  auto it = sigs_.find(name);
-  if (it == sigs_.end()) return Function();
-  // The function keeps the module alive: it may outlive the module object it came from.
-  auto self = std::static_pointer_cast<SimAccelModule>(shared_from_this());
-  const launch::KernelSignature* sig = &it->second;
-  return Function::FromCallable([self, sig](PackedArgs args) {
-    self->Launch(*sig, args);
-    return Any();
-  });
-}
-
-std::vector<std::string> SimAccelModule::ListFunctions() {
-  std::vector<std::string> names;
-  for (const ir::PrimFunc& f : program_.module().functions()) names.push_back(f.name);
-  return names;
-}
-
 std::optional<std::string> SimAccelModule::SaveToBytes() {
   return std::string(kMagic) + " " + std::to_string(kFormatVersion) + "\nmax_num_threads " +
          std::to_string(limits_.max_num_threads) + "\n" + text_;
@@ -110,7 +93,8 @@ std::optional<std::string> SimAccelModule::InspectSource(const std::string& form
   return std::nullopt;
 }
 
-void SimAccelModule::Launch(const launch::KernelSignature& sig, PackedArgs args) {
+void SimAccelModule::Launch(size_t index, PackedArgs args) {
+  const launch::KernelSignature& sig = sigs_[index];
   // The launch kit binds and checks the call: the count, dtypes, shapes and strides, one
   // simaccel device for every tensor, each tensor inside its allocation, no written buffer
   // overlapping another, and the block within the Target's max_num_threads. A bad handle is

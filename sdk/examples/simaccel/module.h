@@ -14,7 +14,6 @@
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/module.hpp>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,7 +29,7 @@ struct KernelLimits {
   int64_t max_num_threads = 0;
 };
 
-class SimAccelModule : public backplane::sdk::ModuleBase {
+class SimAccelModule : public backplane::sdk::KernelModule {
  public:
   static constexpr const char* kKind = "simaccel";
 
@@ -42,26 +41,25 @@ class SimAccelModule : public backplane::sdk::ModuleBase {
   static std::shared_ptr<SimAccelModule> FromBytes(SimAccelDeviceAPI* api,
                                                    const std::string& bytes);
 
-  // A function that checks its arguments and queues the kernel on the active stream of the
-  // device its tensors are on (simaccel:0 when it has no tensors, as the launch kit decides). The
-  // packed arguments are the kernel's params, then one int64 extent per launch param.
-  backplane::Function GetFunction(const std::string& name) override;
-  std::vector<std::string> ListFunctions() override;
   // "simaccel-module 1", the limits, then the kernels' IR text.
   std::optional<std::string> SaveToBytes() override;
   // "" or "ir": the kernels' IR text.
   std::optional<std::string> InspectSource(const std::string& format) override;
 
  private:
-  void Launch(const backplane::launch::KernelSignature& sig, backplane::PackedArgs args);
+  // GetFunction (sdk::KernelModule) gives a function that calls this: it checks the
+  // arguments and queues the kernel on the active stream of the device its tensors are on
+  // (simaccel:0 when it has no tensors, as the launch kit decides). The packed arguments are
+  // the kernel's params, then one int64 extent per launch param.
+  void Launch(size_t index, backplane::PackedArgs args) override;
 
   SimAccelDeviceAPI* const api_;
   const std::string text_;  // the kernels' canonical IR text
   const KernelLimits limits_;
   const backplane::ir::Interpreter program_;
   backplane::launch::DeviceLimits launch_limits_;  // the Target's max_num_threads per block
-  // Per kernel, made once: what the launch kit binds a call by.
-  std::map<std::string, backplane::launch::KernelSignature> sigs_;
+  // Per kernel (kernel_names_' order), made once: what the launch kit binds a call by.
+  std::vector<backplane::launch::KernelSignature> sigs_;
 };
 
 }  // namespace simaccel

@@ -42,6 +42,31 @@ class ModuleBase : public std::enable_shared_from_this<ModuleBase> {
   }
 };
 
+// The base of a module of device kernels (the GPU-style plugins'): GetFunction and
+// ListFunctions come from the kernels' names, and calling a kernel's Function runs
+// Launch(its index, args) with the module kept alive by the Function. A derived class fills
+// kernel_names_ before the module is handed out and never changes it after.
+class KernelModule : public ModuleBase {
+ public:
+  Function GetFunction(const std::string& name) override {
+    for (size_t i = 0; i < kernel_names_.size(); ++i) {
+      if (kernel_names_[i] != name) continue;
+      auto self = std::static_pointer_cast<KernelModule>(shared_from_this());
+      return Function::FromCallable([self, i](PackedArgs args) {
+        self->Launch(i, args);
+        return Any();
+      });
+    }
+    return Function();
+  }
+  std::vector<std::string> ListFunctions() override { return kernel_names_; }
+
+ protected:
+  // Launches kernel `index` (of kernel_names_) with the call's arguments; may throw.
+  virtual void Launch(size_t index, PackedArgs args) = 0;
+  std::vector<std::string> kernel_names_;
+};
+
 namespace detail {
 
 template <typename T>

@@ -132,6 +132,25 @@ inline std::string PointerString(const void* p) {
   return buf;
 }
 
+// A 16-byte device UUID as BP_ATTR_UUID reports it: "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
+// lowercase hex, the bytes in order.
+inline std::string UuidString(const unsigned char* b) {
+  char out[37];
+  std::snprintf(out, sizeof(out),
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return out;
+}
+
+// A PCI address as BP_ATTR_PCI_BUS_ID reports it: "dddd:bb:dd.f", lowercase hex (as lspci).
+inline std::string PciBusIdString(uint32_t domain, uint32_t bus, uint32_t device,
+                                  uint32_t function) {
+  char out[32];
+  std::snprintf(out, sizeof(out), "%04x:%02x:%02x.%x", domain, bus, device, function);
+  return out;
+}
+
 namespace detail {
 
 // The part of bp_host_api_t that every major keeps in place, so a plugin can read the
