@@ -10,6 +10,7 @@
 #include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/module.hpp>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -176,6 +177,7 @@ struct CKernel {
   const ir::PrimFunc* func;
   EntryFn entry;
   std::vector<bool> written;  // per param: may the function write this buffer?
+  int64_t check_depth = 0;    // ir::ArgCheckDepth(*func), for every call's argument check
 
   void Call(const bp_value_t* args, int32_t num_args) const;
 };
@@ -215,7 +217,27 @@ int32_t CallPackedFromC(CContext* ctx, const char* name, int32_t num_args, const
 }
 
 void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
-  std::vector<ir::ArgView> views = sdk::BindKernelArgs(*func, args, num_args, "c", OnHost);
+  // Reused by every call on this thread: a warm call allocates nothing. A call that the
+  // kernel makes back into this thread (call_packed) uses its own level. One thread-local
+  // object: one TLS lookup a call. (Deques: growing one for a nested call leaves the outer
+  // calls' vectors where they are.)
+  struct Scratch {
+    std::deque<std::vector<ir::ArgView>> views;
+    std::deque<std::vector<CArg>> c_args;
+    size_t depth = 0;
+  };
+  thread_local Scratch scratch;
+  if (scratch.views.size() <= scratch.depth) {
+    scratch.views.resize(scratch.depth + 1);
+    scratch.c_args.resize(scratch.depth + 1);
+  }
+  std::vector<ir::ArgView>& views = scratch.views[scratch.depth];
+  std::vector<CArg>& c_args = scratch.c_args[scratch.depth];
+  struct Nest {
+    size_t& depth;
+    ~Nest() { --depth; }
+  } nest{++scratch.depth};
+  sdk::BindKernelArgs(*func, args, num_args, "c", OnHost, check_depth, &views);
   const size_t n = views.size();
   // Buffers are restrict pointers in the generated code: a written buffer must not overlap
   // another buffer argument.
@@ -236,7 +258,7 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
       }
     }
   }
-  std::vector<CArg> c_args(n);
+  c_args.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const ir::ArgView& v = views[i];
     if (v.kind == ir::ArgView::Kind::kBuffer) {
@@ -276,6 +298,7 @@ Function CModule::GetFunction(const std::string& name) {
   auto kernel = std::make_unique<CKernel>();
   kernel->module = std::static_pointer_cast<CModule>(shared_from_this());
   kernel->func = func;
+  kernel->check_depth = ir::ArgCheckDepth(*func);
   kernel->entry = reinterpret_cast<EntryFn>(symbol);
   const std::vector<const ir::BufferNode*> written = ir::WrittenBuffers(func->body);
   for (const ir::Param& p : func->params) {

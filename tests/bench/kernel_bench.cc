@@ -9,6 +9,7 @@
 // (baseline instructions, no contraction) is unchanged.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,6 +84,65 @@ void Guarded(benchmark::State& state, Body body) {
     state.SkipWithError(e.what());
   }
 }
+
+// Issue 18: calling a compiled CPU kernel. A 16-element vector_add (one core: no thread pool)
+// through the module's
+// Function, call + sync, against a direct call of the same compiled function: its entry point
+// (bp_func_vector_add, the c target's calling convention: one 8-byte slot per parameter, then
+// a context whose first two members are the call_packed callback and the fault record) taken
+// with dlsym from the library the build left in the (private) compile cache.
+constexpr int64_t kSmallN = 16;
+
+void BM_CpuKernelCall_Module(benchmark::State& state) {
+  Guarded(state, [&] {
+    Module m = BuildKernel("vector_add", "c -num-cores=1");
+    Function f = m.GetFunction("vector_add");
+    Tensor a = RandomTensor({kSmallN}, 1), b = RandomTensor({kSmallN}, 2),
+           c = RandomTensor({kSmallN}, 3);
+    const DLDevice cpu{kDLCPU, 0};
+    for (auto _ : state) {
+      f(kSmallN, a.dl(), b.dl(), c.dl());
+      backplane::Check(bp_device_stream_sync(cpu, nullptr));
+    }
+  });
+}
+BENCHMARK(BM_CpuKernelCall_Module);
+
+void BM_CpuKernelCall_Direct(benchmark::State& state) {
+  Guarded(state, [&] {
+    Module m = BuildKernel("vector_add", "c -num-cores=1");  // its library: in the cache
+    void* entry = nullptr;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(kCache.path)) {
+      if (e.path().extension() != ".so") continue;
+      void* lib = dlopen(e.path().c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr && (entry = dlsym(lib, "bp_func_vector_add")) != nullptr) break;
+    }
+    if (entry == nullptr) throw std::runtime_error("no compiled vector_add in the compile cache");
+    union Slot {
+      int64_t i;
+      void* p;
+    };
+    struct Context {
+      void* call_packed;
+      void* fault;
+    };
+    alignas(8) unsigned char fault[32] = {};
+    Context ctx{nullptr, fault};
+    auto call = reinterpret_cast<int32_t (*)(const Slot*, Context*)>(entry);
+    Tensor a = RandomTensor({kSmallN}, 1), b = RandomTensor({kSmallN}, 2),
+           c = RandomTensor({kSmallN}, 3);
+    Slot args[4];
+    args[0].i = kSmallN;
+    args[1].p = a.dl()->data;
+    args[2].p = b.dl()->data;
+    args[3].p = c.dl()->data;
+    for (auto _ : state) {
+      benchmark::DoNotOptimize(call(args, &ctx));
+      benchmark::ClobberMemory();
+    }
+  });
+}
+BENCHMARK(BM_CpuKernelCall_Direct);
 
 void BM_VectorAdd_C_1Core(benchmark::State& state) {
   Guarded(state, [&] {

@@ -346,21 +346,25 @@ constexpr size_t kStackBase = size_t{1} << 20;
 
 // Bytes of stack left below the caller on this thread; 0 if unknown.
 size_t StackLeft() {
-  thread_local bool known = false;
-  thread_local char* low = nullptr;
-  if (!known) {
-    known = true;
+  // One thread-local object (one TLS lookup per call in a plugin that links this library).
+  struct Low {
+    bool known = false;
+    char* low = nullptr;
+  };
+  thread_local Low t;
+  if (!t.known) {
+    t.known = true;
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
       void* addr = nullptr;
       size_t size = 0;
-      if (pthread_attr_getstack(&attr, &addr, &size) == 0) low = static_cast<char*>(addr);
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0) t.low = static_cast<char*>(addr);
       pthread_attr_destroy(&attr);
     }
   }
   char* here = static_cast<char*>(__builtin_frame_address(0));
-  if (low == nullptr || here <= low) return 0;
-  return static_cast<size_t>(here - low);
+  if (t.low == nullptr || here <= t.low) return 0;
+  return static_cast<size_t>(here - t.low);
 }
 
 size_t PageSize() {
@@ -435,6 +439,8 @@ StackThread::~StackThread() {
   Join();
   delete state_;
 }
+
+bool HasStack(size_t bytes) { return StackLeft() >= bytes; }
 
 void RunWithStack(size_t bytes, const std::function<void()>& fn) {
   if (StackLeft() >= bytes) {

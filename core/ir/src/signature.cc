@@ -308,7 +308,14 @@ class ArgChecker {
              (a.shape == nullptr ? "no shape (a null pointer)" : "a shape") + ", expected rank " +
              std::to_string(rank) + "; pass a tensor with its shape";
     // Scratch reused by every call on this thread: a launch allocates nothing here.
-    thread_local std::vector<int64_t> want, compact, given, want_strides;
+    struct Scratch {
+      std::vector<int64_t> want, compact, given, want_strides;
+    };
+    thread_local Scratch scratch;  // one TLS lookup
+    std::vector<int64_t>& want = scratch.want;
+    std::vector<int64_t>& compact = scratch.compact;
+    std::vector<int64_t>& given = scratch.given;
+    std::vector<int64_t>& want_strides = scratch.want_strides;
     std::string error;
     if (!Evaluate(b->shape, &want, &error))
       return head() + ": cannot evaluate its shape " + ExprList(b->shape) + " (" + error +

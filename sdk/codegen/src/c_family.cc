@@ -943,6 +943,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         KeepInOrder(&lo);
       }
       const std::string end = from_zero ? extent.text : lo.text + " + " + extent.text;
+      loop_extent_ = extent.text;
       EmitLoopPragma(f);
       const bool parallel = f.for_kind == ir::ForKind::kParallel;
       if (parallel) ++parallel_depth_;
@@ -1293,11 +1294,15 @@ void CEmitter::EmitLoopPragma(const ir::ForNode& loop) {
   switch (loop.for_kind) {
     case ir::ForKind::kParallel:
       // OpenMP does not nest by default; an inner parallel loop runs serially anyway.
-      if (parallel_depth_ == 0) {
+      // One thread: a plain loop (entering a parallel region costs about 300 ns, more than a
+      // small kernel's work). Otherwise the region starts only when there are two
+      // iterations or more to share.
+      if (parallel_depth_ == 0 && options_.num_threads != 1) {
         Line("#pragma omp parallel for schedule(static)" +
              (options_.num_threads > 0
                   ? " num_threads(" + std::to_string(options_.num_threads) + ")"
-                  : std::string()));
+                  : std::string()) +
+             " if((" + loop_extent_ + ") > 1)");
       }
       return;
     case ir::ForKind::kVectorized:

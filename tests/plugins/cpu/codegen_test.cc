@@ -86,6 +86,12 @@ TEST_F(CodegenTest, TheSourceIsCWithRestrictPointersAndOpenMP) {
   EXPECT_EQ(m.InspectSource("c"), src);
   EXPECT_NE(m.InspectSource("ir").find("func vector_add"), std::string::npos);
   EXPECT_EQ(m.InspectSource("ptx"), "");
+  // The region starts only with two iterations or more to share (a small call runs on the
+  // calling thread: entering a region costs more than the work), and with one core never.
+  EXPECT_NE(src.find(" if(("), std::string::npos) << src;
+  const std::string one = Build(kVectorAdd, "c -num-cores=1").InspectSource();
+  EXPECT_EQ(one.find("omp parallel"), std::string::npos) << one;
+  EXPECT_NE(one.find("for (int32_t i = 0;"), std::string::npos) << one;
 }
 
 // Integer semantics: truncating /, floordiv/floormod toward -inf, int8 wrap-around.

@@ -42,10 +42,16 @@ inline DLTensor* TensorOf(const bp_value_t& v) {
 // ArgView has the byte offset applied and `user` = the DLTensor*. `who` names the code
 // generator in messages ("c", "opencl"). Throws Error(BP_ERR_INVALID_ARGUMENT or
 // BP_ERR_TYPE) naming the function, the argument and what to do.
+//
+// This form writes into `*out` (its capacity kept: a function called often reuses one per
+// thread and allocates nothing) and takes `check_depth` = ir::ArgCheckDepth(func), computed
+// once per function.
 template <typename DeviceOk>
-std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args,
-                                        int32_t num_args, const char* who, DeviceOk device_ok) {
-  std::vector<ir::ArgView> views(static_cast<size_t>(num_args < 0 ? 0 : num_args));
+void BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args, int32_t num_args,
+                    const char* who, DeviceOk device_ok, int64_t check_depth,
+                    std::vector<ir::ArgView>* out) {
+  std::vector<ir::ArgView>& views = *out;
+  views.assign(static_cast<size_t>(num_args < 0 ? 0 : num_args), ir::ArgView());
   const size_t num_params = func.params.size();
   for (size_t i = 0; i < views.size(); ++i) {
     const bp_value_t& v = args[i];
@@ -88,10 +94,16 @@ std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value
                                    (want_buffer ? "a tensor" : "an int or a float"));
     }
   }
-  std::string problem = ir::CheckArgs(func, views);
+  std::string problem = ir::CheckArgs(func, views, check_depth);
   if (!problem.empty()) {
     throw Error(BP_ERR_INVALID_ARGUMENT, std::string(who) + " function " + problem);
   }
+}
+template <typename DeviceOk>
+std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args,
+                                        int32_t num_args, const char* who, DeviceOk device_ok) {
+  std::vector<ir::ArgView> views;
+  BindKernelArgs(func, args, num_args, who, device_ok, ir::ArgCheckDepth(func), &views);
   return views;
 }
 

@@ -43,6 +43,10 @@ int64_t TreeDepth(const IRModule& m);
 // (four times that under AddressSanitizer, whose frames are larger) plus 1 MiB.
 size_t StackBytesForDepth(int64_t depth);
 
+// Whether the calling thread has at least `bytes` of stack left below the caller (false when
+// that is unknown).
+bool HasStack(size_t bytes);
+
 // Runs `fn` with at least `bytes` of stack: on this thread if that much is left on it, else
 // on a new thread with a stack of that size (reserved, not committed: untouched pages cost no
 // memory), waiting for it. An exception thrown by `fn` is rethrown here.
