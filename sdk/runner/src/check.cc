@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/runner/check.hpp>
@@ -21,50 +22,9 @@ namespace runner {
 
 namespace {
 
-// IEEE binary16 <-> float, rounding to nearest even (the interpreter's float16 storage).
-uint16_t FloatToHalf(float value) {
-  uint32_t x;
-  std::memcpy(&x, &value, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or nan
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  }
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {  // a subnormal half (or zero)
-    float f;
-    const uint32_t a = abs;
-    std::memcpy(&f, &a, 4);
-    // 2^-24 is the half subnormal step: scale and round to nearest even.
-    const float scaled = f * 16777216.0f;
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
-  }
-  uint32_t mant = abs & 0x7fffffu;
-  uint32_t exp = (abs >> 23) - 127 + 15;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  float f;
-  if (exp == 0) {
-    f = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -f : f;
-  }
-  uint32_t x;
-  if (exp == 31) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  std::memcpy(&f, &x, 4);
-  return f;
-}
+// IEEE binary16 <-> float, rounding to nearest even: the interpreter's float16 storage.
+using ir::FloatToHalf;
+using ir::HalfToFloat;
 
 size_t ElementBytes(ir::DType t) { return static_cast<size_t>((t.bits + 7) / 8); }
 
