@@ -25,6 +25,7 @@
 #include "common.h"
 #include "object.h"
 #include "registry.h"
+#include "runtime.h"
 #include "target.h"
 
 namespace backplane::core {
@@ -76,7 +77,7 @@ struct HostModule {
     }
     if (!found) {
       std::string looked_at;
-      found = FindOrLoad(name, &looked_at);
+      found = Runtime::Get().FindOrLoad(name, &looked_at);
       if (!found) {
         Fail(BP_ERR_NOT_FOUND, "host code calls '" + name +
                                    "', which neither the imported device modules nor the "
@@ -265,7 +266,7 @@ Ref CallCodegen(const std::string& kind, const std::string& text, const bp_objec
                 int64_t depth) {
   const std::string name = "target.build." + kind;
   std::string looked_at;
-  Ref codegen = FindOrLoad(name, &looked_at);
+  Ref codegen = Runtime::Get().FindOrLoad(name, &looked_at);
   if (!codegen) {
     Fail(BP_ERR_NOT_FOUND, "bp_build: no code generator for target kind '" + kind +
                                "': no plugin registered '" + name + "'" + looked_at +

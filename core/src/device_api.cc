@@ -16,6 +16,7 @@
 #include "object.h"
 #include "plugin_loader.h"
 #include "registry.h"
+#include "runtime.h"
 
 namespace backplane::core {
 namespace {
@@ -37,7 +38,7 @@ class DeviceAPIManager {
     const char* name = DeviceTypeName(type);
     if (name == nullptr) {
       // Discovery registers the device types that manifests declare: do it, then retry.
-      PluginLoader::Global().EnsureDiscovered();
+      Runtime::Get().loader.EnsureDiscovered();
       name = DeviceTypeName(type);
     }
     if (name == nullptr) {
@@ -46,7 +47,7 @@ class DeviceAPIManager {
     }
     const std::string fname = std::string("device_api.") + name;
     std::string looked_at;
-    Ref func = FindOrLoad(fname, &looked_at);
+    Ref func = Runtime::Get().FindOrLoad(fname, &looked_at);
     if (!func) {
       Fail(BP_ERR_NOT_FOUND, std::string("no DeviceAPI for device type '") + name + "' (id " +
                                  std::to_string(type) + "): no plugin registered '" + fname + "'" +
@@ -54,7 +55,7 @@ class DeviceAPIManager {
                                  ". Put the plugin's folder on BACKPLANE_PLUGIN_PATH or pass "
                                  "it to the host; `backplane info` shows what was found");
     }
-    const std::string owner = Registry::Global().OwnerOf(fname);
+    const std::string owner = Runtime::Get().registry.OwnerOf(fname);
     bp_value_t v = CallFunction(func.get(), nullptr, 0, fname);
     if (v.type != BP_VALUE_PTR || v.u.v_ptr == nullptr) {
       if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
@@ -393,7 +394,7 @@ BP_EXPORT bp_status_t bp_device_list(DLDevice* out_devices, size_t capacity, siz
   BP_REQUIRE_ARG(out_count != nullptr, "out_count is null");
   BP_REQUIRE_ARG(out_devices != nullptr || capacity == 0,
                  "out_devices is null but capacity is " + std::to_string(capacity));
-  PluginLoader::Global().EnsureDiscovered();
+  Runtime::Get().loader.EnsureDiscovered();
   const std::vector<DLDevice> devices = ListDevices();
   for (size_t i = 0; i < devices.size() && i < capacity; ++i) out_devices[i] = devices[i];
   *out_count = devices.size();

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "plugin_loader.h"
+#include "runtime.h"
 
 namespace backplane::core {
 namespace {
@@ -158,7 +159,7 @@ BP_EXPORT bp_status_t bp_device_type_register(const char* name, int32_t* out_typ
 BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_type) {
   BP_API_BEGIN
   // Manifests declare device types: a host whose first call this is must see them.
-  PluginLoader::Global().EnsureDiscovered();
+  Runtime::Get().loader.EnsureDiscovered();
   BP_REQUIRE_ARG(name != nullptr, "name is null");
   BP_REQUIRE_ARG(out_type != nullptr, "out_type is null");
   int32_t id = FindDeviceType(name);
@@ -174,7 +175,7 @@ BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_ty
 BP_EXPORT bp_status_t bp_device_type_name(int32_t type, const char** out_name) {
   BP_API_BEGIN
   // Manifests declare device types: a host whose first call this is must see them.
-  PluginLoader::Global().EnsureDiscovered();
+  Runtime::Get().loader.EnsureDiscovered();
   BP_REQUIRE_ARG(out_name != nullptr, "out_name is null");
   const char* name = DeviceTypeName(type);
   if (name == nullptr) {
@@ -188,7 +189,7 @@ BP_EXPORT bp_status_t bp_device_type_name(int32_t type, const char** out_name) {
 BP_EXPORT bp_status_t bp_device_type_list(int32_t* out_types, size_t capacity, size_t* out_count) {
   BP_API_BEGIN
   // Manifests declare device types: a host whose first call this is must see them.
-  PluginLoader::Global().EnsureDiscovered();
+  Runtime::Get().loader.EnsureDiscovered();
   BP_REQUIRE_ARG(out_count != nullptr, "out_count is null");
   BP_REQUIRE_ARG(out_types != nullptr || capacity == 0, "out_types is null but capacity is not 0");
   std::vector<int32_t> ids = ListDeviceTypes();

@@ -23,6 +23,7 @@
 #include "build.h"
 #include "object.h"
 #include "registry.h"
+#include "runtime.h"
 #include "target.h"
 
 namespace backplane::core {
@@ -206,7 +207,7 @@ Ref LoadOne(const std::string& at, const std::string& kind, const uint8_t* paylo
   if (IsBuiltinModuleKind(kind)) return LoadBuiltinModule(kind, payload, size, imports);
   const std::string loader = "runtime.module.load_from_bytes." + kind;
   std::string looked_at;
-  Ref f = FindOrLoad(loader, &looked_at);
+  Ref f = Runtime::Get().FindOrLoad(loader, &looked_at);
   if (!f) {
     Fail(BP_ERR_NOT_FOUND, "module file: no loader for modules of kind '" + kind +
                                "': no plugin registered '" + loader + "'" + looked_at +
@@ -214,7 +215,7 @@ Ref LoadOne(const std::string& at, const std::string& kind, const uint8_t* paylo
   }
   // The loader's plugin is loaded now, so its declaration is registered if it makes one.
   std::string unused;
-  if (!allow_native && FindOrLoad(std::string(kNativeCodePrefix) + kind, &unused)) {
+  if (!allow_native && Runtime::Get().FindOrLoad(std::string(kNativeCodePrefix) + kind, &unused)) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          "module file: " + at + " is of kind '" + kind +
              "', which carries native code: a library that runs in this process, with its "

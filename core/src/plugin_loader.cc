@@ -23,6 +23,7 @@
 #include "device_type.h"
 #include "elf_check.h"
 #include "manifest.h"
+#include "runtime.h"
 #include "target.h"
 
 namespace fs = boost::filesystem;
@@ -48,8 +49,6 @@ struct PluginRecord {
 };
 
 namespace {
-
-thread_local PluginInit* t_current_init = nullptr;
 
 // Why `path` may not hold a plugin, or "": the one rule set of backplane/file_trust.hpp
 // (owner, write permission of the real path and of every folder above it), which the disk
@@ -163,22 +162,35 @@ std::string NameFromLibrary(const std::string& path) {
 
 }  // namespace
 
-PluginInit* CurrentPluginInit() { return t_current_init; }
-
-// Whether a name a manifest declares is registered: a function, or a target kind or tag.
-bool NameRegistered(const std::string& name) {
-  return static_cast<bool>(Registry::Global().Find(name)) || TargetNameRegistered(name);
+PluginInit* PluginLoader::CurrentInit() const {
+  std::lock_guard lock(inits_mu_);
+  auto it = inits_.find(std::this_thread::get_id());
+  return it == inits_.end() ? nullptr : it->second;
 }
 
-void CheckPluginMayRegister(const std::string& name, const std::string& what) {
-  PluginInit* init = t_current_init;
+PluginInit* PluginLoader::SetCurrentInit(PluginInit* init) {
+  std::lock_guard lock(inits_mu_);
+  PluginInit*& slot = inits_[std::this_thread::get_id()];
+  PluginInit* outer = slot;
+  slot = init;
+  if (init == nullptr) inits_.erase(std::this_thread::get_id());
+  return outer;
+}
+
+bool PluginLoader::NameRegistered(const std::string& name) const {
+  return static_cast<bool>(registry_.Find(name)) || TargetNameRegistered(name);
+}
+
+void PluginLoader::CheckMayRegister(const std::string& name, const std::string& what) const {
+  PluginInit* init = CurrentInit();
   if (init == nullptr) return;
   const bool declared =
       init->declared != nullptr &&
       std::find(init->declared->begin(), init->declared->end(), name) != init->declared->end();
   if (declared) return;
   // Named first when another plugin's manifest claims it: that is who the name belongs to.
-  const std::string declarer = PluginLoader::Global().OtherDeclarer(name, init->plugin_name);
+  const std::string declarer =
+      const_cast<PluginLoader*>(this)->OtherDeclarer(name, init->plugin_name);
   if (!declarer.empty()) {
     Fail(BP_ERR_ALREADY_EXISTS, what + " is declared by plugin '" + declarer +
                                     "' in its manifest; plugin '" + init->plugin_name +
@@ -194,8 +206,8 @@ void CheckPluginMayRegister(const std::string& name, const std::string& what) {
                           "every name; add it to PROVIDES in backplane_add_plugin");
 }
 
-void CheckPluginMayRegisterDeviceType(const std::string& name) {
-  PluginInit* init = t_current_init;
+void PluginLoader::CheckMayRegisterDeviceType(const std::string& name) const {
+  PluginInit* init = CurrentInit();
   if (init == nullptr || init->declared_device_types == nullptr) return;
   const auto& types = *init->declared_device_types;
   if (std::find(types.begin(), types.end(), name) != types.end()) return;
@@ -206,18 +218,33 @@ void CheckPluginMayRegisterDeviceType(const std::string& name) {
                           "DEVICE_TYPES in backplane_add_plugin");
 }
 
-std::string CurrentOwner() {
-  return t_current_init != nullptr ? "plugin '" + t_current_init->plugin_name + "'"
-                                   : std::string("the host");
+std::string PluginLoader::CurrentOwner() const {
+  PluginInit* init = CurrentInit();
+  return init != nullptr ? "plugin '" + init->plugin_name + "'" : std::string("the host");
 }
 
-PluginLoader& PluginLoader::Global() {
-  // Never destroyed: loaded plugins stay mapped until the process ends, since objects and
-  // threads they created may still run their code during static destruction.
-  static PluginLoader* loader = new PluginLoader();
-  return *loader;
+PluginInit* CurrentPluginInit() { return Runtime::Get().loader.CurrentInit(); }
+void CheckPluginMayRegister(const std::string& name, const std::string& what) {
+  Runtime::Get().loader.CheckMayRegister(name, what);
+}
+void CheckPluginMayRegisterDeviceType(const std::string& name) {
+  Runtime::Get().loader.CheckMayRegisterDeviceType(name);
+}
+std::string CurrentOwner() { return Runtime::Get().loader.CurrentOwner(); }
+
+Runtime& Runtime::Get() {
+  static Runtime* runtime = new Runtime();
+  return *runtime;
 }
 
+Ref Runtime::FindOrLoad(const std::string& name, std::string* looked_at) {
+  Ref f = registry.Find(name);
+  if (f) return f;
+  *looked_at = loader.LoadProviderOf(name);
+  return registry.Find(name);
+}
+
+PluginLoader::PluginLoader(Registry& registry) : registry_(registry) {}
 PluginLoader::~PluginLoader() = default;
 
 void PluginLoader::AddPath(const std::string& folder) {
@@ -447,7 +474,7 @@ void PluginLoader::Load(PluginRecord& rec) {
     // Undo every registration the plugin made, newest first.
     for (auto it = init.undo.rbegin(); it != init.undo.rend(); ++it) (*it)();
     for (auto it = init.registered.rbegin(); it != init.registered.rend(); ++it) {
-      Registry::Global().Restore(it->first, std::move(it->second));
+      registry_.Restore(it->first, std::move(it->second));
     }
     rec.state = BP_PLUGIN_SKIPPED;
     rec.error_kind = kind;
@@ -482,8 +509,7 @@ void PluginLoader::Load(PluginRecord& rec) {
   bp_plugin_info_t info;
   std::memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
-  PluginInit* outer = t_current_init;
-  t_current_init = &init;
+  PluginInit* outer = SetCurrentInit(&init);
   const uint64_t seq = ErrorSequence();
   bp_status_t st = BP_OK;
   std::string thrown;
@@ -496,7 +522,7 @@ void PluginLoader::Load(PluginRecord& rec) {
   } catch (...) {
     thrown = "an exception that is not a std::exception";
   }
-  t_current_init = outer;
+  SetCurrentInit(outer);
   const std::string message = (st != BP_OK && ErrorSequence() != seq) ? LastErrorMessage() : "";
 
   const std::string host_version = VersionText(BP_ABI_VERSION_MAJOR, BP_ABI_VERSION_MINOR);
@@ -723,12 +749,12 @@ std::vector<std::string> PluginLoader::DeclaredNames() {
 
 // The names `p` registered that it still owns: a function the host replaced or removed since
 // is someone else's (kinds and tags are never replaced).
-std::vector<std::string> OwnedNames(const PluginRecord& p) {
+std::vector<std::string> PluginLoader::OwnedNames(const PluginRecord& p) const {
   std::vector<std::string> out;
   const std::string owner = "plugin '" + p.name + "'";
   for (const auto& n : p.registered) {
     const bool target_name = n.rfind("target.kind.", 0) == 0 || n.rfind("target.tag.", 0) == 0;
-    if (target_name ? TargetNameRegistered(n) : Registry::Global().OwnerOf(n) == owner) {
+    if (target_name ? TargetNameRegistered(n) : registry_.OwnerOf(n) == owner) {
       out.push_back(n);
     }
   }
@@ -773,33 +799,33 @@ extern "C" {
 BP_EXPORT bp_status_t bp_plugin_path_add(const char* folder) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(folder != nullptr, "folder is null");
-  PluginLoader::Global().AddPath(folder);
+  Runtime::Get().loader.AddPath(folder);
   BP_API_END
 }
 
 BP_EXPORT bp_status_t bp_plugins_discover(void) {
   BP_API_BEGIN
-  PluginLoader::Global().Discover();
+  Runtime::Get().loader.Discover();
   BP_API_END
 }
 
 BP_EXPORT bp_status_t bp_plugins_load_all(void) {
   BP_API_BEGIN
-  PluginLoader::Global().LoadAll();
+  Runtime::Get().loader.LoadAll();
   BP_API_END
 }
 
 BP_EXPORT bp_status_t bp_plugin_load(const char* library_path) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(library_path != nullptr, "library_path is null");
-  PluginLoader::Global().LoadLibrary(library_path);
+  Runtime::Get().loader.LoadLibrary(library_path);
   BP_API_END
 }
 
 BP_EXPORT bp_status_t bp_plugins_list(bp_object_t** out_json) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_json != nullptr, "out_json is null");
-  *out_json = NewString(PluginLoader::Global().ToJson());
+  *out_json = NewString(Runtime::Get().loader.ToJson());
   BP_API_END
 }
 

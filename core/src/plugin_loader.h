@@ -6,11 +6,13 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -39,7 +41,8 @@ struct PluginInit {
 // writes it: "device_api.x", "target.kind.k") that the plugin may not make: a name its
 // manifest does not declare (BP-PLUGIN-2), or, for a plugin without a manifest, a name another
 // plugin's manifest declares. `what` names it in the message ("function 'x'"). Outside an
-// init it does nothing: the host registers what it likes.
+// init it does nothing: the host registers what it likes. (The process's loader's
+// PluginLoader::CheckMayRegister, for the C entry points.)
 void CheckPluginMayRegister(const std::string& name, const std::string& what);
 
 // During a plugin's init, refuses a device type its manifest does not declare when the name
@@ -49,14 +52,25 @@ void CheckPluginMayRegisterDeviceType(const std::string& name);
 // "plugin 'x'" when a plugin's init is running on this thread, else "the host".
 std::string CurrentOwner();
 
-// The init running on this thread, or null.
+// The init running on this thread, or null (PluginLoader::CurrentInit of the process's loader).
 PluginInit* CurrentPluginInit();
 
 struct PluginRecord;
 
 class PluginLoader {
  public:
-  static PluginLoader& Global();
+  // A loader that registers into `registry` (and rolls back from it when an init fails).
+  explicit PluginLoader(Registry& registry);
+  PluginLoader(const PluginLoader&) = delete;
+  PluginLoader& operator=(const PluginLoader&) = delete;
+
+  // The init a plugin runs on the calling thread (inside bp_plugin_init), or null. Kept here,
+  // per thread: a registration call through the C ABI carries no context, and the host may
+  // register on another thread while a plugin loads.
+  PluginInit* CurrentInit() const;
+  void CheckMayRegister(const std::string& name, const std::string& what) const;
+  void CheckMayRegisterDeviceType(const std::string& name) const;
+  std::string CurrentOwner() const;
 
   // Adds a folder searched first (in the order added); it must be absolute.
   void AddPath(const std::string& folder);
@@ -106,6 +120,16 @@ class PluginLoader {
   std::string LookedAt(const std::vector<PluginRecord*>& recs) const;
   bool Disabled(const std::string& name) const { return disabled_.count(name) > 0; }
 
+  // Whether a name a manifest declares is registered: a function, or a target kind or tag.
+  bool NameRegistered(const std::string& name) const;
+  // The names `p` registered that it still owns.
+  std::vector<std::string> OwnedNames(const PluginRecord& p) const;
+  // Makes `init` the calling thread's current init; returns the one it replaces.
+  PluginInit* SetCurrentInit(PluginInit* init);
+
+  Registry& registry_;
+  mutable std::mutex inits_mu_;
+  std::map<std::thread::id, PluginInit*> inits_;  // the init each thread runs, if any
   std::recursive_mutex mu_;
   bool discovered_ = false;  // a discovery ran or runs (under mu_)
   // A discovery finished and no folder was added since: EnsureDiscovered's lock-free check,

@@ -7,15 +7,9 @@
 #include <set>
 
 #include "plugin_loader.h"
+#include "runtime.h"
 
 namespace backplane::core {
-
-Registry& Registry::Global() {
-  // Never destroyed: function objects may point into plugins, which outlive static
-  // destruction order.
-  static Registry* registry = new Registry();
-  return *registry;
-}
 
 std::optional<Registry::Entry> Registry::Set(const std::string& name, bp_object_t* func,
                                              bool allow_override, const std::string& owner,
@@ -89,13 +83,6 @@ std::string Registry::OwnerOf(const std::string& name) const {
   return it == map_.end() ? std::string() : it->second.owner;
 }
 
-Ref FindOrLoad(const std::string& name, std::string* looked_at) {
-  Ref f = Registry::Global().Find(name);
-  if (f) return f;
-  *looked_at = PluginLoader::Global().LoadProviderOf(name);
-  return Registry::Global().Find(name);
-}
-
 }  // namespace backplane::core
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
@@ -121,8 +108,8 @@ BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func, int32
   const std::string owner = CurrentOwner();
   // allow_override lets a plugin replace only an entry it registered itself, never one of
   // another plugin or of the host.
-  auto previous = Registry::Global().Set(name, func, allow_override != 0, owner,
-                                         /*override_own_only=*/init != nullptr);
+  auto previous = Runtime::Get().registry.Set(name, func, allow_override != 0, owner,
+                                              /*override_own_only=*/init != nullptr);
   if (init != nullptr) {
     init->registered.push_back({name, std::move(previous)});
     init->names.push_back(name);
@@ -135,7 +122,7 @@ BP_EXPORT bp_status_t bp_registry_get(const char* name, bp_object_t** out_func) 
   CheckName(name, "bp_registry_get");
   BP_REQUIRE_ARG(out_func != nullptr, "out_func is null");
   std::string looked_at;
-  Ref f = FindOrLoad(name, &looked_at);
+  Ref f = Runtime::Get().FindOrLoad(name, &looked_at);
   if (!f) {
     Fail(BP_ERR_NOT_FOUND, std::string("function '") + name + "' is not registered" + looked_at +
                                "; run `backplane info` to list the registered functions");
@@ -149,14 +136,14 @@ BP_EXPORT bp_status_t bp_registry_remove(const char* name) {
   CheckName(name, "bp_registry_remove");
   if (CurrentPluginInit() != nullptr) {
     // Removing and registering again would be an override by another name.
-    const std::string owner = Registry::Global().OwnerOf(name);
+    const std::string owner = Runtime::Get().registry.OwnerOf(name);
     if (!owner.empty() && owner != CurrentOwner()) {
       Fail(BP_ERR_ALREADY_EXISTS, std::string("function '") + name + "' is registered by " + owner +
                                       "; " + CurrentOwner() +
                                       " may remove only the names it registered itself");
     }
   }
-  if (!Registry::Global().Take(name)) {
+  if (!Runtime::Get().registry.Take(name)) {
     Fail(BP_ERR_NOT_FOUND,
          std::string("bp_registry_remove: function '") + name + "' is not registered");
   }
@@ -167,8 +154,8 @@ BP_EXPORT bp_status_t bp_registry_list(bp_object_t** out_names) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_names != nullptr, "out_names is null");
   std::set<std::string> names;
-  for (auto& n : Registry::Global().Names()) names.insert(std::move(n));
-  for (auto& n : PluginLoader::Global().DeclaredNames()) names.insert(std::move(n));
+  for (auto& n : Runtime::Get().registry.Names()) names.insert(std::move(n));
+  for (auto& n : Runtime::Get().loader.DeclaredNames()) names.insert(std::move(n));
   *out_names = NewStringArray(std::vector<std::string>(names.begin(), names.end()));
   BP_API_END
 }

@@ -21,8 +21,6 @@ class Registry {
     std::string owner;
   };
 
-  static Registry& Global();
-
   // Registers; throws ALREADY_EXISTS naming the owner unless allow_override (and, with
   // override_own_only, unless the entry is `owner`'s own). Returns the entry it replaced, if
   // any (for rollback).
@@ -41,11 +39,6 @@ class Registry {
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, Entry> map_;
 };
-
-// The function `name`, loading a discovered plugin that declares it on first use. Null if
-// none provides it; then *looked_at says which plugins were looked at (for the caller's
-// error message).
-Ref FindOrLoad(const std::string& name, std::string* looked_at);
 
 }  // namespace backplane::core
 

@@ -4,6 +4,7 @@
 
 #include "device_type.h"
 #include "plugin_loader.h"
+#include "runtime.h"
 
 namespace backplane::core {
 namespace {
@@ -67,7 +68,7 @@ KindPtr KindForDevice(DLDevice dev, const char* kind) {
       if (k->device_type_id == dev.device_type) return k;
     }
     // A kind for this device may live in a plugin not loaded yet.
-    if (pass == 0) PluginLoader::Global().LoadAllDeclaring("target.kind.");
+    if (pass == 0) Runtime::Get().loader.LoadAllDeclaring("target.kind.");
   }
   Fail(BP_ERR_NOT_FOUND, "target: no target kind runs on " + dev_name +
                              "; a plugin registers kinds with bp_target_kind_register");

@@ -7,6 +7,7 @@
 
 #include "device_type.h"
 #include "plugin_loader.h"
+#include "runtime.h"
 #include "target.h"
 
 namespace backplane::core {
@@ -134,7 +135,7 @@ KindPtr FindKind(const std::string& name) {
     auto it = Reg().by_name.find(name);
     if (it != Reg().by_name.end()) return it->second;
   }
-  PluginLoader::Global().LoadProviderOf("target.kind." + name);
+  Runtime::Get().loader.LoadProviderOf("target.kind." + name);
   std::lock_guard lock(Reg().mu);
   auto it = Reg().by_name.find(name);
   return it == Reg().by_name.end() ? nullptr : it->second;
@@ -148,7 +149,7 @@ std::vector<KindPtr> AllKinds() {
 std::vector<std::string> KindNames() {
   std::vector<std::string> names;
   for (const auto& k : AllKinds()) names.push_back(k->name);
-  for (const auto& n : PluginLoader::Global().DeclaredNames()) {
+  for (const auto& n : Runtime::Get().loader.DeclaredNames()) {
     if (n.rfind("target.kind.", 0) == 0) names.push_back(n.substr(12));
   }
   return names;
@@ -160,7 +161,7 @@ std::vector<std::string> TagNames() {
     std::lock_guard lock(Reg().mu);
     for (const auto& [tag, t] : Reg().tags) names.push_back(tag);
   }
-  for (const auto& n : PluginLoader::Global().DeclaredNames()) {
+  for (const auto& n : Runtime::Get().loader.DeclaredNames()) {
     if (n.rfind("target.tag.", 0) == 0) names.push_back(n.substr(11));
   }
   return names;
@@ -183,7 +184,7 @@ std::optional<Json> FindTag(const std::string& tag) {
     auto it = Reg().tags.find(tag);
     if (it != Reg().tags.end()) return it->second.target;
   }
-  PluginLoader::Global().LoadProviderOf("target.tag." + tag);
+  Runtime::Get().loader.LoadProviderOf("target.tag." + tag);
   std::lock_guard lock(Reg().mu);
   auto it = Reg().tags.find(tag);
   if (it == Reg().tags.end()) return std::nullopt;
@@ -354,7 +355,7 @@ BP_EXPORT bp_status_t bp_target_tag_register(const char* tag, const char* target
 BP_EXPORT bp_status_t bp_target_kinds_describe(bp_object_t** out_json) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_json != nullptr, "out_json is null");
-  PluginLoader::Global().LoadAllDeclaring("target.");
+  Runtime::Get().loader.LoadAllDeclaring("target.");
   Json out;
   out["kinds"] = Json::array();
   for (const auto& k : AllKinds()) {
