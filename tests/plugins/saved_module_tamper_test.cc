@@ -334,8 +334,8 @@ TEST(CUDAPayload, ATableOrPTXOtherThanTheIRsIsRefused) {
   // The written flags: the output marked read-only would let the launch kit pass it aliased
   // with an input (its alias check covers written buffers only). Refused, and so is a flag
   // list of the wrong length.
-  for (const char* written : {"[false,false,false,false]", "[false,false,true,true]",
-                              "[false,false,false]"}) {
+  for (const char* written :
+       {"[false,false,false,false]", "[false,false,true,true]", "[false,false,false]"}) {
     s = Load(Tamper(bytes, "cuda", [&](const std::string& p) {
       return ReplaceOnce(p, "\"written\":[false,false,false,true]",
                          std::string("\"written\":") + written);
