@@ -223,11 +223,19 @@ class CUDAModule : public sdk::KernelModule {
     const KernelInfo& k = data_.kernels[index];
     const launch::KernelSignature& sig = sigs_[index];
     CUDADeviceAPI* api = CUDADeviceAPI::Global();
-    // Reused by every launch on this thread: a warm launch allocates nothing.
-    thread_local launch::BoundLaunch b;
-    thread_local std::vector<CUdeviceptr> addresses;
-    thread_local std::vector<void*> pointers;
-    thread_local int64_t offsets[3];  // the block offsets the kernel takes, per grid axis
+    // Reused by every launch on this thread: a warm launch allocates nothing. One
+    // thread-local object: one TLS lookup a launch in this dlopen'ed library.
+    struct Scratch {
+      launch::BoundLaunch b;
+      std::vector<CUdeviceptr> addresses;
+      std::vector<void*> pointers;
+      int64_t offsets[3] = {0, 0, 0};  // the block offsets the kernel takes, per grid axis
+    };
+    thread_local Scratch scratch;
+    launch::BoundLaunch& b = scratch.b;
+    std::vector<CUdeviceptr>& addresses = scratch.addresses;
+    std::vector<void*>& pointers = scratch.pointers;
+    int64_t* offsets = scratch.offsets;
     LaunchBackend backend(api);
     launch::Bind(sig, args, api->device_type(), backend, &b);
     if (b.empty) return;  // an empty grid: nothing runs
@@ -297,10 +305,25 @@ class CUDAModule : public sdk::KernelModule {
     } else {
       // More blocks than one launch takes (MAX_GRID_DIM_*): one launch per part, in order on
       // the stream, each with its part's block offsets.
-      launch::ForEachGridPart(b, limits, [&](const launch::GridPart& p) {
-        for (int d = 0; d < 3; ++d) offsets[d] = p.offset[d];
-        launch_part(p.grid);
-      });
+      try {
+        launch::ForEachGridPart(b, limits, [&](const launch::GridPart& p) {
+          for (int d = 0; d < 3; ++d) offsets[d] = p.offset[d];
+          launch_part(p.grid);
+        });
+      } catch (...) {
+        // The parts queued before the one that failed may write the fault record: wait for
+        // them and clear it, so that the next call does not report their fault as its own
+        // (best effort: this call reports the failed launch).
+        if (k.faults) {
+          const Driver& d = api->driver();
+          const codegen::FaultRecord zero;
+          if (d.cuStreamSynchronize(stream) == CUDA_SUCCESS &&
+              d.cuMemcpyHtoDAsync(record, &zero, sizeof(zero), stream) == CUDA_SUCCESS) {
+            d.cuStreamSynchronize(stream);
+          }
+        }
+        throw;
+      }
     }
     if (k.faults) {
       const Driver& d = api->driver();

@@ -494,6 +494,31 @@ TEST(CudaMockDriverTest, KernelArgumentsMustBeDeviceMemory) {
   EXPECT_EQ(mock.sticky_error(), 0);
 }
 
+// A grid in parts whose second launch fails after the first, queued, wrote the fault record
+// (a kernel with a run-time check: the integer division): the call reports the failed launch,
+// and the record is cleared, so the next call does not report the first part's fault as its
+// own. The knobs are the mock's (a launch failure and a failing check cannot be produced here).
+TEST(CudaMockDriverTest, AFailedPartLeavesNoStaleFault) {
+  UseMock({{"BACKPLANE_MOCK_CUDA_FAULT_LAUNCH", "1"}, {"BACKPLANE_MOCK_CUDA_FAIL_LAUNCH", "2"}});
+  Module m = backplane::Build(R"(# backplane-ir 1
+func div_y(ny: int32, d: int32, n: int32, a: buffer<int32>[n]) {
+  for by in thread(blockIdx.y, 0, ny) {
+    for tx in thread(threadIdx.x, 0, 32) {
+      a[by] = ny / d
+    }
+  }
+}
+)",
+                              Target::FromDevice(Device(kGpu)));
+  const int32_t ny = 70000;  // two launches on y
+  std::vector<int64_t> shape = {ny};
+  backplane::Tensor a = backplane::Tensor::Empty(shape, DLDataType{kDLInt, 32, 1}, Device(kGpu));
+  const bptest::Status failed = CaptureError([&] { m.GetFunction("div_y")(ny, 7, ny, a.dl()); });
+  EXPECT_NE(failed.message.find("the part from block (0, 65535, 0)"), std::string::npos) << failed;
+  const bptest::Status next = CaptureError([&] { m.GetFunction("div_y")(100, 7, ny, a.dl()); });
+  EXPECT_TRUE(next.ok()) << "the next call reported a stale fault: " << next;
+}
+
 // Item 9: a module whose function lookup failed keeps nothing (the next launch fails the same
 // way instead of passing a null CUfunction), and a module unloads in its own context from any
 // thread.

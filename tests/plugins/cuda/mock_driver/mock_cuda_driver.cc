@@ -27,7 +27,11 @@
 //     for another device fails as the driver does, with the JIT log filled in. Kernels do not
 //     run: cuLaunchKernel checks its arguments against the limits, copies the kernel's params
 //     (as many, and as large, as the PTX declares: cuLaunchKernel copies them at the call)
-//     and counts and logs the launch.
+//     and counts and logs the launch. Two knobs stand in for what only a GPU does: with
+//     BACKPLANE_MOCK_CUDA_FAIL_LAUNCH=N the Nth cuLaunchKernel call of the process fails
+//     (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES); with BACKPLANE_MOCK_CUDA_FAULT_LAUNCH=N the Nth
+//     launch, when it runs, writes a fault into its last param's record (site 1), as generated
+//     code whose run-time check fails does.
 // Tests read what happened through the bp_mock_cuda_* functions at the end.
 #include <cuda.h>
 
@@ -90,6 +94,7 @@ struct State {
   size_t total_memory = size_t{2} << 30;
   size_t used_memory = 0;
   long long launches = 0;
+  long long launch_calls = 0;  // cuLaunchKernel calls, for the FAIL/FAULT_LAUNCH knobs
   unsigned last_launch[6] = {0, 0, 0, 0, 0, 0};
   std::vector<LaunchRecord> launch_log;  // every launch that ran, in order
   long long unload_errors = 0;
@@ -710,6 +715,10 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
       gx > 2147483647u || bx > 1024 || by > 1024 || bz > 64 || uint64_t{bx} * by * bz > 1024) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  const long long call = ++S().launch_calls;
+  if (call == EnvInt("BACKPLANE_MOCK_CUDA_FAIL_LAUNCH", 0))
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  const bool fault = call == EnvInt("BACKPLANE_MOCK_CUDA_FAULT_LAUNCH", 0);
   LaunchRecord record;
   const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
   std::copy(dims, dims + 6, record.dims);
@@ -720,7 +729,12 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
     std::memcpy(&v, params[i], static_cast<size_t>(std::min(f->param_bytes[i], 8)));
     record.params.push_back(v);
   }
-  Enqueue(s, [record] {
+  if (fault && record.params.empty()) return CUDA_ERROR_INVALID_VALUE;  // no record to write
+  Enqueue(s, [record, fault] {
+    if (fault) {
+      auto* site = reinterpret_cast<int32_t*>(static_cast<uintptr_t>(record.params.back()));
+      if (*site == 0) *site = 1;  // the first failing check claims the record
+    }
     ++S().launches;
     std::copy(record.dims, record.dims + 6, S().last_launch);
     S().launch_log.push_back(record);
