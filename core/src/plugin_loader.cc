@@ -181,7 +181,7 @@ bool PluginLoader::NameRegistered(const std::string& name) const {
   return static_cast<bool>(registry_.Find(name)) || TargetNameRegistered(name);
 }
 
-void PluginLoader::CheckMayRegister(const std::string& name, const std::string& what) const {
+void PluginLoader::CheckMayRegister(const std::string& name, const std::string& what) {
   PluginInit* init = CurrentInit();
   if (init == nullptr) return;
   const bool declared =
@@ -189,8 +189,7 @@ void PluginLoader::CheckMayRegister(const std::string& name, const std::string& 
       std::find(init->declared->begin(), init->declared->end(), name) != init->declared->end();
   if (declared) return;
   // Named first when another plugin's manifest claims it: that is who the name belongs to.
-  const std::string declarer =
-      const_cast<PluginLoader*>(this)->OtherDeclarer(name, init->plugin_name);
+  const std::string declarer = OtherDeclarer(name, init->plugin_name);
   if (!declarer.empty()) {
     Fail(BP_ERR_ALREADY_EXISTS, what + " is declared by plugin '" + declarer +
                                     "' in its manifest; plugin '" + init->plugin_name +

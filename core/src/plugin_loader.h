@@ -68,7 +68,7 @@ class PluginLoader {
   // per thread: a registration call through the C ABI carries no context, and the host may
   // register on another thread while a plugin loads.
   PluginInit* CurrentInit() const;
-  void CheckMayRegister(const std::string& name, const std::string& what) const;
+  void CheckMayRegister(const std::string& name, const std::string& what);
   void CheckMayRegisterDeviceType(const std::string& name) const;
   std::string CurrentOwner() const;
 

@@ -110,7 +110,7 @@ std::string CUDAEmitter::StorageQualifier(ir::StorageScope scope) {
   return scope == ir::StorageScope::kShared ? "__shared__ " : "";
 }
 
-void CUDAEmitter::EmitLoopPragma(const ir::ForNode& loop) {
+void CUDAEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string&) {
   if (loop.for_kind != ir::ForKind::kUnrolled) return;
   const auto* extent = loop.extent.As<ir::IntImmNode>();
   if (extent != nullptr && extent->value > 0 && extent->value <= 64) {

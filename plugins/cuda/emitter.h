@@ -49,7 +49,7 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   std::string ThreadIndex(ir::ThreadTag tag) override;
   std::string BarrierStatement() override { return "__syncthreads();"; }
   std::string StorageQualifier(ir::StorageScope scope) override;
-  void EmitLoopPragma(const ir::ForNode& loop) override;
+  void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
                             const std::string& name, int64_t count) override;
   bool HasVectorTypes() const override { return false; }

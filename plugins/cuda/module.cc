@@ -306,7 +306,7 @@ class CUDAModule : public sdk::KernelModule {
       // More blocks than one launch takes (MAX_GRID_DIM_*): one launch per part, in order on
       // the stream, each with its part's block offsets.
       try {
-        launch::ForEachGridPart(b, limits, [&](const launch::GridPart& p) {
+        launch::ForEachGridPart(b, [&](const launch::GridPart& p) {
           for (int d = 0; d < 3; ++d) offsets[d] = p.offset[d];
           launch_part(p.grid);
         });

@@ -266,7 +266,7 @@ std::string OpenCLEmitter::StorageQualifier(ir::StorageScope scope) {
   return scope == ir::StorageScope::kShared ? "__local " : "";
 }
 
-void OpenCLEmitter::EmitLoopPragma(const ir::ForNode& loop) {
+void OpenCLEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string&) {
   if (loop.for_kind != ir::ForKind::kUnrolled) return;
   const auto* extent = loop.extent.As<ir::IntImmNode>();
   if (extent != nullptr && extent->value > 0 && extent->value <= 64) {

@@ -59,7 +59,7 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   std::string ThreadIndex(ir::ThreadTag tag) override;
   std::string BarrierStatement() override;
   std::string StorageQualifier(ir::StorageScope scope) override;
-  void EmitLoopPragma(const ir::ForNode& loop) override;
+  void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   std::string IntrinsicName(const std::string& name, ir::DType t) override;
   const char* DialectName() const override { return "opencl"; }
   // The fault record is a hidden last kernel argument `__global bp_fault_t* bp_fault` of the

@@ -392,7 +392,6 @@ class VulkanModule : public sdk::KernelModule {
                                 static_cast<uint32_t>(bound.grid[1]),
                                 static_cast<uint32_t>(bound.grid[2])};
     const DLDevice device = bound.device;
-    const launch::DeviceLimits& limits = api->LaunchLimits(device);
     const std::vector<ir::ArgView>& views = bound.views;
     std::string push(l.push_size, '\0');
     for (const PushField& p : l.push) {
@@ -493,7 +492,7 @@ class VulkanModule : public sdk::KernelModule {
           // Larger than one dispatch may be (the kit allowed it: the device has
           // vkCmdDispatchBase): the kit's parts, each from its base, so gl_WorkGroupID runs
           // over the whole grid. Every offset and size fits a uint32_t (the grid does).
-          launch::ForEachGridPart(bound, limits, [cmd](const launch::GridPart& part) {
+          launch::ForEachGridPart(bound, [cmd](const launch::GridPart& part) {
             vkCmdDispatchBase(
                 cmd, static_cast<uint32_t>(part.offset[0]), static_cast<uint32_t>(part.offset[1]),
                 static_cast<uint32_t>(part.offset[2]), static_cast<uint32_t>(part.grid[0]),

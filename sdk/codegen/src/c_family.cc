@@ -277,7 +277,7 @@ std::string CFamilyEmitter::BarrierStatement() {
 
 std::string CFamilyEmitter::StorageQualifier(ir::StorageScope) { return ""; }
 
-void CFamilyEmitter::EmitLoopPragma(const ir::ForNode&) {}
+void CFamilyEmitter::EmitLoopPragma(const ir::ForNode&, const std::string&) {}
 
 std::string CFamilyEmitter::CallPacked(const ir::CallPackedNode& call) {
   Fail("call_packed(\"" + call.name + "\") cannot run in " + DialectName() + " device code");
@@ -943,8 +943,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         KeepInOrder(&lo);
       }
       const std::string end = from_zero ? extent.text : lo.text + " + " + extent.text;
-      loop_extent_ = extent.text;
-      EmitLoopPragma(f);
+      EmitLoopPragma(f, extent.text);
       const bool parallel = f.for_kind == ir::ForKind::kParallel;
       if (parallel) ++parallel_depth_;
       EmitLoop(f, type, var, lo.text, end);
@@ -1290,7 +1289,7 @@ void CEmitter::EmitFunction(const ir::PrimFunc& func) {
   Line("}");
 }
 
-void CEmitter::EmitLoopPragma(const ir::ForNode& loop) {
+void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) {
   switch (loop.for_kind) {
     case ir::ForKind::kParallel:
       // OpenMP does not nest by default; an inner parallel loop runs serially anyway.
@@ -1302,7 +1301,7 @@ void CEmitter::EmitLoopPragma(const ir::ForNode& loop) {
              (options_.num_threads > 0
                   ? " num_threads(" + std::to_string(options_.num_threads) + ")"
                   : std::string()) +
-             " if((" + loop_extent_ + ") > 1)");
+             " if((" + trips + ") > 1)");
       }
       return;
     case ir::ForKind::kVectorized:

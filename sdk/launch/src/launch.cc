@@ -122,8 +122,8 @@ std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
   return axes;
 }
 
+using sdk::DeviceString;
 using sdk::TensorOf;
-std::string (&DeviceText)(DLDevice) = sdk::DeviceString;
 
 [[noreturn]] void Fail(bp_status_t kind, const std::string& message) { throw Error(kind, message); }
 
@@ -307,22 +307,22 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
     } else if (DLTensor* t = TensorOf(v)) {
       if (t->device.device_type != device_type) {
         Fail(BP_ERR_INVALID_ARGUMENT,
-             sig.Describe() + ": " + ArgText(sig, i) + " is a tensor on " + DeviceText(t->device) +
-                 ", which this module's code cannot reach; copy it to " +
-                 DeviceText(DLDevice{static_cast<DLDeviceType>(device_type), t->device.device_id}) +
+             sig.Describe() + ": " + ArgText(sig, i) + " is a tensor on " +
+                 DeviceString(t->device) + ", which this module's code cannot reach; copy it to " +
+                 DeviceString(
+                     DLDevice{static_cast<DLDeviceType>(device_type), t->device.device_id}) +
                  " first");
       }
       if (have_device && t->device.device_id != device.device_id) {
         Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": its tensors are on " +
-                                          DeviceText(device) + " and " + DeviceText(t->device) +
+                                          DeviceString(device) + " and " + DeviceString(t->device) +
                                           " (" + ArgText(sig, i) + "); put them on one device");
       }
       device = t->device;
       have_device = true;
       view.kind = ir::ArgView::Kind::kBuffer;
       view.data = t->data;
-      view.dtype =
-          ir::DType{static_cast<ir::DTypeCode>(t->dtype.code), t->dtype.bits, t->dtype.lanes};
+      view.dtype = sdk::DTypeFromDL(t->dtype);
       view.ndim = t->ndim;
       view.shape = t->shape;
       view.strides = t->strides;
@@ -345,6 +345,7 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   for (int d = 0; d < 3; ++d) out->grid[d] = out->block[d] = 1;
   out->empty = false;
   out->split = false;
+  out->limits = nullptr;
   for (size_t a = 0; a < num_axes; ++a) {
     const Axis& axis = sig.axes()[a];
     const int64_t extent = args.Int(static_cast<int32_t>(num_params + a));
@@ -366,12 +367,13 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   }
   if (out->empty) return;  // nothing runs: nothing else to check
   const DeviceLimits* limits = &backend.Limits(device);
+  out->limits = limits;
   static const char kAxis[3] = {'x', 'y', 'z'};
   for (int d = 0; d < 3; ++d) {
     if (limits->grid[d] > 0 && out->grid[d] > limits->grid[d]) {
       Fail(BP_ERR_INVALID_ARGUMENT,
            sig.Describe() + ": " + std::to_string(out->grid[d]) + " blocks on grid axis " +
-               kAxis[d] + " (blockIdx." + kAxis[d] + ") is more than " + DeviceText(device) +
+               kAxis[d] + " (blockIdx." + kAxis[d] + ") is more than " + DeviceString(device) +
                " allows (" + std::to_string(limits->grid[d]) +
                "); split the work over several launches, or bind the larger extent to "
                "blockIdx.x (up to " +
@@ -383,7 +385,7 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
     if (limits->block[d] > 0 && out->block[d] > limits->block[d]) {
       Fail(BP_ERR_INVALID_ARGUMENT,
            sig.Describe() + ": " + std::to_string(out->block[d]) + " threads on block axis " +
-               kAxis[d] + " (threadIdx." + kAxis[d] + ") is more than " + DeviceText(device) +
+               kAxis[d] + " (threadIdx." + kAxis[d] + ") is more than " + DeviceString(device) +
                " allows (" + std::to_string(limits->block[d]) + "); use smaller blocks");
     }
   }
@@ -394,8 +396,8 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
     Fail(BP_ERR_INVALID_ARGUMENT,
          sig.Describe() + ": a block of " + std::to_string(out->block[0]) + " x " +
              std::to_string(out->block[1]) + " x " + std::to_string(out->block[2]) + " = " +
-             std::to_string(threads) + " threads is more than " + DeviceText(device) + " allows (" +
-             std::to_string(limits->threads_per_block) + "); use smaller blocks");
+             std::to_string(threads) + " threads is more than " + DeviceString(device) +
+             " allows (" + std::to_string(limits->threads_per_block) + "); use smaller blocks");
   }
 
   // Buffers: inside their allocations; written ones alias nothing.
@@ -421,7 +423,7 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
       Fail(BP_ERR_INVALID_ARGUMENT,
            sig.Describe() + ": " + ArgText(sig, i) + " spans bytes [" + std::to_string(at) + ", " +
                std::to_string(at + b.span) + ") of a " + std::to_string(b.where.size) +
-               "-byte buffer on " + DeviceText(device) + "; pass a tensor inside it");
+               "-byte buffer on " + DeviceString(device) + "; pass a tensor inside it");
     }
   }
   for (size_t i = 0; i < num_params; ++i) {

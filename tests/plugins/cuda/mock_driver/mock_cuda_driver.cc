@@ -95,6 +95,8 @@ struct State {
   size_t used_memory = 0;
   long long launches = 0;
   long long launch_calls = 0;  // cuLaunchKernel calls, for the FAIL/FAULT_LAUNCH knobs
+  int fail_launch = 0;         // BACKPLANE_MOCK_CUDA_FAIL_LAUNCH, read by cuInit
+  int fault_launch = 0;        // BACKPLANE_MOCK_CUDA_FAULT_LAUNCH, read by cuInit
   unsigned last_launch[6] = {0, 0, 0, 0, 0, 0};
   std::vector<LaunchRecord> launch_log;  // every launch that ran, in order
   long long unload_errors = 0;
@@ -195,6 +197,8 @@ CUresult CUDAAPI cuInit(unsigned int) {
     S().contexts.push_back(std::make_unique<CUctx_st>());
     S().contexts.back()->device = static_cast<int>(S().contexts.size()) - 1;
   }
+  S().fail_launch = EnvInt("BACKPLANE_MOCK_CUDA_FAIL_LAUNCH", 0);
+  S().fault_launch = EnvInt("BACKPLANE_MOCK_CUDA_FAULT_LAUNCH", 0);
   const char* fail = std::getenv("BACKPLANE_MOCK_CUDA_FAIL_FUNCTION");
   if (fail != nullptr) S().fail_function = fail;
   return CUDA_SUCCESS;
@@ -716,9 +720,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
     return CUDA_ERROR_INVALID_VALUE;
   }
   const long long call = ++S().launch_calls;
-  if (call == EnvInt("BACKPLANE_MOCK_CUDA_FAIL_LAUNCH", 0))
-    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  const bool fault = call == EnvInt("BACKPLANE_MOCK_CUDA_FAULT_LAUNCH", 0);
+  if (call == S().fail_launch) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  const bool fault = call == S().fault_launch;
   LaunchRecord record;
   const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
   std::copy(dims, dims + 6, record.dims);

@@ -91,10 +91,9 @@ class CFamilyEmitter {
   virtual std::string BarrierStatement();
   // The declaration qualifier of an allocation in `scope` ("__local ", "__shared__ ", "").
   virtual std::string StorageQualifier(ir::StorageScope scope);
-  // Lines to put before a loop of this kind (pragmas), at the current indentation. The
-  // loop's trip count, as C, is in loop_extent_ while it runs.
-  virtual void EmitLoopPragma(const ir::ForNode& loop);
-  std::string loop_extent_;
+  // Lines to put before a loop of this kind (pragmas), at the current indentation; `trips`
+  // is the loop's trip count as C.
+  virtual void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips);
   // Emits a loop that is not thread-bound, after its pragmas: `var` of `type` from `begin`
   // while below `end`, running loop.body. C: one `for` statement.
   virtual void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
@@ -291,7 +290,7 @@ class CEmitter : public CFamilyEmitter {
  protected:
   std::string Prelude() override;
   void EmitFunction(const ir::PrimFunc& func) override;
-  void EmitLoopPragma(const ir::ForNode& loop) override;
+  void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   std::string CallPacked(const ir::CallPackedNode& call) override;
   void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
                           const std::string& name, const std::string& size) override;

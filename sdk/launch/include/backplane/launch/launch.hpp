@@ -15,7 +15,7 @@
 //     b.buffer(i).byte_offset); else use(&b.scalar(i));                     // the value, converted
 //     to the param's type
 //   if (!b.split) vendor_launch(b.grid, b.block, ...);     // one launch: the common case
-//   else ForEachGridPart(b, limits, [&](const GridPart& p) {  // a grid larger than one launch
+//   else ForEachGridPart(b, [&](const GridPart& p) {  // a grid larger than one launch
 //     vendor_launch(p.grid, b.block, p.offset, ...);           // the kernel adds p.offset to
 //   });                                                        // its block index
 //
@@ -197,6 +197,10 @@ struct BoundLaunch {
   int64_t block[3] = {1, 1, 1};
   bool empty = false;  // an extent is 0: the launch does nothing
   bool split = false;  // the grid is larger than one vendor launch takes: use ForEachGridPart
+  // The device's limits the call was checked against (what Backend::Limits returned); null
+  // when `empty`. Read it only for the launch it was bound for: a BoundLaunch kept per thread
+  // outlives the backend and the module that made it.
+  const DeviceLimits* limits = nullptr;
   std::vector<ir::ArgView> views;  // per param, as ir::CheckArgs saw them
   std::vector<BufferArg> buffers;  // per param (meaningful for buffers)
   std::vector<ScalarArg> scalars;  // per param (meaningful for scalars)
@@ -209,16 +213,18 @@ struct BoundLaunch {
 void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Backend& backend,
           BoundLaunch* out);
 
-// Calls `visit(const GridPart&)` for each part of `b`'s grid when one vendor launch takes at
-// most `limits.grid_per_launch` blocks per axis: x fastest, then y, then z; each part as large
-// as a launch takes, the last on an axis what is left. One part (the whole grid, offsets 0)
-// when it fits. Offsets and sizes are int64 and never overflow (each offset plus its part's
-// size is at most the grid's extent). An exception from `visit` stops the walk.
+// Calls `visit(const GridPart&)` for each part of `b`'s grid (a call Bind checked, not empty)
+// when one vendor launch takes at most `b.limits->grid_per_launch` blocks per axis: x fastest,
+// then y, then z; each part as large as a launch takes, the last on an axis what is left. One
+// part (the whole grid, offsets 0) when it fits. Offsets and sizes are int64 and never
+// overflow (each offset plus its part's size is at most the grid's extent). An exception from
+// `visit` stops the walk.
 template <typename Visit>
-void ForEachGridPart(const BoundLaunch& b, const DeviceLimits& limits, Visit&& visit) {
+void ForEachGridPart(const BoundLaunch& b, Visit&& visit) {
   int64_t most[3];
   for (int d = 0; d < 3; ++d) {
-    most[d] = limits.grid_per_launch[d] > 0 ? limits.grid_per_launch[d] : b.grid[d];
+    const int64_t per_launch = b.limits != nullptr ? b.limits->grid_per_launch[d] : 0;
+    most[d] = per_launch > 0 ? per_launch : b.grid[d];
   }
   GridPart p;
   for (int64_t z = 0; z < b.grid[2]; z += p.grid[2]) {
