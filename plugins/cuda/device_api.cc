@@ -301,8 +301,7 @@ void* CUDADeviceAPI::Allocate(DLDevice dev, size_t nbytes, size_t alignment,
   });
   const uintptr_t start = static_cast<uintptr_t>(base);
   const uintptr_t p = extra == 0 ? start : (start + alignment - 1) / alignment * alignment;
-  std::lock_guard<std::mutex> lock(mu_);
-  allocations_[p] = Allocation{nbytes, dev.device_id, workspace_class, start};
+  handles_.Add(dev, reinterpret_cast<void*>(p), nbytes, workspace_class != 0, start);
   return reinterpret_cast<void*>(p);
 }
 
@@ -316,24 +315,9 @@ void* CUDADeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignmen
 void CUDADeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   RequireDevice(dev);
   if (ptr == nullptr) return;
-  Allocation a;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
-    BACKPLANE_REQUIRE(it != allocations_.end() && it->second.workspace_class == 0,
-                      BP_ERR_INVALID_ARGUMENT,
-                      sdk::PointerString(ptr) +
-                          " is not a live cuda data space (freed already, a workspace, a host "
-                          "pointer, or another backend's); pass a pointer from alloc_data_space");
-    BACKPLANE_REQUIRE(it->second.device_id == dev.device_id, BP_ERR_INVALID_ARGUMENT,
-                      sdk::PointerString(ptr) +
-                          " belongs to cuda:" + std::to_string(it->second.device_id) + ", not " +
-                          sdk::DeviceString(dev) + "; free it on its own device");
-    a = it->second;
-    allocations_.erase(it);
-  }
+  const uintptr_t base = handles_.Remove(dev, ptr, /*workspace=*/false).info;
   Activate(dev);
-  Check(driver_->cuMemFree(static_cast<CUdeviceptr>(a.base)),
+  Check(driver_->cuMemFree(static_cast<CUdeviceptr>(base)),
         [&] { return "cuMemFree on " + sdk::DeviceString(dev); });
 }
 
@@ -355,10 +339,9 @@ void* CUDADeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
   }
   if (ptr != 0) {
     if (freed.event != nullptr) driver_->cuEventDestroy(freed.event);
-    std::lock_guard<std::mutex> lock(mu_);
-    allocations_[static_cast<uintptr_t>(ptr)] =
-        Allocation{size_class, dev.device_id, size_class, static_cast<uintptr_t>(ptr)};
-    return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr));
+    void* handle = reinterpret_cast<void*>(static_cast<uintptr_t>(ptr));
+    handles_.Add(dev, handle, size_class, /*workspace=*/true, static_cast<uintptr_t>(ptr));
+    return handle;
   }
   // Larger than any class: a buffer of its own size, released at its free.
   if (size_class == 0) size_class = nbytes;
@@ -368,20 +351,7 @@ void* CUDADeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
 void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
   RequireDevice(dev);
   if (ptr == nullptr) return;
-  size_t size_class = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
-    BACKPLANE_REQUIRE(
-        it != allocations_.end() && it->second.workspace_class != 0 &&
-            it->second.device_id == dev.device_id,
-        BP_ERR_INVALID_ARGUMENT,
-        sdk::PointerString(ptr) + " is not a live workspace of " + sdk::DeviceString(dev) +
-            " (freed already, a data space, or another device's); pass a pointer from "
-            "alloc_workspace on the same device");
-    size_class = it->second.workspace_class;
-    allocations_.erase(it);
-  }
+  const size_t size_class = handles_.Remove(dev, ptr, /*workspace=*/true).size;
   // Work queued on the active stream may still use the buffer: an event recorded there tells
   // when another stream may take it (WorkspacePool).
   Activate(dev);
@@ -405,18 +375,6 @@ void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
     Fail(r, "cuEventRecord for a freed workspace on " + sdk::DeviceString(dev));
 }
 
-bool CUDADeviceAPI::Find(uintptr_t ptr, size_t nbytes, uintptr_t* base, Allocation* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = allocations_.upper_bound(ptr);
-  if (it == allocations_.begin()) return false;
-  --it;
-  const size_t size = it->second.size == 0 ? 1 : it->second.size;
-  if (ptr >= it->first + size && !(ptr == it->first + size && nbytes == 0)) return false;
-  *base = it->first;
-  *out = it->second;  // a copy: another thread may free it once the lock is gone
-  return true;
-}
-
 CUDADeviceAPI::Range CUDADeviceAPI::Locate(DLDevice dev, uintptr_t ptr,
                                            const std::function<std::string()>& what) {
   // The core names the call and the device first; `what` adds the argument, if any.
@@ -426,10 +384,10 @@ CUDADeviceAPI::Range CUDADeviceAPI::Locate(DLDevice dev, uintptr_t ptr,
   };
   Range r;
   int32_t owner = dev.device_id;
-  Allocation a;
-  if (Find(ptr, 0, &r.base, &a)) {
-    r.size = a.size;
-    owner = a.device_id;
+  sdk::HandleTable<uintptr_t>::Entry e;
+  if (handles_.Containing(ptr, &e)) {
+    r = Range{e.key, e.size};
+    owner = e.device_id;
   } else {
     // Memory from elsewhere (another library's cuMemAlloc): the driver knows its range. An
     // address it does not know (made up, freed, host memory) would fault on the device.
@@ -483,17 +441,7 @@ CUstream CUDADeviceAPI::ActiveStream(DLDevice dev) {
 }
 
 void CUDADeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
-  const size_t nbytes = sdk::TensorBytes(from);
-  BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
-                    "copy_data_from_to: source has " + std::to_string(nbytes) +
-                        " bytes but destination " + std::to_string(sdk::TensorBytes(to)) +
-                        "; pass tensors of the same byte size");
-  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
-                    "copy_data_from_to: cuda copies only compact tensors; make a compact copy");
-  const bool from_dev = from->device.device_type == device_type();
-  const bool to_dev = to->device.device_type == device_type();
-  BACKPLANE_REQUIRE(from_dev || to_dev, BP_ERR_INVALID_ARGUMENT,
-                    "copy_data_from_to: neither side is a cuda device; use the host's copy");
+  const auto [nbytes, from_dev, to_dev] = sdk::CheckCopy(from, to, device_type());
   // The device side's address, checked to be device memory of its device, bounds included.
   auto device_address = [&](const DLTensor* t) {
     RequireDevice(t->device);

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/device_api.hpp>
+#include <backplane/sdk/handle_table.hpp>
 #include <backplane/sdk/stream_registry.hpp>
 #include <backplane/sdk/workspace_pool.hpp>
 #include <cstdint>
@@ -114,13 +115,6 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
                         const std::function<std::string()>& what);
 
  private:
-  struct Allocation {
-    size_t size = 0;
-    int32_t device_id = 0;
-    size_t workspace_class = 0;  // > 0: a workspace buffer of this size class
-    uintptr_t base = 0;          // what cuMemAlloc returned (below the key when over-aligned)
-  };
-
   struct Device {
     CUdevice handle = 0;
     // Set once (under mu_) and read without a lock after; movable, for the vector.
@@ -142,16 +136,15 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   void RequireDevice(DLDevice dev) const;
   int Attribute(int32_t id, CUdevice_attribute attr);
   void* Allocate(DLDevice dev, size_t nbytes, size_t alignment, size_t workspace_class);
-  // The allocation holding [ptr, ptr + nbytes) (copied to `out`, its key to `base`), when the
-  // plugin made it; false for memory from elsewhere (left to the driver to check).
-  bool Find(uintptr_t ptr, size_t nbytes, uintptr_t* base, Allocation* out);
 
   const Driver* driver_;
   std::string reason_;
   std::vector<Device> devices_;
   std::mutex mu_;
-  std::map<uintptr_t, Allocation> allocations_;  // by base address
-  sdk::StreamRegistry streams_{"cuda"};          // live streams and each thread's active one
+  // Live allocations by the address handed out; each keeps what cuMemAlloc returned (below
+  // the handle when over-aligned). A workspace's size is its size class.
+  sdk::HandleTable<uintptr_t> handles_{"cuda"};
+  sdk::StreamRegistry streams_{"cuda"};  // live streams and each thread's active one
 };
 
 // device_api.cuda_host: pinned (page-locked) host memory from cuMemHostAlloc, portable to
@@ -181,8 +174,7 @@ class CUDAHostDeviceAPI : public sdk::DeviceAPI {
  private:
   CUDAHostDeviceAPI() : sdk::DeviceAPI(Entries{.streams = false, .sync_stream_from_to = false}) {}
   void RequireDevice(DLDevice dev);
-  std::mutex mu_;
-  std::map<uintptr_t, size_t> allocations_;
+  sdk::HandleTable<> handles_{"cuda_host"};
 };
 
 }  // namespace cuda

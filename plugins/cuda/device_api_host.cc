@@ -60,23 +60,14 @@ void* CUDAHostDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alig
   const Driver& d = CUDADeviceAPI::Global()->driver();
   Check(d.cuMemHostAlloc(&p, nbytes == 0 ? 1 : nbytes, CU_MEMHOSTALLOC_PORTABLE),
         "cuMemHostAlloc of " + std::to_string(nbytes) + " pinned bytes");
-  std::lock_guard<std::mutex> lock(mu_);
-  allocations_[reinterpret_cast<uintptr_t>(p)] = nbytes;
+  handles_.Add(dev, p, nbytes, /*workspace=*/false);
   return p;
 }
 
 void CUDAHostDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   if (ptr == nullptr) return;
   RequireDevice(dev);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
-    BACKPLANE_REQUIRE(it != allocations_.end(), BP_ERR_INVALID_ARGUMENT,
-                      sdk::PointerString(ptr) +
-                          " is not live pinned memory of cuda_host:0 (freed already, or not "
-                          "from its alloc_data_space)");
-    allocations_.erase(it);
-  }
+  handles_.Remove(dev, ptr, /*workspace=*/false);
   Check(CUDADeviceAPI::Global()->driver().cuMemFreeHost(ptr), "cuMemFreeHost");
 }
 
@@ -87,18 +78,14 @@ void CUDAHostDeviceAPI::CheckRange(const DLTensor* t, size_t nbytes, const char*
   BACKPLANE_REQUIRE(p >= start, BP_ERR_INVALID_ARGUMENT,
                     prefix + "byte_offset " + std::to_string(t->byte_offset) +
                         " wraps the address space; pass the offset into the buffer");
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = allocations_.upper_bound(p);
-  const bool known = it != allocations_.begin();
-  if (known) --it;
   // (One past the end still names the allocation: the bounds check below says what is wrong.)
-  BACKPLANE_REQUIRE(known && p <= it->first + std::max<size_t>(it->second, 1),
-                    BP_ERR_INVALID_ARGUMENT,
+  sdk::HandleTable<>::Entry e;
+  BACKPLANE_REQUIRE(handles_.Containing(p, &e), BP_ERR_INVALID_ARGUMENT,
                     prefix + sdk::PointerString(reinterpret_cast<void*>(p)) +
                         " is not live pinned memory of cuda_host:0 (freed already, made up, or "
                         "not from its alloc_data_space); pass data from alloc_data_space");
-  const size_t size = it->second;
-  const size_t at = p - it->first;
+  const size_t size = e.size;
+  const size_t at = p - e.key;
   BACKPLANE_REQUIRE(nbytes <= size - std::min(at, size), BP_ERR_INVALID_ARGUMENT,
                     prefix + std::to_string(nbytes) + " bytes at byte " + std::to_string(at) +
                         " run past the end of the " + std::to_string(size) +
@@ -116,11 +103,7 @@ void CUDAHostDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
     cuda->CopyDataFromTo(from, to, stream);
     return;
   }
-  const size_t nbytes = sdk::TensorBytes(from);
-  BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
-                    "copy_data_from_to: source has " + std::to_string(nbytes) +
-                        " bytes but destination " + std::to_string(sdk::TensorBytes(to)) +
-                        "; pass tensors of the same byte size");
+  const size_t nbytes = sdk::CheckCopy(from, to, device_type()).nbytes;
   for (const DLTensor* t : {from, to}) {
     BACKPLANE_REQUIRE(t->device.device_type == kDLCPU || t->device.device_type == device_type(),
                       BP_ERR_INVALID_ARGUMENT,

@@ -39,8 +39,6 @@ std::string VersionNumber(const std::string& version) {
   return version.substr(start + 1, end == std::string::npos ? end : end - start - 1);
 }
 
-bool IsDevice(const DLTensor* t, int32_t type) { return t->device.device_type == type; }
-
 // CL_DEVICE_EXTENSIONS as a sorted list of names.
 std::vector<std::string> Extensions(cl_device_id id) {
   std::istringstream words(DeviceInfoString(id, CL_DEVICE_EXTENSIONS));
@@ -407,20 +405,10 @@ cl_mem OpenCLDeviceAPI::CreateMem(DLDevice dev, const Device& d, size_t bytes) {
   return mem;
 }
 
-void* OpenCLDeviceAPI::Publish(Buffer* b) {
-  std::lock_guard<std::mutex> lock(mu_);
-  buffers_.insert(b);
-  b->live = true;
-  return b;
-}
-
 std::vector<Buffer*> OpenCLDeviceAPI::DrainPool(int32_t device_id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Buffer*> all;
-  for (Pool::Entry& e : pools_[static_cast<size_t>(device_id)]->TakeAll()) {
-    buffers_.erase(e.buffer);
-    all.push_back(e.buffer);
-  }
+  for (Pool::Entry& e : pools_[static_cast<size_t>(device_id)]->TakeAll()) all.push_back(e.buffer);
   return all;
 }
 
@@ -431,12 +419,11 @@ void OpenCLDeviceAPI::Destroy(Buffer* b) {
 
 void* OpenCLDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t, DLDataType) {
   const Device& d = CheckDevice(dev);
-  auto buffer = std::make_unique<Buffer>();
-  buffer->device_id = dev.device_id;
-  buffer->size = nbytes;
-  buffer->capacity = nbytes == 0 ? 1 : nbytes;
-  buffer->mem = CreateMem(dev, d, nbytes);
-  return Publish(buffer.release());
+  auto b = std::make_unique<Buffer>();
+  b->capacity = nbytes == 0 ? 1 : nbytes;
+  b->mem = CreateMem(dev, d, nbytes);
+  handles_.Add(dev, b.get(), nbytes, /*workspace=*/false, b.get());
+  return b.release();
 }
 
 void* OpenCLDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
@@ -444,74 +431,45 @@ void* OpenCLDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
   Pool& pool = *pools_[static_cast<size_t>(dev.device_id)];
   size_t class_bytes = pool.ClassBytes(nbytes);
   if (class_bytes > d.max_alloc) class_bytes = 0;  // the rounding must not pass the limit
+  Buffer* kept = nullptr;
   if (class_bytes != 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Buffer* b = nullptr; pool.Take(class_bytes, &b)) {
-      b->size = nbytes;
-      b->live = true;
-      return b;
-    }
+    pool.Take(class_bytes, &kept);
   }
-  auto fresh = std::make_unique<Buffer>();
-  fresh->device_id = dev.device_id;
-  fresh->workspace = true;
-  const size_t bytes = class_bytes != 0 ? class_bytes : nbytes;
-  fresh->mem = CreateMem(dev, d, bytes);
-  fresh->capacity = bytes == 0 ? 1 : bytes;
-  fresh->size = nbytes;
-  return Publish(fresh.release());
+  std::unique_ptr<Buffer> b(kept);
+  if (b == nullptr) {
+    b = std::make_unique<Buffer>();
+    const size_t bytes = class_bytes != 0 ? class_bytes : nbytes;
+    b->mem = CreateMem(dev, d, bytes);
+    b->capacity = bytes == 0 ? 1 : bytes;
+  }
+  handles_.Add(dev, b.get(), nbytes, /*workspace=*/true, b.get());
+  return b.release();
 }
 
-Buffer* OpenCLDeviceAPI::LiveBufferLocked(DLDevice dev, void* handle) {
-  auto* b = static_cast<Buffer*>(handle);
-  BACKPLANE_REQUIRE(buffers_.count(b) != 0 && b->live, BP_ERR_INVALID_ARGUMENT,
-                    sdk::PointerString(handle) +
-                        " is not a live opencl buffer (freed already, a host pointer, or another "
-                        "backend's); pass a handle from alloc_data_space or alloc_workspace");
-  BACKPLANE_REQUIRE(b->device_id == dev.device_id, BP_ERR_INVALID_ARGUMENT,
-                    "buffer " + sdk::PointerString(handle) +
-                        " belongs to opencl:" + std::to_string(b->device_id) + ", not " +
-                        sdk::DeviceString(dev) + "; copy it to that device first");
-  return b;
-}
-
-Buffer* OpenCLDeviceAPI::CheckBuffer(DLDevice dev, void* handle) {
+sdk::HandleTable<Buffer*>::Entry OpenCLDeviceAPI::Resolve(DLDevice dev, const void* handle,
+                                                          uint64_t offset, size_t nbytes,
+                                                          const std::string& what) {
   CheckDevice(dev);
-  std::lock_guard<std::mutex> lock(mu_);
-  return LiveBufferLocked(dev, handle);
-}
-
-Buffer* OpenCLDeviceAPI::Retire(DLDevice dev, void* handle, bool workspace) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Buffer* b = LiveBufferLocked(dev, handle);
-  if (b->workspace != workspace) {
-    throw Error(BP_ERR_INVALID_ARGUMENT,
-                workspace ? sdk::PointerString(handle) +
-                                " is data space from alloc_data_space, not a workspace; free it "
-                                "with free_data_space"
-                          : sdk::PointerString(handle) +
-                                " is a workspace from alloc_workspace, not data space; free it "
-                                "with free_workspace");
-  }
-  b->live = false;
-  Pool& pool = *pools_[static_cast<size_t>(dev.device_id)];
-  if (workspace && pool.ClassBytes(b->capacity) == b->capacity && pool.Keep(b->capacity, b)) {
-    return nullptr;
-  }
-  buffers_.erase(b);
-  return b;
+  return handles_.Resolve(dev, handle, offset, nbytes, what);
 }
 
 void OpenCLDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   CheckDevice(dev);
   if (ptr == nullptr) return;
-  Destroy(Retire(dev, ptr, /*workspace=*/false));
+  Destroy(handles_.Remove(dev, ptr, /*workspace=*/false).info);
 }
 
 void OpenCLDeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
   CheckDevice(dev);
   if (ptr == nullptr) return;
-  if (Buffer* b = Retire(dev, ptr, /*workspace=*/true)) Destroy(b);
+  Buffer* b = handles_.Remove(dev, ptr, /*workspace=*/true).info;
+  {
+    Pool& pool = *pools_[static_cast<size_t>(dev.device_id)];
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pool.ClassBytes(b->capacity) == b->capacity && pool.Keep(b->capacity, b)) return;
+  }
+  Destroy(b);
 }
 
 size_t OpenCLDeviceAPI::WorkspaceCachedBytes(DLDevice dev) {
@@ -533,27 +491,11 @@ cl_command_queue OpenCLDeviceAPI::ActiveQueue(DLDevice dev) {
 }
 
 void OpenCLDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
-  const size_t nbytes = sdk::TensorBytes(from);
-  BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
-                    "copy_data_from_to: source has " + std::to_string(nbytes) +
-                        " bytes but destination " + std::to_string(sdk::TensorBytes(to)) +
-                        "; pass tensors of the same byte size");
-  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
-                    "copy_data_from_to: opencl copies only compact tensors; make a compact copy");
-  const bool from_dev = IsDevice(from, device_type());
-  const bool to_dev = IsDevice(to, device_type());
-  auto buffer_of = [&](const DLTensor* t) {
-    CheckDevice(t->device);
-    BACKPLANE_REQUIRE(t->data != nullptr, BP_ERR_INVALID_ARGUMENT,
-                      "copy_data_from_to: " + sdk::DeviceString(t->device) +
-                          " tensor has no data; allocate it first");
-    Buffer* b = CheckBuffer(t->device, t->data);
-    BACKPLANE_REQUIRE(t->byte_offset + nbytes <= b->size, BP_ERR_INVALID_ARGUMENT,
-                      "copy_data_from_to: byte_offset " + std::to_string(t->byte_offset) + " + " +
-                          std::to_string(nbytes) + " bytes is past the end of the " +
-                          std::to_string(b->size) + "-byte buffer on " +
-                          sdk::DeviceString(t->device) + "; copy less or from an earlier offset");
-    return b;
+  const auto [nbytes, from_dev, to_dev] = sdk::CheckCopy(from, to, device_type());
+  auto buffer_of = [&, n = nbytes](const DLTensor* t) {
+    return Resolve(t->device, t->data, t->byte_offset, n,
+                   t == from ? "the source" : "the destination")
+        .info;
   };
   if (from_dev && to_dev) {
     Buffer* src = buffer_of(from);
@@ -584,8 +526,6 @@ void OpenCLDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
           "clEnqueueReadBuffer");
     return;
   }
-  BACKPLANE_REQUIRE(to_dev, BP_ERR_INVALID_ARGUMENT,
-                    "copy_data_from_to: neither side is an opencl device; use the host's copy");
   Buffer* dst = buffer_of(to);
   if (nbytes == 0) return;
   // Blocking: the host side must be read before returning.

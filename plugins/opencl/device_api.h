@@ -15,6 +15,7 @@
 
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/device_api.hpp>
+#include <backplane/sdk/handle_table.hpp>
 #include <backplane/sdk/stream_registry.hpp>
 #include <backplane/sdk/workspace_pool.hpp>
 #include <cstdint>
@@ -22,20 +23,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 namespace backplane {
 namespace opencl {
 
-// The handle AllocDataSpace and AllocWorkspace return: one buffer of one device.
+// The handle AllocDataSpace and AllocWorkspace return: one cl_mem of one device. Its size,
+// device and kind are in the plugin's handle table.
 struct Buffer {
   cl_mem mem = nullptr;
-  int32_t device_id = 0;
-  size_t size = 0;         // the bytes requested: kernels and copies may use [0, size)
-  size_t capacity = 0;     // the bytes of `mem` (a workspace's size class; at least 1)
-  bool workspace = false;  // from AllocWorkspace: freed with FreeWorkspace only
-  bool live = false;       // handed out; false while a freed workspace sits in the pool
+  size_t capacity = 0;  // the bytes of `mem` (a workspace's size class; at least 1)
 };
 
 class OpenCLDeviceAPI : public sdk::DeviceAPI {
@@ -88,8 +85,10 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   cl_command_queue Queue(DLDevice dev, bp_stream_t stream);
   // The queue SetStream made active for this thread on `dev`.
   cl_command_queue ActiveQueue(DLDevice dev);
-  // The live buffer `handle` of `dev`, or BP_ERR_INVALID_ARGUMENT.
-  Buffer* CheckBuffer(DLDevice dev, void* handle);
+  // The buffer of `handle`, a live handle of `dev` holding [offset, offset + nbytes), or
+  // BP_ERR_INVALID_ARGUMENT starting with `what` (sdk::HandleTable::Resolve).
+  sdk::HandleTable<Buffer*>::Entry Resolve(DLDevice dev, const void* handle, uint64_t offset,
+                                           size_t nbytes, const std::string& what);
   // Bytes of freed workspaces the pool of `dev` keeps (property "workspace_cached_bytes").
   size_t WorkspaceCachedBytes(DLDevice dev);
 
@@ -100,18 +99,9 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   // A new cl_mem of `bytes` (0 -> 1) on `dev`. A driver out-of-memory releases the pooled
   // workspaces of that device and tries once more.
   cl_mem CreateMem(DLDevice dev, const Device& d, size_t bytes);
-  // Records `b` (a new Buffer) as live, so that CheckBuffer accepts it; returns it as a handle.
-  void* Publish(Buffer* b);
-  // The live buffer `handle` of `dev`, or BP_ERR_INVALID_ARGUMENT; mu_ must be held.
-  Buffer* LiveBufferLocked(DLDevice dev, void* handle);
-  // Checks that `handle` is live on `dev` and of the kind `workspace`, and makes it not live,
-  // in one step (two threads freeing one handle: one wins, the other gets the error). A
-  // workspace goes to the pool when it fits: then the result is null; otherwise it is the
-  // buffer to Destroy, forgotten already.
-  Buffer* Retire(DLDevice dev, void* handle, bool workspace);
   // Empties the pool of device `device_id` and forgets its buffers; the caller destroys them.
   std::vector<Buffer*> DrainPool(int32_t device_id);
-  // Releases the cl_mem and the Buffer (no longer in buffers_).
+  // Releases the cl_mem and the Buffer.
   static void Destroy(Buffer* b);
 
   void Enumerate();
@@ -123,9 +113,8 @@ class OpenCLDeviceAPI : public sdk::DeviceAPI {
   std::mutex warp_mu_;
   std::map<int32_t, int64_t> preferred_multiple_;
   int64_t PreferredMultiple(int32_t device_id);
-  // Every Buffer that exists, live or in a pool: a handle not in here is rejected, never
-  // dereferenced; one in here is a buffer when its `live` is set.
-  std::unordered_set<Buffer*> buffers_;
+  // The live buffers (a freed workspace waiting in a pool is not one).
+  sdk::HandleTable<Buffer*> handles_{"opencl"};
   // Live streams (command queues) and each thread's active one.
   sdk::StreamRegistry streams_{"opencl"};
   // One workspace pool per device, indexed like devices_; used under mu_.

@@ -55,8 +55,8 @@ class LaunchBackend final : public launch::Backend {
  public:
   explicit LaunchBackend(OpenCLDeviceAPI* api) : api_(api) {}
   launch::Allocation Find(DLDevice dev, void* handle) override {
-    const Buffer* b = api_->CheckBuffer(dev, handle);
-    return {b, 0, b->size};
+    const auto e = api_->Resolve(dev, handle, 0, 0, "");
+    return {e.info, 0, e.size};
   }
   const launch::DeviceLimits& Limits(DLDevice dev) override {
     return api_->CheckDevice(dev).limits;

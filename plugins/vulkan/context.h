@@ -7,6 +7,7 @@
 #include <vulkan/vulkan.h>
 
 #include <backplane/launch/launch.hpp>
+#include <backplane/sdk/handle_table.hpp>
 #include <backplane/sdk/stream_registry.hpp>
 #include <backplane/sdk/workspace_pool.hpp>
 #include <cstdint>
@@ -31,7 +32,6 @@ struct Buffer {
   VkDeviceSize size = 0;      // what the caller asked for: copies and kernels stay inside it
   VkDeviceSize capacity = 0;  // what the VkBuffer holds (a workspace's size class)
   void* mapped = nullptr;     // for host-visible staging buffers
-  bool workspace = false;     // from AllocWorkspace (freed with FreeWorkspace, pooled)
 };
 
 // Where work went: the stream's id and the value of its timeline that marks the work done.
@@ -110,7 +110,9 @@ struct Device {
   uint64_t next_stream_id = 1;
   Buffer staging;   // grows on demand, host-visible and mapped
   Use staging_use;  // the last submission that touched the staging buffer
-  std::set<Buffer*> live;
+  // The plugin's live data spaces and workspaces (their size, device and kind), owned by the
+  // Context: a freed workspace waiting in `workspaces` is not one.
+  sdk::HandleTable<Buffer*>* handles = nullptr;
   uint64_t freed = 0;  // data spaces freed so far (DeviceScope::FreedCount)
   // Freed workspaces, each with the last submission of the stream it was freed on: that
   // stream may take it at once, another once the submission is done.

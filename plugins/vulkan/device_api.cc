@@ -327,6 +327,7 @@ class Context {
       auto d = std::make_unique<Device>();
       d->dl = DLDevice{kDLVulkan, static_cast<int32_t>(devices_.size())};
       d->streams = &streams_;
+      d->handles = &handles_;
       d->physical = p;
       d->queue_family = static_cast<uint32_t>(family);
       VkPhysicalDeviceSubgroupProperties sub{};
@@ -383,7 +384,7 @@ class Context {
     for (auto& d : devices_) {
       if (d->device == VK_NULL_HANDLE) continue;
       vkDeviceWaitIdle(d->device);
-      for (Buffer* b : d->live) Destroy(*d, b);
+      for (auto& e : handles_.RemoveAll(d->dl.device_id)) Destroy(*d, e.info);
       for (auto& e : d->workspaces.TakeAll()) Destroy(*d, e.buffer);
       if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
       // Each is destroyed before any is deleted: destroying one visits the others.
@@ -520,9 +521,9 @@ class Context {
     b.size = b.capacity = size;
   }
 
-  // A new device buffer of `size` bytes, live. When the device is out of memory, the freed
+  // A new device buffer of `size` bytes. When the device is out of memory, the freed
   // workspaces kept for reuse are released and it is tried once more. The caller holds d.mu.
-  Buffer* NewLive(Device& d, VkDeviceSize size, bool workspace) {
+  Buffer* NewBuffer(Device& d, VkDeviceSize size) {
     auto b = std::make_unique<Buffer>();
     try {
       Create(d, *b, size, /*host_visible=*/false);
@@ -532,8 +533,6 @@ class Context {
       for (auto& kept : d.workspaces.TakeAll()) Destroy(d, kept.buffer);
       Create(d, *b, size, /*host_visible=*/false);
     }
-    b->workspace = workspace;
-    d.live.insert(b.get());
     return b.release();
   }
 
@@ -574,32 +573,6 @@ class Context {
     });
   }
 
-  // The live buffer `ptr` on `d`, or an error; the caller holds d.mu.
-  static Buffer* Live(Device& d, void* ptr, DLDevice dev, const char* what) {
-    auto* b = static_cast<Buffer*>(ptr);
-    if (d.live.count(b) == 0) {
-      throw Error(BP_ERR_INVALID_ARGUMENT,
-                  std::string("vulkan: ") + what + " " + sdk::PointerString(ptr) +
-                      " is not a live data space or workspace of " + sdk::DeviceString(dev) +
-                      "; pass a handle from AllocDataSpace or AllocWorkspace on that device "
-                      "that is not freed");
-    }
-    return b;
-  }
-  // Live(), and of the kind the free that names it expects.
-  static Buffer* LiveOfKind(Device& d, void* ptr, DLDevice dev, bool workspace) {
-    Buffer* b = Live(d, ptr, dev, workspace ? "FreeWorkspace: handle" : "FreeDataSpace: handle");
-    if (b->workspace != workspace) {
-      throw Error(BP_ERR_INVALID_ARGUMENT,
-                  "vulkan: " + sdk::PointerString(ptr) +
-                      (workspace ? " is data space from AllocDataSpace, not a workspace; free "
-                                   "it with FreeDataSpace"
-                                 : " is a workspace from AllocWorkspace, not data space; free it "
-                                   "with FreeWorkspace"));
-    }
-    return b;
-  }
-
   static constexpr const char* kNoDriverHelp =
       "install a Vulkan driver (Mesa: mesa-vulkan-drivers; NVIDIA: the driver's Vulkan ICD), "
       "point VK_DRIVER_FILES at its ICD manifest (icd.d/*.json), and run with "
@@ -607,7 +580,8 @@ class Context {
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::string status_;
-  sdk::StreamRegistry streams_{"vulkan"};  // every device's streams (Device::streams)
+  sdk::StreamRegistry streams_{"vulkan"};        // every device's streams (Device::streams)
+  sdk::HandleTable<Buffer*> handles_{"vulkan"};  // every device's buffers (Device::handles)
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
@@ -669,13 +643,7 @@ void DeviceScope::SavePipelineCache() {
 
 VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
                               const std::function<std::string()>& what) {
-  auto* b = static_cast<Buffer*>(handle);
-  if (d_->live.count(b) == 0) Context::Live(*d_, handle, dev_, what().c_str());  // throws
-  BACKPLANE_REQUIRE(offset + nbytes <= b->size, BP_ERR_INVALID_ARGUMENT,
-                    "vulkan: " + what() + " spans bytes [" + std::to_string(offset) + ", " +
-                        std::to_string(offset + nbytes) + ") of a " + std::to_string(b->size) +
-                        "-byte data space; pass a tensor that fits its allocation");
-  return b->buffer;
+  return d_->handles->Resolve(dev_, handle, offset, nbytes, "vulkan: " + what()).info->buffer;
 }
 
 uint64_t DeviceScope::FreedCount() const { return d_->freed; }
@@ -734,8 +702,8 @@ int32_t VulkanDeviceAPI::DeviceCount() { return static_cast<int32_t>(Ctx().count
 launch::Allocation VulkanDeviceAPI::FindDataSpace(DLDevice dev, void* handle) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  const Buffer* b = Context::Live(d, handle, dev, "handle");
-  return {b, 0, b->size};
+  const auto e = d.handles->Get(dev, handle, "");
+  return {e.info, 0, e.size};
 }
 
 const launch::DeviceLimits& VulkanDeviceAPI::LaunchLimits(DLDevice dev) {
@@ -968,15 +936,16 @@ void* VulkanDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignm
   // Offsets are applied on the device; a buffer's memory is aligned to at least
   // minStorageBufferOffsetAlignment, which every dtype needs.
   (void)alignment;
-  return Ctx().NewLive(d, nbytes, /*workspace=*/false);
+  std::unique_ptr<Buffer> b(Ctx().NewBuffer(d, nbytes));
+  d.handles->Add(dev, b.get(), nbytes, /*workspace=*/false, b.get());
+  return b.release();
 }
 
 void VulkanDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  Buffer* b = Context::LiveOfKind(d, ptr, dev, /*workspace=*/false);
+  Buffer* b = d.handles->Remove(dev, ptr, /*workspace=*/false).info;
   WaitAll(d);  // queued work may still use it
-  d.live.erase(b);
   ++d.freed;
   Context::Destroy(d, b);
 }
@@ -989,16 +958,13 @@ void* VulkanDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
   size_t class_bytes = d.workspaces.ClassBytes(nbytes);
   if (d.max_allocation != 0 && class_bytes > d.max_allocation) class_bytes = 0;
   Buffer* b = nullptr;
-  if (class_bytes != 0 &&
-      d.workspaces.Take(
+  if (class_bytes == 0 ||
+      !d.workspaces.Take(
           class_bytes, [&d, stream](const Use& u) { return u.stream == stream || Done(d, u); },
           &b)) {
-    b->size = nbytes;
-    d.live.insert(b);
-    return b;
+    b = Ctx().NewBuffer(d, class_bytes != 0 ? class_bytes : nbytes);
   }
-  b = Ctx().NewLive(d, class_bytes != 0 ? class_bytes : nbytes, /*workspace=*/true);
-  b->size = nbytes;
+  d.handles->Add(dev, b, nbytes, /*workspace=*/true, b);
   return b;
 }
 
@@ -1006,11 +972,10 @@ void VulkanDeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
   if (ptr == nullptr) return;
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
-  Buffer* b = Context::LiveOfKind(d, ptr, dev, /*workspace=*/true);
   // Work queued on the active stream before the free may still use it: the stream's last
   // submission says when another stream may take it.
   const Stream& s = ActiveStream(d, "FreeWorkspace");
-  d.live.erase(b);
+  Buffer* b = d.handles->Remove(dev, ptr, /*workspace=*/true).info;
   ++d.freed;
   if (d.workspaces.ClassBytes(b->capacity) == b->capacity &&
       d.workspaces.Keep(b->capacity, b, Use{s.id, s.submitted})) {
@@ -1021,23 +986,11 @@ void VulkanDeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
 }
 
 void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
-  const size_t n = sdk::TensorBytes(from);
-  BACKPLANE_REQUIRE(n == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
-                    "vulkan CopyDataFromTo: source holds " + std::to_string(n) +
-                        " bytes, destination " + std::to_string(sdk::TensorBytes(to)) +
-                        "; pass tensors of the same byte size");
-  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
-                    "vulkan CopyDataFromTo: a tensor is strided; copy compact tensors");
-  const int32_t type = device_type();
-  const bool from_dev = from->device.device_type == type;
-  const bool to_dev = to->device.device_type == type;
+  const auto [n, from_dev, to_dev] = sdk::CheckCopy(from, to, device_type());
   Context& ctx = Ctx();
-  auto range = [n](const Buffer* b, uint64_t off, const char* side) {
-    BACKPLANE_REQUIRE(off + n <= b->size, BP_ERR_INVALID_ARGUMENT,
-                      std::string("vulkan CopyDataFromTo: the ") + side + " range [" +
-                          std::to_string(off) + ", " + std::to_string(off + n) +
-                          ") passes the end of its " + std::to_string(b->size) +
-                          "-byte data space; pass a smaller byte_offset or shape");
+  // The buffer of one side, holding the copied range; the caller holds d.mu.
+  auto buffer = [n = n](Device& d, const DLTensor* t, const char* side) {
+    return d.handles->Resolve(t->device, t->data, t->byte_offset, n, side).info;
   };
   if (from_dev && to_dev) {
     BACKPLANE_REQUIRE(from->device.device_id == to->device.device_id, BP_ERR_INVALID_ARGUMENT,
@@ -1046,18 +999,15 @@ void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
                           "); copy through the host");
     Device& d = ctx.Dev(from->device);
     std::lock_guard<std::mutex> lock(d.mu);
-    Buffer* src = Context::Live(d, from->data, from->device, "CopyDataFromTo: source");
-    Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
-    range(src, from->byte_offset, "source");
-    range(dst, to->byte_offset, "destination");
+    Buffer* src = buffer(d, from, "the source");
+    Buffer* dst = buffer(d, to, "the destination");
     Stream& s = StreamOf(d, stream, "CopyDataFromTo");
     if (n == 0) return;
     Context::CopyBuffer(d, s, src->buffer, from->byte_offset, dst->buffer, to->byte_offset, n);
   } else if (to_dev && from->device.device_type == kDLCPU) {
     Device& d = ctx.Dev(to->device);
     std::lock_guard<std::mutex> lock(d.mu);
-    Buffer* dst = Context::Live(d, to->data, to->device, "CopyDataFromTo: destination");
-    range(dst, to->byte_offset, "destination");
+    Buffer* dst = buffer(d, to, "the destination");
     Stream& s = StreamOf(d, stream, "CopyDataFromTo");
     if (n == 0) return;
     // The host bytes are read before the call returns; the write to the device is queued.
@@ -1068,8 +1018,7 @@ void VulkanDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to, b
   } else if (from_dev && to->device.device_type == kDLCPU) {
     Device& d = ctx.Dev(from->device);
     std::lock_guard<std::mutex> lock(d.mu);
-    Buffer* src = Context::Live(d, from->data, from->device, "CopyDataFromTo: source");
-    range(src, from->byte_offset, "source");
+    Buffer* src = buffer(d, from, "the source");
     Stream& s = StreamOf(d, stream, "CopyDataFromTo");
     if (n == 0) return;
     // After the stream's earlier work; the host bytes are written before the call returns.

@@ -158,39 +158,29 @@ void* SimAccelDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t /*al
                                         DLDataType /*type_hint*/) {
   // Handles are opaque, so alignment is the device's business: every allocation starts at
   // the beginning of a host allocation, aligned for any scalar type.
-  return CheckDevice(dev).memory->Alloc(nbytes);
+  return CheckDevice(dev).memory->Alloc(dev, nbytes);
 }
 
 void SimAccelDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   Device& d = CheckDevice(dev);
-  if (ptr != nullptr) d.memory->Free(ptr);
+  if (ptr != nullptr) d.memory->Free(dev, ptr);
 }
 
 std::shared_ptr<Allocation> SimAccelDeviceAPI::Resolve(DLDevice dev, const void* handle,
                                                        uint64_t offset, size_t nbytes,
                                                        const char* what) {
-  return CheckDevice(dev).memory->Resolve(handle, offset, nbytes, what);
+  return CheckDevice(dev).memory->Resolve(dev, handle, offset, nbytes, what);
 }
 
 void SimAccelDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
                                        bp_stream_t stream) {
+  const auto [nbytes, from_dev, to_dev] = sdk::CheckCopy(from, to, device_type());
   const bool from_host = from->device.device_type == kDLCPU;
   const bool to_host = to->device.device_type == kDLCPU;
-  const bool from_dev = from->device.device_type == device_type();
-  const bool to_dev = to->device.device_type == device_type();
-  BACKPLANE_REQUIRE((from_host || from_dev) && (to_host || to_dev) && (from_dev || to_dev),
-                    BP_ERR_INVALID_ARGUMENT,
+  BACKPLANE_REQUIRE((from_host || from_dev) && (to_host || to_dev), BP_ERR_INVALID_ARGUMENT,
                     "cannot copy " + TensorString(from) + " to " + TensorString(to) +
                         ": simaccel copies between cpu and simaccel or within simaccel; copy "
                         "through bp_device_copy_data_from_to, which stages other pairs");
-  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
-                    "the " + TensorString(sdk::IsCompact(from) ? to : from) +
-                        " has non-compact strides; copy compact tensors only");
-  const size_t nbytes = sdk::TensorBytes(from);
-  BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
-                    "the copy source holds " + std::to_string(nbytes) +
-                        " bytes but the destination " + std::to_string(sdk::TensorBytes(to)) +
-                        "; both sides of a copy must have the same byte size");
 
   if (from_host) {
     // Host to device. The caller may reuse its buffer as soon as we return, so the bytes are

@@ -7,12 +7,12 @@
 #ifndef SIMACCEL_MEMORY_H_
 #define SIMACCEL_MEMORY_H_
 
+#include <backplane/sdk/handle_table.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
 namespace simaccel {
 
@@ -29,19 +29,20 @@ class DeviceMemory {
   // The memory of simaccel:<device_id>, `capacity` bytes.
   DeviceMemory(int32_t device_id, uint64_t capacity);
 
-  // A new handle for `nbytes` (0 gives a valid handle too). The bytes start as garbage, as
-  // fresh device memory does. BP_ERR_OUT_OF_MEMORY past the capacity.
-  void* Alloc(size_t nbytes);
+  // A new handle for `nbytes` (0 gives a valid handle too) on `dev` (this memory's device).
+  // The bytes start as garbage, as fresh device memory does. BP_ERR_OUT_OF_MEMORY past the
+  // capacity.
+  void* Alloc(DLDevice dev, size_t nbytes);
   // Frees a handle. BP_ERR_INVALID_ARGUMENT when it is not live on this device.
-  void Free(void* handle);
+  void Free(DLDevice dev, void* handle);
   // The allocation behind a live handle, checked to hold bytes [offset, offset + nbytes);
   // otherwise BP_ERR_INVALID_ARGUMENT naming `what` ("copy source", "kernel argument").
-  std::shared_ptr<Allocation> Resolve(const void* handle, uint64_t offset, size_t nbytes,
-                                      const char* what) const;
+  std::shared_ptr<Allocation> Resolve(DLDevice dev, const void* handle, uint64_t offset,
+                                      size_t nbytes, const char* what) const;
 
   uint64_t capacity() const { return capacity_; }
   uint64_t used() const;
-  int64_t live() const;
+  int64_t live() const { return static_cast<int64_t>(handles_.size()); }
 
   // True when `p` has the shape of a simaccel data space handle (of any device).
   static bool IsHandle(const void* p);
@@ -54,7 +55,8 @@ class DeviceMemory {
   mutable std::mutex mu_;
   uint64_t next_serial_ = 1;
   uint64_t used_ = 0;
-  std::unordered_map<uint64_t, std::shared_ptr<Allocation>> allocations_;
+  // The live handles, each with its bytes (the SDK's table checks every handle passed in).
+  backplane::sdk::HandleTable<std::shared_ptr<Allocation>> handles_{"simaccel"};
 };
 
 }  // namespace simaccel

@@ -43,6 +43,36 @@ inline bool IsCompact(const DLTensor* t) {
   return true;
 }
 
+// What CopyDataFromTo checks before it looks at memory: `from` and `to` hold the same number of
+// bytes, both are compact, and at least one side is a device of `device_type` (the calling
+// DeviceAPI's). Returns the byte count and which sides are that type's; throws
+// Error(BP_ERR_INVALID_ARGUMENT) saying which check failed otherwise.
+struct CopySides {
+  size_t nbytes = 0;
+  bool from_device = false;
+  bool to_device = false;
+};
+inline CopySides CheckCopy(const DLTensor* from, const DLTensor* to, int32_t device_type) {
+  const CopySides sides{TensorBytes(from), from->device.device_type == device_type,
+                        to->device.device_type == device_type};
+  auto what = [&] {  // built only for a message
+    return "copying from " + DeviceString(from->device) + " to " + DeviceString(to->device) + ": ";
+  };
+  BACKPLANE_REQUIRE(sides.nbytes == TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
+                    what() + "the source has " + std::to_string(sides.nbytes) +
+                        " bytes but the destination " + std::to_string(TensorBytes(to)) +
+                        "; pass tensors of the same byte size");
+  BACKPLANE_REQUIRE(IsCompact(from) && IsCompact(to), BP_ERR_INVALID_ARGUMENT,
+                    what() +
+                        "a tensor is strided, and device copies take compact tensors only; "
+                        "make a compact copy first");
+  BACKPLANE_REQUIRE(sides.from_device || sides.to_device, BP_ERR_INVALID_ARGUMENT,
+                    what() +
+                        "neither side is a device of this DeviceAPI; ask the DeviceAPI of "
+                        "one of the two sides");
+  return sides;
+}
+
 class DeviceAPI;
 inline int32_t RegisterDeviceAPI(const std::string& type_name, DeviceAPI* api);
 
