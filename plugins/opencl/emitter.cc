@@ -182,15 +182,7 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
       Fail("two shared allocations are named '" + a->buffer.name() +
            "'; OpenCL declares them all at the kernel's top, so give them distinct names");
     }
-    int64_t count = 1;
-    for (const ir::Expr& d : a->buffer->shape) {
-      const auto* c = d.As<ir::IntImmNode>();
-      if (c == nullptr) {
-        Fail("shared allocation '" + a->buffer.name() +
-             "' needs a constant size (its shape must be numbers)");
-      }
-      count *= c->value;
-    }
+    const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/true);
     Line(StorageQualifier(ir::StorageScope::kShared) + TypeName(StorageType(a->buffer.dtype())) +
          " " + name + "[" + std::to_string(count) + "];");
   }

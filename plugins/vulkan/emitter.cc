@@ -603,15 +603,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
         layout.local_size[axis] = static_cast<uint32_t>(extent->value);
       } else if (const auto* a = s.As<ir::AllocateNode>()) {
         if (a->scope != ir::StorageScope::kShared) return;
-        int64_t count = 1;
-        for (const ir::Expr& d : a->buffer->shape) {
-          const auto* c = d.As<ir::IntImmNode>();
-          if (c == nullptr) {
-            Fail("shared allocation '" + a->buffer.name() +
-                 "' needs a constant size (its shape must be numbers)");
-          }
-          count *= c->value;
-        }
+        const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/true);
         const std::string name = Name(a->buffer.name());
         const std::string decl = "shared " + TypeName(a->buffer.dtype()) + " " + name + "[" +
                                  std::to_string(count) + "];";

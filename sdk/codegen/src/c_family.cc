@@ -967,17 +967,10 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       const auto& n = *s.As<ir::AllocateNode>();
       const std::string name = Name(n.buffer.name());
       const std::string type = TypeName(n.buffer.dtype());
-      int64_t count = 1;
-      bool constant = true;
-      std::string size;  // for messages
-      for (const ir::Expr& d : n.buffer->shape) {
-        const ir::IntImmNode* c = AsIntImm(d);
-        if (c == nullptr) constant = false;
-        count *= c != nullptr ? c->value : 1;
-        size += (size.empty() ? "" : " * ") + ir::Print(d);
-      }
+      const int64_t count =
+          ConstantElements(n.buffer, /*must_be_constant=*/n.scope == ir::StorageScope::kShared);
       const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
-      if (constant && (n.scope != ir::StorageScope::kGlobal || bytes <= 64 * 1024)) {
+      if (count >= 0 && (n.scope != ir::StorageScope::kGlobal || bytes <= 64 * 1024)) {
         const std::string elements = "[" + std::to_string(count) + "]";
         if (n.scope == ir::StorageScope::kShared) {
           EmitSharedAllocation(n, type, name, count);
@@ -997,9 +990,9 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         EmitStmt(n.body);
         return;
       }
-      if (n.scope == ir::StorageScope::kShared) {
-        Fail("shared allocation '" + n.buffer.name() +
-             "' needs a constant size (its shape must be numbers)");
+      std::string size;  // for messages
+      for (const ir::Expr& d : n.buffer->shape) {
+        size += (size.empty() ? "" : " * ") + ir::Print(d);
       }
       EmitHeapAllocation(n, type, name, size);
       return;
@@ -1017,6 +1010,27 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       return;
   }
   Fail("unknown statement kind");
+}
+
+int64_t CFamilyEmitter::ConstantElements(const ir::Buffer& buffer, bool must_be_constant) const {
+  const int64_t elem_bytes =
+      std::max<int64_t>((buffer.dtype().bits + 7) / 8 * int64_t{buffer.dtype().lanes}, 1);
+  int64_t count = 1;
+  for (const ir::Expr& d : buffer->shape) {
+    const ir::IntImmNode* c = AsIntImm(d);
+    if (c == nullptr) {
+      if (!must_be_constant) return -1;
+      Fail("allocation '" + buffer.name() + "' in " + DialectName() +
+           " needs a constant size (its shape must be numbers)");
+    }
+    if (c->value < 0 || (c->value != 0 && count > INT64_MAX / elem_bytes / c->value)) {
+      Fail("allocation '" + buffer.name() + "' has " + std::to_string(buffer->shape.size()) +
+           " dimensions whose product in bytes passes INT64_MAX (or a negative one); give it a "
+           "size that fits the device");
+    }
+    count *= c->value;
+  }
+  return count;
 }
 
 void CFamilyEmitter::EmitSharedAllocation(const ir::AllocateNode& n, const std::string& type,

@@ -201,6 +201,25 @@ TEST(VulkanBuild, WhatTheTargetCannotExpressIsNamed) {
   } catch (const backplane::Error& e) {
     EXPECT_NE(std::string(e.what()).find("int8"), std::string::npos) << e.what();
   }
+  // A shared allocation whose size in bytes passes INT64_MAX (the count once wrapped).
+  const std::string huge =
+      "# backplane-ir 1\n"
+      "func big_gpu(x: buffer<float32>[64]) {\n"
+      "  for tx in thread(threadIdx.x, 0, 64) {\n"
+      "    alloc s: float32[4294967296i64, 1073741824i64] shared\n"
+      "    s[0, tx] = x[tx]\n"
+      "    x[tx] = s[0, tx]\n"
+      "  }\n"
+      "}\n";
+  try {
+    backplane::Build(huge, Target::Parse("vulkan"));
+    FAIL() << "built a shared array of 2^64 bytes";
+  } catch (const backplane::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("allocation 's' has 2 dimensions whose product in bytes "
+                                         "passes INT64_MAX"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(VulkanBuild, DamagedModuleBytesAreRefused) {

@@ -192,6 +192,9 @@ class CFamilyEmitter {
   void Line(const std::string& text);
   // Throws ir::Error(kValue) "<dialect> code generator: in function '<f>': <what>".
   [[noreturn]] void Fail(const std::string& what) const;
+  // The element count of `buffer` when its shape is all numbers, else -1 (or Fail, naming the
+  // buffer, with `must_be_constant`). Fails when the count or its bytes pass INT64_MAX.
+  int64_t ConstantElements(const ir::Buffer& buffer, bool must_be_constant) const;
   // A fresh temporary name (bp_t0, bp_t1, ...).
   std::string Temp();
   // The dialect's name for messages ("c", "opencl").
