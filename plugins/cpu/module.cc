@@ -60,19 +60,20 @@ bool OnHost(DLDevice dev) {
          dev.device_type == kDLROCMHost;
 }
 
-// The bytes [begin, end) a buffer argument spans.
+// The bytes [begin, end) a buffer argument spans (a negative stride reaches below `data`).
 std::pair<uintptr_t, uintptr_t> Span(const ir::ArgView& v) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(v.data);
-  int64_t last = 0;  // offset of the last element, in elements
+  int64_t low = 0, high = 0;  // offsets of the lowest and the highest element, in elements
   int64_t stride = 1;
   for (int d = v.ndim - 1; d >= 0; --d) {
     if (v.shape[d] == 0) return {begin, begin};
     const int64_t s = v.strides != nullptr ? v.strides[d] : stride;
-    last += (v.shape[d] - 1) * s;
+    (s < 0 ? low : high) += (v.shape[d] - 1) * s;
     stride *= v.shape[d];
   }
-  const uintptr_t bytes = (v.dtype.bits * v.dtype.lanes + 7) / 8;
-  return {begin, begin + static_cast<uintptr_t>(last) * bytes + bytes};
+  const int64_t bytes = (v.dtype.bits * v.dtype.lanes + 7) / 8;
+  return {begin + static_cast<uintptr_t>(low * bytes),
+          begin + static_cast<uintptr_t>(high * bytes + bytes)};
 }
 
 class CModule : public sdk::ModuleBase {
@@ -176,8 +177,9 @@ struct CKernel {
   std::shared_ptr<CModule> module;
   const ir::PrimFunc* func;
   EntryFn entry;
-  std::vector<bool> written;  // per param: may the function write this buffer?
-  int64_t check_depth = 0;    // ir::ArgCheckDepth(*func), for every call's argument check
+  std::vector<bool> written;          // per param: may the function write this buffer?
+  bool writes_buffers = false;        // any of `written`
+  std::optional<ir::ArgCheck> check;  // every call's argument check, prepared once
 
   void Call(const bp_value_t* args, int32_t num_args) const;
 };
@@ -221,40 +223,48 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
   // kernel makes back into this thread (call_packed) uses its own level. One thread-local
   // object: one TLS lookup a call. (Deques: growing one for a nested call leaves the outer
   // calls' vectors where they are.)
+  struct Level {
+    std::vector<ir::ArgView> views;
+    std::vector<CArg> c_args;
+    std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+  };
   struct Scratch {
-    std::deque<std::vector<ir::ArgView>> views;
-    std::deque<std::vector<CArg>> c_args;
+    std::deque<Level> levels;
     size_t depth = 0;
   };
   thread_local Scratch scratch;
-  if (scratch.views.size() <= scratch.depth) {
-    scratch.views.resize(scratch.depth + 1);
-    scratch.c_args.resize(scratch.depth + 1);
-  }
-  std::vector<ir::ArgView>& views = scratch.views[scratch.depth];
-  std::vector<CArg>& c_args = scratch.c_args[scratch.depth];
+  if (scratch.levels.size() <= scratch.depth) scratch.levels.resize(scratch.depth + 1);
+  Level& level = scratch.levels[scratch.depth];
+  std::vector<ir::ArgView>& views = level.views;
+  std::vector<CArg>& c_args = level.c_args;
   struct Nest {
     size_t& depth;
     ~Nest() { --depth; }
   } nest{++scratch.depth};
-  sdk::BindKernelArgs(*func, args, num_args, "c", OnHost, check_depth, &views);
+  sdk::BindKernelArgs(*func, args, num_args, "c", OnHost, *check, &views);
   const size_t n = views.size();
   // Buffers are restrict pointers in the generated code: a written buffer must not overlap
   // another buffer argument.
-  for (size_t i = 0; i < n; ++i) {
-    if (views[i].kind != ir::ArgView::Kind::kBuffer || !written[i]) continue;
-    auto a = Span(views[i]);
-    for (size_t j = 0; j < n; ++j) {
-      if (j == i || views[j].kind != ir::ArgView::Kind::kBuffer) continue;
-      auto b = Span(views[j]);
-      if (a.first < b.second && b.first < a.second) {
-        throw Error(BP_ERR_INVALID_ARGUMENT,
-                    "c function '" + func->name + "': arguments " + std::to_string(i) + " '" +
-                        func->params[i].buffer().name() + "' and " + std::to_string(j) + " '" +
-                        func->params[j].buffer().name() +
-                        "' overlap in memory and the function writes '" +
-                        func->params[i].buffer().name() +
-                        "'; pass separate tensors (the c target compiles buffers as restrict)");
+  if (writes_buffers) {
+    std::vector<std::pair<uintptr_t, uintptr_t>>& spans = level.spans;
+    spans.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      spans[i] = views[i].kind == ir::ArgView::Kind::kBuffer ? Span(views[i])
+                                                             : std::pair<uintptr_t, uintptr_t>();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (views[i].kind != ir::ArgView::Kind::kBuffer || !written[i]) continue;
+      for (size_t j = 0; j < n; ++j) {
+        if (j == i || views[j].kind != ir::ArgView::Kind::kBuffer) continue;
+        if (spans[i].first < spans[j].second && spans[j].first < spans[i].second) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      "c function '" + func->name + "': arguments " + std::to_string(i) + " '" +
+                          func->params[i].buffer().name() + "' and " + std::to_string(j) + " '" +
+                          func->params[j].buffer().name() +
+                          "' overlap in memory and the function writes '" +
+                          func->params[i].buffer().name() +
+                          "'; pass separate tensors (the c target compiles buffers as restrict)");
+        }
       }
     }
   }
@@ -298,13 +308,14 @@ Function CModule::GetFunction(const std::string& name) {
   auto kernel = std::make_unique<CKernel>();
   kernel->module = std::static_pointer_cast<CModule>(shared_from_this());
   kernel->func = func;
-  kernel->check_depth = ir::ArgCheckDepth(*func);
+  kernel->check.emplace(*func);
   kernel->entry = reinterpret_cast<EntryFn>(symbol);
   const std::vector<const ir::BufferNode*> written = ir::WrittenBuffers(func->body);
   for (const ir::Param& p : func->params) {
     bool w = false;
     for (const ir::BufferNode* b : written) w = w || (p.is_buffer() && p.buffer().get() == b);
     kernel->written.push_back(w);
+    kernel->writes_buffers = kernel->writes_buffers || w;
   }
   bp_object_t* out = nullptr;
   CKernel* raw = kernel.get();

@@ -2,8 +2,10 @@
 // CheckArgs: one test per kind of mismatch, each checking the whole message; EvalIntExpr.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -296,3 +298,96 @@ TEST(IrSignature, EvalIntExpr) {
 }
 
 }  // namespace
+
+// ArgCheck, the prepared check of a launch path, answers exactly what CheckArgs answers: random
+// calls of functions whose shapes and strides it reads itself (numbers, scalar params of
+// several widths, declared strides) and of one it leaves to CheckArgs (an expression), each
+// call a valid one with a few random changes, fixed seed.
+TEST(IrSignature, ArgCheckAnswersWhatCheckArgsAnswers) {
+  const char* const kFuncs[] = {
+      "func f(n: int32, m: uint16, s: int64, b: bool, x: float32, a: buffer<float32>[n, m], "
+      "c: buffer<int8>[4, n] strides [s, 1], d: buffer<uint8>[m]) {\n  a[0, 0] = x\n}\n",
+      "func g(n: int8, a: buffer<float64>[n], b: buffer<float64>[(n + 1) / 2]) {\n"
+      "  a[0] = b[0]\n}\n",
+      kMatmul,
+  };
+  std::mt19937_64 rng(18);
+  int passed = 0, failed = 0;
+  for (const char* text : kFuncs) {
+    const PrimFunc f = FuncOf(text);
+    const ArgCheck check(f);
+    for (int round = 0; round < 4000; ++round) {
+      // A valid call: scalars small and non-negative, shapes their evaluated extents.
+      std::vector<int64_t> scalar(f.params.size(), 0);
+      std::vector<ArgView> v(f.params.size());
+      for (size_t k = 0; k < f.params.size(); ++k) {
+        if (f.params[k].is_buffer()) continue;
+        const DType t = f.params[k].var().dtype();
+        scalar[k] = t.is_bool() ? static_cast<int64_t>(rng() % 2) : static_cast<int64_t>(rng() % 6);
+        v[k] = t.is_float() ? FloatArg(0.5) : IntArg(scalar[k]);
+      }
+      // Room for the largest rank a change below gives, so a message may list them all.
+      std::vector<std::array<int64_t, 4>> shapes(f.params.size()), strides(f.params.size());
+      static float storage[4];
+      for (size_t k = 0; k < f.params.size(); ++k) {
+        if (!f.params[k].is_buffer()) continue;
+        const Buffer& b = f.params[k].buffer();
+        shapes[k].fill(1);
+        strides[k].fill(1);
+        for (size_t d = 0; d < b->shape.size(); ++d) shapes[k][d] = EvalIntExpr(f, b->shape[d], v);
+        for (size_t d = 0; d < b->strides.size(); ++d) {
+          strides[k][d] = EvalIntExpr(f, b->strides[d], v);
+        }
+        v[k] = BufferArg(storage, b.dtype(), static_cast<int>(b->shape.size()), shapes[k].data(),
+                         b->strides.empty() ? nullptr : strides[k].data());
+      }
+      // A few random changes.
+      const int changes = static_cast<int>(rng() % 3);
+      for (int c = 0; c < changes; ++c) {
+        ArgView& a = v[rng() % v.size()];
+        switch (rng() % 9) {
+          case 0:
+            a = IntArg(static_cast<int64_t>(rng() % 7) - 1 + (rng() % 4 == 0 ? 70000 : 0));
+            break;
+          case 1:
+            a = FloatArg(1.5);
+            break;
+          case 2:
+            if (a.kind == ArgView::Kind::kBuffer && a.ndim > 0) {
+              const_cast<int64_t*>(a.shape)[rng() % static_cast<size_t>(a.ndim)] += 1;
+            }
+            break;
+          case 3:
+            a.dtype = rng() % 2 == 0 ? Float32() : Int(8);
+            break;
+          case 4:
+            a.data = nullptr;
+            break;
+          case 5:
+            a.ndim = static_cast<int>(rng() % 4);
+            break;
+          case 6: {
+            if (a.kind != ArgView::Kind::kBuffer || a.ndim <= 0) break;
+            const size_t k = static_cast<size_t>(&a - v.data());
+            for (int64_t& s : strides[k]) s = static_cast<int64_t>(rng() % 5);
+            a.strides = strides[k].data();
+            break;
+          }
+          case 7:
+            a.strides = nullptr;
+            break;
+          default:
+            v.pop_back();
+            if (v.empty()) v.push_back(IntArg(1));
+            break;
+        }
+      }
+      const std::string want = CheckArgs(f, v);
+      ASSERT_EQ(check(v), want) << f.name << " round " << round;
+      (want.empty() ? passed : failed)++;
+    }
+  }
+  // Both answers were exercised.
+  EXPECT_GT(passed, 2000);
+  EXPECT_GT(failed, 2000);
+}

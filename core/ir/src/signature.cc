@@ -401,5 +401,112 @@ std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args) {
   return CheckArgs(func, args, ArgCheckDepth(func));
 }
 
+ArgCheck::ArgCheck(const PrimFunc& func) : func_(&func), depth_(ArgCheckDepth(func)) {
+  // A term the fast path can read, or fast_ = false.
+  auto term = [&](const Expr& e) {
+    Term t;
+    const DType d = e ? e.dtype() : DType();
+    if (!e || !d.is_scalar() || !(d.is_integer() || d.is_bool())) {
+      fast_ = false;
+    } else if (const auto* c = e.As<IntImmNode>()) {
+      t.value = detail::WrapInt(static_cast<uint64_t>(c->value), d);
+    } else if (const auto* v = e.As<VarNode>(); v != nullptr && FindScalarParam(func, v) >= 0) {
+      t.param = FindScalarParam(func, v);
+      t.dtype = v->dtype;
+    } else {
+      fast_ = false;
+    }
+    terms_.push_back(t);
+  };
+  for (const Param& p : func.params) {
+    ParamCheck c;
+    c.buffer = p.is_buffer();
+    if (c.buffer) {
+      const Buffer& b = p.buffer();
+      c.dtype = b.dtype();
+      c.rank = static_cast<int>(b->shape.size());
+      c.has_strides = !b->strides.empty();
+      if (c.rank > kMaxRank || (c.has_strides && b->strides.size() != b->shape.size())) {
+        fast_ = false;
+      }
+      c.shape = terms_.size();
+      for (const Expr& e : b->shape) term(e);
+      c.strides = terms_.size();
+      for (const Expr& e : b->strides) term(e);
+    } else {
+      const DType t = p.var().dtype();
+      c.dtype = t;
+      if (!t.is_scalar() || t.is_handle()) fast_ = false;  // CheckArgs says why
+      if (t.is_bool()) {
+        c.hi = 1;
+      } else if (t.is_uint()) {
+        c.hi = t.bits == 64 ? INT64_MAX : static_cast<int64_t>((uint64_t{1} << t.bits) - 1);
+      } else if (!t.is_float()) {
+        c.lo = t.bits == 64 ? INT64_MIN : -(int64_t{1} << (t.bits - 1));
+        c.hi = t.bits == 64 ? INT64_MAX : (int64_t{1} << (t.bits - 1)) - 1;
+      }
+    }
+    params_.push_back(c);
+  }
+}
+
+bool ArgCheck::Read(const Term& t, const std::vector<ArgView>& args, int64_t* out) const {
+  if (t.param < 0) {
+    *out = t.value;
+    return true;
+  }
+  const ArgView& a = args[static_cast<size_t>(t.param)];
+  if (a.kind != ArgView::Kind::kInt) return false;
+  *out = detail::WrapInt(static_cast<uint64_t>(a.i), t.dtype);
+  return true;
+}
+
+bool ArgCheck::Passes(const std::vector<ArgView>& args) const {
+  if (!fast_ || args.size() != params_.size()) return false;
+  for (size_t k = 0; k < args.size(); ++k) {
+    const ParamCheck& c = params_[k];
+    const ArgView& a = args[k];
+    if (!c.buffer) {
+      if (c.dtype.is_float()) {
+        if (a.kind == ArgView::Kind::kBuffer) return false;
+      } else if (a.kind != ArgView::Kind::kInt || a.i < c.lo || a.i > c.hi) {
+        return false;
+      }
+      continue;
+    }
+    if (a.kind != ArgView::Kind::kBuffer || a.dtype != c.dtype || a.ndim != c.rank ||
+        (c.rank > 0 && a.shape == nullptr)) {
+      return false;
+    }
+    int64_t want[kMaxRank];
+    bool empty = false;
+    for (int d = 0; d < c.rank; ++d) {
+      if (!Read(terms_[c.shape + static_cast<size_t>(d)], args, &want[d]) || want[d] < 0 ||
+          a.shape[d] != want[d]) {
+        return false;
+      }
+      empty = empty || want[d] == 0;
+    }
+    if (a.data == nullptr && !empty) return false;
+    if (a.strides == nullptr && !c.has_strides) continue;  // compact, as wanted
+    uint64_t compact = 1;  // wraps for absurd shapes, as CheckArgs's does
+    for (int d = c.rank - 1; d >= 0; --d) {
+      const int64_t given = a.strides != nullptr ? a.strides[d] : static_cast<int64_t>(compact);
+      int64_t expected = static_cast<int64_t>(compact);
+      if (c.has_strides && !Read(terms_[c.strides + static_cast<size_t>(d)], args, &expected)) {
+        return false;
+      }
+      if (want[d] != 1 && given != expected) return false;
+      compact *= static_cast<uint64_t>(want[d]);
+    }
+  }
+  return true;
+}
+
+std::string ArgCheck::operator()(const std::vector<ArgView>& args) const {
+  if (Passes(args)) return std::string();
+  return CheckArgs(*func_, args, depth_);
+}
+
 }  // namespace ir
 }  // namespace backplane

@@ -225,7 +225,7 @@ const char* ToString(ParamKind kind) {
 }
 
 KernelSignature::KernelSignature(const ir::PrimFunc& func, std::string who)
-    : func_(&func), who_(std::move(who)) {
+    : func_(&func), who_(std::move(who)), check_(func) {
   for (const ir::Param& p : func.params) params_.push_back(KindOf(func, p, who_));
   axes_ = AxesOf(func, who_);
   const std::vector<const ir::BufferNode*> stored = ir::WrittenBuffers(func.body);
@@ -234,7 +234,6 @@ KernelSignature::KernelSignature(const ir::PrimFunc& func, std::string who)
     for (const ir::BufferNode* b : stored) w = w || (p.is_buffer() && p.buffer().get() == b);
     written_.push_back(w);
   }
-  check_depth_ = ir::ArgCheckDepth(func);
 }
 
 std::string KernelSignature::Describe() const { return who_ + " kernel '" + func_->name + "'"; }
@@ -288,7 +287,6 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   out->views.resize(num_params);
   out->buffers.resize(num_params);
   out->scalars.resize(num_params);
-  const ir::PrimFunc& f = sig.func();
   // Values to views (buffers: the handle, unchanged; the checker reads only shapes).
   bool have_device = false;
   DLDevice device{static_cast<DLDeviceType>(device_type), 0};
@@ -337,7 +335,7 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
                             (want_buffer ? "a tensor" : "an int or a float"));
     }
   }
-  const std::string problem = ir::CheckArgs(f, out->views, sig.check_depth());
+  const std::string problem = sig.check()(out->views);
   if (!problem.empty()) Fail(BP_ERR_INVALID_ARGUMENT, sig.who() + " function " + problem);
   out->device = device;
 

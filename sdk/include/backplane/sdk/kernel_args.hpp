@@ -44,17 +44,18 @@ inline DLTensor* TensorOf(const bp_value_t& v) {
 // BP_ERR_TYPE) naming the function, the argument and what to do.
 //
 // This form writes into `*out` (its capacity kept: a function called often reuses one per
-// thread and allocates nothing) and takes `check_depth` = ir::ArgCheckDepth(func), computed
-// once per function.
+// thread and allocates nothing) and takes `check` = ir::ArgCheck(func), prepared once per
+// function.
 template <typename DeviceOk>
 void BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args, int32_t num_args,
-                    const char* who, DeviceOk device_ok, int64_t check_depth,
+                    const char* who, DeviceOk device_ok, const ir::ArgCheck& check,
                     std::vector<ir::ArgView>* out) {
   std::vector<ir::ArgView>& views = *out;
-  views.assign(static_cast<size_t>(num_args < 0 ? 0 : num_args), ir::ArgView());
+  views.resize(static_cast<size_t>(num_args < 0 ? 0 : num_args));
   const size_t num_params = func.params.size();
   for (size_t i = 0; i < views.size(); ++i) {
     const bp_value_t& v = args[i];
+    views[i] = ir::ArgView();  // nothing of an earlier call's view stays
     const bool want_buffer = i < num_params && func.params[i].is_buffer();
     // Built only for a message: every kernel launch runs this loop.
     auto arg = [&] {
@@ -94,7 +95,7 @@ void BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args, int32_t nu
                                    (want_buffer ? "a tensor" : "an int or a float"));
     }
   }
-  std::string problem = ir::CheckArgs(func, views, check_depth);
+  std::string problem = check(views);
   if (!problem.empty()) {
     throw Error(BP_ERR_INVALID_ARGUMENT, std::string(who) + " function " + problem);
   }
@@ -103,7 +104,7 @@ template <typename DeviceOk>
 std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args,
                                         int32_t num_args, const char* who, DeviceOk device_ok) {
   std::vector<ir::ArgView> views;
-  BindKernelArgs(func, args, num_args, who, device_ok, ir::ArgCheckDepth(func), &views);
+  BindKernelArgs(func, args, num_args, who, device_ok, ir::ArgCheck(func), &views);
   return views;
 }
 

@@ -78,6 +78,45 @@ std::string CheckArgs(const PrimFunc& func, const std::vector<ArgView>& args, in
 // How deep the expressions CheckArgs evaluates (the buffers' shapes and strides) are.
 int64_t ArgCheckDepth(const PrimFunc& func);
 
+// CheckArgs prepared once, for a function called often (a kernel's launch path). It answers
+// what CheckArgs answers. When every extent and declared stride of the buffer params is a
+// number or a scalar param (the common case: [n], [m, k], [16]) and ranks are at most
+// kMaxRank, arguments that pass are checked with a few compares per parameter, without
+// walking the IR; any mismatch, and any other function, goes to CheckArgs for its message.
+class ArgCheck {
+ public:
+  static constexpr int kMaxRank = 8;
+  // `func` must outlive the ArgCheck.
+  explicit ArgCheck(const PrimFunc& func);
+  std::string operator()(const std::vector<ArgView>& args) const;
+
+ private:
+  // An extent or stride the fast path reads: a number, or scalar param `param`'s value
+  // wrapped to `dtype`.
+  struct Term {
+    int64_t value = 0;
+    int param = -1;  // -1: the number `value`
+    DType dtype;
+  };
+  struct ParamCheck {
+    bool buffer = false;
+    DType dtype;             // the scalar's or the buffer's element dtype
+    int64_t lo = 0, hi = 0;  // an integer scalar's range
+    int rank = 0;
+    size_t shape = 0;    // the buffer's first Term in terms_ (rank of them)
+    size_t strides = 0;  // its declared strides' first Term (rank of them)
+    bool has_strides = false;
+  };
+  bool Passes(const std::vector<ArgView>& args) const;
+  bool Read(const Term& t, const std::vector<ArgView>& args, int64_t* out) const;
+
+  const PrimFunc* func_;
+  int64_t depth_;
+  bool fast_ = true;  // false: every call goes to CheckArgs
+  std::vector<ParamCheck> params_;
+  std::vector<Term> terms_;
+};
+
 // Evaluates an integer expression over scalar params of `func`, reading their values from
 // `args` (in param order; only the scalar params' entries are read). Integer ops wrap at their
 // dtype's width and divide as the interpreter does (docs/ir.md, "Interpreter"). A Var is

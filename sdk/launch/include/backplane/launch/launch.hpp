@@ -99,8 +99,8 @@ class KernelSignature {
   const std::vector<ParamKind>& params() const { return params_; }
   const std::vector<Axis>& axes() const { return axes_; }
   bool written(size_t i) const { return written_[i]; }
-  // ir::ArgCheckDepth(func): computed once, not per call.
-  int64_t check_depth() const { return check_depth_; }
+  // The argument check of every call, prepared once.
+  const ir::ArgCheck& check() const { return check_; }
   // The kernel as messages name it: "<who> kernel '<name>'".
   std::string Describe() const;
 
@@ -110,7 +110,7 @@ class KernelSignature {
   std::vector<ParamKind> params_;
   std::vector<Axis> axes_;
   std::vector<bool> written_;
-  int64_t check_depth_ = 0;
+  ir::ArgCheck check_;
 };
 
 // The device's launch limits (0 or less: no limit on that axis).
