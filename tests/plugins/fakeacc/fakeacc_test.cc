@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The fake accelerator through the core: a device type registered at run time, opaque
 // memory, attributes, and the core's workspace fallback for a table without workspace.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -185,6 +186,72 @@ TEST_F(FakeAccTest, TensorCopyFromReplacesContents) {
   EXPECT_EQ(t.ToVector<float>(), second);
   // Wrong host size is refused with the sizes.
   EXPECT_THROW(t.CopyFrom(std::vector<float>(3)), backplane::Error);
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 18, item 3, for any vendor: a plugin with a pinned host type of its own (fakeacc_host
+// beside fakeacc, as cuda_host is beside cuda) gets the copies between the two, on the
+// caller's stream, instead of the core staging them through unpinned host memory and
+// synchronizing.
+TEST_F(FakeAccTest, CopiesWithItsOwnPinnedHostTypeGoThroughThePluginInStreamOrder) {
+  const DLDevice pinned{static_cast<DLDeviceType>(backplane::DeviceTypeFromName("fakeacc_host")),
+                        0};
+  auto copies = [] { return backplane::Function::Get("fakeacc.pinned_copies")().AsInt(); };
+  const size_t n = 4099;
+  const std::vector<uint8_t> data = bptest::RandomBytes(n, 18);
+  int64_t shape = static_cast<int64_t>(n);
+  void* p = nullptr;
+  void* q = nullptr;
+  backplane::Check(bp_device_alloc_data_space(pinned, n + 8, 64, backplane::UInt8(), &p));
+  backplane::Check(bp_device_alloc_data_space(pinned, n, 64, backplane::UInt8(), &q));
+  std::memset(q, 0, n);
+  void* d = Alloc(0, n);
+  // cpu -> pinned is the host type's own memcpy.
+  DLTensor host =
+      bptest::ByteView(const_cast<uint8_t*>(data.data()), bptest::CpuDevice(), &shape, 0);
+  DLTensor p_view = bptest::ByteView(p, pinned, &shape, 8);
+  backplane::Check(bp_device_copy_data_from_to(&host, &p_view, nullptr));
+  EXPECT_EQ(std::memcmp(static_cast<uint8_t*>(p) + 8, data.data(), n), 0);
+
+  // pinned -> fakeacc and back, on a created stream: the plugin does both.
+  bp_stream_t s = nullptr;
+  backplane::Check(bp_device_stream_create(Dev(0), &s));
+  const int64_t before = copies();
+  DLTensor d_view = bptest::ByteView(d, Dev(0), &shape, 0);
+  backplane::Check(bp_device_copy_data_from_to(&p_view, &d_view, s));
+  EXPECT_EQ(copies(), before + 1) << "the core staged a copy the plugin offers";
+  // With the stream parked, the copy back is queued, not done: the core did not stage it
+  // (staging synchronizes the stream, which would wait here for the release).
+  Hold(0, s);
+  DLTensor q_view = bptest::ByteView(q, pinned, &shape, 0);
+  backplane::Check(bp_device_copy_data_from_to(&d_view, &q_view, s));
+  EXPECT_EQ(copies(), before + 2);
+  EXPECT_EQ(std::count(static_cast<uint8_t*>(q), static_cast<uint8_t*>(q) + n, 0),
+            static_cast<std::ptrdiff_t>(n))
+      << "the copy ran before the stream got to it";
+  Release(0, s);
+  Sync(0, s);
+  EXPECT_EQ(std::memcmp(q, data.data(), n), 0);
+
+  // Its memory is checked like any handle: past the end, and freed.
+  DLTensor past = bptest::ByteView(q, pinned, &shape, 1);
+  auto st = Capture(bp_device_copy_data_from_to(&past, &d_view, s));
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("run past the end"), std::string::npos) << st;
+  backplane::Check(bp_device_free_data_space(pinned, q));
+  st = Capture(bp_device_copy_data_from_to(&d_view, &q_view, s));
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("is not live fakeacc_host memory"), std::string::npos) << st;
+  st = Capture(bp_device_free_data_space(pinned, q));
+  EXPECT_NE(st.message.find("is not a live fakeacc_host data space"), std::string::npos) << st;
+  EXPECT_EQ(copies(), before + 2) << "a refused copy was counted";
+
+  backplane::Check(bp_device_stream_free(Dev(0), s));
+  backplane::Check(bp_device_free_data_space(pinned, p));
+  Free(0, d);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ TEST(Discovery, ListsPluginsWithoutLoadingThem) {
   const auto fake = bptest::PluginRecords("fakeacc");
   ASSERT_EQ(fake.size(), 1u);
   EXPECT_EQ(fake[0]["state"], "discovered");
-  EXPECT_EQ(fake[0]["device_types"], nlohmann::json::array({"fakeacc"}));
+  EXPECT_EQ(fake[0]["device_types"], nlohmann::json::array({"fakeacc", "fakeacc_host"}));
   // Declared names are listed before their plugin is loaded.
   const auto names = backplane::Registry::List();
   EXPECT_NE(std::find(names.begin(), names.end(), "testing.hello"), names.end());

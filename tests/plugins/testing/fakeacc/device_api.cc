@@ -185,23 +185,24 @@ void FakeAccDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
 
 void FakeAccDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
                                       bp_stream_t stream) {
-  const bool from_host = from->device.device_type == kDLCPU;
-  const bool to_host = to->device.device_type == kDLCPU;
-  const bool from_acc = from->device.device_type == device_type_;
-  const bool to_acc = to->device.device_type == device_type_;
-  BACKPLANE_REQUIRE((from_host || from_acc) && (to_host || to_acc) && (from_acc || to_acc),
-                    BP_ERR_INVALID_ARGUMENT,
+  const auto [nbytes, from_acc, to_acc] = sdk::CheckCopy(from, to, device_type_);
+  // The host side: cpu memory, or this plugin's pinned fakeacc_host memory (checked).
+  FakeAccHostDeviceAPI* pinned = FakeAccHostDeviceAPI::Global();
+  auto is_pinned = [&](const DLTensor* t) {
+    return t->device.device_type == pinned->device_type();
+  };
+  const bool from_host = from->device.device_type == kDLCPU || is_pinned(from);
+  const bool to_host = to->device.device_type == kDLCPU || is_pinned(to);
+  BACKPLANE_REQUIRE((from_host || from_acc) && (to_host || to_acc), BP_ERR_INVALID_ARGUMENT,
                     "cannot copy " + TensorString(from) + " to " + TensorString(to) +
-                        ": fakeacc copies between cpu and fakeacc or within fakeacc only; "
-                        "copy through bp_device_copy_data_from_to, which stages other pairs");
-  BACKPLANE_REQUIRE(sdk::IsCompact(from) && sdk::IsCompact(to), BP_ERR_INVALID_ARGUMENT,
-                    "the " + TensorString(sdk::IsCompact(from) ? to : from) +
-                        " has non-compact strides; copy compact tensors only");
-  const size_t nbytes = sdk::TensorBytes(from);
-  BACKPLANE_REQUIRE(nbytes == sdk::TensorBytes(to), BP_ERR_INVALID_ARGUMENT,
-                    "the copy source holds " + std::to_string(nbytes) +
-                        " bytes but destination holds " + std::to_string(sdk::TensorBytes(to)) +
-                        "; both sides of a copy must have the same byte size");
+                        ": fakeacc copies between cpu or fakeacc_host and fakeacc, or within "
+                        "fakeacc only; copy through bp_device_copy_data_from_to, which stages "
+                        "other pairs");
+  if (is_pinned(from) || is_pinned(to)) {
+    if (is_pinned(from)) pinned->Bytes(from, nbytes, "copy source");
+    if (is_pinned(to)) pinned->Bytes(to, nbytes, "copy destination");
+    ++pinned_copies_;
+  }
 
   if (from_host) {
     // Host to device: snapshot now, because the caller may reuse its buffer at once.
@@ -311,6 +312,88 @@ void FakeAccDeviceAPI::ReleaseStream(DLDevice dev, bp_stream_t stream) {
 
 int64_t FakeAccDeviceAPI::LiveAllocations(DLDevice dev) {
   return static_cast<int64_t>(CheckDevice(dev).arena->live());
+}
+
+FakeAccHostDeviceAPI::FakeAccHostDeviceAPI()
+    : sdk::DeviceAPI(Entries{
+          .property = false, .workspace = false, .streams = false, .sync_stream_from_to = false}) {}
+
+FakeAccHostDeviceAPI* FakeAccHostDeviceAPI::Global() {
+  static FakeAccHostDeviceAPI* const api = new FakeAccHostDeviceAPI();  // lives until the end
+  return api;
+}
+
+void FakeAccHostDeviceAPI::CheckDevice(DLDevice dev) const {
+  BACKPLANE_REQUIRE(dev.device_type == device_type() && dev.device_id == 0, BP_ERR_NOT_FOUND,
+                    sdk::DeviceString(dev) + " does not exist; fakeacc_host has device 0 only");
+}
+
+Any FakeAccHostDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
+  if (kind == BP_ATTR_EXIST) return sdk::IntValue(dev.device_id == 0 ? 1 : 0);
+  if (kind == BP_ATTR_DEVICE_NAME && dev.device_id == 0) {
+    return sdk::StringValue("Backplane fake accelerator pinned host memory");
+  }
+  return sdk::NoneValue();
+}
+
+void FakeAccHostDeviceAPI::SetDevice(DLDevice dev) { CheckDevice(dev); }
+
+void* FakeAccHostDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
+                                           DLDataType) {
+  CheckDevice(dev);
+  const size_t align = std::max<size_t>(alignment, 64);
+  void* p = std::aligned_alloc(align, (std::max<size_t>(nbytes, 1) + align - 1) / align * align);
+  BACKPLANE_REQUIRE(p != nullptr, BP_ERR_OUT_OF_MEMORY,
+                    "fakeacc_host: no host memory for " + std::to_string(nbytes) + " bytes");
+  handles_.Add(dev, p, nbytes, /*workspace=*/false);
+  return p;
+}
+
+void FakeAccHostDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
+  CheckDevice(dev);
+  if (ptr == nullptr) return;
+  handles_.Remove(dev, ptr, /*workspace=*/false);
+  std::free(ptr);
+}
+
+uint8_t* FakeAccHostDeviceAPI::Bytes(const DLTensor* t, size_t nbytes, const char* what) {
+  CheckDevice(t->device);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(t->data) + t->byte_offset;
+  sdk::HandleTable<>::Entry e;
+  BACKPLANE_REQUIRE(handles_.Containing(p, &e), BP_ERR_INVALID_ARGUMENT,
+                    std::string(what) + " " + sdk::PointerString(t->data) +
+                        " is not live fakeacc_host memory; pass data from its alloc_data_space");
+  handles_.Resolve(t->device, e.handle(), p - e.key, nbytes, what);  // the bounds
+  return reinterpret_cast<uint8_t*>(p);
+}
+
+void FakeAccHostDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
+                                          bp_stream_t stream) {
+  // Both types are this plugin's: the core sends a copy with fakeacc here or there alike.
+  FakeAccDeviceAPI* acc = FakeAccDeviceAPI::Global(0);
+  if (from->device.device_type == acc->device_type() ||
+      to->device.device_type == acc->device_type()) {
+    acc->CopyDataFromTo(from, to, stream);
+    return;
+  }
+  const size_t nbytes = sdk::CheckCopy(from, to, device_type()).nbytes;
+  auto host = [&](const DLTensor* t, const char* what) {
+    BACKPLANE_REQUIRE(
+        t->device.device_type == kDLCPU || t->device.device_type == device_type(),
+        BP_ERR_INVALID_ARGUMENT,
+        "fakeacc_host copies to and from host memory only; got " + sdk::DeviceString(t->device));
+    return t->device.device_type == kDLCPU ? static_cast<uint8_t*>(t->data) + t->byte_offset
+                                           : Bytes(t, nbytes, what);
+  };
+  uint8_t* src = host(from, "copy source");
+  uint8_t* dst = host(to, "copy destination");
+  if (nbytes != 0) std::memmove(dst, src, nbytes);
+}
+
+void FakeAccHostDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
+  CheckDevice(dev);
+  BACKPLANE_REQUIRE(stream == nullptr, BP_ERR_INVALID_ARGUMENT,
+                    "fakeacc_host has no streams; synchronize the fakeacc stream instead");
 }
 
 }  // namespace fakeacc

@@ -12,7 +12,9 @@
 #ifndef BACKPLANE_TESTS_PLUGINS_TESTING_FAKEACC_DEVICE_API_H_
 #define BACKPLANE_TESTS_PLUGINS_TESTING_FAKEACC_DEVICE_API_H_
 
+#include <atomic>
 #include <backplane/sdk/device_api.hpp>
+#include <backplane/sdk/handle_table.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -69,6 +71,9 @@ class FakeAccDeviceAPI final : public sdk::DeviceAPI {
   int64_t LiveAllocations(DLDevice dev);
 
   int32_t device_type() const { return device_type_; }
+  // Copies between fakeacc and fakeacc_host that this DeviceAPI made itself, in stream order
+  // (the core routes them here, both types being this plugin's, instead of staging them).
+  int64_t PinnedCopies() const { return pinned_copies_.load(); }
 
  private:
   struct Device {
@@ -86,6 +91,34 @@ class FakeAccDeviceAPI final : public sdk::DeviceAPI {
   std::mutex mu_;  // null streams and the stream table
   uint64_t next_stream_serial_ = 1;
   std::unordered_map<uint64_t, std::shared_ptr<Stream>> streams_;
+  std::atomic<int64_t> pinned_copies_{0};
+};
+
+// device_api.fakeacc_host: the fake accelerator's "pinned" host memory, as a vendor's page-locked
+// memory type is (cuda_host). One device, fakeacc_host:0. Its memory is host-addressable;
+// copies between it and cpu memory are memcpy, and copies between it and fakeacc go to
+// FakeAccDeviceAPI, queued on the fakeacc stream like any host copy of that device (stream_sync
+// of that stream before reading the result).
+class FakeAccHostDeviceAPI final : public sdk::DeviceAPI {
+ public:
+  FakeAccHostDeviceAPI();
+  static FakeAccHostDeviceAPI* Global();
+
+  Any GetAttr(DLDevice dev, bp_device_attr_kind_t kind) override;
+  void SetDevice(DLDevice dev) override;
+  void* AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
+                       DLDataType type_hint) override;
+  void FreeDataSpace(DLDevice dev, void* ptr) override;
+  void CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) override;
+  void StreamSync(DLDevice dev, bp_stream_t stream) override;
+
+  // The host address of [byte_offset, + nbytes) of `t`, a tensor on fakeacc_host:0, checked
+  // to lie inside one live allocation.
+  uint8_t* Bytes(const DLTensor* t, size_t nbytes, const char* what);
+
+ private:
+  void CheckDevice(DLDevice dev) const;
+  sdk::HandleTable<> handles_{"fakeacc_host"};
 };
 
 }  // namespace fakeacc

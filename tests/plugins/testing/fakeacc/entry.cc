@@ -5,6 +5,9 @@
 //   fakeacc.stream_hold(device_id, stream)  parks the stream after its queued work
 //   fakeacc.stream_release(device_id, stream)
 //   fakeacc.live_allocations(device_id)     data spaces alive on the device
+//   fakeacc.pinned_copies()                 fakeacc <-> fakeacc_host copies the plugin made
+// and a second device type of its own, "fakeacc_host" (device_api.fakeacc_host: pinned host
+// memory, as a vendor's page-locked type is).
 #include <backplane/sdk/device_api.hpp>
 #include <backplane/sdk/plugin.hpp>
 
@@ -27,6 +30,7 @@ BACKPLANE_PLUGIN_ENTRY("fakeacc", "0.1.0") {
   const int32_t type = sdk::RegisterDeviceType("fakeacc");
   FakeAccDeviceAPI* api = FakeAccDeviceAPI::Global(type);
   sdk::RegisterDeviceAPI("fakeacc", api);
+  sdk::RegisterDeviceAPI("fakeacc_host", backplane::fakeacc::FakeAccHostDeviceAPI::Global());
   backplane::fakeacc::RegisterCodegen(api);
   sdk::RegisterFunction("fakeacc.set_delay_us", [](PackedArgs args) {
     backplane::fakeacc::Stream::delay_us.store(args.Int(0));
@@ -43,4 +47,6 @@ BACKPLANE_PLUGIN_ENTRY("fakeacc", "0.1.0") {
   sdk::RegisterFunction("fakeacc.live_allocations", [api](PackedArgs args) {
     return sdk::IntValue(api->LiveAllocations(DeviceArg(api, args)));
   });
+  sdk::RegisterFunction("fakeacc.pinned_copies",
+                        [api](PackedArgs) { return sdk::IntValue(api->PinnedCopies()); });
 }
