@@ -403,4 +403,38 @@ TEST(SdkWorkspacePool, TakeHandsOutOnlyWhatTheTokenAllowsAndKeepStopsAtTheCap) {
   EXPECT_EQ(pool.CachedBytes(), 0u);
 }
 
+// A class with many kept buffers: Take asks a bounded number of tokens (the newest and the
+// oldest), finds a usable one at either end, and leaves the rest for later.
+TEST(SdkWorkspacePool, TakeAsksABoundedNumberOfTokens) {
+  using Pool = backplane::sdk::WorkspacePool<int, int>;
+  Pool pool({.max_cached = size_t{1} << 30});
+  for (int i = 0; i < 5000; ++i) ASSERT_TRUE(pool.Keep(4096, i, /*token=*/i));
+  int asked = 0, b = -1;
+  auto only = [&](int want) {
+    return [&asked, want](int t) {
+      ++asked;
+      return t == want;
+    };
+  };
+  EXPECT_FALSE(pool.Take(4096, only(2500), &b)) << "the middle is not asked about";
+  EXPECT_LE(asked, static_cast<int>(2 * Pool::kProbes));
+  asked = 0;
+  ASSERT_TRUE(pool.Take(4096, only(3), &b));  // among the oldest
+  EXPECT_EQ(b, 3);
+  EXPECT_LE(asked, static_cast<int>(2 * Pool::kProbes));
+  asked = 0;
+  ASSERT_TRUE(pool.Take(4096, only(4994), &b));  // among the newest
+  EXPECT_EQ(b, 4994);
+  EXPECT_LE(asked, static_cast<int>(Pool::kProbes));
+  EXPECT_EQ(pool.CachedBytes(), 4998u * 4096);
+  // A short list: every buffer is asked about, each once.
+  Pool small;
+  for (int i = 0; i < 11; ++i) ASSERT_TRUE(small.Keep(4096, i, i));
+  asked = 0;
+  EXPECT_FALSE(small.Take(4096, only(-1), &b));
+  EXPECT_EQ(asked, 11);
+  ASSERT_TRUE(small.Take(4096, only(7), &b));
+  EXPECT_EQ(b, 7);
+}
+
 }  // namespace

@@ -66,14 +66,24 @@ class WorkspacePool {
     return rounded;
   }
 
-  // Takes a kept buffer of class `class_bytes` whose token `usable(const Ready&)` accepts (the
-  // most recently freed first) into *out; false when there is none.
+  // At most this many tokens are asked per Take from each end of a class's list.
+  static constexpr size_t kProbes = 8;
+
+  // Takes a kept buffer of class `class_bytes` whose token `usable(const Ready&)` accepts into
+  // *out; false when there is none. It asks the newest kProbes (the same stream may take them
+  // at once) and the oldest kProbes (whose work most likely finished), not every kept buffer:
+  // a pool of many small buffers must not turn one allocation into thousands of driver
+  // queries under the plugin's lock. A buffer not asked about stays for a later Take.
   template <typename Usable>
   bool Take(size_t class_bytes, Usable&& usable, Buffer* out, Ready* ready_out = nullptr) {
     auto it = free_.find(class_bytes);
     if (it == free_.end()) return false;
     std::vector<Entry>& entries = it->second;
-    for (size_t i = entries.size(); i-- > 0;) {
+    const size_t n = entries.size();
+    const size_t newest = n < kProbes ? n : kProbes;
+    const size_t oldest = n - newest < kProbes ? n - newest : kProbes;
+    for (size_t probe = 0; probe < newest + oldest; ++probe) {
+      const size_t i = probe < newest ? n - 1 - probe : probe - newest;
       if (!usable(static_cast<const Ready&>(entries[i].ready))) continue;
       *out = std::move(entries[i].buffer);
       if (ready_out != nullptr) *ready_out = std::move(entries[i].ready);
