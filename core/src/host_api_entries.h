@@ -87,7 +87,13 @@
   X(module_load_with_options)   \
   /* 1.5 */                     \
   X(device_list_properties)     \
-  X(device_list)
+  X(device_list)                \
+  /* 1.6 */                     \
+  X(tensor_from_dlpack_versioned) \
+  X(tensor_from_dlpack)         \
+  X(tensor_to_dlpack_versioned) \
+  X(tensor_to_dlpack)           \
+  X(tensor_flags)
 
 // X(name) for each exported function bp_<name> that has no entry in bp_host_api_t, so plugins
 // cannot reach it: the version and table queries, two queries that 1.0's table left out

@@ -246,6 +246,9 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
   // Buffers are restrict pointers in the generated code: a written buffer must not overlap
   // another buffer argument.
   if (writes_buffers) {
+    for (size_t i = 0; i < n; ++i) {
+      if (written[i]) sdk::CheckWritable(*func, args[i], i, "c");
+    }
     std::vector<std::pair<uintptr_t, uintptr_t>>& spans = level.spans;
     spans.resize(n);
     for (size_t i = 0; i < n; ++i) {

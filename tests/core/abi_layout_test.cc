@@ -69,7 +69,10 @@ TEST(AbiLayout, HostApiTable) {
   // 1.5 appended two entries after 1.4's 61 pointer-sized fields.
   EXPECT_EQ(offsetof(bp_host_api_t, device_list_properties), 61 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, device_list), 62 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 63 * kPtr);
+  // 1.6 appended the five DLPack entries.
+  EXPECT_EQ(offsetof(bp_host_api_t, tensor_from_dlpack_versioned), 63 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, tensor_flags), 67 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 68 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {

@@ -52,6 +52,23 @@ ABI_PIN_OFFSET(DLTensor, shape, ABI_P + 16);           /* 24 */
 ABI_PIN_OFFSET(DLTensor, strides, 2 * ABI_P + 16);     /* 32 */
 ABI_PIN_OFFSET(DLTensor, byte_offset, 3 * ABI_P + 16); /* 40 */
 ABI_PIN_SIZE(DLTensor, 3 * ABI_P + 24);                /* 48 */
+/* DLPack 1.0's versioned managed tensor (since 1.6; c_api.h declares it where dlpack.h is 0.x),
+ * to the published ABI; and 0.x's DLManagedTensor. */
+ABI_PIN_SIZE(DLPackVersion, 8);
+ABI_PIN_OFFSET(DLPackVersion, major, 0);
+ABI_PIN_OFFSET(DLPackVersion, minor, 4);
+ABI_PIN_OFFSET(DLManagedTensorVersioned, version, 0);
+ABI_PIN_OFFSET(DLManagedTensorVersioned, manager_ctx, 8);
+ABI_PIN_OFFSET(DLManagedTensorVersioned, deleter, 8 + ABI_P);
+ABI_PIN_OFFSET(DLManagedTensorVersioned, flags, 8 + 2 * ABI_P);
+ABI_PIN_OFFSET(DLManagedTensorVersioned, dl_tensor, 16 + 2 * ABI_P);     /* 32 */
+ABI_PIN_SIZE(DLManagedTensorVersioned, 16 + 2 * ABI_P + 3 * ABI_P + 24); /* 80 */
+ABI_PIN_VALUE(DLPACK_FLAG_BITMASK_READ_ONLY, 1);
+ABI_PIN_VALUE(DLPACK_FLAG_BITMASK_IS_COPIED, 2);
+ABI_PIN_OFFSET(DLManagedTensor, dl_tensor, 0);
+ABI_PIN_OFFSET(DLManagedTensor, manager_ctx, 3 * ABI_P + 24); /* 48 */
+ABI_PIN_OFFSET(DLManagedTensor, deleter, 4 * ABI_P + 24);     /* 56 */
+ABI_PIN_SIZE(DLManagedTensor, 5 * ABI_P + 24);                /* 64 */
 
 /* bp_value_t: 16 bytes, not growable. */
 ABI_PIN_SIZE(bp_value_t, 16);
@@ -195,7 +212,12 @@ ABI_PIN_OFFSET(bp_host_api_t, build_with_options, ABI_HEAD + 57 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, module_load_with_options, ABI_HEAD + 58 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, device_list_properties, ABI_HEAD + 59 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, device_list, ABI_HEAD + 60 * ABI_P);
-ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 61 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, tensor_from_dlpack_versioned, ABI_HEAD + 61 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, tensor_from_dlpack, ABI_HEAD + 62 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, tensor_to_dlpack_versioned, ABI_HEAD + 63 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, tensor_to_dlpack, ABI_HEAD + 64 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, tensor_flags, ABI_HEAD + 65 * ABI_P);
+ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 66 * ABI_P);
 
 /* bp_plugin_info_t. */
 ABI_PIN_OFFSET(bp_plugin_info_t, struct_size, 0);

@@ -648,6 +648,43 @@ class Tensor {
                                       dev.dl, &out));
     return Tensor(ObjectRef::Adopt(out));
   }
+  // Takes over a DLPack 1.x producer's tensor without copying (bp_tensor_from_dlpack_versioned):
+  // its deleter runs when the last Tensor referring to it goes. If this throws, the caller
+  // still owns `managed`.
+  static Tensor FromDLPack(DLManagedTensorVersioned* managed) {
+    bp_object_t* out = nullptr;
+    Check(Api16("importing a DLPack tensor")->tensor_from_dlpack_versioned(managed, &out));
+    return Tensor(ObjectRef::Adopt(out));
+  }
+  // The same for a DLPack 0.x producer's DLManagedTensor.
+  static Tensor FromDLPack(DLManagedTensor* managed) {
+    bp_object_t* out = nullptr;
+    Check(Api16("importing a DLPack tensor")->tensor_from_dlpack(managed, &out));
+    return Tensor(ObjectRef::Adopt(out));
+  }
+  // This tensor for a DLPack 1.x consumer, which must call the result's deleter once
+  // (bp_tensor_to_dlpack_versioned); it keeps the tensor's memory alive until then.
+  DLManagedTensorVersioned* ToDLPackVersioned() const {
+    DLManagedTensorVersioned* out = nullptr;
+    Check(Api16("exporting a DLPack tensor")->tensor_to_dlpack_versioned(obj_.get(), &out));
+    return out;
+  }
+  // The same for a DLPack 0.x consumer; a read-only tensor throws (0.x cannot say so).
+  DLManagedTensor* ToDLPack() const {
+    DLManagedTensor* out = nullptr;
+    Check(Api16("exporting a DLPack tensor")->tensor_to_dlpack(obj_.get(), &out));
+    return out;
+  }
+  // DLPACK_FLAG_BITMASK_* (bp_tensor_flags); 0 on a host older than ABI 1.6, which imports
+  // no DLPack tensors.
+  uint64_t Flags() const {
+    const bp_host_api_t* api = detail::Api();
+    if (api->struct_size < offsetof(bp_host_api_t, tensor_flags) + sizeof(void*)) return 0;
+    uint64_t flags = 0;
+    Check(api->tensor_flags(obj_.get(), &flags));
+    return flags;
+  }
+  bool IsReadOnly() const { return (Flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0; }
   DLTensor* dl() const { return dl_; }
   Device device() const { return Device(dl_->device); }
   DLDataType dtype() const { return dl_->dtype; }
@@ -665,6 +702,7 @@ class Tensor {
   // (StreamSync), so the tensor holds the data when this returns.
   void CopyFromBytes(const void* data, size_t nbytes, bp_stream_t stream = nullptr) const {
     CheckBytes(nbytes);
+    CheckWritable();
     DLTensor src = HostView(const_cast<void*>(data));
     CopyDataFromTo(&src, dl_, stream);
     Check(detail::Api()->device_stream_sync(dl_->device, stream));
@@ -704,6 +742,24 @@ class Tensor {
                       " bytes but the tensor holds " + std::to_string(NumBytes()) +
                       "; pass a buffer of exactly the tensor's size");
     }
+  }
+  void CheckWritable() const {
+    if (IsReadOnly()) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "tensor copy: the destination is read-only (its DLPack producer said so); copy "
+                  "into a tensor of your own");
+    }
+  }
+  // The host table, checked to have the DLPack entries of ABI 1.6.
+  static const bp_host_api_t* Api16(const char* what) {
+    const bp_host_api_t* api = detail::Api();
+    if (api->struct_size < offsetof(bp_host_api_t, tensor_flags) + sizeof(void*)) {
+      throw Error(BP_ERR_UNSUPPORTED,
+                  std::string(what) + " needs libbackplane with ABI 1.6 or newer; this one is " +
+                      std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor) +
+                      ": upgrade Backplane");
+    }
+    return api;
   }
   DLTensor HostView(void* data) const {
     DLTensor t = *dl_;

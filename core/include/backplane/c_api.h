@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 5
+#define BP_ABI_VERSION_MINOR 6
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -388,6 +388,48 @@ BP_EXPORT bp_status_t bp_tensor_empty(int32_t ndim, const int64_t* shape, DLData
 /* The tensor's DLTensor, borrowed from `tensor`. */
 BP_EXPORT bp_status_t bp_tensor_get(const bp_object_t* tensor, DLTensor** out_dltensor);
 
+/* DLPack exchange (since 1.6). Debian's dlpack.h is DLPack 0.6, which has DLManagedTensor only;
+ * DLPack 1.0's versioned managed tensor (the same layout in 1.1) is declared here to the
+ * published ABI, unless a DLPack 1.x dlpack.h was included before this header. */
+#if !defined(DLPACK_MAJOR_VERSION)
+typedef struct DLPackVersion {
+  uint32_t major;
+  uint32_t minor;
+} DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned* self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1UL)
+#endif
+
+/* Wraps a producer's DLPack 1.x tensor as a tensor object without copying, and takes it over:
+ * its deleter runs once, when the last reference to the object goes (on the thread that
+ * releases it). On failure nothing is taken: the caller still owns `managed` and must call
+ * its deleter. Refused: another DLPack major (BP_ERR_UNSUPPORTED), a shape or dtype no
+ * tensor can have, data that is null for a non-empty tensor (BP_ERR_INVALID_ARGUMENT). The
+ * flags are kept (bp_tensor_flags): a read-only tensor is refused where it would be written
+ * (a kernel parameter the kernel stores to, the destination of the C++ API's copies). */
+BP_EXPORT bp_status_t bp_tensor_from_dlpack_versioned(DLManagedTensorVersioned* managed,
+                                                      bp_object_t** out_tensor);
+/* The same for a DLPack 0.x producer's DLManagedTensor (no version, no flags). */
+BP_EXPORT bp_status_t bp_tensor_from_dlpack(DLManagedTensor* managed, bp_object_t** out_tensor);
+/* Exports `tensor` for a DLPack 1.x consumer: a new DLManagedTensorVersioned (version 1.0) that
+ * shares the tensor's memory and holds a reference to it until the consumer calls its
+ * deleter, exactly once. Its flags are the tensor's (read-only stays read-only). */
+BP_EXPORT bp_status_t bp_tensor_to_dlpack_versioned(bp_object_t* tensor,
+                                                    DLManagedTensorVersioned** out_managed);
+/* The same for a DLPack 0.x consumer. A read-only tensor is refused (BP_ERR_INVALID_ARGUMENT):
+ * DLManagedTensor cannot say it is read-only. */
+BP_EXPORT bp_status_t bp_tensor_to_dlpack(bp_object_t* tensor, DLManagedTensor** out_managed);
+/* The DLPACK_FLAG_BITMASK_* flags of `tensor`: 0 for a tensor from bp_tensor_empty, the
+ * producer's for an imported one. */
+BP_EXPORT bp_status_t bp_tensor_flags(const bp_object_t* tensor, uint64_t* out_flags);
+
 /* ---------------------------------------------------------------------------------------
  * Targets (since 1.1): TargetKinds with attribute schemas, tags, Target objects
  * ------------------------------------------------------------------------------------- */
@@ -705,6 +747,15 @@ typedef struct bp_host_api {
   /* Since 1.5. */
   bp_status_t (*device_list_properties)(DLDevice dev, bp_object_t** out_keys);
   bp_status_t (*device_list)(DLDevice* out_devices, size_t capacity, size_t* out_count);
+
+  /* Since 1.6. */
+  bp_status_t (*tensor_from_dlpack_versioned)(DLManagedTensorVersioned* managed,
+                                              bp_object_t** out_tensor);
+  bp_status_t (*tensor_from_dlpack)(DLManagedTensor* managed, bp_object_t** out_tensor);
+  bp_status_t (*tensor_to_dlpack_versioned)(bp_object_t* tensor,
+                                            DLManagedTensorVersioned** out_managed);
+  bp_status_t (*tensor_to_dlpack)(bp_object_t* tensor, DLManagedTensor** out_managed);
+  bp_status_t (*tensor_flags)(const bp_object_t* tensor, uint64_t* out_flags);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

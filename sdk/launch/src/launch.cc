@@ -425,6 +425,11 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
     }
   }
   for (size_t i = 0; i < num_params; ++i) {
+    if (sig.written(i)) {
+      sdk::CheckWritable(sig.func(), args[static_cast<int32_t>(i)], i, sig.who().c_str());
+    }
+  }
+  for (size_t i = 0; i < num_params; ++i) {
     const BufferArg& a = out->buffers[i];
     if (!sig.written(i) || a.span == 0) continue;
     const uint64_t a0 = a.where.offset + a.byte_offset;

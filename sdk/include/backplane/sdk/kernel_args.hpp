@@ -11,6 +11,8 @@
 
 #include <backplane/backplane.hpp>
 #include <backplane/ir/signature.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,32 @@ inline DLTensor* TensorOf(const bp_value_t& v) {
   DLTensor* t = nullptr;
   Check(::backplane::detail::Api()->tensor_get(v.u.v_obj, &t));
   return t;
+}
+
+// True when `v` is a tensor object that its DLPack producer marked read-only (a kernel must not
+// write it). Hosts older than ABI 1.6 import no DLPack tensors: there none is.
+inline bool IsReadOnlyTensor(const bp_value_t& v) {
+  if (v.type != BP_VALUE_OBJECT || v.u.v_obj == nullptr) return false;
+  const bp_host_api_t* api = ::backplane::detail::Api();
+  if (api->struct_size < offsetof(bp_host_api_t, tensor_flags) + sizeof(void*)) return false;
+  uint64_t flags = 0;
+  if (api->tensor_flags(v.u.v_obj, &flags) != BP_OK) {
+    api->error_clear();
+    return false;
+  }
+  return (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+}
+
+// Throws Error(BP_ERR_INVALID_ARGUMENT) when argument `i` of a call of `func`, a buffer the
+// function writes, is a read-only tensor. `who` names the code generator ("c", "opencl").
+inline void CheckWritable(const ir::PrimFunc& func, const bp_value_t& v, size_t i,
+                          const char* who) {
+  if (!IsReadOnlyTensor(v)) return;
+  throw Error(BP_ERR_INVALID_ARGUMENT,
+              std::string(who) + " function '" + func.name + "': argument " + std::to_string(i) +
+                  " '" + func.params[i].buffer().name() +
+                  "' is a read-only tensor (its DLPack producer said so), and the function "
+                  "writes it; pass a copy");
 }
 
 // Converts and checks the arguments of a call of `func` (ir::CheckArgs). A buffer argument
