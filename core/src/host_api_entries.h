@@ -20,79 +20,79 @@
 
 // X(name) for each entry of bp_host_api_t after its version fields (struct_size, abi_major,
 // abi_minor), in table order. The entry `name` holds the exported function bp_<name>.
-#define BP_HOST_API_ENTRIES(X)  \
-  /* 1.0 */                     \
-  X(error_set)                  \
-  X(error_last)                 \
-  X(error_clear)                \
-  X(object_retain)              \
-  X(object_release)             \
-  X(object_type)                \
-  X(string_create)              \
-  X(string_get)                 \
-  X(bytes_create)               \
-  X(bytes_get)                  \
-  X(array_create)               \
-  X(array_size)                 \
-  X(array_get)                  \
-  X(function_create)            \
-  X(function_call)              \
-  X(registry_set)               \
-  X(registry_get)               \
-  X(registry_remove)            \
-  X(registry_list)              \
-  X(device_type_register)       \
-  X(device_type_from_name)      \
-  X(device_type_name)           \
-  X(device_api_get)             \
-  X(device_get_attr)            \
-  X(device_get_property)        \
-  X(device_set)                 \
-  X(device_alloc_data_space)    \
-  X(device_free_data_space)     \
-  X(device_alloc_workspace)     \
-  X(device_free_workspace)      \
-  X(device_copy_data_from_to)   \
-  X(device_stream_create)       \
-  X(device_stream_free)         \
-  X(device_stream_set)          \
-  X(device_stream_sync)         \
-  X(device_sync_stream_from_to) \
-  X(tensor_empty)               \
-  X(tensor_get)                 \
-  /* 1.1 */                     \
-  X(target_kind_register)       \
-  X(target_kinds_describe)      \
-  X(target_tag_register)        \
-  X(target_parse)               \
-  X(target_from_device)         \
-  X(target_to_json)             \
-  X(target_kind)                \
-  X(target_get_attr)            \
-  X(device_attr_name)           \
-  /* 1.2 */                     \
-  X(module_create)              \
-  X(module_kind)                \
-  X(module_get_function)        \
-  X(module_list_functions)      \
-  X(module_inspect_source)      \
-  X(module_import)              \
-  X(module_imports)             \
-  X(module_save)                \
-  X(module_load)                \
-  /* 1.3 */                     \
-  X(build)                      \
-  /* 1.4 */                     \
-  X(build_with_options)         \
-  X(module_load_with_options)   \
-  /* 1.5 */                     \
-  X(device_list_properties)     \
-  X(device_list)                \
-  /* 1.6 */                     \
+#define BP_HOST_API_ENTRIES(X)    \
+  /* 1.0 */                       \
+  X(error_set)                    \
+  X(error_last)                   \
+  X(error_clear)                  \
+  X(object_retain)                \
+  X(object_release)               \
+  X(object_type)                  \
+  X(string_create)                \
+  X(string_get)                   \
+  X(bytes_create)                 \
+  X(bytes_get)                    \
+  X(array_create)                 \
+  X(array_size)                   \
+  X(array_get)                    \
+  X(function_create)              \
+  X(function_call)                \
+  X(registry_set)                 \
+  X(registry_get)                 \
+  X(registry_remove)              \
+  X(registry_list)                \
+  X(device_type_register)         \
+  X(device_type_from_name)        \
+  X(device_type_name)             \
+  X(device_api_get)               \
+  X(device_get_attr)              \
+  X(device_get_property)          \
+  X(device_set)                   \
+  X(device_alloc_data_space)      \
+  X(device_free_data_space)       \
+  X(device_alloc_workspace)       \
+  X(device_free_workspace)        \
+  X(device_copy_data_from_to)     \
+  X(device_stream_create)         \
+  X(device_stream_free)           \
+  X(device_stream_set)            \
+  X(device_stream_sync)           \
+  X(device_sync_stream_from_to)   \
+  X(tensor_empty)                 \
+  X(tensor_get)                   \
+  /* 1.1 */                       \
+  X(target_kind_register)         \
+  X(target_kinds_describe)        \
+  X(target_tag_register)          \
+  X(target_parse)                 \
+  X(target_from_device)           \
+  X(target_to_json)               \
+  X(target_kind)                  \
+  X(target_get_attr)              \
+  X(device_attr_name)             \
+  /* 1.2 */                       \
+  X(module_create)                \
+  X(module_kind)                  \
+  X(module_get_function)          \
+  X(module_list_functions)        \
+  X(module_inspect_source)        \
+  X(module_import)                \
+  X(module_imports)               \
+  X(module_save)                  \
+  X(module_load)                  \
+  /* 1.3 */                       \
+  X(build)                        \
+  /* 1.4 */                       \
+  X(build_with_options)           \
+  X(module_load_with_options)     \
+  /* 1.5 */                       \
+  X(device_list_properties)       \
+  X(device_list)                  \
+  /* 1.6 */                       \
   X(tensor_from_dlpack_versioned) \
-  X(tensor_from_dlpack)         \
-  X(tensor_to_dlpack_versioned) \
-  X(tensor_to_dlpack)           \
+  X(tensor_from_dlpack)           \
+  X(tensor_to_dlpack_versioned)   \
+  X(tensor_to_dlpack)             \
   X(tensor_flags)
 
 // X(name) for each exported function bp_<name> that has no entry in bp_host_api_t, so plugins
