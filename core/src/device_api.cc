@@ -5,6 +5,8 @@
 #include "device_api.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -269,6 +271,38 @@ size_t TensorBytes(const DLTensor& t, const char* what) {
     }
   }
   return static_cast<size_t>(n);
+}
+
+// An event: the plugin's handle where its DeviceAPI has events; otherwise the core's own,
+// which records by synchronizing the stream and reading the host's clock.
+struct EventObject final : bp_object {
+  explicit EventObject(DLDevice d) : bp_object(BP_OBJECT_EVENT), dev(d) {}
+  ~EventObject() override {
+    if (handle == nullptr) return;
+    const bp_device_api_t& api = TableFor(dev.device_type);
+    if (api.event_free(api.self, dev, handle) != BP_OK) {
+      const char* msg = nullptr;
+      bp_error_last(nullptr, &msg);
+      std::fprintf(stderr, "backplane: freeing an event of %s failed: %s\n", DevName(dev).c_str(),
+                   msg != nullptr ? msg : "");
+    }
+  }
+  const DLDevice dev;
+  void* handle = nullptr;  // the plugin's event, or null for the core's
+  // The core's event: whether it was recorded, and the host time then.
+  std::atomic<bool> recorded{false};
+  std::atomic<int64_t> at_ns{0};
+};
+
+// Whether `api` has the (all-or-none) event entries.
+bool HasEvents(const bp_device_api_t& api) {
+  return api.event_create != nullptr && api.event_free != nullptr && api.event_record != nullptr &&
+         api.stream_wait_event != nullptr && api.event_query != nullptr &&
+         api.event_sync != nullptr && api.event_elapsed_ms != nullptr;
+}
+
+EventObject& EventOf(const bp_object_t* obj, const char* fn) {
+  return const_cast<EventObject&>(As<EventObject>(obj, BP_OBJECT_EVENT, fn));
 }
 
 }  // namespace backplane::core
@@ -546,6 +580,93 @@ BP_EXPORT bp_status_t bp_device_sync_stream_from_to(DLDevice dev, bp_stream_t sr
     Call(dev, "sync_stream_from_to", api.sync_stream_from_to, api.self, dev, src, dst);
   } else {
     StreamSync(dev, src);  // the ordering BP-PLUGIN-8 asks for, achieved by waiting on the host
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_event_create(DLDevice dev, bp_object_t** out_event) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_event != nullptr, "out_event is null");
+  const bp_device_api_t& api = ApiFor(dev);
+  auto* e = new EventObject(dev);
+  Ref owner = Ref::Adopt(e);
+  if (HasEvents(api)) Call(dev, "event_create", api.event_create, api.self, dev, &e->handle);
+  *out_event = owner.release();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_event_record(bp_object_t* event, bp_stream_t stream) {
+  BP_API_BEGIN
+  EventObject& e = EventOf(event, "bp_event_record");
+  const bp_device_api_t& api = ApiFor(e.dev);
+  if (e.handle != nullptr) {
+    Call(e.dev, "event_record", api.event_record, api.self, e.dev, e.handle, stream);
+  } else {
+    StreamSync(e.dev, stream);
+    e.at_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+    e.recorded.store(true);
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_event_wait(const bp_object_t* event, bp_stream_t stream) {
+  BP_API_BEGIN
+  EventObject& e = EventOf(event, "bp_event_wait");
+  const bp_device_api_t& api = ApiFor(e.dev);
+  if (e.handle != nullptr) {
+    Call(e.dev, "stream_wait_event", api.stream_wait_event, api.self, e.dev, stream, e.handle);
+  }
+  // The core's event was passed when it was recorded: nothing to wait for.
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_event_query(const bp_object_t* event, int32_t* out_done) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_done != nullptr, "out_done is null");
+  EventObject& e = EventOf(event, "bp_event_query");
+  *out_done = 1;
+  if (e.handle != nullptr) {
+    const bp_device_api_t& api = ApiFor(e.dev);
+    int32_t done = 0;
+    Call(e.dev, "event_query", api.event_query, api.self, e.dev, e.handle, &done);
+    *out_done = done != 0 ? 1 : 0;
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_event_sync(const bp_object_t* event) {
+  BP_API_BEGIN
+  EventObject& e = EventOf(event, "bp_event_sync");
+  if (e.handle != nullptr) {
+    const bp_device_api_t& api = ApiFor(e.dev);
+    Call(e.dev, "event_sync", api.event_sync, api.self, e.dev, e.handle);
+  }
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_event_elapsed_ms(const bp_object_t* start, const bp_object_t* end,
+                                          double* out_ms) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_ms != nullptr, "out_ms is null");
+  EventObject& a = EventOf(start, "bp_event_elapsed_ms");
+  EventObject& b = EventOf(end, "bp_event_elapsed_ms");
+  if (a.dev.device_type != b.dev.device_type || a.dev.device_id != b.dev.device_id) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "bp_event_elapsed_ms: the events are of " + DevName(a.dev) +
+                                      " and " + DevName(b.dev) + "; time two events of one device");
+  }
+  if (a.handle != nullptr) {
+    const bp_device_api_t& api = ApiFor(a.dev);
+    Call(a.dev, "event_elapsed_ms", api.event_elapsed_ms, api.self, a.dev, a.handle, b.handle,
+         out_ms);
+  } else {
+    if (!a.recorded.load() || !b.recorded.load()) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           "bp_event_elapsed_ms: the " + std::string(a.recorded.load() ? "end" : "start") +
+               " event of " + DevName(a.dev) + " was never recorded; record both first");
+    }
+    *out_ms = static_cast<double>(b.at_ns.load() - a.at_ns.load()) / 1e6;
   }
   BP_API_END
 }

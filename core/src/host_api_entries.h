@@ -93,7 +93,13 @@
   X(tensor_from_dlpack)           \
   X(tensor_to_dlpack_versioned)   \
   X(tensor_to_dlpack)             \
-  X(tensor_flags)
+  X(tensor_flags)                 \
+  X(event_create)                 \
+  X(event_record)                 \
+  X(event_wait)                   \
+  X(event_query)                  \
+  X(event_sync)                   \
+  X(event_elapsed_ms)
 
 // X(name) for each exported function bp_<name> that has no entry in bp_host_api_t, so plugins
 // cannot reach it: the version and table queries, two queries that 1.0's table left out

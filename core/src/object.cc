@@ -25,6 +25,12 @@ const char* ObjectTypeName(int32_t type) {
       return "tensor";
     case BP_OBJECT_ARRAY:
       return "array";
+    case BP_OBJECT_TARGET:
+      return "target";
+    case BP_OBJECT_MODULE:
+      return "module";
+    case BP_OBJECT_EVENT:
+      return "event";
     default:
       return "unknown";
   }

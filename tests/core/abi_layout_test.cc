@@ -46,7 +46,10 @@ TEST(AbiLayout, DeviceApiTable) {
   EXPECT_EQ(offsetof(bp_device_api_t, sync_stream_from_to), 14 * kPtr);
   // 1.5 appended one entry: a 1.4 table (15 pointer-sized fields) ends before it.
   EXPECT_EQ(offsetof(bp_device_api_t, list_properties), 15 * kPtr);
-  EXPECT_EQ(sizeof(bp_device_api_t), 16 * kPtr);
+  // 1.6 appended the seven event entries.
+  EXPECT_EQ(offsetof(bp_device_api_t, event_create), 16 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, event_elapsed_ms), 22 * kPtr);
+  EXPECT_EQ(sizeof(bp_device_api_t), 23 * kPtr);
 }
 
 TEST(AbiLayout, HostApiTable) {
@@ -72,7 +75,8 @@ TEST(AbiLayout, HostApiTable) {
   // 1.6 appended the five DLPack entries.
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_from_dlpack_versioned), 63 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_flags), 67 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 68 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, event_elapsed_ms), 73 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 74 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {

@@ -85,7 +85,8 @@ ABI_PIN(offsetof(bp_value_t, u.v_str) == 8, abi_pin_bp_value_t_u_v_str_moved_);
 ABI_PIN(offsetof(bp_value_t, u.v_obj) == 8, abi_pin_bp_value_t_u_v_obj_moved_);
 ABI_PIN(sizeof(((bp_value_t*)0)->u) == 8, abi_pin_sizeof_bp_value_t_u_changed_);
 
-/* bp_device_api_t: 16 pointer-sized fields (1.0: 15; 1.5 appended list_properties). */
+/* bp_device_api_t: 23 pointer-sized fields (1.0: 15; 1.5 appended list_properties, 1.6 the
+ * seven event entries). */
 ABI_PIN_OFFSET(bp_device_api_t, struct_size, 0);
 ABI_PIN_OFFSET(bp_device_api_t, self, ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, get_attr, 2 * ABI_P);
@@ -102,7 +103,14 @@ ABI_PIN_OFFSET(bp_device_api_t, set_stream, 12 * ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, stream_sync, 13 * ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, sync_stream_from_to, 14 * ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, list_properties, 15 * ABI_P);
-ABI_PIN_SIZE(bp_device_api_t, 16 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, event_create, 16 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, event_free, 17 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, event_record, 18 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, stream_wait_event, 19 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, event_query, 20 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, event_sync, 21 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, event_elapsed_ms, 22 * ABI_P);
+ABI_PIN_SIZE(bp_device_api_t, 23 * ABI_P);
 
 /* bp_target_attr_def_t (1.1). */
 ABI_PIN_OFFSET(bp_target_attr_def_t, struct_size, 0);
@@ -217,7 +225,13 @@ ABI_PIN_OFFSET(bp_host_api_t, tensor_from_dlpack, ABI_HEAD + 62 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, tensor_to_dlpack_versioned, ABI_HEAD + 63 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, tensor_to_dlpack, ABI_HEAD + 64 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, tensor_flags, ABI_HEAD + 65 * ABI_P);
-ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 66 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, event_create, ABI_HEAD + 66 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, event_record, ABI_HEAD + 67 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, event_wait, ABI_HEAD + 68 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, event_query, ABI_HEAD + 69 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, event_sync, ABI_HEAD + 70 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, event_elapsed_ms, ABI_HEAD + 71 * ABI_P);
+ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 72 * ABI_P);
 
 /* bp_plugin_info_t. */
 ABI_PIN_OFFSET(bp_plugin_info_t, struct_size, 0);
@@ -249,6 +263,7 @@ ABI_PIN_VALUE(BP_OBJECT_TENSOR, 4);
 ABI_PIN_VALUE(BP_OBJECT_ARRAY, 5);
 ABI_PIN_VALUE(BP_OBJECT_TARGET, 6);
 ABI_PIN_VALUE(BP_OBJECT_MODULE, 7);
+ABI_PIN_VALUE(BP_OBJECT_EVENT, 8);
 /* bp_value_type_t */
 ABI_PIN_VALUE(BP_VALUE_NONE, 0);
 ABI_PIN_VALUE(BP_VALUE_INT, 1);

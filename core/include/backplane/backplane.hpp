@@ -526,6 +526,54 @@ class Stream {
   bool owned_ = false;
 };
 
+// An event: a point in a stream's work (bp_event_*), to order streams and to time work.
+// Throws BP_ERR_UNSUPPORTED on a host older than ABI 1.6.
+class Event {
+ public:
+  Event() = default;
+  explicit Event(Device dev) {
+    bp_object_t* out = nullptr;
+    Check(Api()->event_create(dev.dl, &out));
+    obj_ = ObjectRef::Adopt(out);
+  }
+  // Marks the point after the work queued on `stream` (null: the null stream) so far.
+  void Record(bp_stream_t stream = nullptr) const {
+    Check(Api()->event_record(obj_.get(), stream));
+  }
+  void Record(const Stream& stream) const { Record(stream.handle()); }
+  // Work queued on `stream` from now on waits for the recorded point; the host does not.
+  void MakeWait(const Stream& stream) const {
+    Check(Api()->event_wait(obj_.get(), stream.handle()));
+  }
+  // Whether the recorded point is passed (true for an event never recorded).
+  bool Done() const {
+    int32_t done = 0;
+    Check(Api()->event_query(obj_.get(), &done));
+    return done != 0;
+  }
+  void Sync() const { Check(Api()->event_sync(obj_.get())); }
+  // Milliseconds from `start`'s point to this event's, both passed.
+  double ElapsedMsSince(const Event& start) const {
+    double ms = 0;
+    Check(Api()->event_elapsed_ms(start.obj_.get(), obj_.get(), &ms));
+    return ms;
+  }
+  const ObjectRef& object() const { return obj_; }
+
+ private:
+  static const bp_host_api_t* Api() {
+    const bp_host_api_t* api = detail::Api();
+    if (api->struct_size < offsetof(bp_host_api_t, event_elapsed_ms) + sizeof(void*)) {
+      throw Error(BP_ERR_UNSUPPORTED,
+                  "events need libbackplane with ABI 1.6 or newer; this one is " +
+                      std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor) +
+                      ": upgrade Backplane, or synchronize streams instead");
+    }
+    return api;
+  }
+  ObjectRef obj_;
+};
+
 // The DeviceAPI of a device type, called through the core (defaults and checks applied).
 class DeviceAPI {
  public:

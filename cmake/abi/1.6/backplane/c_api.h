@@ -102,7 +102,8 @@ typedef enum {
   BP_OBJECT_TENSOR = 4,   /* a DLTensor whose data space it owns */
   BP_OBJECT_ARRAY = 5,    /* an immutable array of bp_value_t */
   BP_OBJECT_TARGET = 6,   /* an immutable Target (since 1.1) */
-  BP_OBJECT_MODULE = 7    /* a runtime Module (since 1.2) */
+  BP_OBJECT_MODULE = 7,   /* a runtime Module (since 1.2) */
+  BP_OBJECT_EVENT = 8     /* a point in a stream's work (since 1.6) */
 } bp_object_type_t;
 
 /* Adds a reference. A null object is ignored. */
@@ -332,6 +333,22 @@ typedef struct bp_device_api {
    * (owned by the caller); every key listed must answer something other than none. A null
    * entry lists no keys. A device id past the end answers an empty array. */
   bp_status_t (*list_properties)(void* self, DLDevice dev, bp_object_t** out_keys);
+
+  /* Since 1.6. Optional, all seven or none: events, markers in a stream's work. event_create
+   * makes one (an opaque handle of the plugin's); event_record marks the point after the work
+   * queued on `stream` so far (recording again moves the mark); stream_wait_event makes
+   * `stream` wait for the marked point without the host waiting; event_query writes 1 once the
+   * point is passed (or the event was never recorded), else 0; event_sync returns once it is
+   * passed; event_elapsed_ms writes the milliseconds between two passed points of one device
+   * (BP_ERR_UNSUPPORTED if the device cannot time); event_free frees a handle. Without them the
+   * core records by synchronizing the stream and reading the host's clock. */
+  bp_status_t (*event_create)(void* self, DLDevice dev, void** out_event);
+  bp_status_t (*event_free)(void* self, DLDevice dev, void* event);
+  bp_status_t (*event_record)(void* self, DLDevice dev, void* event, bp_stream_t stream);
+  bp_status_t (*stream_wait_event)(void* self, DLDevice dev, bp_stream_t stream, void* event);
+  bp_status_t (*event_query)(void* self, DLDevice dev, void* event, int32_t* out_done);
+  bp_status_t (*event_sync)(void* self, DLDevice dev, void* event);
+  bp_status_t (*event_elapsed_ms)(void* self, DLDevice dev, void* start, void* end, double* out_ms);
 } bp_device_api_t;
 
 /* The DeviceAPI for a device type (borrowed, valid for the life of the process). It is
@@ -429,6 +446,27 @@ BP_EXPORT bp_status_t bp_tensor_to_dlpack(bp_object_t* tensor, DLManagedTensor**
 /* The DLPACK_FLAG_BITMASK_* flags of `tensor`: 0 for a tensor from bp_tensor_empty, the
  * producer's for an imported one. */
 BP_EXPORT bp_status_t bp_tensor_flags(const bp_object_t* tensor, uint64_t* out_flags);
+
+/* ---------------------------------------------------------------------------------------
+ * Events (since 1.6): points in a stream's work, for ordering streams and timing
+ * ------------------------------------------------------------------------------------- */
+
+/* A new event of `dev` (owned), not yet recorded. */
+BP_EXPORT bp_status_t bp_event_create(DLDevice dev, bp_object_t** out_event);
+/* Marks the point after the work queued on `stream` (of the event's device) so far. On a
+ * device whose DeviceAPI has no events, this waits for that work and reads the host's clock. */
+BP_EXPORT bp_status_t bp_event_record(bp_object_t* event, bp_stream_t stream);
+/* Work queued on `stream` (of the event's device) after this call waits for the recorded
+ * point; the host does not wait. */
+BP_EXPORT bp_status_t bp_event_wait(const bp_object_t* event, bp_stream_t stream);
+/* *out_done = 1 once the recorded point is passed, or when the event was never recorded. */
+BP_EXPORT bp_status_t bp_event_query(const bp_object_t* event, int32_t* out_done);
+/* Returns once the recorded point is passed. */
+BP_EXPORT bp_status_t bp_event_sync(const bp_object_t* event);
+/* Milliseconds from `start`'s point to `end`'s, both recorded on one device and passed (sync
+ * `end` first). BP_ERR_INVALID_ARGUMENT for events not recorded or of two devices. */
+BP_EXPORT bp_status_t bp_event_elapsed_ms(const bp_object_t* start, const bp_object_t* end,
+                                          double* out_ms);
 
 /* ---------------------------------------------------------------------------------------
  * Targets (since 1.1): TargetKinds with attribute schemas, tags, Target objects
@@ -756,6 +794,12 @@ typedef struct bp_host_api {
                                             DLManagedTensorVersioned** out_managed);
   bp_status_t (*tensor_to_dlpack)(bp_object_t* tensor, DLManagedTensor** out_managed);
   bp_status_t (*tensor_flags)(const bp_object_t* tensor, uint64_t* out_flags);
+  bp_status_t (*event_create)(DLDevice dev, bp_object_t** out_event);
+  bp_status_t (*event_record)(bp_object_t* event, bp_stream_t stream);
+  bp_status_t (*event_wait)(const bp_object_t* event, bp_stream_t stream);
+  bp_status_t (*event_query)(const bp_object_t* event, int32_t* out_done);
+  bp_status_t (*event_sync)(const bp_object_t* event);
+  bp_status_t (*event_elapsed_ms)(const bp_object_t* start, const bp_object_t* end, double* out_ms);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

@@ -89,6 +89,9 @@ class DeviceAPI {
     bool workspace = true;
     bool streams = true;  // create_stream, free_stream, set_stream
     bool sync_stream_from_to = true;
+    // The event entries (ABI 1.6): CreateEvent ... EventElapsedMs. Off by default: the core's
+    // events (a stream sync and the host's clock) serve a backend without its own.
+    bool events = false;
   };
 
   DeviceAPI() : DeviceAPI(Entries{}) {}
@@ -133,6 +136,21 @@ class DeviceAPI {
   // now. The default waits for `src` on the calling thread.
   virtual void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst);
 
+  // Events (ABI 1.6; only with Entries::events): a marker in a stream's work, as an opaque
+  // handle of the backend's. RecordEvent marks the point after the work queued on `stream` so
+  // far (recording again moves it); StreamWaitEvent makes `stream` wait for it without the
+  // host waiting; EventDone answers whether it is passed (true for one never recorded);
+  // SyncEvent returns once it is; EventElapsedMs is the milliseconds between two passed
+  // points (throw BP_ERR_UNSUPPORTED where the device cannot time). The defaults throw
+  // BP_ERR_UNSUPPORTED.
+  virtual void* CreateEvent(DLDevice dev);
+  virtual void FreeEvent(DLDevice dev, void* event);
+  virtual void RecordEvent(DLDevice dev, void* event, bp_stream_t stream);
+  virtual void StreamWaitEvent(DLDevice dev, bp_stream_t stream, void* event);
+  virtual bool EventDone(DLDevice dev, void* event);
+  virtual void SyncEvent(DLDevice dev, void* event);
+  virtual double EventElapsedMs(DLDevice dev, void* start, void* end);
+
   // The C table for the core; `self` is this object. Valid while the object lives.
   const bp_device_api_t* table() const { return &table_; }
   // The device type id this DeviceAPI was registered for (RegisterDeviceAPI), or -1 before.
@@ -161,6 +179,21 @@ class DeviceAPI {
   static bp_status_t StreamSyncEntry(void* self, DLDevice dev, bp_stream_t stream);
   static bp_status_t SyncStreamFromToEntry(void* self, DLDevice dev, bp_stream_t src,
                                            bp_stream_t dst);
+
+  static bp_status_t EventCreateEntry(void* self, DLDevice dev, void** out);
+  static bp_status_t EventFreeEntry(void* self, DLDevice dev, void* event);
+  static bp_status_t EventRecordEntry(void* self, DLDevice dev, void* event, bp_stream_t stream);
+  static bp_status_t StreamWaitEventEntry(void* self, DLDevice dev, bp_stream_t stream,
+                                          void* event);
+  static bp_status_t EventQueryEntry(void* self, DLDevice dev, void* event, int32_t* out_done);
+  static bp_status_t EventSyncEntry(void* self, DLDevice dev, void* event);
+  static bp_status_t EventElapsedEntry(void* self, DLDevice dev, void* start, void* end,
+                                       double* out_ms);
+  [[noreturn]] static void NoEvents(DLDevice dev) {
+    throw Error(BP_ERR_UNSUPPORTED, DeviceString(dev) +
+                                        ": this DeviceAPI declares events but does not "
+                                        "implement them; override CreateEvent and the rest");
+  }
 
   static DeviceAPI* Self(void* self) { return static_cast<DeviceAPI*>(self); }
   [[noreturn]] static void NullArgument(const char* entry, const char* what) {
@@ -207,6 +240,13 @@ inline DeviceAPI::DeviceAPI(const Entries& e)
           .stream_sync = &StreamSyncEntry,
           .sync_stream_from_to = e.sync_stream_from_to ? &SyncStreamFromToEntry : nullptr,
           .list_properties = &ListPropertiesEntry,
+          .event_create = e.events ? &EventCreateEntry : nullptr,
+          .event_free = e.events ? &EventFreeEntry : nullptr,
+          .event_record = e.events ? &EventRecordEntry : nullptr,
+          .stream_wait_event = e.events ? &StreamWaitEventEntry : nullptr,
+          .event_query = e.events ? &EventQueryEntry : nullptr,
+          .event_sync = e.events ? &EventSyncEntry : nullptr,
+          .event_elapsed_ms = e.events ? &EventElapsedEntry : nullptr,
       } {}
 
 inline Any DeviceAPI::GetProperty(DLDevice, const std::string&) { return NoneValue(); }
@@ -327,6 +367,49 @@ inline bp_status_t DeviceAPI::StreamSyncEntry(void* self, DLDevice dev, bp_strea
 inline bp_status_t DeviceAPI::SyncStreamFromToEntry(void* self, DLDevice dev, bp_stream_t src,
                                                     bp_stream_t dst) {
   return CatchAtEdge([&] { Self(self)->SyncStreamFromTo(dev, src, dst); });
+}
+
+inline void* DeviceAPI::CreateEvent(DLDevice dev) { NoEvents(dev); }
+inline void DeviceAPI::FreeEvent(DLDevice dev, void*) { NoEvents(dev); }
+inline void DeviceAPI::RecordEvent(DLDevice dev, void*, bp_stream_t) { NoEvents(dev); }
+inline void DeviceAPI::StreamWaitEvent(DLDevice dev, bp_stream_t, void*) { NoEvents(dev); }
+inline bool DeviceAPI::EventDone(DLDevice dev, void*) { NoEvents(dev); }
+inline void DeviceAPI::SyncEvent(DLDevice dev, void*) { NoEvents(dev); }
+inline double DeviceAPI::EventElapsedMs(DLDevice dev, void*, void*) { NoEvents(dev); }
+
+inline bp_status_t DeviceAPI::EventCreateEntry(void* self, DLDevice dev, void** out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("event_create", "out_event");
+    *out = Self(self)->CreateEvent(dev);
+  });
+}
+inline bp_status_t DeviceAPI::EventFreeEntry(void* self, DLDevice dev, void* event) {
+  return CatchAtEdge([&] { Self(self)->FreeEvent(dev, event); });
+}
+inline bp_status_t DeviceAPI::EventRecordEntry(void* self, DLDevice dev, void* event,
+                                               bp_stream_t stream) {
+  return CatchAtEdge([&] { Self(self)->RecordEvent(dev, event, stream); });
+}
+inline bp_status_t DeviceAPI::StreamWaitEventEntry(void* self, DLDevice dev, bp_stream_t stream,
+                                                   void* event) {
+  return CatchAtEdge([&] { Self(self)->StreamWaitEvent(dev, stream, event); });
+}
+inline bp_status_t DeviceAPI::EventQueryEntry(void* self, DLDevice dev, void* event,
+                                              int32_t* out_done) {
+  return CatchAtEdge([&] {
+    if (out_done == nullptr) NullArgument("event_query", "out_done");
+    *out_done = Self(self)->EventDone(dev, event) ? 1 : 0;
+  });
+}
+inline bp_status_t DeviceAPI::EventSyncEntry(void* self, DLDevice dev, void* event) {
+  return CatchAtEdge([&] { Self(self)->SyncEvent(dev, event); });
+}
+inline bp_status_t DeviceAPI::EventElapsedEntry(void* self, DLDevice dev, void* start, void* end,
+                                                double* out_ms) {
+  return CatchAtEdge([&] {
+    if (out_ms == nullptr) NullArgument("event_elapsed_ms", "out_ms");
+    *out_ms = Self(self)->EventElapsedMs(dev, start, end);
+  });
 }
 
 }  // namespace sdk
