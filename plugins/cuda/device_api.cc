@@ -301,8 +301,18 @@ void* CUDADeviceAPI::Allocate(DLDevice dev, size_t nbytes, size_t alignment,
   });
   const uintptr_t start = static_cast<uintptr_t>(base);
   const uintptr_t p = extra == 0 ? start : (start + alignment - 1) / alignment * alignment;
-  handles_.Add(dev, reinterpret_cast<void*>(p), nbytes, workspace_class != 0, start);
+  AddOrFree(dev, p, nbytes, workspace_class != 0, start);
   return reinterpret_cast<void*>(p);
+}
+
+void CUDADeviceAPI::AddOrFree(DLDevice dev, uintptr_t handle, size_t nbytes, bool workspace,
+                              uintptr_t base) {
+  try {
+    handles_.Add(dev, reinterpret_cast<void*>(handle), nbytes, workspace, base);
+  } catch (...) {  // out of host memory: the device memory goes back rather than leaks
+    driver_->cuMemFree(static_cast<CUdeviceptr>(base));
+    throw;
+  }
 }
 
 void* CUDADeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment, DLDataType) {
@@ -339,9 +349,9 @@ void* CUDADeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
   }
   if (ptr != 0) {
     if (freed.event != nullptr) driver_->cuEventDestroy(freed.event);
-    void* handle = reinterpret_cast<void*>(static_cast<uintptr_t>(ptr));
-    handles_.Add(dev, handle, size_class, /*workspace=*/true, static_cast<uintptr_t>(ptr));
-    return handle;
+    AddOrFree(dev, static_cast<uintptr_t>(ptr), size_class, /*workspace=*/true,
+              static_cast<uintptr_t>(ptr));
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr));
   }
   // Larger than any class: a buffer of its own size, released at its free.
   if (size_class == 0) size_class = nbytes;

@@ -136,6 +136,8 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   void RequireDevice(DLDevice dev) const;
   int Attribute(int32_t id, CUdevice_attribute attr);
   void* Allocate(DLDevice dev, size_t nbytes, size_t alignment, size_t workspace_class);
+  // Records a new allocation (cuMemAlloc's `base`) in handles_, or frees it when that fails.
+  void AddOrFree(DLDevice dev, uintptr_t handle, size_t nbytes, bool workspace, uintptr_t base);
 
   const Driver* driver_;
   std::string reason_;

@@ -60,7 +60,12 @@ void* CUDAHostDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alig
   const Driver& d = CUDADeviceAPI::Global()->driver();
   Check(d.cuMemHostAlloc(&p, nbytes == 0 ? 1 : nbytes, CU_MEMHOSTALLOC_PORTABLE),
         "cuMemHostAlloc of " + std::to_string(nbytes) + " pinned bytes");
-  handles_.Add(dev, p, nbytes, /*workspace=*/false);
+  try {
+    handles_.Add(dev, p, nbytes, /*workspace=*/false);
+  } catch (...) {  // out of host memory: the pinned memory goes back rather than leaks
+    d.cuMemFreeHost(p);
+    throw;
+  }
   return p;
 }
 

@@ -413,13 +413,14 @@ std::vector<Buffer*> OpenCLDeviceAPI::DrainPool(int32_t device_id) {
 }
 
 void OpenCLDeviceAPI::Destroy(Buffer* b) {
-  clReleaseMemObject(b->mem);
+  if (b->mem != nullptr) clReleaseMemObject(b->mem);
   delete b;
 }
 
 void* OpenCLDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t, DLDataType) {
   const Device& d = CheckDevice(dev);
-  auto b = std::make_unique<Buffer>();
+  // Destroyed unless handed out (CreateMem or the table may fail; Destroy takes a null mem).
+  std::unique_ptr<Buffer, void (*)(Buffer*)> b(new Buffer(), &Destroy);
   b->capacity = nbytes == 0 ? 1 : nbytes;
   b->mem = CreateMem(dev, d, nbytes);
   handles_.Add(dev, b.get(), nbytes, /*workspace=*/false, b.get());
@@ -436,9 +437,9 @@ void* OpenCLDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
     std::lock_guard<std::mutex> lock(mu_);
     pool.Take(class_bytes, &kept);
   }
-  std::unique_ptr<Buffer> b(kept);
+  std::unique_ptr<Buffer, void (*)(Buffer*)> b(kept, &Destroy);  // as in AllocDataSpace
   if (b == nullptr) {
-    b = std::make_unique<Buffer>();
+    b.reset(new Buffer());
     const size_t bytes = class_bytes != 0 ? class_bytes : nbytes;
     b->mem = CreateMem(dev, d, bytes);
     b->capacity = bytes == 0 ? 1 : bytes;

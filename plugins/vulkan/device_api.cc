@@ -643,7 +643,12 @@ void DeviceScope::SavePipelineCache() {
 
 VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,
                               const std::function<std::string()>& what) {
-  return d_->handles->Resolve(dev_, handle, offset, nbytes, "vulkan: " + what()).info->buffer;
+  // Every launch resolves each buffer: `what` is built only for a message.
+  try {
+    return d_->handles->Resolve(dev_, handle, offset, nbytes, std::string()).info->buffer;
+  } catch (const Error& e) {
+    throw Error(e.kind(), "vulkan: " + what() + ": " + e.what());
+  }
 }
 
 uint64_t DeviceScope::FreedCount() const { return d_->freed; }
@@ -929,6 +934,21 @@ std::vector<std::string> VulkanDeviceAPI::ListProperties(DLDevice dev) {
 
 void VulkanDeviceAPI::SetDevice(DLDevice dev) { Ctx().Dev(dev); }
 
+namespace {
+
+// Records `b`, a new or pooled buffer of `d`, as a live handle; if that fails (out of host
+// memory), the buffer is destroyed rather than lost. The caller holds d.mu.
+void AddOrDestroy(Device& d, DLDevice dev, Buffer* b, size_t nbytes, bool workspace) {
+  try {
+    d.handles->Add(dev, b, nbytes, workspace, b);
+  } catch (...) {
+    Context::Destroy(d, b);
+    throw;
+  }
+}
+
+}  // namespace
+
 void* VulkanDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment, DLDataType) {
   Device& d = Ctx().Dev(dev);
   std::lock_guard<std::mutex> lock(d.mu);
@@ -936,9 +956,9 @@ void* VulkanDeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignm
   // Offsets are applied on the device; a buffer's memory is aligned to at least
   // minStorageBufferOffsetAlignment, which every dtype needs.
   (void)alignment;
-  std::unique_ptr<Buffer> b(Ctx().NewBuffer(d, nbytes));
-  d.handles->Add(dev, b.get(), nbytes, /*workspace=*/false, b.get());
-  return b.release();
+  Buffer* b = Ctx().NewBuffer(d, nbytes);
+  AddOrDestroy(d, dev, b, nbytes, /*workspace=*/false);
+  return b;
 }
 
 void VulkanDeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
@@ -964,7 +984,7 @@ void* VulkanDeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
           &b)) {
     b = Ctx().NewBuffer(d, class_bytes != 0 ? class_bytes : nbytes);
   }
-  d.handles->Add(dev, b, nbytes, /*workspace=*/true, b);
+  AddOrDestroy(d, dev, b, nbytes, /*workspace=*/true);
   return b;
 }
 

@@ -437,7 +437,9 @@ ArgCheck::ArgCheck(const PrimFunc& func) : func_(&func), depth_(ArgCheckDepth(fu
       const DType t = p.var().dtype();
       c.dtype = t;
       if (!t.is_scalar() || t.is_handle()) fast_ = false;  // CheckArgs says why
-      if (t.is_bool()) {
+      if (t.bits == 0 || t.bits > 64) {
+        fast_ = false;  // no range to shift out: CheckArgs decides
+      } else if (t.is_bool()) {
         c.hi = 1;
       } else if (t.is_uint()) {
         c.hi = t.bits == 64 ? INT64_MAX : static_cast<int64_t>((uint64_t{1} << t.bits) - 1);

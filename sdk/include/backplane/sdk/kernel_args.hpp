@@ -73,10 +73,10 @@ inline void CheckWritable(const ir::PrimFunc& func, const bp_value_t& v, size_t 
 //
 // This form writes into `*out` (its capacity kept: a function called often reuses one per
 // thread and allocates nothing) and takes `check` = ir::ArgCheck(func), prepared once per
-// function.
-template <typename DeviceOk>
+// function (any `check(views)` that answers what ir::CheckArgs answers will do).
+template <typename DeviceOk, typename Check>
 void BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args, int32_t num_args,
-                    const char* who, DeviceOk device_ok, const ir::ArgCheck& check,
+                    const char* who, DeviceOk device_ok, const Check& check,
                     std::vector<ir::ArgView>* out) {
   std::vector<ir::ArgView>& views = *out;
   views.resize(static_cast<size_t>(num_args < 0 ? 0 : num_args));
@@ -132,7 +132,9 @@ template <typename DeviceOk>
 std::vector<ir::ArgView> BindKernelArgs(const ir::PrimFunc& func, const bp_value_t* args,
                                         int32_t num_args, const char* who, DeviceOk device_ok) {
   std::vector<ir::ArgView> views;
-  BindKernelArgs(func, args, num_args, who, device_ok, ir::ArgCheck(func), &views);
+  // Called once: CheckArgs itself, not an ArgCheck prepared for one use.
+  auto check = [&func](const std::vector<ir::ArgView>& v) { return ir::CheckArgs(func, v); };
+  BindKernelArgs(func, args, num_args, who, device_ok, check, &views);
   return views;
 }
 
