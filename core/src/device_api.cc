@@ -84,6 +84,7 @@ class DeviceAPIManager {
     if (copy->copy_data_from_to == nullptr) missing = "copy_data_from_to";
     if (copy->stream_sync == nullptr) missing = "stream_sync";
     if (copy->create_stream != nullptr && copy->free_stream == nullptr) missing = "free_stream";
+    if (copy->wrap_native != nullptr && copy->unwrap_native == nullptr) missing = "unwrap_native";
     if (missing != nullptr) {
       Fail(BP_ERR_PLUGIN, who + ": the required entry '" + missing +
                               "' of its bp_device_api_t is null; the SDK's DeviceAPI base class "
@@ -255,6 +256,33 @@ std::vector<DLDevice> ListDevices() {
 
 const bp_device_api_t& GetDeviceAPI(int32_t device_type) { return TableFor(device_type); }
 
+void* WrapNative(DLDevice dev, const bp_native_buffer_t& buffer) {
+  const bp_device_api_t& api = ApiFor(dev);
+  if (api.wrap_native == nullptr || api.unwrap_native == nullptr) {
+    Fail(BP_ERR_UNSUPPORTED, "bp_tensor_from_native: " + DevName(dev) +
+                                 "'s backend wraps no native buffers (its DeviceAPI has no "
+                                 "wrap_native); copy the data in, or pass host memory through "
+                                 "bp_tensor_from_dlpack");
+  }
+  void* data = nullptr;
+  Call(dev, "wrap_native", api.wrap_native, api.self, dev, &buffer, &data);
+  if (data == nullptr && buffer.size != 0) {
+    Fail(BP_ERR_PLUGIN, DevName(dev) + " wrap_native: returned a null data handle");
+  }
+  return data;
+}
+
+void UnwrapNative(DLDevice dev, void* data) noexcept {
+  try {
+    const bp_device_api_t& api = ApiFor(dev);
+    Call(dev, "unwrap_native", api.unwrap_native, api.self, dev, data);
+  } catch (...) {
+    StatusFromCurrentException();
+    std::fprintf(stderr, "backplane: releasing a wrapped native buffer failed: %s\n",
+                 LastErrorMessage().c_str());
+  }
+}
+
 size_t TensorBytes(const DLTensor& t, const char* what) {
   if (t.dtype.bits == 0 || t.dtype.lanes == 0) {
     Fail(BP_ERR_INVALID_ARGUMENT, std::string(what) + ": dtype has 0 bits or 0 lanes");
@@ -289,7 +317,7 @@ struct EventObject final : bp_object {
   }
   const DLDevice dev;
   void* handle = nullptr;  // the plugin's event, or null for the core's
-  // The core's event: whether it was recorded, and the host time then.
+  // Whether it was ever recorded; for the core's event, the host time then.
   std::atomic<bool> recorded{false};
   std::atomic<int64_t> at_ns{0};
 };
@@ -584,6 +612,27 @@ BP_EXPORT bp_status_t bp_device_sync_stream_from_to(DLDevice dev, bp_stream_t sr
   BP_API_END
 }
 
+BP_EXPORT bp_status_t bp_native_handle(DLDevice dev, bp_native_kind_t kind, const void* object,
+                                       uint64_t* out_handle) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_handle != nullptr, "out_handle is null");
+  *out_handle = 0;
+  const bp_device_api_t& api = ApiFor(dev);
+  if (api.native_handle == nullptr) {
+    Fail(BP_ERR_UNSUPPORTED, "bp_native_handle: " + DevName(dev) +
+                                 "'s backend has no native handles (its DeviceAPI has no "
+                                 "native_handle entry)");
+  }
+  if (kind < BP_NATIVE_BUFFER || kind > BP_NATIVE_PLATFORM) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "bp_native_handle: kind " + std::to_string(kind) +
+                                      " is not a bp_native_kind_t (BP_NATIVE_BUFFER = 1 to "
+                                      "BP_NATIVE_PLATFORM = 9)");
+  }
+  Call(dev, "native_handle", api.native_handle, api.self, dev, static_cast<int32_t>(kind),
+       const_cast<void*>(object), out_handle);
+  BP_API_END
+}
+
 BP_EXPORT bp_status_t bp_event_create(DLDevice dev, bp_object_t** out_event) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_event != nullptr, "out_event is null");
@@ -606,8 +655,8 @@ BP_EXPORT bp_status_t bp_event_record(bp_object_t* event, bp_stream_t stream) {
     e.at_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count());
-    e.recorded.store(true);
   }
+  e.recorded.store(true);
   BP_API_END
 }
 
@@ -656,16 +705,19 @@ BP_EXPORT bp_status_t bp_event_elapsed_ms(const bp_object_t* start, const bp_obj
     Fail(BP_ERR_INVALID_ARGUMENT, "bp_event_elapsed_ms: the events are of " + DevName(a.dev) +
                                       " and " + DevName(b.dev) + "; time two events of one device");
   }
+  if (!a.recorded.load() || !b.recorded.load()) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "bp_event_elapsed_ms: the " + std::string(a.recorded.load() ? "end" : "start") +
+             " event of " + DevName(a.dev) + " was never recorded; record both first");
+  }
   if (a.handle != nullptr) {
+    // The plugin times passed points only: wait for both.
     const bp_device_api_t& api = ApiFor(a.dev);
+    Call(a.dev, "event_sync", api.event_sync, api.self, a.dev, a.handle);
+    Call(b.dev, "event_sync", api.event_sync, api.self, b.dev, b.handle);
     Call(a.dev, "event_elapsed_ms", api.event_elapsed_ms, api.self, a.dev, a.handle, b.handle,
          out_ms);
   } else {
-    if (!a.recorded.load() || !b.recorded.load()) {
-      Fail(BP_ERR_INVALID_ARGUMENT,
-           "bp_event_elapsed_ms: the " + std::string(a.recorded.load() ? "end" : "start") +
-               " event of " + DevName(a.dev) + " was never recorded; record both first");
-    }
     *out_ms = static_cast<double>(b.at_ns.load() - a.at_ns.load()) / 1e6;
   }
   BP_API_END

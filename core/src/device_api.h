@@ -14,6 +14,12 @@ const bp_device_api_t& GetDeviceAPI(int32_t device_type);
 // Bytes of a compact tensor; throws on overflow or a bad dtype.
 size_t TensorBytes(const DLTensor& t, const char* what);
 
+// A data handle of `dev` over an application's buffer (the plugin's wrap_native, checked);
+// BP_ERR_UNSUPPORTED naming the backend where it wraps nothing.
+void* WrapNative(DLDevice dev, const bp_native_buffer_t& buffer);
+// Forgets a handle from WrapNative. Never throws: a failure is written to stderr.
+void UnwrapNative(DLDevice dev, void* data) noexcept;
+
 }  // namespace backplane::core
 
 #endif  // BACKPLANE_CORE_DEVICE_API_H_

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tensor objects: a DLTensor that owns its data space, freed through its DeviceAPI when the
 // last reference goes (bp_tensor_empty makes one), or a producer's DLPack tensor, whose deleter
-// runs then (bp_tensor_from_dlpack*); and the export of either to a DLPack consumer.
+// runs then (bp_tensor_from_dlpack*), or an application's native buffer, unwrapped then
+// (bp_tensor_from_native); and the export of any to a DLPack consumer.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ struct TensorObject final : bp_object {
       if (legacy != nullptr && legacy->deleter != nullptr) legacy->deleter(legacy);
       return;
     }
+    if (wrapped) {
+      if (dl.data != nullptr) UnwrapNative(dl.device, dl.data);
+      if (release != nullptr) release(release_ctx);
+      return;
+    }
     if (dl.data == nullptr) return;
     if (bp_device_free_data_space(dl.device, dl.data) != BP_OK) {
       // A destructor cannot return the failure; say it rather than lose it.
@@ -41,6 +47,10 @@ struct TensorObject final : bp_object {
   bool imported = false;
   DLManagedTensorVersioned* versioned = nullptr;
   DLManagedTensor* legacy = nullptr;
+  // An application's native buffer (bp_tensor_from_native): unwrapped, then `release` called.
+  bool wrapped = false;
+  void (*release)(void*) = nullptr;
+  void* release_ctx = nullptr;
 };
 
 // Copies a producer's DLTensor into `t` (shape and strides into the object's own storage, so
@@ -110,6 +120,40 @@ BP_EXPORT bp_status_t bp_tensor_empty(int32_t ndim, const int64_t* shape, DLData
   bp_status_t st = bp_device_alloc_data_space(dev, nbytes, kTensorAlignment, dtype, &data);
   if (st != BP_OK) return st;
   t->dl.data = data;
+  *out_tensor = owner.release();
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_tensor_from_native(DLDevice dev, const bp_native_buffer_t* buffer,
+                                            int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                            void (*release)(void*), void* release_ctx,
+                                            bp_object_t** out_tensor) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(out_tensor != nullptr, "out_tensor is null");
+  BP_REQUIRE_ARG(buffer != nullptr, "buffer is null");
+  BP_REQUIRE_ARG(buffer->struct_size >= sizeof(bp_native_buffer_t),
+                 "buffer->struct_size is " + std::to_string(buffer->struct_size) +
+                     "; set it to sizeof(bp_native_buffer_t)");
+  BP_REQUIRE_ARG(ndim >= 0 && ndim <= kMaxDims, "ndim must be between 0 and 64");
+  BP_REQUIRE_ARG(shape != nullptr || ndim == 0, "shape is null but ndim is not 0");
+  auto* t = new TensorObject();
+  Ref owner = Ref::Adopt(t);
+  t->shape.assign(shape, shape + ndim);
+  t->dl.ndim = ndim;
+  t->dl.shape = t->shape.data();
+  t->dl.dtype = dtype;
+  t->dl.device = dev;
+  const size_t nbytes = TensorBytes(t->dl, "bp_tensor_from_native");
+  if (nbytes > buffer->size) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "bp_tensor_from_native: the tensor needs " +
+                                      std::to_string(nbytes) + " bytes, but the buffer has " +
+                                      std::to_string(buffer->size) +
+                                      " (buffer->size); pass a smaller shape or a larger buffer");
+  }
+  t->wrapped = true;  // from here the destructor unwraps (data set) but calls no release
+  t->dl.data = WrapNative(dev, *buffer);
+  t->release = release;  // nothing below can fail
+  t->release_ctx = release_ctx;
   *out_tensor = owner.release();
   BP_API_END
 }

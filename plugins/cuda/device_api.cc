@@ -40,7 +40,9 @@ CUDADeviceAPI* CUDADeviceAPI::Global() {
   return instance;
 }
 
-CUDADeviceAPI::CUDADeviceAPI() : driver_(&Driver::Get()) {
+CUDADeviceAPI::CUDADeviceAPI()
+    : sdk::DeviceAPI(Entries{.events = true, .native_handles = true, .wrap_native = true}),
+      driver_(&Driver::Get()) {
   if (!driver_->ok) {
     reason_ = driver_->reason;
     return;
@@ -570,6 +572,121 @@ void CUDADeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t 
   if (r == CUDA_SUCCESS) r = driver_->cuStreamWaitEvent(to, event, 0);
   driver_->cuEventDestroy(event);  // released once the wait is satisfied
   Check(r, "cuEventRecord/cuStreamWaitEvent between streams of " + sdk::DeviceString(dev));
+}
+
+// ---- events ------------------------------------------------------------------------------
+
+namespace {
+CUevent Ev(void* event) { return static_cast<CUevent>(event); }
+}  // namespace
+
+void* CUDADeviceAPI::CreateEvent(DLDevice dev) {
+  Activate(dev);
+  CUevent e = nullptr;
+  Check(driver_->cuEventCreate(&e, CU_EVENT_DEFAULT),
+        [&] { return "cuEventCreate on " + sdk::DeviceString(dev); });
+  return e;
+}
+
+void CUDADeviceAPI::FreeEvent(DLDevice dev, void* event) {
+  Activate(dev);
+  // An event whose recorded work is still queued may be destroyed: the driver releases it
+  // once that work is done.
+  Check(driver_->cuEventDestroy(Ev(event)),
+        [&] { return "cuEventDestroy on " + sdk::DeviceString(dev); });
+}
+
+void CUDADeviceAPI::RecordEvent(DLDevice dev, void* event, bp_stream_t stream) {
+  Activate(dev);
+  Check(driver_->cuEventRecord(Ev(event), Stream(dev, stream)),
+        [&] { return "cuEventRecord on " + sdk::DeviceString(dev); });
+}
+
+void CUDADeviceAPI::StreamWaitEvent(DLDevice dev, bp_stream_t stream, void* event) {
+  Activate(dev);
+  Check(driver_->cuStreamWaitEvent(Stream(dev, stream), Ev(event), 0),
+        [&] { return "cuStreamWaitEvent on " + sdk::DeviceString(dev); });
+}
+
+bool CUDADeviceAPI::EventDone(DLDevice dev, void* event) {
+  Activate(dev);
+  const CUresult r = driver_->cuEventQuery(Ev(event));
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  Check(r, [&] { return "cuEventQuery on " + sdk::DeviceString(dev); });
+  return true;
+}
+
+void CUDADeviceAPI::SyncEvent(DLDevice dev, void* event) {
+  Activate(dev);
+  Check(driver_->cuEventSynchronize(Ev(event)),
+        [&] { return "cuEventSynchronize on " + sdk::DeviceString(dev); });
+}
+
+double CUDADeviceAPI::EventElapsedMs(DLDevice dev, void* start, void* end) {
+  Activate(dev);
+  if (driver_->cuEventElapsedTime == nullptr) {
+    throw Error(BP_ERR_UNSUPPORTED, "timing events on " + sdk::DeviceString(dev) +
+                                        ": the CUDA driver " + driver_->library +
+                                        " has no cuEventElapsedTime; update the NVIDIA driver");
+  }
+  float ms = 0;
+  Check(driver_->cuEventElapsedTime(&ms, Ev(start), Ev(end)),
+        [&] { return "cuEventElapsedTime on " + sdk::DeviceString(dev); });
+  return ms;
+}
+
+// ---- native handles --------------------------------------------------------------------
+
+uint64_t CUDADeviceAPI::NativeHandle(DLDevice dev, bp_native_kind_t kind, void* object) {
+  RequireDevice(dev);
+  switch (kind) {
+    case BP_NATIVE_BUFFER:
+    case BP_NATIVE_BUFFER_OFFSET: {
+      const auto ptr = reinterpret_cast<uintptr_t>(object);
+      Locate(dev, ptr, [] { return std::string("bp_native_handle: the tensor's data"); });
+      return kind == BP_NATIVE_BUFFER ? static_cast<uint64_t>(ptr) : 0;
+    }
+    case BP_NATIVE_QUEUE:
+      Activate(dev);
+      return reinterpret_cast<uint64_t>(Stream(dev, static_cast<bp_stream_t>(object)));
+    case BP_NATIVE_CONTEXT:
+      return reinterpret_cast<uint64_t>(Context(dev.device_id));
+    case BP_NATIVE_DEVICE:
+      return static_cast<uint64_t>(devices_[static_cast<size_t>(dev.device_id)].handle);
+    default:
+      UnsupportedNative(dev, kind,
+                        "BP_NATIVE_BUFFER (the CUdeviceptr), BP_NATIVE_BUFFER_OFFSET (0), "
+                        "BP_NATIVE_QUEUE (the CUstream), BP_NATIVE_CONTEXT (the primary "
+                        "CUcontext) and BP_NATIVE_DEVICE (the CUdevice)");
+  }
+}
+
+void* CUDADeviceAPI::WrapNative(DLDevice dev, const bp_native_buffer_t& buffer) {
+  Activate(dev);
+  if (buffer.buffer == 0) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                "bp_tensor_from_native on " + sdk::DeviceString(dev) +
+                    ": buffer->buffer is 0; pass the CUdeviceptr of memory on that device");
+  }
+  if (buffer.memory != 0 || buffer.memory_offset != 0) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                "bp_tensor_from_native on " + sdk::DeviceString(dev) +
+                    ": CUDA memory has no separate memory object; set buffer->memory and "
+                    "buffer->memory_offset to 0");
+  }
+  if (buffer.size > SIZE_MAX) {
+    throw Error(BP_ERR_INVALID_ARGUMENT, "bp_tensor_from_native: buffer->size " +
+                                             std::to_string(buffer.size) + " is too large");
+  }
+  const auto ptr = static_cast<uintptr_t>(buffer.buffer);
+  CheckDeviceRange(dev, ptr, static_cast<size_t>(buffer.size),
+                   [] { return std::string("bp_tensor_from_native"); });
+  return reinterpret_cast<void*>(ptr);
+}
+
+void CUDADeviceAPI::UnwrapNative(DLDevice dev, void*) {
+  // The address was the application's all along: nothing is kept for it.
+  RequireDevice(dev);
 }
 
 }  // namespace cuda

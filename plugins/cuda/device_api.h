@@ -74,6 +74,23 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   void StreamSync(DLDevice dev, bp_stream_t stream) override;
   // An event recorded on `src`, waited for by `dst` (cuStreamWaitEvent): no host wait.
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
+  // Events are CUevents (timing enabled) of the device's primary context.
+  void* CreateEvent(DLDevice dev) override;
+  void FreeEvent(DLDevice dev, void* event) override;
+  void RecordEvent(DLDevice dev, void* event, bp_stream_t stream) override;
+  void StreamWaitEvent(DLDevice dev, bp_stream_t stream, void* event) override;
+  bool EventDone(DLDevice dev, void* event) override;
+  void SyncEvent(DLDevice dev, void* event) override;
+  double EventElapsedMs(DLDevice dev, void* start, void* end) override;
+  // BUFFER: the data handle's CUdeviceptr (the handle itself; BUFFER_OFFSET 0); QUEUE: the
+  // CUstream (0, the legacy stream, for the null stream); CONTEXT: the primary CUcontext;
+  // DEVICE: the CUdevice.
+  uint64_t NativeHandle(DLDevice dev, bp_native_kind_t kind, void* object) override;
+  // A CUdeviceptr the driver knows on `dev` (cuMemAlloc of any library in this process,
+  // cuMemAllocAsync, a pool), `size` bytes inside one allocation: the data handle is the address
+  // itself, and unwrapping keeps nothing to release.
+  void* WrapNative(DLDevice dev, const bp_native_buffer_t& buffer) override;
+  void UnwrapNative(DLDevice dev, void* data) override;
 
   // The limits a launch is checked against (the launch kit's, and shared memory), read once
   // per device.

@@ -56,6 +56,10 @@ Driver* Load() {
                 std::to_string(CUDA_VERSION) + "): update the NVIDIA driver";
     return d;
   }
+  for (const char* name : {BACKPLANE_CUDA_XSTR(cuEventElapsedTime), "cuEventElapsedTime"}) {
+    d->cuEventElapsedTime = reinterpret_cast<decltype(d->cuEventElapsedTime)>(dlsym(lib, name));
+    if (d->cuEventElapsedTime != nullptr) break;
+  }
   int version = 0;
   if (d->cuDriverGetVersion(&version) == CUDA_SUCCESS) d->version = version;
   const CUresult r = d->cuInit(0);

@@ -60,6 +60,7 @@ namespace cuda {
   X(cuEventCreate)                       \
   X(cuEventRecord)                       \
   X(cuEventQuery)                        \
+  X(cuEventSynchronize)                  \
   X(cuEventDestroy)                      \
   X(cuModuleLoadDataEx)                  \
   X(cuModuleUnload)                      \
@@ -73,6 +74,11 @@ struct Driver {
 #define BACKPLANE_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   BACKPLANE_CUDA_DRIVER_SYMBOLS(BACKPLANE_CUDA_DRIVER_MEMBER)
 #undef BACKPLANE_CUDA_DRIVER_MEMBER
+
+  // cuEventElapsedTime: cuda.h names the _v2 of 12.8; an older driver has only the first,
+  // with the same signature (either is taken; null when neither is there: events then
+  // cannot time).
+  decltype(&::cuEventElapsedTime) cuEventElapsedTime = nullptr;
 
   bool ok = false;      // every symbol resolved and cuInit succeeded
   std::string library;  // the library file tried (or loaded)

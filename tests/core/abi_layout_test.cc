@@ -49,7 +49,10 @@ TEST(AbiLayout, DeviceApiTable) {
   // 1.6 appended the seven event entries.
   EXPECT_EQ(offsetof(bp_device_api_t, event_create), 16 * kPtr);
   EXPECT_EQ(offsetof(bp_device_api_t, event_elapsed_ms), 22 * kPtr);
-  EXPECT_EQ(sizeof(bp_device_api_t), 23 * kPtr);
+  // ... and the three native-handle entries.
+  EXPECT_EQ(offsetof(bp_device_api_t, native_handle), 23 * kPtr);
+  EXPECT_EQ(offsetof(bp_device_api_t, unwrap_native), 25 * kPtr);
+  EXPECT_EQ(sizeof(bp_device_api_t), 26 * kPtr);
 }
 
 TEST(AbiLayout, HostApiTable) {
@@ -76,7 +79,9 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_from_dlpack_versioned), 63 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_flags), 67 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, event_elapsed_ms), 73 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 74 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, native_handle), 74 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, tensor_from_native), 75 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 76 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {

@@ -86,7 +86,7 @@ ABI_PIN(offsetof(bp_value_t, u.v_obj) == 8, abi_pin_bp_value_t_u_v_obj_moved_);
 ABI_PIN(sizeof(((bp_value_t*)0)->u) == 8, abi_pin_sizeof_bp_value_t_u_changed_);
 
 /* bp_device_api_t: 23 pointer-sized fields (1.0: 15; 1.5 appended list_properties, 1.6 the
- * seven event entries). */
+ * seven event entries, the three native-handle entries). */
 ABI_PIN_OFFSET(bp_device_api_t, struct_size, 0);
 ABI_PIN_OFFSET(bp_device_api_t, self, ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, get_attr, 2 * ABI_P);
@@ -110,7 +110,27 @@ ABI_PIN_OFFSET(bp_device_api_t, stream_wait_event, 19 * ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, event_query, 20 * ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, event_sync, 21 * ABI_P);
 ABI_PIN_OFFSET(bp_device_api_t, event_elapsed_ms, 22 * ABI_P);
-ABI_PIN_SIZE(bp_device_api_t, 23 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, native_handle, 23 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, wrap_native, 24 * ABI_P);
+ABI_PIN_OFFSET(bp_device_api_t, unwrap_native, 25 * ABI_P);
+ABI_PIN_SIZE(bp_device_api_t, 26 * ABI_P);
+
+/* bp_native_buffer_t (1.6). */
+ABI_PIN_OFFSET(bp_native_buffer_t, struct_size, 0);
+ABI_PIN_OFFSET(bp_native_buffer_t, buffer, 8);
+ABI_PIN_OFFSET(bp_native_buffer_t, memory, 16);
+ABI_PIN_OFFSET(bp_native_buffer_t, memory_offset, 24);
+ABI_PIN_OFFSET(bp_native_buffer_t, size, 32);
+ABI_PIN_SIZE(bp_native_buffer_t, 40);
+ABI_PIN_VALUE(BP_NATIVE_BUFFER, 1);
+ABI_PIN_VALUE(BP_NATIVE_BUFFER_OFFSET, 2);
+ABI_PIN_VALUE(BP_NATIVE_MEMORY, 3);
+ABI_PIN_VALUE(BP_NATIVE_MEMORY_OFFSET, 4);
+ABI_PIN_VALUE(BP_NATIVE_QUEUE, 5);
+ABI_PIN_VALUE(BP_NATIVE_QUEUE_FAMILY, 6);
+ABI_PIN_VALUE(BP_NATIVE_CONTEXT, 7);
+ABI_PIN_VALUE(BP_NATIVE_DEVICE, 8);
+ABI_PIN_VALUE(BP_NATIVE_PLATFORM, 9);
 
 /* bp_target_attr_def_t (1.1). */
 ABI_PIN_OFFSET(bp_target_attr_def_t, struct_size, 0);
@@ -231,7 +251,9 @@ ABI_PIN_OFFSET(bp_host_api_t, event_wait, ABI_HEAD + 68 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, event_query, ABI_HEAD + 69 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, event_sync, ABI_HEAD + 70 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, event_elapsed_ms, ABI_HEAD + 71 * ABI_P);
-ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 72 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, native_handle, ABI_HEAD + 72 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, tensor_from_native, ABI_HEAD + 73 * ABI_P);
+ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 74 * ABI_P);
 
 /* bp_plugin_info_t. */
 ABI_PIN_OFFSET(bp_plugin_info_t, struct_size, 0);

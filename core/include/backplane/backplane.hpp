@@ -79,6 +79,27 @@ inline void Check(bp_status_t status) {
   if (status != BP_OK) detail::ThrowLastError(status);
 }
 
+namespace detail {
+// Whether the host table has the entry that ends at byte `end` (offsetof + sizeof): a host
+// library older than the minor that added it has a shorter table.
+#define BACKPLANE_HOST_ENTRY_END(field) (offsetof(bp_host_api_t, field) + sizeof(void*))
+inline bool HostHas(size_t end) { return Api()->struct_size >= end; }
+// The host table, checked to have the entry ending at `end`; otherwise BP_ERR_UNSUPPORTED:
+// "<what> needs libbackplane with ABI <since> or newer; this one is X.Y: upgrade
+// Backplane<advice>".
+inline const bp_host_api_t* HostSince(size_t end, const std::string& what, const char* since,
+                                      const char* advice = "") {
+  const bp_host_api_t* api = Api();
+  if (api->struct_size < end) {
+    throw Error(BP_ERR_UNSUPPORTED, what + " needs libbackplane with ABI " + since +
+                                        " or newer; this one is " + std::to_string(api->abi_major) +
+                                        "." + std::to_string(api->abi_minor) +
+                                        ": upgrade Backplane" + advice);
+  }
+  return api;
+}
+}  // namespace detail
+
 // Runs `body` and converts any exception into a status and the error slot. Used at every
 // place where C++ code is called from C.
 template <typename Body>
@@ -562,17 +583,22 @@ class Event {
 
  private:
   static const bp_host_api_t* Api() {
-    const bp_host_api_t* api = detail::Api();
-    if (api->struct_size < offsetof(bp_host_api_t, event_elapsed_ms) + sizeof(void*)) {
-      throw Error(BP_ERR_UNSUPPORTED,
-                  "events need libbackplane with ABI 1.6 or newer; this one is " +
-                      std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor) +
-                      ": upgrade Backplane, or synchronize streams instead");
-    }
-    return api;
+    return detail::HostSince(BACKPLANE_HOST_ENTRY_END(event_elapsed_ms), "events", "1.6",
+                             ", or synchronize streams instead");
   }
   ObjectRef obj_;
 };
+
+// The backend's handle of `kind` (bp_native_kind_t) on `dev`: for a stream (`object`, null:
+// the default) BP_NATIVE_QUEUE's cl_command_queue, VkQueue or CUstream; its cl_context,
+// VkDevice or CUcontext (BP_NATIVE_CONTEXT), device and platform. Borrowed: never free it.
+// Tensor::NativeHandle gives a tensor's buffer.
+inline uint64_t NativeHandle(Device dev, bp_native_kind_t kind, const void* object = nullptr) {
+  uint64_t out = 0;
+  Check(detail::HostSince(BACKPLANE_HOST_ENTRY_END(native_handle), "native handles", "1.6")
+            ->native_handle(dev.dl, kind, object, &out));
+  return out;
+}
 
 // The DeviceAPI of a device type, called through the core (defaults and checks applied).
 class DeviceAPI {
@@ -602,12 +628,9 @@ class DeviceAPI {
   // The keys GetProperty answers for this device (bp_device_list_properties). Empty for a
   // plugin built before ABI 1.5 and on a host older than 1.5.
   std::vector<std::string> ListProperties() const {
-    const bp_host_api_t* api = detail::Api();
-    if (api->struct_size < offsetof(bp_host_api_t, device_list_properties) + sizeof(void*)) {
-      return {};
-    }
+    if (!detail::HostHas(BACKPLANE_HOST_ENTRY_END(device_list_properties))) return {};
     bp_object_t* out = nullptr;
-    Check(api->device_list_properties(dev_.dl, &out));
+    Check(detail::Api()->device_list_properties(dev_.dl, &out));
     return GetStringArray(ObjectRef::Adopt(out).get());
   }
   bool Exists() const {
@@ -648,13 +671,9 @@ struct DeviceEntry {
 // Every device here, by type id then index (bp_device_list): loads the plugins that provide
 // DeviceAPIs. Throws BP_ERR_UNSUPPORTED on a host older than ABI 1.5.
 inline std::vector<DeviceEntry> ListDevices() {
-  const bp_host_api_t* api = detail::Api();
-  if (api->struct_size < offsetof(bp_host_api_t, device_list) + sizeof(void*)) {
-    throw Error(BP_ERR_UNSUPPORTED,
-                "listing devices needs libbackplane with ABI 1.5 or newer; this one is " +
-                    std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor) +
-                    ": upgrade Backplane, or probe BP_ATTR_EXIST per device type");
-  }
+  const bp_host_api_t* api =
+      detail::HostSince(BACKPLANE_HOST_ENTRY_END(device_list), "listing devices", "1.5",
+                        ", or probe BP_ATTR_EXIST per device type");
   size_t count = 0;
   Check(api->device_list(nullptr, 0, &count));
   std::vector<DLDevice> devices(count);
@@ -710,6 +729,33 @@ class Tensor {
     Check(Api16("importing a DLPack tensor")->tensor_from_dlpack(managed, &out));
     return Tensor(ObjectRef::Adopt(out));
   }
+  // A tensor of `dev` over an application's native buffer (cl_mem, VkBuffer with its memory,
+  // CUdeviceptr), without a copy (bp_tensor_from_native). The buffer must live until `release`
+  // runs: once, when the last reference to the tensor goes. If this throws, release is not
+  // called and the buffer is the caller's alone.
+  static Tensor FromNative(Device dev, const bp_native_buffer_t& buffer,
+                           const std::vector<int64_t>& shape, DLDataType dtype,
+                           std::function<void()> release = {}) {
+    const bp_host_api_t* api = Api16("wrapping a native buffer");
+    auto* ctx = release ? new std::function<void()>(std::move(release)) : nullptr;
+    bp_object_t* out = nullptr;
+    const bp_status_t st =
+        api->tensor_from_native(dev.dl, &buffer, static_cast<int32_t>(shape.size()), shape.data(),
+                                dtype, ctx != nullptr ? &RunRelease : nullptr, ctx, &out);
+    if (st != BP_OK) {
+      delete ctx;
+      Check(st);
+    }
+    return Tensor(ObjectRef::Adopt(out));
+  }
+  // The backend's handle of `kind` for this tensor's data handle (bp_native_handle): its
+  // cl_mem, VkBuffer or CUdeviceptr (BP_NATIVE_BUFFER), where its data starts in it
+  // (BP_NATIVE_BUFFER_OFFSET; add byte_offset for the first element), its VkDeviceMemory.
+  uint64_t NativeHandle(bp_native_kind_t kind) const {
+    uint64_t out = 0;
+    Check(Api16("native handles")->native_handle(dl_->device, kind, dl_->data, &out));
+    return out;
+  }
   // This tensor for a DLPack 1.x consumer, which must call the result's deleter once
   // (bp_tensor_to_dlpack_versioned); it keeps the tensor's memory alive until then.
   DLManagedTensorVersioned* ToDLPackVersioned() const {
@@ -726,10 +772,9 @@ class Tensor {
   // DLPACK_FLAG_BITMASK_* (bp_tensor_flags); 0 on a host older than ABI 1.6, which imports
   // no DLPack tensors.
   uint64_t Flags() const {
-    const bp_host_api_t* api = detail::Api();
-    if (api->struct_size < offsetof(bp_host_api_t, tensor_flags) + sizeof(void*)) return 0;
+    if (!detail::HostHas(BACKPLANE_HOST_ENTRY_END(tensor_flags))) return 0;
     uint64_t flags = 0;
-    Check(api->tensor_flags(obj_.get(), &flags));
+    Check(detail::Api()->tensor_flags(obj_.get(), &flags));
     return flags;
   }
   bool IsReadOnly() const { return (Flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0; }
@@ -799,15 +844,13 @@ class Tensor {
     }
   }
   // The host table, checked to have the DLPack entries of ABI 1.6.
+  static void RunRelease(void* ctx) {
+    auto* release = static_cast<std::function<void()>*>(ctx);
+    (*release)();
+    delete release;
+  }
   static const bp_host_api_t* Api16(const char* what) {
-    const bp_host_api_t* api = detail::Api();
-    if (api->struct_size < offsetof(bp_host_api_t, tensor_flags) + sizeof(void*)) {
-      throw Error(BP_ERR_UNSUPPORTED,
-                  std::string(what) + " needs libbackplane with ABI 1.6 or newer; this one is " +
-                      std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor) +
-                      ": upgrade Backplane");
-    }
-    return api;
+    return detail::HostSince(BACKPLANE_HOST_ENTRY_END(tensor_from_native), what, "1.6");
   }
   DLTensor HostView(void* data) const {
     DLTensor t = *dl_;

@@ -2,8 +2,10 @@
 // The cuda plugin on a real GPU: every GPU kernel of the catalog runs on cuda:0 and matches
 // the float64 reference (also after save and load), copies in every direction (host, pinned
 // cuda_host, device, peer) on random data with offsets, streams with SyncStreamFromTo, the
-// workspace pool and the attributes. Skipped, with the reason, where no CUDA device exists;
-// tests/plugins/cuda/gpu_checks.sh runs it on a GPU machine.
+// workspace pool, the attributes, events and native handles. Skipped, with the reason, where no
+// CUDA device exists; tests/plugins/cuda/gpu_checks.sh runs it on a GPU machine.
+#include <dlfcn.h>
+
 #include <backplane/runner/runner.hpp>
 #include <cmath>
 #include <cstring>
@@ -288,4 +290,126 @@ func add3(n: int32, m: int32, k: int32, x: buffer<float32>[k, m, n], y: buffer<f
                          << (first < count ? got[first] : 0.0f) << ", want "
                          << (first < count ? x[first] + y[first] : 0.0f);
   }
+}
+
+// One kernel for the event and interop tests: out = 2x + y over [rows, 256].
+constexpr const char* kScaleAddIr = R"(# backplane-ir 1
+func scale_add(rows: int32, x: buffer<float32>[rows, 256], y: buffer<float32>[rows, 256], out: buffer<float32>[rows, 256]) {
+  for bx in thread(blockIdx.x, 0, rows) {
+    for tx in thread(threadIdx.x, 0, 256) {
+      out[bx, tx] = 2.0 * x[bx, tx] + y[bx, tx]
+    }
+  }
+}
+)";
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-100.0f, 100.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = value(rng);
+  return v;
+}
+
+// Issue 19, item 2: CUevents. A kernel queued on one stream, then a copy on another stream that
+// waits for the event recorded after it (no host wait between), reads the kernel's result; the
+// time between two events around the work is positive.
+TEST_F(CudaGpuTest, EventsOrderStreamsAndTimeAKernel) {
+  const int32_t rows = 4096;
+  const size_t count = static_cast<size_t>(rows) * 256;
+  const std::vector<float> x = RandomFloats(count, 1901), y = RandomFloats(count, 1902);
+  Module m = backplane::Build(kScaleAddIr, Target::FromDevice(Device(Gpu())));
+  const DLDataType f32{kDLFloat, 32, 1};
+  const std::vector<int64_t> shape = {rows, 256};
+  backplane::Tensor tx = backplane::Tensor::Empty(shape, f32, Device(Gpu()));
+  backplane::Tensor ty = backplane::Tensor::Empty(shape, f32, Device(Gpu()));
+  backplane::Tensor tout = backplane::Tensor::Empty(shape, f32, Device(Gpu()));
+  tx.CopyFrom(x);
+  ty.CopyFrom(y);
+  tout.CopyFrom(std::vector<float>(count, std::nanf("")));
+  backplane::Stream s{Device(Gpu())}, t{Device(Gpu())};
+  backplane::Event start{Device(Gpu())}, end{Device(Gpu())};
+  s.SetActive();
+  start.Record(s);
+  for (int i = 0; i < 20; ++i) m.GetFunction("scale_add")(rows, tx.dl(), ty.dl(), tout.dl());
+  end.Record(s);
+  end.MakeWait(t);
+  std::vector<float> got(count, 0.0f);
+  Copy(tout.dl()->data, Gpu(), 0, got.data(), DLDevice{kDLCPU, 0}, 0,
+       static_cast<int64_t>(count * sizeof(float)), t.handle());  // waits for t only
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += got[i] == 2.0f * x[i] + y[i] ? 0 : 1;
+  EXPECT_EQ(wrong, 0u) << "the copy on the waiting stream ran before the kernel finished";
+  EXPECT_TRUE(end.Done());
+  const double ms = end.ElapsedMsSince(start);
+  EXPECT_GT(ms, 0.0);
+  EXPECT_LT(ms, 60000.0);
+  backplane::Check(bp_device_stream_set(Gpu(), nullptr));
+}
+
+// Issue 19, item 3: native handles out (the CUstream, the primary context, the CUdevice, a
+// tensor's CUdeviceptr) and a CUdeviceptr from the application's own cuMemAlloc wrapped as
+// tensors that a kernel reads, without a copy; the release runs when the tensor goes.
+TEST_F(CudaGpuTest, NativeHandlesAndAWrappedCuMemAlloc) {
+  void* libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libcuda, nullptr) << "the plugin loaded libcuda.so.1";
+  auto mem_alloc = reinterpret_cast<int (*)(uint64_t*, size_t)>(dlsym(libcuda, "cuMemAlloc_v2"));
+  auto mem_free = reinterpret_cast<int (*)(uint64_t)>(dlsym(libcuda, "cuMemFree_v2"));
+  auto set_current = reinterpret_cast<int (*)(void*)>(dlsym(libcuda, "cuCtxSetCurrent"));
+  ASSERT_TRUE(mem_alloc != nullptr && mem_free != nullptr && set_current != nullptr);
+
+  backplane::Stream s{Device(Gpu())};
+  EXPECT_EQ(backplane::NativeHandle(Device(Gpu()), BP_NATIVE_QUEUE, s.handle()),
+            reinterpret_cast<uint64_t>(s.handle()));
+  EXPECT_EQ(backplane::NativeHandle(Device(Gpu()), BP_NATIVE_QUEUE, nullptr), 0u);
+  const uint64_t ctx = backplane::NativeHandle(Device(Gpu()), BP_NATIVE_CONTEXT);
+  EXPECT_NE(ctx, 0u);
+  EXPECT_EQ(backplane::NativeHandle(Device(Gpu()), BP_NATIVE_DEVICE),
+            0u);  // the CUdevice of ordinal 0
+  const bptest::Status none =
+      bptest::CaptureError([] { backplane::NativeHandle(Device(Gpu()), BP_NATIVE_PLATFORM); });
+  EXPECT_EQ(none.kind, BP_ERR_UNSUPPORTED) << none;
+
+  const int32_t rows = 1000;
+  const size_t count = static_cast<size_t>(rows) * 256, bytes = count * sizeof(float);
+  ASSERT_EQ(set_current(reinterpret_cast<void*>(ctx)), 0);
+  uint64_t px = 0, py = 0;
+  ASSERT_EQ(mem_alloc(&px, bytes), 0);
+  ASSERT_EQ(mem_alloc(&py, bytes + 4096), 0);
+  const DLDataType f32{kDLFloat, 32, 1};
+  const std::vector<int64_t> shape = {rows, 256};
+  int released = 0;
+  {
+    bp_native_buffer_t bx{sizeof(bp_native_buffer_t), px, 0, 0, bytes};
+    bp_native_buffer_t by{sizeof(bp_native_buffer_t), py, 0, 0, bytes + 4096};
+    backplane::Tensor tx =
+        backplane::Tensor::FromNative(Device(Gpu()), bx, shape, f32, [&] { ++released; });
+    backplane::Tensor ty =
+        backplane::Tensor::FromNative(Device(Gpu()), by, shape, f32, [&] { ++released; });
+    EXPECT_EQ(tx.NativeHandle(BP_NATIVE_BUFFER), px);
+    EXPECT_EQ(reinterpret_cast<uint64_t>(tx.dl()->data), px) << "no copy: the data is the buffer";
+    const std::vector<float> x = RandomFloats(count, 1903), y = RandomFloats(count, 1904);
+    tx.CopyFrom(x);
+    ty.CopyFrom(y);
+    backplane::Tensor out = backplane::Tensor::Empty(shape, f32, Device(Gpu()));
+    EXPECT_NE(out.NativeHandle(BP_NATIVE_BUFFER), 0u);
+    Module m = backplane::Build(kScaleAddIr, Target::FromDevice(Device(Gpu())));
+    m.GetFunction("scale_add")(rows, tx.dl(), ty.dl(), out.dl());
+    const std::vector<float> got = out.ToVector<float>();
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += got[i] == 2.0f * x[i] + y[i] ? 0 : 1;
+    EXPECT_EQ(wrong, 0u);
+    // Past the allocation: refused, and the release of a refused wrap never runs.
+    bp_native_buffer_t big{sizeof(bp_native_buffer_t), px, 0, 0, bytes + 1};
+    const bptest::Status st = bptest::CaptureError([&] {
+      backplane::Tensor::FromNative(Device(Gpu()), big, {static_cast<int64_t>(bytes + 1)},
+                                    backplane::UInt8(), [&] { released += 100; });
+    });
+    EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+    EXPECT_EQ(released, 0);
+  }
+  EXPECT_EQ(released, 2) << "each wrapped tensor's release runs once, when it goes";
+  ASSERT_EQ(set_current(reinterpret_cast<void*>(ctx)), 0);
+  EXPECT_EQ(mem_free(px), 0) << "the buffer stayed the application's";
+  EXPECT_EQ(mem_free(py), 0);
 }

@@ -554,3 +554,117 @@ TEST(CudaMockDriverTest, AModuleUnloadsInItsContextFromAnyThread) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 19, item 2, on the mock's deferred streams: an event recorded on one stream after a
+// copy, waited for by another stream, orders the copy before that stream's later work (the
+// mock runs the first stream's work only when something waits for it, so without the wait
+// the read would see nothing); query, sync and timing follow the event.
+TEST(CudaMockDriverTest, EventsOrderStreamsWithoutAHostWait) {
+  UseMock();
+  const size_t n = 4096;
+  const std::vector<uint8_t> data = bptest::RandomBytes(n, 1905);
+  void* d = Alloc(kGpu, n);
+  void* pinned = Alloc(kPinned, n);
+  std::memcpy(pinned, data.data(), n);
+  backplane::Stream s{Device(kGpu)}, t{Device(kGpu)};
+  backplane::Event start{Device(kGpu)}, end{Device(kGpu)};
+  start.Record(s);
+  ASSERT_TRUE(Copy(pinned, kPinned, d, kGpu, n, s.handle()).ok());  // queued on s, not run
+  end.Record(s);
+  EXPECT_FALSE(end.Done()) << "the mock has not run s's copy yet";
+  end.MakeWait(t);
+  std::vector<uint8_t> back(n, 0);
+  ASSERT_TRUE(Copy(d, kGpu, back.data(), kCpu, n, t.handle()).ok());  // syncs t only
+  EXPECT_EQ(back, data) << "t's read did not wait for the copy recorded before the event";
+  EXPECT_TRUE(end.Done());
+  end.Sync();
+  const double ms = end.ElapsedMsSince(start);
+  EXPECT_GE(ms, 0.0);
+  EXPECT_LT(ms, 60000.0);
+  // Never recorded: done, and refused for timing by the core before the driver sees it.
+  backplane::Event never{Device(kGpu)};
+  EXPECT_TRUE(never.Done());
+  const bptest::Status st = CaptureError([&] { never.ElapsedMsSince(start); });
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("never recorded"), std::string::npos) << st;
+  backplane::Check(bp_device_free_data_space(kGpu, d));
+  backplane::Check(bp_device_free_data_space(kPinned, pinned));
+}
+
+// Issue 19, item 3: native handles out, and a buffer from the application's own cuMemAlloc
+// (the mock's, called directly) wrapped as a tensor: Backplane's copies land in that buffer
+// (the mock's device memory is host memory, read here directly), the wrap is checked against
+// the allocation, a refused wrap never runs the release, and the release runs once when the
+// tensor goes, leaving the buffer the application's to free.
+TEST(CudaMockDriverTest, AWrappedCuMemAllocIsUsedInPlaceAndReleasedOnce) {
+  UseMock();
+  void* h = dlopen(MockDriverPath().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr);
+  auto mem_alloc = reinterpret_cast<int (*)(uint64_t*, size_t)>(dlsym(h, "cuMemAlloc_v2"));
+  auto mem_free = reinterpret_cast<int (*)(uint64_t)>(dlsym(h, "cuMemFree_v2"));
+  auto set_current = reinterpret_cast<int (*)(void*)>(dlsym(h, "cuCtxSetCurrent"));
+  ASSERT_TRUE(mem_alloc != nullptr && mem_free != nullptr && set_current != nullptr);
+
+  backplane::Stream s{Device(kGpu)};
+  EXPECT_EQ(backplane::NativeHandle(Device(kGpu), BP_NATIVE_QUEUE, s.handle()),
+            reinterpret_cast<uint64_t>(s.handle()));
+  const uint64_t ctx = backplane::NativeHandle(Device(kGpu), BP_NATIVE_CONTEXT);
+  ASSERT_NE(ctx, 0u);
+  for (bp_native_kind_t kind : {BP_NATIVE_MEMORY, BP_NATIVE_PLATFORM, BP_NATIVE_QUEUE_FAMILY}) {
+    const bptest::Status st = CaptureError([&] { backplane::NativeHandle(Device(kGpu), kind); });
+    EXPECT_EQ(st.kind, BP_ERR_UNSUPPORTED) << st;
+    EXPECT_NE(st.message.find("it has BP_NATIVE_BUFFER"), std::string::npos) << st;
+  }
+  uint64_t bogus = 0;
+  EXPECT_EQ(
+      Capture(bp_native_handle(kGpu, static_cast<bp_native_kind_t>(42), nullptr, &bogus)).kind,
+      BP_ERR_INVALID_ARGUMENT);
+
+  const size_t n = 10000;
+  ASSERT_EQ(set_current(reinterpret_cast<void*>(ctx)), 0);
+  uint64_t p = 0;
+  ASSERT_EQ(mem_alloc(&p, n), 0);
+  int released = 0;
+  const DLDataType u8 = backplane::UInt8();
+  // Refused: larger than the allocation, no buffer, a memory object; the release never runs.
+  for (bp_native_buffer_t bad : {bp_native_buffer_t{sizeof(bp_native_buffer_t), p, 0, 0, n + 1},
+                                 bp_native_buffer_t{sizeof(bp_native_buffer_t), 0, 0, 0, n},
+                                 bp_native_buffer_t{sizeof(bp_native_buffer_t), p, 7, 0, n},
+                                 bp_native_buffer_t{8, p, 0, 0, n}}) {
+    const bptest::Status st = CaptureError([&] {
+      backplane::Tensor::FromNative(Device(kGpu), bad, {static_cast<int64_t>(bad.size)}, u8,
+                                    [&] { released += 100; });
+    });
+    EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  }
+  // The tensor must fit the buffer.
+  const bptest::Status big = CaptureError([&] {
+    backplane::Tensor::FromNative(Device(kGpu), {sizeof(bp_native_buffer_t), p, 0, 0, n},
+                                  {static_cast<int64_t>(n + 8)}, u8, [&] { released += 100; });
+  });
+  EXPECT_NE(big.message.find("the buffer has 10000"), std::string::npos) << big;
+  EXPECT_EQ(released, 0);
+  {
+    backplane::Tensor t =
+        backplane::Tensor::FromNative(Device(kGpu), {sizeof(bp_native_buffer_t), p, 0, 0, n},
+                                      {static_cast<int64_t>(n)}, u8, [&] { ++released; });
+    EXPECT_EQ(reinterpret_cast<uint64_t>(t.dl()->data), p);
+    EXPECT_EQ(t.NativeHandle(BP_NATIVE_BUFFER), p);
+    EXPECT_EQ(t.NativeHandle(BP_NATIVE_BUFFER_OFFSET), 0u);
+    const std::vector<uint8_t> data = bptest::RandomBytes(n, 1906);
+    t.CopyFrom(data);
+    EXPECT_EQ(std::memcmp(reinterpret_cast<void*>(p), data.data(), n), 0)
+        << "the copy did not land in the application's buffer";
+    EXPECT_EQ(t.ToVector<uint8_t>(), data);
+    // Never Backplane's to free.
+    EXPECT_EQ(Capture(bp_device_free_data_space(kGpu, t.dl()->data)).kind, BP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(released, 0);
+  }
+  EXPECT_EQ(released, 1);
+  ASSERT_EQ(set_current(reinterpret_cast<void*>(ctx)), 0);
+  EXPECT_EQ(mem_free(p), 0) << "the buffer stayed the application's";
+}
+
+}  // namespace

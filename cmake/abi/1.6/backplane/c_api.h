@@ -281,6 +281,30 @@ BP_EXPORT const char* bp_device_attr_name(int32_t kind);
  * stream and is always valid. */
 typedef void* bp_stream_t;
 
+/* Native handles (since 1.6): a backend's own objects, as 64-bit values (a pointer, a
+ * non-dispatchable Vulkan handle or a CUDA device address). Which kinds a backend has, and
+ * what each is, its documentation says; the common ones: */
+typedef enum {
+  BP_NATIVE_BUFFER = 1,        /* of a data handle: cl_mem, VkBuffer, CUdeviceptr */
+  BP_NATIVE_BUFFER_OFFSET = 2, /* of a data handle: where its bytes start in that buffer */
+  BP_NATIVE_MEMORY = 3,        /* of a data handle: the VkDeviceMemory bound to its buffer */
+  BP_NATIVE_MEMORY_OFFSET = 4, /* of a data handle: where the buffer is bound in that memory */
+  BP_NATIVE_QUEUE = 5,         /* of a stream: cl_command_queue, VkQueue, CUstream */
+  BP_NATIVE_QUEUE_FAMILY = 6,  /* of a stream: the Vulkan queue family index */
+  BP_NATIVE_CONTEXT = 7,       /* cl_context, VkDevice, CUcontext (the primary context) */
+  BP_NATIVE_DEVICE = 8,        /* cl_device_id, VkPhysicalDevice, CUdevice */
+  BP_NATIVE_PLATFORM = 9       /* cl_platform_id, VkInstance */
+} bp_native_kind_t;
+
+/* An application's buffer to wrap (bp_tensor_from_native). */
+typedef struct bp_native_buffer {
+  size_t struct_size;     /* sizeof(bp_native_buffer_t) */
+  uint64_t buffer;        /* cl_mem, VkBuffer, CUdeviceptr */
+  uint64_t memory;        /* the VkDeviceMemory bound to `buffer` (Vulkan); else 0 */
+  uint64_t memory_offset; /* where `buffer` is bound in `memory` (Vulkan); else 0 */
+  uint64_t size;          /* the bytes from the buffer's start that Backplane may use */
+} bp_native_buffer_t;
+
 /* The DeviceAPI table. Every entry receives `self` first. A plugin keeps the table and
  * `self` alive until the process ends. Entries marked optional may be null; the core then
  * applies the default noted per entry. String results are string objects (owned by the
@@ -339,9 +363,10 @@ typedef struct bp_device_api {
    * queued on `stream` so far (recording again moves the mark); stream_wait_event makes
    * `stream` wait for the marked point without the host waiting; event_query writes 1 once the
    * point is passed (or the event was never recorded), else 0; event_sync returns once it is
-   * passed; event_elapsed_ms writes the milliseconds between two passed points of one device
-   * (BP_ERR_UNSUPPORTED if the device cannot time); event_free frees a handle. Without them the
-   * core records by synchronizing the stream and reading the host's clock. */
+   * passed; event_elapsed_ms writes the milliseconds between two recorded and passed points of
+   * one device (the core checks both; BP_ERR_UNSUPPORTED if the device cannot time); event_free
+   * frees a handle. Without them the core records by synchronizing the stream and reading the
+   * host's clock. */
   bp_status_t (*event_create)(void* self, DLDevice dev, void** out_event);
   bp_status_t (*event_free)(void* self, DLDevice dev, void* event);
   bp_status_t (*event_record)(void* self, DLDevice dev, void* event, bp_stream_t stream);
@@ -349,6 +374,21 @@ typedef struct bp_device_api {
   bp_status_t (*event_query)(void* self, DLDevice dev, void* event, int32_t* out_done);
   bp_status_t (*event_sync)(void* self, DLDevice dev, void* event);
   bp_status_t (*event_elapsed_ms)(void* self, DLDevice dev, void* start, void* end, double* out_ms);
+
+  /* Since 1.6. Optional: native handles (bp_native_kind_t; docs/host-guide.md, "Native
+   * handles"). native_handle writes the backend's handle of `kind` for `object`: a data handle
+   * for the BUFFER and MEMORY kinds, a stream (null: the device's default) for the QUEUE kinds,
+   * ignored for the others; BP_ERR_UNSUPPORTED names a kind the backend has none of. A null
+   * entry has none. */
+  bp_status_t (*native_handle)(void* self, DLDevice dev, int32_t kind, void* object, uint64_t* out);
+  /* Since 1.6. Optional, both or none: wrap_native makes a data handle of `dev` over an
+   * application's buffer (checked to be one of `dev`, `size` bytes at least), which copies and
+   * kernels use like data space; the plugin never frees the buffer, and free_data_space refuses
+   * the handle. unwrap_native forgets the handle: the buffer is wholly the application's again.
+   * A null entry wraps nothing. */
+  bp_status_t (*wrap_native)(void* self, DLDevice dev, const struct bp_native_buffer* buffer,
+                             void** out_data);
+  bp_status_t (*unwrap_native)(void* self, DLDevice dev, void* data);
 } bp_device_api_t;
 
 /* The DeviceAPI for a device type (borrowed, valid for the life of the process). It is
@@ -463,10 +503,33 @@ BP_EXPORT bp_status_t bp_event_wait(const bp_object_t* event, bp_stream_t stream
 BP_EXPORT bp_status_t bp_event_query(const bp_object_t* event, int32_t* out_done);
 /* Returns once the recorded point is passed. */
 BP_EXPORT bp_status_t bp_event_sync(const bp_object_t* event);
-/* Milliseconds from `start`'s point to `end`'s, both recorded on one device and passed (sync
- * `end` first). BP_ERR_INVALID_ARGUMENT for events not recorded or of two devices. */
+/* Milliseconds from `start`'s point to `end`'s, both recorded on one device (waits until both
+ * are passed). BP_ERR_INVALID_ARGUMENT for events not recorded or of two devices. */
 BP_EXPORT bp_status_t bp_event_elapsed_ms(const bp_object_t* start, const bp_object_t* end,
                                           double* out_ms);
+
+/* ---------------------------------------------------------------------------------------
+ * Native handles (since 1.6): a backend's own objects in and out
+ * ------------------------------------------------------------------------------------- */
+
+/* The backend's handle of `kind` (bp_native_kind_t) for `object`: the DLTensor's `data` of a
+ * tensor of `dev` for the BUFFER and MEMORY kinds (add the tensor's byte_offset to
+ * BUFFER_OFFSET for its first byte), a stream of `dev` (null: its default) for the QUEUE
+ * kinds, null for the others. The handle stays the backend's: use it, do not free it, and not
+ * after the tensor, stream or plugin is gone. BP_ERR_UNSUPPORTED where the backend has no
+ * such handle. */
+BP_EXPORT bp_status_t bp_native_handle(DLDevice dev, bp_native_kind_t kind, const void* object,
+                                       uint64_t* out_handle);
+/* A tensor (owned) of `dev` over an application's native buffer, without a copy. The buffer
+ * stays the application's and must live, unchanged in where it is bound, until Backplane calls
+ * release(release_ctx) (which may be null): once, when the tensor and every view of it
+ * (DLPack exports, module arguments in flight) are gone. `shape` has `ndim` extents; the
+ * tensor is compact and must fit in buffer->size. On failure nothing is kept and release is
+ * not called. BP_ERR_UNSUPPORTED where the backend wraps nothing. */
+BP_EXPORT bp_status_t bp_tensor_from_native(DLDevice dev, const bp_native_buffer_t* buffer,
+                                            int32_t ndim, const int64_t* shape, DLDataType dtype,
+                                            void (*release)(void* release_ctx), void* release_ctx,
+                                            bp_object_t** out_tensor);
 
 /* ---------------------------------------------------------------------------------------
  * Targets (since 1.1): TargetKinds with attribute schemas, tags, Target objects
@@ -800,6 +863,12 @@ typedef struct bp_host_api {
   bp_status_t (*event_query)(const bp_object_t* event, int32_t* out_done);
   bp_status_t (*event_sync)(const bp_object_t* event);
   bp_status_t (*event_elapsed_ms)(const bp_object_t* start, const bp_object_t* end, double* out_ms);
+  bp_status_t (*native_handle)(DLDevice dev, bp_native_kind_t kind, const void* object,
+                               uint64_t* out_handle);
+  bp_status_t (*tensor_from_native)(DLDevice dev, const bp_native_buffer_t* buffer, int32_t ndim,
+                                    const int64_t* shape, DLDataType dtype,
+                                    void (*release)(void* release_ctx), void* release_ctx,
+                                    bp_object_t** out_tensor);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

@@ -92,6 +92,10 @@ class DeviceAPI {
     // The event entries (ABI 1.6): CreateEvent ... EventElapsedMs. Off by default: the core's
     // events (a stream sync and the host's clock) serve a backend without its own.
     bool events = false;
+    // The native-handle entries (ABI 1.6): NativeHandle; WrapNative and UnwrapNative. Off by
+    // default: a backend without them has no native handles and wraps nothing.
+    bool native_handles = false;
+    bool wrap_native = false;
   };
 
   DeviceAPI() : DeviceAPI(Entries{}) {}
@@ -151,6 +155,20 @@ class DeviceAPI {
   virtual void SyncEvent(DLDevice dev, void* event);
   virtual double EventElapsedMs(DLDevice dev, void* start, void* end);
 
+  // Native handles (ABI 1.6; bp_native_kind_t). NativeHandle (only with
+  // Entries::native_handles) is the backend's handle of `kind` for `object` (a data handle for
+  // the BUFFER and MEMORY kinds, a stream for the QUEUE kinds, null for the rest); throw
+  // BP_ERR_UNSUPPORTED (UnsupportedNative) for a kind the backend has none of. WrapNative and
+  // UnwrapNative (only with Entries::wrap_native): a data handle over an application's buffer,
+  // checked to be of `dev` and at least buffer.size bytes, never freed by the backend
+  // (FreeDataSpace refuses it: sdk::HandleTable::AddWrapped), and its end. The defaults throw
+  // BP_ERR_UNSUPPORTED.
+  virtual uint64_t NativeHandle(DLDevice dev, bp_native_kind_t kind, void* object);
+  virtual void* WrapNative(DLDevice dev, const bp_native_buffer_t& buffer);
+  virtual void UnwrapNative(DLDevice dev, void* data);
+  // BP_ERR_UNSUPPORTED: `backend` has no handle of `kind` (what it has is listed in `has`).
+  [[noreturn]] static void UnsupportedNative(DLDevice dev, bp_native_kind_t kind, const char* has);
+
   // The C table for the core; `self` is this object. Valid while the object lives.
   const bp_device_api_t* table() const { return &table_; }
   // The device type id this DeviceAPI was registered for (RegisterDeviceAPI), or -1 before.
@@ -189,6 +207,11 @@ class DeviceAPI {
   static bp_status_t EventSyncEntry(void* self, DLDevice dev, void* event);
   static bp_status_t EventElapsedEntry(void* self, DLDevice dev, void* start, void* end,
                                        double* out_ms);
+  static bp_status_t NativeHandleEntry(void* self, DLDevice dev, int32_t kind, void* object,
+                                       uint64_t* out);
+  static bp_status_t WrapNativeEntry(void* self, DLDevice dev, const bp_native_buffer_t* buffer,
+                                     void** out);
+  static bp_status_t UnwrapNativeEntry(void* self, DLDevice dev, void* data);
   [[noreturn]] static void NoEvents(DLDevice dev) {
     throw Error(BP_ERR_UNSUPPORTED, DeviceString(dev) +
                                         ": this DeviceAPI declares events but does not "
@@ -247,6 +270,9 @@ inline DeviceAPI::DeviceAPI(const Entries& e)
           .event_query = e.events ? &EventQueryEntry : nullptr,
           .event_sync = e.events ? &EventSyncEntry : nullptr,
           .event_elapsed_ms = e.events ? &EventElapsedEntry : nullptr,
+          .native_handle = e.native_handles ? &NativeHandleEntry : nullptr,
+          .wrap_native = e.wrap_native ? &WrapNativeEntry : nullptr,
+          .unwrap_native = e.wrap_native ? &UnwrapNativeEntry : nullptr,
       } {}
 
 inline Any DeviceAPI::GetProperty(DLDevice, const std::string&) { return NoneValue(); }
@@ -376,6 +402,62 @@ inline void DeviceAPI::StreamWaitEvent(DLDevice dev, bp_stream_t, void*) { NoEve
 inline bool DeviceAPI::EventDone(DLDevice dev, void*) { NoEvents(dev); }
 inline void DeviceAPI::SyncEvent(DLDevice dev, void*) { NoEvents(dev); }
 inline double DeviceAPI::EventElapsedMs(DLDevice dev, void*, void*) { NoEvents(dev); }
+
+inline const char* NativeKindName(bp_native_kind_t kind) {
+  switch (kind) {
+    case BP_NATIVE_BUFFER:
+      return "BP_NATIVE_BUFFER";
+    case BP_NATIVE_BUFFER_OFFSET:
+      return "BP_NATIVE_BUFFER_OFFSET";
+    case BP_NATIVE_MEMORY:
+      return "BP_NATIVE_MEMORY";
+    case BP_NATIVE_MEMORY_OFFSET:
+      return "BP_NATIVE_MEMORY_OFFSET";
+    case BP_NATIVE_QUEUE:
+      return "BP_NATIVE_QUEUE";
+    case BP_NATIVE_QUEUE_FAMILY:
+      return "BP_NATIVE_QUEUE_FAMILY";
+    case BP_NATIVE_CONTEXT:
+      return "BP_NATIVE_CONTEXT";
+    case BP_NATIVE_DEVICE:
+      return "BP_NATIVE_DEVICE";
+    case BP_NATIVE_PLATFORM:
+      return "BP_NATIVE_PLATFORM";
+  }
+  return "an unknown kind";
+}
+
+inline void DeviceAPI::UnsupportedNative(DLDevice dev, bp_native_kind_t kind, const char* has) {
+  throw Error(BP_ERR_UNSUPPORTED,
+              DeviceString(dev) + " has no " + NativeKindName(kind) + " handle; it has " + has);
+}
+inline uint64_t DeviceAPI::NativeHandle(DLDevice dev, bp_native_kind_t kind, void*) {
+  UnsupportedNative(dev, kind, "none");
+}
+inline void* DeviceAPI::WrapNative(DLDevice dev, const bp_native_buffer_t&) {
+  throw Error(BP_ERR_UNSUPPORTED, DeviceString(dev) + ": this DeviceAPI wraps no native buffers");
+}
+inline void DeviceAPI::UnwrapNative(DLDevice dev, void*) {
+  throw Error(BP_ERR_UNSUPPORTED, DeviceString(dev) + ": this DeviceAPI wraps no native buffers");
+}
+inline bp_status_t DeviceAPI::NativeHandleEntry(void* self, DLDevice dev, int32_t kind,
+                                                void* object, uint64_t* out) {
+  return CatchAtEdge([&] {
+    if (out == nullptr) NullArgument("native_handle", "out");
+    *out = Self(self)->NativeHandle(dev, static_cast<bp_native_kind_t>(kind), object);
+  });
+}
+inline bp_status_t DeviceAPI::WrapNativeEntry(void* self, DLDevice dev,
+                                              const bp_native_buffer_t* buffer, void** out) {
+  return CatchAtEdge([&] {
+    if (buffer == nullptr) NullArgument("wrap_native", "buffer");
+    if (out == nullptr) NullArgument("wrap_native", "out_data");
+    *out = Self(self)->WrapNative(dev, *buffer);
+  });
+}
+inline bp_status_t DeviceAPI::UnwrapNativeEntry(void* self, DLDevice dev, void* data) {
+  return CatchAtEdge([&] { Self(self)->UnwrapNative(dev, data); });
+}
 
 inline bp_status_t DeviceAPI::EventCreateEntry(void* self, DLDevice dev, void** out) {
   return CatchAtEdge([&] {

@@ -43,6 +43,7 @@ class HandleTable {
     size_t size = 0;    // the bytes asked for: copies and kernels stay inside [0, size)
     int32_t device_id = 0;
     bool workspace = false;  // from AllocWorkspace, freed by FreeWorkspace only
+    bool wrapped = false;    // an application's buffer (AddWrapped), ended by RemoveWrapped only
     Info info{};
     void* handle() const { return reinterpret_cast<void*>(key); }
   };
@@ -56,7 +57,29 @@ class HandleTable {
   void Add(DLDevice dev, const void* handle, size_t size, bool workspace, Info info = {}) {
     const uintptr_t key = reinterpret_cast<uintptr_t>(handle);
     std::lock_guard<std::mutex> lock(mu_);
-    live_[key] = Entry{key, size, dev.device_id, workspace, std::move(info)};
+    live_[key] = Entry{key, size, dev.device_id, workspace, false, std::move(info)};
+  }
+
+  // Records `handle` of `dev` over an application's buffer of `size` bytes (WrapNative): it
+  // resolves as data space, and only RemoveWrapped takes it out.
+  void AddWrapped(DLDevice dev, const void* handle, size_t size, Info info = {}) {
+    const uintptr_t key = reinterpret_cast<uintptr_t>(handle);
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[key] = Entry{key, size, dev.device_id, false, true, std::move(info)};
+  }
+  // Takes a handle from AddWrapped out (UnwrapNative); the error says what it is otherwise.
+  Entry RemoveWrapped(DLDevice dev, const void* handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const Entry& e = LiveLocked(dev, handle, "unwrap_native");
+    if (!e.wrapped) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  "unwrap_native: " + PointerString(handle) + " is " + Kind(e) +
+                      " Backplane allocated, not a wrapped native buffer; free it with " +
+                      (e.workspace ? "free_workspace" : "free_data_space"));
+    }
+    Entry out = e;
+    live_.erase(out.key);
+    return out;
   }
 
   // The entry of `handle`, a live handle of `dev` whose allocation holds bytes
@@ -86,6 +109,12 @@ class HandleTable {
     std::lock_guard<std::mutex> lock(mu_);
     const char* call = workspace ? "free_workspace" : "free_data_space";
     const Entry& e = LiveLocked(dev, handle, call);
+    if (e.wrapped) {
+      throw Error(BP_ERR_INVALID_ARGUMENT,
+                  std::string(call) + ": " + PointerString(handle) +
+                      " is an application's native buffer (bp_tensor_from_native), which "
+                      "Backplane never frees; release the tensor that wraps it");
+    }
     if (e.workspace != workspace) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   std::string(call) + ": " + PointerString(handle) + " is " +
@@ -133,7 +162,9 @@ class HandleTable {
 
  private:
   static std::string Prefix(const std::string& what) { return what.empty() ? what : what + ": "; }
-  static const char* Kind(const Entry& e) { return e.workspace ? "workspace" : "data space"; }
+  static const char* Kind(const Entry& e) {
+    return e.workspace ? "workspace" : e.wrapped ? "wrapped native buffer" : "data space";
+  }
 
   const Entry& LiveLocked(DLDevice dev, const void* handle, const std::string& what) const {
     auto it = live_.find(reinterpret_cast<uintptr_t>(handle));

@@ -43,8 +43,8 @@ inline DLTensor* TensorOf(const bp_value_t& v) {
 // write it). Hosts older than ABI 1.6 import no DLPack tensors: there none is.
 inline bool IsReadOnlyTensor(const bp_value_t& v) {
   if (v.type != BP_VALUE_OBJECT || v.u.v_obj == nullptr) return false;
+  if (!::backplane::detail::HostHas(BACKPLANE_HOST_ENTRY_END(tensor_flags))) return false;
   const bp_host_api_t* api = ::backplane::detail::Api();
-  if (api->struct_size < offsetof(bp_host_api_t, tensor_flags) + sizeof(void*)) return false;
   uint64_t flags = 0;
   if (api->tensor_flags(v.u.v_obj, &flags) != BP_OK) {
     api->error_clear();

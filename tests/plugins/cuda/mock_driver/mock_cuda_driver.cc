@@ -36,6 +36,8 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +61,11 @@ struct CUstream_st {
 struct CUevent_st {
   CUstream_st* stream = nullptr;  // null: never recorded, or recorded on the null stream
   uint64_t target = 0;            // complete once stream->done reaches this
+  unsigned int flags = 0;         // CU_EVENT_DISABLE_TIMING: cannot be timed
+  bool recorded = false;
+  // When the recorded point was passed (steady clock, ns; -1 until then): stamped by an op
+  // queued at the record, which outlives the event if it is destroyed first.
+  std::shared_ptr<std::atomic<int64_t>> passed_ns;
 };
 struct CUfunc_st {
   struct CUmod_st* module = nullptr;
@@ -544,16 +551,45 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream s) {
   return S().sticky;
 }
 
-CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int) {
+CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int flags) {
   MOCK_BEGIN
   *e = new CUevent_st();
+  (*e)->flags = flags;
   return CUDA_SUCCESS;
+}
+
+static int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
   MOCK_BEGIN
+  e->recorded = true;
+  if ((e->flags & CU_EVENT_DISABLE_TIMING) == 0) {
+    // A timed event: an op stamps the time its point is passed.
+    auto stamp = std::make_shared<std::atomic<int64_t>>(-1);
+    e->passed_ns = stamp;
+    Enqueue(s, [stamp] { stamp->store(NowNs()); });
+  }
   e->stream = s;
   e->target = s == nullptr ? 0 : s->queued;
+  return CUDA_SUCCESS;
+}
+
+// As documented: either event made with CU_EVENT_DISABLE_TIMING or never recorded is
+// CUDA_ERROR_INVALID_HANDLE; one not yet passed is CUDA_ERROR_NOT_READY.
+CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  MOCK_BEGIN
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (CUevent e : {start, end}) {
+    if ((e->flags & CU_EVENT_DISABLE_TIMING) != 0 || !e->recorded) {
+      return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (e->passed_ns->load() < 0) return CUDA_ERROR_NOT_READY;
+  }
+  *ms = static_cast<float>(end->passed_ns->load() - start->passed_ns->load()) / 1e6f;
   return CUDA_SUCCESS;
 }
 
