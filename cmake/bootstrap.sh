@@ -4,16 +4,20 @@
 # Sets up a Debian 12 machine for Backplane and runs the main job or the tests.
 #   bash cmake/bootstrap.sh demo   install what is missing, build (release), run the demo
 #   bash cmake/bootstrap.sh test   install what is missing, build and run every test
-#                                  (release, then the asan preset: ASan + UBSan + LSan,
-#                                  then the concurrency tests under the tsan preset)
+#                                  (release, the Python package's pytest, then the asan
+#                                  preset: ASan + UBSan + LSan, then the concurrency tests
+#                                  under the tsan preset)
+#   bash cmake/bootstrap.sh python install what is missing, build (release), install it into
+#                                  build/install, create the venv .venv with the Python
+#                                  package (python/) and run `python -m backplane demo`
 # Safe to run again: installs only what is missing and rebuilds incrementally.
 set -euo pipefail
 
 mode="${1:-demo}"
 case "$mode" in
-  demo | test) ;;
+  demo | test | python) ;;
   *)
-    echo "usage: bash cmake/bootstrap.sh demo|test" >&2
+    echo "usage: bash cmake/bootstrap.sh demo|test|python" >&2
     exit 2
     ;;
 esac
@@ -48,6 +52,9 @@ packages=(
   # Compiler cache: a second build of the same sources (another clone, CI after a
   # developer's build) compiles only what changed.
   ccache
+  # The Python package (python/): a venv, and the headers its extension builds against; its
+  # PyPI requirements (python/requirements.txt) go into the venv.
+  python3 python3-venv python3-dev
 )
 
 missing=()
@@ -87,9 +94,35 @@ if [ "$mode" = demo ]; then
   exec build/release/bin/backplane demo
 fi
 
+# The Python package in .venv, over the release build installed into build/install.
+python_package() {
+  echo "==> installing the release build into build/install"
+  cmake --install build/release --prefix "$root/build/install" >/dev/null
+  local py="${BACKPLANE_PYTHON:-python3}"
+  if [ ! -x .venv/bin/python ]; then
+    echo "==> creating the venv .venv ($("$py" --version))"
+    "$py" -m venv .venv
+  fi
+  echo "==> .venv: the Python requirements (python/requirements.txt) and the package"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r python/requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
+    -C cmake.define.Backplane_DIR="$root/build/install/lib/cmake/Backplane"
+}
+
+if [ "$mode" = python ]; then
+  build release
+  python_package
+  echo "==> .venv/bin/python -m backplane demo"
+  exec .venv/bin/python -m backplane demo
+fi
+
 build release
 echo "==> tests (release)"
 ctest --preset release
+
+python_package
+echo "==> tests (the Python package: pytest)"
+.venv/bin/python -m pytest -q python/tests
 
 build asan
 echo "==> tests (asan: AddressSanitizer, UndefinedBehaviorSanitizer, LeakSanitizer)"

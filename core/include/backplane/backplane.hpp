@@ -843,12 +843,13 @@ class Tensor {
                   "into a tensor of your own");
     }
   }
-  // The host table, checked to have the DLPack entries of ABI 1.6.
+  // FromNative's release: runs the application's callable once, then frees it.
   static void RunRelease(void* ctx) {
     auto* release = static_cast<std::function<void()>*>(ctx);
     (*release)();
     delete release;
   }
+  // The host table, checked to have the entries of ABI 1.6.
   static const bp_host_api_t* Api16(const char* what) {
     return detail::HostSince(BACKPLANE_HOST_ENTRY_END(tensor_from_native), what, "1.6");
   }
