@@ -124,6 +124,7 @@ void AddStreamTests(std::vector<TestCase>* out);
 void AddConcurrencyTests(std::vector<TestCase>* out);
 void AddCodegenTests(std::vector<TestCase>* out);
 void AddStreamReuseTests(std::vector<TestCase>* out);
+void AddEventNativeTests(std::vector<TestCase>* out);
 
 class TestFailure : public std::runtime_error {
  public:

@@ -334,6 +334,7 @@ const std::vector<TestCase>& AllTests() {
     AddConcurrencyTests(v);
     AddCodegenTests(v);
     AddStreamReuseTests(v);
+    AddEventNativeTests(v);
     return v;
   }();
   return *tests;
