@@ -32,6 +32,10 @@ struct Buffer {
   VkDeviceSize size = 0;      // what the caller asked for: copies and kernels stay inside it
   VkDeviceSize capacity = 0;  // what the VkBuffer holds (a workspace's size class)
   void* mapped = nullptr;     // for host-visible staging buffers
+  // An application's buffer (WrapNative, native.cc): `buffer` and `memory` are the
+  // application's, bound at `memory_offset`; the plugin frees only this struct.
+  bool wrapped = false;
+  VkDeviceSize memory_offset = 0;  // where `buffer` is bound in `memory` (0 for the plugin's)
 };
 
 // Where work went: the stream's id and the value of its timeline that marks the work done.
@@ -60,6 +64,15 @@ struct Stream {
 // writes at most once (atomicCompSwap on word 0): [0] the code (0: no error), [1] the
 // kernel-local site id, [2..7] three int64 details as (low, high) word pairs. The host reads
 // and clears it once the dispatches that use it are done.
+// An event (events.cc): a point in a stream's work. Recording it notes the stream and the
+// timeline value that marks the work queued so far; where the device can time, recording also
+// submits a timestamp query that the value's submission writes (a query pool of one).
+struct Event {
+  bool recorded = false;
+  Use mark;  // done once stream mark.stream reaches mark.value (or is freed)
+  VkQueryPool queries = VK_NULL_HANDLE;  // one timestamp; null where the device cannot time
+};
+
 struct KernelStatus {
   VkDevice device = VK_NULL_HANDLE;
   Buffer buffer;  // mapped; freed by the destructor
@@ -80,6 +93,9 @@ struct Device {
   VkPhysicalDeviceFeatures features{};
   VkPhysicalDeviceMemoryProperties mem{};
   uint32_t queue_family = 0;
+  // The queue family's timestampValidBits: 0 when its queues cannot write timestamps.
+  uint32_t timestamp_bits = 0;
+  VkInstance instance = VK_NULL_HANDLE;  // the plugin's one instance (BP_NATIVE_PLATFORM)
   uint32_t subgroup_size = 0;
   uint32_t subgroup_operations = 0;  // VkSubgroupFeatureFlags, when compute has subgroups
   bool has_budget = false;
@@ -121,6 +137,10 @@ struct Device {
   std::string pipeline_cache_path;                  // "" when not kept on disk
   // Kernel error records with dispatches queued since they were last read (CheckStatus).
   std::vector<std::shared_ptr<KernelStatus>> watched;
+  // Live events (CreateEvent), and the query pools of events freed or recorded again while
+  // their timestamp was still queued: destroyed once that submission is done.
+  std::set<Event*> events;
+  std::vector<std::pair<VkQueryPool, Use>> retired_queries;
 };
 
 // Throws Error (BP_ERR_OUT_OF_MEMORY or BP_ERR_DEVICE) naming `what` unless r is VK_SUCCESS.
@@ -151,8 +171,13 @@ void Wait(Device& d, const Use& use);
 void WaitAll(Device& d);
 // `dst`'s next submission waits for the work `src` has submitted so far.
 void Order(Device& d, Stream& src, Stream& dst);
+// `dst`'s next submission waits on the device for `use` (nothing when it is done, its stream
+// is freed, or it is `dst`'s own work).
+void OrderAfter(Device& d, const Use& use, Stream& dst);
 // Whether `use` is done (without waiting).
 bool Done(Device& d, const Use& use);
+// Destroys the events and retired query pools of `d` (device teardown, after vkDeviceWaitIdle).
+void DestroyEvents(Device& d);
 // Reads the error records of d.watched whose dispatches are all done: clears each one and
 // throws the Error of the first that holds an error (the others stay watched, so a later call
 // raises theirs). Records with dispatches still queued are left for a later call.

@@ -329,7 +329,9 @@ class Context {
       d->streams = &streams_;
       d->handles = &handles_;
       d->physical = p;
+      d->instance = instance_;
       d->queue_family = static_cast<uint32_t>(family);
+      d->timestamp_bits = qs[static_cast<size_t>(family)].timestampValidBits;
       VkPhysicalDeviceSubgroupProperties sub{};
       sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
       VkPhysicalDeviceProperties2 p2{};
@@ -384,7 +386,14 @@ class Context {
     for (auto& d : devices_) {
       if (d->device == VK_NULL_HANDLE) continue;
       vkDeviceWaitIdle(d->device);
-      for (auto& e : handles_.RemoveAll(d->dl.device_id)) Destroy(*d, e.info);
+      for (auto& e : handles_.RemoveAll(d->dl.device_id)) {
+        if (e.info->wrapped) {
+          delete e.info;  // the VkBuffer and its memory are the application's
+        } else {
+          Destroy(*d, e.info);
+        }
+      }
+      DestroyEvents(*d);
       for (auto& e : d->workspaces.TakeAll()) Destroy(*d, e.buffer);
       if (d->staging.buffer != VK_NULL_HANDLE) DestroyContents(*d, d->staging);
       // Each is destroyed before any is deleted: destroying one visits the others.
@@ -585,7 +594,15 @@ class Context {
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
-VulkanDeviceAPI::VulkanDeviceAPI() = default;
+VulkanDeviceAPI::VulkanDeviceAPI()
+    : sdk::DeviceAPI(Entries{.events = true, .native_handles = true, .wrap_native = true}) {}
+
+Device& VulkanDeviceAPI::Opened(DLDevice dev, std::unique_lock<std::mutex>& lock) {
+  Device& d = Ctx().Dev(dev);
+  lock = std::unique_lock<std::mutex>(d.mu);
+  Ctx().Open(d);
+  return d;
+}
 
 VulkanDeviceAPI* VulkanDeviceAPI::Global() {
   static VulkanDeviceAPI* api = new VulkanDeviceAPI();

@@ -12,6 +12,7 @@
 #include <backplane/sdk/device_api.hpp>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "context.h"
@@ -106,9 +107,29 @@ class VulkanDeviceAPI final : public sdk::DeviceAPI {
   void StreamSync(DLDevice dev, bp_stream_t stream) override;
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
 
+  // Events (events.cc; docs/vulkan.md, "Events"): a stream's timeline value, with a timestamp
+  // query where the queue family can write timestamps.
+  void* CreateEvent(DLDevice dev) override;
+  void FreeEvent(DLDevice dev, void* event) override;
+  void RecordEvent(DLDevice dev, void* event, bp_stream_t stream) override;
+  void StreamWaitEvent(DLDevice dev, bp_stream_t stream, void* event) override;
+  bool EventDone(DLDevice dev, void* event) override;
+  void SyncEvent(DLDevice dev, void* event) override;
+  double EventElapsedMs(DLDevice dev, void* start, void* end) override;
+
+  // Native handles (native.cc; docs/vulkan.md, "Native handles"): the VkBuffer, VkDeviceMemory,
+  // VkQueue, VkDevice, VkPhysicalDevice and VkInstance behind Backplane's objects, and an
+  // application's VkBuffer with its VkDeviceMemory wrapped as data space.
+  uint64_t NativeHandle(DLDevice dev, bp_native_kind_t kind, void* object) override;
+  void* WrapNative(DLDevice dev, const bp_native_buffer_t& buffer) override;
+  void UnwrapNative(DLDevice dev, void* data) override;
+
  private:
   VulkanDeviceAPI();
   Context& Ctx();
+  // `dev`, opened (its VkDevice created on first use), with `lock` holding its mutex. Throws
+  // Error(BP_ERR_INVALID_ARGUMENT) for a device that does not exist.
+  Device& Opened(DLDevice dev, std::unique_lock<std::mutex>& lock);
   std::unique_ptr<Context> ctx_;
 };
 

@@ -219,6 +219,13 @@ void Order(Device& d, Stream& src, Stream& dst) {
   dst.waits.emplace_back(src.timeline, src.submitted);
 }
 
+void OrderAfter(Device& d, const Use& use, Stream& dst) {
+  Stream* src = Find(d, use.stream);
+  if (src == nullptr || src == &dst || use.value == 0 || src->timeline == VK_NULL_HANDLE) return;
+  if (Completed(d, *src) >= use.value) return;  // nothing left to wait for
+  dst.waits.emplace_back(src->timeline, use.value);
+}
+
 bool Done(Device& d, const Use& use) {
   Stream* s = Find(d, use.stream);
   return s == nullptr || Completed(d, *s) >= use.value;

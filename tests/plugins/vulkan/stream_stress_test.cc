@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // device_api.vulkan's streams under threads, on the real loader and driver (lavapipe in CI)
 // with the validation layer off, as applications run it. Skips when no Vulkan device exists.
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -80,6 +81,73 @@ TEST(VulkanStreams, StreamsFreedWhileOthersWorkLeaveTheQueueWhole) {
     for (int t = 0; t < kThreads; ++t) {
       ASSERT_EQ(problems[t], "") << "run " << run << ", thread " << t;
     }
+  }
+}
+
+// One thread of EventsRecordedAndWaitedOnFromThreads: its rounds on a stream of its own, or
+// what went wrong.
+std::string EventRounds(int run, int t, int threads, const backplane::Event& mine,
+                        const backplane::Event& next) {
+  constexpr int kRounds = 8;
+  return bptest::CaptureError([&] {
+           backplane::Stream s{Device(kDev)};
+           for (int i = 0; i < kRounds; ++i) {
+             const uint32_t seed = static_cast<uint32_t>((run * threads + t) * kRounds + i);
+             const size_t n = 1 + (seed * 2654435761u) % 65536;
+             const std::vector<uint8_t> src = bptest::RandomBytes(n, seed);
+             std::vector<uint8_t> back(n, 0);
+             int64_t shape = static_cast<int64_t>(n);
+             backplane::Tensor a =
+                 backplane::Tensor::Empty({shape}, backplane::UInt8(), Device(kDev));
+             DLTensor host_in =
+                 bptest::ByteView(const_cast<uint8_t*>(src.data()), bptest::CpuDevice(), &shape, 0);
+             DLTensor host_out = bptest::ByteView(back.data(), bptest::CpuDevice(), &shape, 0);
+             backplane::Check(bp_device_copy_data_from_to(&host_in, a.dl(), s.handle()));
+             mine.Record(s);  // queued, not waited for
+             next.MakeWait(s);
+             (void)next.Done();
+             backplane::Check(bp_device_copy_data_from_to(a.dl(), &host_out, s.handle()));
+             s.Sync();
+             if (back != src) {
+               throw backplane::Error(BP_ERR_DEVICE,
+                                      "round " + std::to_string(i) + " came back different");
+             }
+             if (!mine.Done()) {
+               throw backplane::Error(BP_ERR_DEVICE,
+                                      "the event is not done after its stream's sync");
+             }
+           }
+         })
+      .message;
+}
+
+// Events shared between threads (issue 19, item 2): each thread records its own event on its
+// own stream after a copy, makes its stream wait for its neighbour's event (recorded again and
+// again meanwhile, its stream freed at the end of a run), queries it, and reads its data back;
+// then two events of freed streams are timed. Every call on an event takes the device's lock,
+// as copies do.
+TEST(VulkanStreams, EventsRecordedAndWaitedOnFromThreads) {
+  if (!DeviceAPI::Get(Device(kDev)).Exists()) {
+    GTEST_SKIP() << "no Vulkan device with a compute queue (install mesa-vulkan-drivers for "
+                    "lavapipe)";
+  }
+  constexpr int kThreads = 4, kRuns = 20;
+  for (int run = 0; run < kRuns; ++run) {
+    std::vector<backplane::Event> events;
+    for (int t = 0; t < kThreads; ++t) events.emplace_back(Device(kDev));
+    std::vector<std::string> problems(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        problems[t] = EventRounds(run, t, kThreads, events[t], events[(t + 1) % kThreads]);
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) {
+      ASSERT_EQ(problems[t], "") << "run " << run << ", thread " << t;
+    }
+    for (const auto& e : events) EXPECT_TRUE(e.Done()) << "its stream is freed";
+    EXPECT_TRUE(std::isfinite(events[1].ElapsedMsSince(events[0])));
   }
 }
 
