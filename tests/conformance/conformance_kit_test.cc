@@ -379,7 +379,15 @@ TEST(ConformanceKit, TheSimulationPassesEverything) {
   const KitRun run = RunKit({Broken("simok"), "--jobs", "2"}, "simok");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
   EXPECT_EQ(run.json["summary"]["failed"], 0);
-  ExpectAll(run, "device.", "passed");
+  // Every device test passes, except the native-handle ones: the simulation has none, so they
+  // skip (the DeviceAPI has no native_handle entry).
+  for (const auto& t : run.json["tests"]) {
+    const std::string name = t["name"];
+    if (name.rfind("device.", 0) != 0) continue;
+    EXPECT_EQ(t["status"], name.rfind("device.native.", 0) == 0 ? "skipped" : "passed")
+        << name << ": " << t["message"];
+  }
+  ExpectAll(run, "device.event.", "passed");
   ExpectAll(run, "codegen.kernel.vector_add_gpu", "passed");
   EXPECT_EQ(run.Status("codegen.set_stream_routes"), "passed");
   EXPECT_EQ(run.Status("codegen.kernel.matmul"), "skipped");

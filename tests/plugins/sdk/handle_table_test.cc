@@ -72,7 +72,7 @@ TEST_F(HandleTableTest, ResolvesOnlyLiveHandlesOfTheirDeviceInsideTheirBytes) {
   EXPECT_TRUE(Has(m, "belongs to opencl:0, not opencl:1")) << m;
   int not_allocated = 0;
   m = ErrorOf([&] { table.Get(kDev0, &not_allocated, ""); });
-  EXPECT_TRUE(Has(m, "is not a live opencl data space or workspace")) << m;
+  EXPECT_TRUE(Has(m, "is not a live opencl data space, workspace or wrapped native buffer")) << m;
   // An address inside an allocation is not its handle.
   m = ErrorOf([&] { table.Get(kDev0, a.get() + 1, ""); });
   EXPECT_TRUE(Has(m, "is not a live opencl")) << m;

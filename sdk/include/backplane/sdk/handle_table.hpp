@@ -171,10 +171,10 @@ class HandleTable {
     if (it == live_.end()) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   Prefix(what) + PointerString(handle) + " is not a live " + backend_ +
-                      " data space or workspace (freed already, made up, a host pointer, or "
-                      "another backend's); pass a handle from alloc_data_space or "
-                      "alloc_workspace of " +
-                      DeviceString(dev) + " that is not freed");
+                      " data space, workspace or wrapped native buffer (freed or unwrapped "
+                      "already, made up, a host pointer, or another backend's); pass a handle "
+                      "from alloc_data_space, alloc_workspace or bp_tensor_from_native of " +
+                      DeviceString(dev) + " that is still live");
     }
     if (it->second.device_id != dev.device_id) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
