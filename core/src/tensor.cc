@@ -81,6 +81,27 @@ void Adopt(const DLTensor& in, const char* who, TensorObject* t) {
   }
 }
 
+// A new compact tensor object of `ndim` extents and `dtype` on `dev`, without data yet, its
+// arguments checked (`who` names the call in errors); its size in bytes in *nbytes.
+Ref NewCompact(int32_t ndim, const int64_t* shape, DLDataType dtype, DLDevice dev, const char* who,
+               size_t* nbytes) {
+  if (ndim < 0 || ndim > kMaxDims) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string(who) + ": ndim must be between 0 and 64");
+  }
+  if (shape == nullptr && ndim != 0) {
+    Fail(BP_ERR_INVALID_ARGUMENT, std::string(who) + ": shape is null but ndim is not 0");
+  }
+  auto* t = new TensorObject();
+  Ref owner = Ref::Adopt(t);
+  t->shape.assign(shape, shape + ndim);
+  t->dl.ndim = ndim;
+  t->dl.shape = t->shape.data();
+  t->dl.dtype = dtype;
+  t->dl.device = dev;
+  *nbytes = TensorBytes(t->dl, who);
+  return owner;
+}
+
 // The exported views: each holds a reference to the tensor it shows.
 void DeleteVersioned(DLManagedTensorVersioned* self) {
   if (self == nullptr) return;
@@ -104,18 +125,9 @@ BP_EXPORT bp_status_t bp_tensor_empty(int32_t ndim, const int64_t* shape, DLData
                                       DLDevice dev, bp_object_t** out_tensor) {
   BP_API_BEGIN
   BP_REQUIRE_ARG(out_tensor != nullptr, "out_tensor is null");
-  BP_REQUIRE_ARG(ndim >= 0 && ndim <= kMaxDims, "ndim must be between 0 and 64");
-  BP_REQUIRE_ARG(shape != nullptr || ndim == 0, "shape is null but ndim is not 0");
-  auto* t = new TensorObject();
-  Ref owner = Ref::Adopt(t);
-  t->shape.assign(shape, shape + ndim);
-  t->dl.ndim = ndim;
-  t->dl.shape = t->shape.data();
-  t->dl.dtype = dtype;
-  t->dl.device = dev;
-  t->dl.strides = nullptr;
-  t->dl.byte_offset = 0;
-  const size_t nbytes = TensorBytes(t->dl, "bp_tensor_empty");
+  size_t nbytes = 0;
+  Ref owner = NewCompact(ndim, shape, dtype, dev, "bp_tensor_empty", &nbytes);
+  auto* t = static_cast<TensorObject*>(owner.get());
   void* data = nullptr;
   bp_status_t st = bp_device_alloc_data_space(dev, nbytes, kTensorAlignment, dtype, &data);
   if (st != BP_OK) return st;
@@ -134,16 +146,9 @@ BP_EXPORT bp_status_t bp_tensor_from_native(DLDevice dev, const bp_native_buffer
   BP_REQUIRE_ARG(buffer->struct_size >= sizeof(bp_native_buffer_t),
                  "buffer->struct_size is " + std::to_string(buffer->struct_size) +
                      "; set it to sizeof(bp_native_buffer_t)");
-  BP_REQUIRE_ARG(ndim >= 0 && ndim <= kMaxDims, "ndim must be between 0 and 64");
-  BP_REQUIRE_ARG(shape != nullptr || ndim == 0, "shape is null but ndim is not 0");
-  auto* t = new TensorObject();
-  Ref owner = Ref::Adopt(t);
-  t->shape.assign(shape, shape + ndim);
-  t->dl.ndim = ndim;
-  t->dl.shape = t->shape.data();
-  t->dl.dtype = dtype;
-  t->dl.device = dev;
-  const size_t nbytes = TensorBytes(t->dl, "bp_tensor_from_native");
+  size_t nbytes = 0;
+  Ref owner = NewCompact(ndim, shape, dtype, dev, "bp_tensor_from_native", &nbytes);
+  auto* t = static_cast<TensorObject*>(owner.get());
   if (nbytes > buffer->size) {
     Fail(BP_ERR_INVALID_ARGUMENT, "bp_tensor_from_native: the tensor needs " +
                                       std::to_string(nbytes) + " bytes, but the buffer has " +

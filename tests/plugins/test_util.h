@@ -111,6 +111,19 @@ inline std::vector<float> RandomFloats(size_t n, uint32_t seed) {
   return v;
 }
 
+// A GPU kernel for the event and native-handle tests of the GPU plugins: out = 2x + y over
+// [rows, 256], one block a row (exact in float32: 2x is exact, so a fused multiply-add rounds
+// as the host's 2 * x + y does).
+inline constexpr const char* kScaleAddGpuIr = R"(# backplane-ir 1
+func scale_add(rows: int32, x: buffer<float32>[rows, 256], y: buffer<float32>[rows, 256], out: buffer<float32>[rows, 256]) {
+  for bx in thread(blockIdx.x, 0, rows) {
+    for tx in thread(threadIdx.x, 0, 256) {
+      out[bx, tx] = 2.0 * x[bx, tx] + y[bx, tx]
+    }
+  }
+}
+)";
+
 // A 1-D uint8 DLTensor view of `nbytes` at `data` + `byte_offset` on `dev`; `shape` must
 // outlive the view.
 inline DLTensor ByteView(void* data, DLDevice dev, int64_t* shape, uint64_t byte_offset) {

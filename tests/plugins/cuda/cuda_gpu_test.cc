@@ -292,33 +292,15 @@ func add3(n: int32, m: int32, k: int32, x: buffer<float32>[k, m, n], y: buffer<f
   }
 }
 
-// One kernel for the event and interop tests: out = 2x + y over [rows, 256].
-constexpr const char* kScaleAddIr = R"(# backplane-ir 1
-func scale_add(rows: int32, x: buffer<float32>[rows, 256], y: buffer<float32>[rows, 256], out: buffer<float32>[rows, 256]) {
-  for bx in thread(blockIdx.x, 0, rows) {
-    for tx in thread(threadIdx.x, 0, 256) {
-      out[bx, tx] = 2.0 * x[bx, tx] + y[bx, tx]
-    }
-  }
-}
-)";
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> value(-100.0f, 100.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = value(rng);
-  return v;
-}
-
 // Issue 19, item 2: CUevents. A kernel queued on one stream, then a copy on another stream that
 // waits for the event recorded after it (no host wait between), reads the kernel's result; the
 // time between two events around the work is positive.
 TEST_F(CudaGpuTest, EventsOrderStreamsAndTimeAKernel) {
   const int32_t rows = 4096;
   const size_t count = static_cast<size_t>(rows) * 256;
-  const std::vector<float> x = RandomFloats(count, 1901), y = RandomFloats(count, 1902);
-  Module m = backplane::Build(kScaleAddIr, Target::FromDevice(Device(Gpu())));
+  const std::vector<float> x = bptest::RandomFloats(count, 1901),
+                           y = bptest::RandomFloats(count, 1902);
+  Module m = backplane::Build(bptest::kScaleAddGpuIr, Target::FromDevice(Device(Gpu())));
   const DLDataType f32{kDLFloat, 32, 1};
   const std::vector<int64_t> shape = {rows, 256};
   backplane::Tensor tx = backplane::Tensor::Empty(shape, f32, Device(Gpu()));
@@ -388,12 +370,13 @@ TEST_F(CudaGpuTest, NativeHandlesAndAWrappedCuMemAlloc) {
         backplane::Tensor::FromNative(Device(Gpu()), by, shape, f32, [&] { ++released; });
     EXPECT_EQ(tx.NativeHandle(BP_NATIVE_BUFFER), px);
     EXPECT_EQ(reinterpret_cast<uint64_t>(tx.dl()->data), px) << "no copy: the data is the buffer";
-    const std::vector<float> x = RandomFloats(count, 1903), y = RandomFloats(count, 1904);
+    const std::vector<float> x = bptest::RandomFloats(count, 1903),
+                             y = bptest::RandomFloats(count, 1904);
     tx.CopyFrom(x);
     ty.CopyFrom(y);
     backplane::Tensor out = backplane::Tensor::Empty(shape, f32, Device(Gpu()));
     EXPECT_NE(out.NativeHandle(BP_NATIVE_BUFFER), 0u);
-    Module m = backplane::Build(kScaleAddIr, Target::FromDevice(Device(Gpu())));
+    Module m = backplane::Build(bptest::kScaleAddGpuIr, Target::FromDevice(Device(Gpu())));
     m.GetFunction("scale_add")(rows, tx.dl(), ty.dl(), out.dl());
     const std::vector<float> got = out.ToVector<float>();
     size_t wrong = 0;

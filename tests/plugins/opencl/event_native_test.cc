@@ -275,16 +275,6 @@ TEST_F(OpenCLTest, NativeHandlesAreThePluginsOpenCLObjects) {
   }
 }
 
-constexpr const char* kScaleAddIr = R"(# backplane-ir 1
-func scale_add(rows: int32, x: buffer<float32>[rows, 256], y: buffer<float32>[rows, 256], out: buffer<float32>[rows, 256]) {
-  for bx in thread(blockIdx.x, 0, rows) {
-    for tx in thread(threadIdx.x, 0, 256) {
-      out[bx, tx] = 2.0 * x[bx, tx] + y[bx, tx]
-    }
-  }
-}
-)";
-
 // A cl_mem of the application's own, on the plugin's context.
 cl_mem NewMem(cl_context context, size_t bytes) {
   cl_int err = CL_SUCCESS;
@@ -347,7 +337,8 @@ TEST_F(OpenCLTest, WrappedClMemsRoundTripBothWaysAndFeedAKernel) {
     EXPECT_EQ(ty.ToVector<float>(), y);
 
     // A kernel reads two wrapped buffers and writes the third, in place.
-    backplane::Module m = backplane::Build(kScaleAddIr, backplane::Target::FromDevice(dev));
+    backplane::Module m =
+        backplane::Build(bptest::kScaleAddGpuIr, backplane::Target::FromDevice(dev));
     m.GetFunction("scale_add")(rows, tx.dl(), ty.dl(), tout.dl());
     backplane::Check(bp_device_stream_sync(Dev(0), nullptr));
     ASSERT_EQ(clEnqueueReadBuffer(mine, mout, CL_TRUE, 0, bytes, got.data(), 0, nullptr, nullptr),

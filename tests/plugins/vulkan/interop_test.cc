@@ -30,26 +30,7 @@ using bptest::VulkanTest;
 
 // ---- events and native handles (issue 19, items 2 and 3) ----------------------------------
 
-// One kernel for the event and native-handle tests: out = 2x + y over [rows, 256].
-constexpr const char* kScaleAddIr = R"(# backplane-ir 1
-func scale_add(rows: int32, x: buffer<float32>[rows, 256], y: buffer<float32>[rows, 256], out: buffer<float32>[rows, 256]) {
-  for bx in thread(blockIdx.x, 0, rows) {
-    for tx in thread(threadIdx.x, 0, 256) {
-      out[bx, tx] = 2.0 * x[bx, tx] + y[bx, tx]
-    }
-  }
-}
-)";
-
 constexpr DLDataType kF32{kDLFloat, 32, 1};
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> value(-100.0f, 100.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = value(rng);
-  return v;
-}
 
 // How many of got[i] differ from 2 x[i] + y[i] (the kernel's result, exact in float).
 size_t WrongScaleAdd(const std::vector<float>& got, const std::vector<float>& x,
@@ -66,8 +47,10 @@ size_t WrongScaleAdd(const std::vector<float>& got, const std::vector<float>& x,
 TEST_F(VulkanTest, EventsOrderStreamsAndTimeAKernel) {
   const int32_t rows = 2048;
   const size_t count = static_cast<size_t>(rows) * 256;
-  const std::vector<float> x = RandomFloats(count, 1911), y = RandomFloats(count, 1912);
-  backplane::Module m = backplane::Build(kScaleAddIr, backplane::Target::FromDevice(Device(kDev)));
+  const std::vector<float> x = bptest::RandomFloats(count, 1911),
+                           y = bptest::RandomFloats(count, 1912);
+  backplane::Module m =
+      backplane::Build(bptest::kScaleAddGpuIr, backplane::Target::FromDevice(Device(kDev)));
   const std::vector<int64_t> shape = {rows, 256};
   backplane::Tensor tx = backplane::Tensor::Empty(shape, kF32, Device(kDev));
   backplane::Tensor ty = backplane::Tensor::Empty(shape, kF32, Device(kDev));
@@ -258,7 +241,7 @@ TEST_F(VulkanTest, NativeHandlesAreThePluginsOwnObjects) {
   EXPECT_EQ(backplane::NativeHandle(dev, BP_NATIVE_QUEUE), reinterpret_cast<uint64_t>(queue));
 
   const size_t count = 1000;
-  const std::vector<float> x = RandomFloats(count, 1915);
+  const std::vector<float> x = bptest::RandomFloats(count, 1915);
   backplane::Tensor t = backplane::Tensor::Empty({static_cast<int64_t>(count)}, kF32, dev);
   t.CopyFrom(x);
   const auto buffer = As<VkBuffer>(t.NativeHandle(BP_NATIVE_BUFFER));
@@ -326,7 +309,8 @@ TEST_F(VulkanTest, AWrappedVkBufferIsATensor) {
   const std::vector<int64_t> shape = {rows, 256};
   AppBuffer bx(physical, device, bytes), by(physical, device, bytes + 4096);
   if (!bx.ok() || !by.ok()) GTEST_SKIP() << "the device has no host-visible, coherent memory";
-  const std::vector<float> x = RandomFloats(count, 1916), y = RandomFloats(count, 1917);
+  const std::vector<float> x = bptest::RandomFloats(count, 1916),
+                           y = bptest::RandomFloats(count, 1917);
   int released = 0;
   {
     backplane::Tensor tx =
@@ -346,7 +330,8 @@ TEST_F(VulkanTest, AWrappedVkBufferIsATensor) {
     EXPECT_EQ(ty.ToVector<float>(), y);
     // A kernel reads both wrapped buffers.
     backplane::Tensor out = backplane::Tensor::Empty(shape, kF32, dev);
-    backplane::Module m = backplane::Build(kScaleAddIr, backplane::Target::FromDevice(dev));
+    backplane::Module m =
+        backplane::Build(bptest::kScaleAddGpuIr, backplane::Target::FromDevice(dev));
     m.GetFunction("scale_add")(rows, tx.dl(), ty.dl(), out.dl());
     EXPECT_EQ(WrongScaleAdd(out.ToVector<float>(), x, y), 0u);
     // And writes one: x = 2 z + y (z the result above) lands in bx's mapping.
