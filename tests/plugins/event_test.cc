@@ -76,3 +76,37 @@ TEST_F(EventFakeAccTest, RecordingWaitsForTheQueuedWorkAndTimesIt) {
 }
 
 }  // namespace
+
+namespace {
+
+// The cpu backend has no native handles (its data handles are host pointers: DLPack is its
+// interop): both calls say so, and a refused wrap never calls the release.
+TEST(NativeHandles, TheCpuBackendHasNoneAndSaysSo) {
+  const backplane::Device cpu{DLDevice{kDLCPU, 0}};
+  bptest::Status s = bptest::CaptureError([&] { backplane::NativeHandle(cpu, BP_NATIVE_QUEUE); });
+  EXPECT_EQ(s.kind, BP_ERR_UNSUPPORTED) << s;
+  EXPECT_NE(s.message.find("cpu:0's backend has no native handles"), std::string::npos) << s;
+  std::vector<float> host(16, 1.5f);
+  int released = 0;
+  bp_native_buffer_t nb{sizeof(nb), reinterpret_cast<uint64_t>(host.data()), 0, 0,
+                        host.size() * sizeof(float)};
+  s = bptest::CaptureError([&] {
+    backplane::Tensor::FromNative(cpu, nb, {16}, backplane::Float32(), [&] { ++released; });
+  });
+  EXPECT_EQ(s.kind, BP_ERR_UNSUPPORTED) << s;
+  EXPECT_NE(s.message.find("bp_tensor_from_dlpack"), std::string::npos) << s;
+  EXPECT_EQ(released, 0);
+  // Bad arguments are refused before the backend is asked.
+  EXPECT_EQ(
+      bptest::Capture(bp_native_handle(DLDevice{kDLCPU, 0}, BP_NATIVE_QUEUE, nullptr, nullptr))
+          .kind,
+      BP_ERR_INVALID_ARGUMENT);
+  bp_object_t* t = nullptr;
+  EXPECT_EQ(bptest::Capture(bp_tensor_from_native(DLDevice{kDLCPU, 0}, nullptr, 0, nullptr,
+                                                  backplane::Float32(), nullptr, nullptr, &t))
+                .kind,
+            BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(t, nullptr);
+}
+
+}  // namespace
