@@ -382,9 +382,15 @@ NB_MODULE(_backplane, m) {
                      "A device: a type ('cpu', 'opencl', 'vulkan', 'cuda') and an index.")
       .def(
           "__init__",
-          [](Device* self, const std::string& spec, std::optional<int32_t> index) {
+          [](Device* self, const std::string& spec, std::optional<int64_t> index) {
             Device d = Device::Parse(spec);
-            if (index) d.dl.device_id = *index;
+            if (index) {
+              if (*index < 0 || *index > INT32_MAX) {
+                Throw(BP_ERR_INVALID_ARGUMENT, "Device('" + spec + "', " + std::to_string(*index) +
+                                                   "): the index must be 0 to 2147483647");
+              }
+              d.dl.device_id = static_cast<int32_t>(*index);
+            }
             new (self) Device(d);
           },
           "spec"_a, "index"_a = nb::none(),

@@ -26,6 +26,13 @@ def test_bad_devices_and_attributes_raise_with_the_reason():
         bp.Device("nope:0")
     with pytest.raises(bp.InvalidArgumentError, match="decimal ID"):
         bp.Device("cpu:x")
+    with pytest.raises(bp.InvalidArgumentError, match="larger than 2147483647"):
+        bp.Device("cpu:99999999999")
+    with pytest.raises(bp.InvalidArgumentError, match="0 to 2147483647"):
+        bp.Device("cpu", 2**40)
+    with pytest.raises(bp.InvalidArgumentError, match="0 to 2147483647"):
+        bp.Device("cpu", -1)
+    assert bp.Device("cpu:0002147483647").index == 2147483647
     assert not bp.Device("cpu:7").exists
     with pytest.raises(bp.NotFoundError, match="attrs\\(\\) lists them"):
         bp.Device("cpu:0").attr("no_such_attribute")

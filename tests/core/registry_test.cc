@@ -128,6 +128,18 @@ TEST(DeviceTypes, BadNamesAndUnknownIdsAreClearErrors) {
   EXPECT_EQ(bp_device_type_name(200, &name), BP_ERR_NOT_FOUND);
   EXPECT_EQ(bp_device_type_name(-1, &name), BP_ERR_NOT_FOUND);
   EXPECT_THROW(bp::Device::Parse("cpu:x"), bp::Error);
+  // An ID past int32 is an error of its own, not std::stoi's out_of_range.
+  for (const char* big : {"cpu:2147483648", "cpu:99999999999", "cpu:123456789012345678901234"}) {
+    try {
+      bp::Device::Parse(big);
+      ADD_FAILURE() << big << " parsed";
+    } catch (const bp::Error& e) {
+      EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << big;
+      EXPECT_NE(std::string(e.what()).find("larger than 2147483647"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(bp::Device::Parse("cpu:2147483647").dl.device_id, 2147483647);
 }
 
 }  // namespace

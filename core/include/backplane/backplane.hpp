@@ -481,7 +481,13 @@ struct Device {
             BP_ERR_INVALID_ARGUMENT,
             "device '" + text + "': expected NAME or NAME:ID with a decimal ID, e.g. cpu:0");
       }
-      id = std::stoi(digits);
+      const size_t first = std::min(digits.find_first_not_of('0'), digits.size());
+      if (digits.size() - first > 10 || std::stoll(digits) > INT32_MAX) {
+        throw Error(
+            BP_ERR_INVALID_ARGUMENT,
+            "device '" + text + "': the ID is larger than 2147483647, the largest there is");
+      }
+      id = static_cast<int32_t>(std::stoll(digits));
     }
     return Device(name, id);
   }
