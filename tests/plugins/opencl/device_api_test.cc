@@ -275,7 +275,8 @@ TEST_F(OpenCLTest, WorkspaceFreedWrongOrTwiceIsAnError) {
   backplane::Check(bp_device_free_data_space(Dev(0), d));
   s = Capture(bp_device_free_workspace(Dev(0), w));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
-  EXPECT_NE(s.message.find("not a live opencl data space, workspace or wrapped"), std::string::npos) << s;
+  EXPECT_NE(s.message.find("not a live opencl data space, workspace or wrapped"), std::string::npos)
+      << s;
   // A freed workspace sits in the pool but is not a live buffer for copies.
   std::vector<uint8_t> host(256, 1);
   int64_t shape = 256;
