@@ -42,12 +42,14 @@ from ._backplane import (  # noqa: F401  (re-exported)
     get_function,
     list_functions,
     native_handle,
+    register_function,
+    remove_function,
 )
 
 __all__ = [
     "Device", "Event", "Function", "Module", "Stream", "Target", "Tensor",
     "abi_version", "build", "devices", "empty", "from_dlpack", "from_numpy", "get_function",
-    "list_functions", "load_module", "native_handle",
+    "list_functions", "load_module", "native_handle", "register_function", "remove_function",
     "Error", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "OutOfMemoryError",
     "UnsupportedError", "VersionMismatchError", "PluginError", "DeviceError", "TypeError_",
     "InternalError",

@@ -17,6 +17,7 @@
 
 #include <backplane/backplane.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -276,12 +277,19 @@ struct Packed {
   bp_value_t* values = inline_values;
 };
 
-bp_value_t PackOne(nb::handle a, size_t i, Packed& p, nb::handle from_dlpack) {
+// A module's function: its tensors may go as borrowed DLTensors (module functions only read
+// them during the call). Any other function gets tensor objects, which it may keep.
+struct KernelFunction : backplane::Function {
+  explicit KernelFunction(backplane::Function f) : backplane::Function(std::move(f)) {}
+};
+
+bp_value_t PackOne(nb::handle a, size_t i, Packed& p, nb::handle from_dlpack, bool kernel) {
   if (nb::isinstance<Tensor>(a)) {
-    // A writable tensor goes as its DLTensor (the cheaper path through the launch kit); a
-    // read-only one as the object, whose flag the kit checks against the buffers it writes.
+    // To a kernel, a writable tensor goes as its DLTensor (the cheaper path through the launch
+    // kit); a read-only one as the object, whose flag the kit checks against the buffers it
+    // writes.
     const Tensor& t = nb::cast<const Tensor&>(a);
-    if (!t.IsReadOnly()) return backplane::detail::ToArg(t.dl());
+    if (kernel && !t.IsReadOnly()) return backplane::detail::ToArg(t.dl());
     return backplane::detail::ToArg(t.object());
   }
   if (PyLong_Check(a.ptr())) return backplane::detail::ToArg(nb::cast<int64_t>(a));
@@ -313,14 +321,14 @@ bp_value_t PackOne(nb::handle a, size_t i, Packed& p, nb::handle from_dlpack) {
                          "float, a str or a backplane.Device");
 }
 
-nb::object Call(const backplane::Function& f, nb::args args, nb::handle from_dlpack) {
+nb::object Call(const backplane::Function& f, nb::args args, nb::handle from_dlpack, bool kernel) {
   Packed p;
   const size_t n = args.size();
   if (n > kInlineArgs) {
     p.more.resize(n);
     p.values = p.more.data();
   }
-  for (size_t i = 0; i < n; ++i) p.values[i] = PackOne(args[i], i, p, from_dlpack);
+  for (size_t i = 0; i < n; ++i) p.values[i] = PackOne(args[i], i, p, from_dlpack, kernel);
   bp_value_t result = backplane::detail::ArgValue(BP_VALUE_NONE);
   bp_status_t status;
   {
@@ -332,6 +340,94 @@ nb::object Call(const backplane::Function& f, nb::args args, nb::handle from_dlp
   if (result.type == BP_VALUE_NONE) return nb::none();
   Any owned(result);
   return ToPython(owned.raw());
+}
+
+// A Python result as an owned value: None, int, float, str, Tensor, Device.
+Any FromPython(nb::handle r, const std::string& name) {
+  bp_value_t v = backplane::detail::ArgValue(BP_VALUE_NONE);
+  if (r.is_none()) return Any();
+  if (PyLong_Check(r.ptr())) {
+    v.type = BP_VALUE_INT;
+    v.u.v_int64 = nb::cast<int64_t>(r);
+    return Any(v);
+  }
+  if (PyFloat_Check(r.ptr())) {
+    v.type = BP_VALUE_FLOAT;
+    v.u.v_float64 = PyFloat_AS_DOUBLE(r.ptr());
+    return Any(v);
+  }
+  if (nb::isinstance<nb::str>(r)) {
+    v.type = BP_VALUE_OBJECT;
+    v.u.v_obj = backplane::MakeString(nb::cast<std::string>(r)).release();
+    return Any(v);
+  }
+  if (nb::isinstance<Tensor>(r)) {
+    v.type = BP_VALUE_OBJECT;
+    v.u.v_obj = nb::cast<const Tensor&>(r).object().get();
+    bp_object_retain(v.u.v_obj);
+    return Any(v);
+  }
+  if (nb::isinstance<Device>(r)) {
+    v.type = BP_VALUE_DEVICE;
+    v.u.v_device = nb::cast<Device>(r).dl;
+    return Any(v);
+  }
+  Throw(BP_ERR_TYPE, "Python function '" + name + "' returned a " +
+                         nb::cast<std::string>(nb::handle(r.type()).attr("__name__")) +
+                         "; return None, an int, a float, a str, a backplane.Tensor or a Device");
+}
+
+// The error kind of a Python exception raised by a registered Python function.
+bp_status_t KindOf(const nb::python_error& e) {
+  nb::handle type = e.type();
+  const auto is = [&](PyObject* base) { return PyObject_IsSubclass(type.ptr(), base) == 1; };
+  if (nb::hasattr(type, "kind")) {
+    const std::string kind = nb::cast<std::string>(nb::str(type.attr("kind")));
+    for (int k = 1; k <= BP_ERR_INTERNAL; ++k) {
+      const char* n = bp_error_kind_name(static_cast<bp_status_t>(k));
+      if (n != nullptr && kind == n) return static_cast<bp_status_t>(k);
+    }
+  }
+  if (is(PyExc_ValueError)) return BP_ERR_INVALID_ARGUMENT;
+  if (is(PyExc_TypeError)) return BP_ERR_TYPE;
+  if (is(PyExc_LookupError)) return BP_ERR_NOT_FOUND;
+  if (is(PyExc_MemoryError)) return BP_ERR_OUT_OF_MEMORY;
+  if (is(PyExc_NotImplementedError)) return BP_ERR_UNSUPPORTED;
+  return BP_ERR_INTERNAL;
+}
+
+// A Python callable as a Backplane function: called with the GIL taken, its arguments shown as
+// Python values, its exception an error of the matching kind. The callable is released with
+// the GIL, or leaked when the interpreter is gone (a function object the registry keeps until
+// the process ends outlives Python).
+backplane::Function FunctionOf(nb::callable fn, std::string name) {
+  struct Held {
+    PyObject* fn;
+    explicit Held(PyObject* f) : fn(f) { Py_INCREF(fn); }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    ~Held() {
+      if (!Py_IsInitialized()) return;
+      PyGILState_STATE state = PyGILState_Ensure();
+      Py_DECREF(fn);
+      PyGILState_Release(state);
+    }
+  };
+  auto held = std::make_shared<Held>(fn.ptr());
+  return backplane::Function::FromCallable([held, name](backplane::PackedArgs args) -> Any {
+    nb::gil_scoped_acquire gil;
+    try {
+      nb::list py_args;
+      for (int32_t i = 0; i < args.size(); ++i) py_args.append(ToPython(args[i]));
+      nb::object r = nb::handle(held->fn)(*py_args);
+      return FromPython(r, name);
+    } catch (nb::python_error& e) {
+      const bp_status_t kind = KindOf(e);
+      throw Error(kind, "Python function '" + name + "' raised " +
+                            nb::cast<std::string>(nb::handle(e.type()).attr("__name__")) + ": " +
+                            nb::cast<std::string>(nb::str(e.value())));
+    }
+  });
 }
 
 std::string ReadIr(const std::string& text_or_path) {
@@ -623,7 +719,16 @@ NB_MODULE(_backplane, m) {
       .def(
           "__call__",
           [](const backplane::Function& f, nb::args args) {
-            return Call(f, args, FromDlpackFunction());
+            return Call(f, args, FromDlpackFunction(), /*kernel=*/false);
+          },
+          "Calls it with tensors (backplane.Tensor or any array with __dlpack__), ints, floats, "
+          "strs and devices.");
+  nb::class_<KernelFunction, backplane::Function>(m, "KernelFunction",
+                                                  "A module's function (Module[name]).")
+      .def(
+          "__call__",
+          [](const KernelFunction& f, nb::args args) {
+            return Call(f, args, FromDlpackFunction(), /*kernel=*/true);
           },
           "Calls it with tensors (backplane.Tensor or any array with __dlpack__), ints, floats, "
           "strs and devices.");
@@ -632,15 +737,34 @@ NB_MODULE(_backplane, m) {
       "get_function", [](const std::string& name) { return backplane::Function::Get(name); },
       "name"_a, "The registered function `name` (loading the plugin that provides it).");
   m.def(
+      "register_function",
+      [](const std::string& name, nb::callable fn, bool allow_override) {
+        backplane::Registry::Set(name, FunctionOf(std::move(fn), name), allow_override);
+      },
+      "name"_a, "fn"_a, "allow_override"_a = false,
+      "Registers a Python callable as the function `name`, callable from C, C++ and Python "
+      "(its arguments as Python values; an exception it raises becomes an error of the "
+      "matching kind).");
+  m.def(
+      "remove_function", [](const std::string& name) { backplane::Registry::Remove(name); },
+      "name"_a, "Removes the registered function `name` (NotFoundError if absent).");
+  m.def(
       "list_functions", [] { return backplane::Registry::List(); },
       "The names of the registered functions.");
 
   nb::class_<backplane::Module>(m, "Module", "A built or loaded module: functions over kernels.")
       .def_prop_ro("kind", &backplane::Module::Kind, "'c', 'opencl', 'vulkan', 'cuda', ...")
       .def_prop_ro("functions", &backplane::Module::ListFunctions)
-      .def("get_function", &backplane::Module::GetFunction, "name"_a, "query_imports"_a = true)
-      .def("__getitem__", [](const backplane::Module& mod,
-                             const std::string& name) { return mod.GetFunction(name); })
+      .def(
+          "get_function",
+          [](const backplane::Module& mod, const std::string& name, bool query_imports) {
+            return KernelFunction(mod.GetFunction(name, query_imports));
+          },
+          "name"_a, "query_imports"_a = true)
+      .def("__getitem__",
+           [](const backplane::Module& mod, const std::string& name) {
+             return KernelFunction(mod.GetFunction(name));
+           })
       .def("source", &backplane::Module::InspectSource, "format"_a = "",
            "The generated source (C, OpenCL C, GLSL, CUDA C) where the module keeps it.")
       .def(

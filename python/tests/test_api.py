@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Python API: devices, Targets, builds, modules, calls, registry, streams, events, errors."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -131,6 +133,56 @@ def test_registry_functions():
     assert any(n.startswith("device_api.cpu") for n in names)
     with pytest.raises(bp.NotFoundError):
         bp.get_function("no.such.function")
+
+
+def test_python_functions_in_the_registry():
+    calls = []
+
+    def add(a, b):
+        calls.append((a, b))
+        return a + b
+
+    def bad():
+        raise ValueError("bad n")
+
+    bp.register_function("pytest.add", add)
+    try:
+        f = bp.get_function("pytest.add")
+        assert f(2, 3) == 5
+        assert f(1.5, 2.25) == 3.75
+        assert f("ab", "cd") == "abcd"
+        assert "pytest.add" in bp.list_functions()
+        with pytest.raises(bp.AlreadyExistsError):
+            bp.register_function("pytest.add", add)
+        # Python exceptions come back as the matching kind, with the message.
+        with pytest.raises(bp.TypeError_, match="raised TypeError"):
+            f(1, "x")
+        # An override replaces the registry's entry; a Function already got keeps its callable.
+        bp.register_function("pytest.add", bad, allow_override=True)
+        assert f(4, 5) == 9
+        with pytest.raises(bp.InvalidArgumentError, match="raised ValueError: bad n"):
+            bp.get_function("pytest.add")()
+        bp.register_function("pytest.add", lambda: object(), allow_override=True)
+        with pytest.raises(bp.TypeError_, match="returned a object"):
+            bp.get_function("pytest.add")()
+        # A tensor goes back and forth; threads call it in parallel.
+        t = bp.from_numpy(np.arange(5, dtype=np.float32))
+        bp.register_function("pytest.add", lambda x: x, allow_override=True)
+        assert bp.get_function("pytest.add")(t).data_ptr == t.data_ptr
+        bp.register_function("pytest.add", add, allow_override=True)
+        f = bp.get_function("pytest.add")
+        results = []
+        threads = [threading.Thread(target=lambda k=k: results.append(f(k, k))) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert sorted(results) == [2 * k for k in range(8)]
+    finally:
+        bp.remove_function("pytest.add")
+    with pytest.raises(bp.NotFoundError):
+        bp.get_function("pytest.add")
+    assert calls[0] == (2, 3)
 
 
 def test_streams_and_events_order_and_time_work(devices, rng):
