@@ -26,7 +26,14 @@ struct TensorObject final : bp_object {
     }
     if (wrapped) {
       if (dl.data != nullptr) UnwrapNative(dl.device, dl.data);
-      if (release != nullptr) release(release_ctx);
+      if (release != nullptr) {
+        // The application's callback: whatever it throws stops here (a destructor), said.
+        try {
+          release(release_ctx);
+        } catch (...) {
+          std::fprintf(stderr, "backplane: a wrapped buffer's release callback threw\n");
+        }
+      }
       return;
     }
     if (dl.data == nullptr) return;

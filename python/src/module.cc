@@ -17,6 +17,7 @@
 
 #include <backplane/backplane.hpp>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -273,7 +274,7 @@ struct Packed {
   bp_value_t inline_values[kInlineArgs];
   std::vector<bp_value_t> more;  // beyond kInlineArgs
   std::vector<Tensor> keep;
-  std::vector<std::string> strings;
+  std::deque<std::string> strings;  // stable addresses for the c_str()s in values
   bp_value_t* values = inline_values;
 };
 
@@ -296,10 +297,6 @@ bp_value_t PackOne(nb::handle a, size_t i, Packed& p, nb::handle from_dlpack, bo
   if (PyFloat_Check(a.ptr())) return backplane::detail::ToArg(PyFloat_AS_DOUBLE(a.ptr()));
   if (a.is_none()) return backplane::detail::ArgValue(BP_VALUE_NONE);
   if (nb::isinstance<nb::str>(a)) {
-    p.strings.reserve(kInlineArgs);  // stable addresses for the c_str()s below
-    if (p.strings.size() == p.strings.capacity()) {
-      Throw(BP_ERR_INVALID_ARGUMENT, "a call takes at most 8 string arguments");
-    }
     p.strings.push_back(nb::cast<std::string>(a));
     return backplane::detail::ToArg(p.strings.back().c_str());
   }

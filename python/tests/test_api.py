@@ -151,6 +151,13 @@ def test_python_functions_in_the_registry():
         assert f(2, 3) == 5
         assert f(1.5, 2.25) == 3.75
         assert f("ab", "cd") == "abcd"
+        # Any number of string arguments (each kept alive for the call).
+        bp.register_function("pytest.cat", lambda *xs: "".join(xs))
+        try:
+            words = [f"w{k}" * (k + 20) for k in range(12)]
+            assert bp.get_function("pytest.cat")(*words) == "".join(words)
+        finally:
+            bp.remove_function("pytest.cat")
         assert "pytest.add" in bp.list_functions()
         with pytest.raises(bp.AlreadyExistsError):
             bp.register_function("pytest.add", add)
