@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "backplane/remote/common.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace backplane::remote {
+
+std::string Address::Target() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Address ParseAddress(const std::string& text, bool allow_port_zero) {
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument("remote address '" + text + "': " + why +
+                                 "; expected host:port, [IPv6]:port or host (port " +
+                                 std::to_string(kDefaultPort) + ")");
+  };
+  if (text.empty()) throw bad("it is empty");
+  Address a;
+  std::string port;
+  if (text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) throw bad("'[' without ']'");
+    a.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') throw bad("something other than :port after ']'");
+      port = text.substr(close + 2);
+      if (port.empty()) throw bad("':' without a port");
+    }
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon != std::string::npos && text.find(':') != colon)
+      throw bad("an IPv6 address must be in brackets");
+    a.host = text.substr(0, colon);
+    if (colon != std::string::npos) {
+      port = text.substr(colon + 1);
+      if (port.empty()) throw bad("':' without a port");
+    }
+  }
+  if (a.host.empty()) throw bad("no host");
+  for (char c : a.host) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                    c == ':' || c == '_';
+    if (!ok) throw bad(std::string("the host has the character '") + c + "'");
+  }
+  if (port.empty()) {
+    a.port = kDefaultPort;
+  } else {
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+      throw bad("the port '" + port + "' is not a number");
+    a.port = std::stoi(port);
+    if (a.port > 65535 || (a.port == 0 && !allow_port_zero))
+      throw bad("the port " + port + " is out of range 1..65535");
+  }
+  return a;
+}
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+std::string ReadSecretFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(what + " '" + path + "' cannot be read: " + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  if (text.empty()) throw std::runtime_error(what + " '" + path + "' is empty");
+  if (text.size() > (size_t{1} << 20))
+    throw std::runtime_error(what + " '" + path + "' is larger than 1 MiB; is it the right file?");
+  return text;
+}
+
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+}  // namespace backplane::remote
