@@ -52,6 +52,9 @@ packages=(
   # Compiler cache: a second build of the same sources (another clone, CI after a
   # developer's build) compiles only what changed.
   ccache
+  # Remote devices (plugins/remote, `backplane serve`): gRPC and protobuf; openssl makes the
+  # tests' certificates and iproute2 their network namespace.
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler openssl iproute2
   # The Python package (python/): a venv, and the headers its extension builds against; its
   # PyPI requirements (python/requirements.txt) go into the venv.
   python3 python3-venv python3-dev

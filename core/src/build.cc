@@ -435,6 +435,13 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
              "), so the module would be empty; give IR text with at least one `func NAME(...) "
              "{ ... }` (docs/ir.md)");
   }
+  const std::string codegen = "target.build." + kind;
+  if ((t.kind->flags & BP_TARGET_KIND_WHOLE_IR) != 0) {
+    // The kind builds for another Target, which verifies and splits (c_api.h).
+    Ref built = CallCodegen(kind, ir::Print(module), target, ir::TreeDepth(module));
+    CheckReachable(built, module, codegen);
+    return built;
+  }
   const bool cpu = t.kind->device_type_id == kDLCPU;
   ir::VerifyOptions options;
   options.device_is_cpu = cpu;
@@ -445,7 +452,6 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
     Fail(BP_ERR_INVALID_ARGUMENT,
          "bp_build for target kind '" + kind + "': the IR does not verify:" + all);
   }
-  const std::string codegen = "target.build." + kind;
   if (cpu) {
     Ref built = CallCodegen(kind, ir::Print(module), target, ir::TreeDepth(module));
     CheckReachable(built, module, codegen);

@@ -33,6 +33,7 @@ struct KindDef {
   std::vector<AttrDef> attrs;
   bp_target_canonicalizer_t canonicalize = nullptr;
   void* canonicalize_self = nullptr;
+  uint32_t flags = 0;  // BP_TARGET_KIND_* (ABI 1.6)
 
   const AttrDef* Find(const std::string& attr) const;
   std::vector<std::string> AttrNames() const;

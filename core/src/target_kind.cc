@@ -278,6 +278,14 @@ KindDef CopyKind(const bp_target_kind_def_t* def) {
   }
   k.canonicalize = def->canonicalize;
   k.canonicalize_self = def->canonicalize_self;
+  if (def->struct_size >= offsetof(bp_target_kind_def_t, flags) + sizeof(uint32_t)) {
+    k.flags = def->flags;
+    if ((k.flags & ~BP_TARGET_KIND_WHOLE_IR) != 0) {
+      Fail(BP_ERR_INVALID_ARGUMENT, where + ": flags has unknown bits " +
+                                        std::to_string(k.flags & ~BP_TARGET_KIND_WHOLE_IR) +
+                                        "; ABI 1.6 defines BP_TARGET_KIND_WHOLE_IR (1) only");
+    }
+  }
   k.owner = CurrentOwner();
   return k;
 }

@@ -42,8 +42,11 @@ struct DeviceTypeInfo {
   int32_t id = -1;
   int count = 0;                          // ids 0..count-1 answer BP_ATTR_EXIST = 1
   std::vector<std::string> device_names;  // BP_ATTR_DEVICE_NAME per id ("" when none)
-  bool streams = false;                   // create_stream gives streams other than null
-  std::string refused;                    // why the core refused its DeviceAPI table, if it did
+  // Per id: its code is CPU code (a cpu device, or a Target from it with the key "cpu", such as
+  // a remote plugin's view of a server's cpu:0), so it gets the catalog's CPU kernels.
+  std::vector<bool> cpu_code;
+  bool streams = false;  // create_stream gives streams other than null
+  std::string refused;   // why the core refused its DeviceAPI table, if it did
 };
 
 // One target kind the plugin registers.
@@ -68,6 +71,9 @@ struct PluginInfo {
   std::vector<std::string> CodegenKinds(const std::string& type_name) const;
   bool Provides(const std::string& name) const;
 };
+
+// Whether `dev` runs CPU code: a cpu device, or one whose Target (FromDevice) has the key "cpu".
+bool RunsCpuCode(DLDevice dev);
 
 // What a test runs with, in its own process.
 class Context {

@@ -57,6 +57,7 @@ nlohmann::json PluginInfo::ToJson() const {
                      {"id", t.id},
                      {"count", t.count},
                      {"device_names", t.device_names},
+                     {"cpu_code", t.cpu_code},
                      {"streams", t.streams},
                      {"refused", t.refused}});
   }
@@ -104,6 +105,9 @@ PluginInfo PluginInfo::FromJson(const nlohmann::json& j) {
       d.refused = StringOr(t, "refused");
       if (t.contains("device_names")) {
         for (const auto& n : t["device_names"]) d.device_names.push_back(n.get<std::string>());
+      }
+      if (t.contains("cpu_code")) {
+        for (const auto& c : t["cpu_code"]) d.cpu_code.push_back(c.get<bool>());
       }
       p.device_types.push_back(d);
     }
@@ -260,6 +264,18 @@ int CountDevices(int32_t type) {
   return count;
 }
 
+bool RunsCpuCode(DLDevice dev) {
+  if (dev.device_type == kDLCPU) return true;
+  try {
+    for (const std::string& k : Target::FromDevice(Device(dev)).Keys()) {
+      if (k == "cpu") return true;
+    }
+  } catch (const Error&) {
+    bp_error_clear();  // no Target: the device's type decides
+  }
+  return false;
+}
+
 void Context::Survey() {
   for (DeviceTypeInfo& t : info.device_types) {
     if (t.id < 0) continue;
@@ -273,6 +289,7 @@ void Context::Survey() {
     for (int32_t id = 0; id < t.count; ++id) {
       t.device_names.push_back(
           AttrString(DLDevice{static_cast<DLDeviceType>(t.id), id}, BP_ATTR_DEVICE_NAME));
+      t.cpu_code.push_back(RunsCpuCode(DLDevice{static_cast<DLDeviceType>(t.id), id}));
     }
     if (table->create_stream != nullptr && t.count > 0) {
       DLDevice d{static_cast<DLDeviceType>(t.id), 0};

@@ -294,7 +294,8 @@ std::string Timestamp() {
 }
 
 // Why a test does not apply to this plugin and device, or "".
-std::string NotApplicable(const TestCase& t, const PluginInfo& info, const DeviceTypeInfo* type) {
+std::string NotApplicable(const TestCase& t, const PluginInfo& info, const DeviceTypeInfo* type,
+                          int32_t device_id) {
   if ((t.needs & kNeedsDevice) != 0 && type == nullptr) {
     for (const DeviceTypeInfo& d : info.device_types) {
       if (!d.refused.empty()) {
@@ -314,10 +315,13 @@ std::string NotApplicable(const TestCase& t, const PluginInfo& info, const Devic
   if ((t.needs & kNeedsCodegen) != 0 && kinds.empty()) {
     return "the plugin has no code generator for a target kind of device type " + type->name;
   }
-  if (t.kernel_family >= 0 && (t.kernel_family == 1) != (type->id != kDLCPU)) {
+  const bool cpu_code = static_cast<size_t>(device_id) < type->cpu_code.size()
+                            ? type->cpu_code[static_cast<size_t>(device_id)]
+                            : type->id == kDLCPU;
+  if (t.kernel_family >= 0 && (t.kernel_family == 1) != !cpu_code) {
     return std::string(t.kernel_family == 1 ? "a GPU kernel" : "a CPU kernel") +
-           "; code generators for " + type->name + " get " + (type->id != kDLCPU ? "GPU" : "CPU") +
-           " kernels";
+           "; code generators for " + type->name + ":" + std::to_string(device_id) + " get " +
+           (cpu_code ? "CPU" : "GPU") + " kernels";
   }
   if ((t.needs & kNeedsStreams) != 0 && !type->streams) {
     return "single-queue device: create_stream gives the null stream";
@@ -485,7 +489,7 @@ int Run(const Options& o) {
     } else if (!loaded) {
       out.status = "skipped";
       out.result.message = "not run: the plugin did not load (see plugin.load)";
-    } else if (std::string why = NotApplicable(*t, info, type); !why.empty()) {
+    } else if (std::string why = NotApplicable(*t, info, type, device_id); !why.empty()) {
       out.status = "skipped";
       out.result.message = why;
     } else {

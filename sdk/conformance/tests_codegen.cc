@@ -24,7 +24,7 @@ namespace backplane::conformance {
 
 namespace {
 
-bool GpuDevice(const Context& ctx) { return ctx.dev.device_type != kDLCPU; }
+bool GpuDevice(const Context& ctx) { return !RunsCpuCode(ctx.dev); }
 
 // The code generators for the device's type, after loading the plugin and choosing the device.
 std::vector<std::string> SetUpKinds(Context& ctx) {

@@ -36,8 +36,7 @@ void ActiveStreamFreed(Context& ctx) {
   if (kinds.empty())
     Skip("the plugin has no code generator for a target kind of device type " + type);
   if (ctx.api->set_stream == nullptr) Skip("the DeviceAPI has no set_stream");
-  const kernels::Case* c =
-      kernels::Find(ctx.dev.device_type == kDLCPU ? "vector_add" : "vector_add_gpu");
+  const kernels::Case* c = kernels::Find(RunsCpuCode(ctx.dev) ? "vector_add" : "vector_add_gpu");
   if (c == nullptr) Fail("the kernel catalog has no vector_add");
   Module m;
   try {

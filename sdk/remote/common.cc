@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -49,8 +48,8 @@ Address ParseAddress(const std::string& text, bool allow_port_zero) {
   }
   if (a.host.empty()) throw bad("no host");
   for (char c : a.host) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-                    c == ':' || c == '_';
+    const bool ok =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_';
     if (!ok) throw bad(std::string("the host has the character '") + c + "'");
   }
   if (port.empty()) {
@@ -79,7 +78,8 @@ bool IsLoopback(const std::string& host) {
 
 std::string ReadSecretFile(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(what + " '" + path + "' cannot be read: " + std::strerror(errno));
+  if (!in)
+    throw std::runtime_error(what + " '" + path + "' cannot be read: " + std::strerror(errno));
   std::ostringstream s;
   s << in.rdbuf();
   std::string text = s.str();

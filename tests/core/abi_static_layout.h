@@ -141,7 +141,7 @@ ABI_PIN_OFFSET(bp_target_attr_def_t, default_json, 2 * ABI_P + 8); /* 24 */
 ABI_PIN_OFFSET(bp_target_attr_def_t, doc, 3 * ABI_P + 8);          /* 32 */
 ABI_PIN_SIZE(bp_target_attr_def_t, 4 * ABI_P + 8);                 /* 40 */
 
-/* bp_target_kind_def_t (1.1): 9 pointer-sized fields. */
+/* bp_target_kind_def_t (1.1): 9 pointer-sized fields; 1.6 appends flags. */
 ABI_PIN_OFFSET(bp_target_kind_def_t, struct_size, 0);
 ABI_PIN_OFFSET(bp_target_kind_def_t, name, ABI_P);
 ABI_PIN_OFFSET(bp_target_kind_def_t, device_type, 2 * ABI_P);
@@ -151,7 +151,9 @@ ABI_PIN_OFFSET(bp_target_kind_def_t, attrs, 5 * ABI_P);
 ABI_PIN_OFFSET(bp_target_kind_def_t, num_attrs, 6 * ABI_P);
 ABI_PIN_OFFSET(bp_target_kind_def_t, canonicalize, 7 * ABI_P);
 ABI_PIN_OFFSET(bp_target_kind_def_t, canonicalize_self, 8 * ABI_P);
-ABI_PIN_SIZE(bp_target_kind_def_t, 9 * ABI_P);
+/* 1.6: flags (uint32_t), padded to a pointer's size. */
+ABI_PIN_OFFSET(bp_target_kind_def_t, flags, 9 * ABI_P);
+ABI_PIN_SIZE(bp_target_kind_def_t, 10 * ABI_P);
 
 /* bp_module_vtable_t (1.2): 7 pointer-sized fields. */
 ABI_PIN_OFFSET(bp_module_vtable_t, struct_size, 0);

@@ -579,7 +579,17 @@ typedef struct bp_target_kind_def {
   size_t num_attrs;
   bp_target_canonicalizer_t canonicalize; /* optional */
   void* canonicalize_self;
+  /* Since 1.6: BP_TARGET_KIND_* bits (0 for none). */
+  uint32_t flags;
 } bp_target_kind_def_t;
+
+/* bp_target_kind_def_t.flags (since 1.6). BP_TARGET_KIND_WHOLE_IR: bp_build gives the kind's
+ * code generator the whole IR, parsed but neither verified nor split (whatever the kind's device
+ * type), and checks that the module it returns finds every PrimFunc. For kinds that build for
+ * another Target and run the result elsewhere, such as the remote plugin's "remote" kind, whose
+ * generator builds for the remote device's own Target (which verifies and splits the IR) and
+ * runs the module on the server. An unknown bit is BP_ERR_INVALID_ARGUMENT. */
+#define BP_TARGET_KIND_WHOLE_IR 0x1u
 
 /* Registers a kind. A name registered before is BP_ERR_ALREADY_EXISTS naming both owners.
  * Every Target also has the common attributes "keys" (string array), "tag" (string), "host"

@@ -3,6 +3,7 @@
 // bp_build and saves the module (with everything it imports) in Backplane's module file
 // format, for `backplane run` here or on another machine.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
@@ -41,11 +42,14 @@ struct BuildOptions {
   bool verbose = false;
 };
 
-// Whether Targets of `kind` run on the CPU (their kind's device type is cpu).
-bool KindIsCpu(const std::string& kind) {
+// Whether `target` runs CPU code: its kind's device type is cpu, or it has the key "cpu" (a
+// remote Target of a server's cpu:0 has its inner Target's keys).
+bool TargetIsCpu(const Target& target) {
+  const std::vector<std::string> keys = target.Keys();
+  if (std::find(keys.begin(), keys.end(), "cpu") != keys.end()) return true;
   const nlohmann::json kinds = nlohmann::json::parse(TargetKinds::Describe());
   for (const nlohmann::json& k : kinds["kinds"]) {
-    if (k.value("name", "") == kind) return k.value("device_type", "") == "cpu";
+    if (k.value("name", "") == target.Kind()) return k.value("device_type", "") == "cpu";
   }
   return true;
 }
@@ -131,7 +135,7 @@ int RunBuild(const BuildOptions& o) {
   } else if (file.functions().size() > 1) {
     // A file with CPU and GPU variants: build those that fit the Target, say which are left
     // out and why; refuse only when none fits.
-    const bool cpu = KindIsCpu(kind);
+    const bool cpu = TargetIsCpu(target);
     ir::IRModule fitting;
     for (const ir::PrimFunc& f : file.functions()) {
       std::string why = WhyItDoesNotFit(f, cpu, kind);

@@ -181,7 +181,11 @@ int RunDemo(const DemoOptions& o) {
                       "' (no plugin registers target.build." + target.Kind() + ")");
       continue;
     }
-    const bool cpu = dev.dl.device_type == kDLCPU;
+    // CPU kernels for a CPU, and for a device whose Target says its code is CPU code (the key
+    // "cpu": a remote plugin's view of a server's cpu:0).
+    const std::vector<std::string> keys = target.Keys();
+    const bool cpu =
+        dev.dl.device_type == kDLCPU || std::find(keys.begin(), keys.end(), "cpu") != keys.end();
     for (const kernels::Case* cp : cases) {
       const kernels::Case& c = *cp;
       if (c.needs_threads == cpu) continue;  // GPU kernels for GPU targets only

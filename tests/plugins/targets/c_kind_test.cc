@@ -283,6 +283,7 @@ TEST(CKindTwice, TheHostRegisteringCAgainFailsNamingBothOwners) {
       .num_attrs = 0,
       .canonicalize = nullptr,
       .canonicalize_self = nullptr,
+      .flags = 0,
   };
   const bptest::Status s = bptest::Capture(bp_target_kind_register(&def));
   EXPECT_EQ(s.kind, BP_ERR_ALREADY_EXISTS) << s;

@@ -279,6 +279,13 @@ class TargetKindBuilder {
     return Add(name, TargetAttrTraits<T>::kType, device_attr, "", false, doc);
   }
 
+  // The kind's code generator gets the whole IR, neither verified nor split
+  // (BP_TARGET_KIND_WHOLE_IR, ABI 1.6): for a kind that builds for another Target.
+  TargetKindBuilder& WholeIR() {
+    flags_ |= BP_TARGET_KIND_WHOLE_IR;
+    return *this;
+  }
+
   // The kind's canonicalizer (see TargetCanonicalizer).
   TargetKindBuilder& Canonicalizer(TargetCanonicalizer fn) {
     canonicalizer_ = std::move(fn);
@@ -317,6 +324,7 @@ class TargetKindBuilder {
         .num_attrs = attrs.size(),
         .canonicalize = self != nullptr ? &detail::CanonicalizeEntry : nullptr,
         .canonicalize_self = self,
+        .flags = flags_,
     };
     Check(::backplane::detail::Api()->target_kind_register(&def));
   }
@@ -341,6 +349,7 @@ class TargetKindBuilder {
   std::vector<std::string> keys_;
   std::vector<AttrSpec> attrs_;
   TargetCanonicalizer canonicalizer_;
+  uint32_t flags_ = 0;
 };
 
 // Registers a tag: `tag` (e.g. "nvidia/h100") names the Target `target_text`, in any form

@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "module.h"
+
+#include <algorithm>
+#include <backplane/sdk/codegen.hpp>
+#include <backplane/sdk/target.hpp>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "device_api.h"
+
+namespace backplane::remote {
+
+namespace {
+
+constexpr const char* kFormat = "backplane.remote-module";
+constexpr int kFormatVersion = 1;
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+
+// BACKPLANE_REMOTE_SYNC_CALLS=1: every call waits for the server's answer (each error comes
+// back from the call that caused it, at one round trip a call).
+bool SyncCalls() {
+  const char* v = secure_getenv("BACKPLANE_REMOTE_SYNC_CALLS");
+  return v != nullptr && std::string(v) == "1";
+}
+
+Any FromValue(const v1::Value& v) {
+  switch (v.kind_case()) {
+    case v1::Value::kI:
+      return sdk::IntValue(v.i());
+    case v1::Value::kF:
+      return sdk::FloatValue(v.f());
+    case v1::Value::kS:
+      return sdk::StringValue(v.s());
+    case v1::Value::kB: {
+      bp_object_t* obj = nullptr;
+      Check(::backplane::detail::Api()->bytes_create(v.b().data(), v.b().size(), &obj));
+      bp_value_t out = ::backplane::detail::ArgValue(BP_VALUE_OBJECT);
+      out.u.v_obj = obj;
+      return Any(out);
+    }
+    case v1::Value::kStrings:
+      return sdk::StringArrayValue({v.strings().items().begin(), v.strings().items().end()});
+    case v1::Value::kInts:
+      return sdk::IntArrayValue({v.ints().items().begin(), v.ints().items().end()});
+    case v1::Value::kDtype: {
+      bp_value_t out = ::backplane::detail::ArgValue(BP_VALUE_DTYPE);
+      out.u.v_dtype =
+          DLDataType{static_cast<uint8_t>(v.dtype().code()), static_cast<uint8_t>(v.dtype().bits()),
+                     static_cast<uint16_t>(v.dtype().lanes())};
+      return Any(out);
+    }
+    default:
+      return sdk::NoneValue();
+  }
+}
+
+// The bytes past byte_offset that `t` can touch, or nothing when it would overflow.
+std::optional<uint64_t> Extent(const DLTensor* t) {
+  const unsigned __int128 elem = (static_cast<unsigned>(t->dtype.bits) * t->dtype.lanes + 7) / 8;
+  unsigned __int128 last = 0;  // the highest element offset, in elements
+  unsigned __int128 stride = 1;
+  for (int32_t d = t->ndim - 1; d >= 0; --d) {
+    const int64_t n = t->shape[d];
+    if (n < 0) return std::nullopt;
+    if (n == 0) return 0;
+    const int64_t s = t->strides != nullptr ? t->strides[d] : static_cast<int64_t>(stride);
+    if (s < 0) return std::nullopt;
+    last += static_cast<unsigned __int128>(n - 1) * static_cast<unsigned __int128>(s);
+    stride *= static_cast<unsigned __int128>(n);
+    if (last > (static_cast<unsigned __int128>(1) << 80) ||
+        stride > (static_cast<unsigned __int128>(1) << 80))
+      return std::nullopt;
+  }
+  const unsigned __int128 bytes = (last + 1) * elem;
+  if (bytes > UINT64_MAX) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
+// Fills `call`'s arguments and active streams from `args`; every tensor must be a buffer of
+// `server` in `session`.
+void EncodeArgs(PackedArgs args, RemoteServer& server, Session& session, v1::Call* call,
+                const std::string& what) {
+  RemoteDeviceAPI* api = RemoteDeviceAPI::Global();
+  std::set<int32_t> devices;
+  for (int32_t i = 0; i < args.size(); ++i) {
+    const bp_value_t& v = args[i];
+    const std::string arg = what + ": argument " + std::to_string(i);
+    v1::Arg* a = call->add_args();
+    switch (v.type) {
+      case BP_VALUE_NONE:
+        a->set_none(true);
+        break;
+      case BP_VALUE_INT:
+        a->set_i(v.u.v_int64);
+        break;
+      case BP_VALUE_FLOAT:
+        a->set_f(v.u.v_float64);
+        break;
+      case BP_VALUE_STR:
+        BACKPLANE_REQUIRE(v.u.v_str != nullptr, BP_ERR_INVALID_ARGUMENT, arg + " is a null string");
+        a->set_s(v.u.v_str);
+        break;
+      case BP_VALUE_DTYPE:
+        SetDataType(a->mutable_dtype(), v.u.v_dtype);
+        break;
+      case BP_VALUE_DEVICE: {
+        BACKPLANE_REQUIRE(v.u.v_device.device_type == api->device_type(), BP_ERR_INVALID_ARGUMENT,
+                          arg + " is the device " + sdk::DeviceString(v.u.v_device) +
+                              "; a remote call takes devices of the remote type only");
+        const DeviceRef ref = Fleet::Get().Device(v.u.v_device.device_id);
+        BACKPLANE_REQUIRE(ref.server.get() == &server, BP_ERR_INVALID_ARGUMENT,
+                          arg + " is " + sdk::DeviceString(v.u.v_device) + ", a device of " +
+                              ref.server->label() + ", not of " + server.label());
+        a->set_device(ref.index);
+        break;
+      }
+      case BP_VALUE_TENSOR: {
+        const DLTensor* t = v.u.v_tensor;
+        BACKPLANE_REQUIRE(t != nullptr, BP_ERR_INVALID_ARGUMENT, arg + " is a null tensor");
+        BACKPLANE_REQUIRE(t->device.device_type == api->device_type(), BP_ERR_INVALID_ARGUMENT,
+                          arg + " is a tensor on " + sdk::DeviceString(t->device) +
+                              "; a remote call takes tensors of remote devices of " +
+                              server.label() + ": copy it there first");
+        BACKPLANE_REQUIRE(t->ndim >= 0 && t->ndim <= 32 && (t->ndim == 0 || t->shape != nullptr),
+                          BP_ERR_INVALID_ARGUMENT,
+                          arg + " has ndim " + std::to_string(t->ndim) + " (0 to 32 with a shape)");
+        const RemoteBuffer b = api->Buffer(t->data, arg);
+        BACKPLANE_REQUIRE(b.server.get() == &server, BP_ERR_INVALID_ARGUMENT,
+                          arg + " is a buffer of " + b.server->label() +
+                              ", and this module runs "
+                              "on " +
+                              server.label() + "; copy it there first");
+        BACKPLANE_REQUIRE(b.epoch == session.epoch(), BP_ERR_DEVICE,
+                          arg + " is a buffer of a session with " + server.label() +
+                              " that ended, and its contents went with it; allocate it again");
+        BACKPLANE_REQUIRE(b.device == t->device.device_id, BP_ERR_INVALID_ARGUMENT,
+                          arg + " claims " + sdk::DeviceString(t->device) +
+                              " but its data is a buffer of remote:" + std::to_string(b.device));
+        const std::optional<uint64_t> extent = Extent(t);
+        BACKPLANE_REQUIRE(
+            extent && t->byte_offset <= b.nbytes && *extent <= b.nbytes - t->byte_offset,
+            BP_ERR_INVALID_ARGUMENT,
+            arg + ": its shape, strides and byte_offset reach past the end of its " +
+                std::to_string(b.nbytes) + "-byte buffer");
+        v1::TensorArg* ta = a->mutable_tensor();
+        ta->set_device(b.index);
+        ta->set_buffer(b.handle);
+        ta->set_byte_offset(t->byte_offset);
+        SetDataType(ta->mutable_dtype(), t->dtype);
+        for (int32_t d = 0; d < t->ndim; ++d) ta->add_shape(t->shape[d]);
+        if (t->strides != nullptr) {
+          for (int32_t d = 0; d < t->ndim; ++d) ta->add_strides(t->strides[d]);
+        }
+        devices.insert(b.device);
+        break;
+      }
+      case BP_VALUE_OBJECT: {
+        int32_t type = 0;
+        Check(::backplane::detail::Api()->object_type(v.u.v_obj, &type));
+        if (type == BP_OBJECT_TENSOR) {
+          // A tensor object (what Python passes): its DLTensor, as a tensor argument.
+          DLTensor* t = nullptr;
+          Check(::backplane::detail::Api()->tensor_get(v.u.v_obj, &t));
+          bp_value_t tv = ::backplane::detail::ArgValue(BP_VALUE_TENSOR);
+          tv.u.v_tensor = t;
+          call->mutable_args()->RemoveLast();
+          const bp_value_t one[] = {tv};
+          v1::Call tmp;
+          EncodeArgs(PackedArgs(one, 1), server, session, &tmp, arg);
+          *call->add_args() = tmp.args(0);
+          for (const v1::ActiveStream& as : tmp.streams()) *call->add_streams() = as;
+          break;
+        }
+        if (type == BP_OBJECT_STRING) {
+          a->set_s(GetString(v.u.v_obj));
+        } else if (type == BP_OBJECT_BYTES) {
+          const void* data = nullptr;
+          size_t size = 0;
+          Check(::backplane::detail::Api()->bytes_get(v.u.v_obj, &data, &size));
+          a->set_b(data, size);
+        } else {
+          throw Error(BP_ERR_TYPE, arg + " is an object of type " + std::to_string(type) +
+                                       "; a remote call carries numbers, strings, bytes, devices, "
+                                       "dtypes and remote tensors");
+        }
+        break;
+      }
+      default:
+        throw Error(BP_ERR_TYPE, arg + " is a " + ::backplane::detail::ValueTypeName(v) +
+                                     "; a pointer or other local value cannot cross to a server");
+    }
+  }
+  for (int32_t d : devices) {
+    bp_stream_t active = api->ActiveStream(d);
+    if (active == nullptr) continue;
+    v1::ActiveStream* as = call->add_streams();
+    as->set_device(Fleet::Get().Device(d).index);
+    as->set_stream(api->StreamHandle(active, d, session));
+  }
+}
+
+std::shared_ptr<RemoteServer> AttachedServer(const std::string& address, const std::string& what) {
+  std::shared_ptr<RemoteServer> server = Fleet::Get().Find(address);
+  if (!server) {
+    throw Error(BP_ERR_NOT_FOUND, what + " runs on remote server " + address +
+                                      ", which is not attached here; attach it first "
+                                      "(BACKPLANE_REMOTE=" +
+                                      address + " or remote.attach: docs/remote.md)");
+  }
+  return server;
+}
+
+}  // namespace
+
+RemoteModule::RemoteModule(std::string server, std::string device, std::string target_json,
+                           std::string bytes, std::vector<std::string> functions)
+    : server_(std::move(server)),
+      device_(std::move(device)),
+      target_json_(std::move(target_json)),
+      bytes_(std::move(bytes)),
+      functions_(std::move(functions)) {}
+
+Function RemoteModule::GetFunction(const std::string& name) {
+  if (std::find(functions_.begin(), functions_.end(), name) == functions_.end()) return Function();
+  auto self = std::static_pointer_cast<RemoteModule>(shared_from_this());
+  return Function::FromCallable([self, name](PackedArgs args) { return self->Call(name, args); });
+}
+
+uint64_t RemoteModule::Upload(RemoteServer& server, Session& session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (uploaded_epoch_ == session.epoch()) return uploaded_handle_;
+  const std::string what =
+      "uploading a module for " + device_ + " (" + std::to_string(bytes_.size()) + " bytes)";
+  const uint64_t transfer = session.ReserveId();
+  v1::Reply reply;
+  size_t done = 0;
+  do {
+    const size_t n = std::min(kChunkBytes, bytes_.size() - done);
+    const bool last = done + n == bytes_.size();
+    v1::Command cmd;
+    if (done == 0) cmd.set_id(transfer);
+    v1::LoadModule* m = cmd.mutable_load_module();
+    m->set_transfer(transfer);
+    m->set_data(bytes_.data() + done, n);
+    m->set_last(last);
+    done += n;
+    if (last) {
+      reply = session.Request(
+          cmd, what, server.options().timeout_ms + static_cast<int64_t>(bytes_.size() / 10000));
+    } else {
+      session.Post(cmd);
+    }
+  } while (done < bytes_.size());
+  uploaded_epoch_ = session.epoch();
+  uploaded_handle_ = reply.handle();
+  return uploaded_handle_;
+}
+
+Any RemoteModule::Call(const std::string& name, PackedArgs args) {
+  const std::string what = "calling " + name + " on " + device_ + " of remote server " + server_;
+  std::shared_ptr<RemoteServer> server = AttachedServer(server_, "the module's function " + name);
+  std::shared_ptr<Session> session = server->GetSession();
+  const uint64_t handle = Upload(*server, *session);
+  v1::Command cmd;
+  v1::Call* call = cmd.mutable_call();
+  call->set_module(handle);
+  call->set_function(name);
+  EncodeArgs(args, *server, *session, call, what);
+  if (SyncCalls()) return FromValue(session->Request(cmd, what).value());
+  session->Post(cmd);
+  return Any();
+}
+
+std::optional<std::string> RemoteModule::SaveToBytes() {
+  const nlohmann::json header{{"format", kFormat},
+                              {"version", kFormatVersion},
+                              {"server", server_},
+                              {"device", device_},
+                              {"target", nlohmann::json::parse(target_json_)},
+                              {"functions", functions_},
+                              {"size", bytes_.size()}};
+  return header.dump() + "\n" + bytes_;
+}
+
+std::optional<std::string> RemoteModule::InspectSource(const std::string& format) {
+  if (!format.empty() && format != "json") return std::nullopt;
+  return nlohmann::json{{"server", server_},
+                        {"device", device_},
+                        {"target", nlohmann::json::parse(target_json_)},
+                        {"functions", functions_},
+                        {"module_bytes", bytes_.size()}}
+      .dump(2);
+}
+
+std::shared_ptr<RemoteModule> RemoteModule::FromBytes(const std::string& bytes) {
+  auto bad = [](const std::string& why) {
+    return Error(BP_ERR_INVALID_ARGUMENT, "remote module: " + why +
+                                              "; it was not written by the remote plugin's "
+                                              "save, or it was changed since");
+  };
+  const size_t nl = bytes.find('\n');
+  if (nl == std::string::npos || nl > kMaxHeaderBytes) throw bad("no JSON header line");
+  const nlohmann::json h = nlohmann::json::parse(bytes.substr(0, nl), nullptr, false);
+  if (h.is_discarded() || !h.is_object()) throw bad("the header is not a JSON object");
+  if (h.value("format", "") != kFormat)
+    throw bad("the header's format is not " + std::string(kFormat));
+  if (!h.contains("version") || h["version"] != kFormatVersion)
+    throw bad("the header's version is not " + std::to_string(kFormatVersion));
+  for (const char* key : {"server", "device"}) {
+    if (!h.contains(key) || !h[key].is_string() || h[key].get<std::string>().empty())
+      throw bad(std::string("the header has no ") + key);
+  }
+  if (!h.contains("target") || !h["target"].is_object()) throw bad("the header has no target");
+  if (!h.contains("functions") || !h["functions"].is_array()) throw bad("no function list");
+  std::vector<std::string> functions;
+  for (const auto& f : h["functions"]) {
+    if (!f.is_string()) throw bad("a function name is not a string");
+    functions.push_back(f);
+  }
+  if (!h.contains("size") || !h["size"].is_number_unsigned() ||
+      h["size"].get<uint64_t>() != bytes.size() - nl - 1)
+    throw bad("the size in the header is not the size of what follows it");
+  try {
+    ParseAddress(h["server"]);
+  } catch (const std::exception& e) {
+    throw bad(e.what());
+  }
+  return std::make_shared<RemoteModule>(h["server"], h["device"], h["target"].dump(),
+                                        bytes.substr(nl + 1), functions);
+}
+
+namespace {
+
+std::string Canonicalize(const std::string& attrs_json, const DLDevice* device) {
+  nlohmann::json j = nlohmann::json::parse(attrs_json);
+  if (device != nullptr) {
+    const DeviceRef ref = Fleet::Get().Device(device->device_id);
+    std::shared_ptr<Session> s = ref.server->GetSession();
+    v1::Command cmd;
+    cmd.mutable_target_from_device()->set_device(ref.index);
+    const v1::Reply r =
+        s->Request(cmd, "the Target of remote:" + std::to_string(device->device_id) + " (" +
+                            ref.RemoteName() + ")");
+    const nlohmann::json inner = nlohmann::json::parse(r.value().s(), nullptr, false);
+    if (inner.is_discarded() || !inner.is_object()) {
+      throw Error(BP_ERR_DEVICE, ref.server->label() + " sent a Target for " + ref.RemoteName() +
+                                     " that is not a JSON object");
+    }
+    j["server"] = ref.server->address();
+    j["device"] = ref.RemoteName();
+    j["target"] = inner;
+  }
+  // The kind alone ("remote", every default): a Target bound to no device, which parses (as
+  // every kind's defaults must) and which the build refuses, saying what it lacks.
+  if (!j.contains("server") && !j.contains("device") && !j.contains("target")) return j.dump();
+  if (!j.contains("server") || !j["server"].is_string()) {
+    sdk::ThrowTargetAttrError("server",
+                              "is missing; give the server's host:port, or build the "
+                              "Target from a remote device (Target::FromDevice)");
+  }
+  try {
+    ParseAddress(j["server"]);
+  } catch (const std::exception& e) {
+    sdk::ThrowTargetAttrError("server", std::string("is not an address: ") + e.what());
+  }
+  if (!j.contains("device") || !j["device"].is_string() || j["device"].get<std::string>().empty())
+    sdk::ThrowTargetAttrError("device",
+                              "is missing; give the device's name on the server, such "
+                              "as \"opencl:0\"");
+  if (!j.contains("target") || !j["target"].is_object() || !j["target"].contains("kind") ||
+      !j["target"]["kind"].is_string())
+    sdk::ThrowTargetAttrError("target",
+                              "is not a Target as JSON with a \"kind\"; give the remote "
+                              "device's own Target, or build from the device");
+  if (j["target"]["kind"] == "remote")
+    sdk::ThrowTargetAttrError("target",
+                              "is itself a remote Target; a server does not serve "
+                              "remote devices");
+  // The inner Target's keys say what the code is ("gpu", "cpu", ...): the remote Target has them.
+  nlohmann::json keys =
+      j.contains("keys") && j["keys"].is_array() ? j["keys"] : nlohmann::json::array();
+  if (j["target"].contains("keys") && j["target"]["keys"].is_array()) {
+    for (const auto& k : j["target"]["keys"]) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    }
+  }
+  j["keys"] = keys;
+  return j.dump();
+}
+
+Module BuildRemote(const std::string& ir_text, const Target& target) {
+  const nlohmann::json j = nlohmann::json::parse(target.ToJson());
+  if (!j.contains("server") || !j.contains("device") || !j.contains("target")) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                "the remote Target names no device (server, device and target are missing); "
+                "build it from a remote device (Target::FromDevice on remote:N) or give all three");
+  }
+  const std::string server = j.at("server");
+  const std::string device = j.at("device");
+  const std::string inner_text = j.at("target").dump();
+  Target inner;
+  try {
+    inner = Target::Parse(inner_text);
+  } catch (const Error& e) {
+    throw Error(e.kind(), "building for " + device + " of remote server " + server +
+                              " needs its Target here: " + e.what() +
+                              " (the code is generated on this host: install the plugin of the "
+                              "remote device's kind here)");
+  }
+  Module built = Build(ir_text, inner);
+  std::string bytes = built.SaveToBytes();
+  auto m = std::make_shared<RemoteModule>(server, device, inner.ToJson(), std::move(bytes),
+                                          built.ListFunctions());
+  // Uploaded now when the server is attached, so what the server refuses (native code it does
+  // not load) is an error of the build; a module built for a server not attached here uploads
+  // on its first call.
+  if (std::shared_ptr<RemoteServer> s = Fleet::Get().Find(server)) {
+    std::shared_ptr<Session> session = s->GetSession();
+    m->Upload(*s, *session);
+  }
+  return sdk::MakeModule(m);
+}
+
+}  // namespace
+
+void RegisterRemoteTargetAndCodegen() {
+  sdk::TargetKindBuilder("remote", "remote")
+      .Keys({"remote"})
+      .Attr<std::string>("server", sdk::kNoDefault, "the server, host:port")
+      .Attr<std::string>("device", sdk::kNoDefault,
+                         "the device's name on the server, e.g. opencl:0")
+      .Attr<sdk::TargetMap>("target", sdk::kNoDefault, "the remote device's own Target")
+      .WholeIR()
+      .Canonicalizer(Canonicalize)
+      .Register();
+  sdk::RegisterCodegen("remote", BuildRemote);
+  sdk::RegisterModuleLoader("remote", [](const std::string& bytes) {
+    return sdk::MakeModule(RemoteModule::FromBytes(bytes));
+  });
+}
+
+Function ServerFunction(const std::string& address, const std::string& name) {
+  std::shared_ptr<RemoteServer> server = AttachedServer(address, "the function " + name);
+  return Function::FromCallable([server, name](PackedArgs args) {
+    const std::string what = "calling " + name + " on " + server->label();
+    std::shared_ptr<Session> session = server->GetSession();
+    v1::Command cmd;
+    v1::Call* call = cmd.mutable_call();
+    call->set_module(0);
+    call->set_function(name);
+    EncodeArgs(args, *server, *session, call, what);
+    return FromValue(session->Request(cmd, what).value());
+  });
+}
+
+}  // namespace backplane::remote

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// Building for a remote device and running there (docs/remote.md, "Building for a remote
+// device"):
+//
+// - The target kind `remote` ({"kind": "remote", "server": "host:port", "device": "opencl:0",
+//   "target": {the remote device's own Target}}), read from a device with Target::FromDevice:
+//   the server gives its device's Target.
+// - target.build.remote gets the whole IR (BP_TARGET_KIND_WHOLE_IR), builds it here for the
+//   inner Target with this host's code generator of that kind, saves the module and uploads
+//   it to the server, whose loaders check it as they check any file (native code only where
+//   the server allows it). The result is a module of kind "remote" whose functions run there.
+// - Saved, a remote module is the inner module's bytes behind a JSON header; loaded back, it
+//   uploads them again on its first call.
+#ifndef BACKPLANE_REMOTE_MODULE_H_
+#define BACKPLANE_REMOTE_MODULE_H_
+
+#include <backplane/sdk/module.hpp>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client.h"
+
+namespace backplane::remote {
+
+class RemoteModule final : public sdk::ModuleBase {
+ public:
+  static constexpr const char* kKind = "remote";
+
+  RemoteModule(std::string server, std::string device, std::string target_json, std::string bytes,
+               std::vector<std::string> functions);
+  Function GetFunction(const std::string& name) override;
+  std::vector<std::string> ListFunctions() override { return functions_; }
+  std::optional<std::string> SaveToBytes() override;
+  std::optional<std::string> InspectSource(const std::string& format) override;
+
+  // Uploads the module to its server's current session unless it is there already; returns
+  // the server's handle. Throws Error naming the server (refused native code, say).
+  uint64_t Upload(RemoteServer& server, Session& session);
+  // Runs `name` on the server with `args` (remote tensors of that server, scalars, strings).
+  Any Call(const std::string& name, PackedArgs args);
+
+  // Reads what SaveToBytes wrote; BP_ERR_INVALID_ARGUMENT saying what is wrong.
+  static std::shared_ptr<RemoteModule> FromBytes(const std::string& bytes);
+
+ private:
+  const std::string server_;  // host:port
+  const std::string device_;  // its name on the server, "opencl:0"
+  const std::string target_json_;
+  const std::string bytes_;  // bp_module_save of the module built for the inner Target
+  const std::vector<std::string> functions_;
+  std::mutex mu_;
+  uint64_t uploaded_epoch_ = 0;  // the session that has it (0: none)
+  uint64_t uploaded_handle_ = 0;
+};
+
+// Registers the kind `remote`, target.build.remote and the module loader.
+void RegisterRemoteTargetAndCodegen();
+
+// A function that calls the server's registered function `name` (it must --expose it).
+Function ServerFunction(const std::string& server, const std::string& name);
+
+}  // namespace backplane::remote
+
+#endif  // BACKPLANE_REMOTE_MODULE_H_
