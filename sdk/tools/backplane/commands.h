@@ -45,6 +45,9 @@ Command AddRunCommand(CLI::App& parent);
 // `backplane demo`: every reference kernel on every device here, checked and timed.
 Command AddDemoCommand(CLI::App& parent);
 
+// `backplane serve`: this machine's devices over gRPC, for remote clients (docs/remote.md).
+Command AddServeCommand(CLI::App& parent);
+
 // A new subcommand adds an Add<Name>Command here and one line in main.cc.
 
 }  // namespace backplane::cli

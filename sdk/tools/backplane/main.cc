@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   commands.push_back(backplane::cli::AddBuildCommand(app));
   commands.push_back(backplane::cli::AddRunCommand(app));
   commands.push_back(backplane::cli::AddDemoCommand(app));
+  commands.push_back(backplane::cli::AddServeCommand(app));
   // `backplane help [COMMAND]`: the same text as --help.
   std::string help_topic;
   CLI::App* help = app.add_subcommand("help", "Show the help of backplane or of one command");
