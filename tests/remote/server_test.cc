@@ -70,12 +70,13 @@ std::string ReadFile(const fs::path& path) {
 }
 
 // This process's environment without BACKPLANE_PLUGIN_PATH (the server finds the build tree's
-// plugins, as the CLI tests' tools do), plus `extra`.
+// plugins, as the CLI tests' tools do) and BACKPLANE_REMOTE, plus `extra`.
 std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     if (entry.rfind("BACKPLANE_PLUGIN_PATH=", 0) == 0) continue;
+    if (entry.rfind("BACKPLANE_REMOTE=", 0) == 0) continue;
     env.push_back(entry);
   }
   env.insert(env.end(), extra.begin(), extra.end());
@@ -612,6 +613,10 @@ TEST_F(RemoteServer, OutOfBoundsTransfersAreRefused) {
   EXPECT_EQ(error.code(), BP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(session.Copy(buf, 0, buf, 999, 2).code(), BP_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(session.Copy(buf, UINT64_MAX, buf, 0, 2).code(), BP_ERR_INVALID_ARGUMENT);
+  pb::Reply overlap = session.Copy(buf, 0, buf, 10, 20);
+  EXPECT_EQ(overlap.code(), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(overlap.message(), "overlap")) << overlap.message();
+  EXPECT_EQ(session.Copy(buf, 0, buf, 20, 20).code(), 0);
   // In bounds still works, and the failed writes wrote nothing.
   EXPECT_EQ(session.Write(buf, 0, std::string(1000, 'x')).code(), 0);
   EXPECT_EQ(session.Write(buf, 990, RandomBytes(20, 2), 10).code(), BP_ERR_INVALID_ARGUMENT);
@@ -653,6 +658,12 @@ TEST_F(RemoteServer, HostileCommandsAreRefusedNotFatal) {
     pb::Command c;
     c.mutable_get_attr()->set_device(77);
     expect_error(c, "attribute of device 77");
+    for (int32_t kind : {-5, 1000, INT32_MAX}) {
+      c.mutable_get_attr()->set_device(0);
+      c.mutable_get_attr()->set_kind(kind);
+      pb::Reply r = session.Do(c);
+      EXPECT_NE(r.code(), -1) << "attribute kind " << kind;
+    }
   }
   {
     pb::Command c;
@@ -773,6 +784,23 @@ TEST_F(RemoteServer, ACancelledSessionFreesEverything) {
   stub.reset();  // an open channel would hold the stop for its 2 s grace
   EXPECT_EQ(server.Stop(), 0);
   EXPECT_TRUE(Contains(server.Log(), "ended: freed")) << server.Log();
+}
+
+TEST_F(RemoteServer, StoppingTheServerEndsItsSessions) {
+  START_SERVER(server);
+  auto stub = Connect(server.target());
+  Session session(*stub);
+  ASSERT_EQ(session.Hello().code(), 0);
+  session.Alloc(0, 4096);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(session.Ping().code(), -1);  // the server ended the stream
+  session.FinishNow();
+  const std::string log = server.Log();
+  EXPECT_TRUE(Contains(log, "received SIGTERM")) << log;
+  EXPECT_TRUE(Contains(log, "freed 1 buffers (4096 bytes)")) << log;
+  EXPECT_TRUE(Contains(log, "stopped")) << log;
 }
 
 TEST_F(RemoteServer, AKilledClientsSessionFreesEverything) {
@@ -1021,6 +1049,20 @@ TEST_F(RemoteServer, MaxSessionsIsEnforced) {
   EXPECT_TRUE(third.Finish().ok());
 }
 
+TEST_F(RemoteServer, HelpFitsTheTerminalAndShowsExamples) {
+  subprocess::Options o;
+  o.timeout_s = 60;
+  o.set_env = {{"COLUMNS", "80"}};
+  subprocess::Result r = subprocess::Run({BACKPLANE_CLI_PATH, "serve", "--help"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 80u) << line;
+  for (const char* part : {"Examples:", "Exit codes:", "Environment:", "--allow-native-modules",
+                           "--expose", "--max-sessions", "--port-file", "--token-file"}) {
+    EXPECT_TRUE(Contains(r.out, part)) << part;
+  }
+}
+
 TEST_F(RemoteServer, AnAddressOtherMachinesReachNeedsTls) {
   std::vector<std::string> argv = {BACKPLANE_CLI_PATH, "serve", "--listen", "0.0.0.0:0"};
   subprocess::Options o;
@@ -1146,6 +1188,8 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--hold-session") {
     return backplane::remote::HoldSession(argv[2]);
   }
+  // The devices this process compares with are its own, never a server's.
+  unsetenv("BACKPLANE_REMOTE");
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
