@@ -213,8 +213,18 @@ std::string HostName() {
 }
 
 // The token without the line end a file usually has; it must be text a header can carry.
+// A file an option names (a certificate, a key, a token): one that cannot be read is an option
+// that cannot work.
+std::string ReadOptionFile(const std::string& path, const std::string& option) {
+  try {
+    return ReadSecretFile(path, option);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
 std::string ReadToken(const std::string& path) {
-  std::string token = ReadSecretFile(path, "--token-file");
+  std::string token = ReadOptionFile(path, "--token-file");
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
                             token.back() == '\t')) {
     token.pop_back();
@@ -305,9 +315,9 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
     grpc::SslServerCredentialsOptions ssl(
         mtls ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
              : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-    ssl.pem_key_cert_pairs.push_back({ReadSecretFile(options.tls_key, "--tls-key"),
-                                      ReadSecretFile(options.tls_cert, "--tls-cert")});
-    if (mtls) ssl.pem_root_certs = ReadSecretFile(options.client_ca, "--client-ca");
+    ssl.pem_key_cert_pairs.push_back({ReadOptionFile(options.tls_key, "--tls-key"),
+                                      ReadOptionFile(options.tls_cert, "--tls-cert")});
+    if (mtls) ssl.pem_root_certs = ReadOptionFile(options.client_ca, "--client-ca");
     credentials = grpc::SslServerCredentials(ssl);
     mode = mtls ? "TLS+mTLS" : "TLS";
   } else {
