@@ -198,10 +198,13 @@ void ClientSession::Call(const pb::Call& c, pb::Reply* reply) {
            what + ": no module " + std::to_string(c.module()) + " in this session");
     }
     bp_object_t* f = nullptr;
-    if (bp_module_get_function(it->second.module.get(), c.function().c_str(), 1, &f) != BP_OK) {
+    const bp_status_t found =
+        bp_module_get_function(it->second.module.get(), c.function().c_str(), 1, &f);
+    if (found == BP_ERR_NOT_FOUND) {
       Fail(BP_ERR_NOT_FOUND, what + ": the module has no function '" + c.function() +
                                  "'; its functions are: " + Join(it->second.functions));
     }
+    Must(found, what);
     func = ObjectRef::Adopt(f);
   } else {
     const std::vector<std::string>& expose = shared_.options.expose;
