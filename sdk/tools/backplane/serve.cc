@@ -107,11 +107,12 @@ Command AddServeCommand(CLI::App& parent) {
       "Examples:\n"
       "  backplane serve\n"
       "  backplane serve --listen 127.0.0.1:0 --port-file port.txt --devices opencl\n"
-      "  backplane serve --listen 0.0.0.0:7100 --tls-cert server.pem --tls-key server.key "
-      "--client-ca clients.pem\n"
+      "  backplane serve --listen 0.0.0.0:7100 --tls-cert server.pem \\\n"
+      "      --tls-key server.key --client-ca clients.pem\n"
       "Exit codes: 0 stopped by a signal, 1 the server could not start (the port is taken), 2 a "
       "usage error (bad option, or an address other machines reach without TLS).\n"
-      "Security: docs/security.md, \"Remote devices\".");
+      "Environment: BACKPLANE_PLUGIN_PATH, BACKPLANE_DISABLE_PLUGINS (which devices there are); "
+      "docs/remote.md. Security: docs/security.md, \"Remote devices\".");
   return Command{app, [o] { return RunServe(*o); }};
 }
 

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: Apache-2.0
+// The remote device server, what `backplane serve` runs (docs/remote.md): this machine's
+// devices over gRPC, one session per client (remote.proto).
+//
+// Threads. gRPC's synchronous server gives each RPC a thread of its pool (sized for
+// max_sessions); a session's commands run on its thread in arrival order: read, execute,
+// reply. Sessions share only what is fixed at start (the devices, the options), the log and the
+// totals the Status RPC reports (atomics).
+//
+// Trust. Everything a client sends is checked before it reaches a device: device indices,
+// handles (each session has its own table; another session's numbers resolve to nothing),
+// offsets and sizes (overflow-safe), and the views a call's tensor arguments make of buffers.
+// Modules with native code load only with --allow-native-modules, and only the registered
+// functions named with --expose can be called by name.
+#include "backplane/remote/server.h"
+
+#include <backplane/c_api.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
+#include <grpcpp/security/server_credentials.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <backplane/backplane.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backplane/remote/common.h"
+#include "session.h"
+
+namespace backplane::remote {
+
+#ifdef BACKPLANE_VERSION
+const char* const kServerVersion = BACKPLANE_VERSION;
+#else
+const char* const kServerVersion = "unknown";
+#endif
+
+namespace {
+
+// Devices of one type are ids 0, 1, ... while BP_ATTR_EXIST says 1, up to this many.
+constexpr int32_t kMaxDevicesPerType = 64;
+
+// ---- the service ------------------------------------------------------------------------
+
+class Service final : public pb::Remote::Service {
+ public:
+  explicit Service(Shared& shared) : shared_(shared) {}
+
+  grpc::Status Session(grpc::ServerContext* context, Stream* stream) override {
+    grpc::Status auth = Authenticate(context);
+    if (!auth.ok()) return auth;
+    const int max = shared_.options.max_sessions;
+    if (shared_.live_sessions.fetch_add(1) >= max) {
+      shared_.live_sessions--;
+      shared_.log.Line("refused a session from " + context->peer() + ": " + std::to_string(max) +
+                       " sessions are open (--max-sessions)");
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "the server has " + std::to_string(max) +
+                              " sessions open, its limit (backplane serve --max-sessions " +
+                              std::to_string(max) + "); try again later");
+    }
+    shared_.totals.sessions++;
+    {
+      ClientSession session(shared_, shared_.next_session++, context->peer());
+      session.Run(stream);
+    }  // everything it held is freed here
+    shared_.totals.sessions--;
+    shared_.live_sessions--;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Describe(grpc::ServerContext* context, const pb::DescribeRequest*,
+                        pb::ServerInfo* info) override {
+    grpc::Status auth = Authenticate(context);
+    if (!auth.ok()) return auth;
+    *info = shared_.info;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Status(grpc::ServerContext* context, const pb::StatusRequest*,
+                      pb::ServerStatus* status) override {
+    grpc::Status auth = Authenticate(context);
+    if (!auth.ok()) return auth;
+    status->set_sessions(shared_.totals.sessions.load());
+    status->set_buffers(shared_.totals.buffers.load());
+    status->set_bytes(shared_.totals.bytes.load());
+    status->set_streams(shared_.totals.streams.load());
+    status->set_modules(shared_.totals.modules.load());
+    return grpc::Status::OK;
+  }
+
+ private:
+  // With --token-file, every RPC must carry "authorization: Bearer <token>".
+  grpc::Status Authenticate(grpc::ServerContext* context) {
+    if (shared_.token.empty()) return grpc::Status::OK;
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kTokenMetadata);
+    if (it == metadata.end()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "this server needs a token: send the metadata '" +
+                              std::string(kTokenMetadata) +
+                              ": Bearer <token>' (docs/remote.md, docs/security.md)");
+    }
+    const std::string value(it->second.data(), it->second.size());
+    const std::string prefix = "Bearer ";
+    if (value.compare(0, prefix.size(), prefix) != 0 ||
+        !SameSecret(value.substr(prefix.size()), shared_.token)) {
+      shared_.log.Line("refused " + context->peer() + ": wrong token");
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "the token is not this server's (docs/security.md)");
+    }
+    return grpc::Status::OK;
+  }
+
+  Shared& shared_;
+};
+
+// ---- starting -----------------------------------------------------------------------------
+
+// The devices to serve, in the order of their type ids and then ids; "remote" devices never
+// (a server re-exporting remote devices could loop back to itself). The types are walked here,
+// not with bp_device_list, so the remote plugin's DeviceAPI is never asked anything.
+std::vector<ExportedDevice> FindDevices(const std::vector<std::string>& wanted) {
+  // A server serves its own devices: the remote plugin it loads attaches no server (itself,
+  // possibly) from an inherited BACKPLANE_REMOTE.
+  unsetenv("BACKPLANE_REMOTE");
+  Must(bp_plugins_load_all(), "loading the plugins");
+  size_t count = 0;
+  Must(bp_device_type_list(nullptr, 0, &count), "listing device types");
+  std::vector<int32_t> types(count);
+  Must(bp_device_type_list(types.data(), types.size(), &count), "listing device types");
+  types.resize(std::min(count, types.size()));
+  std::sort(types.begin(), types.end());
+  std::vector<ExportedDevice> out;
+  std::set<std::string> with_devices;
+  for (int32_t type : types) {
+    const char* name = nullptr;
+    if (bp_device_type_name(type, &name) != BP_OK || name == nullptr) continue;
+    const std::string type_name = name;
+    if (type_name == "remote") continue;
+    const bp_device_api_t* api = nullptr;
+    if (bp_device_api_get(type, &api) != BP_OK) continue;
+    for (int32_t id = 0; id < kMaxDevicesPerType; ++id) {
+      const DLDevice dev{static_cast<DLDeviceType>(type), id};
+      OwnedValue exists;
+      if (bp_device_get_attr(dev, BP_ATTR_EXIST, &exists.v) != BP_OK) break;
+      if (exists.v.type != BP_VALUE_INT || exists.v.u.v_int64 == 0) break;
+      with_devices.insert(type_name);
+      if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), type_name) == wanted.end()) {
+        continue;
+      }
+      out.push_back(ExportedDevice{dev, type_name + ":" + std::to_string(id)});
+    }
+  }
+  bp_error_clear();
+  for (const std::string& w : wanted) {
+    if (w == "remote") {
+      throw std::invalid_argument(
+          "--devices remote: a server never serves remote devices (they could lead back to "
+          "itself); name the types of this machine's devices");
+    }
+    if (with_devices.count(w) == 0) {
+      throw std::invalid_argument(
+          "--devices " + w + ": this machine has no devices of type '" + w +
+          "'; the types with devices here are: " +
+          Join(std::vector<std::string>(with_devices.begin(), with_devices.end())));
+    }
+  }
+  return out;
+}
+
+pb::DeviceInfo Describe(const ExportedDevice& d) {
+  pb::DeviceInfo info;
+  const char* type = nullptr;
+  bp_device_type_name(d.dev.device_type, &type);
+  info.set_type(type != nullptr ? type : "");
+  info.set_id(d.dev.device_id);
+  OwnedValue name;
+  if (bp_device_get_attr(d.dev, BP_ATTR_DEVICE_NAME, &name.v) == BP_OK &&
+      name.v.type == BP_VALUE_OBJECT) {
+    int32_t t = 0;
+    if (bp_object_type(name.v.u.v_obj, &t) == BP_OK && t == BP_OBJECT_STRING) {
+      info.set_name(GetString(name.v.u.v_obj));
+    }
+  }
+  bp_object_t* target = nullptr;
+  if (bp_target_from_device(d.dev, nullptr, &target) == BP_OK) {
+    ObjectRef ref = ObjectRef::Adopt(target);
+    const char* kind = nullptr;
+    if (bp_target_kind(target, &kind) == BP_OK && kind != nullptr) info.set_target_kind(kind);
+  }
+  bp_error_clear();
+  return info;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+// The token without the line end a file usually has; it must be text a header can carry.
+// A file an option names (a certificate, a key, a token): one that cannot be read is an option
+// that cannot work.
+std::string ReadOptionFile(const std::string& path, const std::string& option) {
+  try {
+    return ReadSecretFile(path, option);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());
+  }
+}
+
+std::string ReadToken(const std::string& path) {
+  std::string token = ReadOptionFile(path, "--token-file");
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
+                            token.back() == '\t')) {
+    token.pop_back();
+  }
+  if (token.empty()) throw std::invalid_argument("--token-file '" + path + "' holds only spaces");
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7e) {
+      throw std::invalid_argument("--token-file '" + path +
+                                  "': the token must be one line of printable ASCII without "
+                                  "spaces (e.g. `openssl rand -hex 32`)");
+    }
+  }
+  return token;
+}
+
+void WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << '\n';
+    out.close();
+    if (!out) throw std::runtime_error("--port-file: cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw std::runtime_error("--port-file: cannot rename '" + tmp + "' to '" + path + "': " + why);
+  }
+}
+
+// Blocks SIGINT and SIGTERM in this thread (and so in every thread it starts) for its life;
+// a thread of the server takes them with sigwait.
+class BlockStopSignals {
+ public:
+  BlockStopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~BlockStopSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  BlockStopSignals(const BlockStopSignals&) = delete;
+  BlockStopSignals& operator=(const BlockStopSignals&) = delete;
+  const sigset_t& set() const { return set_; }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+};
+
+}  // namespace
+
+int Serve(const ServerOptions& options, std::ostream& log_out) {
+  // From here on, SIGINT and SIGTERM wait for the thread that stops the server, in every
+  // thread: gRPC (from its first call) and plugins start theirs after this.
+  BlockStopSignals signals;
+
+  // The options first: nothing starts when they cannot work.
+  const Address address = ParseAddress(options.listen, /*allow_port_zero=*/true);
+  const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
+  if (tls && (options.tls_cert.empty() || options.tls_key.empty())) {
+    throw std::invalid_argument(
+        "TLS needs both --tls-cert (the server's certificate chain, PEM) and --tls-key (its "
+        "private key, PEM); docs/security.md");
+  }
+  if (!options.client_ca.empty() && !tls) {
+    throw std::invalid_argument(
+        "--client-ca checks client certificates, which needs TLS: pass --tls-cert and --tls-key "
+        "too; docs/security.md");
+  }
+  if (!IsLoopback(address.host) &&
+      (!tls || (options.client_ca.empty() && options.token_file.empty()))) {
+    throw std::invalid_argument(
+        "--listen " + options.listen +
+        " is reachable from other machines, and a server there must use TLS and authenticate "
+        "its clients: pass --tls-cert and --tls-key, and --client-ca (clients present "
+        "certificates it signed) or --token-file (clients send a bearer token), or both; or "
+        "listen on 127.0.0.1 (docs/security.md, \"Remote devices\")");
+  }
+  if (options.max_sessions < 1 || options.max_sessions > 100000) {
+    throw std::invalid_argument("--max-sessions " + std::to_string(options.max_sessions) +
+                                " is out of range 1..100000");
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  std::string mode;
+  if (tls) {
+    const bool mtls = !options.client_ca.empty();
+    grpc::SslServerCredentialsOptions ssl(
+        mtls ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    ssl.pem_key_cert_pairs.push_back({ReadOptionFile(options.tls_key, "--tls-key"),
+                                      ReadOptionFile(options.tls_cert, "--tls-cert")});
+    if (mtls) ssl.pem_root_certs = ReadOptionFile(options.client_ca, "--client-ca");
+    credentials = grpc::SslServerCredentials(ssl);
+    mode = mtls ? "TLS+mTLS" : "TLS";
+  } else {
+    credentials = grpc::InsecureServerCredentials();
+    mode = "plaintext loopback";
+  }
+  Shared shared(options, log_out);
+  if (!options.token_file.empty()) {
+    shared.token = ReadToken(options.token_file);
+    mode += "+token";
+  }
+
+  shared.devices = FindDevices(options.device_types);
+  shared.info.set_protocol(pb::PROTOCOL_VERSION);
+  shared.info.set_version(kServerVersion);
+  shared.info.set_host(HostName());
+  shared.info.set_allows_native_modules(options.allow_native_modules);
+  for (const std::string& name : options.expose) {
+    bp_object_t* f = nullptr;
+    if (bp_registry_get(name.c_str(), &f) != BP_OK) {
+      bp_error_clear();
+      throw std::invalid_argument("--expose " + name + ": no registered function has that name " +
+                                  "here (`backplane info` lists them)");
+    }
+    bp_object_release(f);
+    shared.info.add_functions(name);
+  }
+  for (size_t i = 0; i < shared.devices.size(); ++i) {
+    *shared.info.add_devices() = Describe(shared.devices[i]);
+    const pb::DeviceInfo& d = shared.info.devices(static_cast<int>(i));
+    shared.log.Line("device " + std::to_string(i) + ": " + shared.devices[i].label + " (" +
+                    (d.name().empty() ? "no name" : d.name()) + ", target " +
+                    (d.target_kind().empty() ? "none" : d.target_kind()) + ")");
+  }
+
+  Service service(shared);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address.Target(), credentials, &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // A port another server holds is an error, not a port to share (SO_REUSEPORT).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A client that vanishes without closing its connection is noticed within ~15 s, and its
+  // session ends.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  // A thread per session, and some for Describe, Status, refusals and gRPC's pollers.
+  grpc::ResourceQuota quota("backplane-serve");
+  quota.SetMaxThreads(options.max_sessions + 16);
+  builder.SetResourceQuota(quota);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    if (server != nullptr) server->Shutdown();
+    throw std::runtime_error("cannot listen on " + address.Target() +
+                             ": the port is taken, the address is not this machine's, or the TLS "
+                             "certificate and key are not a valid pair (gRPC's message above says "
+                             "which)");
+  }
+  const std::string where =
+      address.port == 0 ? Address{address.host, port}.Target() : address.Target();
+  if (!options.port_file.empty()) {
+    try {
+      WritePortFile(options.port_file, port);
+    } catch (...) {
+      server->Shutdown();
+      throw;
+    }
+  }
+  shared.log.Line("listening on " + where + " (" + mode + "); " +
+                  std::to_string(shared.devices.size()) + " devices; native modules " +
+                  (options.allow_native_modules ? "allowed" : "refused") + "; exposes " +
+                  Join(options.expose) + "; at most " + std::to_string(options.max_sessions) +
+                  " sessions");
+
+  std::thread stopper([&] {
+    int sig = 0;
+    while (sigwait(&signals.set(), &sig) != 0) {
+    }
+    shared.log.Line(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                    ": stopping (sessions end and everything they hold is freed)");
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  });
+  server->Wait();
+  stopper.join();
+  shared.log.Line("stopped");
+  return 0;
+}
+
+}  // namespace backplane::remote

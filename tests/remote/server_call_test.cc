@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: Apache-2.0
+// `backplane serve` end to end: modules and calls. A native module built here loads only on a
+// server started with --allow-native-modules, and runs there on random inputs checked against the
+// host reference; a registered function is callable by name only when --expose names it, and
+// tensor arguments must stay inside their buffers.
+#include <backplane/backplane.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/kernels/catalog.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "server_test.h"
+
+namespace backplane::remote::test {
+namespace {
+
+// vector_add built here for the c target (a module that carries native code), saved.
+std::string NativeModule(const fs::path& dir, const kernels::Case** out_case) {
+  setenv("XDG_CACHE_HOME", (dir / "cache").c_str(), 1);
+  const kernels::Case* c = kernels::Find("vector_add");
+  if (c == nullptr) throw std::runtime_error("no vector_add in the kernel catalog");
+  *out_case = c;
+  // The file also holds the GPU variant, which a CPU Target cannot build: only this function.
+  const ir::IRModule file = ir::Parse(kernels::ReadKernelFile(c->file), c->file);
+  ir::IRModule one;
+  one.Add(*file.Find(c->func));
+  Module m = Build(ir::Print(one), Target::Parse("c"));
+  return m.SaveToBytes();
+}
+
+TEST_F(RemoteServer, NativeModulesLoadOnlyWhenAllowed) {
+  const kernels::Case* kcase = nullptr;
+  const std::string bytes = NativeModule(dir_, &kcase);
+  ASSERT_GT(bytes.size(), 100u);
+  {
+    START_SERVER(server);
+    auto stub = Connect(server.target());
+    Session session(*stub);
+    ASSERT_EQ(session.Hello().code(), 0);
+    pb::Reply r = session.LoadModule(bytes, 4096);
+    EXPECT_EQ(r.code(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(Contains(r.message(), "backplane serve --allow-native-modules")) << r.message();
+    EXPECT_TRUE(Contains(r.message(), "does not load native code")) << r.message();
+    EXPECT_TRUE(session.Finish().ok());
+  }
+  START_SERVER(server, {"--allow-native-modules"});
+  auto stub = Connect(server.target());
+  Session session(*stub);
+  pb::Reply hello = session.Hello();
+  ASSERT_EQ(hello.code(), 0);
+  EXPECT_TRUE(hello.info().allows_native_modules());
+  pb::Reply loaded = session.LoadModule(bytes, 4096);
+  ASSERT_EQ(loaded.code(), 0) << loaded.message() << "\n" << server.Log();
+  ASSERT_NE(loaded.handle(), 0u);
+  EXPECT_NE(std::find(loaded.names().begin(), loaded.names().end(), "vector_add"),
+            loaded.names().end());
+  EXPECT_EQ(GetStatus(*stub).modules(), 1u);
+  // Random inputs, run remotely, compared with the host reference.
+  std::vector<kernels::Arg> args = kcase->make_args(kcase->small, 42);
+  std::vector<kernels::Arg> want = args;
+  kcase->reference(want);
+  pb::Command call;
+  call.mutable_call()->set_module(loaded.handle());
+  call.mutable_call()->set_function("vector_add");
+  std::vector<uint64_t> handles(args.size(), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const kernels::Arg& a = args[i];
+    pb::Arg* arg = call.mutable_call()->add_args();
+    if (!a.is_buffer) {
+      if (a.dtype.is_float()) {
+        arg->set_f(a.scalar);
+      } else {
+        arg->set_i(static_cast<int64_t>(a.scalar));
+      }
+      continue;
+    }
+    std::vector<float> host(a.data.begin(), a.data.end());
+    std::string raw(reinterpret_cast<const char*>(host.data()), host.size() * sizeof(float));
+    handles[i] = session.Alloc(0, raw.size());
+    ASSERT_EQ(session.Write(handles[i], 0, raw).code(), 0);
+    pb::TensorArg* t = arg->mutable_tensor();
+    t->set_device(0);
+    t->set_buffer(handles[i]);
+    *t->mutable_dtype() = DType(kDLFloat, 32);
+    for (int64_t s : a.shape) t->add_shape(s);
+  }
+  pb::Reply result = session.Do(call);
+  ASSERT_EQ(result.code(), 0) << result.message();
+  EXPECT_TRUE(result.value().none());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].is_output) continue;
+    const std::string raw = session.Read(handles[i], 0, args[i].data.size() * sizeof(float));
+    ASSERT_EQ(raw.size(), args[i].data.size() * sizeof(float));
+    std::vector<float> got(args[i].data.size());
+    std::memcpy(got.data(), raw.data(), raw.size());
+    kernels::Arg out = args[i];
+    out.data.assign(got.begin(), got.end());
+    EXPECT_LE(kernels::RelativeError(out, want[i]), kcase->tolerance) << args[i].name;
+  }
+  // A name the module lacks lists the ones it has.
+  call.mutable_call()->set_function("vector_sub");
+  pb::Reply missing = session.Do(call);
+  EXPECT_EQ(missing.code(), BP_ERR_NOT_FOUND);
+  EXPECT_TRUE(Contains(missing.message(), "vector_add")) << missing.message();
+  pb::Command free;
+  free.mutable_free_module()->set_module(loaded.handle());
+  EXPECT_EQ(session.Do(free).code(), 0);
+  EXPECT_EQ(GetStatus(*stub).modules(), 0u);
+  EXPECT_TRUE(session.Finish().ok());
+}
+
+// blas.sgemm (the cpu plugin's) with row-major a [m, k], b [k, n], c [m, n] in buffers of cpu:0.
+TEST_F(RemoteServer, OnlyExposedFunctionsCanBeCalledByName) {
+  START_SERVER(server, {"--expose", "blas.sgemm"});
+  auto stub = Connect(server.target());
+  Session session(*stub);
+  pb::Reply hello = session.Hello();
+  ASSERT_EQ(hello.code(), 0);
+  ASSERT_EQ(hello.info().functions_size(), 1);
+  EXPECT_EQ(hello.info().functions(0), "blas.sgemm");
+  const int64_t m = 3, n = 4, k = 5;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+  for (float& x : c) x = dist(rng);
+  auto upload = [&](const std::vector<float>& v) {
+    const std::string raw(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    const uint64_t h = session.Alloc(0, raw.size());
+    EXPECT_EQ(session.Write(h, 0, raw).code(), 0);
+    return h;
+  };
+  const uint64_t ha = upload(a), hb = upload(b), hc = upload(c);
+  auto matrix = [&](pb::Arg* arg, uint64_t h, int64_t rows, int64_t cols) {
+    pb::TensorArg* t = arg->mutable_tensor();
+    t->set_device(0);
+    t->set_buffer(h);
+    *t->mutable_dtype() = DType(kDLFloat, 32);
+    t->add_shape(rows);
+    t->add_shape(cols);
+  };
+  pb::Command call;
+  pb::Call* p = call.mutable_call();
+  p->set_function("blas.sgemm");
+  p->add_args()->set_i(m);
+  p->add_args()->set_i(n);
+  p->add_args()->set_i(k);
+  p->add_args()->set_f(1.5);
+  matrix(p->add_args(), ha, m, k);
+  matrix(p->add_args(), hb, k, n);
+  p->add_args()->set_f(0.5);
+  matrix(p->add_args(), hc, m, n);
+  pb::Reply r = session.Do(call);
+  ASSERT_EQ(r.code(), 0) << r.message();
+  const std::string raw = session.Read(hc, 0, c.size() * sizeof(float));
+  ASSERT_EQ(raw.size(), c.size() * sizeof(float));
+  std::vector<float> got(c.size());
+  std::memcpy(got.data(), raw.data(), raw.size());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0.5 * c[i * n + j];
+      for (int64_t l = 0; l < k; ++l) want += 1.5 * a[i * k + l] * b[l * n + j];
+      EXPECT_NEAR(got[i * n + j], want, 1e-5) << i << "," << j;
+    }
+  }
+  // Views past the buffer, negative extents or strides, and too many dimensions are refused
+  // before the function sees them.
+  auto refused = [&](const std::function<void(pb::TensorArg*)>& edit, const std::string& part) {
+    pb::Command bad = call;
+    edit(bad.mutable_call()->mutable_args(7)->mutable_tensor());
+    pb::Reply e = session.Do(bad);
+    EXPECT_EQ(e.code(), BP_ERR_INVALID_ARGUMENT) << part;
+    EXPECT_TRUE(Contains(e.message(), part)) << e.message();
+  };
+  refused([](pb::TensorArg* t) { t->set_shape(0, 4); }, "the buffer holds 48");
+  refused([](pb::TensorArg* t) { t->set_byte_offset(4); }, "reaches byte 52");
+  refused([](pb::TensorArg* t) { t->set_shape(1, -1); }, "extent -1");
+  refused(
+      [](pb::TensorArg* t) {
+        t->add_strides(4);
+        t->add_strides(-1);
+      },
+      "stride -1");
+  refused(
+      [](pb::TensorArg* t) {
+        t->add_strides(INT64_MAX);
+        t->add_strides(1);
+      },
+      "overflows");
+  refused(
+      [](pb::TensorArg* t) {
+        for (int i = 0; i < 40; ++i) t->add_shape(1);
+      },
+      "at most 32");
+  refused([](pb::TensorArg* t) { t->set_buffer(999); }, "no buffer 999");
+  // Functions not exposed are refused, naming the option.
+  pb::Command other;
+  other.mutable_call()->set_function("device_api.cpu");
+  pb::Reply no = session.Do(other);
+  EXPECT_EQ(no.code(), BP_ERR_NOT_FOUND);
+  EXPECT_TRUE(Contains(no.message(), "--expose device_api.cpu")) << no.message();
+  EXPECT_TRUE(session.Finish().ok());
+}
+
+}  // namespace
+}  // namespace backplane::remote::test
