@@ -21,6 +21,37 @@ std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 
 }  // namespace
 
+Any FromValue(const v1::Value& v) {
+  switch (v.kind_case()) {
+    case v1::Value::kI:
+      return sdk::IntValue(v.i());
+    case v1::Value::kF:
+      return sdk::FloatValue(v.f());
+    case v1::Value::kS:
+      return sdk::StringValue(v.s());
+    case v1::Value::kB: {
+      bp_object_t* obj = nullptr;
+      Check(::backplane::detail::Api()->bytes_create(v.b().data(), v.b().size(), &obj));
+      bp_value_t out = ::backplane::detail::ArgValue(BP_VALUE_OBJECT);
+      out.u.v_obj = obj;
+      return Any(out);
+    }
+    case v1::Value::kStrings:
+      return sdk::StringArrayValue({v.strings().items().begin(), v.strings().items().end()});
+    case v1::Value::kInts:
+      return sdk::IntArrayValue({v.ints().items().begin(), v.ints().items().end()});
+    case v1::Value::kDtype: {
+      bp_value_t out = ::backplane::detail::ArgValue(BP_VALUE_DTYPE);
+      out.u.v_dtype =
+          DLDataType{static_cast<uint8_t>(v.dtype().code()), static_cast<uint8_t>(v.dtype().bits()),
+                     static_cast<uint16_t>(v.dtype().lanes())};
+      return Any(out);
+    }
+    default:
+      return sdk::NoneValue();
+  }
+}
+
 void SetDataType(v1::DataType* out, DLDataType t) {
   out->set_code(t.code);
   out->set_bits(t.bits);
@@ -50,19 +81,7 @@ Any RemoteDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
   const v1::Reply r = s->Request(
       cmd, std::string("attribute ") + ::backplane::detail::Api()->device_attr_name(kind) + " of " +
                Name(dev.device_id) + " (" + ref.RemoteName() + ")");
-  const v1::Value& v = r.value();
-  switch (v.kind_case()) {
-    case v1::Value::kI:
-      return sdk::IntValue(v.i());
-    case v1::Value::kF:
-      return sdk::FloatValue(v.f());
-    case v1::Value::kS:
-      return sdk::StringValue(v.s());
-    case v1::Value::kInts:
-      return sdk::IntArrayValue({v.ints().items().begin(), v.ints().items().end()});
-    default:
-      return sdk::NoneValue();
-  }
+  return FromValue(r.value());
 }
 
 Any RemoteDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
@@ -80,21 +99,7 @@ Any RemoteDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   cmd.mutable_get_property()->set_device(ref.index);
   cmd.mutable_get_property()->set_key(key);
   const v1::Reply r = s->Request(cmd, "property '" + key + "' of " + Name(dev.device_id));
-  const v1::Value& v = r.value();
-  switch (v.kind_case()) {
-    case v1::Value::kI:
-      return sdk::IntValue(v.i());
-    case v1::Value::kF:
-      return sdk::FloatValue(v.f());
-    case v1::Value::kS:
-      return sdk::StringValue(v.s());
-    case v1::Value::kStrings:
-      return sdk::StringArrayValue({v.strings().items().begin(), v.strings().items().end()});
-    case v1::Value::kInts:
-      return sdk::IntArrayValue({v.ints().items().begin(), v.ints().items().end()});
-    default:
-      return sdk::NoneValue();
-  }
+  return FromValue(r.value());
 }
 
 std::vector<std::string> RemoteDeviceAPI::ListProperties(DLDevice dev) {

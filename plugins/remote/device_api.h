@@ -96,8 +96,10 @@ class RemoteDeviceAPI final : public sdk::DeviceAPI {
   std::unordered_map<uintptr_t, RemoteStream> streams_;
 };
 
-// A DataType message from a DLDataType, and back.
+// A DataType message from a DLDataType.
 void SetDataType(v1::DataType* out, DLDataType t);
+// A value from the server (an attribute, a property, a call's result) as a Backplane value.
+Any FromValue(const v1::Value& v);
 
 }  // namespace backplane::remote
 

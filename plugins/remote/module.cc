@@ -26,37 +26,6 @@ bool SyncCalls() {
   return v != nullptr && std::string(v) == "1";
 }
 
-Any FromValue(const v1::Value& v) {
-  switch (v.kind_case()) {
-    case v1::Value::kI:
-      return sdk::IntValue(v.i());
-    case v1::Value::kF:
-      return sdk::FloatValue(v.f());
-    case v1::Value::kS:
-      return sdk::StringValue(v.s());
-    case v1::Value::kB: {
-      bp_object_t* obj = nullptr;
-      Check(::backplane::detail::Api()->bytes_create(v.b().data(), v.b().size(), &obj));
-      bp_value_t out = ::backplane::detail::ArgValue(BP_VALUE_OBJECT);
-      out.u.v_obj = obj;
-      return Any(out);
-    }
-    case v1::Value::kStrings:
-      return sdk::StringArrayValue({v.strings().items().begin(), v.strings().items().end()});
-    case v1::Value::kInts:
-      return sdk::IntArrayValue({v.ints().items().begin(), v.ints().items().end()});
-    case v1::Value::kDtype: {
-      bp_value_t out = ::backplane::detail::ArgValue(BP_VALUE_DTYPE);
-      out.u.v_dtype =
-          DLDataType{static_cast<uint8_t>(v.dtype().code()), static_cast<uint8_t>(v.dtype().bits()),
-                     static_cast<uint16_t>(v.dtype().lanes())};
-      return Any(out);
-    }
-    default:
-      return sdk::NoneValue();
-  }
-}
-
 // The bytes past byte_offset that `t` can touch, or nothing when it would overflow.
 std::optional<uint64_t> Extent(const DLTensor* t) {
   const unsigned __int128 elem = (static_cast<unsigned>(t->dtype.bits) * t->dtype.lanes + 7) / 8;
