@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <utility>
 
@@ -34,6 +35,22 @@ std::string ClientName() {
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   return std::string(host) + " pid " + std::to_string(getpid());
+}
+
+bool SameDevices(const v1::ServerInfo& a, const v1::ServerInfo& b) {
+  if (a.devices_size() != b.devices_size()) return false;
+  for (int i = 0; i < a.devices_size(); ++i) {
+    if (a.devices(i).type() != b.devices(i).type() || a.devices(i).id() != b.devices(i).id())
+      return false;
+  }
+  return true;
+}
+
+std::string DeviceList(const v1::ServerInfo& info) {
+  std::string out;
+  for (const v1::DeviceInfo& d : info.devices())
+    out += (out.empty() ? "" : ", ") + d.type() + ":" + std::to_string(d.id());
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace
@@ -170,6 +187,15 @@ void Session::Close() {
 }
 
 uint64_t Session::Send(v1::Command& cmd, std::shared_ptr<Pending> pending, int64_t timeout_ms) {
+  // A message over the limit would end the stream, and the session with it: refused here.
+  const size_t size = cmd.ByteSizeLong();
+  if (size > static_cast<size_t>(kMaxMessageBytes) - 4096) {
+    throw Error(BP_ERR_INVALID_ARGUMENT,
+                label_ + ": " + (pending ? pending->what : std::string("a command")) + " is " +
+                    std::to_string(size) + " bytes, more than a message carries (" +
+                    std::to_string(kMaxMessageBytes - 4096) +
+                    "); pass large data as a remote tensor (copy it to the device first)");
+  }
   const uint64_t id = cmd.id() != 0 ? cmd.id() : next_id_.fetch_add(1);
   cmd.set_id(id);
   cmd.set_want_reply(pending != nullptr);
@@ -342,7 +368,8 @@ RemoteServer::RemoteServer(std::string address_text, ClientOptions options)
   try {
     if (!options_.token_file.empty()) {
       token_ = ReadSecretFile(options_.token_file, "the remote token file");
-      while (!token_.empty() && (token_.back() == '\n' || token_.back() == '\r')) token_.pop_back();
+      while (!token_.empty() && std::isspace(static_cast<unsigned char>(token_.back())) != 0)
+        token_.pop_back();
     }
   } catch (const std::exception& e) {
     throw Error(BP_ERR_INVALID_ARGUMENT, label() + ": " + e.what());
@@ -356,7 +383,7 @@ RemoteServer::RemoteServer(std::string address_text, ClientOptions options)
                     "BACKPLANE_REMOTE_KEY) or a token (BACKPLANE_REMOTE_TOKEN_FILE): "
                     "docs/security.md, \"Remote devices\"");
   }
-  if (!tls && !token_.empty()) {
+  if (!tls && !token_.empty() && !IsLoopback(address_.host)) {
     throw Error(BP_ERR_INVALID_ARGUMENT,
                 label() +
                     ": a token is only sent over TLS; give the server's CA as well "
@@ -419,7 +446,15 @@ std::shared_ptr<Session> RemoteServer::GetSession() {
   if (session_ && !session_->broken()) return session_;
   auto s = std::make_shared<Session>(label(), Channel(), token_, options_.timeout_ms, ++epoch_);
   try {
-    info_ = s->Open(options_.connect_timeout_ms, "");
+    v1::ServerInfo info = s->Open(options_.connect_timeout_ms, "");
+    if (epoch_ > 1 && !SameDevices(info, info_)) {
+      s->Close();
+      throw Error(BP_ERR_DEVICE, "it came back with other devices (" + DeviceList(info) + ", was " +
+                                     DeviceList(info_) +
+                                     "), so the ids this host gave them would name others; "
+                                     "detach it and attach it again");
+    }
+    info_ = std::move(info);
   } catch (const Error& e) {
     throw Error(e.kind(), label() + ": cannot open a session: " + e.what() +
                               "; is `backplane serve` running there, and do its TLS settings "
@@ -545,6 +580,17 @@ int32_t Fleet::Count() {
 bool Fleet::Exists(int32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Entry& e : entries_) {
+    // A detached server's ids stay (listings stop at the first id that does not exist, and ids
+    // are not reused); using one says the server was detached (Device).
+    if (e.listed && id >= e.first_id && id < e.first_id + static_cast<int32_t>(e.devices.size()))
+      return true;
+  }
+  return false;
+}
+
+bool Fleet::Attached(int32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Entry& e : entries_) {
     if (e.attached && e.listed && id >= e.first_id &&
         id < e.first_id + static_cast<int32_t>(e.devices.size()))
       return true;
@@ -556,8 +602,20 @@ DeviceRef Fleet::Device(int32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string there;
   for (Entry& e : entries_) {
-    if (!e.attached || !e.listed) continue;
+    if (!e.listed) continue;
     const int32_t n = static_cast<int32_t>(e.devices.size());
+    if (!e.attached) {
+      if (id >= e.first_id && id < e.first_id + n) {
+        throw Error(BP_ERR_NOT_FOUND,
+                    "remote:" + std::to_string(id) + " was " +
+                        e.devices[static_cast<size_t>(id - e.first_id)].type() + ":" +
+                        std::to_string(e.devices[static_cast<size_t>(id - e.first_id)].id()) +
+                        " of " + e.server->label() +
+                        ", which was detached; attach it again (its devices "
+                        "get new ids)");
+      }
+      continue;
+    }
     if (id >= e.first_id && id < e.first_id + n) {
       DeviceRef ref;
       ref.server = e.server;

@@ -182,8 +182,11 @@ class Fleet {
   std::shared_ptr<RemoteServer> Find(const std::string& address);
   // Device `id`; throws BP_ERR_NOT_FOUND naming the devices there are.
   DeviceRef Device(int32_t id);
-  // Whether device `id` exists (its server is attached and listed it).
+  // Whether device `id` exists: its server listed it (a detached server's ids stay, so that
+  // listings that stop at the first missing id go on; using one says it was detached).
   bool Exists(int32_t id);
+  // Whether device `id` exists and its server is attached.
+  bool Attached(int32_t id);
   int32_t Count();
   // The client device id of `server`'s device `index`, or -1.
   int32_t IdOf(const RemoteServer* server, uint32_t index);

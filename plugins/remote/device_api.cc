@@ -73,7 +73,15 @@ Any RemoteDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     return sdk::IntValue(Fleet::Get().Exists(dev.device_id) ? 1 : 0);
   }
   if (!Fleet::Get().Exists(dev.device_id)) return sdk::NoneValue();
-  const DeviceRef ref = Device(dev);
+  DeviceRef ref;
+  try {
+    ref = Device(dev);
+  } catch (const Error& e) {
+    if (e.kind() != BP_ERR_NOT_FOUND) throw;
+    // Its server was detached: the id stays listed, and says so by its name.
+    return kind == BP_ATTR_DEVICE_NAME ? sdk::StringValue("(detached) " + std::string(e.what()))
+                                       : sdk::NoneValue();
+  }
   std::shared_ptr<Session> s = ref.server->GetSession();
   v1::Command cmd;
   cmd.mutable_get_attr()->set_device(ref.index);
@@ -90,6 +98,7 @@ Any RemoteDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   for (const char c : key) {
     if (c < 0x20 || c > 0x7e) return sdk::NoneValue();
   }
+  if (!Fleet::Get().Attached(dev.device_id)) return sdk::NoneValue();
   const DeviceRef ref = Device(dev);
   if (key == "server") return sdk::StringValue(ref.server->address());
   if (key == "remote_device") return sdk::StringValue(ref.RemoteName());
@@ -103,7 +112,7 @@ Any RemoteDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
 }
 
 std::vector<std::string> RemoteDeviceAPI::ListProperties(DLDevice dev) {
-  if (!Fleet::Get().Exists(dev.device_id)) return {};
+  if (!Fleet::Get().Attached(dev.device_id)) return {};
   const DeviceRef ref = Device(dev);
   std::vector<std::string> keys{"server", "remote_device", "server_host"};
   std::shared_ptr<Session> s = ref.server->GetSession();
@@ -241,17 +250,20 @@ void RemoteDeviceAPI::Write(const RemoteBuffer& to, uint64_t offset, const char*
   const uint64_t remote_stream = StreamHandle(stream, to.device, *s);
   if (nbytes == 0) return;
   const uint64_t transfer = s->ReserveId();
+  // One command for every chunk: its data keeps its capacity, so a transfer allocates one chunk
+  // of host memory, not one a chunk (malloc gives a freed megabyte back to the system and faults
+  // it in again on the next).
+  v1::Command cmd;
+  v1::Write* w = cmd.mutable_write();
+  w->set_transfer(transfer);
+  w->set_buffer(to.handle);
+  w->set_stream(remote_stream);
   for (size_t done = 0; done < nbytes;) {
     const size_t n = std::min(kChunkBytes, nbytes - done);
     const bool last = done + n == nbytes;
-    v1::Command cmd;
-    if (done == 0) cmd.set_id(transfer);
-    v1::Write* w = cmd.mutable_write();
-    w->set_transfer(transfer);
-    w->set_buffer(to.handle);
+    cmd.set_id(done == 0 ? transfer : 0);  // Send gives the others the next ids
     w->set_offset(offset + done);
     w->set_data(src + done, n);
-    w->set_stream(remote_stream);
     w->set_last(last);
     done += n;
     if (last) {

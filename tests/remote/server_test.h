@@ -128,12 +128,16 @@ inline fs::path ScratchDir() {
 // `backplane serve` as a child process, stopped with SIGTERM when destroyed.
 class ServerProcess {
  public:
-  ServerProcess(const fs::path& dir, const std::vector<std::string>& args) : dir_(dir) {
+  // `port` 0: a free one the system picks (port()).
+  ServerProcess(const fs::path& dir, const std::vector<std::string>& args, int port = 0)
+      : dir_(dir) {
+    fs::create_directories(dir);
     const fs::path port_file = dir / "port";
     fs::remove(port_file);
     log_ = (dir / "server.log").string();
-    std::vector<std::string> argv = {BACKPLANE_CLI_PATH, "serve",       "--listen",
-                                     "127.0.0.1:0",      "--port-file", port_file.string()};
+    std::vector<std::string> argv = {BACKPLANE_CLI_PATH, "serve",
+                                     "--listen",         "127.0.0.1:" + std::to_string(port),
+                                     "--port-file",      port_file.string()};
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = Spawn(argv, ChildEnvironment({"XDG_CACHE_HOME=" + (dir / "cache").string()}), log_);
     if (pid_ < 0) {
@@ -173,6 +177,14 @@ class ServerProcess {
     exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return exit_status_;
   }
+  // Kills the server with SIGKILL (a crash, a power cut) and reaps it.
+  void Kill() {
+    if (pid_ < 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  pid_t pid() const { return pid_; }
   const std::string& error() const { return error_; }
   int port() const { return port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }

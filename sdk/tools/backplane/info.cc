@@ -295,6 +295,17 @@ Json CollectReport() {
   report["device_types"] = std::move(device_types);
   report["devices"] = std::move(devices);
   report["functions"] = std::move(function_entries);
+  // Remote servers (docs/remote.md), when the remote plugin is here: which server holds which
+  // device, and why a server that was asked for is missing.
+  if (function_set.count("remote.servers") != 0) {
+    try {
+      const Json servers = Json::parse(Function::Get("remote.servers")().AsString());
+      if (!servers.value("servers", Json::array()).empty())
+        report["remote_servers"] = servers["servers"];
+    } catch (const std::exception& e) {
+      report["remote_servers_error"] = e.what();
+    }
+  }
   return report;
 }
 
@@ -470,6 +481,26 @@ void PrintReport(const Json& report, std::ostream& out) {
                    " = not supported or not applicable)");
   if (devices.empty()) out << "  No devices: no loaded plugin reports one.\n";
   for (const Json& d : devices) PrintDevice(d, out, width);
+
+  if (report.contains("remote_servers")) {
+    const Json& servers = report["remote_servers"];
+    Heading(out, "Remote servers: " + std::to_string(servers.size()) +
+                     " attached (BACKPLANE_REMOTE or remote.attach; docs/remote.md)");
+    Table server_table({"ADDRESS", "STATE", "DEVICES"});
+    for (const Json& sv : servers) {
+      std::string list;
+      for (const Json& d : sv.value("devices", Json::array())) {
+        list += (list.empty() ? "" : ", ") + Text(d["device"]) + " = " + Text(d["remote"]);
+      }
+      server_table.AddRow({Text(sv["address"]), Text(sv["state"]), list.empty() ? kNone : list});
+      if (sv.contains("error") && !sv["error"].is_null())
+        server_table.AddNote("error: " + Text(sv["error"]));
+    }
+    server_table.Print(out, 2, width);
+  }
+  if (report.contains("remote_servers_error")) {
+    out << "  remote servers: " << Text(report["remote_servers_error"]) << "\n";
+  }
 
   const Json& functions = report["functions"];
   Heading(out, "Global functions: " + std::to_string(functions.size()) + " registered");

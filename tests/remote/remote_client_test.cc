@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: Apache-2.0
+// The remote plugin end to end (docs/remote.md), as a host application uses it: real
+// `backplane serve` processes, attached with backplane::remote::Attach, their devices used
+// through the C++ host API. Faults: a server killed during a 256 MiB copy and during a kernel, a
+// stopped server past the deadline, reconnecting, a client killed while it holds buffers; a
+// load test of 8 client processes; two servers at once.
+//
+// The program is also its own client process:
+//   remote_client_test --load ADDRESS ITERATIONS SEED   alloc / copy / verify / free, exit 0 if
+//                                                      every round trip came back intact
+//   remote_client_test --hold ADDRESS                  allocates, says "ready", then waits
+#include <backplane/backplane.hpp>
+#include <backplane/remote.hpp>
+#include <cstring>
+#include <future>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "server_test.h"
+
+namespace backplane::remote::test {
+namespace {
+
+constexpr DLDataType kF32{kDLFloat, 32, 1};
+constexpr DLDataType kU8{kDLUInt, 8, 1};
+
+void LoadPlugins() {
+  for (const char* name : {"remote", "cpu", "opencl", "vulkan"}) {
+    const std::string path = std::string(BACKPLANE_PLUGIN_DIR) + "/libbackplane_" + name + ".so";
+    if (fs::exists(path)) bp_plugin_load(path.c_str());
+    bp_error_clear();
+  }
+}
+
+std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-4.0f, 4.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// The devices Attach gave, in order: {"remote:N", "cpu:0"}.
+std::vector<std::pair<Device, std::string>> Devices(const std::string& attach_json) {
+  std::vector<std::pair<Device, std::string>> out;
+  const nlohmann::json server = nlohmann::json::parse(attach_json);
+  for (const auto& d : server["devices"])
+    out.emplace_back(Device::Parse(d["device"].get<std::string>()), d["remote"].get<std::string>());
+  return out;
+}
+
+nlohmann::json ServerStatusJson(const std::string& address) {
+  return nlohmann::json::parse(remote::Status(address));
+}
+
+// Waits until the server holds nothing (bounded); the last status.
+nlohmann::json WaitForNothingHeld(const std::string& address, double seconds) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  nlohmann::json s;
+  do {
+    s = ServerStatusJson(address);
+    if (s["buffers"] == 0 && s["bytes"] == 0 && s["streams"] == 0 && s["modules"] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (Clock::now() < end);
+  return s;
+}
+
+// A CPU kernel that runs for a while: `rounds` times n additions into one element.
+constexpr const char* kSlowKernel = R"(# backplane-ir 1
+func spin(n: int32, rounds: int32, x: buffer<float32>[n]) {
+  for r in serial(0, rounds) {
+    for i in serial(0, n) {
+      x[i] = x[i] * 0.999f32 + 1.0f32
+    }
+  }
+}
+)";
+
+// c = a + b: the CPU form (a parallel loop) and the GPU form (thread axes).
+constexpr const char* kAddCpu = R"(# backplane-ir 1
+func vector_add(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n]) {
+  for i in parallel(0, n) {
+    c[i] = a[i] + b[i]
+  }
+}
+)";
+constexpr const char* kAddGpu = R"(# backplane-ir 1
+func vector_add(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n]) {
+  for bx in thread(blockIdx.x, 0, (n + 255) / 256) {
+    for tx in thread(threadIdx.x, 0, 256) {
+      if (bx * 256 + tx < n) {
+        c[bx * 256 + tx] = a[bx * 256 + tx] + b[bx * 256 + tx]
+      }
+    }
+  }
+}
+)";
+
+class RemoteClient : public ::testing::Test {
+ protected:
+  void SetUp() override { LoadPlugins(); }
+};
+
+TEST_F(RemoteClient, CopiesKernelsAndSavedModulesOnEveryServedDevice) {
+  ServerProcess server(ScratchDir(), {"--allow-native-modules"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  const auto devices = Devices(remote::Attach(server.target()));
+  ASSERT_FALSE(devices.empty());
+  for (const auto& [dev, remote_name] : devices) {
+    SCOPED_TRACE(dev.ToString() + " = " + remote_name);
+    // 3 MiB + 5 bytes: three full chunks and a partial one, at an offset.
+    const size_t n = (size_t{3} << 20) + 5;
+    const std::vector<uint8_t> data = RandomBytes(n, 7);
+    Tensor t = Tensor::Empty({static_cast<int64_t>(n + 64)}, kU8, dev);
+    DLTensor host{const_cast<uint8_t*>(data.data()), {kDLCPU, 0}, 1, kU8, nullptr, nullptr, 0};
+    int64_t shape[1] = {static_cast<int64_t>(n)};
+    host.shape = shape;
+    DLTensor view = *t.dl();
+    view.shape = shape;
+    view.byte_offset = 64;
+    Check(bp_device_copy_data_from_to(&host, &view, nullptr));
+    Tensor u = Tensor::Empty({static_cast<int64_t>(n)}, kU8, dev);
+    Check(bp_device_copy_data_from_to(&view, u.dl(), nullptr));  // on the server
+    std::vector<uint8_t> back(n);
+    u.CopyToBytes(back.data(), n);
+    ASSERT_EQ(back, data);
+
+    // A kernel built for the device's Target, run there, checked against the host.
+    const Target target = Target::FromDevice(dev);
+    const std::vector<std::string> keys = target.Keys();
+    const bool cpu = std::find(keys.begin(), keys.end(), "cpu") != keys.end();
+    const std::string func = "vector_add";
+    Module m = Build(cpu ? kAddCpu : kAddGpu, target);
+    const int32_t len = 70001;
+    const std::vector<float> a = RandomFloats(len, 1), b = RandomFloats(len, 2);
+    Tensor ta = Tensor::Empty({len}, kF32, dev), tb = Tensor::Empty({len}, kF32, dev),
+           tc = Tensor::Empty({len}, kF32, dev);
+    ta.CopyFrom(a);
+    tb.CopyFrom(b);
+    m.GetFunction(func)(len, ta.dl(), tb.dl(), tc.dl());
+    std::vector<float> c = tc.ToVector<float>();
+    for (int32_t i = 0; i < len; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << "element " << i;
+
+    // Saved, loaded back (it uploads itself again) and run on new inputs.
+    Module again = Module::LoadFromBytes(m.SaveToBytes());
+    EXPECT_EQ(again.Kind(), "remote");
+    tb.CopyFrom(a);
+    again.GetFunction(func)(len, ta.dl(), tb.dl(), tc.dl());
+    c = tc.ToVector<float>();
+    for (int32_t i = 0; i < len; ++i) ASSERT_EQ(c[i], a[i] + a[i]) << "element " << i;
+  }
+  // What the tensors held is freed on the server once they are gone.
+  EXPECT_EQ(WaitForNothingHeld(server.target(), 10)["bytes"], 0) << server.Log();
+}
+
+TEST_F(RemoteClient, ErrorsNameWhatIsWrong) {
+  ServerProcess a(ScratchDir() / "a", {"--devices", "cpu", "--allow-native-modules"});
+  ServerProcess b(ScratchDir() / "b", {"--devices", "cpu"});
+  ASSERT_TRUE(a.error().empty()) << a.error();
+  ASSERT_TRUE(b.error().empty()) << b.error();
+  const Device da = Devices(remote::Attach(a.target()))[0].first;
+  const Device db = Devices(remote::Attach(b.target()))[0].first;
+  // Which server holds which device.
+  const nlohmann::json servers = nlohmann::json::parse(remote::Servers())["servers"];
+  ASSERT_EQ(servers.size(), 2u);
+  EXPECT_EQ(servers[0]["devices"][0]["device"], da.ToString());
+  EXPECT_EQ(servers[1]["devices"][0]["device"], db.ToString());
+  EXPECT_EQ(DeviceAPI::Get(da).GetProperty("server").AsString(), a.target());
+  EXPECT_EQ(DeviceAPI::Get(db).GetProperty("server").AsString(), b.target());
+
+  // Copies between the two servers go through this host.
+  const std::vector<uint8_t> data = RandomBytes(5000, 3);
+  Tensor x = Tensor::Empty({5000}, kU8, da), y = Tensor::Empty({5000}, kU8, db);
+  x.CopyFromBytes(data.data(), data.size());
+  Check(bp_device_copy_data_from_to(x.dl(), y.dl(), nullptr));
+  std::vector<uint8_t> back(5000);
+  y.CopyToBytes(back.data(), back.size());
+  EXPECT_EQ(back, data);
+
+  // Past the end of the buffer.
+  DLTensor past = *x.dl();
+  past.byte_offset = 10;
+  std::vector<uint8_t> big(5000);
+  DLTensor host{big.data(), {kDLCPU, 0}, 1, kU8, x.dl()->shape, nullptr, 0};
+  const bp_status_t st = bp_device_copy_data_from_to(&host, &past, nullptr);
+  EXPECT_EQ(st, BP_ERR_INVALID_ARGUMENT);
+  const char* message = nullptr;
+  bp_error_last(nullptr, &message);
+  EXPECT_TRUE(Contains(message, "past the end")) << message;
+
+  // A module of server a called with a buffer of server b.
+  const Target t = Target::FromDevice(da);
+  Module m = Build(kSlowKernel, t);
+  Tensor xf = Tensor::Empty({4}, kF32, da), yf = Tensor::Empty({4}, kF32, db);
+  try {
+    m.GetFunction("spin")(4, 1, yf.dl());
+    FAIL() << "a buffer of another server was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), b.target())) << e.what();
+  }
+  // Native code on a server that does not allow it: refused at build, naming the option.
+  try {
+    Build(kSlowKernel, Target::FromDevice(db));
+    FAIL() << "a server without --allow-native-modules took a module of native code";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "--allow-native-modules")) << e.what();
+  }
+
+  // Detached: its devices say so, the other server's go on.
+  remote::Detach(b.target());
+  try {
+    Tensor::Empty({4}, kU8, db);
+    FAIL() << "a device of a detached server allocated";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "detached")) << e.what();
+  }
+  Tensor still = Tensor::Empty({4}, kU8, da);
+  EXPECT_EQ(DeviceAPI::Get(da).GetAttr(BP_ATTR_EXIST).AsInt(), 1);
+}
+
+TEST_F(RemoteClient, AServerKilledDuringA256MiBCopyIsAnErrorAndReconnectingWorks) {
+  const fs::path dir = ScratchDir();
+  auto server = std::make_unique<ServerProcess>(dir, std::vector<std::string>{"--devices", "cpu"});
+  ASSERT_TRUE(server->error().empty()) << server->error();
+  const std::string address = server->target();
+  const Device dev = Devices(remote::Attach(address))[0].first;
+  const size_t n = size_t{256} << 20;
+  std::vector<uint8_t> data(n, 0x5a);
+  Tensor big = Tensor::Empty({static_cast<int64_t>(n)}, kU8, dev);
+  Tensor kept = Tensor::Empty({16}, kU8, dev);
+  auto copy = std::async(std::launch::async, [&] {
+    try {
+      big.CopyFromBytes(data.data(), n);
+      return std::string("the copy succeeded");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  server->Kill();
+  const std::string what = copy.get();
+  EXPECT_TRUE(Contains(what, address)) << what;
+  EXPECT_TRUE(Contains(what, "session ended")) << what;
+
+  // The same address again, a new server: the next call connects again; what the old session
+  // held is gone, and says so.
+  ServerProcess again(dir / "again", {"--devices", "cpu"}, server->port());
+  ASSERT_TRUE(again.error().empty()) << again.error();
+  Tensor fresh = Tensor::Empty({1024}, kU8, dev);
+  const std::vector<uint8_t> small = RandomBytes(1024, 9);
+  fresh.CopyFromBytes(small.data(), small.size());
+  std::vector<uint8_t> back(1024);
+  fresh.CopyToBytes(back.data(), back.size());
+  EXPECT_EQ(back, small);
+  try {
+    kept.CopyToBytes(back.data(), 16);
+    FAIL() << "a buffer of the ended session was read";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "ended")) << e.what();
+  }
+}
+
+TEST_F(RemoteClient, AServerKilledDuringAKernelIsAnErrorNamingIt) {
+  ServerProcess server(ScratchDir(), {"--devices", "cpu", "--allow-native-modules"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  const Device dev = Devices(remote::Attach(server.target()))[0].first;
+  Module m = Build(kSlowKernel, Target::FromDevice(dev));
+  Tensor x = Tensor::Empty({1 << 16}, kF32, dev);
+  x.CopyFrom(RandomFloats(1 << 16, 4));
+  const auto t0 = Clock::now();
+  m.GetFunction("spin")(1 << 16, 1 << 20, x.dl());  // minutes of work, queued
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    server.Kill();
+  });
+  try {
+    DeviceAPI::Get(dev).StreamSync();
+    FAIL() << "the sync returned while the server was dying";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), server.target())) << e.what();
+  }
+  killer.join();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30));
+}
+
+TEST_F(RemoteClient, AStoppedServerFailsTheCallAtItsDeadlineAndTheHostGoesOn) {
+  ServerProcess server(ScratchDir(), {"--devices", "cpu"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  const Device dev = Devices(remote::Attach(server.target(), R"({"timeout_ms": 1000})"))[0].first;
+  Tensor t = Tensor::Empty({64}, kU8, dev);
+  kill(server.pid(), SIGSTOP);
+  const auto t0 = Clock::now();
+  try {
+    Tensor::Empty({64}, kU8, dev);
+    FAIL() << "an alloc on a stopped server returned";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), server.target())) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "deadline")) << e.what();
+  }
+  const auto waited = Clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(900));
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  kill(server.pid(), SIGCONT);
+  // A new session: this works again.
+  Tensor u = Tensor::Empty({64}, kU8, dev);
+  const std::vector<uint8_t> data = RandomBytes(64, 11);
+  u.CopyFromBytes(data.data(), data.size());
+  std::vector<uint8_t> back(64);
+  u.CopyToBytes(back.data(), back.size());
+  EXPECT_EQ(back, data);
+}
+
+TEST_F(RemoteClient, AClientKilledWhileHoldingBuffersLeavesNothingOnTheServer) {
+  const fs::path dir = ScratchDir();
+  ServerProcess server(dir, {"--devices", "cpu"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  remote::Attach(server.target());
+  const nlohmann::json start = ServerStatusJson(server.target());
+  int out = -1;
+  const pid_t child = Spawn({"/proc/self/exe", "--hold", server.target()}, ChildEnvironment({}),
+                            (dir / "client.log").string(), &out);
+  ASSERT_GT(child, 0);
+  char buf[16] = {0};
+  ASSERT_GT(read(out, buf, sizeof(buf) - 1), 0) << ReadFile(dir / "client.log");
+  close(out);
+  const nlohmann::json holding = ServerStatusJson(server.target());
+  EXPECT_GE(holding["bytes"].get<uint64_t>(), (uint64_t{48} << 20)) << holding.dump();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  const nlohmann::json end = WaitForNothingHeld(server.target(), 30);
+  EXPECT_EQ(end["bytes"], start["bytes"]) << end.dump() << "\n" << server.Log();
+  EXPECT_EQ(end["buffers"], start["buffers"]);
+  EXPECT_EQ(end["streams"], 0);
+}
+
+TEST_F(RemoteClient, EightClientsOfAThousandRoundTripsEachLoseNothing) {
+  const fs::path dir = ScratchDir();
+  ServerProcess server(dir, {"--devices", "cpu"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  remote::Attach(server.target());
+  const auto t0 = Clock::now();
+  std::vector<pid_t> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.push_back(
+        Spawn({"/proc/self/exe", "--load", server.target(), "1000", std::to_string(100 + i)},
+              ChildEnvironment({}), (dir / ("client" + std::to_string(i) + ".log")).string()));
+    ASSERT_GT(clients.back(), 0);
+  }
+  for (int i = 0; i < 8; ++i) {
+    const int status = WaitFor(clients[i], 300);
+    ASSERT_NE(status, -1) << "client " << i << " did not finish within 300 s";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "client " << i << ": " << ReadFile(dir / ("client" + std::to_string(i) + ".log"));
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::cout << "8 clients x 1000 alloc/copy/verify/free: " << seconds << " s\n";
+  const nlohmann::json end = WaitForNothingHeld(server.target(), 30);
+  EXPECT_EQ(end["bytes"], 0) << end.dump();
+  EXPECT_EQ(end["buffers"], 0) << end.dump();
+}
+
+// ---- the client processes ----------------------------------------------------------------
+
+int LoadClient(const std::string& address, int iterations, uint32_t seed) {
+  LoadPlugins();
+  try {
+    const Device dev = Devices(remote::Attach(address))[0].first;
+    std::mt19937 rng(seed);
+    for (int i = 0; i < iterations; ++i) {
+      const size_t n = 1 + rng() % 65536;
+      const std::vector<uint8_t> data = RandomBytes(n, rng());
+      Tensor t = Tensor::Empty({static_cast<int64_t>(n)}, kU8, dev);
+      t.CopyFromBytes(data.data(), n);
+      std::vector<uint8_t> back(n);
+      t.CopyToBytes(back.data(), n);
+      if (back != data) {
+        std::cerr << "iteration " << i << ": " << n << " bytes came back changed\n";
+        return 1;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int HoldClient(const std::string& address) {
+  LoadPlugins();
+  const Device dev = Devices(remote::Attach(address))[0].first;
+  std::vector<Tensor> held;
+  for (int i = 0; i < 3; ++i) held.push_back(Tensor::Empty({16 << 20}, kU8, dev));
+  bp_stream_t s = nullptr;
+  Check(bp_device_stream_create(dev.dl, &s));
+  std::cout << "ready" << std::flush;
+  for (;;) pause();
+}
+
+}  // namespace
+}  // namespace backplane::remote::test
+
+int main(int argc, char** argv) {
+  using namespace backplane::remote::test;
+  if (argc == 5 && std::string(argv[1]) == "--load")
+    return LoadClient(argv[2], std::atoi(argv[3]), static_cast<uint32_t>(std::atoi(argv[4])));
+  if (argc == 3 && std::string(argv[1]) == "--hold") return HoldClient(argv[2]);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
