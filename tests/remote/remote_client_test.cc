@@ -225,6 +225,38 @@ TEST_F(RemoteClient, ErrorsNameWhatIsWrong) {
   EXPECT_EQ(DeviceAPI::Get(da).GetAttr(BP_ATTR_EXIST).AsInt(), 1);
 }
 
+TEST_F(RemoteClient, AnExposedFunctionIsCalledByNameAndNothingElse) {
+  ServerProcess server(ScratchDir(), {"--devices", "cpu", "--expose", "blas.sgemm"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  const Device dev = Devices(remote::Attach(server.target()))[0].first;
+  // c = 1.5 a b + 0.5 c on the server's cpu:0, through its exposed blas.sgemm.
+  const int64_t m = 37, n = 29, k = 41;
+  const std::vector<float> a = RandomFloats(m * k, 21), b = RandomFloats(k * n, 22),
+                           c0 = RandomFloats(m * n, 23);
+  Tensor ta = Tensor::Empty({m, k}, kF32, dev), tb = Tensor::Empty({k, n}, kF32, dev),
+         tc = Tensor::Empty({m, n}, kF32, dev);
+  ta.CopyFrom(a);
+  tb.CopyFrom(b);
+  tc.CopyFrom(c0);
+  Function sgemm = remote::ServerFunction(server.target(), "blas.sgemm");
+  sgemm(m, n, k, 1.5, ta.dl(), tb.dl(), 0.5, tc.dl());
+  const std::vector<float> c = tc.ToVector<float>();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0.5 * c0[i * n + j];
+      for (int64_t p = 0; p < k; ++p) ref += 1.5 * double(a[i * k + p]) * b[p * n + j];
+      ASSERT_NEAR(c[i * n + j], ref, 1e-3 * (1 + std::abs(ref))) << i << "," << j;
+    }
+  }
+  // Anything not exposed is refused, naming the option.
+  try {
+    remote::ServerFunction(server.target(), "device_api.cpu")();
+    FAIL() << "a function that is not exposed was called";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "--expose")) << e.what();
+  }
+}
+
 TEST_F(RemoteClient, AServerKilledDuringA256MiBCopyIsAnErrorAndReconnectingWorks) {
   const fs::path dir = ScratchDir();
   auto server = std::make_unique<ServerProcess>(dir, std::vector<std::string>{"--devices", "cpu"});
