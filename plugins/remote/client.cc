@@ -444,24 +444,43 @@ std::shared_ptr<Session> RemoteServer::CurrentSession() {
 std::shared_ptr<Session> RemoteServer::GetSession() {
   std::lock_guard<std::mutex> lock(mu_);
   if (session_ && !session_->broken()) return session_;
-  auto s = std::make_shared<Session>(label(), Channel(), token_, options_.timeout_ms, ++epoch_);
+  std::shared_ptr<grpc::Channel> channel = Channel();
+  // A server that was down a moment ago may be up now: try at once, not after gRPC's backoff.
+  grpc::experimental::ChannelResetConnectionBackoff(channel.get());
+  auto s = std::make_shared<Session>(label(), channel, token_, options_.timeout_ms, ++epoch_);
+  v1::ServerInfo info;
   try {
-    v1::ServerInfo info = s->Open(options_.connect_timeout_ms, "");
-    if (epoch_ > 1 && !SameDevices(info, info_)) {
-      s->Close();
-      throw Error(BP_ERR_DEVICE, "it came back with other devices (" + DeviceList(info) + ", was " +
-                                     DeviceList(info_) +
-                                     "), so the ids this host gave them would name others; "
-                                     "detach it and attach it again");
-    }
-    info_ = std::move(info);
+    info = s->Open(options_.connect_timeout_ms, "");
   } catch (const Error& e) {
-    throw Error(e.kind(), label() + ": cannot open a session: " + e.what() +
-                              "; is `backplane serve` running there, and do its TLS settings "
+    last_failure_reason_ = e.what();
+    // A channel that never connected can stay failed in gRPC; the next attempt takes a new one.
+    channel_.reset();
+    throw Error(e.kind(), "cannot open a session with " + label() + " (" + e.what() +
+                              "); is `backplane serve` running there, and do its TLS settings "
                               "match this host's (docs/remote.md)?");
   }
+  // The devices of a server that answered before must be the same ones: this host's ids name
+  // them by their place in its list.
+  if (opened_ && !SameDevices(info, info_)) {
+    s->Close();
+    last_failure_reason_ =
+        "it came back with other devices (" + DeviceList(info) + ", was " + DeviceList(info_) + ")";
+    throw Error(BP_ERR_DEVICE, label() + ": " + last_failure_reason_ +
+                                   ", so the ids this host gave them would name others; detach "
+                                   "it and attach it again");
+  }
+  info_ = std::move(info);
+  opened_ = true;
+  last_failure_reason_.clear();
   session_ = s;
   return s;
+}
+
+std::string RemoteServer::LastError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!last_failure_reason_.empty()) return last_failure_reason_;
+  if (session_ && session_->broken()) return "the last session ended: " + session_->broken_reason();
+  return "";
 }
 
 v1::ServerInfo RemoteServer::Info() {
@@ -481,8 +500,13 @@ v1::ServerInfo RemoteServer::Describe() {
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(options_.connect_timeout_ms));
   v1::ServerInfo info;
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    channel = Channel();
+  }
   const grpc::Status st =
-      v1::Remote::NewStub(Channel())->Describe(&ctx, v1::DescribeRequest(), &info);
+      v1::Remote::NewStub(channel)->Describe(&ctx, v1::DescribeRequest(), &info);
   if (!st.ok()) {
     throw Error(BP_ERR_DEVICE, label() + ": Describe failed: " + st.error_message());
   }
@@ -495,8 +519,12 @@ v1::ServerStatus RemoteServer::Status() {
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(options_.timeout_ms));
   v1::ServerStatus status;
-  const grpc::Status st =
-      v1::Remote::NewStub(Channel())->Status(&ctx, v1::StatusRequest(), &status);
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    channel = Channel();
+  }
+  const grpc::Status st = v1::Remote::NewStub(channel)->Status(&ctx, v1::StatusRequest(), &status);
   if (!st.ok()) throw Error(BP_ERR_DEVICE, label() + ": Status failed: " + st.error_message());
   return status;
 }
@@ -541,7 +569,9 @@ std::shared_ptr<RemoteServer> Fleet::Attach(const std::string& address,
   Entry e;
   e.server = std::make_shared<RemoteServer>(address, options);
   entries_.push_back(e);
-  TryList(entries_.back(), must_connect);
+  // must_connect: now; otherwise (BACKPLANE_REMOTE, at plugin init) when devices are next
+  // counted, so loading the plugin never waits on the network.
+  if (must_connect) TryList(entries_.back(), true);
   return entries_.back().server;
 }
 
@@ -584,6 +614,14 @@ bool Fleet::Exists(int32_t id) {
     // are not reused); using one says the server was detached (Device).
     if (e.listed && id >= e.first_id && id < e.first_id + static_cast<int32_t>(e.devices.size()))
       return true;
+  }
+  return false;
+}
+
+bool Fleet::IsAttached(const RemoteServer* server) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Entry& e : entries_) {
+    if (e.attached && e.server.get() == server) return true;
   }
   return false;
 }
@@ -654,7 +692,8 @@ nlohmann::json Fleet::Describe() {
     nlohmann::json s{{"address", e.server->address()}};
     auto session = e.server->CurrentSession();
     s["state"] = !e.listed ? "unreachable" : session ? "connected" : "disconnected";
-    s["error"] = e.error.empty() ? nlohmann::json() : nlohmann::json(e.error);
+    const std::string error = e.error.empty() ? e.server->LastError() : e.error;
+    s["error"] = error.empty() ? nlohmann::json() : nlohmann::json(error);
     nlohmann::json devices = nlohmann::json::array();
     for (size_t i = 0; i < e.devices.size(); ++i) {
       devices.push_back(

@@ -123,7 +123,7 @@ class Session {
   std::thread reader_, watchdog_;
 };
 
-class RemoteServer {
+class RemoteServer : public std::enable_shared_from_this<RemoteServer> {
  public:
   RemoteServer(std::string address_text, ClientOptions options);
   // The live session, opened (again) when there is none or it broke. Throws Error naming the
@@ -131,6 +131,8 @@ class RemoteServer {
   std::shared_ptr<Session> GetSession();
   // The session if one is open and not broken; null otherwise (never connects).
   std::shared_ptr<Session> CurrentSession();
+  // Why the last session could not open or ended ("" when none failed).
+  std::string LastError();
   // What the server said in the Hello of the last session opened.
   v1::ServerInfo Info();
   // Describe and Status over unary RPCs, with the deadline.
@@ -155,7 +157,7 @@ class RemoteServer {
   std::shared_ptr<Session> session_;
   v1::ServerInfo info_;
   uint64_t epoch_ = 0;
-  std::chrono::steady_clock::time_point last_failure_{};
+  bool opened_ = false;  // a session opened once: info_ holds the devices ids were given for
   std::string last_failure_reason_;
 };
 
@@ -187,6 +189,8 @@ class Fleet {
   bool Exists(int32_t id);
   // Whether device `id` exists and its server is attached.
   bool Attached(int32_t id);
+  // Whether `server` is attached (not detached).
+  bool IsAttached(const RemoteServer* server);
   int32_t Count();
   // The client device id of `server`'s device `index`, or -1.
   int32_t IdOf(const RemoteServer* server, uint32_t index);

@@ -208,6 +208,9 @@ RemoteBuffer RemoteDeviceAPI::Buffer(const void* data, const std::string& what) 
 
 std::shared_ptr<Session> RemoteDeviceAPI::SessionOf(const RemoteBuffer& b,
                                                     const std::string& what) {
+  BACKPLANE_REQUIRE(Fleet::Get().IsAttached(b.server.get()), BP_ERR_NOT_FOUND,
+                    what + ": the buffer was on " + b.server->label() +
+                        ", which was detached; what it held there is gone");
   std::shared_ptr<Session> s = b.server->GetSession();
   if (s->epoch() != b.epoch) {
     throw Error(BP_ERR_DEVICE, what + ": the buffer on " + Name(b.device) +

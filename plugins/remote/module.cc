@@ -200,7 +200,8 @@ Function RemoteModule::GetFunction(const std::string& name) {
 
 uint64_t RemoteModule::Upload(RemoteServer& server, Session& session) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (uploaded_epoch_ == session.epoch()) return uploaded_handle_;
+  if (uploaded_server_.get() == &server && uploaded_epoch_ == session.epoch())
+    return uploaded_handle_;
   const std::string what =
       "uploading a module for " + device_ + " (" + std::to_string(bytes_.size()) + " bytes)";
   const uint64_t transfer = session.ReserveId();
@@ -223,6 +224,7 @@ uint64_t RemoteModule::Upload(RemoteServer& server, Session& session) {
       session.Post(cmd);
     }
   } while (done < bytes_.size());
+  uploaded_server_ = server.shared_from_this();
   uploaded_epoch_ = session.epoch();
   uploaded_handle_ = reply.handle();
   return uploaded_handle_;

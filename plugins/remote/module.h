@@ -53,7 +53,10 @@ class RemoteModule final : public sdk::ModuleBase {
   const std::string bytes_;  // bp_module_save of the module built for the inner Target
   const std::vector<std::string> functions_;
   std::mutex mu_;
-  uint64_t uploaded_epoch_ = 0;  // the session that has it (0: none)
+  // The server and session that have it: a server detached and attached again is another
+  // RemoteServer, whose epochs start again (held, so its address is not reused meanwhile).
+  std::shared_ptr<RemoteServer> uploaded_server_;
+  uint64_t uploaded_epoch_ = 0;
   uint64_t uploaded_handle_ = 0;
 };
 

@@ -56,6 +56,15 @@ std::vector<std::pair<Device, std::string>> Devices(const std::string& attach_js
   return out;
 }
 
+// remote.servers' entry for `address` (null when it is not attached).
+nlohmann::json ServerEntry(const std::string& address) {
+  const nlohmann::json all = nlohmann::json::parse(remote::Servers());
+  for (const auto& sv : all["servers"]) {
+    if (sv["address"] == address) return sv;
+  }
+  return nullptr;
+}
+
 nlohmann::json ServerStatusJson(const std::string& address) {
   return nlohmann::json::parse(remote::Status(address));
 }
@@ -102,6 +111,16 @@ func vector_add(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffe
   }
 }
 )";
+
+// Whether this machine has an OpenCL device (PoCL in CI) a server can serve.
+bool HasOpenCL() {
+  try {
+    const int32_t type = DeviceTypeFromName("opencl");
+    return DeviceAPI::Get(Device(DLDevice{static_cast<DLDeviceType>(type), 0})).Exists();
+  } catch (const Error&) {
+    return false;
+  }
+}
 
 class RemoteClient : public ::testing::Test {
  protected:
@@ -168,10 +187,8 @@ TEST_F(RemoteClient, ErrorsNameWhatIsWrong) {
   const Device da = Devices(remote::Attach(a.target()))[0].first;
   const Device db = Devices(remote::Attach(b.target()))[0].first;
   // Which server holds which device.
-  const nlohmann::json servers = nlohmann::json::parse(remote::Servers())["servers"];
-  ASSERT_EQ(servers.size(), 2u);
-  EXPECT_EQ(servers[0]["devices"][0]["device"], da.ToString());
-  EXPECT_EQ(servers[1]["devices"][0]["device"], db.ToString());
+  EXPECT_EQ(ServerEntry(a.target())["devices"][0]["device"], da.ToString());
+  EXPECT_EQ(ServerEntry(b.target())["devices"][0]["device"], db.ToString());
   EXPECT_EQ(DeviceAPI::Get(da).GetProperty("server").AsString(), a.target());
   EXPECT_EQ(DeviceAPI::Get(db).GetProperty("server").AsString(), b.target());
 
@@ -255,6 +272,91 @@ TEST_F(RemoteClient, AnExposedFunctionIsCalledByNameAndNothingElse) {
   } catch (const Error& e) {
     EXPECT_TRUE(Contains(e.what(), "--expose")) << e.what();
   }
+}
+
+// A free port on loopback: a server's, stopped.
+int FreePort(const fs::path& dir) {
+  ServerProcess probe(dir / "probe", {"--devices", "cpu"});
+  const int port = probe.port();
+  probe.Stop();
+  return port;
+}
+
+TEST_F(RemoteClient, AServerThatStartsLaterIsAttachedAndAModuleOutlivesDetachAndAttach) {
+  const fs::path dir = ScratchDir();
+  const int port = FreePort(dir);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  try {
+    remote::Attach(address, R"({"connect_timeout_ms": 2000})");
+    FAIL() << "attached a server that is not running";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), address)) << e.what();
+  }
+  ServerProcess server(dir, {"--devices", "cpu", "--allow-native-modules"}, port);
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  Device dev = Devices(remote::Attach(address))[0].first;  // now it is there
+  Module m = Build(kAddCpu, Target::FromDevice(dev));
+  auto run = [&](const Device& d, uint32_t seed) {
+    const int32_t len = 1000;
+    const std::vector<float> a = RandomFloats(len, seed), b = RandomFloats(len, seed + 1);
+    Tensor ta = Tensor::Empty({len}, kF32, d), tb = Tensor::Empty({len}, kF32, d),
+           tc = Tensor::Empty({len}, kF32, d);
+    ta.CopyFrom(a);
+    tb.CopyFrom(b);
+    m.GetFunction("vector_add")(len, ta.dl(), tb.dl(), tc.dl());
+    const std::vector<float> c = tc.ToVector<float>();
+    for (int32_t i = 0; i < len; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << "element " << i;
+  };
+  run(dev, 30);
+  Tensor old = Tensor::Empty({16}, kU8, dev);
+  // Detached and attached again: new ids; the module uploads itself to the new session, and
+  // a buffer of the detached one says so.
+  remote::Detach(address);
+  const Device again = Devices(remote::Attach(address))[0].first;
+  EXPECT_NE(again.dl.device_id, dev.dl.device_id);
+  run(again, 40);
+  std::vector<uint8_t> back(16);
+  try {
+    old.CopyToBytes(back.data(), back.size());
+    FAIL() << "a buffer of a detached server was read";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "detached")) << e.what();
+  }
+}
+
+TEST_F(RemoteClient, AServerBackWithOtherDevicesIsRefusedAndTooLargeACallKeepsTheSession) {
+  const fs::path dir = ScratchDir();
+  auto server = std::make_unique<ServerProcess>(
+      dir, std::vector<std::string>{"--devices", "cpu", "--expose", "blas.sgemm"});
+  ASSERT_TRUE(server->error().empty()) << server->error();
+  const std::string address = server->target();
+  const int port = server->port();
+  const Device dev = Devices(remote::Attach(address))[0].first;
+  // A call over the message limit: refused here, and the session goes on.
+  try {
+    remote::ServerFunction(address, "blas.sgemm")(std::string(9 << 20, 'x'));
+    FAIL() << "a 9 MiB call was sent";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "remote tensor")) << e.what();
+  }
+  Tensor kept = Tensor::Empty({16}, kU8, dev);
+  const std::vector<uint8_t> data = RandomBytes(16, 5);
+  kept.CopyFromBytes(data.data(), data.size());
+  EXPECT_GE(ServerStatusJson(address)["sessions"].get<int>(), 1);
+  if (!HasOpenCL()) GTEST_SKIP() << "no opencl device to change the list with";
+  server->Kill();
+  ServerProcess other(dir / "other", {"--devices", "cpu,opencl"}, port);
+  ASSERT_TRUE(other.error().empty()) << other.error();
+  try {
+    Tensor::Empty({16}, kU8, dev);
+    FAIL() << "a server with other devices took an allocation for the old ids";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "other devices")) << e.what();
+  }
+  const nlohmann::json entry = ServerEntry(address);
+  ASSERT_TRUE(entry["error"].is_string()) << entry.dump();
+  EXPECT_TRUE(Contains(entry["error"].get<std::string>(), "other devices")) << entry.dump();
 }
 
 TEST_F(RemoteClient, AServerKilledDuringA256MiBCopyIsAnErrorAndReconnectingWorks) {
