@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// bench_backplane: runs the benchmarks (Google Benchmark's usual flags apply), then prints a
-// summary: each Backplane path as a ratio to its baseline measured in this run, with its goal.
+// bench_backplane and bench_remote: run the benchmarks (Google Benchmark's usual flags apply),
+// then print a summary: each Backplane path as a ratio to its baseline measured in this run,
+// with its goal.
 //
 // Extra flags (removed before Google Benchmark sees the command line):
 //   --bp_summary_json=FILE     also write the summary as JSON to FILE
@@ -12,6 +13,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -21,6 +23,12 @@
 #include <vector>
 
 #include "bench_pairs.h"
+
+// The pairs this executable summarizes: bench_backplane's by default, another table of
+// bench_pairs.h where its CMake target says (bench_remote: kRemotePairs).
+#ifndef BACKPLANE_BENCH_PAIRS
+#define BACKPLANE_BENCH_PAIRS kPairs
+#endif
 
 namespace backplane::bench {
 namespace {
@@ -139,7 +147,7 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
       {"MEASURE", "BACKPLANE", "BASELINE", "RATIO", "GOAL", "MET"}};
   bool all_met = true;
   *summary = Json::array();
-  for (const Pair& pair : kPairs) {
+  for (const Pair& pair : BACKPLANE_BENCH_PAIRS) {
     std::optional<Figure> ours = reporter.Find(pair.benchmark);
     std::optional<Figure> base = reporter.Find(pair.baseline);
     Json entry{{"measure", pair.label},
@@ -213,6 +221,7 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
 }  // namespace backplane::bench
 
 int main(int argc, char** argv) {
+  const std::string program = std::filesystem::path(argv[0]).filename().string();
   std::string summary_path;
   bool fail_on_missed_goal = false;
   std::vector<char*> args;
@@ -221,7 +230,8 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], kSummaryFlag, std::strlen(kSummaryFlag)) == 0) {
       summary_path = argv[i] + std::strlen(kSummaryFlag);
       if (summary_path.empty()) {
-        std::cerr << "bench_backplane: --bp_summary_json= needs a file name, e.g. "
+        std::cerr << program
+                  << ": --bp_summary_json= needs a file name, e.g. "
                      "--bp_summary_json=summary.json\n";
         return 2;
       }
@@ -245,13 +255,13 @@ int main(int argc, char** argv) {
     std::ofstream out(summary_path);
     out << summary.dump(2) << '\n';
     if (!out) {
-      std::cerr << "bench_backplane: cannot write the summary to '" << summary_path
+      std::cerr << program << ": cannot write the summary to '" << summary_path
                 << "'; check that its folder exists and is writable\n";
       return 1;
     }
   }
   if (!reporter.errors().empty()) {
-    std::cerr << "\nbench_backplane: " << reporter.errors().size() << " benchmark(s) failed:\n";
+    std::cerr << "\n" << program << ": " << reporter.errors().size() << " benchmark(s) failed:\n";
     for (const auto& [name, message] : reporter.errors()) {
       std::cerr << "  " << name << ": " << message << '\n';
     }

@@ -96,6 +96,21 @@ inline constexpr Pair kPairs[] = {
      "hand-written GLSL", Measure::kBandwidth, 0.90, 3 * kVulkanVectorElements * sizeof(float)},
 };
 
+// Issue 20: remote devices (bench_remote, remote_bench.cc) against raw gRPC on the same loopback
+// link: a `backplane serve` child with cpu:0 attached as a remote device, and a minimal gRPC
+// service of the benchmark's own (remote_bench.proto) in another child.
+constexpr size_t kRemoteCopyBytes = size_t{256} << 20;
+inline constexpr Pair kRemotePairs[] = {
+    {"copy host -> remote cpu:0, 256 MiB", "BM_Remote_CopyH2D_256MiB", "BM_Raw_Push_256MiB",
+     "gRPC client stream, 1 MiB chunks", Measure::kBandwidth, 0.90, kRemoteCopyBytes},
+    {"copy remote cpu:0 -> host, 256 MiB", "BM_Remote_CopyD2H_256MiB", "BM_Raw_Pull_256MiB",
+     "gRPC server stream, 1 MiB chunks", Measure::kBandwidth, 0.90, kRemoteCopyBytes},
+    // The remote call is posted (no reply); the sync is one round trip. The baseline does one
+    // unary round trip and the same kernel's call + sync on the local cpu:0.
+    {"remote empty kernel call + sync", "BM_Remote_EmptyKernel", "BM_Raw_PingPlusLocalKernel",
+     "gRPC unary round trip + local call + sync", Measure::kTimeRatio, 1.20, 0},
+};
+
 }  // namespace backplane::bench
 
 #endif  // BACKPLANE_TESTS_BENCH_BENCH_PAIRS_H_
