@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client.h"
 
+#include <backplane/remote/channel.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -399,17 +400,7 @@ RemoteServer::RemoteServer(std::string address_text, ClientOptions options)
 
 std::shared_ptr<grpc::Channel> RemoteServer::Channel() {
   if (channel_) return channel_;
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Each attached server gets a connection of its own.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  grpc::ChannelArguments args = ClientChannelArguments();
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!options_.ca_file.empty()) {
     grpc::SslCredentialsOptions ssl;

@@ -14,6 +14,7 @@
 //   cpu:0, in one loop; the two parts are also measured alone.
 //
 // Pairs and goals: kRemotePairs in bench_pairs.h; docs/performance.md has the figures.
+#include <backplane/remote/channel.h>
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -178,17 +179,8 @@ struct Servers {
           nlohmann::json::parse(backplane::remote::Attach(remote_address));
       remote = Device::Parse(attached.at("devices").at(0).at("device").get<std::string>());
 
-      // The remote plugin's channel arguments (RemoteServer::Channel in plugins/remote/client.cc).
-      grpc::ChannelArguments args;
-      args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-      args.SetMaxSendMessageSize(kMaxMessageBytes);
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-      args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      // The remote plugin's own channel arguments.
+      const grpc::ChannelArguments args = backplane::remote::ClientChannelArguments();
       raw = pb::RawBench::NewStub(grpc::CreateCustomChannel(
           "127.0.0.1:" + std::to_string(raw_port), grpc::InsecureChannelCredentials(), args));
       grpc::ClientContext ctx;
