@@ -44,17 +44,22 @@ void Check(bp_status_t st) {
 
 // The host part of a split module: PrimFuncs that launch kernels, run by the interpreter.
 struct HostModule {
-  HostModule(ir::IRModule m, std::string t, std::string host)
-      : interp(std::move(m)), text(std::move(t)), host_target(std::move(host)) {}
+  HostModule(ir::IRModule m, std::string t, std::string host, bool only_imports)
+      : interp(std::move(m)),
+        text(std::move(t)),
+        host_target(std::move(host)),
+        imports_only(only_imports) {}
 
   ir::Interpreter interp;
-  std::string text;             // the host IR's text form: what the module saves
-  std::string host_target;      // the host Target's canonical JSON ("" when none was given)
+  std::string text;         // the host IR's text form: what the module saves
+  std::string host_target;  // the host Target's canonical JSON ("" when none was given)
+  // Loaded with BP_MODULE_LOAD_NO_GLOBAL_CALLS: call_packed never reaches the global registry.
+  bool imports_only;
   bp_object_t* self = nullptr;  // the module object that owns this (not a reference)
   std::mutex mu;
   std::map<std::string, Ref> callees;  // call_packed targets, resolved once
 
-  // A kernel (from the imported device modules) or else a global function.
+  // A kernel (from the imported device modules) or else, unless imports_only, a global function.
   Ref Callee(const std::string& name) {
     std::lock_guard lock(mu);
     auto it = callees.find(name);
@@ -74,6 +79,14 @@ struct HostModule {
       } else {
         bp_error_clear();
       }
+    }
+    if (!found && imports_only) {
+      // The load checked every name against the imports' function lists (LoadBuiltinModule);
+      // an import whose list names a function it does not give ends here, never in the registry.
+      Fail(BP_ERR_NOT_FOUND, "host code calls '" + name +
+                                 "', which none of the modules it imports has; it was loaded "
+                                 "with BP_MODULE_LOAD_NO_GLOBAL_CALLS, so it may call only their "
+                                 "functions, never the global registry's");
     }
     if (!found) {
       std::string looked_at;
@@ -241,11 +254,12 @@ const bp_module_vtable_t kHostVtable = {
     .destroy = HostDestroy,
 };
 
-Ref MakeHostModule(ir::IRModule host, std::string host_target) {
+Ref MakeHostModule(ir::IRModule host, std::string host_target, bool imports_only) {
   std::string text = ir::Print(host);
   std::shared_ptr<HostModule> impl;
   try {
-    impl = std::make_shared<HostModule>(std::move(host), std::move(text), std::move(host_target));
+    impl = std::make_shared<HostModule>(std::move(host), std::move(text), std::move(host_target),
+                                        imports_only);
   } catch (const ir::Error& e) {
     Fail(BP_ERR_INTERNAL, std::string("bp_build: the host part of the split IR does not verify "
                                       "(a bug in SplitHostDevice; please report it): ") +
@@ -315,6 +329,7 @@ void CheckReachable(const Ref& module, const ir::IRModule& ir, const std::string
 struct KernelIR {
   std::vector<std::unique_ptr<ir::IRModule>> modules;
   std::vector<const ir::PrimFunc*> functions;
+  std::set<std::string> names;  // every function the imports list, with IR or without
 };
 
 std::string KindOf(const bp_object_t* module) {
@@ -387,8 +402,7 @@ void CollectKernels(const bp_object_t* module, std::set<const bp_object_t*>* see
 KernelIR ImportedKernels(const std::vector<Ref>& imports) {
   KernelIR out;
   std::set<const bp_object_t*> seen;
-  std::set<std::string> names;
-  for (const Ref& m : imports) CollectKernels(m.get(), &seen, &names, &out);
+  for (const Ref& m : imports) CollectKernels(m.get(), &seen, &out.names, &out);
   return out;
 }
 
@@ -469,7 +483,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
     device = CallCodegen(kind, ir::Print(split.device), target, ir::TreeDepth(split.device));
     CheckReachable(device, split.device, codegen);
   }
-  Ref host_module = MakeHostModule(std::move(split.host), host_json);
+  Ref host_module = MakeHostModule(std::move(split.host), host_json, /*imports_only=*/false);
   if (device) Check(bp_module_import(host_module.get(), device.get()));
   CheckReachable(host_module, module, "bp_build");
   return host_module;
@@ -477,8 +491,8 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
 
 bool IsBuiltinModuleKind(const std::string& kind) { return kind == kHostKind; }
 
-Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size,
-                      const std::vector<Ref>& imports) {
+Ref LoadBuiltinModule(const std::string& at, const std::string& kind, const void* data, size_t size,
+                      const std::vector<Ref>& imports, bool imports_only) {
   if (kind != kHostKind) Fail(BP_ERR_INTERNAL, "no built-in module kind '" + kind + "'");
   ir::IRModule host;
   try {
@@ -502,7 +516,24 @@ Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size,
          "changed after it was built or made by something else; rebuild it from its IR:" +
              all);
   }
-  return MakeHostModule(std::move(host), "");
+  // BP_MODULE_LOAD_NO_GLOBAL_CALLS: every packed call must name a function of the imports (a
+  // kernel, found as Callee finds it), or the host code could call any function registered in
+  // this process, with arguments its caller chose (docs/security.md, "Remote devices").
+  if (imports_only) {
+    problems = ir::CallsOutside(host, kernels.names);
+    if (!problems.empty()) {
+      std::string all;
+      for (const std::string& p : problems) all += "\n  " + p;
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           "module file: " + at +
+               " (kind ir_host) calls functions that none of the modules it imports has, and it "
+               "is loaded with BP_MODULE_LOAD_NO_GLOBAL_CALLS: its host code may call only the "
+               "functions of its imports (its kernels), never the global registry's; build the "
+               "module without those calls, and call such a function from the caller instead:" +
+               all);
+    }
+  }
+  return MakeHostModule(std::move(host), "", imports_only);
 }
 
 }  // namespace backplane::core

@@ -22,10 +22,13 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
 
 // Module kinds the core loads itself, without a plugin ("ir_host").
 bool IsBuiltinModuleKind(const std::string& kind);
-// Loads a module of a built-in kind from a saved file's payload, given the modules it imports
-// there (it checks against them what the build established; docs/security.md).
-Ref LoadBuiltinModule(const std::string& kind, const void* data, size_t size,
-                      const std::vector<Ref>& imports);
+// Loads module `at` ("module 2") of a built-in kind from a saved file's payload, given the
+// modules it imports there (it checks against them what the build established;
+// docs/security.md). With `imports_only` (BP_MODULE_LOAD_NO_GLOBAL_CALLS) its host code may call
+// only functions of those modules: another name is refused here, and a call never looks in the
+// global registry.
+Ref LoadBuiltinModule(const std::string& at, const std::string& kind, const void* data, size_t size,
+                      const std::vector<Ref>& imports, bool imports_only);
 
 }  // namespace backplane::core
 

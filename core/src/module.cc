@@ -200,11 +200,18 @@ void Order(const bp_object_t* m, std::unordered_map<const bp_object_t*, uint32_t
 
 // Loads module `at` ("module 2") of kind `kind` from its payload. A kind whose plugin declares
 // that its modules carry native code (it registers "runtime.module.native_code.<kind>") is
-// refused before its loader runs unless `allow_native`: the loader would write or map that code,
-// and once mapped it runs with the host's rights (docs/security.md, "Saved modules").
+// refused before its loader runs unless BP_MODULE_LOAD_ALLOW_NATIVE: the loader would write or
+// map that code, and once mapped it runs with the host's rights (docs/security.md, "Saved
+// modules"). BP_MODULE_LOAD_NO_GLOBAL_CALLS confines the host code of the built-in "ir_host" kind
+// to its imports; the other kinds without native code hold kernels, which call nothing by name,
+// and native code can reach anything anyway.
 Ref LoadOne(const std::string& at, const std::string& kind, const uint8_t* payload, size_t size,
-            bool allow_native, const std::vector<Ref>& imports) {
-  if (IsBuiltinModuleKind(kind)) return LoadBuiltinModule(kind, payload, size, imports);
+            uint32_t flags, const std::vector<Ref>& imports) {
+  if (IsBuiltinModuleKind(kind)) {
+    return LoadBuiltinModule(at, kind, payload, size, imports,
+                             (flags & BP_MODULE_LOAD_NO_GLOBAL_CALLS) != 0);
+  }
+  const bool allow_native = (flags & BP_MODULE_LOAD_ALLOW_NATIVE) != 0;
   const std::string loader = "runtime.module.load_from_bytes." + kind;
   std::string looked_at;
   Ref f = Runtime::Get().FindOrLoad(loader, &looked_at);
@@ -410,7 +417,6 @@ namespace {
 
 // bp_module_load and bp_module_load_with_options: the file's tree, root last.
 Ref LoadModuleFile(const void* data, size_t size, uint32_t flags) {
-  const bool allow_native = (flags & BP_MODULE_LOAD_ALLOW_NATIVE) != 0;
   const auto* p = static_cast<const uint8_t*>(data);
   if (size < sizeof(kMagic) + 8 + 8 || std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
     Fail(BP_ERR_INVALID_ARGUMENT,
@@ -487,7 +493,7 @@ Ref LoadModuleFile(const void* data, size_t size, uint32_t flags) {
     }
     std::vector<Ref> imported;
     for (uint32_t idx : imports) imported.push_back(nodes[idx]);
-    Ref m = LoadOne(at, kind, payload, static_cast<size_t>(payload_len), allow_native, imported);
+    Ref m = LoadOne(at, kind, payload, static_cast<size_t>(payload_len), flags, imported);
     {
       auto& mod = static_cast<ModuleObject&>(*m.get());
       std::lock_guard lock(mod.mu);
@@ -536,11 +542,12 @@ BP_EXPORT bp_status_t bp_module_load_with_options(const void* data, size_t size,
     std::memcpy(&o, options, std::min(options->struct_size, sizeof(o)));
   }
   // An unknown flag may be a restriction a newer caller relies on: refused, not ignored.
-  constexpr uint32_t kKnownFlags = BP_MODULE_LOAD_ALLOW_NATIVE;
+  constexpr uint32_t kKnownFlags = BP_MODULE_LOAD_ALLOW_NATIVE | BP_MODULE_LOAD_NO_GLOBAL_CALLS;
   if ((o.flags & ~kKnownFlags) != 0) {
     Fail(BP_ERR_INVALID_ARGUMENT, "bp_module_load_with_options: unknown flags 0x" +
                                       ToHex(o.flags & ~kKnownFlags) +
-                                      " (this Backplane knows BP_MODULE_LOAD_ALLOW_NATIVE only)");
+                                      " (this Backplane knows BP_MODULE_LOAD_ALLOW_NATIVE and "
+                                      "BP_MODULE_LOAD_NO_GLOBAL_CALLS only)");
   }
   *out_module = LoadModuleFile(data, size, o.flags).release();
   BP_API_END

@@ -11,7 +11,8 @@
 // handles (each session has its own table; another session's numbers resolve to nothing),
 // offsets and sizes (overflow-safe), and the views a call's tensor arguments make of buffers.
 // Modules with native code load only with --allow-native-modules, and only the registered
-// functions named with --expose can be called by name.
+// functions named with --expose can be called by name; the host code of an uploaded module
+// calls only its own kernels (BP_MODULE_LOAD_NO_GLOBAL_CALLS, session_call.cc).
 #include "backplane/remote/server.h"
 
 #include <backplane/c_api.h>

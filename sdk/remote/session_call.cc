@@ -2,7 +2,8 @@
 // A session of the remote device server (session.h): loading modules, calling functions, and
 // the values both carry. A call's tensor arguments are views of the session's buffers, checked
 // to stay inside them; modules with native code load only with --allow-native-modules, and a
-// registered function is callable by name only when --expose names it.
+// registered function is callable by name only when --expose names it, never from the host code
+// of an uploaded module (loaded with BP_MODULE_LOAD_NO_GLOBAL_CALLS).
 #include <backplane/c_api.h>
 
 #include <algorithm>
@@ -155,9 +156,12 @@ ClientSession::Answer ClientSession::LoadModule(const pb::Command& cmd, pb::Repl
   upload_bytes_ -= done.bytes.size();
   uploads_.erase(m.transfer());
   if (done.failed) Fail(done.code, done.message);
+  // Host code (ir_host) calls only the module's own kernels: a packed call that reached the
+  // registry would call any registered function of this process, --expose or not.
   bp_module_load_options_t options{};
   options.struct_size = sizeof(options);
-  options.flags = shared_.options.allow_native_modules ? BP_MODULE_LOAD_ALLOW_NATIVE : 0u;
+  options.flags = BP_MODULE_LOAD_NO_GLOBAL_CALLS |
+                  (shared_.options.allow_native_modules ? BP_MODULE_LOAD_ALLOW_NATIVE : 0u);
   bp_object_t* module = nullptr;
   const bp_status_t status =
       bp_module_load_with_options(done.bytes.data(), done.bytes.size(), &options, &module);
@@ -172,6 +176,15 @@ ClientSession::Answer ClientSession::LoadModule(const pb::Command& cmd, pb::Repl
                "operator can start it with `backplane serve --allow-native-modules` to load "
                "modules from clients it trusts (docs/security.md); or build the module for a "
                "Target without native code");
+    }
+    if (status == BP_ERR_INVALID_ARGUMENT &&
+        message.find("BP_MODULE_LOAD_NO_GLOBAL_CALLS") != std::string::npos) {
+      Fail(status, "loading a module of " + std::to_string(done.bytes.size()) +
+                       " bytes: its host code calls functions other than its own kernels, and "
+                       "this server runs uploaded modules confined to their kernels (a registered "
+                       "function is callable only by name, from the client, when the server "
+                       "exposes it with --expose): " +
+                       message);
     }
     Fail(status, "loading a module of " + std::to_string(done.bytes.size()) + " bytes: " + message);
   }

@@ -96,6 +96,7 @@ TEST(AbiLayout, ModuleLoadOptions) {
   EXPECT_EQ(offsetof(bp_module_load_options_t, flags), kPtr);
   EXPECT_EQ(sizeof(bp_module_load_options_t), 2 * kPtr);
   EXPECT_EQ(BP_MODULE_LOAD_ALLOW_NATIVE, 1u);
+  EXPECT_EQ(BP_MODULE_LOAD_NO_GLOBAL_CALLS, 2u);
 }
 
 TEST(AbiLayout, PluginInfo) {

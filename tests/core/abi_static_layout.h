@@ -349,6 +349,7 @@ ABI_PIN(BP_ABI_VERSION_MINOR >= 5, abi_pin_BP_ABI_VERSION_MINOR_went_back_);
 ABI_PIN_VALUE(BP_DEVICE_TYPE_FIRST_DYNAMIC, 32);
 ABI_PIN_VALUE(BP_DEVICE_TYPE_MAX, 256);
 ABI_PIN_VALUE(BP_MODULE_LOAD_ALLOW_NATIVE, 0x1u);
+ABI_PIN_VALUE(BP_MODULE_LOAD_NO_GLOBAL_CALLS, 0x2u);
 ABI_PIN(sizeof(BP_PLUGIN_ENTRY_SYMBOL) == sizeof("bp_plugin_init"), abi_pin_entry_symbol_changed_);
 ABI_PIN(sizeof(bp_status_t) == 4, abi_pin_sizeof_bp_status_t_changed_);
 ABI_PIN(sizeof(bp_stream_t) == ABI_P, abi_pin_sizeof_bp_stream_t_changed_);

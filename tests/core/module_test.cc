@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runtime Modules: functions by name, imports, inspect_source, and the module file format
 // (round trips of module trees; every truncation and every flipped byte is an error, never a
-// crash). The module kind here, "test_table", is a small real implementation: a table of
-// named integer constants whose functions return them, saved as "name=value" lines.
+// crash), and what BP_MODULE_LOAD_NO_GLOBAL_CALLS lets host code (ir_host) call. The module kind
+// here, "test_table", is a small real implementation: a table of named integer constants whose
+// functions return them, saved as "name=value" lines ("?name": a name it lists but cannot give,
+// as a buggy module kind might).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <backplane/backplane.hpp>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "../module_file.h"
@@ -19,7 +23,10 @@ namespace {
 struct Table {
   std::map<std::string, int64_t> entries;
   bool saveable = true;
+  std::set<std::string> listed_only = {};  // listed, but get_function finds nothing
 };
+
+std::atomic<int> table_calls{0};  // calls of every table's functions
 
 bp_status_t TableGetFunction(void* self, const char* name, bp_object_t** out) {
   return bp::CatchAtEdge([&] {
@@ -29,6 +36,7 @@ bp_status_t TableGetFunction(void* self, const char* name, bp_object_t** out) {
     if (it == t->entries.end()) return;
     const int64_t value = it->second;
     bp::ObjectRef f = bp::Function::FromCallable([value](bp::PackedArgs) {
+                        ++table_calls;
                         bp_value_t v;
                         v.type = BP_VALUE_INT;
                         v.u.v_int64 = value;
@@ -42,6 +50,7 @@ bp_status_t TableList(void* self, bp_object_t** out) {
   return bp::CatchAtEdge([&] {
     std::vector<std::string> names;
     for (const auto& [k, v] : static_cast<Table*>(self)->entries) names.push_back(k);
+    for (const auto& k : static_cast<Table*>(self)->listed_only) names.push_back(k);
     std::vector<bp_value_t> values;
     for (const auto& n : names) {
       bp_value_t v;
@@ -56,6 +65,7 @@ bp_status_t TableList(void* self, bp_object_t** out) {
 std::string Serialize(const Table& t) {
   std::ostringstream os;
   for (const auto& [k, v] : t.entries) os << k << "=" << v << "\n";
+  for (const auto& k : t.listed_only) os << "?" << k << "\n";
   return os.str();
 }
 
@@ -85,8 +95,10 @@ const bp_module_vtable_t kTableVtable = {
     .destroy = [](void* self) { delete static_cast<Table*>(self); },
 };
 
-bp::Module MakeTable(std::map<std::string, int64_t> entries) {
+bp::Module MakeTable(std::map<std::string, int64_t> entries,
+                     std::set<std::string> listed_only = {}) {
   auto* t = new Table{std::move(entries)};
+  t->listed_only = std::move(listed_only);
   bp_object_t* out = nullptr;
   bp::Check(bp_module_create(&kTableVtable, t, &out));
   return bp::Module(bp::ObjectRef::Adopt(out));
@@ -101,16 +113,21 @@ void RegisterLoader() {
                         size_t size = 0;
                         bp::Check(bp_bytes_get(args[0].u.v_obj, &data, &size));
                         std::map<std::string, int64_t> entries;
+                        std::set<std::string> listed_only;
                         std::istringstream in(std::string(static_cast<const char*>(data), size));
                         std::string line;
                         while (std::getline(in, line)) {
+                          if (!line.empty() && line[0] == '?') {
+                            listed_only.insert(line.substr(1));
+                            continue;
+                          }
                           auto eq = line.find('=');
                           if (eq == std::string::npos) {
                             throw bp::Error(BP_ERR_INVALID_ARGUMENT, "test_table: bad line");
                           }
                           entries[line.substr(0, eq)] = std::stoll(line.substr(eq + 1));
                         }
-                        bp::Module m = MakeTable(std::move(entries));
+                        bp::Module m = MakeTable(std::move(entries), std::move(listed_only));
                         bp_value_t v;
                         v.type = BP_VALUE_OBJECT;
                         v.u.v_obj = m.object().get();
@@ -315,6 +332,121 @@ TEST(Module, OtherFormatVersionsAreRefusedWithWhatToDo) {
   const std::string current = f.Write();
   ASSERT_EQ(bp_module_load(current.data(), current.size(), &out), BP_OK) << Message();
   bp_object_release(out);
+}
+
+// BP_MODULE_LOAD_NO_GLOBAL_CALLS: host code (ir_host) may call the functions of the modules it
+// imports, never the global registry's. A file whose host code names another function is
+// refused when it loads, before anything runs, naming the function and the flag; every ir_host
+// module of the file is checked, not only the root; and a loaded module never falls back to the
+// registry, even for a name an import lists but does not give. Without the flag host code
+// reaches the registry, as bp_build's modules do.
+TEST(Module, NoGlobalCallsConfinesHostCodeToItsImports) {
+  RegisterLoader();
+  static std::atomic<int> global_calls{0};
+  static bool registered = [] {
+    bp::Registry::Set("test.module.global_fn", bp::Function::FromCallable([](bp::PackedArgs) {
+                        ++global_calls;
+                        bp_value_t v;
+                        v.type = BP_VALUE_INT;
+                        v.u.v_int64 = 7;
+                        return bp::Any(v);
+                      }));
+    return true;
+  }();
+  (void)registered;
+  auto host = [](const std::string& body) {
+    return "# backplane-ir 1\n\nfunc run(n: int32) {\n" + body + "}\n";
+  };
+  auto load = [](const std::string& bytes, uint32_t flags, bp::Module* out) {
+    bp_module_load_options_t o{};
+    o.struct_size = sizeof(o);
+    o.flags = flags;
+    bp_object_t* m = nullptr;
+    const bp_status_t st = bp_module_load_with_options(bytes.data(), bytes.size(), &o, &m);
+    if (st == BP_OK) *out = bp::Module(bp::ObjectRef::Adopt(m));
+    return st;
+  };
+  constexpr uint32_t kNoGlobal = BP_MODULE_LOAD_NO_GLOBAL_CALLS;
+  EXPECT_EQ(BP_MODULE_LOAD_NO_GLOBAL_CALLS, 0x2u);
+
+  // A kernel of its import and a registered function.
+  bptest::ModuleFile both;
+  both.nodes.push_back({"test_table", "leaf_value=4\n", {}});
+  both.nodes.push_back({"ir_host",
+                        host("  call_packed(\"leaf_value\", n)\n"
+                             "  call_packed(\"test.module.global_fn\", n)\n"),
+                        {0}});
+  bp::Module m;
+  ASSERT_EQ(load(both.Write(), 0, &m), BP_OK) << Message();
+  const int global_before = global_calls.load(), table_before = table_calls.load();
+  m.GetFunction("run")(int64_t{1});
+  EXPECT_EQ(global_calls.load(), global_before + 1);  // without the flag: the registry's
+  EXPECT_EQ(table_calls.load(), table_before + 1);
+  bp::Module refused;
+  ASSERT_EQ(load(both.Write(), kNoGlobal, &refused), BP_ERR_INVALID_ARGUMENT);
+  const std::string why = Message();
+  EXPECT_NE(why.find("module 1 (kind ir_host)"), std::string::npos) << why;
+  EXPECT_NE(why.find("BP_MODULE_LOAD_NO_GLOBAL_CALLS"), std::string::npos) << why;
+  EXPECT_NE(why.find("in function 'run': call_packed(\"test.module.global_fn\") names no function "
+                     "of the imported modules in `call_packed(\"test.module.global_fn\", n)`"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("call_packed(\"leaf_value\")"), std::string::npos) << why;  // its kernel
+  EXPECT_FALSE(refused);
+  // The C++ API says the same.
+  try {
+    bp::Module::LoadFromBytes(both.Write(), bp::ModuleLoadOptions{false, true});
+    ADD_FAILURE() << "loaded";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("test.module.global_fn"), std::string::npos) << e.what();
+  }
+
+  // Only kernels of its imports: it loads with the flag and runs.
+  bptest::ModuleFile kernels_only = both;
+  kernels_only.nodes[1].payload = host("  call_packed(\"leaf_value\", n)\n");
+  bp::Module confined;
+  ASSERT_EQ(load(kernels_only.Write(), kNoGlobal, &confined), BP_OK) << Message();
+  confined.GetFunction("run")(int64_t{1});
+  EXPECT_EQ(table_calls.load(), table_before + 2);
+  EXPECT_EQ(global_calls.load(), global_before + 1);
+
+  // A host module that imports nothing calls nothing; one that is not the root is checked too.
+  bptest::ModuleFile inner;
+  inner.nodes.push_back({"ir_host", host("  call_packed(\"test.module.global_fn\", n)\n"), {}});
+  inner.nodes.push_back({"test_table", "root_value=3\n", {0}});
+  ASSERT_EQ(load(inner.Write(), 0, &m), BP_OK) << Message();
+  ASSERT_EQ(load(inner.Write(), kNoGlobal, &refused), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("module 0 (kind ir_host)"), std::string::npos) << Message();
+  EXPECT_NE(Message().find("\"test.module.global_fn\""), std::string::npos) << Message();
+
+  // An import that lists a name it does not give passes the load; the call then fails rather
+  // than reach the registry.
+  bptest::ModuleFile liar = both;
+  liar.nodes[0].payload = "leaf_value=4\n?test.module.global_fn\n";
+  liar.nodes[1].payload = host("  call_packed(\"test.module.global_fn\", n)\n");
+  ASSERT_EQ(load(liar.Write(), 0, &m), BP_OK) << Message();
+  m.GetFunction("run")(int64_t{1});  // without the flag: found in the registry
+  EXPECT_EQ(global_calls.load(), global_before + 2);
+  ASSERT_EQ(load(liar.Write(), kNoGlobal, &confined), BP_OK) << Message();
+  try {
+    confined.GetFunction("run")(int64_t{1});
+    ADD_FAILURE() << "the registry's function was called";
+  } catch (const bp::Error& e) {
+    EXPECT_EQ(e.kind(), BP_ERR_NOT_FOUND);
+    EXPECT_NE(std::string(e.what()).find("host code calls 'test.module.global_fn', which none of "
+                                         "the modules it imports has"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("BP_MODULE_LOAD_NO_GLOBAL_CALLS"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(global_calls.load(), global_before + 2);
+
+  // A bit past the known ones is still refused, naming both flags.
+  ASSERT_EQ(load(both.Write(), kNoGlobal | 0x4u, &refused), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(Message().find("unknown flags 0x4"), std::string::npos) << Message();
+  EXPECT_NE(Message().find("BP_MODULE_LOAD_NO_GLOBAL_CALLS"), std::string::npos) << Message();
 }
 
 }  // namespace

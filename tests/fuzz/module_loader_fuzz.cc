@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the module file loader (bp_module_load): any bytes in, no crash, hang
-// or leak out. A file that loads must save and load back to the same bytes; a failure must be
-// a proper error with a message. An internal error is a core bug and aborts.
+// or leak out. A file that loads must save and load back to the same bytes, and load with
+// BP_MODULE_LOAD_NO_GLOBAL_CALLS too unless that flag is why it is refused; a failure must be a
+// proper error with a message. An internal error is a core bug and aborts.
 //
 // The module kind "fz_blob" is a small real implementation: its payload is its function
 // names, one per line; each function returns its own line number.
@@ -144,6 +145,19 @@ static int LoadAndCheck(const uint8_t* data, size_t size) {
   }
   if (Save(again) != once) Die("saving, loading and saving again changed the bytes", "");
   bp_object_release(again);
+  // Host code confined to its imports: the file loads, or the flag is what refuses it.
+  bp_module_load_options_t options{};
+  options.struct_size = sizeof(options);
+  options.flags = BP_MODULE_LOAD_NO_GLOBAL_CALLS;
+  bp_object_t* confined = nullptr;
+  st = bp_module_load_with_options(data, size, &options, &confined);
+  if (st == BP_OK) {
+    bp_object_release(confined);
+  } else if (st != BP_ERR_INVALID_ARGUMENT ||
+             LastMessage().find("BP_MODULE_LOAD_NO_GLOBAL_CALLS") == std::string::npos) {
+    Die("a file that loads is refused with BP_MODULE_LOAD_NO_GLOBAL_CALLS for another reason",
+        LastMessage());
+  }
   bp_object_release(m);
   return 0;
 }

@@ -73,12 +73,15 @@ for f in "$build"/bin/cuda_* "$build"/bin/bench_cuda; do
   [ -e "$f" ] || continue
   [ -x "$bundle/bin/$(basename "$f")" ] || fail "the bundle lacks bin/$(basename "$f") (built in $build/bin)"
 done
-# Only the cpu, cuda and (where it was built) vulkan plugins: the others' libraries need what
-# the bundle does not carry.
+# Only the cpu, cuda and (where they were built) vulkan and remote plugins: the others'
+# libraries need what the bundle does not carry.
 plugins="$(find "$bundle/lib/backplane/plugins" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')"
-want="cpu.bpplugin.json cuda.bpplugin.json libbackplane_cpu.so libbackplane_cuda.so "
+want_list=(cpu.bpplugin.json cuda.bpplugin.json libbackplane_cpu.so libbackplane_cuda.so)
 [ -e "$build/lib/backplane/plugins/libbackplane_vulkan.so" ] &&
-  want="$want""libbackplane_vulkan.so vulkan.bpplugin.json "
+  want_list+=(libbackplane_vulkan.so vulkan.bpplugin.json)
+[ -e "$build/lib/backplane/plugins/libbackplane_remote.so" ] &&
+  want_list+=(libbackplane_remote.so remote.bpplugin.json)
+want="$(printf '%s\n' "${want_list[@]}" | sort | tr '\n' ' ')"
 [ "$plugins" = "$want" ] ||
   fail "lib/backplane/plugins holds '$plugins', not '$want'"
 # What travels is the packed bundle: within the device tool's 64 MiB, and the same bundle.

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `backplane serve` end to end: modules and calls. A native module built here loads only on a
 // server started with --allow-native-modules, and runs there on random inputs checked against the
-// host reference; a registered function is callable by name only when --expose names it, and
-// tensor arguments must stay inside their buffers.
+// host reference; a registered function is callable by name only when --expose names it, never
+// from the host code of an uploaded module, and tensor arguments must stay inside their buffers.
 #include <backplane/backplane.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/kernels/catalog.hpp>
@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 
+#include "../module_file.h"
 #include "server_test.h"
 
 namespace backplane::remote::test {
@@ -201,6 +202,105 @@ TEST_F(RemoteServer, OnlyExposedFunctionsCanBeCalledByName) {
   pb::Reply no = session.Do(other);
   EXPECT_EQ(no.code(), BP_ERR_NOT_FOUND);
   EXPECT_TRUE(Contains(no.message(), "--expose device_api.cpu")) << no.message();
+  EXPECT_TRUE(session.Finish().ok());
+}
+
+// The host code of an uploaded module (ir_host) calls only the module's own kernels: the server
+// loads every upload with BP_MODULE_LOAD_NO_GLOBAL_CALLS, so a packed call of a registered
+// function (which --expose does not govern) is refused at load, naming the function, and nothing
+// runs. A module bp_build made for a GPU kind (ir_host launching opencl kernels) still loads and
+// runs, where the server has an OpenCL device.
+TEST_F(RemoteServer, UploadedHostCodeCallsOnlyItsOwnKernels) {
+  START_SERVER(server);
+  auto stub = Connect(server.target());
+  Session session(*stub);
+  pb::Reply hello = session.Hello();
+  ASSERT_EQ(hello.code(), 0) << hello.message();
+  // Written as a file directly: host code that calls blas.sgemm (registered by the cpu plugin,
+  // which the server loads) on the client's buffers.
+  bptest::ModuleFile file;
+  file.nodes.push_back(
+      {"ir_host",
+       "# backplane-ir 1\n\n"
+       "func gemm(m: int32, n: int32, k: int32, a: buffer<float32>[m, k], b: buffer<float32>[k, "
+       "n], c: buffer<float32>[m, n]) {\n"
+       "  call_packed(\"blas.sgemm\", m, n, k, 1.5f64, a, b, 0.5f64, c)\n"
+       "}\n",
+       {}});
+  pb::Reply refused = session.LoadModule(file.Write(), 4096);
+  EXPECT_EQ(refused.code(), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(refused.message(),
+                       "call_packed(\"blas.sgemm\") names no function of the "
+                       "imported modules"))
+      << refused.message();
+  EXPECT_TRUE(Contains(refused.message(), "BP_MODULE_LOAD_NO_GLOBAL_CALLS")) << refused.message();
+  EXPECT_TRUE(Contains(refused.message(), "--expose")) << refused.message();
+  EXPECT_EQ(GetStatus(*stub).modules(), 0u);
+
+  // A GPU-kind module: bp_build's host part and its opencl kernels, built here.
+  int device = -1;
+  std::string target_kind;
+  for (int d = 0; d < hello.info().devices_size(); ++d) {
+    if (hello.info().devices(d).type() == "opencl" && device < 0) {
+      device = d;
+      target_kind = hello.info().devices(d).target_kind();
+    }
+  }
+  if (device < 0 || target_kind.empty()) {
+    EXPECT_TRUE(session.Finish().ok());
+    GTEST_SKIP() << "the server has no OpenCL device: the GPU-kind module is not tried";
+  }
+  const std::string twice =
+      "func twice(n: int32, a: buffer<float32>[n], b: buffer<float32>[n]) {\n"
+      "  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {\n"
+      "    for tx in thread(threadIdx.x, 0, 64) {\n"
+      "      if (bx * 64 + tx < n) {\n"
+      "        b[bx * 64 + tx] = a[bx * 64 + tx] + a[bx * 64 + tx]\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  // The same kernels beside host code that calls a plugin's internal function: refused whole.
+  const Module leaky =
+      Build(twice + "\nfunc leak(n: int32) {\n  call_packed(\"device_api.cpu\", n)\n}\n",
+            Target::Parse(target_kind));
+  pb::Reply leak = session.LoadModule(leaky.SaveToBytes(), 4096);
+  EXPECT_EQ(leak.code(), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(Contains(leak.message(), "in function 'leak': call_packed(\"device_api.cpu\")"))
+      << leak.message();
+  EXPECT_FALSE(Contains(leak.message(), "twice")) << leak.message();  // its kernel is fine
+  EXPECT_EQ(GetStatus(*stub).modules(), 0u);
+
+  const Module built = Build(twice, Target::Parse(target_kind));
+  ASSERT_EQ(built.Kind(), "ir_host");
+  pb::Reply loaded = session.LoadModule(built.SaveToBytes(), 4096);
+  ASSERT_EQ(loaded.code(), 0) << loaded.message() << "\n" << server.Log();
+  const int64_t n = 1000;
+  std::vector<float> a(n);
+  for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(i) * 0.25f - 7;
+  const std::string raw(reinterpret_cast<const char*>(a.data()), a.size() * sizeof(float));
+  const uint64_t ha = session.Alloc(static_cast<uint32_t>(device), raw.size());
+  const uint64_t hb = session.Alloc(static_cast<uint32_t>(device), raw.size());
+  ASSERT_EQ(session.Write(ha, 0, raw).code(), 0);
+  pb::Command call;
+  call.mutable_call()->set_module(loaded.handle());
+  call.mutable_call()->set_function("twice");
+  call.mutable_call()->add_args()->set_i(n);
+  for (uint64_t h : {ha, hb}) {
+    pb::TensorArg* t = call.mutable_call()->add_args()->mutable_tensor();
+    t->set_device(static_cast<uint32_t>(device));
+    t->set_buffer(h);
+    *t->mutable_dtype() = DType(kDLFloat, 32);
+    t->add_shape(n);
+  }
+  pb::Reply ran = session.Do(call);
+  ASSERT_EQ(ran.code(), 0) << ran.message();
+  pb::Reply error;
+  const std::string out = session.Read(hb, 0, raw.size(), &error);
+  ASSERT_EQ(out.size(), raw.size()) << error.message();
+  std::vector<float> b(n);
+  std::memcpy(b.data(), out.data(), out.size());
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(b[i], 2 * a[i]) << i;
   EXPECT_TRUE(session.Finish().ok());
 }
 

@@ -995,6 +995,11 @@ struct ModuleLoadOptions {
   // wrote it. Set it only for files this program built itself or got from a source it trusts
   // (docs/security.md, "Saved modules"). Without it such a file is refused, naming the opt-in.
   bool allow_native = false;
+  // Since ABI 1.6 (BP_MODULE_LOAD_NO_GLOBAL_CALLS): the host code of the loaded modules may call
+  // only the functions of the modules it imports (its kernels), never the global registry; a file
+  // whose host code names another function is refused. For files from callers who may not call
+  // every registered function (a server's clients). It does not restrict native code.
+  bool no_global_calls = false;
 };
 
 // A runtime Module: what a code generator returns. Every PrimFunc it was built from is found
@@ -1059,16 +1064,22 @@ class Module {
   // Reads what SaveToBytes wrote (bp_module_load_with_options). A module that carries native
   // code loads only with `options.allow_native`: Module::LoadFromBytes(bytes,
   // ModuleLoadOptions{true}) for a file this program built itself. On a host older than ABI 1.4
-  // this is bp_module_load, which did not refuse native code.
+  // this is bp_module_load, which did not refuse native code. `options.no_global_calls` throws
+  // BP_ERR_UNSUPPORTED on a host older than ABI 1.6, which cannot enforce it.
   static Module LoadFromBytes(const std::string& bytes, const ModuleLoadOptions& options = {}) {
     bp_object_t* out = nullptr;
     const bp_host_api_t* api = detail::Api();
+    if (options.no_global_calls) {
+      detail::HostSince(BACKPLANE_HOST_ENTRY_END(tensor_from_dlpack_versioned),
+                        "ModuleLoadOptions::no_global_calls", "1.6");
+    }
     if (api->struct_size < offsetof(bp_host_api_t, module_load_with_options) + sizeof(void*)) {
       Check(api->module_load(bytes.data(), bytes.size(), &out));
     } else {
       bp_module_load_options_t o{};
       o.struct_size = sizeof(o);
-      o.flags = options.allow_native ? BP_MODULE_LOAD_ALLOW_NATIVE : 0u;
+      o.flags = (options.allow_native ? BP_MODULE_LOAD_ALLOW_NATIVE : 0u) |
+                (options.no_global_calls ? BP_MODULE_LOAD_NO_GLOBAL_CALLS : 0u);
       Check(api->module_load_with_options(bytes.data(), bytes.size(), &o, &out));
     }
     return Module(ObjectRef::Adopt(out));

@@ -697,6 +697,17 @@ BP_EXPORT bp_status_t bp_module_load(const void* data, size_t size, bp_object_t*
  * tampering): set it only for files this host built itself or got from a source it trusts
  * (docs/security.md, "Saved modules"). */
 #define BP_MODULE_LOAD_ALLOW_NATIVE 0x1u
+/* BP_MODULE_LOAD_NO_GLOBAL_CALLS (since 1.6) confines the host code of the loaded modules (the
+ * core's "ir_host" kind) to the modules it imports: each call_packed may name only a function
+ * of those modules (its kernels), never one of the global registry. A module whose host code
+ * names another function is refused with BP_ERR_INVALID_ARGUMENT naming it, before anything
+ * runs, and the loaded modules never look a name up in the registry when called. Set it for
+ * files from callers who may not call every registered function, as `backplane serve` does for
+ * every module a client uploads (docs/security.md, "Remote devices"). Modules of the other
+ * kinds without native code (opencl, vulkan, cuda) hold kernels only and call nothing by name.
+ * Native code (BP_MODULE_LOAD_ALLOW_NATIVE) can reach anything in the process, the registry
+ * included, whatever this flag says: allowing it is full trust. */
+#define BP_MODULE_LOAD_NO_GLOBAL_CALLS 0x2u
 
 /* What bp_module_load_with_options takes besides the bytes (since 1.4). Growable: zero it and
  * set struct_size to sizeof(bp_module_load_options_t); fields past the caller's struct_size read

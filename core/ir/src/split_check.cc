@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SplitErrors: what SplitHostDevice guarantees of its result (split.cc), checked again on a
-// host part and kernels read back from a saved module, which anyone may have written.
+// host part and kernels read back from a saved module, which anyone may have written; and
+// CallsOutside: the packed calls of such a host part that leave its module's imports.
 #include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/limits.hpp>
@@ -146,6 +147,8 @@ bool EqualUnder(const Expr& k, const Expr& h,
   }
 }
 
+constexpr size_t kMaxListedCalls = 100;
+
 class HostChecker {
  public:
   HostChecker(const std::vector<const PrimFunc*>& kernels, std::vector<std::string>* out)
@@ -155,8 +158,18 @@ class HostChecker {
     }
   }
 
+  // CallsOutside: each name outside `callable` that a function calls goes to `outside` (once a
+  // function, the first kMaxListedCalls; the rest are counted in `unlisted`).
+  void ReportCallsOutside(const std::set<std::string>* callable, std::vector<std::string>* outside,
+                          size_t* unlisted) {
+    callable_ = callable;
+    outside_ = outside;
+    unlisted_ = unlisted;
+  }
+
   void Func(const PrimFunc& f) {
     func_ = &f;
+    called_outside_.clear();
     param_buffers_.clear();
     for (const Param& p : f.params) {
       if (p.is_buffer()) param_buffers_.insert(p.buffer().get());
@@ -258,6 +271,7 @@ class HostChecker {
         return;
       case ExprKind::kCallPacked:
         for (const Expr& a : e.As<CallPackedNode>()->args) E(a);
+        Outside(*e.As<CallPackedNode>());
         Launch(*e.As<CallPackedNode>());
         return;
       case ExprKind::kRamp:
@@ -278,6 +292,18 @@ class HostChecker {
     Grid& g = grids_.emplace(&k, GridOf(k)).first->second;
     for (const std::string& p : g.problems) out_->push_back("in kernel '" + k.name + "': " + p);
     return g;
+  }
+
+  void Outside(const CallPackedNode& call) {
+    if (callable_ == nullptr || callable_->count(call.name) != 0) return;
+    if (!called_outside_.insert(call.name).second) return;  // reported for this function
+    if (outside_->size() >= kMaxListedCalls) {
+      ++*unlisted_;
+      return;
+    }
+    outside_->push_back("in function '" + func_->name + "': call_packed(\"" + call.name +
+                        "\") names no function of the imported modules" +
+                        (stmt_ ? " in `" + quoter_.Line(stmt_) + "`" : std::string()));
   }
 
   void Launch(const CallPackedNode& call) {
@@ -338,6 +364,10 @@ class HostChecker {
   }
 
   std::vector<std::string>* out_;
+  const std::set<std::string>* callable_ = nullptr;  // CallsOutside only
+  std::vector<std::string>* outside_ = nullptr;
+  size_t* unlisted_ = nullptr;
+  std::set<std::string> called_outside_;  // by the function being checked
   std::map<std::string, const PrimFunc*> kernels_;
   std::map<const PrimFunc*, Grid> grids_;
   const PrimFunc* func_ = nullptr;
@@ -360,6 +390,22 @@ std::vector<std::string> SplitErrors(const IRModule& host,
     HostChecker checker(kernels, &out);
     for (const PrimFunc& f : host.functions()) checker.Func(f);
   });
+  return out;
+}
+
+std::vector<std::string> CallsOutside(const IRModule& host, const std::set<std::string>& callable) {
+  std::vector<std::string> out;
+  std::vector<std::string> ignored;  // SplitErrors' problems: none in a host part that passed it
+  size_t unlisted = 0;
+  detail::Deep(TreeDepth(host), [&] {
+    HostChecker checker({}, &ignored);
+    checker.ReportCallsOutside(&callable, &out, &unlisted);
+    for (const PrimFunc& f : host.functions()) checker.Func(f);
+  });
+  if (unlisted > 0) {
+    out.push_back("... and " + std::to_string(unlisted) + " more (only the first " +
+                  std::to_string(kMaxListedCalls) + " are listed)");
+  }
   return out;
 }
 

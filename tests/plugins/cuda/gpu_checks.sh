@@ -492,9 +492,10 @@ else
       --with "$bundle/lib/backplane/plugins/libbackplane_cuda.so" --device remote:0 --jobs 4 \
       --timeout 120 --json "$out/conformance_remote_cuda.json" || true
   fi
-  kill -TERM "$server" 2>/dev/null
-  wait "$server" 2>/dev/null
-  cat "$out/remote_server.log" >>"$cur_log"
+  kill -TERM "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  cat "$out/remote_server.log" >>"$cur_log" || true
+  rm -f "$out/remote_port" "$out/remote_server.log"
 fi
 step_end
 

@@ -5,6 +5,7 @@
 #define BACKPLANE_IR_TRANSFORM_HPP_
 
 #include <backplane/ir/ir.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,13 @@ SplitResult SplitHostDevice(const IRModule& module, bool device_is_cpu);
 //    arguments, so the grid is the one the kernel's loops assume.
 std::vector<std::string> SplitErrors(const IRModule& host,
                                      const std::vector<const PrimFunc*>& kernels);
+
+// The packed calls of host code `host` that name a function outside `callable` (the functions of
+// the modules that `host`'s module imports, when it may call nothing else): one message for each
+// name a function calls, "in function 'f': call_packed(\"name\") names no function of the
+// imported modules in `<statement>`" (its first call there), the first 100, then a count of the
+// rest. For a host part that passes SplitErrors.
+std::vector<std::string> CallsOutside(const IRModule& host, const std::set<std::string>& callable);
 
 }  // namespace ir
 }  // namespace backplane

@@ -22,7 +22,9 @@ struct ServerOptions {
   // Load modules that carry native code (the cpu plugin's "c" modules). Off: such an upload
   // is refused with BP_ERR_INVALID_ARGUMENT naming this option.
   bool allow_native_modules = false;
-  // The registered functions clients may call by name; nothing else is callable.
+  // The registered functions clients may call by name; nothing else is callable. The host code
+  // of an uploaded module calls none, exposed or not: every upload is loaded with
+  // BP_MODULE_LOAD_NO_GLOBAL_CALLS, so it calls only its own kernels.
   std::vector<std::string> expose;
   // Serve only these device types (empty: every type with devices).
   std::vector<std::string> device_types;
