@@ -259,8 +259,10 @@ const ExportedDevice& ClientSession::Dev(uint32_t index) const {
   if (index >= shared_.devices.size()) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          "device " + std::to_string(index) + " does not exist on this server: it serves " +
-             std::to_string(shared_.devices.size()) + " devices (indices 0.." +
-             std::to_string(shared_.devices.size() - 1) + ")");
+             std::to_string(shared_.devices.size()) + " devices" +
+             (shared_.devices.empty()
+                  ? std::string()
+                  : " (indices 0.." + std::to_string(shared_.devices.size() - 1) + ")"));
   }
   return shared_.devices[index];
 }
@@ -358,8 +360,13 @@ ClientSession::Answer ClientSession::Write(const pb::Command& cmd, pb::Reply* re
         Must(bp_device_copy_data_from_to(&from, &to, s), what);
       }
     } catch (const Error& e) {
-      if (failed_writes_.size() >= kMaxFailedTransfers)
-        failed_writes_.erase(failed_writes_.begin());
+      if (failed_writes_.size() >= kMaxFailedTransfers && !w.last()) {
+        // Too many failed transfers whose last chunk has not come: this failure is answered
+        // now, on this chunk, rather than kept (and never forgotten, so it is never lost).
+        reply->set_code(e.kind());
+        reply->set_message(e.what());
+        return Answer::kUsual;
+      }
       failed = failed_writes_.emplace(w.transfer(), std::make_pair(e.kind(), e.what())).first;
     }
   }

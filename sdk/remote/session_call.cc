@@ -212,7 +212,9 @@ void ClientSession::Call(const pb::Call& c, pb::Reply* reply) {
     }
     bp_object_t* f = nullptr;
     const bp_status_t found =
-        bp_module_get_function(it->second.module.get(), c.function().c_str(), 1, &f);
+        // The module's own functions only (query_imports 0): host code, which launches its
+        // kernels on the grids their loops assume; a kernel of an import is not called directly.
+        bp_module_get_function(it->second.module.get(), c.function().c_str(), 0, &f);
     if (found == BP_ERR_NOT_FOUND) {
       Fail(BP_ERR_NOT_FOUND, what + ": the module has no function '" + c.function() +
                                  "'; its functions are: " + Join(it->second.functions));
