@@ -17,8 +17,10 @@
 #include <string>
 
 #include "client.h"
+#include "codegen.h"
 #include "device_api.h"
 #include "module.h"
+#include "target.h"
 
 namespace {
 
@@ -56,7 +58,8 @@ BACKPLANE_PLUGIN_ENTRY_WITH((sdk::PluginDescription{"remote", BACKPLANE_REMOTE_V
                                                     "Backplane"})) {
   remote::RemoteDeviceAPI* api = remote::RemoteDeviceAPI::Global();
   sdk::RegisterDeviceAPI("remote", api);
-  remote::RegisterRemoteTargetAndCodegen();
+  remote::RegisterRemoteTarget();
+  remote::RegisterRemoteCodegen();
   sdk::RegisterFunction("remote.attach", Attach);
   sdk::RegisterFunction("remote.detach", [](PackedArgs args) {
     remote::Fleet::Get().Detach(args.String(0));

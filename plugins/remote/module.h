@@ -1,16 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Building for a remote device and running there (docs/remote.md, "Building for a remote
-// device"):
-//
-// - The target kind `remote` ({"kind": "remote", "server": "host:port", "device": "opencl:0",
-//   "target": {the remote device's own Target}}), read from a device with Target::FromDevice:
-//   the server gives its device's Target.
-// - target.build.remote gets the whole IR (BP_TARGET_KIND_WHOLE_IR), builds it here for the
-//   inner Target with this host's code generator of that kind, saves the module and uploads
-//   it to the server, whose loaders check it as they check any file (native code only where
-//   the server allows it). The result is a module of kind "remote" whose functions run there.
-// - Saved, a remote module is the inner module's bytes behind a JSON header; loaded back, it
-//   uploads them again on its first call.
+// A module built for a remote device (codegen.h) and run there (docs/remote.md): the inner
+// module's bytes, uploaded to the server's current session on first use (again after a
+// reconnect or a detach and attach), whose functions run there by name. Saved, it is the inner
+// module's bytes behind a JSON header; loaded back, it uploads them on its first call.
 #ifndef BACKPLANE_REMOTE_MODULE_H_
 #define BACKPLANE_REMOTE_MODULE_H_
 
@@ -59,9 +51,6 @@ class RemoteModule final : public sdk::ModuleBase {
   uint64_t uploaded_epoch_ = 0;
   uint64_t uploaded_handle_ = 0;
 };
-
-// Registers the kind `remote`, target.build.remote and the module loader.
-void RegisterRemoteTargetAndCodegen();
 
 // A function that calls the server's registered function `name` (it must --expose it).
 Function ServerFunction(const std::string& server, const std::string& name);
