@@ -485,25 +485,6 @@ void RemoteServer::Close() {
   session_.reset();
 }
 
-v1::ServerInfo RemoteServer::Describe() {
-  grpc::ClientContext ctx;
-  AddToken(ctx);
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(options_.connect_timeout_ms));
-  v1::ServerInfo info;
-  std::shared_ptr<grpc::Channel> channel;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    channel = Channel();
-  }
-  const grpc::Status st =
-      v1::Remote::NewStub(channel)->Describe(&ctx, v1::DescribeRequest(), &info);
-  if (!st.ok()) {
-    throw Error(BP_ERR_DEVICE, label() + ": Describe failed: " + st.error_message());
-  }
-  return info;
-}
-
 v1::ServerStatus RemoteServer::Status() {
   grpc::ClientContext ctx;
   AddToken(ctx);
@@ -663,15 +644,6 @@ DeviceRef Fleet::Device(int32_t id) {
                   (there.empty() ? std::string("no attached server lists a device (attach one "
                                                "with BACKPLANE_REMOTE=host:port or remote.attach)")
                                  : "the remote devices are " + there));
-}
-
-int32_t Fleet::IdOf(const RemoteServer* server, uint32_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Entry& e : entries_) {
-    if (e.attached && e.listed && e.server.get() == server && index < e.devices.size())
-      return e.first_id + static_cast<int32_t>(index);
-  }
-  return -1;
 }
 
 nlohmann::json Fleet::Describe() {

@@ -135,8 +135,7 @@ class RemoteServer : public std::enable_shared_from_this<RemoteServer> {
   std::string LastError();
   // What the server said in the Hello of the last session opened.
   v1::ServerInfo Info();
-  // Describe and Status over unary RPCs, with the deadline.
-  v1::ServerInfo Describe();
+  // Status over a unary RPC, with the deadline.
   v1::ServerStatus Status();
   void Close();
 
@@ -192,8 +191,6 @@ class Fleet {
   // Whether `server` is attached (not detached).
   bool IsAttached(const RemoteServer* server);
   int32_t Count();
-  // The client device id of `server`'s device `index`, or -1.
-  int32_t IdOf(const RemoteServer* server, uint32_t index);
   // {"servers": [{"address", "state", "error", "devices": [{"device", "remote", "name"}]}]}
   nlohmann::json Describe();
 

@@ -10,7 +10,6 @@ namespace backplane::remote {
 namespace {
 
 thread_local std::unordered_map<int32_t, bp_stream_t> t_active_streams;
-thread_local int32_t t_active_device = 0;
 
 // A command's deadline for moving `nbytes`: the default plus the time at 10 MB/s.
 int64_t TransferTimeoutMs(const RemoteServer& server, uint64_t nbytes) {
@@ -126,8 +125,7 @@ std::vector<std::string> RemoteDeviceAPI::ListProperties(DLDevice dev) {
 }
 
 void RemoteDeviceAPI::SetDevice(DLDevice dev) {
-  Device(dev);  // exists, or NOT_FOUND naming those that do
-  t_active_device = dev.device_id;
+  Device(dev);  // exists, or NOT_FOUND naming those that do; nothing else is per thread
 }
 
 void* RemoteDeviceAPI::Alloc(DLDevice dev, size_t nbytes, size_t alignment, DLDataType type_hint,

@@ -26,26 +26,46 @@ bool SyncCalls() {
   return v != nullptr && std::string(v) == "1";
 }
 
-// The bytes past byte_offset that `t` can touch, or nothing when it would overflow.
-std::optional<uint64_t> Extent(const DLTensor* t) {
-  const unsigned __int128 elem = (static_cast<unsigned>(t->dtype.bits) * t->dtype.lanes + 7) / 8;
-  unsigned __int128 last = 0;  // the highest element offset, in elements
-  unsigned __int128 stride = 1;
-  for (int32_t d = t->ndim - 1; d >= 0; --d) {
-    const int64_t n = t->shape[d];
-    if (n < 0) return std::nullopt;
-    if (n == 0) return 0;
-    const int64_t s = t->strides != nullptr ? t->strides[d] : static_cast<int64_t>(stride);
-    if (s < 0) return std::nullopt;
-    last += static_cast<unsigned __int128>(n - 1) * static_cast<unsigned __int128>(s);
-    stride *= static_cast<unsigned __int128>(n);
-    if (last > (static_cast<unsigned __int128>(1) << 80) ||
-        stride > (static_cast<unsigned __int128>(1) << 80))
-      return std::nullopt;
+// Fills `ta` from the tensor argument `t`, which must be a live buffer of `server` in `session`
+// whose view stays inside it; adds its device to `devices`.
+void EncodeTensor(const DLTensor* t, RemoteServer& server, Session& session, v1::TensorArg* ta,
+                  std::set<int32_t>* devices, const std::string& arg) {
+  RemoteDeviceAPI* api = RemoteDeviceAPI::Global();
+  BACKPLANE_REQUIRE(t != nullptr, BP_ERR_INVALID_ARGUMENT, arg + " is a null tensor");
+  BACKPLANE_REQUIRE(t->device.device_type == api->device_type(), BP_ERR_INVALID_ARGUMENT,
+                    arg + " is a tensor on " + sdk::DeviceString(t->device) +
+                        "; a remote call takes tensors of remote devices of " + server.label() +
+                        ": copy it there first");
+  BACKPLANE_REQUIRE(t->ndim >= 0 && t->ndim <= 32 && (t->ndim == 0 || t->shape != nullptr),
+                    BP_ERR_INVALID_ARGUMENT,
+                    arg + " has ndim " + std::to_string(t->ndim) + " (0 to 32 with a shape)");
+  const RemoteBuffer b = api->Buffer(t->data, arg);
+  BACKPLANE_REQUIRE(b.server.get() == &server, BP_ERR_INVALID_ARGUMENT,
+                    arg + " is a buffer of " + b.server->label() +
+                        ", and this module runs "
+                        "on " +
+                        server.label() + "; copy it there first");
+  BACKPLANE_REQUIRE(b.epoch == session.epoch(), BP_ERR_DEVICE,
+                    arg + " is a buffer of a session with " + server.label() +
+                        " that ended, and its contents went with it; allocate it again");
+  BACKPLANE_REQUIRE(b.device == t->device.device_id, BP_ERR_INVALID_ARGUMENT,
+                    arg + " claims " + sdk::DeviceString(t->device) +
+                        " but its data is a buffer of remote:" + std::to_string(b.device));
+  const std::optional<uint64_t> extent =
+      ViewBytes(t->ndim, t->shape, t->strides, t->dtype.bits, t->dtype.lanes);
+  BACKPLANE_REQUIRE(extent && t->byte_offset <= b.nbytes && *extent <= b.nbytes - t->byte_offset,
+                    BP_ERR_INVALID_ARGUMENT,
+                    arg + ": its shape, strides and byte_offset reach past the end of its " +
+                        std::to_string(b.nbytes) + "-byte buffer");
+  ta->set_device(b.index);
+  ta->set_buffer(b.handle);
+  ta->set_byte_offset(t->byte_offset);
+  SetDataType(ta->mutable_dtype(), t->dtype);
+  for (int32_t d = 0; d < t->ndim; ++d) ta->add_shape(t->shape[d]);
+  if (t->strides != nullptr) {
+    for (int32_t d = 0; d < t->ndim; ++d) ta->add_strides(t->strides[d]);
   }
-  const unsigned __int128 bytes = (last + 1) * elem;
-  if (bytes > UINT64_MAX) return std::nullopt;
-  return static_cast<uint64_t>(bytes);
+  devices->insert(b.device);
 }
 
 // Fills `call`'s arguments and active streams from `args`; every tensor must be a buffer of
@@ -86,61 +106,16 @@ void EncodeArgs(PackedArgs args, RemoteServer& server, Session& session, v1::Cal
         a->set_device(ref.index);
         break;
       }
-      case BP_VALUE_TENSOR: {
-        const DLTensor* t = v.u.v_tensor;
-        BACKPLANE_REQUIRE(t != nullptr, BP_ERR_INVALID_ARGUMENT, arg + " is a null tensor");
-        BACKPLANE_REQUIRE(t->device.device_type == api->device_type(), BP_ERR_INVALID_ARGUMENT,
-                          arg + " is a tensor on " + sdk::DeviceString(t->device) +
-                              "; a remote call takes tensors of remote devices of " +
-                              server.label() + ": copy it there first");
-        BACKPLANE_REQUIRE(t->ndim >= 0 && t->ndim <= 32 && (t->ndim == 0 || t->shape != nullptr),
-                          BP_ERR_INVALID_ARGUMENT,
-                          arg + " has ndim " + std::to_string(t->ndim) + " (0 to 32 with a shape)");
-        const RemoteBuffer b = api->Buffer(t->data, arg);
-        BACKPLANE_REQUIRE(b.server.get() == &server, BP_ERR_INVALID_ARGUMENT,
-                          arg + " is a buffer of " + b.server->label() +
-                              ", and this module runs "
-                              "on " +
-                              server.label() + "; copy it there first");
-        BACKPLANE_REQUIRE(b.epoch == session.epoch(), BP_ERR_DEVICE,
-                          arg + " is a buffer of a session with " + server.label() +
-                              " that ended, and its contents went with it; allocate it again");
-        BACKPLANE_REQUIRE(b.device == t->device.device_id, BP_ERR_INVALID_ARGUMENT,
-                          arg + " claims " + sdk::DeviceString(t->device) +
-                              " but its data is a buffer of remote:" + std::to_string(b.device));
-        const std::optional<uint64_t> extent = Extent(t);
-        BACKPLANE_REQUIRE(
-            extent && t->byte_offset <= b.nbytes && *extent <= b.nbytes - t->byte_offset,
-            BP_ERR_INVALID_ARGUMENT,
-            arg + ": its shape, strides and byte_offset reach past the end of its " +
-                std::to_string(b.nbytes) + "-byte buffer");
-        v1::TensorArg* ta = a->mutable_tensor();
-        ta->set_device(b.index);
-        ta->set_buffer(b.handle);
-        ta->set_byte_offset(t->byte_offset);
-        SetDataType(ta->mutable_dtype(), t->dtype);
-        for (int32_t d = 0; d < t->ndim; ++d) ta->add_shape(t->shape[d]);
-        if (t->strides != nullptr) {
-          for (int32_t d = 0; d < t->ndim; ++d) ta->add_strides(t->strides[d]);
-        }
-        devices.insert(b.device);
+      case BP_VALUE_TENSOR:
+        EncodeTensor(v.u.v_tensor, server, session, a->mutable_tensor(), &devices, arg);
         break;
-      }
       case BP_VALUE_OBJECT: {
         int32_t type = 0;
         Check(::backplane::detail::Api()->object_type(v.u.v_obj, &type));
-        if (type == BP_OBJECT_TENSOR) {
-          // A tensor object (what Python passes): its DLTensor, as a tensor argument.
+        if (type == BP_OBJECT_TENSOR) {  // a tensor object (what Python passes)
           DLTensor* t = nullptr;
           Check(::backplane::detail::Api()->tensor_get(v.u.v_obj, &t));
-          bp_value_t tv = ::backplane::detail::ArgValue(BP_VALUE_TENSOR);
-          tv.u.v_tensor = t;
-          call->mutable_args()->RemoveLast();
-          const bp_value_t one[] = {tv};
-          v1::Call tmp;
-          EncodeArgs(PackedArgs(one, 1), server, session, &tmp, arg);
-          *call->add_args() = tmp.args(0);
-          for (const v1::ActiveStream& as : tmp.streams()) *call->add_streams() = as;
+          EncodeTensor(t, server, session, a->mutable_tensor(), &devices, arg);
           break;
         }
         if (type == BP_OBJECT_STRING) {

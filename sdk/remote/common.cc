@@ -92,6 +92,33 @@ std::string ReadSecretFile(const std::string& path, const std::string& what) {
   return text;
 }
 
+std::optional<uint64_t> ViewBytes(int ndim, const int64_t* shape, const int64_t* strides,
+                                  uint32_t bits, uint32_t lanes) {
+  const uint64_t element = (uint64_t{bits} * lanes + 7) / 8;
+  bool empty = false;
+  uint64_t last = 0;     // the offset, in elements, of the last element
+  uint64_t compact = 1;  // the compact stride of the dimension being read
+  for (int k = ndim - 1; k >= 0; --k) {
+    const int64_t extent = shape[k];
+    const int64_t stride = strides != nullptr ? strides[k] : 0;
+    if (extent < 0 || stride < 0) return std::nullopt;
+    if (extent == 0) empty = true;
+    const uint64_t s = strides != nullptr ? static_cast<uint64_t>(stride) : compact;
+    uint64_t step = 0;
+    if (!empty && (__builtin_mul_overflow(static_cast<uint64_t>(extent - 1), s, &step) ||
+                   __builtin_add_overflow(last, step, &last)))
+      return std::nullopt;
+    if (strides == nullptr && extent > 0 &&
+        __builtin_mul_overflow(compact, static_cast<uint64_t>(extent), &compact))
+      return std::nullopt;
+  }
+  if (empty) return 0;
+  uint64_t bytes = 0;
+  if (__builtin_add_overflow(last, 1, &bytes) || __builtin_mul_overflow(bytes, element, &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
 bool SameSecret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   const size_t n = std::max(a.size(), b.size());

@@ -10,6 +10,7 @@
 #include <backplane/backplane.hpp>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,12 +25,6 @@ namespace {
 uint64_t CheckedAdd(uint64_t a, uint64_t b, const std::string& what) {
   uint64_t r = 0;
   if (__builtin_add_overflow(a, b, &r)) Fail(BP_ERR_INVALID_ARGUMENT, what + " overflows");
-  return r;
-}
-
-uint64_t CheckedMul(uint64_t a, uint64_t b, const std::string& what) {
-  uint64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) Fail(BP_ERR_INVALID_ARGUMENT, what + " overflows");
   return r;
 }
 
@@ -300,12 +295,6 @@ void ClientSession::Call(const pb::Call& c, pb::Reply* reply) {
                                             " strides for " + std::to_string(ndim) + " dimensions");
         }
         const DLDataType dtype = ToDL(t.dtype(), at);
-        // The highest byte the view touches must be in the buffer.
-        const std::string size = at + ": the tensor's extent";
-        const uint64_t element = (uint64_t{dtype.bits} * dtype.lanes + 7) / 8;
-        bool empty = false;
-        uint64_t last = 0;     // the offset, in elements, of the last element
-        uint64_t compact = 1;  // the compact stride of the dimension being read
         for (int k = ndim - 1; k >= 0; --k) {
           const int64_t extent = t.shape(k);
           const int64_t stride = t.strides_size() != 0 ? t.strides(k) : 0;
@@ -315,19 +304,14 @@ void ClientSession::Call(const pb::Call& c, pb::Reply* reply) {
                                                           : "stride " + std::to_string(stride)) +
                                               "; remote tensors need extents and strides >= 0");
           }
-          if (extent == 0) empty = true;
-          const uint64_t s = t.strides_size() != 0 ? static_cast<uint64_t>(stride) : compact;
-          if (!empty && extent > 0) {
-            last = CheckedAdd(last, CheckedMul(static_cast<uint64_t>(extent - 1), s, size), size);
-          }
-          if (t.strides_size() == 0 && extent > 0) {
-            compact = CheckedMul(compact, static_cast<uint64_t>(extent), size);
-          }
         }
-        const uint64_t end =
-            empty ? t.byte_offset()
-                  : CheckedAdd(t.byte_offset(),
-                               CheckedMul(CheckedAdd(last, 1, size), element, size), size);
+        // The highest byte the view touches must be in the buffer.
+        const std::string size = at + ": the tensor's extent";
+        const std::optional<uint64_t> bytes =
+            ViewBytes(ndim, t.shape().data(), t.strides_size() != 0 ? t.strides().data() : nullptr,
+                      dtype.bits, dtype.lanes);
+        if (!bytes) Fail(BP_ERR_INVALID_ARGUMENT, size + " overflows");
+        const uint64_t end = CheckedAdd(t.byte_offset(), *bytes, size);
         if (end > b.nbytes) {
           Fail(BP_ERR_INVALID_ARGUMENT, at + ": the view of buffer " + std::to_string(t.buffer()) +
                                             " reaches byte " + std::to_string(end) +

@@ -122,6 +122,19 @@ bool HasOpenCL() {
   }
 }
 
+// Whether process `pid` is stopped by a signal, waiting at most `seconds` for it to be.
+bool WaitUntilStopped(pid_t pid, double seconds) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T')
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } while (Clock::now() < end);
+  return false;
+}
+
 class RemoteClient : public ::testing::Test {
  protected:
   void SetUp() override { LoadPlugins(); }
@@ -369,10 +382,12 @@ TEST_F(RemoteClient, AServerKilledDuringA256MiBCopyIsAnErrorAndReconnectingWorks
   std::vector<uint8_t> data(n, 0x5a);
   Tensor big = Tensor::Empty({static_cast<int64_t>(n)}, kU8, dev);
   Tensor kept = Tensor::Empty({16}, kU8, dev);
+  // Copies one after another until the kill ends one: however fast the machine, the server
+  // dies during a copy (or between two, and the next fails the same way).
   auto copy = std::async(std::launch::async, [&] {
     try {
-      big.CopyFromBytes(data.data(), n);
-      return std::string("the copy succeeded");
+      for (int i = 0; i < 100; ++i) big.CopyFromBytes(data.data(), n);
+      return std::string("100 copies succeeded");
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -430,6 +445,13 @@ TEST_F(RemoteClient, AStoppedServerFailsTheCallAtItsDeadlineAndTheHostGoesOn) {
   const Device dev = Devices(remote::Attach(server.target(), R"({"timeout_ms": 1000})"))[0].first;
   Tensor t = Tensor::Empty({64}, kU8, dev);
   kill(server.pid(), SIGSTOP);
+  // SIGSTOP takes effect when the kernel gets to it: wait until the server is stopped ('T' in
+  // /proc/PID/stat), and let it go on whatever happens below.
+  ASSERT_TRUE(WaitUntilStopped(server.pid(), 10)) << "the server did not stop within 10 s";
+  struct Continue {
+    pid_t pid;
+    ~Continue() { kill(pid, SIGCONT); }
+  } resume{server.pid()};
   const auto t0 = Clock::now();
   try {
     Tensor::Empty({64}, kU8, dev);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace backplane::remote {
@@ -38,6 +39,13 @@ bool IsLoopback(const std::string& host);
 // The whole of a small file (a certificate, a key, a token); throws std::runtime_error naming
 // `what` and the path when it cannot be read or is empty or larger than 1 MiB.
 std::string ReadSecretFile(const std::string& path, const std::string& what);
+
+// The bytes a tensor view reaches from its byte_offset: (the offset of its last element + 1)
+// elements of (bits * lanes + 7) / 8 bytes, or 0 when an extent is 0; `strides` null means
+// compact row-major. Nothing when an extent or a stride is negative or the size overflows 64
+// bits. The client checks a call's tensors with it before sending, the server again.
+std::optional<uint64_t> ViewBytes(int ndim, const int64_t* shape, const int64_t* strides,
+                                  uint32_t bits, uint32_t lanes);
 
 // Compares two secrets in time that does not depend on where they differ.
 bool SameSecret(const std::string& a, const std::string& b);
