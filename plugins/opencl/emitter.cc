@@ -28,7 +28,7 @@ ir::Stmt HoistShared(const ir::Stmt& s, std::vector<const ir::AllocateNode*>* ho
       if (f.for_kind == ir::ForKind::kThreadBinding) {
         return ir::ThreadFor(f.var, f.thread, f.min, f.extent, body);
       }
-      return ir::For(f.var, f.min, f.extent, f.for_kind, body);
+      return ir::WithBody(f, body);
     }
     case StmtKind::kIfThenElse: {
       const auto& n = *s.As<ir::IfThenElseNode>();
@@ -37,7 +37,7 @@ ir::Stmt HoistShared(const ir::Stmt& s, std::vector<const ir::AllocateNode*>* ho
     }
     case StmtKind::kLetStmt: {
       const auto& n = *s.As<ir::LetStmtNode>();
-      return ir::LetStmt(n.var, n.value, HoistShared(n.body, hoisted));
+      return ir::WithBody(n, HoistShared(n.body, hoisted));
     }
     case StmtKind::kAllocate: {
       const auto& n = *s.As<ir::AllocateNode>();

@@ -142,8 +142,6 @@ TEST(IrLinear, ParseErrorsQuoteABoundedPartOfTheText) {
   const std::vector<std::string> bad = {
       // undefined variable, with a long name in scope
       "func f(" + big + "a: int32, a: buffer<int32>[1]) {\n  a[0] = " + big + "b\n}\n",
-      // compound assignment: the target is quoted twice
-      "func f(a: buffer<int32>[1]) {\n  a[0" + Repeat(" + 0", 200000) + "] += 1\n}\n",
       // a number's suffix
       "func f(a: buffer<int32>[1]) {\n  a[0] = 1" + big + "\n}\n",
       // a literal too large for int32, written with a million leading zeros

@@ -31,6 +31,8 @@ class Equal {
       }
       case ExprKind::kNot:
         return E(a.As<NotNode>()->a, b.As<NotNode>()->a);
+      case ExprKind::kNeg:
+        return E(a.As<NegNode>()->a, b.As<NegNode>()->a);
       case ExprKind::kSelect: {
         const auto *x = a.As<SelectNode>(), *y = b.As<SelectNode>();
         return E(x->cond, y->cond) && E(x->a, y->a) && E(x->b, y->b);
@@ -67,8 +69,9 @@ class Equal {
     switch (a.kind()) {
       case StmtKind::kFor: {
         const auto *x = a.As<ForNode>(), *y = b.As<ForNode>();
-        return x->for_kind == y->for_kind && x->thread == y->thread && E(x->min, y->min) &&
-               E(x->extent, y->extent) && Bind(x->var, y->var) && S(x->body, y->body);
+        return x->for_kind == y->for_kind && x->thread == y->thread && x->schedule == y->schedule &&
+               x->chunk == y->chunk && E(x->min, y->min) && E(x->extent, y->extent) &&
+               E(x->step, y->step) && Bind(x->var, y->var) && S(x->body, y->body);
       }
       case StmtKind::kIfThenElse: {
         const auto *x = a.As<IfThenElseNode>(), *y = b.As<IfThenElseNode>();
@@ -77,7 +80,8 @@ class Equal {
       }
       case StmtKind::kLetStmt: {
         const auto *x = a.As<LetStmtNode>(), *y = b.As<LetStmtNode>();
-        return E(x->value, y->value) && Bind(x->var, y->var) && S(x->body, y->body);
+        return x->assignable == y->assignable && E(x->value, y->value) && Bind(x->var, y->var) &&
+               S(x->body, y->body);
       }
       case StmtKind::kStore: {
         const auto *x = a.As<StoreNode>(), *y = b.As<StoreNode>();
@@ -91,6 +95,10 @@ class Equal {
         return E(a.As<EvaluateNode>()->value, b.As<EvaluateNode>()->value);
       case StmtKind::kBarrier:
         return true;
+      case StmtKind::kAssign: {
+        const auto *x = a.As<AssignNode>(), *y = b.As<AssignNode>();
+        return V(x->var.get(), y->var.get()) && E(x->value, y->value);
+      }
       case StmtKind::kSeq: {
         const auto &x = a.As<SeqNode>()->seq, &y = b.As<SeqNode>()->seq;
         if (x.size() != y.size()) return false;

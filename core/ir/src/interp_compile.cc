@@ -107,6 +107,24 @@ class Compiler {
                   for (int l = 0; l < lanes; ++l) r[out + l].i = r[ra + l].i == 0 ? 1 : 0;
                 }};
       }
+      case ExprKind::kNeg: {
+        CE a = E(e.As<NegNode>()->a);
+        const int out = NewRegs(a.lanes);
+        const DType t = e.dtype();
+        if (t.is_float()) {
+          return {out, a.lanes, [fa = std::move(a.fn), ra = a.reg, out, lanes = a.lanes](Frame& f) {
+                    Eval(fa, f);
+                    Val* r = f.regs.data();
+                    for (int l = 0; l < lanes; ++l) r[out + l].f = -r[ra + l].f;
+                  }};
+        }
+        return {out, a.lanes,
+                [fa = std::move(a.fn), ra = a.reg, out, lanes = a.lanes, t](Frame& f) {
+                  Eval(fa, f);
+                  Val* r = f.regs.data();
+                  for (int l = 0; l < lanes; ++l) r[out + l].i = WrapInt(U(0) - U(r[ra + l].i), t);
+                }};
+      }
       case ExprKind::kSelect:
         return Select(*e.As<SelectNode>(), e);
       case ExprKind::kCast:
@@ -407,6 +425,15 @@ class Compiler {
         if (!v.fn) return [](Frame&) {};
         return v.fn;
       }
+      case StmtKind::kAssign: {
+        const auto* n = s.As<AssignNode>();
+        CE v = E(n->value);
+        const int reg = VarReg(n->var.get());
+        return [fv = std::move(v.fn), rv = v.reg, reg](Frame& f) {
+          Eval(fv, f);
+          f.regs[static_cast<size_t>(reg)] = f.regs[static_cast<size_t>(rv)];
+        };
+      }
       case StmtKind::kBarrier:
         return [id = next_barrier_++](Frame& f) {
           if (f.block != nullptr && f.block->barrier != nullptr) f.block->barrier->Wait(id);
@@ -443,18 +470,23 @@ class Compiler {
 
   Fn Loop(const ForNode& n) {
     CE mn = E(n.min), ext = E(n.extent);
+    CE st = n.step ? E(n.step) : CE{-1, 1, nullptr};
     const int reg = NewRegs(1);
     vars_.emplace_back(n.var.get(), reg);
     Fn body = S(n.body);
     vars_.pop_back();
-    return [fm = std::move(mn.fn), fe = std::move(ext.fn), rm = mn.reg, re = ext.reg, reg,
-            t = n.var.dtype(), body = std::move(body)](Frame& f) {
+    // min, extent and step are evaluated once, in that order; the variable is min + k * step in
+    // its dtype (wrapping), for k from 0 to extent - 1.
+    return [fm = std::move(mn.fn), fe = std::move(ext.fn), fs = std::move(st.fn), rm = mn.reg,
+            re = ext.reg, rs = st.reg, reg, t = n.var.dtype(), body = std::move(body)](Frame& f) {
       Eval(fm, f);
       Eval(fe, f);
+      Eval(fs, f);
       const int64_t m = f.regs[static_cast<size_t>(rm)].i;
       const int64_t e = f.regs[static_cast<size_t>(re)].i;
+      const uint64_t step = rs < 0 ? 1 : U(f.regs[static_cast<size_t>(rs)].i);
       for (int64_t k = 0; k < e; ++k) {
-        f.regs[static_cast<size_t>(reg)].i = WrapInt(U(m) + U(k), t);
+        f.regs[static_cast<size_t>(reg)].i = WrapInt(U(m) + U(k) * step, t);
         body(f);
       }
     };

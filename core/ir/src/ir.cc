@@ -154,6 +154,20 @@ const char* ToString(ThreadTag tag) {
   return "?";
 }
 
+const char* ToString(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kDefault:
+      return "default";
+    case ScheduleKind::kStatic:
+      return "static";
+    case ScheduleKind::kDynamic:
+      return "dynamic";
+    case ScheduleKind::kGuided:
+      return "guided";
+  }
+  return "?";
+}
+
 const char* ToString(StorageScope scope) {
   switch (scope) {
     case StorageScope::kGlobal:
@@ -321,6 +335,12 @@ Expr Not(Expr a) {
   DType t = a.dtype();
   return Expr(std::make_shared<NotNode>(t, std::move(a)));
 }
+Expr Neg(Expr a) {
+  Need(a, "-");
+  DType t = a.dtype();
+  return Expr(std::make_shared<NegNode>(t, std::move(a)));
+}
+Expr operator-(Expr a) { return Neg(std::move(a)); }
 Expr Select(Expr cond, Expr a, Expr b) {
   Need(cond, "select");
   Need(a, "select");
@@ -435,6 +455,47 @@ Stmt For(Var var, Expr min, Expr extent, ForKind kind, Stmt body) {
   n->body = std::move(body);
   return Stmt(std::move(n));
 }
+Stmt For(Var var, Expr min, Expr extent, Expr step, ForKind kind, Stmt body) {
+  Need(step, "for");
+  Stmt s = For(std::move(var), std::move(min), std::move(extent), kind, std::move(body));
+  auto n = std::make_shared<ForNode>(*s.As<ForNode>());
+  n->step = std::move(step);
+  return Stmt(std::move(n));
+}
+Stmt ForRange(Var var, Expr begin, Expr end, int64_t step, ForKind kind, Stmt body) {
+  Need(var, "for");
+  Need(begin, "for");
+  Need(end, "for");
+  if (step == 0) throw Error(ErrorKind::kValue, "ForRange: the step must not be 0");
+  const DType t = var.dtype();
+  // The trip count of C's loop: ceil((end - begin) / step), or none when begin is past end.
+  Expr span = step > 0 ? end - begin : begin - end;
+  const int64_t magnitude = step > 0 ? step : -step;
+  Expr count = magnitude == 1 ? span : (span + IntImm(t, magnitude - 1)) / IntImm(t, magnitude);
+  if (step == 1) return For(std::move(var), std::move(begin), std::move(count), kind, body);
+  return For(std::move(var), std::move(begin), std::move(count), IntImm(t, step), kind,
+             std::move(body));
+}
+Stmt ParallelFor(Var var, Expr min, Expr extent, ScheduleKind schedule, int64_t chunk, Stmt body) {
+  if (chunk < 0) throw Error(ErrorKind::kValue, "ParallelFor: the chunk must not be negative");
+  Stmt s =
+      For(std::move(var), std::move(min), std::move(extent), ForKind::kParallel, std::move(body));
+  auto n = std::make_shared<ForNode>(*s.As<ForNode>());
+  n->schedule = schedule;
+  n->chunk = chunk;
+  return Stmt(std::move(n));
+}
+Stmt WithBody(const ForNode& loop, Stmt body) {
+  Need(body, "for");
+  auto n = std::make_shared<ForNode>(loop);
+  n->body = std::move(body);
+  return Stmt(std::move(n));
+}
+bool ForNode::HasStep() const {
+  if (!step) return false;
+  const auto* one = step.As<IntImmNode>();
+  return one == nullptr || one->value != 1;
+}
 Stmt ThreadFor(Var var, ThreadTag tag, Expr min, Expr extent, Stmt body) {
   if (tag == ThreadTag::kNone)
     throw Error(ErrorKind::kValue, "ThreadFor: give a thread axis (blockIdx.x, threadIdx.x...)");
@@ -468,6 +529,26 @@ Stmt LetStmt(Var var, Expr value, Stmt body) {
   n->var = std::move(var);
   n->value = std::move(value);
   n->body = std::move(body);
+  return Stmt(std::move(n));
+}
+Stmt DeclareVar(Var var, Expr value, Stmt body) {
+  Stmt s = LetStmt(std::move(var), std::move(value), std::move(body));
+  auto n = std::make_shared<LetStmtNode>(*s.As<LetStmtNode>());
+  n->assignable = true;
+  return Stmt(std::move(n));
+}
+Stmt WithBody(const LetStmtNode& let, Stmt body) {
+  Need(body, "let");
+  auto n = std::make_shared<LetStmtNode>(let);
+  n->body = std::move(body);
+  return Stmt(std::move(n));
+}
+Stmt Assign(Var var, Expr value) {
+  Need(var, "assignment");
+  Need(value, "assignment");
+  auto n = std::make_shared<AssignNode>();
+  n->var = std::move(var);
+  n->value = std::move(value);
   return Stmt(std::move(n));
 }
 Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value) {

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <backplane/ir/limits.hpp>
+#include <backplane/ir/text.hpp>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -109,6 +111,9 @@ void Children(const Item& it, std::vector<Item>* out) {
       case ExprKind::kNot:
         AddExpr(static_cast<const NotNode*>(n)->a, out);
         break;
+      case ExprKind::kNeg:
+        AddExpr(static_cast<const NegNode*>(n)->a, out);
+        break;
       case ExprKind::kSelect: {
         const auto* s = static_cast<const SelectNode*>(n);
         AddExpr(s->cond, out);
@@ -151,6 +156,7 @@ void Children(const Item& it, std::vector<Item>* out) {
       const auto* f = static_cast<const ForNode*>(n);
       AddExpr(f->min, out);
       AddExpr(f->extent, out);
+      AddExpr(f->step, out);
       AddStmt(f->body, out);
       break;
     }
@@ -184,6 +190,9 @@ void Children(const Item& it, std::vector<Item>* out) {
     }
     case StmtKind::kEvaluate:
       AddExpr(static_cast<const EvaluateNode*>(n)->value, out);
+      break;
+    case StmtKind::kAssign:
+      AddExpr(static_cast<const AssignNode*>(n)->value, out);
       break;
     case StmtKind::kSeq:
       for (const Stmt& s : static_cast<const SeqNode*>(n)->seq) AddStmt(s, out);
@@ -322,6 +331,39 @@ int64_t TreeDepth(const IRModule& m) {
   int64_t d = 0;
   for (const PrimFunc& f : m.functions()) d = std::max(d, FuncDepth(f, &memo));
   return d;
+}
+
+int TextVersion(const IRModule& m) {
+  std::vector<Item> todo, kids;
+  std::unordered_set<const void*> seen;
+  for (const PrimFunc& f : m.functions()) {
+    if (f.body) todo.push_back({f.body.get(), true});
+    for (const Param& p : f.params) {
+      if (!p.is_buffer()) continue;
+      for (const Expr& e : p.buffer()->shape) AddExpr(e, &todo);
+      for (const Expr& e : p.buffer()->strides) AddExpr(e, &todo);
+    }
+  }
+  while (!todo.empty()) {
+    const Item it = todo.back();
+    todo.pop_back();
+    if (!seen.insert(it.node).second) continue;
+    if (it.is_stmt) {
+      const auto* n = static_cast<const StmtNode*>(it.node);
+      if (n->kind == StmtKind::kAssign) return 2;
+      if (n->kind == StmtKind::kLetStmt && static_cast<const LetStmtNode*>(n)->assignable) return 2;
+      if (n->kind == StmtKind::kFor) {
+        const auto* f = static_cast<const ForNode*>(n);
+        if (f->step || f->schedule != ScheduleKind::kDefault || f->chunk != 0) return 2;
+      }
+    } else if (static_cast<const ExprNode*>(it.node)->kind == ExprKind::kNeg) {
+      return 2;
+    }
+    kids.clear();
+    Children(it, &kids);
+    todo.insert(todo.end(), kids.begin(), kids.end());
+  }
+  return 1;
 }
 
 // ---- stack ------------------------------------------------------------------------------------

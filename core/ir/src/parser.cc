@@ -170,13 +170,23 @@ class Lexer {
       std::string version(text.substr(kHeader.size()));
       while (!version.empty() && (version.back() == ' ' || version.back() == '\r'))
         version.pop_back();
-      if (version != std::to_string(kTextFormatVersion))
+      version_ = 0;
+      for (int v = 1; v <= kTextFormatVersion; ++v)
+        if (version == std::to_string(v)) version_ = v;
+      if (version_ == 0)
         err_.Throw(start + kHeader.size(), "unsupported backplane-ir version '" + Q(version) +
-                                               "': this library reads " + "version " +
+                                               "': this library reads versions 1 to " +
                                                std::to_string(kTextFormatVersion) +
                                                "; print the module again with a matching library");
     }
   }
+
+ public:
+  // The version the header line gave (the newest without one).
+  int version() const { return version_; }
+
+ private:
+  int version_ = kTextFormatVersion;
 
   // `prev`: the token before the number (for a better message when a name starts with a digit).
   Tok Number(const Token* prev) {
@@ -298,7 +308,8 @@ struct Binding {
 
 class Parser {
  public:
-  Parser(std::vector<Token> toks, const SourceError& err) : toks_(std::move(toks)), err_(err) {}
+  Parser(std::vector<Token> toks, const SourceError& err, int version)
+      : toks_(std::move(toks)), err_(err), version_(version) {}
 
   IRModule Module() {
     IRModule m;
@@ -509,7 +520,7 @@ class Parser {
     std::vector<Stmt> out;
     while (!IsPunct("}")) {
       if (Cur().kind == Tok::kEnd) Fail("expected '}' to close the block");
-      if (IsKeyword("let") || IsKeyword("alloc")) {
+      if (IsKeyword("let") || IsKeyword("alloc") || IsVarDeclaration()) {
         OpenScope o = ScopedHead();
         o.before = std::move(out);
         out.clear();
@@ -521,7 +532,9 @@ class Parser {
     while (!open.empty()) {
       OpenScope& o = open.back();
       Stmt body = Seq(std::move(out));
-      Stmt s = o.var ? LetStmt(o.var, o.value, body) : Allocate(o.buffer, o.scope, body);
+      Stmt s = !o.var         ? Allocate(o.buffer, o.scope, body)
+               : o.assignable ? DeclareVar(o.var, o.value, body)
+                              : LetStmt(o.var, o.value, body);
       out = std::move(o.before);
       out.push_back(std::move(s));
       open.pop_back();
@@ -534,26 +547,29 @@ class Parser {
   // name in a new scope that Stmts closes.
   struct OpenScope {
     std::vector<Stmt> before;  // the statements ahead of the let or alloc
-    Var var;                   // a let's
+    Var var;                   // a let's or a var's
     Expr value;
-    Buffer buffer;  // an alloc's
+    bool assignable = false;  // var
+    Buffer buffer;            // an alloc's
     StorageScope scope = StorageScope::kGlobal;
   };
 
   // `let name: T = value` or `alloc name: T[shape] scope`, up to the end of the statement;
   // defines the name in a new scope, which Stmts closes after the body.
   OpenScope ScopedHead() {
-    bool is_let = IsKeyword("let");
+    const std::string keyword = Cur().text;
+    const bool is_let = keyword != "alloc";
     Take();
     const Token& at = Cur();
-    std::string name =
-        ExpectIdent(is_let ? "a variable name after 'let'" : "a buffer name after 'alloc'");
+    std::string name = ExpectIdent(is_let ? "a variable name after '" + keyword + "'"
+                                          : "a buffer name after 'alloc'");
     Expect(":", "after '" + Q(name) + "'");
     DType t = ExpectDType("after '" + Q(name) + ":'");
     OpenScope o;
     if (is_let) {
       Var v = MakeVar(at, name, t);
-      Expect("=", "after 'let " + Q(name) + ": " + ToString(t) + "'");
+      o.assignable = keyword == "var";
+      Expect("=", "after '" + keyword + " " + Q(name) + ": " + ToString(t) + "'");
       o.value = TypeLiteral(Expression(), t);
       EndOfStatement();
       scopes_.emplace_back();
@@ -599,17 +615,118 @@ class Parser {
     if (IsKeyword("func")) Fail("expected a statement or '}' (is a '}' missing before 'func'?)");
     const Token& at = Cur();
     Expr e = Expression();
-    if (IsPunct("=")) {
+    BinaryOp op = BinaryOp::kAdd;
+    const bool compound = CompoundOperator(&op);
+    if (compound || IsPunct("=")) {
+      const Token& op_at = Cur();
       const auto* load = e.As<LoadNode>();
-      if (!load)
-        err_.Throw(at.offset, "expected a buffer element (name[indices]) on the left of '='");
-      Take();
-      Expr value = TypeLiteral(Expression(), load->buffer.dtype().WithLanes(load->dtype.lanes));
+      const auto* var = e.As<VarNode>();
+      if (!load && !var)
+        err_.Throw(at.offset,
+                   "expected a variable or a buffer element (name[indices]) on the left of '" +
+                       std::string(compound ? ToString(op) : "") + "='");
+      if (compound) {
+        Take();
+        if (load) {
+          for (const Expr& i : load->indices)
+            if (CallsPacked(i))
+              err_.Throw(op_at.offset,
+                         "compound assignment '" + std::string(ToString(op)) +
+                             "=' to an element whose index calls call_packed would call it "
+                             "twice: bind the index with let first");
+        }
+      }
+      Take();  // '='
+      Expr value = Expression();
+      const DType t = load ? load->buffer.dtype().WithLanes(load->dtype.lanes) : e.dtype();
+      if (compound) {
+        Expr lhs = e;
+        value = TypeLiteral(value, t);
+        value = Binary(op, lhs, value);
+      }
+      value = TypeLiteral(value, t);
       EndOfStatement();
-      return Store(load->buffer, load->indices, value);
+      if (load) return Store(load->buffer, load->indices, value);
+      return Assign(names_.at(var->name).var, value);
     }
     EndOfStatement();
     return Evaluate(e);
+  }
+
+  // `var name: T = value`: `var` is a keyword only there (a name `var` stays usable elsewhere).
+  bool IsVarDeclaration() const {
+    return IsKeyword("var") && Next().kind == Tok::kIdent && !Next().bol;
+  }
+
+  // `+=`, `-=`, `*=`, `/=` at the current token (the operator and '=' written together).
+  bool CompoundOperator(BinaryOp* op) const {
+    const Token& t = Cur();
+    if (t.kind != Tok::kPunct || t.text.size() != 1) return false;
+    const Token& next = Next();
+    if (next.kind != Tok::kPunct || next.text != "=" || next.offset != t.offset + 1) return false;
+    switch (t.text[0]) {
+      case '+':
+        *op = BinaryOp::kAdd;
+        return true;
+      case '-':
+        *op = BinaryOp::kSub;
+        return true;
+      case '*':
+        *op = BinaryOp::kMul;
+        return true;
+      case '/':
+        *op = BinaryOp::kDiv;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  static bool CallsPacked(const Expr& e) {
+    std::vector<const ExprNode*> todo{e.get()};
+    while (!todo.empty()) {
+      const ExprNode* n = todo.back();
+      todo.pop_back();
+      if (n == nullptr) continue;
+      switch (n->kind) {
+        case ExprKind::kCallPacked:
+          return true;
+        case ExprKind::kBinary:
+          todo.push_back(static_cast<const BinaryNode*>(n)->a.get());
+          todo.push_back(static_cast<const BinaryNode*>(n)->b.get());
+          break;
+        case ExprKind::kNot:
+          todo.push_back(static_cast<const NotNode*>(n)->a.get());
+          break;
+        case ExprKind::kNeg:
+          todo.push_back(static_cast<const NegNode*>(n)->a.get());
+          break;
+        case ExprKind::kSelect:
+          todo.push_back(static_cast<const SelectNode*>(n)->cond.get());
+          todo.push_back(static_cast<const SelectNode*>(n)->a.get());
+          todo.push_back(static_cast<const SelectNode*>(n)->b.get());
+          break;
+        case ExprKind::kCast:
+          todo.push_back(static_cast<const CastNode*>(n)->value.get());
+          break;
+        case ExprKind::kLoad:
+          for (const Expr& i : static_cast<const LoadNode*>(n)->indices) todo.push_back(i.get());
+          break;
+        case ExprKind::kCall:
+          for (const Expr& a : static_cast<const CallNode*>(n)->args) todo.push_back(a.get());
+          break;
+        case ExprKind::kRamp:
+          todo.push_back(static_cast<const RampNode*>(n)->base.get());
+          todo.push_back(static_cast<const RampNode*>(n)->stride.get());
+          break;
+        case ExprKind::kBroadcast:
+          todo.push_back(static_cast<const BroadcastNode*>(n)->value.get());
+          break;
+        default:
+          break;
+      }
+    }
+    return false;
   }
 
   Stmt ForStmt() {
@@ -642,18 +759,70 @@ class Parser {
       tag = Thread();
       Expect(",", "after the thread axis");
     }
-    Expr min = Expression();
+    Expr min = TypeLiteral(Expression(), t);
     Expect(",", "after the loop's start");
-    Expr extent = Expression();
-    Expect(")", "after the loop's extent");
+    Expr extent = TypeLiteral(Expression(), t);
+    Expr step;
+    if (TakePunct(",")) step = TypeLiteral(Expression(), t);
+    Expect(")", step ? "after the loop's step" : "after the loop's extent (its trip count)");
     --nest_;
+    ScheduleKind schedule = ScheduleKind::kDefault;
+    int64_t chunk = 0;
+    if (IsKeyword("schedule")) Schedule(&schedule, &chunk);
     scopes_.emplace_back();
     Define(at, name, Binding{v, Buffer(), 0});
     if (!IsPunct("{")) Fail("expected '{' to start the loop body");
     Stmt body = Block();
     PopScope();
-    if (tag != ThreadTag::kNone) return ThreadFor(v, tag, min, extent, body);
-    return For(v, min, extent, *kind, body);
+    if (tag != ThreadTag::kNone) {
+      Stmt s = ThreadFor(v, tag, min, extent, body);
+      if (!step) return s;
+      return WithStep(s, step);
+    }
+    Stmt s = step ? For(v, min, extent, step, *kind, body) : For(v, min, extent, *kind, body);
+    if (schedule == ScheduleKind::kDefault && chunk == 0) return s;
+    auto n = std::make_shared<ForNode>(*s.As<ForNode>());
+    n->schedule = schedule;
+    n->chunk = chunk;
+    return Stmt(std::move(n));
+  }
+
+  // A thread-bound loop with a step, which the verifier refuses with its message.
+  static Stmt WithStep(const Stmt& loop, Expr step) {
+    auto n = std::make_shared<ForNode>(*loop.As<ForNode>());
+    n->step = std::move(step);
+    return Stmt(std::move(n));
+  }
+
+  // `schedule(static|dynamic|guided [, chunk])` after a loop's bounds.
+  void Schedule(ScheduleKind* kind, int64_t* chunk) {
+    Take();
+    Expect("(", "after 'schedule'");
+    static const ScheduleKind kKinds[] = {ScheduleKind::kStatic, ScheduleKind::kDynamic,
+                                          ScheduleKind::kGuided};
+    bool found = false;
+    for (ScheduleKind k : kKinds) {
+      if (IsKeyword(ToString(k))) {
+        *kind = k;
+        found = true;
+      }
+    }
+    if (!found) Fail("expected the schedule (static, dynamic or guided)");
+    Take();
+    if (TakePunct(",")) {
+      const Token& at = Cur();
+      if (at.kind != Tok::kInt) Fail("expected the chunk size, a positive integer");
+      errno = 0;
+      char* end = nullptr;
+      const long long v = std::strtoll(at.text.c_str(), &end, 10);
+      if (errno != 0 || end == nullptr || *end != '\0' || v <= 0 || v > (1LL << 31))
+        err_.Throw(at.offset, "chunk size " + Q(at.text) +
+                                  ": expected a positive integer without a suffix, at most "
+                                  "2147483648");
+      *chunk = v;
+      Take();
+    }
+    Expect(")", "after the schedule");
   }
 
   ThreadTag Thread() {
@@ -728,38 +897,13 @@ class Parser {
       BinaryOp op = BinaryOp::kAdd;
       int prec = OperatorPrecedence(Cur().text, &op);
       if (prec < min_prec) return lhs;
-      CompoundAssignment(lhs);
+      BinaryOp compound = BinaryOp::kAdd;
+      if (CompoundOperator(&compound)) return lhs;  // `x += v`: the statement's, not an operator
       Take();
       Expr rhs = BinaryExpr(prec + 1);
       TypeLiterals(&lhs, &rhs);
       lhs = Binary(op, lhs, rhs);
     }
-  }
-
-  // `a[i] += x`: the IR has no compound assignment; say what to write instead.
-  void CompoundAssignment(const Expr& lhs) {
-    const Token& op = Cur();
-    if (op.text.size() != 1 || std::string("+-*/").find(op.text[0]) == std::string::npos) return;
-    const Token& next = Next();
-    if (next.kind != Tok::kPunct || next.text != "=" || next.offset != op.offset + 1) return;
-    std::string target = "a[i]";
-    if (const auto* load = lhs.As<LoadNode>()) {
-      size_t begin = op.offset;
-      // The text of the left side: back to the start of the statement on this line.
-      for (size_t k = pos_; k-- > 0;) {
-        if (toks_[k].bol) {
-          begin = toks_[k].offset;
-          break;
-        }
-      }
-      target = std::string(err_.Slice(begin, op.offset));
-      while (!target.empty() && target.back() == ' ') target.pop_back();
-      if (target.empty()) target = load->buffer.name() + "[...]";
-      target = Q(target);
-    }
-    err_.Throw(op.offset, "compound assignment '" + op.text +
-                              "=' is not supported: expected '=' (write '" + target + " = " +
-                              target + " " + op.text + " <value>')");
   }
 
   static int OperatorPrecedence(const std::string& s, BinaryOp* op) {
@@ -780,7 +924,8 @@ class Parser {
     return 0;
   }
 
-  // Prefix operators: `!e` is Not(e), `-e` is 0 - e, and `-` written right before a number (or
+  // Prefix operators: `!e` is Not(e), `-e` is Neg(e) (0 - e in text of version 1), and `-`
+  // written right before a number (or
   // before inf) is part of the literal. A run of them is read in a loop and applied from the
   // inside out, so `!-!-...x` needs no stack however long it is (its tree depth is bounded).
   Expr Unary() {
@@ -806,8 +951,15 @@ class Parser {
       }
       nots.push_back(false);
     }
-    for (size_t k = nots.size(); k-- > 0;)
-      e = nots[k] ? Not(e) : Binary(BinaryOp::kSub, Const(e.dtype(), 0), e);
+    for (size_t k = nots.size(); k-- > 0;) {
+      if (nots[k]) {
+        e = Not(e);
+      } else if (version_ >= 2) {
+        e = Neg(e);
+      } else {
+        e = Binary(BinaryOp::kSub, Const(e.dtype(), 0), e);
+      }
+    }
     return e;
   }
 
@@ -1130,6 +1282,7 @@ class Parser {
 
   std::vector<Token> toks_;
   const SourceError& err_;
+  int version_;  // of the text: in version 1, `-x` is 0 - x
   size_t pos_ = 0;
   std::unordered_map<const ExprNode*, Literal> untyped_;
   int nest_ = 0;  // open ( and [: newlines do not end an expression inside them
@@ -1167,10 +1320,11 @@ int64_t BracketDepth(const std::vector<Token>& toks, const SourceError& err) {
 
 IRModule Parse(std::string_view text, const std::string& source_name) {
   SourceError err(text, source_name);
-  std::vector<Token> toks = Lexer(text, err).Run();
+  Lexer lexer(text, err);
+  std::vector<Token> toks = lexer.Run();
   const int64_t depth = BracketDepth(toks, err);
   IRModule m;
-  RunForDepth(depth, [&] { m = Parser(std::move(toks), err).Module(); });
+  RunForDepth(depth, [&] { m = Parser(std::move(toks), err, lexer.version()).Module(); });
   return m;
 }
 

@@ -68,21 +68,26 @@ bool PrintsMinus(const Expr& lit) {
   return false;
 }
 
-// `0 - x` as the parser reads `-x`: printed as `-x`, so a run of unary operators prints as it
-// was written, a level of text per operator at most (as `!(0 - x)` it grew a parenthesis each).
-const BinaryNode* Negation(const Expr& e) {
+// In text of version 1, `-x` read as `0 - x`, and the printer wrote `0 - x` back as `-x`, so a
+// run of unary operators printed as it was written, a level of text per operator at most (as
+// `!(0 - x)` it grew a parenthesis each). Version 2 has a negation node (NegNode) for `-x`, and
+// `0 - x` prints as it is; the printer writes version 1 for a module that uses nothing newer,
+// so that a module saved before keeps its text and its meaning.
+const BinaryNode* Negation(const Expr& e, bool v1) {
+  if (!v1) return nullptr;
   const auto* n = e.As<BinaryNode>();
   if (n == nullptr || n->op != BinaryOp::kSub || !n->b || !IsZeroOf(n->a, n->b.dtype()))
     return nullptr;
   return n;
 }
 
-int Precedence(const Expr& e) {
+int Precedence(const Expr& e, bool v1) {
   switch (e.kind()) {
     case ExprKind::kBinary:
-      if (Negation(e)) return kPrecUnary;
+      if (Negation(e, v1)) return kPrecUnary;
       return Precedence(e.As<BinaryNode>()->op);
     case ExprKind::kNot:
+    case ExprKind::kNeg:
       return kPrecUnary;
     case ExprKind::kIntImm:
       return e.As<IntImmNode>()->value < 0 ? kPrecUnary : kPrecPrimary;
@@ -148,6 +153,8 @@ std::string Quote(const std::string& s) {
 // again, quadratic in a chain's length).
 class Printer {
  public:
+  // Writes text of version 1 (docs/ir.md, "Versions"): `0 - x` as `-x`.
+  bool v1 = false;
   // Where each expression's text starts and ends in `out`, when set (Quoter).
   std::unordered_map<const ExprNode*, std::pair<size_t, size_t>>* spans = nullptr;
 
@@ -191,7 +198,7 @@ class Printer {
         return;
       case ExprKind::kBinary: {
         const auto* n = e.As<BinaryNode>();
-        if (Negation(e)) {
+        if (Negation(e, v1)) {
           // A literal right after the minus would read as a negative literal (`-1`, `-inf`);
           // one that prints with its own minus does not (`--1` is 0 - -1).
           const bool literal =
@@ -227,6 +234,18 @@ class Printer {
         out += '!';
         Operand(e.As<NotNode>()->a, kPrecUnary, false);  // `!!b`, `!-x`: unary operators chain
         return;
+      case ExprKind::kNeg: {
+        // A literal right after the minus would read as a negative literal (`-1`, `-inf`); one
+        // that prints with its own minus does not (`--1` is -(-1)).
+        const Expr& a = e.As<NegNode>()->a;
+        const bool literal =
+            (a.kind() == ExprKind::kIntImm || a.kind() == ExprKind::kFloatImm) && !PrintsMinus(a);
+        out += '-';
+        if (literal) out += '(';
+        Operand(a, kPrecUnary, false);
+        if (literal) out += ')';
+        return;
+      }
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
         Force(n->a, n->b);
@@ -405,6 +424,16 @@ class Printer {
       case StmtKind::kBarrier:
         Line(indent, "barrier");
         return;
+      case StmtKind::kAssign: {
+        const auto* n = s.As<AssignNode>();
+        Force(n->value, n->var.dtype());
+        Indent(indent);
+        out += n->var.name();
+        out += " = ";
+        Expr_(n->value);
+        out += '\n';
+        return;
+      }
     }
   }
 
@@ -521,10 +550,27 @@ class Printer {
       out += ToString(n.thread);
       out += ", ";
     }
+    Force(n.min, n.var.dtype());
+    Force(n.extent, n.var.dtype());
+    Force(n.step, n.var.dtype());
     Expr_(n.min);
     out += ", ";
     Expr_(n.extent);
-    out += ") {\n";
+    if (n.step) {
+      out += ", ";
+      Expr_(n.step);
+    }
+    out += ')';
+    if (n.schedule != ScheduleKind::kDefault) {
+      out += " schedule(";
+      out += ToString(n.schedule);
+      if (n.chunk > 0) {
+        out += ", ";
+        out += std::to_string(n.chunk);
+      }
+      out += ')';
+    }
+    out += " {\n";
   }
   void IfHead(const IfThenElseNode& n, int indent) {
     Indent(indent);
@@ -535,7 +581,7 @@ class Printer {
   void LetHead(const LetStmtNode& n, int indent) {
     Force(n.value, n.var.dtype());
     Indent(indent);
-    out += "let ";
+    out += n.assignable ? "var " : "let ";
     out += n.var.name();
     out += ": ";
     out += ToString(n.var.dtype());
@@ -567,7 +613,7 @@ class Printer {
   }
 
   void Operand(const Expr& e, int parent, bool right) {
-    int p = Precedence(e);
+    int p = Precedence(e, v1);
     bool parens = right ? p <= parent : p < parent;
     // Comparisons do not chain: a < b < c reads as (a < b) < c, but say so.
     if (!right && (parent == kPrecEq || parent == kPrecRel) && p == parent) parens = true;
@@ -599,6 +645,7 @@ int64_t HeadDepth(const Stmt& s) {
     case StmtKind::kFor:
       expr(s.As<ForNode>()->min);
       expr(s.As<ForNode>()->extent);
+      expr(s.As<ForNode>()->step);
       break;
     case StmtKind::kIfThenElse:
       expr(s.As<IfThenElseNode>()->cond);
@@ -618,6 +665,9 @@ int64_t HeadDepth(const Stmt& s) {
       break;
     case StmtKind::kEvaluate:
       expr(s.As<EvaluateNode>()->value);
+      break;
+    case StmtKind::kAssign:
+      expr(s.As<AssignNode>()->value);
       break;
     case StmtKind::kSeq:
       return TreeDepth(s);
@@ -739,7 +789,9 @@ std::string Print(const PrimFunc& func) {
 std::string Print(const IRModule& module) {
   return detail::Deep(TreeDepth(module), [&] {
     Printer p;
-    p.out = "# backplane-ir " + std::to_string(kTextFormatVersion) + "\n";
+    const int version = TextVersion(module);
+    p.v1 = version == 1;
+    p.out = "# backplane-ir " + std::to_string(version) + "\n";
     for (const auto& f : module.functions()) {
       p.out += "\n";
       p.Func(f);

@@ -42,6 +42,8 @@ class IntEvaluator {
         return Binary(*e.As<BinaryNode>(), e);
       case ExprKind::kNot:
         return Eval(e.As<NotNode>()->a) == 0 ? 1 : 0;
+      case ExprKind::kNeg:
+        return detail::WrapInt(0 - static_cast<uint64_t>(Eval(e.As<NegNode>()->a)), t);
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
         const int64_t c = Eval(n->cond);
@@ -160,6 +162,9 @@ void CollectVars(const Expr& e, std::vector<const VarNode*>* out) {
       return;
     case ExprKind::kNot:
       CollectVars(e.As<NotNode>()->a, out);
+      return;
+    case ExprKind::kNeg:
+      CollectVars(e.As<NegNode>()->a, out);
       return;
     case ExprKind::kSelect:
       CollectVars(e.As<SelectNode>()->cond, out);

@@ -88,6 +88,9 @@ class RegionUses {
       case ExprKind::kNot:
         E(e.As<NotNode>()->a, at);
         return;
+      case ExprKind::kNeg:
+        E(e.As<NegNode>()->a, at);
+        return;
       case ExprKind::kSelect:
         E(e.As<SelectNode>()->cond, at);
         E(e.As<SelectNode>()->a, at);
@@ -128,6 +131,7 @@ class RegionUses {
         const auto* n = s.As<ForNode>();
         E(n->min, s);
         E(n->extent, s);
+        if (n->step) E(n->step, s);
         if (n->for_kind == ForKind::kThreadBinding) Bind(*n, s);
         Walk(n->body);
         return;
@@ -159,6 +163,10 @@ class RegionUses {
       }
       case StmtKind::kEvaluate:
         E(s.As<EvaluateNode>()->value, s);
+        return;
+      case StmtKind::kAssign:
+        UseVar(s.As<AssignNode>()->var.get());
+        E(s.As<AssignNode>()->value, s);
         return;
       case StmtKind::kBarrier:
         return;
@@ -197,6 +205,9 @@ class RegionUses {
         return;
       case ExprKind::kNot:
         CollectVars(e.As<NotNode>()->a, out);
+        return;
+      case ExprKind::kNeg:
+        CollectVars(e.As<NegNode>()->a, out);
         return;
       case ExprKind::kSelect:
         CollectVars(e.As<SelectNode>()->cond, out);
@@ -286,6 +297,9 @@ class Splitter {
       case ExprKind::kNot:
         HostExpr(e.As<NotNode>()->a, at);
         return;
+      case ExprKind::kNeg:
+        HostExpr(e.As<NegNode>()->a, at);
+        return;
       case ExprKind::kSelect:
         HostExpr(e.As<SelectNode>()->cond, at);
         HostExpr(e.As<SelectNode>()->a, at);
@@ -339,10 +353,11 @@ class Splitter {
         if (n->for_kind == ForKind::kThreadBinding) return Outline(s);
         HostExpr(n->min, s);
         HostExpr(n->extent, s);
+        if (n->step) HostExpr(n->step, s);
         host_vars_.push_back(n->var);
         Stmt body = Mutate(n->body);
         host_vars_.pop_back();
-        return body.get() == n->body.get() ? s : For(n->var, n->min, n->extent, n->for_kind, body);
+        return body.get() == n->body.get() ? s : WithBody(*n, body);
       }
       case StmtKind::kIfThenElse: {
         const auto* n = s.As<IfThenElseNode>();
@@ -359,7 +374,7 @@ class Splitter {
         host_vars_.push_back(n->var);
         Stmt body = Mutate(n->body);
         host_vars_.pop_back();
-        return body.get() == n->body.get() ? s : LetStmt(n->var, n->value, body);
+        return body.get() == n->body.get() ? s : WithBody(*n, body);
       }
       case StmtKind::kStore: {
         const auto* n = s.As<StoreNode>();
@@ -376,6 +391,9 @@ class Splitter {
       }
       case StmtKind::kEvaluate:
         HostExpr(s.As<EvaluateNode>()->value, s);
+        return s;
+      case StmtKind::kAssign:
+        HostExpr(s.As<AssignNode>()->value, s);
         return s;
       case StmtKind::kBarrier:
         return s;  // the verifier allows none outside a region
@@ -480,6 +498,8 @@ class Splitter {
       }
       case ExprKind::kNot:
         return ParamBufferLoaded(e.As<NotNode>()->a);
+      case ExprKind::kNeg:
+        return ParamBufferLoaded(e.As<NegNode>()->a);
       case ExprKind::kSelect:
         for (const Expr* x :
              {&e.As<SelectNode>()->cond, &e.As<SelectNode>()->a, &e.As<SelectNode>()->b})
@@ -507,6 +527,9 @@ class Splitter {
         return;
       case ExprKind::kNot:
         Vars(e.As<NotNode>()->a, out);
+        return;
+      case ExprKind::kNeg:
+        Vars(e.As<NegNode>()->a, out);
         return;
       case ExprKind::kSelect:
         Vars(e.As<SelectNode>()->cond, out);

@@ -127,6 +127,8 @@ bool EqualUnder(const Expr& k, const Expr& h,
     }
     case ExprKind::kNot:
       return EqualUnder(k.As<NotNode>()->a, h.As<NotNode>()->a, subst);
+    case ExprKind::kNeg:
+      return EqualUnder(k.As<NegNode>()->a, h.As<NegNode>()->a, subst);
     case ExprKind::kSelect: {
       const auto *a = k.As<SelectNode>(), *b = h.As<SelectNode>();
       return EqualUnder(a->cond, b->cond, subst) && EqualUnder(a->a, b->a, subst) &&
@@ -199,6 +201,7 @@ class HostChecker {
         }
         E(n->min);
         E(n->extent);
+        E(n->step);
         S(n->body);
         break;
       }
@@ -230,6 +233,9 @@ class HostChecker {
       case StmtKind::kEvaluate:
         E(s.As<EvaluateNode>()->value);
         break;
+      case StmtKind::kAssign:
+        E(s.As<AssignNode>()->value);
+        break;
       case StmtKind::kBarrier:
         break;
     }
@@ -253,6 +259,9 @@ class HostChecker {
         return;
       case ExprKind::kNot:
         E(e.As<NotNode>()->a);
+        return;
+      case ExprKind::kNeg:
+        E(e.As<NegNode>()->a);
         return;
       case ExprKind::kSelect:
         E(e.As<SelectNode>()->cond);

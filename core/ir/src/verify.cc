@@ -176,6 +176,11 @@ class Verifier {
           Report("operator ! takes a bool operand, got " + ToString(e.As<NotNode>()->a.dtype()) +
                  " in " + Text(e));
         return;
+      case ExprKind::kNeg:
+        E(e.As<NegNode>()->a);
+        if (e.As<NegNode>()->a && e.As<NegNode>()->a.dtype().is_bool())
+          Report("unary minus takes a number, got bool in " + Text(e) + ": use ! to negate a bool");
+        return;
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
         E(n->cond);
@@ -247,6 +252,7 @@ class Verifier {
         const auto* n = s.As<ForNode>();
         E(n->min);
         E(n->extent);
+        if (n->step) E(n->step);
         DType t = n->var.dtype();
         if (!t.is_integer() || !t.is_scalar())
           Report("loop variable '" + n->var.name() + "' is " + ToString(t) +
@@ -255,7 +261,22 @@ class Verifier {
           if (*bound && bound->dtype() != t)
             Report("type mismatch: loop variable '" + n->var.name() + "' is " + ToString(t) +
                    " but a bound is " + ToString(bound->dtype()));
+        if (n->step && n->step.dtype() != t)
+          Report("type mismatch: loop variable '" + n->var.name() + "' is " + ToString(t) +
+                 " but its step is " + ToString(n->step.dtype()));
         bool bound_here = n->for_kind == ForKind::kThreadBinding;
+        if (bound_here && n->step)
+          Report("a loop bound to " + std::string(ToString(n->thread)) +
+                 " takes no step: each thread runs one index; scale the index in the body");
+        if (n->for_kind != ForKind::kParallel && n->schedule != ScheduleKind::kDefault)
+          Report(std::string("a schedule on a ") + ToString(n->for_kind) +
+                 " loop: only parallel loops take one");
+        if (n->chunk < 0 || (n->chunk > 0 && n->schedule == ScheduleKind::kDefault))
+          Report("chunk " + std::to_string(n->chunk) + " of loop '" + n->var.name() +
+                 "': expected a positive chunk with a static, dynamic or guided schedule");
+        const bool concurrent =
+            bound_here || n->for_kind == ForKind::kParallel || n->for_kind == ForKind::kVectorized;
+        if (concurrent) concurrent_.push_back(n);
         if (bound_here) {
           if (options_.device_is_cpu)
             Report(std::string("loop bound to ") + ToString(n->thread) +
@@ -274,6 +295,7 @@ class Verifier {
           --thread_depth_;
           threads_.erase(n->thread);
         }
+        if (concurrent) concurrent_.pop_back();
         break;
       }
       case StmtKind::kIfThenElse: {
@@ -293,8 +315,41 @@ class Verifier {
                  " but its value is " + ToString(n->value.dtype()));
         scopes_.emplace_back();
         DefineVar(n->var);
+        if (n->assignable) {
+          if (!n->var.dtype().is_scalar())
+            Report("variable '" + n->var.name() + "' is " + ToString(n->var.dtype()) +
+                   ": an assignable variable holds a scalar");
+          assignable_[n->var.get()] = concurrent_.size();
+        }
         S(n->body);
         PopScope();
+        break;
+      }
+      case StmtKind::kAssign: {
+        const auto* n = s.As<AssignNode>();
+        E(n->value);
+        if (!n->var) {
+          Report("an assignment has no variable");
+          break;
+        }
+        auto it = assignable_.find(n->var.get());
+        if (!VarInScope(n->var.get())) {
+          Report("undefined variable '" + n->var.name() +
+                 "': declare it with var before assigning it");
+        } else if (it == assignable_.end()) {
+          Report("'" + n->var.name() + "' cannot be assigned: parameters, loop variables and " +
+                 "let bindings are constant; declare it with var");
+        } else if (it->second < concurrent_.size()) {
+          const ForNode* loop = concurrent_[it->second];
+          Report("variable '" + n->var.name() + "' is declared outside the " +
+                 ToString(loop->for_kind) + " loop '" + loop->var.name() +
+                 "' and assigned inside it: its iterations run at once and would race; declare "
+                 "it inside the loop, or keep one value per iteration in a buffer (or use an "
+                 "atomic)");
+        }
+        if (n->value && n->value.dtype() != n->var.dtype())
+          Report("type mismatch: variable '" + n->var.name() + "' is " + ToString(n->var.dtype()) +
+                 " but the value is " + ToString(n->value.dtype()));
         break;
       }
       case StmtKind::kStore: {
@@ -353,6 +408,10 @@ class Verifier {
   Stmt stmt_;
   int thread_depth_ = 0;
   std::set<ThreadTag> threads_;
+  // The parallel, vectorized and thread-bound loops around the statement, outermost first, and
+  // for each assignable variable how many of them were open where it was declared.
+  std::vector<const ForNode*> concurrent_;
+  std::unordered_map<const VarNode*, size_t> assignable_;
 };
 
 }  // namespace

@@ -40,6 +40,9 @@ void Collect(const Stmt& s, std::vector<const BufferNode*>* out) {
     case StmtKind::kEvaluate:
       CollectFromExpr(s.As<EvaluateNode>()->value, out);
       break;
+    case StmtKind::kAssign:
+      CollectFromExpr(s.As<AssignNode>()->value, out);
+      break;
     case StmtKind::kBarrier:
       break;
     case StmtKind::kSeq:

@@ -3,6 +3,7 @@
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -195,7 +196,10 @@ std::string CFamilyEmitter::Emit(const ir::IRModule& module) {
                         " code generator: bounds checking (-bounds-check) is not supported for "
                         "this target yet; build without it");
   }
-  for (const ir::PrimFunc& f : module.functions()) {
+  // Loops with a step become loops by 1 over a counter (the dialects write loops by 1).
+  const ir::IRModule lowered = ir::LowerLoopSteps(module);
+  assignable_.clear();
+  for (const ir::PrimFunc& f : lowered.functions()) {
     func_ = &f;
     indent_ = 0;
     parallel_depth_ = 0;
@@ -211,6 +215,59 @@ void CFamilyEmitter::Fail(const std::string& what) const {
   std::string where = func_ != nullptr ? "in function '" + func_->name + "': " : "";
   throw ir::Error(ir::ErrorKind::kValue,
                   std::string(DialectName()) + " code generator: " + where + what);
+}
+
+bool CFamilyEmitter::MentionsAssignable(const ir::Expr& e) const {
+  if (assignable_.empty() || !e) return false;
+  std::vector<const ir::ExprNode*> todo{e.get()};
+  while (!todo.empty()) {
+    const ir::ExprNode* n = todo.back();
+    todo.pop_back();
+    switch (n->kind) {
+      case ExprKind::kVar:
+        if (assignable_.count(static_cast<const ir::VarNode*>(n)) != 0) return true;
+        break;
+      case ExprKind::kBinary:
+        todo.push_back(static_cast<const ir::BinaryNode*>(n)->a.get());
+        todo.push_back(static_cast<const ir::BinaryNode*>(n)->b.get());
+        break;
+      case ExprKind::kNot:
+        todo.push_back(static_cast<const ir::NotNode*>(n)->a.get());
+        break;
+      case ExprKind::kNeg:
+        todo.push_back(static_cast<const ir::NegNode*>(n)->a.get());
+        break;
+      case ExprKind::kSelect:
+        todo.push_back(static_cast<const ir::SelectNode*>(n)->cond.get());
+        todo.push_back(static_cast<const ir::SelectNode*>(n)->a.get());
+        todo.push_back(static_cast<const ir::SelectNode*>(n)->b.get());
+        break;
+      case ExprKind::kCast:
+        todo.push_back(static_cast<const ir::CastNode*>(n)->value.get());
+        break;
+      case ExprKind::kLoad:
+        for (const ir::Expr& i : static_cast<const ir::LoadNode*>(n)->indices)
+          todo.push_back(i.get());
+        break;
+      case ExprKind::kCall:
+        for (const ir::Expr& a : static_cast<const ir::CallNode*>(n)->args) todo.push_back(a.get());
+        break;
+      case ExprKind::kCallPacked:
+        for (const ir::Expr& a : static_cast<const ir::CallPackedNode*>(n)->args)
+          todo.push_back(a.get());
+        break;
+      case ExprKind::kRamp:
+        todo.push_back(static_cast<const ir::RampNode*>(n)->base.get());
+        todo.push_back(static_cast<const ir::RampNode*>(n)->stride.get());
+        break;
+      case ExprKind::kBroadcast:
+        todo.push_back(static_cast<const ir::BroadcastNode*>(n)->value.get());
+        break;
+      default:
+        break;
+    }
+  }
+  return false;
 }
 
 std::string CFamilyEmitter::Temp() { return "bp_t" + std::to_string(temp_counter_++); }
@@ -390,6 +447,13 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
     case ExprKind::kNot:
       if (t.lanes > 1) return EmitVectorElementwise(e);
       return "(!" + EmitExpr(e.As<ir::NotNode>()->a) + ")";
+    case ExprKind::kNeg: {
+      if (t.lanes > 1) return EmitVectorElementwise(e);
+      const std::string neg = "(-" + EmitExpr(e.As<ir::NegNode>()->a) + ")";
+      // C promotes int8/int16 (and their unsigned kinds) to int; the IR wraps at the width.
+      if (t.is_integer() && t.bits < 32) return "(" + CastText(TypeName(t), neg) + ")";
+      return neg;
+    }
     case ExprKind::kSelect: {
       if (t.lanes > 1) return EmitVectorElementwise(e);
       return EmitSelect(*e.As<ir::SelectNode>(), e);
@@ -544,6 +608,9 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
     case ExprKind::kNot:
       operands = {e.As<ir::NotNode>()->a};
       break;
+    case ExprKind::kNeg:
+      operands = {e.As<ir::NegNode>()->a};
+      break;
     case ExprKind::kSelect:
       operands = {e.As<ir::SelectNode>()->cond, e.As<ir::SelectNode>()->a,
                   e.As<ir::SelectNode>()->b};
@@ -616,6 +683,14 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
     }
     case ExprKind::kNot:
       lane = "(!" + operand(e.As<ir::NotNode>()->a) + ")";
+      break;
+    case ExprKind::kNeg:
+      lane =
+          t.is_integer() && t.bits < 32
+              ? "(" +
+                    CastText(TypeName(t.Element()), "(-" + operand(e.As<ir::NegNode>()->a) + ")") +
+                    ")"
+              : "(-" + operand(e.As<ir::NegNode>()->a) + ")";
       break;
     case ExprKind::kSelect: {
       const auto& s = *e.As<ir::SelectNode>();
@@ -933,8 +1008,10 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       const bool from_zero = min != nullptr && min->value == 0;
       Operand lo = EmitOperand(f.min);
       Operand extent = EmitOperand(f.extent);
-      auto once = [](const Operand& op) {
-        return !op.simple && (op.effects || op.reads || op.writes);
+      // A variable that the body may assign (`var`) changes under a C condition too.
+      auto once = [&](const Operand& op) {
+        return (!op.simple && (op.effects || op.reads || op.writes)) || MentionsAssignable(f.min) ||
+               MentionsAssignable(f.extent);
       };
       if (once(extent)) BindAt(&extent);
       if (once(lo)) {
@@ -955,9 +1032,15 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       return;
     case StmtKind::kLetStmt: {
       const auto& n = *s.As<ir::LetStmtNode>();
-      Line("const " + TypeName(n.var.dtype()) + " " + Name(n.var.name()) + " = " +
-           EmitExpr(n.value) + ";");
+      if (n.assignable) assignable_.insert(n.var.get());
+      Line((n.assignable ? "" : "const ") + TypeName(n.var.dtype()) + " " + Name(n.var.name()) +
+           " = " + EmitExpr(n.value) + ";");
       EmitStmt(n.body);
+      return;
+    }
+    case StmtKind::kAssign: {
+      const auto& n = *s.As<ir::AssignNode>();
+      Line(Name(n.var.name()) + " = " + EmitExpr(n.value) + ";");
       return;
     }
     case StmtKind::kStore:
@@ -1303,6 +1386,16 @@ void CEmitter::EmitFunction(const ir::PrimFunc& func) {
   Line("}");
 }
 
+namespace {
+// The OpenMP schedule of a parallel loop: the IR's, or static by default.
+std::string Schedule(const ir::ForNode& loop) {
+  if (loop.schedule == ir::ScheduleKind::kDefault) return "static";
+  std::string text = ir::ToString(loop.schedule);
+  if (loop.chunk > 0) text += ", " + std::to_string(loop.chunk);
+  return text;
+}
+}  // namespace
+
 void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) {
   switch (loop.for_kind) {
     case ir::ForKind::kParallel:
@@ -1311,7 +1404,7 @@ void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& trips)
       // small kernel's work). Otherwise the region starts only when there are two
       // iterations or more to share.
       if (parallel_depth_ == 0 && options_.num_threads != 1) {
-        Line("#pragma omp parallel for schedule(static)" +
+        Line("#pragma omp parallel for schedule(" + Schedule(loop) + ")" +
              (options_.num_threads > 0
                   ? " num_threads(" + std::to_string(options_.num_threads) + ")"
                   : std::string()) +

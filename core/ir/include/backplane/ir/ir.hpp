@@ -98,6 +98,7 @@ enum class ExprKind : uint8_t {
   kRamp,        // ramp(base, stride, lanes): base + [0, stride, 2*stride, ...]
   kBroadcast,   // broadcast(value, lanes)
   kBufferRef,   // a buffer passed by reference, as an argument of call_packed
+  kNeg,         // -a (text form version 2)
 };
 
 enum class BinaryOp : uint8_t {
@@ -224,6 +225,13 @@ struct NotNode : ExprNode {
   Expr a;
   ~NotNode() override { detail::ReleaseLater(a); }
 };
+// -a: integers wrap (-INT_MIN is INT_MIN), floats flip the sign bit (-0.0 is -0.0, unlike
+// 0 - 0.0). Not for bool (use Not).
+struct NegNode : ExprNode {
+  NegNode(DType t, Expr x) : ExprNode(ExprKind::kNeg, t), a(std::move(x)) {}
+  Expr a;
+  ~NegNode() override { detail::ReleaseLater(a); }
+};
 struct SelectNode : ExprNode {
   SelectNode(DType t, Expr c, Expr x, Expr y)
       : ExprNode(ExprKind::kSelect, t), cond(std::move(c)), a(std::move(x)), b(std::move(y)) {}
@@ -318,6 +326,8 @@ Expr BoolImm(bool value);
 Expr Const(DType t, double v);
 Expr Binary(BinaryOp op, Expr a, Expr b);
 Expr Not(Expr a);
+// -a, of a's dtype.
+Expr Neg(Expr a);
 Expr Select(Expr cond, Expr a, Expr b);
 Expr Cast(DType t, Expr value);
 Expr Load(Buffer buffer, std::vector<Expr> indices);
@@ -354,6 +364,8 @@ BACKPLANE_IR_DECLARE_OP(>=)
 // of `if (a && b)` on handles.
 Expr And(Expr a, Expr b);
 Expr Or(Expr a, Expr b);
+// Unary minus: Neg(a).
+Expr operator-(Expr a);
 
 // ---- Statements -----------------------------------------------------------------------------
 
@@ -366,6 +378,7 @@ enum class StmtKind : uint8_t {
   kEvaluate,
   kBarrier,
   kSeq,
+  kAssign,  // var = value, for a variable declared assignable (text form version 2)
 };
 
 enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kThreadBinding };
@@ -384,6 +397,12 @@ enum class ThreadTag : uint8_t {
 };
 // "blockIdx.x", ...; "" for kNone.
 const char* ToString(ThreadTag tag);
+
+// How a parallel loop's iterations are shared among threads (OpenMP's schedule clause):
+// kDefault lets the code generator choose (static today); chunk 0 is the runtime's default.
+enum class ScheduleKind : uint8_t { kDefault, kStatic, kDynamic, kGuided };
+// "default", "static", "dynamic", "guided".
+const char* ToString(ScheduleKind kind);
 
 enum class StorageScope : uint8_t { kGlobal, kShared, kLocal };
 const char* ToString(StorageScope scope);
@@ -417,6 +436,9 @@ struct StmtNode {
  protected:
   explicit StmtNode(StmtKind k) : kind(k) {}
 };
+// The body runs `extent` times (none when extent <= 0) with var = min, min + step,
+// min + 2 * step, ... in var's dtype (wrapping). min, extent and step are evaluated once,
+// before the first iteration. An empty `step` is 1 (the text form writes none).
 struct ForNode : StmtNode {
   ForNode() : StmtNode(StmtKind::kFor) {}
   Var var;
@@ -424,9 +446,15 @@ struct ForNode : StmtNode {
   ForKind for_kind = ForKind::kSerial;
   ThreadTag thread = ThreadTag::kNone;  // set iff for_kind == kThreadBinding
   Stmt body;
+  Expr step;                                       // empty: 1 (never on a thread-bound loop)
+  ScheduleKind schedule = ScheduleKind::kDefault;  // parallel loops only
+  int64_t chunk = 0;                               // > 0 only with a schedule
+  // Whether the loop steps by anything but 1 (a step that is not the constant 1).
+  bool HasStep() const;
   ~ForNode() override {
     detail::ReleaseLater(min);
     detail::ReleaseLater(extent);
+    detail::ReleaseLater(step);
     detail::ReleaseLater(body);
   }
 };
@@ -441,12 +469,14 @@ struct IfThenElseNode : StmtNode {
     detail::ReleaseLater(else_case);
   }
 };
-// `var` is bound to `value` in `body` (in the text form: the rest of the block).
+// `var` is bound to `value` in `body` (in the text form: the rest of the block). An
+// `assignable` variable (`var x: T = value` in the text form) may be assigned in its body.
 struct LetStmtNode : StmtNode {
   LetStmtNode() : StmtNode(StmtKind::kLetStmt) {}
   Var var;
   Expr value;
   Stmt body;
+  bool assignable = false;
   ~LetStmtNode() override {
     detail::ReleaseLater(value);
     detail::ReleaseLater(body);
@@ -479,6 +509,13 @@ struct EvaluateNode : StmtNode {
 struct BarrierNode : StmtNode {
   BarrierNode() : StmtNode(StmtKind::kBarrier) {}
 };
+// var = value, where var is an assignable variable in scope.
+struct AssignNode : StmtNode {
+  AssignNode() : StmtNode(StmtKind::kAssign) {}
+  Var var;
+  Expr value;
+  ~AssignNode() override { detail::ReleaseLater(value); }
+};
 struct SeqNode : StmtNode {
   SeqNode() : StmtNode(StmtKind::kSeq) {}
   std::vector<Stmt> seq;  // never a SeqNode inside, never exactly one element
@@ -489,10 +526,26 @@ inline StmtKind Stmt::kind() const { return node_->kind; }
 
 // A serial, parallel, vectorized or unrolled loop over [min, min + extent).
 Stmt For(Var var, Expr min, Expr extent, ForKind kind, Stmt body);
+// A loop that runs `extent` times with var = min, min + step, ... (step may be negative:
+// For(i, n - 1, n, -1, ...) runs i = n - 1 down to 0).
+Stmt For(Var var, Expr min, Expr extent, Expr step, ForKind kind, Stmt body);
+// The loop over [begin, end) by `step` > 0 (or down from begin to just above end by a step
+// < 0), as C's `for (i = begin; i < end; i += step)`: a For whose extent is the trip count,
+// computed in var's dtype. `step` must be a nonzero integer.
+Stmt ForRange(Var var, Expr begin, Expr end, int64_t step, ForKind kind, Stmt body);
+// A parallel loop with a schedule (chunk 0: the runtime's default chunk).
+Stmt ParallelFor(Var var, Expr min, Expr extent, ScheduleKind schedule, int64_t chunk, Stmt body);
+// `loop` with another body (every other field kept).
+Stmt WithBody(const ForNode& loop, Stmt body);
 // A loop bound to a GPU thread axis.
 Stmt ThreadFor(Var var, ThreadTag tag, Expr min, Expr extent, Stmt body);
 Stmt IfThenElse(Expr cond, Stmt then_case, Stmt else_case = Stmt());
 Stmt LetStmt(Var var, Expr value, Stmt body);
+// An assignable variable: like LetStmt, and `body` may Assign it.
+Stmt DeclareVar(Var var, Expr value, Stmt body);
+// `let` with another body (assignable kept).
+Stmt WithBody(const LetStmtNode& let, Stmt body);
+Stmt Assign(Var var, Expr value);
 Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value);
 Stmt Allocate(Buffer buffer, StorageScope scope, Stmt body);
 Stmt Evaluate(Expr value);

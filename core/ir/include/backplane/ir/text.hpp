@@ -2,7 +2,7 @@
 // The text form of the IR (grammar in docs/ir.md): a printer and a parser that round-trip
 // exactly. Print(Parse(t)) == t for any t that Print wrote, and Parse(Print(m)) is
 // structurally equal to m for any m that passes Verify. The text form is also the IR's
-// serialized form; a module's text starts with the header line "# backplane-ir 1".
+// serialized form; a module's text starts with the header line "# backplane-ir N".
 #ifndef BACKPLANE_IR_TEXT_HPP_
 #define BACKPLANE_IR_TEXT_HPP_
 
@@ -13,8 +13,14 @@
 namespace backplane {
 namespace ir {
 
-// The version written in the header line; Parse refuses a header with another version.
-constexpr int kTextFormatVersion = 1;
+// The newest version of the text form; Parse reads versions 1 to kTextFormatVersion and refuses
+// a header with another. Version 2 added loop steps and schedules, assignable variables and
+// negation (docs/ir.md, "Versions").
+constexpr int kTextFormatVersion = 2;
+
+// The version Print(module) writes: the oldest that has everything `module` uses (1 unless it
+// uses a construct of version 2), so that a library that reads only version 1 still loads it.
+int TextVersion(const IRModule& module);
 
 // The whole module, header line first, functions separated by a blank line.
 std::string Print(const IRModule& module);

@@ -77,6 +77,22 @@ std::vector<std::string> SplitErrors(const IRModule& host,
 // rest. For a host part that passes SplitErrors.
 std::vector<std::string> CallsOutside(const IRModule& host, const std::set<std::string>& callable);
 
+// Loops with a step, as loops by 1 over a counter, for code generators that write loops by 1
+// (the C-family emitter calls it first; a third party's code generator may too):
+//   for i in kind(min, extent, step) schedule(...) { body }
+// becomes
+//   let i_start: T = min            (each of the three only when it is not a literal)
+//   let i_count: T = extent
+//   let i_step: T = step
+//   for i_k in kind(0, i_count) schedule(...) {
+//     let i: T = i_start + i_k * i_step
+//     body
+//   }
+// with fresh names (no name of the function is reused): the same iterations in the same order,
+// min, extent and step evaluated once in that order. Loops without a step are kept as they
+// are, and so is a module without such loops (the same nodes).
+IRModule LowerLoopSteps(const IRModule& module);
+
 }  // namespace ir
 }  // namespace backplane
 

@@ -197,6 +197,8 @@ class CFamilyEmitter {
   int64_t ConstantElements(const ir::Buffer& buffer, bool must_be_constant) const;
   // A fresh temporary name (bp_t0, bp_t1, ...).
   std::string Temp();
+  // Whether `e` reads a variable declared assignable (`var`) in the function being emitted.
+  bool MentionsAssignable(const ir::Expr& e) const;
   // The dialect's name for messages ("c", "opencl").
   virtual const char* DialectName() const = 0;
 
@@ -205,7 +207,8 @@ class CFamilyEmitter {
   int indent_ = 0;
   std::set<std::string> vector_types_;  // vector type spellings used, for the prelude
   bool uses_floordiv_ = false;
-  int parallel_depth_ = 0;  // > 0 inside a parallel loop
+  int parallel_depth_ = 0;                   // > 0 inside a parallel loop
+  std::set<const ir::VarNode*> assignable_;  // variables declared with `var`
   CheckOptions checks_;
   std::vector<FaultSite> sites_;   // of the whole module
   std::set<std::string> helpers_;  // fault helpers used: "div_i32", "chk", ...
