@@ -149,6 +149,7 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   int64_t threads = 1;  // threads per block, when every threadIdx extent is a constant
   Walk(func.body, [&](const ir::Stmt& s) {
     if (s.kind() == ir::StmtKind::kStore) written.insert(s.As<ir::StoreNode>()->buffer.get());
+    if (s.kind() == ir::StmtKind::kAtomic) written.insert(s.As<ir::AtomicNode>()->buffer.get());
     if (s.kind() == ir::StmtKind::kAllocate &&
         s.As<ir::AllocateNode>()->scope == ir::StorageScope::kShared) {
       has_shared = true;
@@ -204,6 +205,29 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   Line("}");
   k.dynamic_shared_bytes = shared_offset_;
   kernels_.push_back(std::move(k));
+}
+
+// CUDA's atomicAdd (int32, int64 as unsigned long long: the same bits, float), atomicMin and
+// atomicMax (int32, int64 as long long, sm_35 and later); float min and max: a compare-and-swap
+// loop on the element's bits.
+std::string CUDAEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
+                                         const std::string& value, bool) {
+  const char* name = op == ir::AtomicOp::kAdd   ? "atomicAdd"
+                     : op == ir::AtomicOp::kMin ? "atomicMin"
+                                                : "atomicMax";
+  if (t.is_integer()) {
+    if (t.bits == 32) return std::string(name) + "(&" + element + ", " + value + ");";
+    const std::string type = op == ir::AtomicOp::kAdd ? "unsigned long long" : "long long";
+    return std::string(name) + "((" + type + "*)&" + element + ", (" + type + ")" + value + ");";
+  }
+  if (op == ir::AtomicOp::kAdd) return "atomicAdd(&" + element + ", " + value + ");";
+  const std::string p = Temp(), o = Temp(), seen = Temp();
+  const std::string update = std::string(op == ir::AtomicOp::kMin ? "fminf" : "fmaxf") +
+                             "(__uint_as_float(" + o + "), " + value + ")";
+  return "{ unsigned int* " + p + " = (unsigned int*)&" + element + "; unsigned int " + o + " = *" +
+         p + "; for (;;) { const unsigned int " + seen + " = atomicCAS(" + p + ", " + o +
+         ", __float_as_uint(" + update + ")); if (" + seen + " == " + o + ") break; " + o + " = " +
+         seen + "; } }";
 }
 
 }  // namespace cuda

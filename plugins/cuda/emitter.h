@@ -54,6 +54,8 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
                             const std::string& name, int64_t count) override;
   bool HasVectorTypes() const override { return false; }
   const char* DialectName() const override { return "cuda"; }
+  std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
+                              const std::string& value, bool shared) override;
   bool HasFaultRecord() const override { return true; }
   std::string FaultClaim(const std::string& record, const std::string& site) override {
     return "atomicCAS(&" + record + "->site, 0, " + site + ") == 0";

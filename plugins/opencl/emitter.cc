@@ -110,6 +110,28 @@ std::string OpenCLEmitter::FaultClaim(const std::string& record, const std::stri
   return "atomic_cmpxchg((volatile __global int*)&" + record + "->site, 0, " + site + ") == 0";
 }
 
+// int32: OpenCL 1.1's atomic_add/min/max (global and local); int64: the cl_khr_int64 atomics
+// (atom_*); float32: a compare-and-swap loop on the element's bits with atomic_cmpxchg.
+std::string OpenCLEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
+                                           const std::string& value, bool shared) {
+  const char* name = op == ir::AtomicOp::kAdd ? "add" : op == ir::AtomicOp::kMin ? "min" : "max";
+  if (t.is_integer()) {
+    if (t.bits == 64) uses_int64_atomics_ = true;
+    return std::string(t.bits == 64 ? "atom_" : "atomic_") + name + "(&" + element + ", " + value +
+           ");";
+  }
+  const std::string space = shared ? "__local" : "__global";
+  const std::string p = Temp(), o = Temp(), seen = Temp();
+  const std::string old = "as_float(" + o + ")";
+  const std::string update = op == ir::AtomicOp::kAdd   ? old + " + " + value
+                             : op == ir::AtomicOp::kMin ? "fmin(" + old + ", " + value + ")"
+                                                        : "fmax(" + old + ", " + value + ")";
+  return "{ volatile " + space + " uint* " + p + " = (volatile " + space + " uint*)&" + element +
+         "; uint " + o + " = *" + p + "; for (;;) { const uint " + seen + " = atomic_cmpxchg(" + p +
+         ", " + o + ", as_uint(" + update + ")); if (" + seen + " == " + o + ") break; " + o +
+         " = " + seen + "; } }";
+}
+
 std::string OpenCLEmitter::Prelude() {
   std::string p = std::string(kHeader) + "\n";
   // The IR rounds a*b+c twice (docs/ir.md); OpenCL C may contract it into an FMA by default.
@@ -117,6 +139,10 @@ std::string OpenCLEmitter::Prelude() {
       options_.fp_contract ? "#pragma OPENCL FP_CONTRACT ON\n" : "#pragma OPENCL FP_CONTRACT OFF\n";
   if (uses_fp64_) p += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
   if (uses_fp16_) p += "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n";
+  if (uses_int64_atomics_) {
+    p += "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n"
+         "#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable\n";
+  }
   // The base spells fixed-width integer types as C does; OpenCL C has them under other names.
   p += "typedef char int8_t;\n"
        "typedef uchar uint8_t;\n"
@@ -177,6 +203,7 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
   const ir::Stmt body = HoistShared(func.body, &shared);
   std::map<std::string, const ir::AllocateNode*> seen;
   for (const ir::AllocateNode* a : shared) {
+    shared_allocs_.insert(a->buffer.get());  // its atomics address __local memory
     const std::string name = Name(a->buffer.name());
     if (!seen.emplace(name, a).second) {
       Fail("two shared allocations are named '" + a->buffer.name() +

@@ -62,6 +62,8 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   std::string IntrinsicName(const std::string& name, ir::DType t) override;
   const char* DialectName() const override { return "opencl"; }
+  std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
+                              const std::string& value, bool shared) override;
   // The fault record is a hidden last kernel argument `__global bp_fault_t* bp_fault` of the
   // kernels that have a run-time check (HasFaultRecord in the module's site table).
   bool HasFaultRecord() const override { return true; }
@@ -72,6 +74,7 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   OpenCLEmitOptions options_;
   bool uses_fp16_ = false;
   bool uses_fp64_ = false;
+  bool uses_int64_atomics_ = false;
 };
 
 }  // namespace opencl

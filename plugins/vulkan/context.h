@@ -102,6 +102,9 @@ struct Device {
   bool has_timeline = false;  // the device offers timeline semaphores (Vulkan 1.2)
   // What the target kind's supports_* flags report (Target::FromDevice).
   bool float16 = false, int8 = false, buffer8 = false, buffer16 = false;
+  // The atomics kernels may use beyond int32 (KernelLayout::atomics bits), in both storage
+  // buffers and shared memory; enabled when the device is opened.
+  uint32_t atomics = 0;
   std::set<std::string> extensions;
   // Identity and limits from vkGetPhysicalDeviceProperties2 (QueryIdentity), where the
   // device's version or extensions offer them.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "context.h"
+#include "emitter.h"
 #include "spirv_cache.h"
 
 namespace backplane {
@@ -113,6 +114,12 @@ void QueryStorageFeatures(Device& d) {
   f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   VkPhysicalDeviceTimelineSemaphoreFeatures timeline{};
   timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES;
+  VkPhysicalDeviceShaderAtomicInt64Features int64_atomics{};
+  int64_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES;
+  VkPhysicalDeviceShaderAtomicFloatFeaturesEXT float_atomics{};
+  float_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
+  VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT float_atomics2{};
+  float_atomics2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_2_FEATURES_EXT;
   void** next = &f2.pNext;
   auto chain = [&next](auto& s) {
     *next = &s;
@@ -122,7 +129,24 @@ void QueryStorageFeatures(Device& d) {
   if (v12 || d.extensions.count(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) chain(s8);
   if (v12 || d.extensions.count(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) chain(f16);
   if (v12) chain(timeline);  // streams use the core (1.2) entry points
+  const bool has_int64_atomics =
+      v12 || d.extensions.count(VK_KHR_SHADER_ATOMIC_INT64_EXTENSION_NAME) != 0;
+  const bool has_float_atomics = d.extensions.count(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) != 0;
+  const bool has_float_atomics2 =
+      has_float_atomics && d.extensions.count(VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME) != 0;
+  if (has_int64_atomics) chain(int64_atomics);
+  if (has_float_atomics) chain(float_atomics);
+  if (has_float_atomics2) chain(float_atomics2);
   vkGetPhysicalDeviceFeatures2(d.physical, &f2);
+  d.atomics = 0;
+  if (int64_atomics.shaderBufferInt64Atomics && int64_atomics.shaderSharedInt64Atomics &&
+      d.features.shaderInt64)
+    d.atomics |= kAtomicInt64;
+  if (float_atomics.shaderBufferFloat32AtomicAdd && float_atomics.shaderSharedFloat32AtomicAdd)
+    d.atomics |= kAtomicFloatAdd;
+  if (float_atomics2.shaderBufferFloat32AtomicMinMax &&
+      float_atomics2.shaderSharedFloat32AtomicMinMax)
+    d.atomics |= kAtomicFloatMinMax;
   d.buffer16 = s16.storageBuffer16BitAccess == VK_TRUE;
   d.buffer8 = s8.storageBuffer8BitAccess == VK_TRUE;
   d.float16 = f16.shaderFloat16 == VK_TRUE;
@@ -452,7 +476,47 @@ class Context {
     timeline.timelineSemaphore = VK_TRUE;
     VkDeviceCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
-    if (d.has_timeline) ci.pNext = &timeline;
+    // Atomics beyond int32 (KernelLayout::atomics), where the device has them: their features
+    // and, for the float ones, their extensions.
+    const void* head = nullptr;
+    if (d.has_timeline) {
+      timeline.pNext = const_cast<void*>(head);
+      head = &timeline;
+    }
+    VkPhysicalDeviceShaderAtomicInt64Features int64_atomics{};
+    int64_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES;
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT float_atomics{};
+    float_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
+    VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT float_atomics2{};
+    float_atomics2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_2_FEATURES_EXT;
+    std::vector<const char*> extensions;
+    if (d.atomics & kAtomicInt64) {
+      int64_atomics.shaderBufferInt64Atomics = VK_TRUE;
+      int64_atomics.shaderSharedInt64Atomics = VK_TRUE;
+      int64_atomics.pNext = const_cast<void*>(head);
+      head = &int64_atomics;
+      if (UsableVersion(d) < VK_API_VERSION_1_2)
+        extensions.push_back(VK_KHR_SHADER_ATOMIC_INT64_EXTENSION_NAME);
+    }
+    if (d.atomics & (kAtomicFloatAdd | kAtomicFloatMinMax)) {
+      float_atomics.shaderBufferFloat32AtomicAdd =
+          (d.atomics & kAtomicFloatAdd) ? VK_TRUE : VK_FALSE;
+      float_atomics.shaderSharedFloat32AtomicAdd =
+          (d.atomics & kAtomicFloatAdd) ? VK_TRUE : VK_FALSE;
+      float_atomics.pNext = const_cast<void*>(head);
+      head = &float_atomics;
+      extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
+    }
+    if (d.atomics & kAtomicFloatMinMax) {
+      float_atomics2.shaderBufferFloat32AtomicMinMax = VK_TRUE;
+      float_atomics2.shaderSharedFloat32AtomicMinMax = VK_TRUE;
+      float_atomics2.pNext = const_cast<void*>(head);
+      head = &float_atomics2;
+      extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME);
+    }
+    ci.pNext = head;
+    ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+    ci.ppEnabledExtensionNames = extensions.empty() ? nullptr : extensions.data();
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
     ci.pEnabledFeatures = &features;
@@ -615,6 +679,7 @@ VkDevice DeviceScope::device() const { return d_->device; }
 const VkPhysicalDeviceProperties& DeviceScope::properties() const { return d_->props; }
 bool DeviceScope::shader_int64() const { return d_->features.shaderInt64 == VK_TRUE; }
 bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == VK_TRUE; }
+uint32_t DeviceScope::atomics() const { return d_->atomics; }
 
 VkPipelineCache DeviceScope::PipelineCache() {
   if (d_->pipeline_cache != VK_NULL_HANDLE) return d_->pipeline_cache;

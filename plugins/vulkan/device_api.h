@@ -31,6 +31,8 @@ class DeviceScope {
   const VkPhysicalDeviceProperties& properties() const;
   bool shader_int64() const;
   bool shader_float64() const;
+  // The KernelLayout::atomics bits the device has (and were enabled).
+  uint32_t atomics() const;
   // The device's pipeline cache, read from disk on first use (docs/vulkan.md).
   VkPipelineCache PipelineCache();
   // Writes the pipeline cache to disk (atomically); a failure to write is ignored, the cache

@@ -381,6 +381,44 @@ class GlslEmitter : public codegen::CFamilyEmitter {
            CheckedFlatIndex(load.buffer, vars) + "] : " + TypeName(load.dtype) + "(0))";
   }
 
+  // GLSL's atomicAdd/atomicMin/atomicMax on a storage-buffer or shared element: int32 in core
+  // GLSL; int64 (GL_EXT_shader_atomic_int64), float32 add (GL_EXT_shader_atomic_float) and
+  // float32 min/max (GL_EXT_shader_atomic_float2) are device features the layout records.
+  std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
+                              const std::string& value, bool) override {
+    if (t.bits == 64) layout.atomics |= kAtomicInt64;
+    if (t.is_float())
+      layout.atomics |= op == ir::AtomicOp::kAdd ? kAtomicFloatAdd : kAtomicFloatMinMax;
+    const char* name = op == ir::AtomicOp::kAdd   ? "atomicAdd"
+                       : op == ir::AtomicOp::kMin ? "atomicMin"
+                                                  : "atomicMax";
+    return std::string(name) + "(" + element + ", " + value + ");";
+  }
+
+  void EmitCheckedAtomic(const ir::AtomicNode& atomic, int site) override {
+    Line("{");
+    ++indent_;
+    const std::string value = Temp();
+    const ir::DType t = atomic.buffer.dtype();
+    Line("const " + TypeName(t) + " " + value + " = " + EmitExpr(atomic.value) + ";");
+    std::string ok;
+    std::vector<std::string> vars;
+    for (size_t k = 0; k < atomic.indices.size(); ++k) {
+      const std::string type = IndexType(atomic.indices[k], atomic.buffer->shape[k]);
+      const std::string v = Temp();
+      Line("const " + type + " " + v + " = " + type + "(" + EmitExpr(atomic.indices[k]) + ");");
+      ok += std::string(k ? " && " : "") + IndexCheck(v, type, atomic.buffer->shape[k], k, site);
+      vars.push_back(v);
+    }
+    Line("if (" + ok + ") " +
+         AtomicStatement(
+             atomic.op, t,
+             Name(atomic.buffer.name()) + "[" + CheckedFlatIndex(atomic.buffer, vars) + "]", value,
+             IsShared(atomic.buffer)));
+    --indent_;
+    Line("}");
+  }
+
   void EmitCheckedStore(const ir::StoreNode& store, int site) override {
     Line("{");
     ++indent_;
@@ -537,6 +575,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
                            "the SPIR-V: a*b+c rounds twice (docs/ir.md).\n";
     if (layout.uses_int64) {
       head += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    }
+    if (layout.atomics & kAtomicInt64) head += "#extension GL_EXT_shader_atomic_int64 : require\n";
+    if (layout.atomics & kAtomicFloatAdd)
+      head += "#extension GL_EXT_shader_atomic_float : require\n";
+    if (layout.atomics & kAtomicFloatMinMax) {
+      head += "#extension GL_EXT_shader_atomic_float2 : require\n";
     }
     return head + decls + helpers;
   }

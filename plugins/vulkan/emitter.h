@@ -44,6 +44,13 @@ enum StatusCode : uint32_t {
   kStatusOutOfBounds = 3,
 };
 
+// Atomics a kernel uses beyond int32 add/min/max (core GLSL), each a device feature in both
+// storage buffers and shared memory (KernelLayout::atomics; a launch on a device without one is
+// refused, docs/vulkan.md).
+constexpr uint32_t kAtomicInt64 = 1;        // shader{Buffer,Shared}Int64Atomics
+constexpr uint32_t kAtomicFloatAdd = 2;     // VK_EXT_shader_atomic_float: float32 add
+constexpr uint32_t kAtomicFloatMinMax = 4;  // VK_EXT_shader_atomic_float2: float32 min, max
+
 // A place in a kernel that can record an error; its id is its index in KernelLayout::sites.
 struct StatusSite {
   uint32_t code = kStatusOk;
@@ -60,6 +67,7 @@ struct KernelLayout {
   std::vector<std::string> launch_params;  // "blockIdx.x", ... (the launch_params attr)
   bool uses_int64 = false;                 // needs shaderInt64
   bool uses_float64 = false;               // needs shaderFloat64
+  uint32_t atomics = 0;                    // kAtomic* bits: the atomics beyond int32 it uses
   // The checks the shader makes; when there are any (of either list), the error buffer is one
   // more storage buffer at binding bindings.size() (kStatusBufferWords uint32 words).
   std::vector<StatusSite> sites;           // loops (code 1)

@@ -94,6 +94,7 @@ std::string LayoutText(const KernelLayout& l) {
   o << "launch";
   for (const std::string& p : l.launch_params) o << " " << p;
   o << "\nuses " << l.uses_int64 << " " << l.uses_float64 << "\n";
+  if (l.atomics != 0) o << "atomics " << l.atomics << "\n";
   for (const StatusSite& site : l.sites) o << "site " << site.code << " " << site.what << "\n";
   if (!l.faults.empty()) o << "faults " << codegen::FaultSitesToJson(l.faults) << "\n";
   return o.str();
@@ -423,6 +424,18 @@ class VulkanModule : public sdk::KernelModule {
                 ", which " + s.properties().deviceName +
                 " lacks; use 32-bit types in the kernel (floordiv/floormod on ints use "
                 "int64)");
+      }
+      if (const uint32_t missing = l.atomics & ~s.atomics()) {
+        throw Error(BP_ERR_UNSUPPORTED,
+                    "vulkan kernel '" + l.name + "' uses " +
+                        ((missing & kAtomicInt64)      ? "int64 atomics (shaderBufferInt64Atomics "
+                                                         "and shaderSharedInt64Atomics)"
+                         : (missing & kAtomicFloatAdd) ? "float32 atomic add "
+                                                         "(VK_EXT_shader_atomic_float)"
+                                                       : "float32 atomic min/max "
+                                                         "(VK_EXT_shader_atomic_float2)") +
+                        ", which " + s.properties().deviceName +
+                        " lacks; accumulate in int32, or per thread and then reduce");
       }
       s.CheckStatus();  // an earlier kernel's error, found since, is raised before more work
       std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);

@@ -6,6 +6,7 @@
 // the rewrite the code generators run, with the same results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/interp.hpp>
 #include <backplane/ir/text.hpp>
@@ -33,11 +34,11 @@ const char* const kVersion2 =
     "func all(n: int32, x: buffer<float32>[n], y: buffer<float32>[n], k: buffer<int32>[8]) {\n"
     "  var s: float32 = 0.0\n"
     "  for i in serial(n - 1, n, -1) {\n"
-    "    s = s + x[i]\n"
+    "    s += x[i]\n"
     "    y[i] = -s\n"
     "  }\n"
     "  for j in parallel(0, n / 2, 2) schedule(dynamic, 4) {\n"
-    "    y[j] = y[j] * 2.0\n"
+    "    y[j] *= 2.0\n"
     "  }\n"
     "  for q in parallel(0, n) schedule(guided) {\n"
     "    k[floormod(q, 8)] = 0 - k[floormod(q, 8)]\n"
@@ -384,6 +385,19 @@ const Refused kRefused[] = {
      "would call it twice: bind the index with let first"},
     {"AssignAnExpression", "func f(n: int32) {\n  n + 1 = 2\n}\n",
      "expected a variable or a buffer element (name[indices]) on the left of '='"},
+    {"AtomicOnFloat16", "func f(a: buffer<float16>[4]) {\n  atomic_add(a[0], 1.0f16)\n}\n",
+     "atomic_add on buffer 'a' of float16: atomics take int32, int64 or float32 elements"},
+    {"AtomicValueType", "func f(a: buffer<int32>[4]) {\n  atomic_max(a[0], 1i64)\n}\n",
+     "type mismatch: atomic_max on buffer 'a' of int32 with a value of int64: cast the value"},
+    {"AtomicOnAVectorIndex",
+     "func f(a: buffer<int32>[8]) {\n  atomic_add(a[ramp(0, 1, 4)], broadcast(1, 4))\n}\n",
+     "an atomic updates one element"},
+    {"AtomicOnAPerThreadAllocation",
+     "func f(a: buffer<int32>[8]) {\n  for t in thread(threadIdx.x, 0, 8) {\n"
+     "    alloc l: int32[1] local\n    atomic_add(l[0], 1)\n    a[t] = l[0]\n  }\n}\n",
+     "a local allocation inside a thread-bound region: each thread has its own"},
+    {"AtomicOfAWholeBuffer", "func f(a: buffer<int32>[8]) {\n  atomic_add(a, 1)\n}\n",
+     "buffer 'a' used as a value"},
     {"LiteralDoesNotFitTheVariable", "func f() {\n  var s: int8 = 0\n  s += 300\n}\n",
      "integer literal 300 does not fit in int8"},
 };
@@ -392,6 +406,64 @@ INSTANTIATE_TEST_SUITE_P(Errors, IrLanguageRefused, ::testing::ValuesIn(kRefused
                          [](const ::testing::TestParamInfo<Refused>& param_info) {
                            return std::string(param_info.param.name);
                          });
+
+// Atomics: the text form, and the interpreter's result when the threads of a block run at once
+// (a region with a barrier runs its threads as std::threads): a histogram, a float sum of
+// values whose every order of addition is exact, min and max of int32, int64 and float32, in
+// global and shared memory.
+TEST(IrLanguage, AtomicsAccumulateFromThreadsThatRunAtOnce) {
+  const std::string text =
+      "# backplane-ir 2\n"
+      "\n"
+      "func f(k: buffer<int32>[256], hist: buffer<int32>[8], s: buffer<float32>[3], "
+      "e: buffer<int64>[2], h2: buffer<int32>[8]) {\n"
+      "  for b in thread(blockIdx.x, 0, 2) {\n"
+      "    for t in thread(threadIdx.x, 0, 128) {\n"
+      "      let i: int32 = b * 128 + t\n"
+      "      alloc sh: int32[8] shared\n"
+      "      atomic_add(hist[floormod(k[i], 8)], 1)\n"
+      "      atomic_add(s[0], float32(k[i]) * 0.5)\n"
+      "      atomic_min(s[1], float32(k[i]))\n"
+      "      atomic_max(s[2], float32(k[i]))\n"
+      "      atomic_min(e[0], int64(k[i]) * 5000000000i64)\n"
+      "      atomic_max(e[1], int64(k[i]))\n"
+      "      atomic_add(sh[floormod(k[i], 8)], 2)\n"
+      "      barrier\n"
+      "      if (t < 8) {\n"
+      "        atomic_add(h2[t], sh[t])\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  const IRModule m = Parse(text);
+  Verify(m);
+  EXPECT_EQ(Print(m), text);
+  Tensor<int32_t> k({256}), hist({8}), h2({8});
+  std::mt19937 rng(8);
+  for (int32_t& v : k.data) v = static_cast<int32_t>(rng() % 1999) - 999;
+  Tensor<float> s({3});
+  s.data = {0.0f, 1e30f, -1e30f};
+  Tensor<int64_t> e({2});
+  e.data = {INT64_MAX, INT64_MIN};
+  Interpreter(m).Run("f", {k.View(), hist.View(), s.View(), e.View(), h2.View()});
+  std::vector<int32_t> want_hist(8, 0);
+  double sum = 0;
+  int32_t lo = INT32_MAX, hi = INT32_MIN;
+  for (int32_t v : k.data) {
+    ++want_hist[static_cast<size_t>(((v % 8) + 8) % 8)];
+    sum += v * 0.5;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_EQ(hist.data, want_hist);
+  for (int32_t& v : want_hist) v *= 2;
+  EXPECT_EQ(h2.data, want_hist);
+  EXPECT_EQ(s[0], static_cast<float>(sum));
+  EXPECT_EQ(s[1], static_cast<float>(lo));
+  EXPECT_EQ(s[2], static_cast<float>(hi));
+  EXPECT_EQ(e[0], int64_t{lo} * 5000000000);
+  EXPECT_EQ(e[1], int64_t{hi});
+}
 
 // `var` is a keyword only where it declares: a buffer or a variable may still be called var.
 TEST(IrLanguage, VarIsStillAName) {

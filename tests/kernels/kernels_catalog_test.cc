@@ -124,7 +124,7 @@ class KernelFile : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KernelFile, ParsesVerifiesAndRoundTrips) {
   const std::string text = bk::ReadKernelFile(GetParam());
-  EXPECT_EQ(text.rfind("# backplane-ir 1\n", 0), 0u) << "the header line comes first";
+  EXPECT_EQ(text.rfind("# backplane-ir ", 0), 0u) << "the header line comes first";
   bir::IRModule m = bir::Parse(text, GetParam());
   ASSERT_FALSE(m.functions().empty());
   EXPECT_EQ(bir::VerifyErrors(m), std::vector<std::string>{});

@@ -42,10 +42,14 @@ inline void UseScratchCache() {
 
 // ---- Running them -------------------------------------------------------------------------
 
-// A buffer argument: its dtype and elements (float32 or int32), read back after a call.
+// A buffer argument: its dtype and elements (float32, int32 or int64), read back after a call.
 struct Buf {
   DLDataType dtype;
-  std::vector<uint32_t> bits;  // the elements' bits
+  std::vector<uint32_t> bits;  // the elements' bits (two words an int64)
+  int64_t Elements() const { return static_cast<int64_t>(bits.size() * 32 / dtype.bits); }
+  ir::DType IrType() const {
+    return dtype.code == kDLFloat ? ir::Float32() : dtype.bits == 64 ? ir::Int64() : ir::Int32();
+  }
 };
 inline Buf Floats(const std::vector<float>& v) {
   Buf b{kF32, std::vector<uint32_t>(v.size())};
@@ -55,6 +59,11 @@ inline Buf Floats(const std::vector<float>& v) {
 inline Buf Ints(const std::vector<int32_t>& v) {
   Buf b{kI32, std::vector<uint32_t>(v.size())};
   std::memcpy(b.bits.data(), v.data(), v.size() * 4);
+  return b;
+}
+inline Buf Longs(const std::vector<int64_t>& v) {
+  Buf b{DLDataType{kDLInt, 64, 1}, std::vector<uint32_t>(v.size() * 2)};
+  std::memcpy(b.bits.data(), v.data(), v.size() * 8);
   return b;
 }
 
@@ -89,7 +98,7 @@ inline std::vector<Buf> Call(const Module& m, const std::string& func, Device de
   std::vector<Tensor> tensors;
   std::vector<bp_value_t> values;
   for (const Buf& b : args) {
-    tensors.push_back(Tensor::Empty({static_cast<int64_t>(b.bits.size())}, b.dtype, dev));
+    tensors.push_back(Tensor::Empty({b.Elements()}, b.dtype, dev));
     tensors.back().CopyFromBytes(b.bits.data(), b.bits.size() * 4);
   }
   for (const Tensor& t : tensors) {
@@ -112,9 +121,8 @@ inline std::vector<Buf> Interpret(const ir::IRModule& module, const std::string&
   shapes.reserve(args.size());
   std::vector<ir::ArgView> views;
   for (Buf& b : args) {
-    shapes.push_back(static_cast<int64_t>(b.bits.size()));
-    views.push_back(ir::BufferArg(
-        b.bits.data(), b.dtype.code == kDLFloat ? ir::Float32() : ir::Int32(), 1, &shapes.back()));
+    shapes.push_back(b.Elements());
+    views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), 1, &shapes.back()));
   }
   ir::Interpreter(module).Run(func, views);
   return args;

@@ -4,6 +4,7 @@
 #ifndef BACKPLANE_IR_SRC_DEEP_HPP_
 #define BACKPLANE_IR_SRC_DEEP_HPP_
 
+#include <backplane/ir/ir.hpp>
 #include <backplane/ir/limits.hpp>
 #include <utility>
 
@@ -25,6 +26,9 @@ auto Deep(int64_t depth, F&& fn) -> decltype(fn()) {
     return out;
   }
 }
+
+// Whether `e` has a call_packed anywhere in it (iterative: any depth).
+bool CallsPacked(const Expr& e);
 
 }  // namespace detail
 }  // namespace ir

@@ -95,6 +95,11 @@ class Equal {
         return E(a.As<EvaluateNode>()->value, b.As<EvaluateNode>()->value);
       case StmtKind::kBarrier:
         return true;
+      case StmtKind::kAtomic: {
+        const auto *x = a.As<AtomicNode>(), *y = b.As<AtomicNode>();
+        return x->op == y->op && B(x->buffer, y->buffer) && L(x->indices, y->indices) &&
+               E(x->value, y->value);
+      }
       case StmtKind::kAssign: {
         const auto *x = a.As<AssignNode>(), *y = b.As<AssignNode>();
         return V(x->var.get(), y->var.get()) && E(x->value, y->value);

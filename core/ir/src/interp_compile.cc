@@ -425,6 +425,8 @@ class Compiler {
         if (!v.fn) return [](Frame&) {};
         return v.fn;
       }
+      case StmtKind::kAtomic:
+        return AtomicStmt(*s.As<AtomicNode>(), s);
       case StmtKind::kAssign: {
         const auto* n = s.As<AssignNode>();
         CE v = E(n->value);
@@ -466,6 +468,24 @@ class Compiler {
 #undef BACKPLANE_IR_STORE
     }
     Fail("unknown element type");
+  }
+
+  Fn AtomicStmt(const AtomicNode& n, const Stmt& s) {
+    int lanes = 1;
+    Access a = MakeAccess(n.buffer, n.indices, Site{std::string(), Expr(), s}, &lanes);
+    CE v = E(n.value);
+    if (lanes != 1 || v.lanes != 1) Fail("an atomic update of lanes: `" + StmtHead(s) + "`");
+    switch (out_->bufs[static_cast<size_t>(a.slot)].elem) {
+      case Elem::kI32:
+        return MakeAtomic<Elem::kI32>(std::move(a), std::move(v.fn), v.reg, n.op);
+      case Elem::kI64:
+        return MakeAtomic<Elem::kI64>(std::move(a), std::move(v.fn), v.reg, n.op);
+      case Elem::kF32:
+        return MakeAtomic<Elem::kF32>(std::move(a), std::move(v.fn), v.reg, n.op);
+      default:
+        Fail("an atomic update of buffer '" + n.buffer.name() + "' of " +
+             ToString(n.buffer.dtype()) + " (atomics take int32, int64 or float32)");
+    }
   }
 
   Fn Loop(const ForNode& n) {

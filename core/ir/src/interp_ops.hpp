@@ -5,10 +5,12 @@
 #ifndef BACKPLANE_IR_SRC_INTERP_OPS_HPP_
 #define BACKPLANE_IR_SRC_INTERP_OPS_HPP_
 
+#include <algorithm>
 #include <backplane/ir/text.hpp>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -226,6 +228,41 @@ Fn MakeStore(Access a, Fn fv, int rv, int vlanes, int lanes) {
     for (int l = 0; l < lanes; ++l)
       ElemT<K>::Store(base + a.Offset(f, l) * static_cast<int64_t>(ElemT<K>::kSize),
                       f.regs[static_cast<size_t>(rv + (vlanes == 1 ? 0 : l))]);
+  };
+}
+
+// Every atomic statement of every interpreter takes this lock around its read-modify-write: the
+// threads of a simulated block that uses barriers run at once.
+inline std::mutex& AtomicLock() {
+  static std::mutex m;
+  return m;
+}
+
+// `a` = `a` op `v` on one element of an int32, int64 or float32 buffer (the verifier allows no
+// other), computed as the IR's binary + / min / max of that type.
+template <Elem K>
+Fn MakeAtomic(Access a, Fn fv, int rv, AtomicOp op) {
+  return [a = std::move(a), fv = std::move(fv), rv, op](Frame& f) {
+    a.EvalIndices(f);
+    Eval(fv, f);
+    char* p = f.data[static_cast<size_t>(a.slot)] +
+              a.Offset(f, 0) * static_cast<int64_t>(ElemT<K>::kSize);
+    const Val v = f.regs[static_cast<size_t>(rv)];
+    std::lock_guard<std::mutex> lock(AtomicLock());
+    const Val old = ElemT<K>::Load(p);
+    Val r;
+    if constexpr (K == Elem::kF32) {
+      const float x = static_cast<float>(old.f), y = static_cast<float>(v.f);
+      r = F(op == AtomicOp::kAdd   ? x + y
+            : op == AtomicOp::kMin ? std::fmin(x, y)
+                                   : std::fmax(x, y));
+    } else {
+      const int64_t x = old.i, y = v.i;
+      r = I(op == AtomicOp::kAdd   ? static_cast<int64_t>(U(x) + U(y))
+            : op == AtomicOp::kMin ? std::min(x, y)
+                                   : std::max(x, y));
+    }
+    ElemT<K>::Store(p, r);
   };
 }
 

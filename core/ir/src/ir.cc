@@ -168,6 +168,18 @@ const char* ToString(ScheduleKind kind) {
   return "?";
 }
 
+const char* ToString(AtomicOp op) {
+  switch (op) {
+    case AtomicOp::kAdd:
+      return "atomic_add";
+    case AtomicOp::kMin:
+      return "atomic_min";
+    case AtomicOp::kMax:
+      return "atomic_max";
+  }
+  return "?";
+}
+
 const char* ToString(StorageScope scope) {
   switch (scope) {
     case StorageScope::kGlobal:
@@ -548,6 +560,17 @@ Stmt Assign(Var var, Expr value) {
   Need(value, "assignment");
   auto n = std::make_shared<AssignNode>();
   n->var = std::move(var);
+  n->value = std::move(value);
+  return Stmt(std::move(n));
+}
+Stmt Atomic(AtomicOp op, Buffer buffer, std::vector<Expr> indices, Expr value) {
+  if (!buffer) throw Error(ErrorKind::kValue, "Atomic: the buffer is empty");
+  for (const auto& i : indices) Need(i, ToString(op));
+  Need(value, ToString(op));
+  auto n = std::make_shared<AtomicNode>();
+  n->op = op;
+  n->buffer = std::move(buffer);
+  n->indices = std::move(indices);
   n->value = std::move(value);
   return Stmt(std::move(n));
 }

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "deep.hpp"
+
 namespace backplane {
 namespace ir {
 
@@ -194,6 +196,12 @@ void Children(const Item& it, std::vector<Item>* out) {
     case StmtKind::kAssign:
       AddExpr(static_cast<const AssignNode*>(n)->value, out);
       break;
+    case StmtKind::kAtomic: {
+      const auto* a = static_cast<const AtomicNode*>(n);
+      AddExprs(a->indices, out);
+      AddExpr(a->value, out);
+      break;
+    }
     case StmtKind::kSeq:
       for (const Stmt& s : static_cast<const SeqNode*>(n)->seq) AddStmt(s, out);
       break;
@@ -333,6 +341,22 @@ int64_t TreeDepth(const IRModule& m) {
   return d;
 }
 
+namespace detail {
+bool CallsPacked(const Expr& e) {
+  std::vector<Item> todo, kids;
+  AddExpr(e, &todo);
+  while (!todo.empty()) {
+    const Item it = todo.back();
+    todo.pop_back();
+    if (static_cast<const ExprNode*>(it.node)->kind == ExprKind::kCallPacked) return true;
+    kids.clear();
+    Children(it, &kids);
+    todo.insert(todo.end(), kids.begin(), kids.end());
+  }
+  return false;
+}
+}  // namespace detail
+
 int TextVersion(const IRModule& m) {
   std::vector<Item> todo, kids;
   std::unordered_set<const void*> seen;
@@ -350,7 +374,7 @@ int TextVersion(const IRModule& m) {
     if (!seen.insert(it.node).second) continue;
     if (it.is_stmt) {
       const auto* n = static_cast<const StmtNode*>(it.node);
-      if (n->kind == StmtKind::kAssign) return 2;
+      if (n->kind == StmtKind::kAssign || n->kind == StmtKind::kAtomic) return 2;
       if (n->kind == StmtKind::kLetStmt && static_cast<const LetStmtNode*>(n)->assignable) return 2;
       if (n->kind == StmtKind::kFor) {
         const auto* f = static_cast<const ForNode*>(n);

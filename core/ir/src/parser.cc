@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "deep.hpp"
 #include "names.hpp"
 #include "quote.hpp"
 
@@ -611,6 +612,7 @@ class Parser {
       EndOfStatement();
       return Barrier();
     }
+    if (IsAtomic()) return AtomicStmt();
     if (IsKeyword("else")) Fail("expected a statement ('else' must follow the '}' of an 'if')");
     if (IsKeyword("func")) Fail("expected a statement or '}' (is a '}' missing before 'func'?)");
     const Token& at = Cur();
@@ -629,7 +631,7 @@ class Parser {
         Take();
         if (load) {
           for (const Expr& i : load->indices)
-            if (CallsPacked(i))
+            if (detail::CallsPacked(i))
               err_.Throw(op_at.offset,
                          "compound assignment '" + std::string(ToString(op)) +
                              "=' to an element whose index calls call_packed would call it "
@@ -651,6 +653,36 @@ class Parser {
     }
     EndOfStatement();
     return Evaluate(e);
+  }
+
+  // `atomic_add(a[i], v)`, `atomic_min(...)`, `atomic_max(...)` as a statement: the names are
+  // keywords only there.
+  bool IsAtomic() const {
+    return Cur().kind == Tok::kIdent &&
+           (Cur().text == "atomic_add" || Cur().text == "atomic_min" ||
+            Cur().text == "atomic_max") &&
+           Next().kind == Tok::kPunct && Next().text == "(";
+  }
+  Stmt AtomicStmt() {
+    const std::string name = Cur().text;
+    const AtomicOp op = name == "atomic_add"   ? AtomicOp::kAdd
+                        : name == "atomic_min" ? AtomicOp::kMin
+                                               : AtomicOp::kMax;
+    Take();
+    Expect("(", "after '" + name + "'");
+    ++nest_;
+    const Token& at = Cur();
+    Expr target = Expression();
+    const auto* load = target.As<LoadNode>();
+    if (!load)
+      err_.Throw(at.offset, "expected a buffer element (name[indices]) as the first argument of " +
+                                name + ", the element it updates");
+    Expect(",", "after the element " + name + " updates");
+    Expr value = TypeLiteral(Expression(), load->buffer.dtype());
+    Expect(")", "after the value of " + name);
+    --nest_;
+    EndOfStatement();
+    return Atomic(op, load->buffer, load->indices, value);
   }
 
   // `var name: T = value`: `var` is a keyword only there (a name `var` stays usable elsewhere).
@@ -680,53 +712,6 @@ class Parser {
       default:
         return false;
     }
-  }
-
-  static bool CallsPacked(const Expr& e) {
-    std::vector<const ExprNode*> todo{e.get()};
-    while (!todo.empty()) {
-      const ExprNode* n = todo.back();
-      todo.pop_back();
-      if (n == nullptr) continue;
-      switch (n->kind) {
-        case ExprKind::kCallPacked:
-          return true;
-        case ExprKind::kBinary:
-          todo.push_back(static_cast<const BinaryNode*>(n)->a.get());
-          todo.push_back(static_cast<const BinaryNode*>(n)->b.get());
-          break;
-        case ExprKind::kNot:
-          todo.push_back(static_cast<const NotNode*>(n)->a.get());
-          break;
-        case ExprKind::kNeg:
-          todo.push_back(static_cast<const NegNode*>(n)->a.get());
-          break;
-        case ExprKind::kSelect:
-          todo.push_back(static_cast<const SelectNode*>(n)->cond.get());
-          todo.push_back(static_cast<const SelectNode*>(n)->a.get());
-          todo.push_back(static_cast<const SelectNode*>(n)->b.get());
-          break;
-        case ExprKind::kCast:
-          todo.push_back(static_cast<const CastNode*>(n)->value.get());
-          break;
-        case ExprKind::kLoad:
-          for (const Expr& i : static_cast<const LoadNode*>(n)->indices) todo.push_back(i.get());
-          break;
-        case ExprKind::kCall:
-          for (const Expr& a : static_cast<const CallNode*>(n)->args) todo.push_back(a.get());
-          break;
-        case ExprKind::kRamp:
-          todo.push_back(static_cast<const RampNode*>(n)->base.get());
-          todo.push_back(static_cast<const RampNode*>(n)->stride.get());
-          break;
-        case ExprKind::kBroadcast:
-          todo.push_back(static_cast<const BroadcastNode*>(n)->value.get());
-          break;
-        default:
-          break;
-      }
-    }
-    return false;
   }
 
   Stmt ForStmt() {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The printer of the text form (grammar in docs/ir.md).
 #include <algorithm>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/text.hpp>
 #include <cmath>
 #include <cstdio>
@@ -400,14 +401,14 @@ class Printer {
       }
       case StmtKind::kStore: {
         const auto* n = s.As<StoreNode>();
-        Force(n->value, n->buffer.dtype());
+        const BinaryNode* c = v1 ? nullptr : CompoundStore(*n);
+        Force(c ? c->b : n->value, n->buffer.dtype());
         Indent(indent);
         out += n->buffer.name();
         out += '[';
         List(n->indices);
-        out += "] = ";
-        Expr_(n->value);
-        out += '\n';
+        out += ']';
+        Assignment(c, n->value);
         return;
       }
       case StmtKind::kAllocate: {
@@ -424,14 +425,29 @@ class Printer {
       case StmtKind::kBarrier:
         Line(indent, "barrier");
         return;
+      case StmtKind::kAtomic: {
+        const auto* n = s.As<AtomicNode>();
+        Force(n->value, n->buffer.dtype());
+        Indent(indent);
+        out += ToString(n->op);
+        out += '(';
+        out += n->buffer.name();
+        out += '[';
+        List(n->indices);
+        out += "], ";
+        Expr_(n->value);
+        out += ")\n";
+        return;
+      }
       case StmtKind::kAssign: {
         const auto* n = s.As<AssignNode>();
-        Force(n->value, n->var.dtype());
+        const BinaryNode* c =
+            v1 ? nullptr
+               : Compound(n->value, [&](const Expr& a) { return a.get() == n->var.get(); });
+        Force(c ? c->b : n->value, n->var.dtype());
         Indent(indent);
         out += n->var.name();
-        out += " = ";
-        Expr_(n->value);
-        out += '\n';
+        Assignment(c, n->value);
         return;
       }
     }
@@ -572,6 +588,45 @@ class Printer {
     }
     out += " {\n";
   }
+  // ` = value` or, for `x = x op v` (`c`), ` op= v`, and the end of the line.
+  void Assignment(const BinaryNode* c, const Expr& value) {
+    if (c != nullptr) {
+      out += ' ';
+      out += ToString(c->op);
+      out += "= ";
+      Expr_(c->b);
+    } else {
+      out += " = ";
+      Expr_(value);
+    }
+    out += '\n';
+  }
+  // `value` as `x op v` with op one of + - * / and `is_target(x)`: what compound assignment
+  // reads back to (version 2); else nullptr.
+  template <typename F>
+  static const BinaryNode* Compound(const Expr& value, F is_target) {
+    const auto* b = value.As<BinaryNode>();
+    if (b == nullptr || !b->a || !b->b) return nullptr;
+    if (b->op != BinaryOp::kAdd && b->op != BinaryOp::kSub && b->op != BinaryOp::kMul &&
+        b->op != BinaryOp::kDiv)
+      return nullptr;
+    return is_target(b->a) ? b : nullptr;
+  }
+  // A store `a[i] = a[i] op v` (the same buffer, indices structurally equal and without a packed
+  // call, which compound assignment refuses) as a compound assignment.
+  static const BinaryNode* CompoundStore(const StoreNode& n) {
+    return Compound(n.value, [&](const Expr& a) {
+      const auto* load = a.As<LoadNode>();
+      if (load == nullptr || load->buffer.get() != n.buffer.get() ||
+          load->indices.size() != n.indices.size())
+        return false;
+      for (size_t k = 0; k < n.indices.size(); ++k) {
+        if (!StructuralEqual(load->indices[k], n.indices[k]) || detail::CallsPacked(n.indices[k]))
+          return false;
+      }
+      return true;
+    });
+  }
   void IfHead(const IfThenElseNode& n, int indent) {
     Indent(indent);
     out += "if (";
@@ -668,6 +723,10 @@ int64_t HeadDepth(const Stmt& s) {
       break;
     case StmtKind::kAssign:
       expr(s.As<AssignNode>()->value);
+      break;
+    case StmtKind::kAtomic:
+      for (const Expr& e : s.As<AtomicNode>()->indices) expr(e);
+      expr(s.As<AtomicNode>()->value);
       break;
     case StmtKind::kSeq:
       return TreeDepth(s);

@@ -168,6 +168,13 @@ class RegionUses {
         UseVar(s.As<AssignNode>()->var.get());
         E(s.As<AssignNode>()->value, s);
         return;
+      case StmtKind::kAtomic: {
+        const auto* n = s.As<AtomicNode>();
+        UseBuffer(n->buffer, s);
+        for (const Expr& i : n->indices) E(i, s);
+        E(n->value, s);
+        return;
+      }
       case StmtKind::kBarrier:
         return;
     }
@@ -395,6 +402,13 @@ class Splitter {
       case StmtKind::kAssign:
         HostExpr(s.As<AssignNode>()->value, s);
         return s;
+      case StmtKind::kAtomic: {
+        const auto* n = s.As<AtomicNode>();
+        if (!device_is_cpu_) HostAccess(n->buffer, s);
+        for (const Expr& i : n->indices) HostExpr(i, s);
+        HostExpr(n->value, s);
+        return s;
+      }
       case StmtKind::kBarrier:
         return s;  // the verifier allows none outside a region
     }

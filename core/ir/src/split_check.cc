@@ -236,6 +236,13 @@ class HostChecker {
       case StmtKind::kAssign:
         E(s.As<AssignNode>()->value);
         break;
+      case StmtKind::kAtomic: {
+        const auto* n = s.As<AtomicNode>();
+        Access(n->buffer, "updates");
+        for (const Expr& i : n->indices) E(i);
+        E(n->value);
+        break;
+      }
       case StmtKind::kBarrier:
         break;
     }

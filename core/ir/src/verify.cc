@@ -325,6 +325,30 @@ class Verifier {
         PopScope();
         break;
       }
+      case StmtKind::kAtomic: {
+        const auto* n = s.As<AtomicNode>();
+        CheckBuffer(n->buffer, n->indices);
+        E(n->value);
+        const DType t = n->buffer.dtype();
+        const std::string what =
+            std::string(ToString(n->op)) + " on buffer '" + n->buffer.name() + "'";
+        if (!(t == Int32() || t == Int64() || t == Float32()))
+          Report(what + " of " + ToString(t) +
+                 ": atomics take int32, int64 or float32 elements; keep such a sum in one of those "
+                 "types and convert after");
+        for (const Expr& i : n->indices)
+          if (i && !i.dtype().is_scalar())
+            Report(what + ": an atomic updates one element; index it with scalars");
+        if (n->value && n->value.dtype() != t)
+          Report("type mismatch: " + what + " of " + ToString(t) + " with a value of " +
+                 ToString(n->value.dtype()) + ": cast the value");
+        auto scope = local_in_region_.find(n->buffer.get());
+        if (scope != local_in_region_.end())
+          Report(what +
+                 ", a local allocation inside a thread-bound region: each thread has its "
+                 "own, so no other thread can race on it; update it with a plain store");
+        break;
+      }
       case StmtKind::kAssign: {
         const auto* n = s.As<AssignNode>();
         E(n->value);
@@ -371,6 +395,8 @@ class Verifier {
         if (n->scope == StorageScope::kShared && thread_depth_ == 0)
           Report("shared allocation of '" + n->buffer.name() +
                  "' outside a thread-bound region: allocate it inside the kernel");
+        if (n->scope == StorageScope::kLocal && thread_depth_ > 0)
+          local_in_region_.insert(n->buffer.get());
         scopes_.emplace_back();
         DefineBuffer(n->buffer);
         S(n->body);
@@ -412,6 +438,7 @@ class Verifier {
   // for each assignable variable how many of them were open where it was declared.
   std::vector<const ForNode*> concurrent_;
   std::unordered_map<const VarNode*, size_t> assignable_;
+  std::unordered_set<const BufferNode*> local_in_region_;  // per-thread allocations
 };
 
 }  // namespace

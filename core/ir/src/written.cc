@@ -40,6 +40,9 @@ void Collect(const Stmt& s, std::vector<const BufferNode*>* out) {
     case StmtKind::kEvaluate:
       CollectFromExpr(s.As<EvaluateNode>()->value, out);
       break;
+    case StmtKind::kAtomic:
+      out->push_back(s.As<AtomicNode>()->buffer.get());
+      break;
     case StmtKind::kAssign:
       CollectFromExpr(s.As<AssignNode>()->value, out);
       break;

@@ -199,6 +199,7 @@ std::string CFamilyEmitter::Emit(const ir::IRModule& module) {
   // Loops with a step become loops by 1 over a counter (the dialects write loops by 1).
   const ir::IRModule lowered = ir::LowerLoopSteps(module);
   assignable_.clear();
+  shared_allocs_.clear();
   for (const ir::PrimFunc& f : lowered.functions()) {
     func_ = &f;
     indent_ = 0;
@@ -916,6 +917,46 @@ void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
        a.index + "] = " + (t.lanes > 1 ? v + "[" + l + "]" : v) + "; } }");
 }
 
+std::string CFamilyEmitter::AtomicStatement(ir::AtomicOp op, DType t, const std::string&,
+                                            const std::string&, bool) {
+  Fail(std::string(ir::ToString(op)) + " on " + ir::ToString(t) + ": the " + DialectName() +
+       " code generator has no atomics");
+}
+
+void CFamilyEmitter::EmitAtomic(const ir::Stmt& s) {
+  const ir::AtomicNode& a = *s.As<ir::AtomicNode>();
+  const DType t = a.buffer.dtype();
+  if (checks_.bounds_check) {
+    std::string text = ir::Print(s, 0);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    EmitCheckedAtomic(a, AccessSite(a.buffer, text));
+    return;
+  }
+  // The value, then the indices (as a store).
+  Operand value = EmitOperand(a.value);
+  const std::string flat = FlatIndex(a.buffer, a.indices);
+  KeepInOrder(&value);
+  const std::string v = Temp();
+  Line("{ const " + TypeName(t) + " " + v + " = " + value.text + "; " +
+       AtomicStatement(a.op, t, Name(a.buffer.name()) + "[" + flat + "]", v, IsShared(a.buffer)) +
+       " }");
+}
+
+void CFamilyEmitter::EmitCheckedAtomic(const ir::AtomicNode& atomic, int site) {
+  const DType t = atomic.buffer.dtype();
+  const std::string v = Temp();
+  Operand value = EmitOperand(atomic.value);
+  const CheckedAccess a = BeginCheckedAccess();
+  std::vector<std::string> idx = EmitInOrder(atomic.indices);
+  KeepInOrder(&value);
+  Line("{ const " + TypeName(t) + " " + v + " = " + value.text + "; " + a.decls + "const int64_t " +
+       a.index + " = " + CheckedAccessIndex(atomic.buffer, idx, 1, site, a.ok) + "; if (" + a.ok +
+       ") { " +
+       AtomicStatement(atomic.op, t, Name(atomic.buffer.name()) + "[" + a.index + "]", v,
+                       IsShared(atomic.buffer)) +
+       " } }");
+}
+
 void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
   const ir::StoreNode& store = *s.As<ir::StoreNode>();
   const DType t = store.value.dtype();
@@ -1043,11 +1084,15 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       Line(Name(n.var.name()) + " = " + EmitExpr(n.value) + ";");
       return;
     }
+    case StmtKind::kAtomic:
+      EmitAtomic(s);
+      return;
     case StmtKind::kStore:
       EmitStore(s);
       return;
     case StmtKind::kAllocate: {
       const auto& n = *s.As<ir::AllocateNode>();
+      if (n.scope == ir::StorageScope::kShared) shared_allocs_.insert(n.buffer.get());
       const std::string name = Name(n.buffer.name());
       const std::string type = TypeName(n.buffer.dtype());
       const int64_t count =
@@ -1424,6 +1469,35 @@ void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& trips)
     default:
       return;
   }
+}
+
+// An atomic on a C object: an integer add is GCC's __atomic_fetch_add; every other update a
+// compare-and-swap loop with the generic __atomic builtins (bitwise, so any type, and no
+// aliasing through another pointer type).
+std::string CEmitter::AtomicStatement(ir::AtomicOp op, DType t, const std::string& element,
+                                      const std::string& value, bool) {
+  if (op == ir::AtomicOp::kAdd && t.is_integer()) {
+    return "__atomic_fetch_add(&" + element + ", " + value + ", __ATOMIC_RELAXED);";
+  }
+  const std::string type = TypeName(t), p = Temp(), o = Temp(), n = Temp();
+  std::string update;
+  switch (op) {
+    case ir::AtomicOp::kAdd:
+      update = o + " + " + value;
+      break;
+    case ir::AtomicOp::kMin:
+      update = t.is_float() ? "fminf(" + o + ", " + value + ")"
+                            : "(" + value + " < " + o + " ? " + value + " : " + o + ")";
+      break;
+    case ir::AtomicOp::kMax:
+      update = t.is_float() ? "fmaxf(" + o + ", " + value + ")"
+                            : "(" + value + " > " + o + " ? " + value + " : " + o + ")";
+      break;
+  }
+  return "{ " + type + "* " + p + " = &" + element + "; " + type + " " + o + ", " + n +
+         "; __atomic_load(" + p + ", &" + o + ", __ATOMIC_RELAXED); do { " + n + " = " + update +
+         "; } while (!__atomic_compare_exchange(" + p + ", &" + o + ", &" + n +
+         ", 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); }";
 }
 
 std::string CEmitter::CallPacked(const ir::CallPackedNode& call) {

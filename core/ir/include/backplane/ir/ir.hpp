@@ -379,7 +379,13 @@ enum class StmtKind : uint8_t {
   kBarrier,
   kSeq,
   kAssign,  // var = value, for a variable declared assignable (text form version 2)
+  kAtomic,  // atomic_add(buffer[indices], value), atomic_min, atomic_max (version 2)
 };
+
+// The read-modify-write of an atomic statement.
+enum class AtomicOp : uint8_t { kAdd, kMin, kMax };
+// "atomic_add", "atomic_min", "atomic_max" (the text spelling).
+const char* ToString(AtomicOp op);
 
 enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kThreadBinding };
 // "serial", "parallel", "vectorized", "unrolled", "thread".
@@ -516,6 +522,23 @@ struct AssignNode : StmtNode {
   Expr value;
   ~AssignNode() override { detail::ReleaseLater(value); }
 };
+// buffer[indices] = buffer[indices] op value as one indivisible step with respect to every other
+// atomic statement on the same element, from any thread or parallel iteration: how many threads
+// accumulate into one output. op is +, or min / max as the IR's (fmin / fmax on floats). The
+// element is a scalar of int32, int64 or float32 in a param buffer (global memory) or a shared
+// allocation; the order of the updates is unspecified (float additions may round differently
+// from run to run, on a device).
+struct AtomicNode : StmtNode {
+  AtomicNode() : StmtNode(StmtKind::kAtomic) {}
+  AtomicOp op = AtomicOp::kAdd;
+  Buffer buffer;
+  std::vector<Expr> indices;
+  Expr value;
+  ~AtomicNode() override {
+    detail::ReleaseLater(indices);
+    detail::ReleaseLater(value);
+  }
+};
 struct SeqNode : StmtNode {
   SeqNode() : StmtNode(StmtKind::kSeq) {}
   std::vector<Stmt> seq;  // never a SeqNode inside, never exactly one element
@@ -546,6 +569,8 @@ Stmt DeclareVar(Var var, Expr value, Stmt body);
 // `let` with another body (assignable kept).
 Stmt WithBody(const LetStmtNode& let, Stmt body);
 Stmt Assign(Var var, Expr value);
+// An atomic read-modify-write of one element (AtomicNode).
+Stmt Atomic(AtomicOp op, Buffer buffer, std::vector<Expr> indices, Expr value);
 Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value);
 Stmt Allocate(Buffer buffer, StorageScope scope, Stmt body);
 Stmt Evaluate(Expr value);

@@ -129,6 +129,21 @@ class CFamilyEmitter {
   // code reaches only through a restrict pointer (C), rather than used as the array itself.
   virtual bool RestrictStackArrays() const { return false; }
 
+  // ---- Atomics (docs/codegen-guide.md, "Atomics") ----
+  // The statement (one line; a block `{ ... }` where it needs several) that makes
+  // `element` = `element` op `value` indivisible against every other atomic on that element.
+  // `element` is an lvalue of dtype `t` (int32, int64 or float32; the verifier allows no other),
+  // in shared memory when `shared` (a `shared` allocation), else in global memory (a param
+  // buffer) or, on a CPU, an allocation of the function; `value` is a name, evaluated once.
+  // op is + or the IR's min / max (fmin / fmax on floats). The base refuses atomics.
+  virtual std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
+                                      const std::string& value, bool shared);
+  // An atomic with bounds checking on (`site` from AccessSite): the value first, then each
+  // index checked, and the update only when all passed. The base spells it as EmitCheckedStore.
+  virtual void EmitCheckedAtomic(const ir::AtomicNode& atomic, int site);
+  // Whether `buffer` is a `shared` allocation of the function being emitted.
+  bool IsShared(const ir::Buffer& buffer) const { return shared_allocs_.count(buffer.get()) != 0; }
+
   // ---- The fault record (docs/codegen-guide.md, "Run-time checks") ----
   // Whether the dialect has the record: a variable `bp_fault` of type FaultRecordType() in
   // every function, and FaultHelpers() in its prelude. The default is false: integer
@@ -207,8 +222,9 @@ class CFamilyEmitter {
   int indent_ = 0;
   std::set<std::string> vector_types_;  // vector type spellings used, for the prelude
   bool uses_floordiv_ = false;
-  int parallel_depth_ = 0;                   // > 0 inside a parallel loop
-  std::set<const ir::VarNode*> assignable_;  // variables declared with `var`
+  int parallel_depth_ = 0;                         // > 0 inside a parallel loop
+  std::set<const ir::VarNode*> assignable_;        // variables declared with `var`
+  std::set<const ir::BufferNode*> shared_allocs_;  // `shared` allocations
   CheckOptions checks_;
   std::vector<FaultSite> sites_;   // of the whole module
   std::set<std::string> helpers_;  // fault helpers used: "div_i32", "chk", ...
@@ -246,6 +262,7 @@ class CFamilyEmitter {
   std::string EmitVectorElementwise(const ir::Expr& e);
   std::string EmitLoad(const ir::Expr& e);
   void EmitStore(const ir::Stmt& s);
+  void EmitAtomic(const ir::Stmt& s);
   // The flat offset of already checked int64 index texts (FlatIndex for strings).
   std::string CheckedFlat(const ir::Buffer& buffer, const std::vector<std::string>& idx);
   std::string EmitBinary(const ir::BinaryNode& b, const ir::Expr& e);
@@ -300,6 +317,8 @@ class CEmitter : public CFamilyEmitter {
   std::string CallPacked(const ir::CallPackedNode& call) override;
   void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
                           const std::string& name, const std::string& size) override;
+  std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
+                              const std::string& value, bool shared) override;
   const char* DialectName() const override { return "c"; }
   bool RestrictStackArrays() const override { return true; }
   bool HasFaultRecord() const override { return true; }
