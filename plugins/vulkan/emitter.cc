@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "f64_math.h"
+
 namespace backplane {
 namespace vulkan {
 
@@ -140,10 +142,11 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   }
 
   std::string IntrinsicName(const std::string& name, ir::DType t) override {
-    static const std::set<std::string> kFloat32Only = {"exp", "exp2", "log", "log2", "tanh",
-                                                       "sin", "cos",  "pow", "erf"};
-    if (t.bits == 64 && kFloat32Only.count(name) != 0) {
-      Fail(name + " on float64 has no GLSL built-in; compute it in float32");
+    // GLSL has no double exp, log, sin, ... and Vulkan's double fma need not be fused: the
+    // prelude gets our own (f64_math.cc).
+    if (t.bits == 64 && IsFloat64MathHelper(name)) {
+      f64_math_.insert(name);
+      return "bp_" + name;
     }
     if (name == "fabs") return "abs";
     if (name == "round") {
@@ -558,6 +561,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
             "}\n";
       }
     }
+    if (!f64_math_.empty()) helpers += Float64MathGlsl(f64_math_);
     if (uses_erf_) {
       // Abramowitz & Stegun 7.1.26 (absolute error under 1.5e-7, float32's precision).
       helpers +=
@@ -795,6 +799,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   std::vector<std::string> index_temps_;  // "int bp_t3;": checked loads' index variables
   bool uses_round_ = false;
   bool uses_erf_ = false;
+  std::set<std::string> f64_math_;  // float64 intrinsics computed by our helpers
 };
 
 }  // namespace

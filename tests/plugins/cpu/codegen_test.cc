@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../f64_math_cases.h"
 #include "../test_util.h"
 
 namespace {
@@ -196,6 +197,20 @@ func math(n: int32, x: buffer<float32>[n], y: buffer<float32>[n, 16], d: buffer<
           << "column " << k << " x = " << v;
     }
     EXPECT_NEAR(d[i], std::exp(static_cast<double>(v)) / 3.0, 1e-14);
+  }
+}
+
+// Every float64 intrinsic against the IR interpreter (tests/plugins/f64_math_cases.h): the c
+// target calls the C library the interpreter calls, so the results are the interpreter's, bit
+// for bit, on random inputs over each domain and on the special values.
+TEST_F(CodegenTest, Float64IntrinsicsMatchTheInterpreterBitForBit) {
+  namespace fm = bptest::f64math;
+  for (const fm::Case& c : fm::Cases(1024)) {
+    SCOPED_TRACE(c.name);
+    Module m = Build(fm::KernelText(c, /*gpu=*/false));
+    const fm::Outcome o = fm::Run(c, m, Device(bptest::CpuDevice()), /*gpu=*/false, 0);
+    EXPECT_EQ(o.over_bound, 0) << o.report;
+    EXPECT_EQ(o.special_mismatches, 0) << o.report;
   }
 }
 

@@ -15,10 +15,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../f64_math_cases.h"
 #include "../test_util.h"
 
 namespace {
@@ -646,3 +648,32 @@ func t(n: int32, m: int32, x: buffer<float32>[n, 8], y: buffer<float32>[8, n]) {
             "'t_kernel' (called by host function 't'): t_kernel: index 4 is out of bounds for "
             "dimension 0 of buffer 'x' (extent 4) in `x[bx, tx]`");
 }
+
+namespace {
+
+// Every float64 intrinsic on opencl:0 against the IR interpreter (tests/plugins/f64_math_cases.h)
+// within the OpenCL C specification's bound for the function (its "ULP values for double
+// precision built-in math functions"), plus 1 for the interpreter's own error; exact functions,
+// sqrt and fma (correctly rounded in OpenCL) and the special values bit for bit. sigmoid is
+// 1 / (1 + exp(-x)) and rsqrt 1 / sqrt(x), as the interpreter computes them.
+TEST_F(OpenCLCodegenTest, Float64IntrinsicsMatchTheInterpreter) {
+  namespace fm = bptest::f64math;
+  if (backplane::DeviceAPI::Get(Cl()).GetAttr(BP_ATTR_SUPPORTS_FP64).AsInt() == 0) {
+    GTEST_SKIP() << "opencl:0 has no cl_khr_fp64";
+  }
+  const std::map<std::string, double> bounds = {
+      {"exp", 4},  {"exp2", 4},  {"log", 4},     {"log2", 4},  {"pow", 17},  {"sin", 5},
+      {"cos", 5},  {"tanh", 6},  {"sigmoid", 6}, {"erf", 17},  {"sqrt", 0},  {"rsqrt", 0},
+      {"fabs", 0}, {"floor", 0}, {"ceil", 0},    {"round", 0}, {"trunc", 0}, {"fma", 0}};
+  for (const fm::Case& c : fm::Cases(1024)) {
+    SCOPED_TRACE(c.name);
+    Module m = backplane::Build(fm::KernelText(c, /*gpu=*/true), ClTarget());
+    const fm::Outcome o = fm::Run(c, m, Cl(), /*gpu=*/true, bounds.at(c.name));
+    std::printf("%-8s max %.0f ulp from the interpreter, %.3f from the true value\n",
+                c.name.c_str(), o.max_ulp, o.max_true_ulp);
+    EXPECT_EQ(o.over_bound, 0) << o.report;
+    EXPECT_EQ(o.special_mismatches, 0) << o.report;
+  }
+}
+
+}  // namespace
