@@ -9,7 +9,7 @@
 //   waiting: OMP_WAIT_POLICY=passive. An idle thread sleeps instead of spinning. Spinning saves a
 //     wake-up of about 9 us per region on a quiet machine, but where the cores are shared (other
 //     processes, more threads than free cores), a spinning thread takes the core from the thread
-//     it waits for, and a small parallel kernel ran 12 to 46 times slower than serially.
+//     it waits for, and a small parallel kernel ran 12 to 56 times slower than serially.
 //   binding: OMP_PROC_BIND=false. Binding would pin the thread that loads the runtime (the host's
 //     thread) to one core, and every thread it creates afterwards inherits that mask.
 // A variable the user set wins: Backplane sets neither setting when any variable of its group is
