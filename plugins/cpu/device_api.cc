@@ -5,6 +5,7 @@
 #include <string>
 
 #include "memory.h"
+#include "openmp.h"
 #include "sysinfo.h"
 #include "workspace_pool.h"
 
@@ -100,6 +101,18 @@ Any CpuDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   if (key == "workspace_reserved_bytes") {
     return sdk::IntValue(static_cast<int64_t>(WorkspacePool::ReservedBytes()));
   }
+  // The OpenMP runtime's settings that Backplane chooses (openmp.h).
+  if (key.rfind("openmp_", 0) == 0) {
+    const openmp::State omp = openmp::Current();
+    if (key == "openmp_settings") return sdk::StringValue(omp.settings);
+    if (key == "openmp_runtime") {
+      return omp.runtime.empty() ? sdk::NoneValue() : sdk::StringValue(omp.runtime);
+    }
+    if (key == "openmp_wait_policy") return sdk::StringValue(omp.wait_policy.value);
+    if (key == "openmp_wait_policy_from") return sdk::StringValue(omp.wait_policy.from);
+    if (key == "openmp_proc_bind") return sdk::StringValue(omp.proc_bind.value);
+    if (key == "openmp_proc_bind_from") return sdk::StringValue(omp.proc_bind.from);
+  }
   return sdk::NoneValue();
 }
 
@@ -108,7 +121,9 @@ std::vector<std::string> CpuDeviceAPI::ListProperties(DLDevice dev) {
   std::vector<std::string> keys;
   for (const char* key :
        {"arch", "vendor", "kernel_release", "num_threads", "online_cores", "page_size",
-        "l1d_cache_size_bytes", "l3_cache_size_bytes", "workspace_reserved_bytes"}) {
+        "l1d_cache_size_bytes", "l3_cache_size_bytes", "workspace_reserved_bytes",
+        "openmp_settings", "openmp_runtime", "openmp_wait_policy", "openmp_wait_policy_from",
+        "openmp_proc_bind", "openmp_proc_bind_from"}) {
     if (!GetProperty(dev, key).is_none()) keys.push_back(key);
   }
   return keys;

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "openmp.h"
 #include "target.h"
 
 namespace backplane {
@@ -139,14 +140,9 @@ class CModule : public sdk::ModuleBase {
                       HostTriple() + "; load the saved module on a machine of that kind";
         return;
       }
-      handle_ = dlopen(library_path_.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle_ != nullptr) {
-        // The OpenMP runtime keeps a pool of worker threads alive between parallel loops.
-        // Closing the last kernel library would unload it under those threads (a crash), so
-        // it stays loaded for the life of the process once a kernel has pulled it in.
-        void* gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-        if (gomp != nullptr) dlclose(gomp);
-      }
+      // The first library that brings the OpenMP runtime gets Backplane's settings for it
+      // (openmp.h); the runtime then stays loaded for the life of the process.
+      handle_ = openmp::LoadKernelLibrary(library_path_);
       if (handle_ == nullptr) {
         const char* why = dlerror();
         load_error_ = "cannot load the compiled library " + library_path_ + ": " +

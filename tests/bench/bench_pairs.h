@@ -5,6 +5,7 @@
 #define BACKPLANE_TESTS_BENCH_BENCH_PAIRS_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace backplane::bench {
 
@@ -35,6 +36,9 @@ constexpr size_t kCopyBytes = size_t{64} << 20;
 constexpr size_t kVectorBytes = size_t{64} << 20;
 // The side of the square matmul benchmark.
 constexpr size_t kMatmulSide = 1024;
+// The sides of the small and medium naive matmuls, parallel against serial (issue 21, item 9).
+constexpr int64_t kMatmulSmallSide = 64;
+constexpr int64_t kMatmulMediumSide = 256;
 // The side of the square matmul benchmark on OpenCL (PoCL on a few cores is slow).
 constexpr size_t kOpenCLMatmulSide = 256;
 // Elements of each vector of the Vulkan vector_add benchmark: 65535 workgroups of 256, the
@@ -68,6 +72,12 @@ inline constexpr Pair kPairs[] = {
     // goal, 20 ns, is twice Apache TVM 0.27's call of the same module function (issue 18).
     {"cpu kernel call, vector_add 16 floats", "BM_CpuKernelCall_Module", "BM_CpuKernelCall_Direct",
      "direct call of the compiled function", Measure::kTimePerCall, 20.0, 0},
+    // Issue 21, item 9: the same kernel on every core (OpenMP) against one core, under the
+    // OpenMP settings in effect. The goal: a parallel kernel is never slower than serial.
+    {"matmul c 64^2, all cores vs 1 core", "BM_MatmulSmall_C_AllCores", "BM_MatmulSmall_C_1Core",
+     "the same kernel, 1 core", Measure::kTimeRatio, 1.0, 0},
+    {"matmul c 256^2, all cores vs 1 core", "BM_MatmulMedium_C_AllCores", "BM_MatmulMedium_C_1Core",
+     "the same kernel, 1 core", Measure::kTimeRatio, 1.0, 0},
     {"target.build.c vector_add, cached", "BM_BuildC_Cached", "BM_BuildC_Cold",
      "cold build (the compiler runs)", Measure::kElapsedTime, 5.0, 0},
     // Issue 6: the OpenCL plugin against raw OpenCL on opencl:0 (tests/bench/opencl_bench.cc).

@@ -33,7 +33,9 @@ using backplane::Function;
 using backplane::Module;
 using backplane::Target;
 using backplane::Tensor;
+using backplane::bench::kMatmulMediumSide;
 using backplane::bench::kMatmulSide;
+using backplane::bench::kMatmulSmallSide;
 using backplane::bench::kVectorBytes;
 
 const DLDataType kF32{kDLFloat, 32, 1};
@@ -275,6 +277,46 @@ void BM_Sgemm_OpenBLAS_1Thread(benchmark::State& state) { Sgemm(state, 1); }
 void BM_Sgemm_OpenBLAS_AllThreads(benchmark::State& state) { Sgemm(state, AllCores()); }
 BENCHMARK(BM_Sgemm_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sgemm_OpenBLAS_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Issue 21, item 9: a parallel kernel against the same kernel serial, in the same run, under
+// the OpenMP settings in effect (Backplane's, docs/performance.md "OpenMP: waiting and
+// binding", unless the environment sets them; the label says which). The catalog's naive
+// matmul (rows in parallel) for the default Target `c` (every core, one OpenMP region a call)
+// and for `c -num-cores=1` (a plain loop), at a small and a medium size. Wall time: the
+// parallel side's work is on other threads too.
+void MatmulNaive(benchmark::State& state, int64_t side, bool parallel) {
+  Guarded(state, [&] {
+    Module m = BuildKernel("matmul", parallel ? "c" : "c -num-cores=1");
+    Function f = m.GetFunction("matmul");
+    Tensor a = RandomTensor({side, side}, 1), b = RandomTensor({side, side}, 2),
+           c = RandomTensor({side, side}, 3);
+    for (auto _ : state) {
+      f(side, side, side, a.dl(), b.dl(), c.dl());
+      benchmark::ClobberMemory();
+    }
+    const backplane::DeviceAPI cpu = backplane::DeviceAPI::Get(Cpu());
+    auto property = [&cpu](const char* key) { return cpu.GetProperty(key).AsString(); };
+    state.SetLabel("OpenMP wait " + property("openmp_wait_policy") + " (" +
+                   property("openmp_wait_policy_from") + "), bind " + property("openmp_proc_bind") +
+                   " (" + property("openmp_proc_bind_from") + ")");
+  });
+}
+void BM_MatmulSmall_C_1Core(benchmark::State& state) {
+  MatmulNaive(state, kMatmulSmallSide, false);
+}
+void BM_MatmulSmall_C_AllCores(benchmark::State& state) {
+  MatmulNaive(state, kMatmulSmallSide, true);
+}
+void BM_MatmulMedium_C_1Core(benchmark::State& state) {
+  MatmulNaive(state, kMatmulMediumSide, false);
+}
+void BM_MatmulMedium_C_AllCores(benchmark::State& state) {
+  MatmulNaive(state, kMatmulMediumSide, true);
+}
+BENCHMARK(BM_MatmulSmall_C_1Core)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MatmulSmall_C_AllCores)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MatmulMedium_C_1Core)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatmulMedium_C_AllCores)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // vector_add's IR with a constant that changes every time, so the source is new to the
 // cache and the compiler runs.
