@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CPU catalog kernels (the .bpir files of sdk/kernels) as the same loops written in C, compiled
+ * by the system compiler at -O3 -march=native -fopenmp -ffp-contract=off (the IR rounds a*b+c
+ * twice, as the c target does without -fast-math-contract): the baseline of c_twins_bench.cc. Each
+ * loop, its parallel and simd pragmas and its tile sizes are the kernel file's, so the ratio
+ * measures the code generator, not the algorithm. */
+#include "c_twins.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+void twin_vector_add(int32_t n, const float* restrict a, const float* restrict b,
+                     float* restrict c) {
+#pragma omp parallel for schedule(static)
+  for (int32_t o = 0; o < (n + 1023) / 1024; ++o) {
+    const int64_t base = (int64_t)o * 1024;
+    if (base + 1024 <= n) {
+#pragma omp simd
+      for (int64_t i = 0; i < 1024; ++i) c[base + i] = a[base + i] + b[base + i];
+    } else {
+      for (int64_t t = base; t < n; ++t) c[t] = a[t] + b[t];
+    }
+  }
+}
+
+void twin_saxpy(int32_t n, float alpha, const float* restrict x, float* restrict y) {
+#pragma omp parallel for schedule(static)
+  for (int32_t o = 0; o < (n + 1023) / 1024; ++o) {
+    const int32_t base = o * 1024;
+    if (base + 1024 <= n) {
+#pragma omp simd
+      for (int32_t i = 0; i < 1024; ++i) y[base + i] = alpha * x[base + i] + y[base + i];
+    } else {
+      for (int32_t t = base; t < n; ++t) y[t] = alpha * x[t] + y[t];
+    }
+  }
+}
+
+void twin_sum(int32_t n, const float* restrict x, float* restrict out) {
+  double part[64];
+  const int32_t cs = (n + 1023) / 1024 * 16;
+#pragma omp parallel for schedule(static)
+  for (int32_t ch = 0; ch < 64; ++ch) {
+    double acc[16] = {0};
+    const int32_t lo = ch * cs < n ? ch * cs : n;
+    const int32_t hi = lo + cs < n ? lo + cs : n;
+    const int32_t nv = (hi - lo) / 16;
+    for (int32_t v = 0; v < nv; ++v) {
+#pragma omp simd
+      for (int32_t l = 0; l < 16; ++l) acc[l] += (double)x[lo + v * 16 + l];
+    }
+    for (int32_t t = lo + nv * 16; t < hi; ++t) acc[0] += (double)x[t];
+    for (int32_t l = 1; l < 16; ++l) acc[0] += acc[l];
+    part[ch] = acc[0];
+  }
+  double total = 0;
+  for (int32_t ch = 0; ch < 64; ++ch) total += part[ch];
+  out[0] = (float)total;
+}
+
+void twin_softmax(int32_t rows, int32_t cols, const float* restrict x, float* restrict y) {
+#pragma omp parallel for schedule(static)
+  for (int32_t r = 0; r < rows; ++r) {
+    const float* xr = x + (int64_t)r * cols;
+    float* yr = y + (int64_t)r * cols;
+    float mx = -INFINITY;
+    for (int32_t c = 0; c < cols; ++c) mx = fmaxf(mx, xr[c]);
+#pragma omp simd
+    for (int32_t c = 0; c < cols; ++c) yr[c] = expf(xr[c] - mx);
+    float s = 0;
+    for (int32_t c = 0; c < cols; ++c) s += yr[c];
+    const float inv = 1.0f / s;
+#pragma omp simd
+    for (int32_t c = 0; c < cols; ++c) yr[c] = yr[c] * inv;
+  }
+}
+
+void twin_matmul(int32_t m, int32_t n, int32_t k, const float* restrict a, const float* restrict b,
+                 float* restrict c) {
+#pragma omp parallel for schedule(static)
+  for (int32_t i = 0; i < m; ++i) {
+    for (int32_t j = 0; j < n; ++j) {
+      float acc = 0;
+      for (int32_t p = 0; p < k; ++p) acc += a[(int64_t)i * k + p] * b[(int64_t)p * n + j];
+      c[(int64_t)i * n + j] = acc;
+    }
+  }
+}
+
+void twin_matmul_tiled(int32_t m, int32_t n, int32_t k, const float* restrict a,
+                       const float* restrict b, float* restrict c) {
+#pragma omp parallel for schedule(static)
+  for (int32_t jt = 0; jt < (n + 31) / 32; ++jt) {
+    const int64_t j0 = (int64_t)jt * 32;
+    if (j0 + 32 <= n) {
+      const int32_t mf = m / 4 * 4;
+      float bp[512][32];
+      const int32_t kts = (k + 511) / 512 > 1 ? (k + 511) / 512 : 1;
+      for (int32_t kt = 0; kt < kts; ++kt) {
+        const int32_t k0 = kt * 512;
+        const int32_t kl = k - k0 < 512 ? k - k0 : 512;
+        for (int32_t pp = 0; pp < kl; ++pp) {
+#pragma omp simd
+          for (int64_t jb = 0; jb < 32; ++jb) bp[pp][jb] = b[(int64_t)(k0 + pp) * n + j0 + jb];
+        }
+        for (int32_t it = 0; it < m / 4; ++it) {
+          const int32_t i0 = it * 4;
+          float acc[4][32];
+          if (kt == 0) {
+            for (int iz = 0; iz < 4; ++iz) {
+#pragma omp simd
+              for (int jz = 0; jz < 32; ++jz) acc[iz][jz] = 0;
+            }
+          } else {
+            for (int ia = 0; ia < 4; ++ia) {
+#pragma omp simd
+              for (int64_t ja = 0; ja < 32; ++ja) acc[ia][ja] = c[(int64_t)(i0 + ia) * n + j0 + ja];
+            }
+          }
+          for (int32_t p = 0; p < kl; ++p) {
+#pragma GCC unroll 4
+            for (int ii = 0; ii < 4; ++ii) {
+              const float av = a[(int64_t)(i0 + ii) * k + k0 + p];
+#pragma omp simd
+              for (int jj = 0; jj < 32; ++jj) acc[ii][jj] += av * bp[p][jj];
+            }
+          }
+          for (int ic = 0; ic < 4; ++ic) {
+#pragma omp simd
+            for (int64_t jc = 0; jc < 32; ++jc) c[(int64_t)(i0 + ic) * n + j0 + jc] = acc[ic][jc];
+          }
+        }
+        for (int32_t ie = mf; ie < m; ++ie) {
+          float acc1[32];
+          if (kt == 0) {
+            for (int je = 0; je < 32; ++je) acc1[je] = 0;
+          } else {
+            for (int64_t jl = 0; jl < 32; ++jl) acc1[jl] = c[(int64_t)ie * n + j0 + jl];
+          }
+          for (int32_t pe = 0; pe < kl; ++pe) {
+            const float ae = a[(int64_t)ie * k + k0 + pe];
+#pragma omp simd
+            for (int jv = 0; jv < 32; ++jv) acc1[jv] += ae * bp[pe][jv];
+          }
+          for (int64_t jw = 0; jw < 32; ++jw) c[(int64_t)ie * n + j0 + jw] = acc1[jw];
+        }
+      }
+    } else {
+      for (int32_t i = 0; i < m; ++i) {
+        float acc2[32] = {0};
+        for (int32_t q = 0; q < k; ++q) {
+          const float aq = a[(int64_t)i * k + q];
+          for (int64_t jq = 0; jq < n - j0; ++jq) acc2[jq] += aq * b[(int64_t)q * n + j0 + jq];
+        }
+        for (int64_t jr = 0; jr < n - j0; ++jr) c[(int64_t)i * n + j0 + jr] = acc2[jr];
+      }
+    }
+  }
+}
+
+void twin_transpose(int32_t m, int32_t n, const float* restrict a, float* restrict b) {
+#pragma omp parallel for schedule(static)
+  for (int32_t ib = 0; ib < (n + 31) / 32; ++ib) {
+    for (int32_t jb = 0; jb < (m + 31) / 32; ++jb) {
+      const int32_t iw = 32 < n - ib * 32 ? 32 : n - ib * 32;
+      const int32_t jw = 32 < m - jb * 32 ? 32 : m - jb * 32;
+      for (int32_t i = ib * 32; i < ib * 32 + iw; ++i) {
+        for (int32_t j = jb * 32; j < jb * 32 + jw; ++j)
+          b[(int64_t)i * m + j] = a[(int64_t)j * n + i];
+      }
+    }
+  }
+}
+
+void twin_conv2d(int32_t batch, int32_t c_in, int32_t c_out, int32_t h, int32_t w, int32_t kh,
+                 int32_t kw, int32_t pad, const float* restrict x, const float* restrict f,
+                 float* restrict y) {
+#pragma omp parallel for schedule(static)
+  for (int32_t co = 0; co < c_out; ++co) {
+    for (int32_t b = 0; b < batch; ++b) {
+      for (int32_t oh = 0; oh < h; ++oh) {
+        float* yr = y + (((int64_t)b * c_out + co) * h + oh) * w;
+#pragma omp simd
+        for (int32_t ow = 0; ow < w; ++ow) yr[ow] = 0;
+        for (int32_t ci = 0; ci < c_in; ++ci) {
+          for (int32_t r = 0; r < kh; ++r) {
+            const int32_t ih = oh + r - pad;
+            if (ih >= 0 && ih < h) {
+              const float* xr = x + (((int64_t)b * c_in + ci) * h + ih) * w;
+              for (int32_t s = 0; s < kw; ++s) {
+                const int32_t lo = 0 > pad - s ? 0 : pad - s;
+                const int32_t hi = w < w + pad - s ? w : w + pad - s;
+                const float wv = f[(((int64_t)co * c_in + ci) * kh + r) * kw + s];
+                const int32_t cnt = hi - lo > 0 ? hi - lo : 0;
+#pragma omp simd
+                for (int32_t ow = lo; ow < lo + cnt; ++ow) yr[ow] += wv * xr[ow + s - pad];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
