@@ -404,20 +404,11 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     const std::string value = Temp();
     const ir::DType t = atomic.buffer.dtype();
     Line("const " + TypeName(t) + " " + value + " = " + EmitExpr(atomic.value) + ";");
-    std::string ok;
-    std::vector<std::string> vars;
-    for (size_t k = 0; k < atomic.indices.size(); ++k) {
-      const std::string type = IndexType(atomic.indices[k], atomic.buffer->shape[k]);
-      const std::string v = Temp();
-      Line("const " + type + " " + v + " = " + type + "(" + EmitExpr(atomic.indices[k]) + ");");
-      ok += std::string(k ? " && " : "") + IndexCheck(v, type, atomic.buffer->shape[k], k, site);
-      vars.push_back(v);
-    }
+    std::string flat;
+    const std::string ok = CheckedIndices(atomic.buffer, atomic.indices, site, &flat);
     Line("if (" + ok + ") " +
-         AtomicStatement(
-             atomic.op, t,
-             Name(atomic.buffer.name()) + "[" + CheckedFlatIndex(atomic.buffer, vars) + "]", value,
-             IsShared(atomic.buffer)));
+         AtomicStatement(atomic.op, t, Name(atomic.buffer.name()) + "[" + flat + "]", value,
+                         IsShared(atomic.buffer)));
     --indent_;
     Line("}");
   }
@@ -428,19 +419,29 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     const std::string value = Temp();
     Line("const " + TypeName(store.value.dtype()) + " " + value + " = " + EmitExpr(store.value) +
          ";");
-    std::string ok;
-    std::vector<std::string> vars;
-    for (size_t k = 0; k < store.indices.size(); ++k) {
-      const std::string type = IndexType(store.indices[k], store.buffer->shape[k]);
-      const std::string v = Temp();
-      Line("const " + type + " " + v + " = " + type + "(" + EmitExpr(store.indices[k]) + ");");
-      ok += std::string(k ? " && " : "") + IndexCheck(v, type, store.buffer->shape[k], k, site);
-      vars.push_back(v);
-    }
-    Line("if (" + ok + ") " + Name(store.buffer.name()) + "[" +
-         CheckedFlatIndex(store.buffer, vars) + "] = " + value + ";");
+    std::string flat;
+    const std::string ok = CheckedIndices(store.buffer, store.indices, site, &flat);
+    Line("if (" + ok + ") " + Name(store.buffer.name()) + "[" + flat + "] = " + value + ";");
     --indent_;
     Line("}");
+  }
+
+  // Declares each index of an access to `buffer` in a variable, in order; returns the condition
+  // that they all passed their check (recording the first that did not), and in *flat the flat
+  // element index of the variables.
+  std::string CheckedIndices(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices,
+                             int site, std::string* flat) {
+    std::string ok;
+    std::vector<std::string> vars;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const std::string type = IndexType(indices[k], buffer->shape[k]);
+      const std::string v = Temp();
+      Line("const " + type + " " + v + " = " + type + "(" + EmitExpr(indices[k]) + ");");
+      ok += std::string(k ? " && " : "") + IndexCheck(v, type, buffer->shape[k], k, site);
+      vars.push_back(v);
+    }
+    *flat = CheckedFlatIndex(buffer, vars);
+    return ok;
   }
 
   // An index is checked in 64 bits when it or its extent is 64-bit, else in 32.

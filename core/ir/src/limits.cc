@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/limits.hpp>
 #include <backplane/ir/text.hpp>
 #include <cerrno>
@@ -12,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -341,19 +344,28 @@ int64_t TreeDepth(const IRModule& m) {
   return d;
 }
 
-namespace detail {
-bool CallsPacked(const Expr& e) {
+bool AnyExpr(const Expr& e, const std::function<bool(const Expr&)>& pred) {
   std::vector<Item> todo, kids;
+  std::unordered_set<const void*> seen;
   AddExpr(e, &todo);
   while (!todo.empty()) {
     const Item it = todo.back();
     todo.pop_back();
-    if (static_cast<const ExprNode*>(it.node)->kind == ExprKind::kCallPacked) return true;
+    if (!seen.insert(it.node).second) continue;
+    // A handle that shares the node (no ownership taken: the tree outlives the walk).
+    const auto* node = static_cast<const ExprNode*>(it.node);
+    if (pred(Expr(std::shared_ptr<const ExprNode>(std::shared_ptr<const ExprNode>(), node))))
+      return true;
     kids.clear();
     Children(it, &kids);
     todo.insert(todo.end(), kids.begin(), kids.end());
   }
   return false;
+}
+
+namespace detail {
+bool CallsPacked(const Expr& e) {
+  return AnyExpr(e, [](const Expr& x) { return x.kind() == ExprKind::kCallPacked; });
 }
 }  // namespace detail
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The C-family emitter's base (expressions, statements, buffers, vectors) and the C dialect.
 #include <backplane/codegen/c_family.hpp>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
@@ -220,55 +221,9 @@ void CFamilyEmitter::Fail(const std::string& what) const {
 
 bool CFamilyEmitter::MentionsAssignable(const ir::Expr& e) const {
   if (assignable_.empty() || !e) return false;
-  std::vector<const ir::ExprNode*> todo{e.get()};
-  while (!todo.empty()) {
-    const ir::ExprNode* n = todo.back();
-    todo.pop_back();
-    switch (n->kind) {
-      case ExprKind::kVar:
-        if (assignable_.count(static_cast<const ir::VarNode*>(n)) != 0) return true;
-        break;
-      case ExprKind::kBinary:
-        todo.push_back(static_cast<const ir::BinaryNode*>(n)->a.get());
-        todo.push_back(static_cast<const ir::BinaryNode*>(n)->b.get());
-        break;
-      case ExprKind::kNot:
-        todo.push_back(static_cast<const ir::NotNode*>(n)->a.get());
-        break;
-      case ExprKind::kNeg:
-        todo.push_back(static_cast<const ir::NegNode*>(n)->a.get());
-        break;
-      case ExprKind::kSelect:
-        todo.push_back(static_cast<const ir::SelectNode*>(n)->cond.get());
-        todo.push_back(static_cast<const ir::SelectNode*>(n)->a.get());
-        todo.push_back(static_cast<const ir::SelectNode*>(n)->b.get());
-        break;
-      case ExprKind::kCast:
-        todo.push_back(static_cast<const ir::CastNode*>(n)->value.get());
-        break;
-      case ExprKind::kLoad:
-        for (const ir::Expr& i : static_cast<const ir::LoadNode*>(n)->indices)
-          todo.push_back(i.get());
-        break;
-      case ExprKind::kCall:
-        for (const ir::Expr& a : static_cast<const ir::CallNode*>(n)->args) todo.push_back(a.get());
-        break;
-      case ExprKind::kCallPacked:
-        for (const ir::Expr& a : static_cast<const ir::CallPackedNode*>(n)->args)
-          todo.push_back(a.get());
-        break;
-      case ExprKind::kRamp:
-        todo.push_back(static_cast<const ir::RampNode*>(n)->base.get());
-        todo.push_back(static_cast<const ir::RampNode*>(n)->stride.get());
-        break;
-      case ExprKind::kBroadcast:
-        todo.push_back(static_cast<const ir::BroadcastNode*>(n)->value.get());
-        break;
-      default:
-        break;
-    }
-  }
-  return false;
+  return ir::AnyExpr(e, [&](const ir::Expr& x) {
+    return x.kind() == ExprKind::kVar && assignable_.count(x.As<ir::VarNode>()) != 0;
+  });
 }
 
 std::string CFamilyEmitter::Temp() { return "bp_t" + std::to_string(temp_counter_++); }

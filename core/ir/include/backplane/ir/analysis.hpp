@@ -4,6 +4,7 @@
 #define BACKPLANE_IR_ANALYSIS_HPP_
 
 #include <backplane/ir/ir.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ void Verify(const IRModule& module, const VerifyOptions& options = {});
 // callee may write them), in the order met, with repeats. Code generators use it to refuse a
 // written buffer that overlaps another argument. The pointers are borrowed from `s`.
 std::vector<const BufferNode*> WrittenBuffers(const Stmt& s);
+
+// Whether `pred` holds for `e` or any expression inside it (visited without recursion, so at
+// any depth; shared subtrees are visited once).
+bool AnyExpr(const Expr& e, const std::function<bool(const Expr&)>& pred);
 
 }  // namespace ir
 }  // namespace backplane
