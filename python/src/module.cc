@@ -169,9 +169,8 @@ nb::object ObjectToPython(bp_object_t* obj) {
       nb::list out;
       for (size_t i = 0; i < n; ++i) {
         bp_value_t e;
-        backplane::Check(bp_array_get(obj, i, &e));
+        backplane::Check(bp_array_get(obj, i, &e));  // borrowed from the array: not released
         out.append(ToPython(e));
-        if (e.type == BP_VALUE_OBJECT) bp_object_release(e.u.v_obj);
       }
       return out;
     }

@@ -23,6 +23,19 @@ def test_devices_include_cpu_and_have_attributes(devices):
         assert isinstance(d.properties(), dict)
 
 
+def test_list_attributes_read_again_and_again_free_nothing_twice(devices):
+    # bp_array_get lends an array's elements: the binding released each string of a list
+    # attribute (isa_flags, extensions) once more than it owned, which corrupted the heap; with
+    # NumPy loaded the process aborted ("corrupted double-linked list") a few reads later.
+    for _ in range(50):
+        for d in devices:
+            attrs = d.attrs()
+            for value in attrs.values():
+                if isinstance(value, list):
+                    assert all(isinstance(x, (str, int)) for x in value)
+            d.properties()
+
+
 def test_bad_devices_and_attributes_raise_with_the_reason():
     with pytest.raises(bp.NotFoundError, match="device type 'nope' is not known"):
         bp.Device("nope:0")
