@@ -99,6 +99,31 @@ uint32_t UsableVersion(const Device& d) {
   return std::min<uint32_t>(d.props.apiVersion, VK_API_VERSION_1_2);
 }
 
+// The structures of the atomics a kernel may use beyond int32 (KernelLayout::atomics), for a
+// VkPhysicalDeviceFeatures2 chain (what the device has) and a VkDeviceCreateInfo chain (what to
+// enable).
+struct AtomicFeatures {
+  VkPhysicalDeviceShaderAtomicInt64Features int64{};
+  VkPhysicalDeviceShaderAtomicFloatFeaturesEXT add{};
+  VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT minmax{};
+  AtomicFeatures() {
+    int64.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES;
+    add.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
+    minmax.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_2_FEATURES_EXT;
+  }
+  // The kAtomic* bits the structures report, in both storage buffers and shared memory.
+  uint32_t Bits(bool shader_int64) const {
+    uint32_t bits = 0;
+    if (int64.shaderBufferInt64Atomics && int64.shaderSharedInt64Atomics && shader_int64)
+      bits |= kAtomicInt64;
+    if (add.shaderBufferFloat32AtomicAdd && add.shaderSharedFloat32AtomicAdd)
+      bits |= kAtomicFloatAdd;
+    if (minmax.shaderBufferFloat32AtomicMinMax && minmax.shaderSharedFloat32AtomicMinMax)
+      bits |= kAtomicFloatMinMax;
+    return bits;
+  }
+};
+
 // Fills the 8/16-bit feature flags and the timeline-semaphore support of `d`, chaining only the
 // structures its API version or extensions define (anything else in the chain is invalid usage).
 void QueryStorageFeatures(Device& d) {
@@ -114,12 +139,7 @@ void QueryStorageFeatures(Device& d) {
   f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   VkPhysicalDeviceTimelineSemaphoreFeatures timeline{};
   timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES;
-  VkPhysicalDeviceShaderAtomicInt64Features int64_atomics{};
-  int64_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES;
-  VkPhysicalDeviceShaderAtomicFloatFeaturesEXT float_atomics{};
-  float_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
-  VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT float_atomics2{};
-  float_atomics2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_2_FEATURES_EXT;
+  AtomicFeatures atomics;
   void** next = &f2.pNext;
   auto chain = [&next](auto& s) {
     *next = &s;
@@ -134,19 +154,11 @@ void QueryStorageFeatures(Device& d) {
   const bool has_float_atomics = d.extensions.count(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) != 0;
   const bool has_float_atomics2 =
       has_float_atomics && d.extensions.count(VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME) != 0;
-  if (has_int64_atomics) chain(int64_atomics);
-  if (has_float_atomics) chain(float_atomics);
-  if (has_float_atomics2) chain(float_atomics2);
+  if (has_int64_atomics) chain(atomics.int64);
+  if (has_float_atomics) chain(atomics.add);
+  if (has_float_atomics2) chain(atomics.minmax);
   vkGetPhysicalDeviceFeatures2(d.physical, &f2);
-  d.atomics = 0;
-  if (int64_atomics.shaderBufferInt64Atomics && int64_atomics.shaderSharedInt64Atomics &&
-      d.features.shaderInt64)
-    d.atomics |= kAtomicInt64;
-  if (float_atomics.shaderBufferFloat32AtomicAdd && float_atomics.shaderSharedFloat32AtomicAdd)
-    d.atomics |= kAtomicFloatAdd;
-  if (float_atomics2.shaderBufferFloat32AtomicMinMax &&
-      float_atomics2.shaderSharedFloat32AtomicMinMax)
-    d.atomics |= kAtomicFloatMinMax;
+  d.atomics = atomics.Bits(d.features.shaderInt64 == VK_TRUE);
   d.buffer16 = s16.storageBuffer16BitAccess == VK_TRUE;
   d.buffer8 = s8.storageBuffer8BitAccess == VK_TRUE;
   d.float16 = f16.shaderFloat16 == VK_TRUE;
@@ -478,40 +490,32 @@ class Context {
     ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     // Atomics beyond int32 (KernelLayout::atomics), where the device has them: their features
     // and, for the float ones, their extensions.
-    const void* head = nullptr;
-    if (d.has_timeline) {
-      timeline.pNext = const_cast<void*>(head);
-      head = &timeline;
-    }
-    VkPhysicalDeviceShaderAtomicInt64Features int64_atomics{};
-    int64_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES;
-    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT float_atomics{};
-    float_atomics.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
-    VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT float_atomics2{};
-    float_atomics2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_2_FEATURES_EXT;
+    void* head = nullptr;
+    auto prepend = [&head](auto& s) {
+      s.pNext = head;
+      head = &s;
+    };
+    if (d.has_timeline) prepend(timeline);
+    AtomicFeatures atomics;
     std::vector<const char*> extensions;
     if (d.atomics & kAtomicInt64) {
-      int64_atomics.shaderBufferInt64Atomics = VK_TRUE;
-      int64_atomics.shaderSharedInt64Atomics = VK_TRUE;
-      int64_atomics.pNext = const_cast<void*>(head);
-      head = &int64_atomics;
+      atomics.int64.shaderBufferInt64Atomics = VK_TRUE;
+      atomics.int64.shaderSharedInt64Atomics = VK_TRUE;
+      prepend(atomics.int64);
       if (UsableVersion(d) < VK_API_VERSION_1_2)
         extensions.push_back(VK_KHR_SHADER_ATOMIC_INT64_EXTENSION_NAME);
     }
     if (d.atomics & (kAtomicFloatAdd | kAtomicFloatMinMax)) {
-      float_atomics.shaderBufferFloat32AtomicAdd =
-          (d.atomics & kAtomicFloatAdd) ? VK_TRUE : VK_FALSE;
-      float_atomics.shaderSharedFloat32AtomicAdd =
-          (d.atomics & kAtomicFloatAdd) ? VK_TRUE : VK_FALSE;
-      float_atomics.pNext = const_cast<void*>(head);
-      head = &float_atomics;
+      const VkBool32 add = (d.atomics & kAtomicFloatAdd) ? VK_TRUE : VK_FALSE;
+      atomics.add.shaderBufferFloat32AtomicAdd = add;
+      atomics.add.shaderSharedFloat32AtomicAdd = add;
+      prepend(atomics.add);
       extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
     }
     if (d.atomics & kAtomicFloatMinMax) {
-      float_atomics2.shaderBufferFloat32AtomicMinMax = VK_TRUE;
-      float_atomics2.shaderSharedFloat32AtomicMinMax = VK_TRUE;
-      float_atomics2.pNext = const_cast<void*>(head);
-      head = &float_atomics2;
+      atomics.minmax.shaderBufferFloat32AtomicMinMax = VK_TRUE;
+      atomics.minmax.shaderSharedFloat32AtomicMinMax = VK_TRUE;
+      prepend(atomics.minmax);
       extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME);
     }
     ci.pNext = head;

@@ -641,12 +641,8 @@ class Parser {
       Take();  // '='
       Expr value = Expression();
       const DType t = load ? load->buffer.dtype().WithLanes(load->dtype.lanes) : e.dtype();
-      if (compound) {
-        Expr lhs = e;
-        value = TypeLiteral(value, t);
-        value = Binary(op, lhs, value);
-      }
       value = TypeLiteral(value, t);
+      if (compound) value = Binary(op, e, value);
       EndOfStatement();
       if (load) return Store(load->buffer, load->indices, value);
       return Assign(names_.at(var->name).var, value);
