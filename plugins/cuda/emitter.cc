@@ -54,6 +54,7 @@ std::string CUDAEmitter::Prelude() {
       "#define NAN __int_as_float(0x7fc00000)\n"
       "#define INFINITY __int_as_float(0x7f800000)\n";
   p += FaultHelpers();
+  p += NumericHelpers();
   if (uses_floordiv_) {
     p += "\n__device__ __forceinline__ int64_t bp_floordiv(int64_t a, int64_t b) {\n"
          "  int64_t q = a / b;\n"

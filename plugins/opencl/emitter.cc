@@ -155,6 +155,7 @@ std::string OpenCLEmitter::Prelude() {
        // Contiguous vector loads and stores are spelled as memcpy by the base.
        "#define memcpy __builtin_memcpy\n";
   p += FaultHelpers();
+  p += NumericHelpers();
   if (uses_floordiv_) {
     p += "\nstatic inline int64_t bp_floordiv(int64_t a, int64_t b) {\n"
          "  int64_t q = a / b;\n"

@@ -106,6 +106,15 @@ std::string BuildOptions(const OpenCLDeviceAPI::Device& d) {
       (type & CL_DEVICE_TYPE_CPU) != 0) {
     options += std::string(options.empty() ? "" : " ") + "-DBP_NO_UNROLL_HINTS";
   }
+  // The IR's float32 `/` and sqrt are correctly rounded; OpenCL C's may be 2.5 and 3 ulp off
+  // unless asked, which a device allows where CL_DEVICE_SINGLE_FP_CONFIG says so
+  // (docs/opencl.md, "Float division and sqrt").
+  cl_device_fp_config fp32 = 0;
+  if (clGetDeviceInfo(d.id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof(fp32), &fp32, nullptr) ==
+          CL_SUCCESS &&
+      (fp32 & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0) {
+    options += std::string(options.empty() ? "" : " ") + "-cl-fp32-correctly-rounded-divide-sqrt";
+  }
   return options;
 }
 

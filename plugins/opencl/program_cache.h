@@ -28,7 +28,9 @@ constexpr const char* kBuildOptions = "";
 
 // The options a program gets on `device`: kBuildOptions, plus -DBP_NO_UNROLL_HINTS on a CPU
 // device (CL_DEVICE_TYPE_CPU), where the generated unroll hints made matmul_tiled_gpu 3x
-// slower on PoCL 3.1 (docs/opencl.md); GPU compilers keep them.
+// slower on PoCL 3.1 (docs/opencl.md); GPU compilers keep them. And
+// -cl-fp32-correctly-rounded-divide-sqrt where the device offers it (the IR's float32 `/` and
+// sqrt are correctly rounded).
 std::string BuildOptions(const OpenCLDeviceAPI::Device& device);
 
 // A built program of `source` for `device` (its context), owned by the caller

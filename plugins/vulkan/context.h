@@ -105,6 +105,11 @@ struct Device {
   // The atomics kernels may use beyond int32 (KernelLayout::atomics bits), in both storage
   // buffers and shared memory; enabled when the device is opened.
   uint32_t atomics = 0;
+  // Float controls (Vulkan 1.2 or VK_KHR_shader_float_controls): whether a shader may ask to
+  // keep subnormal floats (shaderDenormPreserveFloat32/64); pipelines then do
+  // (WithDenormPreserve, codegen.h).
+  bool denorm_preserve32 = false, denorm_preserve64 = false;
+  bool float_controls_extension = false;  // enabled when the device is opened (before 1.2)
   std::set<std::string> extensions;
   // Identity and limits from vkGetPhysicalDeviceProperties2 (QueryIdentity), where the
   // device's version or extensions offer them.

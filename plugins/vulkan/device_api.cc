@@ -199,8 +199,18 @@ void QueryIdentity(Device& d) {
   sizes.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT;
   const bool has_sizes = d.extensions.count(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) != 0;
   if (has_sizes) chain(sizes);
+  VkPhysicalDeviceFloatControlsProperties floats{};
+  floats.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
+  const bool has_floats =
+      v12 || (v11 && d.extensions.count(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME) != 0);
+  if (has_floats) chain(floats);
   if (p2.pNext == nullptr) return;  // a Vulkan 1.0 device without those extensions
   vkGetPhysicalDeviceProperties2(d.physical, &p2);
+  if (has_floats) {
+    d.denorm_preserve32 = floats.shaderDenormPreserveFloat32 == VK_TRUE;
+    d.denorm_preserve64 = floats.shaderDenormPreserveFloat64 == VK_TRUE;
+    d.float_controls_extension = !v12 && d.denorm_preserve32;
+  }
   if (v11) {
     d.has_uuid = true;
     std::memcpy(d.uuid, id.deviceUUID, VK_UUID_SIZE);
@@ -518,6 +528,8 @@ class Context {
       prepend(atomics.minmax);
       extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME);
     }
+    if (d.float_controls_extension)
+      extensions.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
     ci.pNext = head;
     ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
     ci.ppEnabledExtensionNames = extensions.empty() ? nullptr : extensions.data();
@@ -684,6 +696,8 @@ const VkPhysicalDeviceProperties& DeviceScope::properties() const { return d_->p
 bool DeviceScope::shader_int64() const { return d_->features.shaderInt64 == VK_TRUE; }
 bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == VK_TRUE; }
 uint32_t DeviceScope::atomics() const { return d_->atomics; }
+bool DeviceScope::denorm_preserve32() const { return d_->denorm_preserve32; }
+bool DeviceScope::denorm_preserve64() const { return d_->denorm_preserve64; }
 
 VkPipelineCache DeviceScope::PipelineCache() {
   if (d_->pipeline_cache != VK_NULL_HANDLE) return d_->pipeline_cache;
@@ -973,6 +987,9 @@ Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
     return has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   }
   if (key == "supports_push_descriptor") return has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  // Whether kernels keep subnormal floats (their pipelines ask for DenormPreserve).
+  if (key == "denorm_preserve_float32") return sdk::IntValue(d.denorm_preserve32 ? 1 : 0);
+  if (key == "denorm_preserve_float64") return sdk::IntValue(d.denorm_preserve64 ? 1 : 0);
   if (key == "supports_cooperative_matrix") return has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   if (key == "driver_name") {
     return d.driver_name.empty() ? sdk::NoneValue() : sdk::StringValue(d.driver_name);
@@ -1012,6 +1029,8 @@ std::vector<std::string> VulkanDeviceAPI::ListProperties(DLDevice dev) {
                           "supports_integer_dot_product",
                           "supports_push_descriptor",
                           "supports_cooperative_matrix",
+                          "denorm_preserve_float32",
+                          "denorm_preserve_float64",
                           "driver_name"}) {
     if (!GetProperty(dev, key).is_none()) keys.push_back(key);
   }

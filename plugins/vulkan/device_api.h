@@ -33,6 +33,9 @@ class DeviceScope {
   bool shader_float64() const;
   // The KernelLayout::atomics bits the device has (and were enabled).
   uint32_t atomics() const;
+  // Whether shaders may keep subnormal 32-bit (64-bit) floats (shaderDenormPreserveFloat32).
+  bool denorm_preserve32() const;
+  bool denorm_preserve64() const;
   // The device's pipeline cache, read from disk on first use (docs/vulkan.md).
   VkPipelineCache PipelineCache();
   // Writes the pipeline cache to disk (atomically); a failure to write is ignored, the cache

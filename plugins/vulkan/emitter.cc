@@ -40,6 +40,62 @@ const std::set<std::string>& GlslReservedWords() {
   return kWords;
 }
 
+// bp_fdiv(a, b): a / b in float32, correctly rounded (round to nearest even, subnormal
+// results too) with integer operations only, which Vulkan computes exactly: the significands
+// (23 fraction bits and the hidden one, a subnormal's normalized) are divided by 8 bits at a
+// time, which keeps every partial remainder under 2^32, to 26 quotient bits and a sticky bit;
+// the quotient is then rounded at the position the result's exponent gives. Zero, infinite and
+// NaN operands give IEEE 754's results.
+const char* const kFdivGlsl =
+    "float bp_fdiv(float a, float b) {\n"
+    "  uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);\n"
+    "  uint sgn = (ua ^ ub) & 0x80000000u;\n"
+    "  uint aa = ua & 0x7fffffffu, ab = ub & 0x7fffffffu;\n"
+    "  if (aa > 0x7f800000u || ab > 0x7f800000u) return uintBitsToFloat(0x7fc00000u);\n"
+    "  if (aa == 0x7f800000u) {\n"
+    "    return uintBitsToFloat(ab == 0x7f800000u ? 0x7fc00000u : (sgn | 0x7f800000u));\n"
+    "  }\n"
+    "  if (ab == 0x7f800000u) return uintBitsToFloat(sgn);\n"
+    "  if (ab == 0u) return uintBitsToFloat(aa == 0u ? 0x7fc00000u : (sgn | 0x7f800000u));\n"
+    "  if (aa == 0u) return uintBitsToFloat(sgn);\n"
+    "  int xa = int(aa >> 23), xb = int(ab >> 23);\n"
+    "  uint ma = aa & 0x7fffffu, mb = ab & 0x7fffffu;\n"
+    "  if (xa == 0) { int s = 23 - findMSB(ma); ma <<= uint(s); xa = 1 - s; } else { ma |= "
+    "0x800000u; }\n"
+    "  if (xb == 0) { int s = 23 - findMSB(mb); mb <<= uint(s); xb = 1 - s; } else { mb |= "
+    "0x800000u; }\n"
+    "  uint q = ma / mb, r = ma - q * mb;\n"
+    "  for (int k = 0; k < 3; ++k) {\n"
+    "    r <<= 8u;\n"
+    "    uint d = r / mb;\n"
+    "    r -= d * mb;\n"
+    "    q = (q << 8u) | d;\n"
+    "  }\n"
+    "  r <<= 2u;\n"
+    "  uint d2 = r / mb;\n"
+    "  r -= d2 * mb;\n"
+    "  q = (q << 2u) | d2;\n"
+    "  int msb = findMSB(q);\n"
+    "  int e = msb - 26 + xa - xb + 127;\n"
+    "  if (e > 254) return uintBitsToFloat(sgn | 0x7f800000u);\n"
+    "  int shift = msb - 23 + (e < 1 ? 1 - e : 0);\n"
+    "  if (shift > 27) return uintBitsToFloat(sgn);\n"
+    "  uint kept = q >> uint(shift), rem = q & ((1u << uint(shift)) - 1u);\n"
+    "  uint hv = 1u << uint(shift - 1);\n"
+    "  if (rem > hv || (rem == hv && (r != 0u || (kept & 1u) != 0u))) kept += 1u;\n"
+    "  uint bits = e < 1 ? kept : (uint(e - 1) << 23) + kept;\n"
+    "  return uintBitsToFloat(sgn | bits);\n"
+    "}\n";
+
+// bp_fmin/bp_fmax: the IR's float min and max (C's fmin and fmax: a NaN operand gives the
+// other one), which GLSL's min and max leave undefined; float and double (GLSL overloads).
+const char* const kFminMaxGlsl =
+    "float bp_fmin(float a, float b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); }\n"
+    "float bp_fmax(float a, float b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }\n";
+const char* const kFminMaxGlsl64 =
+    "double bp_fmin(double a, double b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); }\n"
+    "double bp_fmax(double a, double b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }\n";
+
 // Calls `fn` on every statement of `s`, outermost first.
 void Walk(const ir::Stmt& s, const std::function<void(const ir::Stmt&)>& fn) {
   if (!s) return;
@@ -140,6 +196,25 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   std::string StorageQualifier(ir::StorageScope scope) override {
     return scope == ir::StorageScope::kShared ? "// shared, declared at global scope: " : "";
   }
+
+  // float32 division correctly rounded, as the IR says: Vulkan lets OpFDiv be 2.5 ulp off
+  // (NVIDIA's driver is: on an H200 a third of `a / 3.0` differed from the interpreter's), so
+  // bp_fdiv divides the significands in integers (kFdivGlsl). float64 and float16 keep `/`.
+  std::string FloatDivision(const std::string& x, const std::string& y, ir::DType t) override {
+    if (t.bits != 32 || t.lanes != 1) return "(" + x + " / " + y + ")";
+    uses_fdiv_ = true;
+    return "bp_fdiv(" + x + ", " + y + ")";
+  }
+
+  // GLSL's min and max are undefined for a NaN operand; the IR's are C's fmin and fmax.
+  std::string FloatMinMax(bool is_max, const std::string& x, const std::string& y,
+                          ir::DType) override {
+    uses_fminmax_ = true;
+    return std::string(is_max ? "bp_fmax(" : "bp_fmin(") + x + ", " + y + ")";
+  }
+  // A driver may assume `x != x` false; isnan is defined for NaN.
+  std::string IsNanText(const std::string& x) override { return "isnan(" + x + ")"; }
+  std::string HelperQualifier() override { return ""; }
 
   std::string IntrinsicName(const std::string& name, ir::DType t) override {
     // GLSL has no double exp, log, sin, ... and Vulkan's double fma need not be fused: the
@@ -562,6 +637,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
             "}\n";
       }
     }
+    if (uses_fdiv_) helpers += kFdivGlsl;
+    if (uses_fminmax_) {
+      helpers += kFminMaxGlsl;
+      if (layout.uses_float64) helpers += kFminMaxGlsl64;
+    }
+    helpers += NumericHelpers();
     if (!f64_math_.empty()) helpers += Float64MathGlsl(f64_math_);
     if (uses_erf_) {
       // Abramowitz & Stegun 7.1.26 (absolute error under 1.5e-7, float32's precision).
@@ -799,6 +880,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   std::vector<std::string> shared_;
   std::vector<std::string> index_temps_;  // "int bp_t3;": checked loads' index variables
   bool uses_round_ = false;
+  bool uses_fdiv_ = false;     // a float32 division: bp_fdiv
+  bool uses_fminmax_ = false;  // a float min or max: bp_fmin, bp_fmax
   bool uses_erf_ = false;
   std::set<std::string> f64_math_;  // float64 intrinsics computed by our helpers
 };

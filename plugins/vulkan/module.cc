@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "denorm.h"
 #include "device_api.h"
 #include "spirv_check.h"
 
@@ -275,10 +276,13 @@ class VulkanModule : public sdk::KernelModule {
     VkDevice dev = s.device();
     Pipeline p;
     try {
+      // The IR keeps subnormal floats; a device that can keep them is asked to.
+      const std::vector<uint32_t> code =
+          s.denorm_preserve32() ? WithDenormPreserve(k.spirv, s.denorm_preserve64()) : k.spirv;
       VkShaderModuleCreateInfo smi{};
       smi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
-      smi.codeSize = k.spirv.size() * sizeof(uint32_t);
-      smi.pCode = k.spirv.data();
+      smi.codeSize = code.size() * sizeof(uint32_t);
+      smi.pCode = code.data();
       Check(vkCreateShaderModule(dev, &smi, nullptr, &p.shader), "vkCreateShaderModule");
       const bool checks = k.layout.HasChecks();
       std::vector<VkDescriptorSetLayoutBinding> bindings(k.layout.bindings.size() +

@@ -129,6 +129,7 @@ void AddCopyTests(std::vector<TestCase>* out);
 void AddStreamTests(std::vector<TestCase>* out);
 void AddConcurrencyTests(std::vector<TestCase>* out);
 void AddCodegenTests(std::vector<TestCase>* out);
+void AddConstructTests(std::vector<TestCase>* out);
 void AddStreamReuseTests(std::vector<TestCase>* out);
 void AddEventNativeTests(std::vector<TestCase>* out);
 

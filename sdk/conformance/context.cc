@@ -350,6 +350,7 @@ const std::vector<TestCase>& AllTests() {
     AddStreamTests(v);
     AddConcurrencyTests(v);
     AddCodegenTests(v);
+    AddConstructTests(v);
     AddStreamReuseTests(v);
     AddEventNativeTests(v);
     return v;

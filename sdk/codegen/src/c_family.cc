@@ -189,6 +189,7 @@ std::string CFamilyEmitter::Emit(const ir::IRModule& module) {
   pending_.assign(1, {});
   vector_types_.clear();
   uses_floordiv_ = false;
+  float_to_int_.clear();
   sites_.clear();
   helpers_.clear();
   if (checks_.bounds_check && !HasFaultRecord()) {
@@ -320,6 +321,57 @@ void CFamilyEmitter::EmitZeroedArray(const std::string& declaration, const std::
   Line(declaration + " = {0};");
 }
 
+std::string CFamilyEmitter::FloatMinMax(bool is_max, const std::string& x, const std::string& y,
+                                        DType) {
+  // fmax(x, y): x when x > y or y is NaN, else y (so a NaN x gives y). A compare and a select,
+  // which compilers vectorize; a call of fmaxf would not be.
+  return "(" + x + (is_max ? " > " : " < ") + y + " || " + IsNanText(y) + " ? " + x + " : " + y +
+         ")";
+}
+
+namespace {
+// "float32_to_int32": a FloatToInt helper's suffix.
+std::string FloatToIntSuffix(int from_bits, DType to) {
+  return "f" + std::to_string(from_bits) + "_" + ir::ToString(to);
+}
+}  // namespace
+
+std::string CFamilyEmitter::FloatToInt(const std::string& x, DType from, DType to) {
+  float_to_int_.insert({from.bits, static_cast<int>(to.code) * 256 + to.bits});
+  return "bp_to_" + FloatToIntSuffix(from.bits, to) + "(" + x + ")";
+}
+
+std::string CFamilyEmitter::NumericHelpers() {
+  std::string text;
+  for (const auto& [from_bits, to_key] : float_to_int_) {
+    const DType to = to_key / 256 == static_cast<int>(ir::DTypeCode::kInt) ? ir::Int(to_key % 256)
+                                                                           : ir::UInt(to_key % 256);
+    const DType from = from_bits == 64 ? ir::Float64() : ir::Float32();
+    const std::string T = TypeName(to), F = TypeName(from);
+    std::string body;
+    if (to.is_uint()) {
+      const int64_t max = to.bits == 64 ? -1 : static_cast<int64_t>((uint64_t{1} << to.bits) - 1);
+      body = "x <= " + FloatLiteral(-1.0, from) + " ? " + CastText(T, "0") +
+             " : x >= " + FloatLiteral(std::ldexp(1.0, to.bits), from) + " ? " +
+             EmitIntLiteral(max, to) + " : " + CastText(T, "x");
+    } else {
+      const double lim = std::ldexp(1.0, to.bits - 1);
+      const int64_t max = static_cast<int64_t>((uint64_t{1} << (to.bits - 1)) - 1);
+      body = "x >= " + FloatLiteral(lim, from) + " ? " + EmitIntLiteral(max, to) + " : x < " +
+             FloatLiteral(-lim, from) + " ? " + EmitIntLiteral(-max - 1, to) + " : " +
+             CastText(T, "x");
+    }
+    text += HelperQualifier() + " " + T + " bp_to_" + FloatToIntSuffix(from_bits, to) + "(" + F +
+            " x) {\n  return " + IsNanText("x") + " ? " + CastText(T, "0") + " : " + body +
+            ";\n}\n";
+  }
+  return text;
+}
+
+std::string CFamilyEmitter::FloatDivision(const std::string& x, const std::string& y, DType) {
+  return "(" + x + " / " + y + ")";
+}
+
 std::string CFamilyEmitter::FloatLiteral(double v, DType t) {
   std::string text;
   if (std::isnan(v)) {
@@ -414,9 +466,14 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
       if (t.lanes > 1) return EmitVectorElementwise(e);
       return EmitSelect(*e.As<ir::SelectNode>(), e);
     }
-    case ExprKind::kCast:
+    case ExprKind::kCast: {
       if (t.lanes > 1) return EmitVectorElementwise(e);
-      return "(" + CastText(TypeName(t), "(" + EmitExpr(e.As<ir::CastNode>()->value) + ")") + ")";
+      const ir::Expr& value = e.As<ir::CastNode>()->value;
+      if (value.dtype().is_float() && value.dtype().bits >= 32 && t.is_integer()) {
+        return FloatToInt(EmitExpr(value), value.dtype(), t);
+      }
+      return "(" + CastText(TypeName(t), "(" + EmitExpr(value) + ")") + ")";
+    }
     case ExprKind::kLoad:
       return EmitLoad(e);
     case ExprKind::kCall:
@@ -477,10 +534,12 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
     case BinaryOp::kMul:
       return wrap("(" + x + " * " + y + ")");
     case BinaryOp::kDiv:
+      if (operand.is_float()) return FloatDivision(x, y, operand);
       return wrap("(" + x + " / " + y + ")");
     case BinaryOp::kFloorDiv:
       if (operand.is_float()) {
-        return CastText(TypeName(t), IntrinsicName("floor", operand) + "(" + x + " / " + y + ")");
+        return CastText(TypeName(t),
+                        IntrinsicName("floor", operand) + "(" + FloatDivision(x, y, operand) + ")");
       }
       if (operand.is_uint()) return wrap("(" + x + " / " + y + ")");
       uses_floordiv_ = true;
@@ -490,8 +549,8 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
              ")";
     case BinaryOp::kFloorMod:
       if (operand.is_float()) {
-        return "(" + x + " - " + IntrinsicName("floor", operand) + "(" + x + " / " + y + ") * " +
-               y + ")";
+        return "(" + x + " - " + IntrinsicName("floor", operand) + "(" +
+               FloatDivision(x, y, operand) + ") * " + y + ")";
       }
       if (operand.is_uint()) return wrap("(" + x + " % " + y + ")");
       uses_floordiv_ = true;
@@ -500,8 +559,10 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
                                        CastText("int64_t", "(" + y + ")") + ")") +
              ")";
     case BinaryOp::kMin:
+      if (operand.is_float() && operand.bits >= 32) return FloatMinMax(false, x, y, operand);
       return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
     case BinaryOp::kMax:
+      if (operand.is_float() && operand.bits >= 32) return FloatMinMax(true, x, y, operand);
       return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
     case BinaryOp::kEq:
       return "(" + x + " == " + y + ")";
@@ -597,13 +658,16 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
       const DType ot = b.a.dtype().Element();
       switch (b.op) {
         case BinaryOp::kMin:
-          lane = "(" + x + " < " + y + " ? " + x + " : " + y + ")";
+          lane = ot.is_float() && ot.bits >= 32 ? FloatMinMax(false, x, y, ot)
+                                                : "(" + x + " < " + y + " ? " + x + " : " + y + ")";
           break;
         case BinaryOp::kMax:
-          lane = "(" + x + " > " + y + " ? " + x + " : " + y + ")";
+          lane = ot.is_float() && ot.bits >= 32 ? FloatMinMax(true, x, y, ot)
+                                                : "(" + x + " > " + y + " ? " + x + " : " + y + ")";
           break;
         case BinaryOp::kDiv:
           lane = ot.is_integer() && HasFaultRecord() ? CheckedIntDivision(b.op, ot, x, y, b.b, e)
+                 : ot.is_float()                     ? FloatDivision(x, y, ot)
                                                      : "(" + x + " / " + y + ")";
           break;
         case BinaryOp::kFloorDiv:
@@ -612,7 +676,7 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
             break;
           }
           uses_floordiv_ = true;
-          lane = ot.is_float() ? IntrinsicName("floor", ot) + "(" + x + " / " + y + ")"
+          lane = ot.is_float() ? IntrinsicName("floor", ot) + "(" + FloatDivision(x, y, ot) + ")"
                                : "bp_floordiv(" + x + ", " + y + ")";
           break;
         case BinaryOp::kFloorMod:
@@ -621,8 +685,8 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
             break;
           }
           uses_floordiv_ = true;
-          lane = ot.is_float() ? "(" + x + " - " + IntrinsicName("floor", ot) + "(" + x + " / " +
-                                     y + ") * " + y + ")"
+          lane = ot.is_float() ? "(" + x + " - " + IntrinsicName("floor", ot) + "(" +
+                                     FloatDivision(x, y, ot) + ") * " + y + ")"
                                : "bp_floormod(" + x + ", " + y + ")";
           break;
         case BinaryOp::kAnd:
@@ -654,9 +718,14 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
       lane = "(" + c + " ? " + x + " : " + y + ")";
       break;
     }
-    case ExprKind::kCast:
-      lane = "(" + TypeName(st) + ")(" + operand(e.As<ir::CastNode>()->value) + ")";
+    case ExprKind::kCast: {
+      const ir::Expr& value = e.As<ir::CastNode>()->value;
+      const DType from = value.dtype().Element();
+      lane = from.is_float() && from.bits >= 32 && st.is_integer()
+                 ? FloatToInt(operand(value), from, st)
+                 : "(" + TypeName(st) + ")(" + operand(value) + ")";
       break;
+    }
     case ExprKind::kCall: {
       const auto& c = *e.As<ir::CallNode>();
       std::vector<std::string> args;
@@ -1339,6 +1408,7 @@ std::string CEmitter::Prelude() {
       "#define BP_EXPORT __attribute__((visibility(\"default\")))\n"
       "#define BP_FAULT 5\n";
   p += FaultHelpers();
+  p += NumericHelpers();
   p += "typedef union { int64_t i; double f; void* p; } bp_arg_t;\n"
        "typedef struct bp_ctx bp_ctx_t;\n"
        "struct bp_ctx {\n"

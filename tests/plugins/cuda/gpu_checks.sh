@@ -31,7 +31,9 @@
 #   tests_<bin>  every test of every bin/cuda_* program, each in a process of its own (as
 #                ctest runs them): cuda_gpu_test runs every catalog kernel on cuda:0
 #                against its float64 reference (also after save and load), copies, streams,
-#                workspaces, attributes and the run-time checks; none may skip here
+#                workspaces, attributes and the run-time checks; none may skip here;
+#                cuda_ir_features_test runs the IR's constructs (loop steps, var, negation,
+#                atomics) on cuda:0 against the interpreter; its cuda tests may not skip
 #   conformance_cuda, conformance_cuda_host
 #                the conformance kit on cuda:0 and on cuda_host:0
 #   remote_cuda  `backplane serve --devices cuda` on loopback and the conformance kit on its
@@ -40,11 +42,12 @@
 #                run on cuda:0 with `backplane run --check` (against the IR interpreter)
 #   demo         `backplane demo --size small -k <each GPU kernel>`: every GPU kernel of the
 #                catalog on cuda:0 against its float64 reference, through the CLI
-#   vulkan_info, conformance_vulkan, demo_vulkan
+#   vulkan_info, conformance_vulkan, demo_vulkan, ir_features_vulkan
 #                where the bundle has the vulkan plugin: the GPU's own Vulkan driver (NVIDIA's
 #                ICD manifest, VK_DRIVER_FILES) through the bundle's Vulkan loader: vulkan:0
 #                listed, the conformance kit on it, every catalog kernel on it against its
-#                float64 reference; skipped with a note where the machine has no NVIDIA ICD
+#                float64 reference, the IR's constructs (loop steps, var, negation, atomics)
+#                against the interpreter; skipped with a note where the machine has no NVIDIA ICD
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
 #                vs a device copy, matmul vs cuBLAS; no benchmark may report an error;
 #                the ratios go to summary.txt
@@ -448,7 +451,10 @@ for test_bin in "$bin"/cuda_*; do
       # (grep reads everything, no -q: an early exit would be a SIGPIPE to pipefail)
       if tail -n +"$((before + 1))" "$cur_log" | grep '^\[  SKIPPED \]' >/dev/null; then
         skipped=$((skipped + 1))
-        [ "$name" = cuda_gpu_test ] && failures+=("$c (skipped on a GPU machine)")
+        # Nothing that runs on cuda:0 may skip here.
+        case "$name:$c" in
+          cuda_gpu_test:* | cuda_ir_features_test:*/cuda) failures+=("$c (skipped on a GPU machine)") ;;
+        esac
       else
         passed=$((passed + 1))
       fi
@@ -463,9 +469,17 @@ for test_bin in "$bin"/cuda_*; do
 done
 
 # --- the conformance kit ---
+# Known failures of GPU devices (gpu_xfail.txt: the bundle's copy, else the repository's).
+xfail=()
+for f in "$bundle/gpu_xfail.txt" "$here/gpu_xfail.txt"; do
+  if [ -f "$f" ]; then
+    xfail=(--xfail "$f")
+    break
+  fi
+done
 for dev in cuda:0 cuda_host:0; do
   step_begin "conformance_${dev%%:*}" 200
-  run "$bin/backplane-conformance" cuda --device "$dev" --jobs 4 --timeout 120 \
+  run "$bin/backplane-conformance" cuda --device "$dev" --jobs 4 --timeout 120 "${xfail[@]}" \
     --json "$out/conformance_${dev%%:*}.json" --junit "$out/conformance_${dev%%:*}.xml" || true
   step_end
 done
@@ -591,12 +605,24 @@ if [ -e "$bundle/lib/backplane/plugins/libbackplane_vulkan.so" ]; then
   if [ "${#vk[@]}" -gt 0 ]; then
     step_begin conformance_vulkan 150
     run "${vk[@]}" "$bin/backplane-conformance" vulkan --device vulkan:0 --jobs 4 --timeout 120 \
-      --json "$out/conformance_vulkan.json" --junit "$out/conformance_vulkan.xml" || true
+      "${xfail[@]}" --json "$out/conformance_vulkan.json" --junit "$out/conformance_vulkan.xml" ||
+      true
     step_end
     step_begin demo_vulkan 150
     if run "${vk[@]}" "$bin/backplane" demo --size small --repeat 3; then
       expect "^[a-z0-9_]+ +vulkan:0 +ok" "the demo ran no kernel on vulkan:0"
       expect " passed, 0 failed" "the demo reported failures"
+    fi
+    step_end
+    step_begin ir_features_vulkan 120
+    if [ ! -x "$bin/cuda_ir_features_test" ]; then
+      step_fail "the bundle has no cuda_ir_features_test"
+    elif run "${vk[@]}" "$bin/cuda_ir_features_test" --gtest_filter='*/vulkan' \
+      --gtest_output="xml:$out/ir_features_vulkan.xml"; then
+      expect "^\[  PASSED  \] [1-9][0-9]* tests?" "cuda_ir_features_test ran no vulkan test"
+      if grep '^\[  SKIPPED \]' "$cur_log" >/dev/null; then
+        step_fail "vulkan tests of cuda_ir_features_test skipped on the GPU's driver ($cur_log)"
+      fi
     fi
     step_end
   fi

@@ -24,6 +24,7 @@
 #   lib/backplane/plugins/   the cpu and cuda plugins and their manifests
 #   share/backplane/kernels/ the kernel catalog; share/doc/backplane/ the docs
 #   gpu_checks.sh            a copy of tests/plugins/cuda/gpu_checks.sh, which runs it all
+#   gpu_xfail.txt            the conformance kit's expected failures on GPU devices
 #   GLIBC_NEEDED             the newest GLIBC_x.y symbol version any ELF file here needs
 #   BUNDLE_INFO              what it was built from (commit, machine, CUDA Toolkit version)
 # The base system, never copied: glibc's libraries and the loader, and the NVIDIA driver
@@ -232,6 +233,7 @@ needs_of() {
 }
 
 cp "$root/tests/plugins/cuda/gpu_checks.sh" "$bundle/gpu_checks.sh"
+cp "$root/tests/plugins/cuda/gpu_xfail.txt" "$bundle/gpu_xfail.txt"
 chmod 0755 "$bundle/gpu_checks.sh"
 # The toolkit the plugin and bench_cuda were built against: gpu_checks.sh prefers NVRTC and
 # cuBLAS of the same major on the GPU machine.

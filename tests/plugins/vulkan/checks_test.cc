@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../test_util.h"
+#include "denorm.h"
 
 namespace {
 
@@ -88,6 +89,60 @@ Contraction CountNoContraction(const std::vector<uint32_t>& spirv) {
   c.ops = static_cast<int>(ops.size());
   for (uint32_t id : ops) c.no_contraction += decorated.count(id) != 0 ? 1 : 0;
   return c;
+}
+
+// Subnormal floats: WithDenormPreserve (plugins/vulkan/denorm.h) asks a pipeline to keep them,
+// on devices whose float controls allow it (NVIDIA's Vulkan driver flushed float32 subnormals
+// without it: codegen.construct.*.float32 on an H200). lavapipe keeps them and does not offer
+// the property, so here the patched SPIR-V is checked by spirv-val and by its words.
+TEST(VulkanDenormals, ThePatchedSpirvAsksToKeepSubnormalsAndIsValid) {
+  if (std::system("command -v spirv-val >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "spirv-val is not installed (Debian: spirv-tools)";
+  }
+  const char* const kernels[] = {
+      "func f32_gpu(a: buffer<float32>[64], b: buffer<float32>[64]) {\n"
+      "  for tx in thread(threadIdx.x, 0, 64) {\n    b[tx] = a[tx] * 0.5\n  }\n}\n",
+      "func f64_gpu(a: buffer<float64>[64], b: buffer<float64>[64]) {\n"
+      "  for tx in thread(threadIdx.x, 0, 64) {\n    b[tx] = a[tx] * 0.5\n  }\n}\n"};
+  bptest::ScratchDir dir;
+  int n = 0;
+  for (const char* text : kernels) {
+    const bool f64 = std::string(text).find("float64") != std::string::npos;
+    Module m = backplane::Build(text, Target::Parse("vulkan -supports_float64"));
+    for (const auto& spirv : SpirvOf(m.Imports()[0].SaveToBytes())) {
+      const std::vector<uint32_t> patched = backplane::vulkan::WithDenormPreserve(spirv, true);
+      // OpExecutionMode <entry> DenormPreserve (4459) 32, and 64 for the float64 kernel; the
+      // capability (4464) once.
+      int modes32 = 0, modes64 = 0, capabilities = 0;
+      for (size_t at = 5; at < patched.size() && (patched[at] >> 16) != 0;
+           at += patched[at] >> 16) {
+        const uint32_t op = patched[at] & 0xffffu;
+        if (op == 16 && patched[at + 2] == 4459) (patched[at + 3] == 32 ? modes32 : modes64)++;
+        if (op == 17 && patched[at + 1] == 4464) ++capabilities;
+      }
+      EXPECT_EQ(modes32, 1);
+      EXPECT_EQ(modes64, f64 ? 1 : 0);
+      EXPECT_EQ(capabilities, 1);
+      EXPECT_EQ(backplane::vulkan::WithDenormPreserve(spirv, false).size(),
+                patched.size() - (f64 ? 4 : 0));
+      const std::string path = dir.path() + "/k" + std::to_string(n++) + ".spv";
+      FILE* f = std::fopen(path.c_str(), "wb");
+      ASSERT_NE(f, nullptr);
+      std::fwrite(patched.data(), 4, patched.size(), f);
+      std::fclose(f);
+      const std::string cmd = "spirv-val --target-env vulkan1.2 " + path + " 2>&1";
+      FILE* p = popen(cmd.c_str(), "r");
+      ASSERT_NE(p, nullptr);
+      std::string out;
+      char buf[512];
+      while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+      EXPECT_EQ(pclose(p), 0) << "spirv-val refused the patched SPIR-V: " << out;
+    }
+  }
+  EXPECT_EQ(n, 2);
+  // Damaged SPIR-V is an error, not a crash.
+  EXPECT_THROW(backplane::vulkan::WithDenormPreserve({0x07230203u, 0x10000u, 0, 1, 0, 0}, true),
+               backplane::Error);
 }
 
 // d = a * b + c, one invocation an element.

@@ -104,6 +104,22 @@ class CFamilyEmitter {
   virtual std::string IntrinsicName(const std::string& name, ir::DType t);
   // A floating-point literal of type `t`.
   virtual std::string FloatLiteral(double v, ir::DType t);
+  // The IR's min/max of floats x and y of scalar type `t` (C's fmin/fmax: a NaN operand gives
+  // the other one). The base writes a compare and a select (x, y may be written twice).
+  virtual std::string FloatMinMax(bool is_max, const std::string& x, const std::string& y,
+                                  ir::DType t);
+  // Whether float `x` is a NaN, as an expression (`(x != x)`; GLSL: isnan).
+  virtual std::string IsNanText(const std::string& x) { return "(" + x + " != " + x + ")"; }
+  // The IR's conversion of float `x` (of type `from`, 32 or 64 bits) to integer type `to`: NaN
+  // gives 0 and a value out of range saturates (C leaves both undefined). A call of a helper
+  // that NumericHelpers() defines.
+  std::string FloatToInt(const std::string& x, ir::DType from, ir::DType to);
+  // The definitions of the helpers FloatToInt called, for the dialect's prelude ("" if none).
+  std::string NumericHelpers();
+  // The quotient of floats x / y of scalar type `t`, rounded as the IR says (correctly). The
+  // base writes `(x / y)`; a dialect whose `/` may be less exact computes it its own way
+  // (vulkan: OpFDiv may be 2.5 ulp off).
+  virtual std::string FloatDivision(const std::string& x, const std::string& y, ir::DType t);
   // The declaration of a constant-size `shared` allocation of `count` elements, named `name`
   // (the body follows). The base declares an array with StorageQualifier; a dialect may place
   // it in dynamically sized shared memory instead (CUDA does).
@@ -222,8 +238,9 @@ class CFamilyEmitter {
   int indent_ = 0;
   std::set<std::string> vector_types_;  // vector type spellings used, for the prelude
   bool uses_floordiv_ = false;
-  int parallel_depth_ = 0;                         // > 0 inside a parallel loop
-  std::set<const ir::VarNode*> assignable_;        // variables declared with `var`
+  std::set<std::pair<int, int>> float_to_int_;  // FloatToInt's (from bits, to dtype code*256+bits)
+  int parallel_depth_ = 0;                      // > 0 inside a parallel loop
+  std::set<const ir::VarNode*> assignable_;     // variables declared with `var`
   std::set<const ir::BufferNode*> shared_allocs_;  // `shared` allocations
   CheckOptions checks_;
   std::vector<FaultSite> sites_;   // of the whole module

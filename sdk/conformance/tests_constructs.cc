@@ -1,0 +1,629 @@
+// SPDX-License-Identifier: Apache-2.0
+// One clause per construct of the kernel IR and dtype (issue 21, item 8; docs/conformance.md,
+// "Construct clauses"): every arithmetic operator, negation, comparison, select, cast and
+// exact intrinsic on int32, int64, float32 and float64, the loop kinds, shared memory with a
+// barrier and the atomics, each a small kernel built for the device's Target, run there on
+// random inputs that cover the dtype's range (wrapping integers, subnormal, infinite and NaN
+// floats) and compared with the IR interpreter bit for bit: the IR defines these results
+// exactly (docs/ir.md, "The interpreter"), so a code generator whose language rounds, flushes
+// or saturates otherwise must compute them the IR's way. A NaN matches any NaN, and a zero of
+// min/max either zero (fmin's sign of zero is unspecified).
+#include <backplane/ir/text.hpp>
+#include <backplane/runner/check.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "conformance.h"
+#include "device_util.h"
+
+namespace backplane::conformance {
+
+namespace {
+
+constexpr int64_t kElements = 512;  // per buffer: 8 blocks of 64 threads on a GPU
+
+enum class Dt { kI32, kI64, kF32, kF64 };
+constexpr Dt kAllDtypes[] = {Dt::kI32, Dt::kI64, Dt::kF32, Dt::kF64};
+constexpr Dt kFloatDtypes[] = {Dt::kF32, Dt::kF64};
+
+const char* IrName(Dt t) {
+  switch (t) {
+    case Dt::kI32:
+      return "int32";
+    case Dt::kI64:
+      return "int64";
+    case Dt::kF32:
+      return "float32";
+    default:
+      return "float64";
+  }
+}
+bool IsFloat(Dt t) { return t == Dt::kF32 || t == Dt::kF64; }
+int Bytes(Dt t) { return t == Dt::kI32 || t == Dt::kF32 ? 4 : 8; }
+
+// What a construct's inputs must avoid.
+enum class Inputs {
+  kAny,          // the whole range, specials included
+  kNonzeroB,     // b != 0 (integer division by zero is an error of the IR's, not a result)
+  kCastFloatIn,  // a float converted to an integer: in range, and out of range and NaN too
+};
+
+// A construct: its clause name, a description, its expression over a[i] and b[i], and the
+// dtype of the result (empty: the operand dtype).
+struct Construct {
+  std::string name;
+  std::string what;
+  std::string expr;
+  std::string result;  // "int32", or "" for the operands' dtype
+  Inputs inputs = Inputs::kAny;
+  bool zero_sign_free = false;  // min/max: +0 and -0 compare equal
+};
+
+// Random elements of `t` (fixed seed per clause) that cover its range.
+std::vector<uint8_t> RandomElements(Dt t, Inputs inputs, bool second, uint64_t seed) {
+  std::mt19937_64 rng(seed * 2 + (second ? 1 : 0));
+  std::vector<uint8_t> bytes(static_cast<size_t>(kElements) * Bytes(t));
+  for (int64_t k = 0; k < kElements; ++k) {
+    uint8_t* at = bytes.data() + k * Bytes(t);
+    const uint64_t r = rng();
+    switch (t) {
+      case Dt::kI32: {
+        // A third small (results that stay small), a third full range (wrapping), the edges.
+        static const int32_t kEdges[] = {0, 1, -1, 2, -2, INT32_MIN, INT32_MAX, INT32_MIN + 1, 7};
+        int32_t v = k % 3 == 0   ? static_cast<int32_t>(r % 201) - 100
+                    : k % 3 == 1 ? static_cast<int32_t>(r)
+                                 : kEdges[r % (sizeof(kEdges) / sizeof(kEdges[0]))];
+        if (inputs == Inputs::kNonzeroB && second && v == 0) v = 3;
+        std::memcpy(at, &v, 4);
+        break;
+      }
+      case Dt::kI64: {
+        static const int64_t kEdges[] = {0,
+                                         1,
+                                         -1,
+                                         INT64_MIN,
+                                         INT64_MAX,
+                                         INT32_MIN,
+                                         INT32_MAX,
+                                         int64_t{1} << 32,
+                                         -(int64_t{1} << 40)};
+        int64_t v = k % 3 == 0   ? static_cast<int64_t>(r % 201) - 100
+                    : k % 3 == 1 ? static_cast<int64_t>(r)
+                                 : kEdges[r % (sizeof(kEdges) / sizeof(kEdges[0]))];
+        if (inputs == Inputs::kNonzeroB && second && v == 0) v = 3;
+        std::memcpy(at, &v, 8);
+        break;
+      }
+      case Dt::kF32: {
+        static const float kSpecials[] = {
+            0.0f, -0.0f,  1.0f,    -1.0f,  0.5f,    2.5f,   -2.5f,   1.5f,   INFINITY, -INFINITY,
+            NAN,  1e-45f, -1e-45f, 1e-40f, 3.4e38f, 2.1e9f, -2.2e9f, 4.0e9f, 9.3e18f,  -9.3e18f};
+        float v;
+        if (inputs == Inputs::kCastFloatIn && k % 2 == 0) {
+          v = static_cast<float>(static_cast<double>(static_cast<int64_t>(r % 2000001) - 1000000) /
+                                 8.0);
+        } else if (k % 4 == 3) {
+          v = kSpecials[r % (sizeof(kSpecials) / sizeof(kSpecials[0]))];
+        } else if (k % 4 == 2) {  // near 1: the usual values
+          v = static_cast<float>(static_cast<double>(r % 20001) / 1000.0 - 10.0);
+        } else {  // every exponent, subnormal ones too
+          const uint32_t bits = static_cast<uint32_t>(r) & 0xff7fffffu;  // no NaN or infinity
+          std::memcpy(&v, &bits, 4);
+        }
+        std::memcpy(at, &v, 4);
+        break;
+      }
+      case Dt::kF64: {
+        static const double kSpecials[] = {
+            0.0, -0.0,   1.0,     -1.0,   0.5,     2.5,   -2.5,   1.5,   INFINITY, -INFINITY,
+            NAN, 5e-324, -5e-324, 1e-310, 1.7e308, 2.1e9, -2.2e9, 4.0e9, 9.3e18,   -9.3e18};
+        double v;
+        if (inputs == Inputs::kCastFloatIn && k % 2 == 0) {
+          v = static_cast<double>(static_cast<int64_t>(r % 2000001) - 1000000) / 8.0;
+        } else if (k % 4 == 3) {
+          v = kSpecials[r % (sizeof(kSpecials) / sizeof(kSpecials[0]))];
+        } else if (k % 4 == 2) {
+          v = static_cast<double>(r % 20001) / 1000.0 - 10.0;
+        } else {
+          const uint64_t bits = r & 0xffefffffffffffffull;  // no NaN or infinity
+          std::memcpy(&v, &bits, 8);
+        }
+        std::memcpy(at, &v, 8);
+        break;
+      }
+    }
+  }
+  return bytes;
+}
+
+// The kernel's text: c[i] = expr for i in [0, kElements), as a serial loop on a CPU and as
+// 8 blocks of 64 threads on a GPU.
+std::string KernelText(const std::string& params, const std::string& body, bool gpu) {
+  std::string text = "func construct(" + params + ") {\n";
+  if (gpu) {
+    text += "  for bx in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+            ") {\n"
+            "    for tx in thread(threadIdx.x, 0, 64) {\n"
+            "      let i: int32 = bx * 64 + tx\n      " +
+            body +
+            "\n"
+            "    }\n"
+            "  }\n";
+  } else {
+    text += "  for i in serial(0, " + std::to_string(kElements) + ") {\n    " + body + "\n  }\n";
+  }
+  return text + "}\n";
+}
+
+bool IsNaN(const uint8_t* p, const std::string& dtype) {
+  if (dtype == "float32") {
+    float f;
+    std::memcpy(&f, p, 4);
+    return std::isnan(f);
+  }
+  if (dtype == "float64") {
+    double d;
+    std::memcpy(&d, p, 8);
+    return std::isnan(d);
+  }
+  return false;
+}
+
+bool IsZero(const uint8_t* p, const std::string& dtype) {
+  if (dtype == "float32") {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f == 0.0f;
+  }
+  if (dtype == "float64") {
+    double d;
+    std::memcpy(&d, p, 8);
+    return d == 0.0;
+  }
+  return false;
+}
+
+bool IsSubnormal(const uint8_t* p, const std::string& dtype) {
+  if (dtype == "float32") {
+    float f;
+    std::memcpy(&f, p, 4);
+    return std::fpclassify(f) == FP_SUBNORMAL;
+  }
+  if (dtype == "float64") {
+    double d;
+    std::memcpy(&d, p, 8);
+    return std::fpclassify(d) == FP_SUBNORMAL;
+  }
+  return false;
+}
+
+std::string ElementText(const uint8_t* p, const std::string& dtype) {
+  char buf[96];
+  if (dtype == "float32") {
+    float f;
+    uint32_t u;
+    std::memcpy(&f, p, 4);
+    std::memcpy(&u, p, 4);
+    std::snprintf(buf, sizeof(buf), "%.9g (0x%08x)", static_cast<double>(f), u);
+  } else if (dtype == "float64") {
+    double d;
+    uint64_t u;
+    std::memcpy(&d, p, 8);
+    std::memcpy(&u, p, 8);
+    std::snprintf(buf, sizeof(buf), "%.17g (0x%016llx)", d, static_cast<unsigned long long>(u));
+  } else if (dtype == "int64") {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
+  } else {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    std::snprintf(buf, sizeof(buf), "%d", v);
+  }
+  return buf;
+}
+
+// Builds `text` for every code generator of the device, runs `construct` on `args` there and
+// on the interpreter, and compares every buffer bit for bit. An unsupported dtype (the build
+// or the launch refuses it as BP_ERR_UNSUPPORTED) skips, with the refusal as the reason.
+void RunExact(Context& ctx, const std::string& clause,
+              const std::function<std::string(bool gpu)>& text_for,
+              const std::vector<runner::CheckArg>& args, bool zero_sign_free) {
+  ctx.Load();
+  ctx.SetUpDevice();
+  const std::string type = DeviceTypeName(ctx.dev.device_type);
+  const std::vector<std::string> kinds = ctx.info.CodegenKinds(type);
+  if (kinds.empty())
+    Skip("the plugin has no code generator for a target kind of device type " + type);
+  const bool gpu = !RunsCpuCode(ctx.dev);
+  for (const std::string& kind : kinds) {
+    Target target;
+    try {
+      target = Target::FromDevice(Device(ctx.dev), kind);
+    } catch (const Error& e) {
+      Fail("Target::FromDevice(" + DeviceString(ctx.dev) + ", \"" + kind +
+           "\") failed: " + e.what());
+    }
+    // A device that does not run CPU code gets the kernel bound to blocks and threads, as the
+    // catalog's GPU kernels are (codegen.kernel.*).
+    const std::string text = text_for(gpu);
+    std::vector<runner::CheckArg> want = args;
+    try {
+      runner::Oracle(ir::Parse(text, clause)).Run("construct", &want);
+    } catch (const Error& e) {
+      Fail("the IR interpreter could not run the clause's kernel (a defect of the kit): " +
+           std::string(e.what()) + "\n" + text);
+    }
+    std::vector<runner::CheckArg> got = args;
+    try {
+      const Module m = Build(text, target);
+      const runner::CheckDeviceArgs dargs(got, Device(ctx.dev));
+      m.GetFunction("construct")
+          .CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
+      dargs.Download(&got);
+    } catch (const Error& e) {
+      if (e.kind() == BP_ERR_UNSUPPORTED)
+        Skip(kind + " on " + DeviceString(ctx.dev) + ": " + e.what());
+      Fail(clause + " built by target.build." + kind + " failed on " + DeviceString(ctx.dev) +
+           ": " + e.what() + "\nthe kernel:\n" + text);
+    }
+    for (size_t b = 0; b < want.size(); ++b) {
+      const runner::CheckArg& w = want[b];
+      const runner::CheckArg& g = got[b];
+      const std::string dtype = ir::ToString(w.dtype);
+      const size_t width = w.bytes.size() / w.count();
+      size_t wrong = 0, first = 0, subnormal = 0;
+      for (size_t k = 0; k < w.count(); ++k) {
+        const uint8_t* pw = w.bytes.data() + k * width;
+        const uint8_t* pg = g.bytes.data() + k * width;
+        if (std::memcmp(pw, pg, width) == 0) continue;
+        if (IsNaN(pw, dtype) && IsNaN(pg, dtype)) continue;
+        if (zero_sign_free && IsZero(pw, dtype) && IsZero(pg, dtype)) continue;
+        if (wrong++ == 0) first = k;
+        // Whether a subnormal input or result is involved (a device that flushes them).
+        bool sub = IsSubnormal(pw, dtype);
+        for (const runner::CheckArg& a : args) {
+          const size_t aw = a.bytes.size() / a.count();
+          if (k < a.count())
+            sub = sub || IsSubnormal(a.bytes.data() + k * aw, ir::ToString(a.dtype));
+        }
+        if (sub) ++subnormal;
+      }
+      if (wrong == 0) continue;
+      std::string inputs;
+      for (const runner::CheckArg& a : args) {
+        if (&a == &args[b] || a.name == w.name) continue;
+        const size_t aw = a.bytes.size() / a.count();
+        if (first < a.count()) {
+          inputs += (inputs.empty() ? "" : ", ") + a.name + "[" + std::to_string(first) +
+                    "] = " + ElementText(a.bytes.data() + first * aw, ir::ToString(a.dtype));
+        }
+      }
+      Fail(clause + " built by target.build." + kind + " on " + DeviceString(ctx.dev) + ": " +
+           std::to_string(wrong) + " of " + std::to_string(w.count()) + " elements of '" + w.name +
+           "' differ from the IR interpreter's; the first, [" + std::to_string(first) + "], is " +
+           ElementText(g.bytes.data() + first * width, dtype) + " where the IR gives " +
+           ElementText(w.bytes.data() + first * width, dtype) +
+           (inputs.empty() ? "" : " (inputs: " + inputs + ")") +
+           (subnormal == wrong
+                ? std::string("; every difference involves a subnormal input or result: the "
+                              "device flushes subnormal floats to zero, where the IR keeps them")
+                : std::string()) +
+           "\nthe kernel:\n" + text);
+    }
+    ctx.Detail(kind + ": " + std::to_string(want.size()) + " buffers of " +
+               std::to_string(kElements) + " elements match the IR interpreter bit for bit");
+  }
+}
+
+runner::CheckArg Buffer(const std::string& name, const std::string& dtype,
+                        std::vector<uint8_t> bytes) {
+  runner::CheckArg a;
+  a.name = name;
+  ir::ParseDType(dtype, &a.dtype);
+  a.is_buffer = true;
+  a.shape = {static_cast<int64_t>(bytes.size()) / ((a.dtype.bits + 7) / 8)};
+  a.bytes = std::move(bytes);
+  return a;
+}
+
+void SkipWithoutFloat64(Context& ctx, Dt t) {
+  if (t != Dt::kF64) return;
+  ctx.Load();
+  ctx.SetUpDevice();
+  try {
+    const Any v = DeviceAPI::Get(Device(ctx.dev)).GetAttr(BP_ATTR_SUPPORTS_FP64);
+    if (!v.is_none() && v.AsInt() == 0)
+      Skip(DeviceString(ctx.dev) + " does not compute in float64 (BP_ATTR_SUPPORTS_FP64 is 0)");
+  } catch (const Error&) {
+  }
+}
+
+// A construct over a[i] (and b[i]) of dtype `t`.
+void RunConstruct(Context& ctx, const Construct& c, Dt t, const std::string& clause) {
+  SkipWithoutFloat64(ctx, t);
+  const std::string dtype = IrName(t);
+  const std::string result = c.result.empty() ? dtype : c.result;
+  const std::string params = "a: buffer<" + dtype + ">[" + std::to_string(kElements) +
+                             "], b: buffer<" + dtype + ">[" + std::to_string(kElements) +
+                             "], c: buffer<" + result + ">[" + std::to_string(kElements) + "]";
+  std::string expr = c.expr;
+  for (size_t at = expr.find("$T"); at != std::string::npos; at = expr.find("$T"))
+    expr.replace(at, 2, dtype);
+  const std::string body = "c[i] = " + expr;
+  const uint64_t seed = std::hash<std::string>()(clause) & 0xffffff;
+  std::vector<runner::CheckArg> args = {
+      Buffer("a", dtype, RandomElements(t, c.inputs, false, seed)),
+      Buffer("b", dtype, RandomElements(t, c.inputs, true, seed)),
+      Buffer("c", result,
+             std::vector<uint8_t>(static_cast<size_t>(kElements) *
+                                      (result == "int32" || result == "float32" ? 4 : 8),
+                                  0xa5))};
+  RunExact(
+      ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args, c.zero_sign_free);
+}
+
+const std::vector<Construct>& Operators() {
+  static const std::vector<Construct> kOps = {
+      {"add", "a + b", "a[i] + b[i]", "", Inputs::kAny, false},
+      {"sub", "a - b", "a[i] - b[i]", "", Inputs::kAny, false},
+      {"mul", "a * b", "a[i] * b[i]", "", Inputs::kAny, false},
+      {"div", "a / b (integers: truncating, b != 0)", "a[i] / b[i]", "", Inputs::kNonzeroB, false},
+      {"floordiv", "floordiv(a, b) (b != 0 for integers)", "floordiv(a[i], b[i])", "",
+       Inputs::kNonzeroB, false},
+      {"floormod", "floormod(a, b) (b != 0 for integers)", "floormod(a[i], b[i])", "",
+       Inputs::kNonzeroB, false},
+      {"min", "min(a, b)", "min(a[i], b[i])", "", Inputs::kAny, true},
+      {"max", "max(a, b)", "max(a[i], b[i])", "", Inputs::kAny, true},
+      {"neg", "-a", "-a[i]", "", Inputs::kAny, false},
+      {"select", "select(a < b, a, b)", "select(a[i] < b[i], a[i], b[i])", "", Inputs::kAny, false},
+      {"lt", "a < b", "select(a[i] < b[i], 1, 0)", "int32", Inputs::kAny, false},
+      {"le", "a <= b", "select(a[i] <= b[i], 1, 0)", "int32", Inputs::kAny, false},
+      {"gt", "a > b", "select(a[i] > b[i], 1, 0)", "int32", Inputs::kAny, false},
+      {"ge", "a >= b", "select(a[i] >= b[i], 1, 0)", "int32", Inputs::kAny, false},
+      {"eq", "a == b", "select(a[i] == b[i], 1, 0)", "int32", Inputs::kAny, false},
+      {"ne", "a != b", "select(a[i] != b[i], 1, 0)", "int32", Inputs::kAny, false},
+  };
+  return kOps;
+}
+
+const std::vector<Construct>& ExactIntrinsics() {
+  static const std::vector<Construct> kFns = {
+      {"fabs", "fabs(a)", "fabs(a[i])", "", Inputs::kAny, false},
+      {"floor", "floor(a)", "floor(a[i])", "", Inputs::kAny, false},
+      {"ceil", "ceil(a)", "ceil(a[i])", "", Inputs::kAny, false},
+      {"trunc", "trunc(a)", "trunc(a[i])", "", Inputs::kAny, false},
+      {"round", "round(a) (half away from zero)", "round(a[i])", "", Inputs::kAny, false},
+      {"sqrt", "sqrt(a), correctly rounded", "sqrt(a[i])", "", Inputs::kAny, false},
+  };
+  return kFns;
+}
+
+// A cast from `from` to `to`: in range, and (float to integer) out of range and NaN, which
+// the IR defines (NaN gives 0, out of range saturates).
+void RunCast(Context& ctx, Dt from, Dt to, const std::string& clause) {
+  SkipWithoutFloat64(ctx, from);
+  SkipWithoutFloat64(ctx, to);
+  const Construct c{"cast",
+                    "",
+                    std::string(IrName(to)) + "(a[i])",
+                    IrName(to),
+                    IsFloat(from) && !IsFloat(to) ? Inputs::kCastFloatIn : Inputs::kAny,
+                    false};
+  RunConstruct(ctx, c, from, clause);
+}
+
+// ---- Loops, shared memory and barriers, atomics ------------------------------------------
+
+// Random float32 elements that are multiples of 1/8 in [-4, 4): sums of them are exact in any
+// order, so atomic float adds compare bit for bit.
+std::vector<uint8_t> EighthsF32(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> bytes(kElements * 4);
+  for (int64_t k = 0; k < kElements; ++k) {
+    const float v = static_cast<float>(static_cast<int>(rng() % 64) - 32) * 0.125f;
+    std::memcpy(bytes.data() + k * 4, &v, 4);
+  }
+  return bytes;
+}
+
+// Random int32 elements in [-1000, 1000].
+std::vector<uint8_t> SmallI32(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> bytes(kElements * 4);
+  for (int64_t k = 0; k < kElements; ++k) {
+    const int32_t v = static_cast<int32_t>(rng() % 2001) - 1000;
+    std::memcpy(bytes.data() + k * 4, &v, 4);
+  }
+  return bytes;
+}
+
+// A kernel of its own: its params, its body per element i (both forms), and whether it runs
+// only on one form ("cpu", "gpu" or "").
+struct Structural {
+  std::string name;
+  std::string what;
+  std::string params;
+  std::string body;      // per element i
+  std::string only;      // "cpu": CPU code only; "gpu": GPU code only
+  std::string cpu_loop;  // the CPU form's loop over i ("" : serial)
+  std::string gpu_text;  // a whole GPU kernel instead of the per-element body ("": none)
+  std::vector<std::pair<std::string, std::string>>
+      buffers;  // name, "a" | "k" | "x" | zeros:<dtype>:<n>
+};
+
+const std::vector<Structural>& Structurals() {
+  const std::string n = std::to_string(kElements);
+  static const std::vector<Structural> kAll = {
+      {"loop.down",
+       "a serial loop downward (a step of -1) with a var and compound assignment",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "var s: float32 = 0.0\n      for j in serial(7, 8, -1) {\n"
+       "        s += a[floormod(i + j * 5, " +
+           n + ")] * 0.75\n      }\n      c[i] = s",
+       "",
+       "",
+       "",
+       {{"a", "a"}, {"c", "zeros:float32:" + n}}},
+      {"loop.step",
+       "a serial loop with a step of 3 and an int64 loop with a large step",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "var s: float32 = 1.0\n      for j in serial(1, 5, 3) {\n"
+       "        s = s * 0.5 + a[floormod(i + j, " +
+           n +
+           ")]\n      }\n"
+           "      var w: int64 = 0\n      for q: int64 in serial(0, 3, 3000000000) {\n"
+           "        w += q / 1000000000\n      }\n      c[i] = s + float32(w)",
+       "",
+       "",
+       "",
+       {{"a", "a"}, {"c", "zeros:float32:" + n}}},
+      {"loop.unrolled",
+       "an unrolled loop",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "var s: float32 = 0.0\n      for j in unrolled(0, 4) {\n"
+       "        s = s * 0.5 + a[floormod(i + j * 3, " +
+           n + ")]\n      }\n      c[i] = s",
+       "",
+       "",
+       "",
+       {{"a", "a"}, {"c", "zeros:float32:" + n}}},
+      {"loop.parallel",
+       "a parallel loop with a dynamic schedule (CPU code)",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "var s: float32 = a[i]\n      for j in serial(0, floormod(i, 9)) {\n"
+       "        s *= 1.0625\n      }\n      c[i] = s",
+       "cpu",
+       "parallel(0, " + n + ") schedule(dynamic, 7)",
+       "",
+       {{"a", "a"}, {"c", "zeros:float32:" + n}}},
+      {"shared.barrier",
+       "shared memory written by every thread of a block, a barrier, then read "
+       "by other threads (GPU code)",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "",
+       "gpu",
+       "",
+       "  for bx in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+           ") {\n"
+           "    for tx in thread(threadIdx.x, 0, 64) {\n"
+           "      alloc sh: float32[64] shared\n"
+           "      sh[tx] = a[bx * 64 + tx]\n"
+           "      barrier\n"
+           "      c[bx * 64 + tx] = sh[63 - tx] - sh[floormod(tx + 1, 64)]\n"
+           "    }\n  }\n",
+       {{"a", "a"}, {"c", "zeros:float32:" + n}}},
+  };
+  return kAll;
+}
+
+// The atomics: op x dtype, accumulating 512 values into 16 elements from every thread.
+Structural Atomic(const std::string& op, const std::string& dtype) {
+  const std::string n = std::to_string(kElements);
+  const std::string value = dtype == "int32"   ? "k[i]"
+                            : dtype == "int64" ? "int64(k[i]) * 3000000i64"
+                                               : "x[i]";
+  Structural s;
+  s.name = "atomic." + op + "." + dtype;
+  s.what = "atomic_" + op + " on " + dtype +
+           " from every thread (or parallel iteration) into 16 "
+           "elements of a param buffer";
+  s.params =
+      "k: buffer<int32>[" + n + "], x: buffer<float32>[" + n + "], h: buffer<" + dtype + ">[16]";
+  s.body = "atomic_" + op + "(h[floormod(k[i], 16)], " + value + ")";
+  s.cpu_loop = "parallel(0, " + n + ")";
+  s.buffers = {{"k", "k"}, {"x", "x"}, {"h", "zeros:" + dtype + ":16"}};
+  return s;
+}
+
+void RunStructural(Context& ctx, const Structural& st, const std::string& clause) {
+  ctx.Load();
+  ctx.SetUpDevice();
+  const bool gpu = !RunsCpuCode(ctx.dev);
+  if (st.only == "cpu" && gpu) Skip("a CPU construct; this device runs GPU code");
+  if (st.only == "gpu" && !gpu) Skip("a GPU construct; this device runs CPU code");
+  const uint64_t seed = std::hash<std::string>()(clause) & 0xffffff;
+  std::vector<runner::CheckArg> args;
+  for (const auto& [name, kind] : st.buffers) {
+    if (kind == "a") {
+      args.push_back(Buffer(name, "float32", RandomElements(Dt::kF32, Inputs::kAny, false, seed)));
+    } else if (kind == "x") {
+      args.push_back(Buffer(name, "float32", EighthsF32(seed + 1)));
+    } else if (kind == "k") {
+      args.push_back(Buffer(name, "int32", SmallI32(seed + 2)));
+    } else {  // zeros:<dtype>:<n>; min/max start from the dtype's zero too
+      const size_t c1 = kind.find(':', 6);
+      const std::string dtype = kind.substr(6, c1 - 6);
+      const size_t count = std::stoul(kind.substr(c1 + 1));
+      args.push_back(
+          Buffer(name, dtype, std::vector<uint8_t>(count * (dtype == "int64" ? 8 : 4), 0)));
+    }
+  }
+  auto text_for = [&](bool g) {
+    if (g && !st.gpu_text.empty())
+      return "func construct(" + st.params + ") {\n" + st.gpu_text + "}\n";
+    if (g || st.cpu_loop.empty()) return KernelText(st.params, st.body, g);
+    return "func construct(" + st.params + ") {\n  for i in " + st.cpu_loop + " {\n    " + st.body +
+           "\n  }\n}\n";
+  };
+  RunExact(ctx, clause, text_for, args, /*zero_sign_free=*/false);
+}
+
+}  // namespace
+
+void AddConstructTests(std::vector<TestCase>* out) {
+  const unsigned needs = kNeedsDevice | kNeedsCodegen;
+  for (const Construct& c : Operators()) {
+    for (Dt t : kAllDtypes) {
+      const std::string name = "codegen.construct." + c.name + "." + IrName(t);
+      out->push_back({name,
+                      std::string(c.what) + " on " + IrName(t) +
+                          " matches the IR interpreter bit for bit on random inputs over the "
+                          "dtype's range",
+                      "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
+    }
+  }
+  for (const Construct& c : ExactIntrinsics()) {
+    for (Dt t : kFloatDtypes) {
+      const std::string name = "codegen.construct." + c.name + "." + IrName(t);
+      out->push_back({name,
+                      std::string(c.what) + " on " + IrName(t) +
+                          " matches the IR interpreter bit for bit (an exact function)",
+                      "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
+    }
+  }
+  for (const Structural& st : Structurals()) {
+    const std::string name = "codegen.construct." + st.name;
+    out->push_back({name, st.what + " runs as the IR interpreter runs it, bit for bit", "", needs,
+                    [st, name](Context& ctx) { RunStructural(ctx, st, name); }});
+  }
+  for (const char* op : {"add", "min", "max"}) {
+    for (const char* dtype : {"int32", "int64", "float32"}) {
+      const Structural st = Atomic(op, dtype);
+      const std::string name = "codegen.construct." + st.name;
+      out->push_back({name,
+                      st.what + " accumulates as the IR says (any order: the sums are "
+                                "exact), bit for bit",
+                      "", needs, [st, name](Context& ctx) { RunStructural(ctx, st, name); }});
+    }
+  }
+  for (Dt from : kAllDtypes) {
+    for (Dt to : kAllDtypes) {
+      if (from == to) continue;
+      const std::string name =
+          std::string("codegen.construct.cast.") + IrName(from) + "_to_" + IrName(to);
+      out->push_back({name,
+                      std::string("casting ") + IrName(from) + " to " + IrName(to) +
+                          " as the IR says (integers wrap, floats round to nearest, a float "
+                          "to an integer truncates, saturates out of range, NaN gives 0)",
+                      "", needs, [from, to, name](Context& ctx) { RunCast(ctx, from, to, name); }});
+    }
+  }
+}
+
+}  // namespace backplane::conformance
