@@ -8,12 +8,14 @@
 // exactly (docs/ir.md, "The interpreter"), so a code generator whose language rounds, flushes
 // or saturates otherwise must compute them the IR's way. A NaN matches any NaN, and a zero of
 // min/max either zero (fmin's sign of zero is unspecified).
+#include <algorithm>
 #include <backplane/ir/text.hpp>
 #include <backplane/runner/check.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -188,6 +190,40 @@ bool IsZero(const uint8_t* p, const std::string& dtype) {
   return false;
 }
 
+// |got - want| in units in the last place of `want` (its dtype's spacing at |want|; at least
+// the spacing of the smallest normal, so a result near zero is judged by an absolute error of
+// that size). Infinite: one of them infinite or NaN and the other not the same.
+double UlpError(const uint8_t* got, const uint8_t* want, const std::string& dtype,
+                double* ulp_out) {
+  double g, w, ulp;
+  if (dtype == "float32") {
+    float gf, wf;
+    std::memcpy(&gf, got, 4);
+    std::memcpy(&wf, want, 4);
+    g = gf;
+    w = wf;
+    const float a = std::max(std::fabs(wf), std::numeric_limits<float>::min());
+    ulp = static_cast<double>(std::nextafter(a, INFINITY) - a);
+  } else {
+    std::memcpy(&g, got, 8);
+    std::memcpy(&w, want, 8);
+    const double a = std::max(std::fabs(w), std::numeric_limits<double>::min());
+    ulp = std::nextafter(a, static_cast<double>(INFINITY)) - a;
+  }
+  *ulp_out = ulp;
+  if (!std::isfinite(g) || !std::isfinite(w)) return g == w ? 0 : INFINITY;
+  return std::fabs(g - w) / ulp;
+}
+
+// " by more than 3 ulp (the worst by 7.5)", or "" for an exact comparison.
+std::string BoundText(double bound, double worst) {
+  if (bound <= 0) return "";
+  char text[96];
+  std::snprintf(text, sizeof(text), " by more than their bound (up to %g ulp; the worst by %.3g)",
+                bound, worst);
+  return text;
+}
+
 bool IsSubnormal(const uint8_t* p, const std::string& dtype) {
   if (dtype == "float32") {
     float f;
@@ -231,9 +267,10 @@ std::string ElementText(const uint8_t* p, const std::string& dtype) {
 // Builds `text` for every code generator of the device, runs `construct` on `args` there and
 // on the interpreter, and compares every buffer bit for bit. An unsupported dtype (the build
 // or the launch refuses it as BP_ERR_UNSUPPORTED) skips, with the refusal as the reason.
-void RunExact(Context& ctx, const std::string& clause,
-              const std::function<std::string(bool gpu)>& text_for,
-              const std::vector<runner::CheckArg>& args, bool zero_sign_free) {
+void RunExact(
+    Context& ctx, const std::string& clause, const std::function<std::string(bool gpu)>& text_for,
+    const std::vector<runner::CheckArg>& args, bool zero_sign_free,
+    const std::function<double(const std::string& kind, size_t k, double ulp)>& ulp_bound = {}) {
   ctx.Load();
   ctx.SetUpDevice();
   const std::string type = DeviceTypeName(ctx.dev.device_type);
@@ -278,12 +315,21 @@ void RunExact(Context& ctx, const std::string& clause,
       const std::string dtype = ir::ToString(w.dtype);
       const size_t width = w.bytes.size() / w.count();
       size_t wrong = 0, first = 0, subnormal = 0;
+      double worst = 0, worst_allowed = 0;  // the largest error and bound in ulps
       for (size_t k = 0; k < w.count(); ++k) {
         const uint8_t* pw = w.bytes.data() + k * width;
         const uint8_t* pg = g.bytes.data() + k * width;
         if (std::memcmp(pw, pg, width) == 0) continue;
         if (IsNaN(pw, dtype) && IsNaN(pg, dtype)) continue;
         if (zero_sign_free && IsZero(pw, dtype) && IsZero(pg, dtype)) continue;
+        if (ulp_bound && (dtype == "float32" || dtype == "float64")) {
+          double ulp = 0;
+          const double e = UlpError(pg, pw, dtype, &ulp);
+          const double allowed = ulp_bound(kind, k, ulp);
+          worst = std::max(worst, e);
+          worst_allowed = std::max(worst_allowed, allowed);
+          if (e <= allowed) continue;
+        }
         if (wrong++ == 0) first = k;
         // Whether a subnormal input or result is involved (a device that flushes them).
         bool sub = IsSubnormal(pw, dtype);
@@ -293,6 +339,13 @@ void RunExact(Context& ctx, const std::string& clause,
             sub = sub || IsSubnormal(a.bytes.data() + k * aw, ir::ToString(a.dtype));
         }
         if (sub) ++subnormal;
+      }
+      if (ulp_bound && worst > 0) {
+        char line[200];
+        std::snprintf(line, sizeof(line),
+                      "%s: '%s' within %.3g ulp of the IR interpreter's (bound up to %g)",
+                      kind.c_str(), w.name.c_str(), worst, worst_allowed);
+        ctx.Detail(line);
       }
       if (wrong == 0) continue;
       std::string inputs;
@@ -306,7 +359,8 @@ void RunExact(Context& ctx, const std::string& clause,
       }
       Fail(clause + " built by target.build." + kind + " on " + DeviceString(ctx.dev) + ": " +
            std::to_string(wrong) + " of " + std::to_string(w.count()) + " elements of '" + w.name +
-           "' differ from the IR interpreter's; the first, [" + std::to_string(first) + "], is " +
+           "' differ from the IR interpreter's" + BoundText(worst_allowed, worst) +
+           "; the first, [" + std::to_string(first) + "], is " +
            ElementText(g.bytes.data() + first * width, dtype) + " where the IR gives " +
            ElementText(w.bytes.data() + first * width, dtype) +
            (inputs.empty() ? "" : " (inputs: " + inputs + ")") +
@@ -402,6 +456,85 @@ const std::vector<Construct>& ExactIntrinsics() {
       {"sqrt", "sqrt(a), correctly rounded", "sqrt(a[i])", "", Inputs::kAny, false},
   };
   return kFns;
+}
+
+// The inexact intrinsics: each with its inputs' domain and its bound in ulps of the IR
+// interpreter's result (OpenCL C's full-profile bounds: docs/conformance.md).
+struct Inexact {
+  std::string name;
+  std::string expr;
+  double lo, hi;      // inputs uniform in [lo, hi]
+  bool positive_exp;  // instead: positive normal values of every exponent
+  double ulps;        // the bound (OpenCL C's)
+  // The vulkan kind's float32 bound, GLSL's (the Vulkan specification's precision of
+  // SPIR-V's GLSL.std.450): `vk_ulps + vk_per_x * |x|` with x the argument of exp or exp2
+  // (which the specification bounds by 3 + 2|x| ulp), or, where it bounds nothing, lavapipe's
+  // measured error with margin. < 0: the same as `ulps`.
+  double vk_ulps = -1, vk_per_x = 0;
+  double vk_abs = 0;  // and at least this absolute error (sin, cos: 2^-11; log, log2: 2^-21)
+};
+
+const std::vector<Inexact>& InexactIntrinsics() {
+  static const std::vector<Inexact> kFns = {
+      {"exp", "exp(a[i])", -87, 88, false, 3, 3, 2 * 1.4426950408889634},
+      {"exp2", "exp2(a[i])", -125, 127, false, 3, 3, 2},
+      {"log", "log(a[i])", 0, 0, true, 3, 3, 0, 0x1p-21},
+      {"log2", "log2(a[i])", 0, 0, true, 3, 3, 0, 0x1p-21},
+      {"rsqrt", "rsqrt(a[i])", 0, 0, true, 2},
+      {"tanh", "tanh(a[i])", -10, 10, false, 5, 64},
+      {"sigmoid", "sigmoid(a[i])", -20, 20, false, 8, 8, 2 * 1.4426950408889634},
+      {"erf", "erf(a[i])", -4, 4, false, 16},
+      {"sin", "sin(a[i])", -3.14159, 3.14159, false, 4, 4, 0, 0x1p-11},
+      {"cos", "cos(a[i])", -3.14159, 3.14159, false, 4, 4, 0, 0x1p-11},
+      {"pow", "pow(fabs(a[i]) * 0.0625 + 0.001, b[i] * 0.25)", -40, 40, false, 16, 64},
+  };
+  return kFns;
+}
+
+std::vector<uint8_t> DomainElements(Dt t, const Inexact& f, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> bytes(static_cast<size_t>(kElements) * Bytes(t));
+  for (int64_t k = 0; k < kElements; ++k) {
+    double v;
+    if (f.positive_exp) {  // 2^e * [1, 2) over the normal exponents
+      const int lo = t == Dt::kF32 ? -126 : -1022, hi = t == Dt::kF32 ? 127 : 1023;
+      const int e = lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1));
+      v = std::ldexp(1.0 + static_cast<double>(rng() >> 11) * 0x1p-53, e);
+    } else {
+      v = f.lo + (f.hi - f.lo) * (static_cast<double>(rng() >> 11) * 0x1p-53);
+    }
+    if (t == Dt::kF32) {
+      const float x = static_cast<float>(v);
+      std::memcpy(bytes.data() + k * 4, &x, 4);
+    } else {
+      std::memcpy(bytes.data() + k * 8, &v, 8);
+    }
+  }
+  return bytes;
+}
+
+void RunInexact(Context& ctx, const Inexact& f, Dt t, const std::string& clause) {
+  SkipWithoutFloat64(ctx, t);
+  const std::string dtype = IrName(t);
+  const std::string n = std::to_string(kElements);
+  const std::string params = "a: buffer<" + dtype + ">[" + n + "], b: buffer<" + dtype + ">[" + n +
+                             "], c: buffer<" + dtype + ">[" + n + "]";
+  const std::string body = "c[i] = " + f.expr;
+  const uint64_t seed = std::hash<std::string>()(clause) & 0xffffff;
+  const std::vector<runner::CheckArg> args = {
+      Buffer("a", dtype, DomainElements(t, f, seed)),
+      Buffer("b", dtype, DomainElements(t, f, seed + 1)),
+      Buffer("c", dtype, std::vector<uint8_t>(static_cast<size_t>(kElements) * Bytes(t), 0xa5))};
+  const runner::CheckArg& a = args[0];
+  auto bound = [&](const std::string& kind, size_t k, double ulp) {
+    if (kind != "vulkan" || t != Dt::kF32 || f.vk_ulps < 0) return f.ulps;
+    float x;
+    std::memcpy(&x, a.bytes.data() + k * 4, 4);
+    return std::max(f.vk_ulps + f.vk_per_x * std::fabs(static_cast<double>(x)), f.vk_abs / ulp);
+  };
+  RunExact(
+      ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args,
+      /*zero_sign_free=*/false, bound);
 }
 
 // A cast from `from` to `to`: in range, and (float to integer) out of range and NaN, which
@@ -550,8 +683,9 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
   const uint64_t seed = std::hash<std::string>()(clause) & 0xffffff;
   std::vector<runner::CheckArg> args;
   for (const auto& [name, kind] : st.buffers) {
-    if (kind == "a") {
-      args.push_back(Buffer(name, "float32", RandomElements(Dt::kF32, Inputs::kAny, false, seed)));
+    if (kind == "a") {  // normal values: these clauses check the construct, not subnormals
+      const Inexact range{"", "", -8, 8, false, 0};
+      args.push_back(Buffer(name, "float32", DomainElements(Dt::kF32, range, seed)));
     } else if (kind == "x") {
       args.push_back(Buffer(name, "float32", EighthsF32(seed + 1)));
     } else if (kind == "k") {
@@ -595,6 +729,17 @@ void AddConstructTests(std::vector<TestCase>* out) {
                       std::string(c.what) + " on " + IrName(t) +
                           " matches the IR interpreter bit for bit (an exact function)",
                       "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
+    }
+  }
+  for (const Inexact& f : InexactIntrinsics()) {
+    for (Dt t : kFloatDtypes) {
+      const std::string name = "codegen.construct." + f.name + "." + IrName(t);
+      char bound[32];
+      std::snprintf(bound, sizeof(bound), "%g", f.ulps);
+      out->push_back({name,
+                      f.expr + " on " + IrName(t) + " is within " + bound +
+                          " ulp of the IR interpreter's result over its domain",
+                      "", needs, [f, t, name](Context& ctx) { RunInexact(ctx, f, t, name); }});
     }
   }
   for (const Structural& st : Structurals()) {
