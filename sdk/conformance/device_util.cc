@@ -132,4 +132,22 @@ void ExpectBytes(const uint8_t* got, const uint8_t* want, size_t n, const std::s
   Fail(msg + ")");
 }
 
+std::vector<std::string> SetUpKinds(Context& ctx) {
+  ctx.Load();
+  ctx.SetUpDevice();
+  const std::string type = DeviceTypeName(ctx.dev.device_type);
+  std::vector<std::string> kinds = ctx.info.CodegenKinds(type);
+  if (kinds.empty())
+    Skip("the plugin has no code generator for a target kind of device type " + type);
+  return kinds;
+}
+
+Target TargetFor(const Context& ctx, const std::string& kind) {
+  try {
+    return Target::FromDevice(Device(ctx.dev), kind);
+  } catch (const Error& e) {
+    Fail("Target::FromDevice(" + DeviceString(ctx.dev) + ", \"" + kind + "\") failed: " + e.what());
+  }
+}
+
 }  // namespace backplane::conformance

@@ -7,6 +7,7 @@
 
 #include <backplane/c_api.h>
 
+#include <backplane/backplane.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -88,6 +89,13 @@ std::vector<uint8_t> DifferentBytes(const std::vector<uint8_t>& avoid, uint64_t 
 // how many bytes differ and, when given, which other pattern the bad bytes match.
 void ExpectBytes(const uint8_t* got, const uint8_t* want, size_t n, const std::string& what,
                  const uint8_t* old = nullptr, const std::string& old_name = "");
+
+// The code generators for the device's type, after loading the plugin and choosing the
+// device; skips when there is none.
+std::vector<std::string> SetUpKinds(Context& ctx);
+
+// Target::FromDevice(the device under test, kind); fails naming the device and the kind.
+Target TargetFor(const Context& ctx, const std::string& kind);
 
 }  // namespace backplane::conformance
 

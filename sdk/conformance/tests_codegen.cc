@@ -26,25 +26,6 @@ namespace {
 
 bool GpuDevice(const Context& ctx) { return !RunsCpuCode(ctx.dev); }
 
-// The code generators for the device's type, after loading the plugin and choosing the device.
-std::vector<std::string> SetUpKinds(Context& ctx) {
-  ctx.Load();
-  ctx.SetUpDevice();
-  const std::string type = DeviceTypeName(ctx.dev.device_type);
-  std::vector<std::string> kinds = ctx.info.CodegenKinds(type);
-  if (kinds.empty())
-    Skip("the plugin has no code generator for a target kind of device type " + type);
-  return kinds;
-}
-
-Target TargetFor(const Context& ctx, const std::string& kind) {
-  try {
-    return Target::FromDevice(Device(ctx.dev), kind);
-  } catch (const Error& e) {
-    Fail("Target::FromDevice(" + DeviceString(ctx.dev) + ", \"" + kind + "\") failed: " + e.what());
-  }
-}
-
 // The same Target with bounds checks on (docs/codegen-guide.md, "The error channel"), or
 // nothing when the kind declares no `bounds-check` attribute (a third party's kind may not).
 std::optional<Target> BoundsChecked(const Target& t) {

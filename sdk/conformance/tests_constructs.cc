@@ -271,21 +271,10 @@ void RunExact(
     Context& ctx, const std::string& clause, const std::function<std::string(bool gpu)>& text_for,
     const std::vector<runner::CheckArg>& args, bool zero_sign_free,
     const std::function<double(const std::string& kind, size_t k, double ulp)>& ulp_bound = {}) {
-  ctx.Load();
-  ctx.SetUpDevice();
-  const std::string type = DeviceTypeName(ctx.dev.device_type);
-  const std::vector<std::string> kinds = ctx.info.CodegenKinds(type);
-  if (kinds.empty())
-    Skip("the plugin has no code generator for a target kind of device type " + type);
+  const std::vector<std::string> kinds = SetUpKinds(ctx);
   const bool gpu = !RunsCpuCode(ctx.dev);
   for (const std::string& kind : kinds) {
-    Target target;
-    try {
-      target = Target::FromDevice(Device(ctx.dev), kind);
-    } catch (const Error& e) {
-      Fail("Target::FromDevice(" + DeviceString(ctx.dev) + ", \"" + kind +
-           "\") failed: " + e.what());
-    }
+    const Target target = TargetFor(ctx, kind);
     // A device that does not run CPU code gets the kernel bound to blocks and threads, as the
     // catalog's GPU kernels are (codegen.kernel.*).
     const std::string text = text_for(gpu);

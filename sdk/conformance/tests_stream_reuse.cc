@@ -29,12 +29,7 @@ constexpr int kMaxCreates = 64;
 std::string StreamText(bp_stream_t s) { return "stream " + Hex(reinterpret_cast<uintptr_t>(s), 1); }
 
 void ActiveStreamFreed(Context& ctx) {
-  ctx.Load();
-  ctx.SetUpDevice();
-  const std::string type = DeviceTypeName(ctx.dev.device_type);
-  const std::vector<std::string> kinds = ctx.info.CodegenKinds(type);
-  if (kinds.empty())
-    Skip("the plugin has no code generator for a target kind of device type " + type);
+  const std::vector<std::string> kinds = SetUpKinds(ctx);
   if (ctx.api->set_stream == nullptr) Skip("the DeviceAPI has no set_stream");
   const kernels::Case* c = kernels::Find(RunsCpuCode(ctx.dev) ? "vector_add" : "vector_add_gpu");
   if (c == nullptr) Fail("the kernel catalog has no vector_add");
