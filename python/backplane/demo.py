@@ -28,7 +28,9 @@ def kernel_dir() -> str:
 
 def split_functions(ir_text: str) -> Dict[str, str]:
     """The IR text of each function of a file (its header line kept), by name."""
-    header = "# backplane-ir 1\n"
+    # The file's own version line: version 1 reads `-x` as `0 - x` (docs/ir.md, "Versions").
+    version = re.search(r"(?m)^# backplane-ir (\d+)\s*$", ir_text)
+    header = f"# backplane-ir {version.group(1) if version else 1}\n"
     parts = re.split(r"(?m)^(?=func )", ir_text)
     out = {}
     for part in parts[1:]:
