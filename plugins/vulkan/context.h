@@ -107,7 +107,7 @@ struct Device {
   uint32_t atomics = 0;
   // Float controls (Vulkan 1.2 or VK_KHR_shader_float_controls): whether a shader may ask to
   // keep subnormal floats (shaderDenormPreserveFloat32/64); pipelines then do
-  // (WithDenormPreserve, codegen.h).
+  // (WithDenormPreserve, denorm.h).
   bool denorm_preserve32 = false, denorm_preserve64 = false;
   bool float_controls_extension = false;  // enabled when the device is opened (before 1.2)
   std::set<std::string> extensions;

@@ -13,11 +13,12 @@ namespace vulkan {
 
 // `spirv` with the execution mode DenormPreserve for 32-bit floats (and for 64-bit ones when
 // `float64` and the module declares the Float64 capability), its capability and, before
-// SPIR-V 1.4, the SPV_KHR_float_controls extension: the IR keeps subnormal floats, and a device
-// whose float controls offer shaderDenormPreserveFloat32 (Vulkan 1.2) flushes them to zero
-// unless asked (NVIDIA's driver does). The pipeline is made from the result on such devices
-// (module.cc); the saved and cached SPIR-V stays without it. Throws Error(BP_ERR_INTERNAL)
-// for damaged SPIR-V.
+// SPIR-V 1.4, the SPV_KHR_float_controls extension: the IR keeps subnormal floats, and without
+// the mode a device may flush them to zero. Only a device whose float controls offer
+// shaderDenormPreserveFloat32 (Vulkan 1.2) may be asked; its pipelines are made from the
+// result (module.cc), the saved and cached SPIR-V stays without it. (NVIDIA's driver flushes
+// float32 subnormals and offers no way to ask: docs/vulkan.md, "Subnormal floats".) Throws
+// Error(BP_ERR_INTERNAL) for damaged SPIR-V.
 std::vector<uint32_t> WithDenormPreserve(const std::vector<uint32_t>& spirv, bool float64);
 
 }  // namespace vulkan

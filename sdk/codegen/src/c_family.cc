@@ -329,24 +329,16 @@ std::string CFamilyEmitter::FloatMinMax(bool is_max, const std::string& x, const
          ")";
 }
 
-namespace {
-// "float32_to_int32": a FloatToInt helper's suffix.
-std::string FloatToIntSuffix(int from_bits, DType to) {
-  return "f" + std::to_string(from_bits) + "_" + ir::ToString(to);
-}
-}  // namespace
-
 std::string CFamilyEmitter::FloatToInt(const std::string& x, DType from, DType to) {
-  float_to_int_.insert({from.bits, static_cast<int>(to.code) * 256 + to.bits});
-  return "bp_to_" + FloatToIntSuffix(from.bits, to) + "(" + x + ")";
+  const std::string name = "bp_to_f" + std::to_string(from.bits) + "_" + ir::ToString(to);
+  float_to_int_.emplace(name, std::make_pair(from, to));
+  return name + "(" + x + ")";
 }
 
 std::string CFamilyEmitter::NumericHelpers() {
   std::string text;
-  for (const auto& [from_bits, to_key] : float_to_int_) {
-    const DType to = to_key / 256 == static_cast<int>(ir::DTypeCode::kInt) ? ir::Int(to_key % 256)
-                                                                           : ir::UInt(to_key % 256);
-    const DType from = from_bits == 64 ? ir::Float64() : ir::Float32();
+  for (const auto& [name, types] : float_to_int_) {
+    const auto& [from, to] = types;
     const std::string T = TypeName(to), F = TypeName(from);
     std::string body;
     if (to.is_uint()) {
@@ -361,9 +353,8 @@ std::string CFamilyEmitter::NumericHelpers() {
              FloatLiteral(-lim, from) + " ? " + EmitIntLiteral(-max - 1, to) + " : " +
              CastText(T, "x");
     }
-    text += HelperQualifier() + " " + T + " bp_to_" + FloatToIntSuffix(from_bits, to) + "(" + F +
-            " x) {\n  return " + IsNanText("x") + " ? " + CastText(T, "0") + " : " + body +
-            ";\n}\n";
+    text += HelperQualifier() + " " + T + " " + name + "(" + F + " x) {\n  return " +
+            IsNanText("x") + " ? " + CastText(T, "0") + " : " + body + ";\n}\n";
   }
   return text;
 }

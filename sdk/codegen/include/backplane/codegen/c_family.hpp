@@ -238,9 +238,10 @@ class CFamilyEmitter {
   int indent_ = 0;
   std::set<std::string> vector_types_;  // vector type spellings used, for the prelude
   bool uses_floordiv_ = false;
-  std::set<std::pair<int, int>> float_to_int_;  // FloatToInt's (from bits, to dtype code*256+bits)
-  int parallel_depth_ = 0;                      // > 0 inside a parallel loop
-  std::set<const ir::VarNode*> assignable_;     // variables declared with `var`
+  // FloatToInt's helpers used: name -> (from, to).
+  std::map<std::string, std::pair<ir::DType, ir::DType>> float_to_int_;
+  int parallel_depth_ = 0;                         // > 0 inside a parallel loop
+  std::set<const ir::VarNode*> assignable_;        // variables declared with `var`
   std::set<const ir::BufferNode*> shared_allocs_;  // `shared` allocations
   CheckOptions checks_;
   std::vector<FaultSite> sites_;   // of the whole module
