@@ -126,6 +126,7 @@ const CUDADeviceAPI::LaunchLimits& CUDADeviceAPI::Limits(int32_t device_id) {
   limits->threads_per_block = Attribute(device_id, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   limits->shared_optin =
       Attribute(device_id, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  limits->shared_per_block = limits->shared_optin;  // what the launch kit checks
   std::lock_guard<std::mutex> lock(mu_);
   if (d.limits == nullptr) {
     d.limits = std::move(limits);

@@ -3,6 +3,7 @@
 
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/launch/launch.hpp>
 #include <set>
 #include <string>
 
@@ -120,13 +121,11 @@ void CUDAEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string&) {
 }
 
 void CUDAEmitter::EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
-                                       const std::string& name, int64_t count) {
-  const ir::DType t = alloc.buffer.dtype();
-  const int64_t bytes = count * ((t.bits + 7) / 8) * t.lanes;
-  shared_offset_ = (shared_offset_ + 15) / 16 * 16;
-  Line(type + "* " + name + " = reinterpret_cast<" + type + "*>(bp_shared + " +
-       std::to_string(shared_offset_) + ");");
-  shared_offset_ += bytes;
+                                       const std::string& name, int64_t) {
+  auto at = shared_at_.find(&alloc);
+  if (at == shared_at_.end())
+    Fail("shared allocation '" + alloc.buffer.name() + "' was not laid out");
+  Line(type + "* " + name + " = reinterpret_cast<" + type + "*>(bp_shared + " + at->second + ");");
 }
 
 void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
@@ -192,8 +191,31 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   out_.str("");
   const size_t sites_before = sites_.size();
   ++indent_;
-  shared_offset_ = 0;
+  // Every shared array lives in the launch's dynamic shared memory, at the offset of the launch
+  // kit's layout: the constant-sized ones at numbers, those sized at launch after them, at
+  // offsets computed here from the scalar params as the kit computes them on the host.
+  const launch::KernelSignature sig(func, "cuda");
+  shared_at_.clear();
   if (has_shared) Line("extern __shared__ __align__(16) unsigned char bp_shared[];");
+  std::string previous;  // the offset and bytes of the last launch-sized array
+  for (const launch::SharedArray& a : sig.shared()) {
+    if (!a.at_launch()) {
+      shared_at_[a.alloc] = std::to_string(a.offset);
+      continue;
+    }
+    const std::string at = "bp_shared_at" + std::to_string(a.launch_index);
+    const std::string start =
+        previous.empty() ? std::to_string(sig.static_shared_bytes()) + "ull" : previous;
+    Line("const unsigned long long " + at + " = (" + start + " + " +
+         std::to_string(launch::kSharedAlign - 1) + "ull) & ~" +
+         std::to_string(launch::kSharedAlign - 1) + "ull;");
+    std::string bytes = std::to_string(a.elem_bytes) + "ull";
+    for (const ir::Expr& d : a.alloc->buffer->shape) {
+      bytes += " * (unsigned long long)(" + EmitExpr(d) + ")";
+    }
+    previous = at + " + " + bytes;
+    shared_at_[a.alloc] = at;
+  }
   EmitStmt(func.body);
   --indent_;
   const std::string body = out_.str();
@@ -204,7 +226,7 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   Line("extern \"C\" __global__ void " + bounds + k.symbol + "(" + params + ") {");
   out_ << body;
   Line("}");
-  k.dynamic_shared_bytes = shared_offset_;
+  k.dynamic_shared_bytes = static_cast<int64_t>(sig.static_shared_bytes());
   kernels_.push_back(std::move(k));
 }
 

@@ -15,6 +15,7 @@
 
 #include <backplane/codegen/c_family.hpp>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,9 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
 
  private:
   std::vector<KernelInfo> kernels_;
-  int64_t shared_offset_ = 0;  // bytes of dynamic shared memory used so far in this kernel
+  // Where each shared array of the kernel being emitted starts in bp_shared (launch.hpp's
+  // layout): a number, or for one sized at launch the name of the offset computed at the top.
+  std::map<const ir::AllocateNode*, std::string> shared_at_;
 };
 
 }  // namespace cuda

@@ -82,6 +82,8 @@ class CUDAModule : public sdk::KernelModule {
     CUmodule module = nullptr;
     std::vector<CUfunction> functions;
     CUdeviceptr fault = 0;  // the fault record (32 zero bytes), when a kernel has checks
+    // Per kernel, the dynamic shared memory it was let take past 48 KiB (OptInShared).
+    std::vector<uint64_t> shared_allowed;
   };
 
   // "" when the driver can load the module's PTX; else why not, naming both versions. NVRTC
@@ -149,6 +151,7 @@ class CUDAModule : public sdk::KernelModule {
       }
     } rollback{d, l};
     l.functions.assign(data_.kernels.size(), nullptr);
+    l.shared_allowed.assign(data_.kernels.size(), 0);
     for (size_t i = 0; i < data_.kernels.size(); ++i) {
       const KernelInfo& k = data_.kernels[i];
       Check(d.cuModuleGetFunction(&l.functions[i], l.module, k.symbol.c_str()),
@@ -167,11 +170,30 @@ class CUDAModule : public sdk::KernelModule {
                 return "kernel '" + k.name + "' needs " + std::to_string(k.dynamic_shared_bytes) +
                        " bytes of shared memory; cuFuncSetAttribute";
               });
+        l.shared_allowed[i] = static_cast<uint64_t>(k.dynamic_shared_bytes);
       }
     }
     rollback.armed = false;
     loaded_[static_cast<size_t>(device_id)] = std::move(l);
     return loaded_[static_cast<size_t>(device_id)].functions[index];
+  }
+
+  // Lets kernel `index` on `device_id` (loaded: `fn`) take `bytes` of dynamic shared memory, if
+  // an earlier launch there did not allow as much already.
+  void OptInShared(CUDADeviceAPI* api, int32_t device_id, size_t index, CUfunction fn,
+                   uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<uint64_t>& allowed = loaded_[static_cast<size_t>(device_id)].shared_allowed;
+    if (allowed.size() <= index) allowed.resize(data_.kernels.size(), 0);
+    if (allowed[index] >= bytes) return;
+    const KernelInfo& k = data_.kernels[index];
+    Check(api->driver().cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           static_cast<int>(bytes)),
+          [&] {
+            return "kernel '" + k.name + "' needs " + std::to_string(bytes) +
+                   " bytes of shared memory at this launch; cuFuncSetAttribute";
+          });
+    allowed[index] = bytes;
   }
 
   // The fault record of the module on `device_id` (after Kernel loaded the module there).
@@ -184,7 +206,9 @@ class CUDAModule : public sdk::KernelModule {
   // launch kit reads it: parameter kinds, launch axes, written buffers.
   static void CheckTable(const KernelInfo& k, const launch::KernelSignature& sig) {
     bool same = k.arg_types.size() == sig.num_params() &&
-                k.launch_params.size() == sig.axes().size() && k.written.size() == sig.num_params();
+                k.launch_params.size() == sig.axes().size() &&
+                k.written.size() == sig.num_params() &&
+                k.dynamic_shared_bytes == static_cast<int64_t>(sig.static_shared_bytes());
     for (size_t i = 0; same && i < sig.num_params(); ++i) {
       const launch::ParamKind kind = sig.param(i);
       same = (kind == launch::ParamKind::kBuffer ? "handle" : launch::ToString(kind)) ==
@@ -197,8 +221,8 @@ class CUDAModule : public sdk::KernelModule {
     if (!same) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   "cuda module: the function table's kernel '" + k.name +
-                      "' does not match the module's IR (parameters, launch axes or written "
-                      "buffers); the module is damaged, rebuild it");
+                      "' does not match the module's IR (parameters, launch axes, written "
+                      "buffers or shared memory); the module is damaged, rebuild it");
     }
   }
 
@@ -240,13 +264,6 @@ class CUDAModule : public sdk::KernelModule {
     launch::Bind(sig, args, api->device_type(), backend, &b);
     if (b.empty) return;  // an empty grid: nothing runs
     const DLDevice device = b.device;
-    const CUDADeviceAPI::LaunchLimits& limits = api->Limits(device.device_id);
-    if (k.dynamic_shared_bytes > limits.shared_optin) {
-      throw Error(BP_ERR_INVALID_ARGUMENT,
-                  "cuda kernel '" + k.name + "' needs " + std::to_string(k.dynamic_shared_bytes) +
-                      " bytes of shared memory; " + sdk::DeviceString(device) + " gives a block " +
-                      "at most " + std::to_string(limits.shared_optin) + "; use smaller tiles");
-    }
     const size_t num_params = sig.num_params();
     addresses.resize(num_params);
     pointers.resize(num_params);
@@ -266,6 +283,11 @@ class CUDAModule : public sdk::KernelModule {
                                static_cast<unsigned>(b.block[2])};
     api->Activate(device);
     CUfunction fn = Kernel(api, device.device_id, index);
+    // Bind checked the shared memory against the device's opt-in limit; past the 48 KiB every
+    // kernel may have, the function must opt in to this launch's size.
+    if (b.shared_bytes > static_cast<uint64_t>(kStaticSharedLimit)) {
+      OptInShared(api, device.device_id, index, fn, b.shared_bytes);
+    }
     CUstream stream = api->ActiveStream(device);
     // A kernel with run-time checks gets the record last; one such launch at a time per
     // module, which waits for the kernel and reads the record (docs/codegen-guide.md).
@@ -281,24 +303,23 @@ class CUDAModule : public sdk::KernelModule {
     auto launch_part = [&](const int64_t part[3]) {
       const unsigned grid[3] = {static_cast<unsigned>(part[0]), static_cast<unsigned>(part[1]),
                                 static_cast<unsigned>(part[2])};
-      Check(
-          api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                       static_cast<unsigned>(k.dynamic_shared_bytes), stream,
-                                       pointers.empty() ? nullptr : pointers.data(), nullptr),
-          [&] {
-            std::string m = "cuLaunchKernel of '" + k.name + "' with grid (" +
-                            std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
-                            std::to_string(grid[2]) + ") and block (" + std::to_string(block[0]) +
-                            ", " + std::to_string(block[1]) + ", " + std::to_string(block[2]) +
-                            ") on " + sdk::DeviceString(device);
-            if (b.split) {
-              m += ", the part from block (" + std::to_string(offsets[0]) + ", " +
-                   std::to_string(offsets[1]) + ", " + std::to_string(offsets[2]) +
-                   ") of a grid of (" + std::to_string(b.grid[0]) + ", " +
-                   std::to_string(b.grid[1]) + ", " + std::to_string(b.grid[2]) + ") blocks";
-            }
-            return m;
-          });
+      Check(api->driver().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1],
+                                         block[2], static_cast<unsigned>(b.shared_bytes), stream,
+                                         pointers.empty() ? nullptr : pointers.data(), nullptr),
+            [&] {
+              std::string m = "cuLaunchKernel of '" + k.name + "' with grid (" +
+                              std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+                              std::to_string(grid[2]) + ") and block (" + std::to_string(block[0]) +
+                              ", " + std::to_string(block[1]) + ", " + std::to_string(block[2]) +
+                              ") on " + sdk::DeviceString(device);
+              if (b.split) {
+                m += ", the part from block (" + std::to_string(offsets[0]) + ", " +
+                     std::to_string(offsets[1]) + ", " + std::to_string(offsets[2]) +
+                     ") of a grid of (" + std::to_string(b.grid[0]) + ", " +
+                     std::to_string(b.grid[1]) + ", " + std::to_string(b.grid[2]) + ") blocks";
+              }
+              return m;
+            });
     };
     if (!b.split) {
       launch_part(b.grid);  // the common case: one launch, offsets 0

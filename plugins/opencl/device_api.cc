@@ -185,6 +185,12 @@ void OpenCLDeviceAPI::Enumerate() {
       group = 1;
     }
     d.limits.threads_per_block = static_cast<int64_t>(group);
+    cl_ulong local_mem = 0;  // unknown: no limit here, the driver refuses the launch itself
+    if (clGetDeviceInfo(d.id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(local_mem), &local_mem, nullptr) ==
+        CL_SUCCESS) {
+      d.limits.shared_per_block =
+          static_cast<int64_t>(std::min<cl_ulong>(local_mem, static_cast<cl_ulong>(INT64_MAX)));
+    }
     std::vector<size_t> items;
     if (clGetDeviceInfo(d.id, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS, sizeof(dims), &dims, nullptr) ==
         CL_SUCCESS) {

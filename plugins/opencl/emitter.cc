@@ -3,6 +3,7 @@
 
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/launch/launch.hpp>
 #include <map>
 #include <sstream>
 #include <string>
@@ -203,6 +204,8 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
   std::vector<const ir::AllocateNode*> shared;
   const ir::Stmt body = HoistShared(func.body, &shared);
   std::map<std::string, const ir::AllocateNode*> seen;
+  const launch::KernelSignature sig(func, "opencl");
+  std::vector<std::string> local_params(sig.num_launch_sized());
   for (const ir::AllocateNode* a : shared) {
     shared_allocs_.insert(a->buffer.get());  // its atomics address __local memory
     const std::string name = Name(a->buffer.name());
@@ -210,10 +213,19 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
       Fail("two shared allocations are named '" + a->buffer.name() +
            "'; OpenCL declares them all at the kernel's top, so give them distinct names");
     }
-    const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/true);
-    Line(StorageQualifier(ir::StorageScope::kShared) + TypeName(StorageType(a->buffer.dtype())) +
-         " " + name + "[" + std::to_string(count) + "];");
+    const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/false);
+    const std::string type = TypeName(StorageType(a->buffer.dtype()));
+    if (count < 0) {
+      // Sized at launch: a __local pointer argument after the params, in the launch kit's
+      // order (SharedArray::launch_index), whose size the launch sets (clSetKernelArg).
+      const int at = sig.shared()[static_cast<size_t>(sig.SharedIndex(a))].launch_index;
+      local_params[static_cast<size_t>(at)] = "__local " + type + "* restrict " + name;
+      continue;
+    }
+    Line(StorageQualifier(ir::StorageScope::kShared) + type + " " + name + "[" +
+         std::to_string(count) + "];");
   }
+  for (const std::string& l : local_params) params += (params.empty() ? "" : ", ") + l;
   EmitStmt(body);
   --indent_;
   const std::string text = out_.str();

@@ -183,8 +183,9 @@ class OpenCLModule : public sdk::KernelModule {
       std::memcpy(&bits, value, size);  // size <= 8: scalars, cl_mem, offsets
       if (index >= state.last.size()) state.last.resize(index + 1);
       KernelState::Arg& last = state.last[index];
-      if (last.size != size || last.bits != bits) {
+      if (last.local || last.size != size || last.bits != bits) {
         last.size = 0;  // unknown until the call succeeds
+        last.local = false;
         const cl_int err = clSetKernelArg(kernel, index, size, value);
         if (err != CL_SUCCESS) {
           Check(err, "clSetKernelArg(" + k.cl_name + ", " + std::to_string(index) + ")");
@@ -212,6 +213,28 @@ class OpenCLModule : public sdk::KernelModule {
       } else {
         set(b.scalar(i).bytes, &b.scalar(i).raw);
       }
+    }
+    // The shared arrays sized at launch: one __local argument each, after the params, of the
+    // bytes this call gives it (OpenCL refuses a size of 0: an empty array gets one element).
+    for (size_t i = 0; i < k.sig.shared().size(); ++i) {
+      const launch::SharedArray& a = k.sig.shared()[i];
+      if (!a.at_launch()) continue;
+      const size_t bytes =
+          static_cast<size_t>(std::max<uint64_t>(b.shared_elements[i], 1) * a.elem_bytes);
+      if (index >= state.last.size()) state.last.resize(index + 1);
+      KernelState::Arg& last = state.last[index];
+      if (!last.local || last.size != bytes) {
+        last.size = 0;
+        const cl_int err = clSetKernelArg(kernel, index, bytes, nullptr);
+        if (err != CL_SUCCESS) {
+          Check(err, "clSetKernelArg(" + k.cl_name + ", " + std::to_string(index) + ", " +
+                         std::to_string(bytes) + " bytes of __local memory for '" +
+                         a.alloc->buffer.name() + "')");
+        }
+        last.size = bytes;
+        last.local = true;
+      }
+      ++index;
     }
     cl_mem record = nullptr;
     if (k.faults) {
@@ -272,6 +295,7 @@ class OpenCLModule : public sdk::KernelModule {
     struct Arg {
       size_t size = 0;  // 0: not set (or the last set failed)
       uint64_t bits = 0;
+      bool local = false;  // a __local array of `size` bytes, not a value
     };
     cl_kernel kernel = nullptr;
     std::vector<Arg> last;

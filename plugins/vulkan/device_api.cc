@@ -411,6 +411,7 @@ class Context {
         d->launch_limits.block[axis] = lim.maxComputeWorkGroupSize[axis];
       }
       d->launch_limits.threads_per_block = lim.maxComputeWorkGroupInvocations;
+      d->launch_limits.shared_per_block = lim.maxComputeSharedMemorySize;
       devices_.push_back(std::move(d));
     }
     if (devices_.empty()) {

@@ -24,19 +24,24 @@ namespace {
 // Words GLSL reserves beyond C's (the base renames C's): an IR name that is one gets a suffix.
 const std::set<std::string>& GlslReservedWords() {
   static const std::set<std::string> kWords = {
-      "attribute", "varying",   "buffer",     "shared",    "coherent",      "readonly",
-      "writeonly", "resource",  "layout",     "centroid",  "flat",          "smooth",
-      "patch",     "sample",    "subroutine", "in",        "out",           "inout",
-      "uniform",   "invariant", "precise",    "discard",   "lowp",          "mediump",
-      "highp",     "precision", "common",     "partition", "active",        "input",
-      "output",    "filter",    "image",      "superp",    "noperspective", "noinline",
-      "vec2",      "vec3",      "vec4",       "ivec2",     "ivec3",         "ivec4",
-      "uvec2",     "uvec3",     "uvec4",      "bvec2",     "bvec3",         "bvec4",
-      "dvec2",     "dvec3",     "dvec4",      "mat2",      "mat3",          "mat4",
-      "dmat2",     "dmat3",     "dmat4",      "sampler",   "texture",       "atomic_uint",
-      "dot",       "cross",     "length",     "distance",  "normalize",     "mix",
-      "step",      "clamp",     "sign",       "fract",     "mod",           "barrier",
-      "int64_t",   "uint64_t",  "float64_t",  "double",    "uint"};
+      "attribute", "varying", "buffer", "shared", "coherent", "readonly", "writeonly", "resource",
+      "layout", "centroid", "flat", "smooth", "patch", "sample", "subroutine", "in", "out", "inout",
+      "uniform", "invariant", "precise", "discard", "lowp", "mediump", "highp", "precision",
+      "common", "partition", "active", "input", "output", "filter", "image", "superp",
+      "noperspective", "noinline", "vec2", "vec3", "vec4", "ivec2", "ivec3", "ivec4", "uvec2",
+      "uvec3", "uvec4", "bvec2", "bvec3", "bvec4", "dvec2", "dvec3", "dvec4", "mat2", "mat3",
+      "mat4", "dmat2", "dmat3", "dmat4", "sampler", "texture", "atomic_uint", "dot", "cross",
+      "length", "distance", "normalize", "mix", "step", "clamp", "sign", "fract", "mod", "barrier",
+      "int64_t", "uint64_t", "float64_t", "double", "uint",
+      // Reserved for future use (GLSL 4.60, 3.6), beyond C's.
+      "fixed", "external", "interface", "hvec2", "hvec3", "hvec4", "fvec2", "fvec3", "fvec4",
+      "cast", "sampler3DRect", "demote", "float16_t", "float32_t",
+      // Built-in functions the emitted code calls: a variable of that name would hide them.
+      "isnan", "isinf", "roundEven", "inversesqrt", "exp2", "log2", "atanh", "findMSB",
+      "floatBitsToUint", "uintBitsToFloat", "floatBitsToInt", "intBitsToFloat", "packDouble2x32",
+      "unpackDouble2x32", "atomicAdd", "atomicMin", "atomicMax", "atomicCompSwap", "atomicExchange",
+      "groupMemoryBarrier", "memoryBarrier", "memoryBarrierShared", "memoryBarrierBuffer", "ldexp",
+      "frexp"};
   return kWords;
 }
 
@@ -195,6 +200,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // allocation, and the statement where the IR allocates it becomes a comment.
   std::string StorageQualifier(ir::StorageScope scope) override {
     return scope == ir::StorageScope::kShared ? "// shared, declared at global scope: " : "";
+  }
+  void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string&,
+                            const std::string& name, int64_t count) override {
+    Line("// shared, declared at global scope: " + name + " (" +
+         (count < 0 ? std::string("sized at launch") : std::to_string(count) + " elements") + ", " +
+         ir::ToString(alloc.buffer.dtype()) + ")");
   }
 
   // float32 division correctly rounded, as the IR says: Vulkan lets OpFDiv be 2.5 ulp off
@@ -753,10 +764,18 @@ class GlslEmitter : public codegen::CFamilyEmitter {
         layout.local_size[axis] = static_cast<uint32_t>(extent->value);
       } else if (const auto* a = s.As<ir::AllocateNode>()) {
         if (a->scope != ir::StorageScope::kShared) return;
-        const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/true);
+        const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/false);
         const std::string name = Name(a->buffer.name());
-        const std::string decl = "shared " + TypeName(a->buffer.dtype()) + " " + name + "[" +
-                                 std::to_string(count) + "];";
+        std::string decl = "shared " + TypeName(a->buffer.dtype()) + " " + name + "[" +
+                           std::to_string(count) + "];";
+        if (count < 0) {
+          // Sized at launch: the length is a specialization constant, id = the launch kit's
+          // launch_index, which the module sets when it makes the pipeline for a size.
+          const int id = sig.shared()[static_cast<size_t>(sig.SharedIndex(a))].launch_index;
+          const std::string len = "bp_shared_len" + std::to_string(id);
+          decl = "layout(constant_id = " + std::to_string(id) + ") const uint " + len +
+                 " = 1u;\nshared " + TypeName(a->buffer.dtype()) + " " + name + "[" + len + "];";
+        }
         auto [it, added] = shared.emplace(name, decl);
         if (!added && it->second != decl) {
           Fail("two shared allocations are called '" + a->buffer.name() +

@@ -175,7 +175,10 @@ struct Pipeline {
   VkShaderModule shader = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
-  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;  // null for a kernel with shared arrays sized at launch
+  // For a kernel with shared arrays sized at launch, a pipeline per set of their lengths (the
+  // specialization constants), made on first use.
+  std::map<std::vector<uint32_t>, VkPipeline> sized;
   VkDescriptorPool pool = VK_NULL_HANDLE;
   VkDescriptorSet set = VK_NULL_HANDLE;
   // What `set` holds, and the device's FreedCount when it was written: a call binding the
@@ -189,6 +192,7 @@ struct Pipeline {
   void Destroy(VkDevice dev) {
     if (pool != VK_NULL_HANDLE) vkDestroyDescriptorPool(dev, pool, nullptr);
     if (pipeline != VK_NULL_HANDLE) vkDestroyPipeline(dev, pipeline, nullptr);
+    for (auto& [lengths, sized_pipeline] : sized) vkDestroyPipeline(dev, sized_pipeline, nullptr);
     if (layout != VK_NULL_HANDLE) vkDestroyPipelineLayout(dev, layout, nullptr);
     if (set_layout != VK_NULL_HANDLE) vkDestroyDescriptorSetLayout(dev, set_layout, nullptr);
     if (shader != VK_NULL_HANDLE) vkDestroyShaderModule(dev, shader, nullptr);
@@ -270,6 +274,41 @@ class VulkanModule : public sdk::KernelModule {
   }
 
  private:
+  // A compute pipeline of kernel `k` (whose shader and layout `p` holds) on the device of `s`,
+  // with `lengths` as specialization constants 0, 1, ...: the lengths of its shared arrays
+  // sized at launch (emitter.cc).
+  static VkPipeline MakePipeline(const CompiledKernel& k, const Pipeline& p, DeviceScope& s,
+                                 const std::vector<uint32_t>& lengths) {
+    std::vector<VkSpecializationMapEntry> entries(lengths.size());
+    for (size_t j = 0; j < lengths.size(); ++j) {
+      entries[j].constantID = static_cast<uint32_t>(j);
+      entries[j].offset = static_cast<uint32_t>(j * sizeof(uint32_t));
+      entries[j].size = sizeof(uint32_t);
+    }
+    VkSpecializationInfo spec{};
+    spec.mapEntryCount = static_cast<uint32_t>(entries.size());
+    spec.pMapEntries = entries.data();
+    spec.dataSize = lengths.size() * sizeof(uint32_t);
+    spec.pData = lengths.data();
+    VkComputePipelineCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = p.shader;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = lengths.empty() ? nullptr : &spec;
+    ci.layout = p.layout;
+    // A grid over maxComputeWorkGroupCount is dispatched in parts (Launch), each from its base.
+    if (s.properties().apiVersion >= VK_API_VERSION_1_1) {
+      ci.flags |= VK_PIPELINE_CREATE_DISPATCH_BASE_BIT;
+    }
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    Check(vkCreateComputePipelines(s.device(), s.PipelineCache(), 1, &ci, nullptr, &pipeline),
+          "vkCreateComputePipelines for kernel '" + k.layout.name + "'");
+    s.SavePipelineCache();
+    return pipeline;
+  }
+
   // Makes kernel i's objects on the device of `s`.
   Pipeline Create(size_t i, DeviceScope& s) {
     const CompiledKernel& k = kernels_[i];
@@ -307,20 +346,7 @@ class VulkanModule : public sdk::KernelModule {
       pli.pushConstantRangeCount = k.layout.push_size > 0 ? 1 : 0;
       pli.pPushConstantRanges = &range;
       Check(vkCreatePipelineLayout(dev, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
-      VkComputePipelineCreateInfo ci{};
-      ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
-      ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-      ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-      ci.stage.module = p.shader;
-      ci.stage.pName = "main";
-      ci.layout = p.layout;
-      // A grid over maxComputeWorkGroupCount is dispatched in parts (Launch), each from its base.
-      if (s.properties().apiVersion >= VK_API_VERSION_1_1) {
-        ci.flags |= VK_PIPELINE_CREATE_DISPATCH_BASE_BIT;
-      }
-      Check(vkCreateComputePipelines(dev, s.PipelineCache(), 1, &ci, nullptr, &p.pipeline),
-            "vkCreateComputePipelines for kernel '" + k.layout.name + "'");
-      s.SavePipelineCache();
+      if (sigs_[i].num_launch_sized() == 0) p.pipeline = MakePipeline(k, p, s, {});
       if (!bindings.empty()) {
         VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                   static_cast<uint32_t>(bindings.size())};
@@ -443,8 +469,26 @@ class VulkanModule : public sdk::KernelModule {
       }
       s.CheckStatus();  // an earlier kernel's error, found since, is raised before more work
       std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);
-      if (per_device[i].pipeline == VK_NULL_HANDLE) per_device[i] = Create(i, s);
+      if (per_device[i].shader == VK_NULL_HANDLE) per_device[i] = Create(i, s);
       Pipeline& p = per_device[i];
+      VkPipeline pipeline = p.pipeline;
+      if (sig.num_launch_sized() > 0) {
+        // The lengths of the shared arrays sized at launch (at least 1: a specialization
+        // constant sizes a GLSL array); one pipeline per set of lengths, kept.
+        std::vector<uint32_t> lengths(sig.num_launch_sized(), 1);
+        for (size_t j = 0; j < sig.shared().size(); ++j) {
+          const launch::SharedArray& a = sig.shared()[j];
+          if (!a.at_launch()) continue;
+          // Bind kept the array within maxComputeSharedMemorySize bytes: it fits a uint32.
+          lengths[static_cast<size_t>(a.launch_index)] =
+              static_cast<uint32_t>(std::max<uint64_t>(bound.shared_elements[j], 1));
+        }
+        auto found = p.sized.find(lengths);
+        if (found == p.sized.end()) {
+          found = p.sized.emplace(lengths, MakePipeline(k, p, s, lengths)).first;
+        }
+        pipeline = found->second;
+      }
       std::vector<VkDescriptorBufferInfo> infos(l.bindings.size());
       for (size_t j = 0; j < l.bindings.size(); ++j) {
         const launch::BufferArg& arg = bound.buffer(static_cast<size_t>(l.bindings[j]));
@@ -494,7 +538,7 @@ class VulkanModule : public sdk::KernelModule {
         p.bound_freed = s.FreedCount();
       }
       p.last_use = s.Submit([&](VkCommandBuffer cmd) {
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
         if (p.set != VK_NULL_HANDLE) {
           vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0,
                                   nullptr);

@@ -309,6 +309,7 @@ void RunExact(
     for (size_t b = 0; b < want.size(); ++b) {
       const runner::CheckArg& w = want[b];
       const runner::CheckArg& g = got[b];
+      if (!w.is_buffer) continue;  // a scalar argument: nothing comes back
       const std::string dtype = ir::ToString(w.dtype);
       const size_t width = w.bytes.size() / w.count();
       size_t wrong = 0, first = 0, subnormal = 0;
@@ -594,7 +595,7 @@ struct Structural {
   std::string gpu_text;  // a whole GPU kernel instead of the per-element body ("": none)
   // What each buffer holds: 'a' normal float32 values in [-8, 8], 'x' float32 multiples of
   // 1/8 (EighthsF32), 'k' int32 in [-1000, 1000], '0' zeros of `dtype` (atomic min and max
-  // start from zero too).
+  // start from zero too), 'n' an int32 scalar whose value is `count`.
   struct Spec {
     std::string name;
     char fill;
@@ -665,6 +666,28 @@ const std::vector<Structural>& Structurals() {
            "      c[bx * 64 + tx] = sh[63 - tx] - sh[floormod(tx + 1, 64)]\n"
            "    }\n  }\n",
        {{"a", 'a'}, {"c", '0'}}},
+      {"shared.sized_at_launch",
+       "shared memory sized by a scalar argument of the call, w x 64 elements a block "
+       "(docs/ir.md, \"Shared memory sized at launch\"; GPU code)",
+       "w: int32, a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "",
+       "gpu",
+       "",
+       "  for bx in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+           ") {\n"
+           "    for tx in thread(threadIdx.x, 0, 64) {\n"
+           "      alloc sh: float32[w, 64] shared\n"
+           "      for r in serial(0, w) {\n"
+           "        sh[r, tx] = a[bx * 64 + tx] * float32(r + 1)\n"
+           "      }\n"
+           "      barrier\n"
+           "      var s: float32 = 0.0\n"
+           "      for r2 in serial(0, w) {\n"
+           "        s += sh[r2, 63 - tx]\n"
+           "      }\n"
+           "      c[bx * 64 + tx] = s\n"
+           "    }\n  }\n",
+       {{"w", 'n', "int32", 5}, {"a", 'a'}, {"c", '0'}}},
   };
   return kAll;
 }
@@ -707,6 +730,14 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
       case 'k':
         args.push_back(Buffer(b.name, "int32", SmallI32(seed + 2)));
         break;
+      case 'n': {  // an int32 scalar: `count`
+        runner::CheckArg scalar;
+        scalar.name = b.name;
+        scalar.dtype = ir::Int32();
+        scalar.i = b.count;
+        args.push_back(scalar);
+        break;
+      }
       default:
         args.push_back(Filled(b.name, b.dtype, static_cast<size_t>(b.count), 0));
     }

@@ -113,6 +113,27 @@ TEST(IrVerify, SharedAllocationOutsideAThreadBoundRegion) {
                  "allocate it inside the kernel in `alloc t: float32[4] shared`"});
 }
 
+// A shared array is one per block, sized before its threads run: from scalar params or host
+// values (then at launch), never from a value of one thread.
+TEST(IrVerify, SharedAllocationSizedInsideItsRegion) {
+  EXPECT_EQ(ErrorsOf("func f(n: int32, a: buffer<int32>[4]) {\n  for b in thread(blockIdx.x, 0, "
+                     "4) {\n    for t in thread(threadIdx.x, 0, 4) {\n      alloc s: float32[t "
+                     "+ n] shared\n      alloc u: float32[a[0]] shared\n    }\n  }\n}\n"),
+            (Msgs{"in function 'f': shared allocation of 's' is sized by variable 't', defined "
+                  "inside its region: a block's shared memory is sized before its threads run; "
+                  "size it from scalar params or values computed outside the thread-bound loops "
+                  "in `alloc s: float32[t + n] shared ... }`",
+                  "in function 'f': shared allocation of 'u' is sized by a load of 'a': a "
+                  "block's shared memory is sized before its threads run; size it from scalar "
+                  "params or values computed outside the thread-bound loops in `alloc u: "
+                  "float32[a[0]] shared`"}));
+  // Sized by a param and by a host variable: fine.
+  EXPECT_EQ(
+      ErrorsOf("func g(n: int32) {\n  let k: int32 = n * 2\n  for t in thread(threadIdx.x, 0, "
+               "4) {\n    alloc s: float32[n, k] shared\n  }\n}\n"),
+      Msgs{});
+}
+
 TEST(IrVerify, CallPackedInsideAThreadBoundRegion) {
   EXPECT_EQ(ErrorsOf("func k(a: buffer<float32>[64]) {\n  for tx in thread(threadIdx.x, 0, 64) "
                      "{\n    call_packed(\"blas.sgemm\", a)\n  }\n}\n"),

@@ -420,6 +420,152 @@ TEST_P(IrFeatures, AnAtomicOutOfBoundsIsAnError) {
       << message;
 }
 
+// Shared memory sized at launch (issue 21, item 6): a block's arrays `tile` [n, 64] and `cnt`
+// [m] take their sizes from the scalar arguments of each call, after a constant-sized array
+// (`fixed`); the threads exchange values through them across a barrier. Run with two sizes in
+// a row (vulkan: a pipeline per size; opencl: __local arguments of each call's size; cuda:
+// offsets computed in the kernel as the launch kit lays them out) against the interpreter,
+// from a module saved and loaded again.
+const char* const kSharedAtLaunch =
+    "func tiles(n: int32, m: int32, x: buffer<float32>[n * 256], y: buffer<float32>[n * 256], "
+    "h: buffer<int32>[m * 4]) {\n"
+    "  for b in thread(blockIdx.x, 0, 4) {\n"
+    "    for t in thread(threadIdx.x, 0, 64) {\n"
+    "      alloc fixed: float32[64] shared\n"
+    "      alloc tile: float32[n, 64] shared\n"
+    "      alloc cnt: int32[m] shared\n"
+    "      fixed[t] = float32(t) * 0.5\n"
+    "      for j in serial(0, n) {\n"
+    "        tile[j, t] = x[(b * n + j) * 64 + t]\n"
+    "      }\n"
+    "      if (t < m) {\n"
+    "        cnt[t] = 0\n"
+    "      }\n"
+    "      barrier\n"
+    "      for j2 in serial(0, n) {\n"
+    "        y[(b * n + j2) * 64 + t] = tile[n - 1 - j2, 63 - t] * 2.0 + fixed[63 - t]\n"
+    "      }\n"
+    "      atomic_add(cnt[floormod(t * 7 + b, m)], t + 1)\n"
+    "      barrier\n"
+    "      if (t < m) {\n"
+    "        h[b * m + t] = cnt[t]\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+// Calls `func` of `m` on `dev` with scalars `ints` first and then `bufs` (1-D tensors).
+std::vector<Buf> CallWithScalars(const Module& m, const std::string& func, Device dev,
+                                 const std::vector<int64_t>& ints, std::vector<Buf> bufs) {
+  std::vector<Tensor> tensors;
+  std::vector<bp_value_t> values;
+  for (int64_t i : ints) {
+    bp_value_t v{};
+    v.type = BP_VALUE_INT;
+    v.u.v_int64 = i;
+    values.push_back(v);
+  }
+  for (const Buf& b : bufs) {
+    tensors.push_back(Tensor::Empty({b.Elements()}, b.dtype, dev));
+    tensors.back().CopyFromBytes(b.bits.data(), b.bits.size() * 4);
+  }
+  for (const Tensor& t : tensors) {
+    bp_value_t v{};
+    v.type = BP_VALUE_TENSOR;
+    v.u.v_tensor = t.dl();
+    values.push_back(v);
+  }
+  m.GetFunction(func).CallPacked(values.data(), static_cast<int32_t>(values.size()));
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    tensors[k].CopyToBytes(bufs[k].bits.data(), bufs[k].bits.size() * 4);
+  }
+  return bufs;
+}
+
+TEST_P(IrFeatures, SharedMemorySizedAtLaunch) {
+  const std::string kind = GetParam();
+  if (kind == "c") GTEST_SKIP() << "CPU code has no shared memory";
+  if (kind == "cuda") ExpectPtxasAccepts(kSharedAtLaunch, "tiles");
+  Device dev(DLDevice{kDLCPU, 0});
+  if (!Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
+  const ir::IRModule reference = ir::Parse(kSharedAtLaunch);
+  for (const char* options : {"", " -bounds-check"}) {
+    SCOPED_TRACE(kind + options);
+    const Module built = backplane::Build(kSharedAtLaunch, Target::Parse(kind + options));
+    // Saved and loaded again: the sizes come from the kernel's IR, which the module keeps.
+    const Module m = Module::LoadFromBytes(built.SaveToBytes());
+    std::mt19937 rng(6);
+    std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+    // Two sizes and then the first again: each launch takes its own.
+    for (const auto& [n, mm] : std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {7, 64}, {3, 5}}) {
+      SCOPED_TRACE("n = " + std::to_string(n) + ", m = " + std::to_string(mm));
+      std::vector<float> x(static_cast<size_t>(n * 256));
+      for (float& v : x) v = dist(rng);
+      const std::vector<Buf> args = {Floats(x), Floats(std::vector<float>(x.size(), 0.0f)),
+                                     Ints(std::vector<int32_t>(static_cast<size_t>(mm * 4), -1))};
+      const std::vector<Buf> got = CallWithScalars(m, "tiles", dev, {n, mm}, args);
+      std::vector<Buf> want = args;
+      std::vector<int64_t> shapes;
+      shapes.reserve(want.size());
+      std::vector<ir::ArgView> views = {ir::IntArg(n), ir::IntArg(mm)};
+      for (Buf& b : want) {
+        shapes.push_back(b.Elements());
+        views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), 1, &shapes.back()));
+      }
+      ir::Interpreter(reference).Run("tiles", views);
+      for (size_t k = 0; k < want.size(); ++k) {
+        EXPECT_EQ(got[k].bits, want[k].bits) << "buffer " << k << " differs from the interpreter's";
+      }
+      // The counts are the sums of t + 1 over the threads whose slot it is, in each block.
+      int64_t total = 0;
+      for (int64_t i = 0; i < mm * 4; ++i) total += static_cast<int32_t>(got[2].bits[i]);
+      EXPECT_EQ(total, 4 * (64 * 65 / 2));
+    }
+  }
+}
+
+// A launch whose shared arrays do not fit a block, or whose size is negative, is refused with a
+// message that names the array, its size and the device's limit; the module still runs after.
+TEST_P(IrFeatures, SharedMemorySizedAtLaunchIsCheckedAgainstTheDevice) {
+  const std::string kind = GetParam();
+  Device dev(DLDevice{kDLCPU, 0});
+  if (kind == "c" || !Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
+  const std::string text =
+      "func big(n: int32, y: buffer<float32>[64]) {\n"
+      "  for t in thread(threadIdx.x, 0, 64) {\n"
+      "    alloc s: float32[n] shared\n"
+      "    s[floormod(t, n)] = float32(t)\n"
+      "    barrier\n"
+      "    y[t] = s[floormod(63 - t, n)]\n"
+      "  }\n"
+      "}\n";
+  Module m = backplane::Build(text, Target::Parse(kind));
+  auto message = [&](int64_t n) {
+    try {
+      CallWithScalars(m, "big", dev, {n}, {Floats(std::vector<float>(64, 0.0f))});
+    } catch (const backplane::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string huge = message(int64_t{1} << 28);
+  EXPECT_NE(huge.find("shared allocation 's' (float32 with n = 268435456) takes 1073741824 "
+                      "bytes at this launch"),
+            std::string::npos)
+      << huge;
+  EXPECT_NE(huge.find("more than a block of " + kind), std::string::npos) << huge;
+  const std::string negative = message(-3);
+  EXPECT_NE(negative.find("shared allocation 's' has a negative extent at this launch (n = -3)"),
+            std::string::npos)
+      << negative;
+  // And a size that fits runs: 64 slots, each thread reads what thread 63 - t wrote.
+  const std::vector<Buf> got =
+      CallWithScalars(m, "big", dev, {64}, {Floats(std::vector<float>(64, 0.0f))});
+  float y[64];
+  std::memcpy(y, got[0].bits.data(), sizeof(y));
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(y[t], static_cast<float>(63 - t)) << t;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Kinds, IrFeatures,
     ::testing::ValuesIn(kOnGpu ? std::vector<std::string>{"cuda", "vulkan"}

@@ -93,6 +93,7 @@ class Verifier {
     ++names_[name];
   }
   void DefineVar(const Var& v) {
+    if (thread_depth_ > 0) region_vars_.insert(v.get());
     DefineName(v.name());
     scopes_.back().vars.push_back(v.get());
     ++vars_[v.get()];
@@ -395,6 +396,24 @@ class Verifier {
         if (n->scope == StorageScope::kShared && thread_depth_ == 0)
           Report("shared allocation of '" + n->buffer.name() +
                  "' outside a thread-bound region: allocate it inside the kernel");
+        if (n->scope == StorageScope::kShared && thread_depth_ > 0) {
+          // One array per block, sized before its threads run: from values the host has.
+          for (const Expr& e : n->buffer->shape) {
+            std::string bad;
+            AnyExpr(e, [&](const Expr& x) {
+              if (x.kind() == ExprKind::kVar && region_vars_.count(x.As<VarNode>())) {
+                bad = "variable '" + x.As<VarNode>()->name + "', defined inside its region";
+              } else if (x.kind() == ExprKind::kLoad) {
+                bad = "a load of '" + x.As<LoadNode>()->buffer.name() + "'";
+              }
+              return !bad.empty();
+            });
+            if (!bad.empty())
+              Report("shared allocation of '" + n->buffer.name() + "' is sized by " + bad +
+                     ": a block's shared memory is sized before its threads run; size it from "
+                     "scalar params or values computed outside the thread-bound loops");
+          }
+        }
         if (n->scope == StorageScope::kLocal && thread_depth_ > 0)
           local_in_region_.insert(n->buffer.get());
         scopes_.emplace_back();
@@ -439,6 +458,7 @@ class Verifier {
   std::vector<const ForNode*> concurrent_;
   std::unordered_map<const VarNode*, size_t> assignable_;
   std::unordered_set<const BufferNode*> local_in_region_;  // per-thread allocations
+  std::unordered_set<const VarNode*> region_vars_;         // defined inside a thread-bound region
 };
 
 }  // namespace

@@ -1110,14 +1110,16 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       if (n.scope == ir::StorageScope::kShared) shared_allocs_.insert(n.buffer.get());
       const std::string name = Name(n.buffer.name());
       const std::string type = TypeName(n.buffer.dtype());
-      const int64_t count =
-          ConstantElements(n.buffer, /*must_be_constant=*/n.scope == ir::StorageScope::kShared);
+      const int64_t count = ConstantElements(n.buffer, /*must_be_constant=*/false);
+      if (n.scope == ir::StorageScope::kShared) {  // count -1: sized at launch
+        EmitSharedAllocation(n, type, name, count);
+        EmitStmt(n.body);
+        return;
+      }
       const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
       if (count >= 0 && (n.scope != ir::StorageScope::kGlobal || bytes <= 64 * 1024)) {
         const std::string elements = "[" + std::to_string(count) + "]";
-        if (n.scope == ir::StorageScope::kShared) {
-          EmitSharedAllocation(n, type, name, count);
-        } else if (RestrictStackArrays()) {
+        if (RestrictStackArrays()) {
           // Accessed through a restrict pointer: once the compiler's induction variables turn
           // `&array[i]` into plain integers, the restrict tag is what still tells it that the
           // array aliases nothing else, so it can keep a local accumulator tile in registers
@@ -1178,6 +1180,12 @@ int64_t CFamilyEmitter::ConstantElements(const ir::Buffer& buffer, bool must_be_
 
 void CFamilyEmitter::EmitSharedAllocation(const ir::AllocateNode& n, const std::string& type,
                                           const std::string& name, int64_t count) {
+  if (count < 0) {
+    std::string shape;
+    for (const ir::Expr& d : n.buffer->shape) shape += (shape.empty() ? "" : ", ") + ir::Print(d);
+    Fail("shared allocation '" + n.buffer.name() + "' is sized at launch ([" + shape +
+         "]), which " + DialectName() + " cannot declare; give it a constant size");
+  }
   Line(StorageQualifier(n.scope) + type + " " + name + "[" + std::to_string(count) + "];");
 }
 

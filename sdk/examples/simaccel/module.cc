@@ -54,6 +54,7 @@ SimAccelModule::SimAccelModule(SimAccelDeviceAPI* api, ir::IRModule kernels, Ker
     : api_(api), text_(ir::Print(kernels)), limits_(limits), program_(std::move(kernels)) {
   // The Target's limit, checked at each launch by the launch kit.
   launch_limits_.threads_per_block = limits_.max_num_threads;
+  launch_limits_.shared_per_block = SimAccelDeviceAPI::kSharedMemoryPerBlock;
   for (const ir::PrimFunc& f : program_.module().functions()) {
     kernel_names_.push_back(f.name);
     sigs_.emplace_back(f, "simaccel");

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The launch kit (backplane/launch/launch.hpp): binding and checking a kernel call once, the
 // same way for every backend.
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/half.hpp>
+#include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/plugin.hpp>
@@ -122,6 +124,123 @@ std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
   return axes;
 }
 
+// The kernel's shared arrays in the order their statements come (pre-order, as a code
+// generator meets them), with the layout of launch.hpp. A launch-sized shape may read only the
+// kernel's scalar parameters: the launch kit evaluates it from the arguments before any thread
+// runs.
+std::vector<SharedArray> SharedArraysOf(const ir::PrimFunc& f, const std::string& who,
+                                        uint64_t* static_bytes, size_t* num_launch_sized) {
+  std::vector<SharedArray> arrays;
+  std::vector<ir::Stmt> todo = {f.body};  // a stack: children pushed last-first
+  while (!todo.empty()) {
+    const ir::Stmt s = todo.back();
+    todo.pop_back();
+    if (!s) continue;
+    switch (s.kind()) {
+      case ir::StmtKind::kFor:
+        todo.push_back(s.As<ir::ForNode>()->body);
+        break;
+      case ir::StmtKind::kIfThenElse:
+        todo.push_back(s.As<ir::IfThenElseNode>()->else_case);
+        todo.push_back(s.As<ir::IfThenElseNode>()->then_case);
+        break;
+      case ir::StmtKind::kLetStmt:
+        todo.push_back(s.As<ir::LetStmtNode>()->body);
+        break;
+      case ir::StmtKind::kAllocate: {
+        const auto* n = s.As<ir::AllocateNode>();
+        if (n->scope == ir::StorageScope::kShared) {
+          SharedArray a;
+          a.alloc = n;
+          const ir::DType t = n->buffer.dtype();
+          a.elem_bytes = std::max<uint64_t>((uint64_t{t.bits} * t.lanes + 7) / 8, 1);
+          int64_t count = 1;
+          bool constant = true;
+          for (const ir::Expr& d : n->buffer->shape) {
+            const auto* imm = d.As<ir::IntImmNode>();
+            if (imm == nullptr) {
+              constant = false;
+              continue;
+            }
+            if (imm->value < 0 ||
+                (imm->value > 0 &&
+                 count > INT64_MAX / static_cast<int64_t>(a.elem_bytes) / imm->value)) {
+              throw ir::Error(ir::ErrorKind::kValue,
+                              who + " kernel '" + f.name + "': shared allocation '" +
+                                  n->buffer.name() + "' has " +
+                                  std::to_string(n->buffer->shape.size()) +
+                                  " dimensions whose product in bytes passes INT64_MAX (or a "
+                                  "negative one); give it a size that fits a block");
+            }
+            count *= imm->value;
+          }
+          if (constant) {
+            a.elements = count;
+          } else {
+            for (const ir::Expr& d : n->buffer->shape) {
+              std::string bad;
+              ir::AnyExpr(d, [&](const ir::Expr& e) {
+                if (e.kind() == ir::ExprKind::kVar) {
+                  const ir::VarNode* v = e.As<ir::VarNode>();
+                  for (const ir::Param& p : f.params) {
+                    if (!p.is_buffer() && (p.var().get() == v || p.var().name() == v->name)) {
+                      return false;
+                    }
+                  }
+                  bad = "variable '" + v->name + "', which is not a scalar parameter";
+                  return true;
+                }
+                if (e.kind() == ir::ExprKind::kLoad) {
+                  bad = "a load of '" + e.As<ir::LoadNode>()->buffer.name() + "'";
+                  return true;
+                }
+                if (e.kind() == ir::ExprKind::kCallPacked || e.kind() == ir::ExprKind::kCall) {
+                  bad = "a call";
+                  return true;
+                }
+                return false;
+              });
+              if (!bad.empty()) {
+                throw ir::Error(ir::ErrorKind::kValue,
+                                who + " kernel '" + f.name + "': shared allocation '" +
+                                    n->buffer.name() + "' is sized by " + bad +
+                                    "; a block's shared memory is sized before its threads run, "
+                                    "so its shape may use only the kernel's scalar parameters");
+              }
+            }
+            a.launch_index = static_cast<int>((*num_launch_sized)++);
+          }
+          arrays.push_back(a);
+        }
+        todo.push_back(n->body);
+        break;
+      }
+      case ir::StmtKind::kSeq: {
+        const auto& seq = s.As<ir::SeqNode>()->seq;
+        for (auto it = seq.rbegin(); it != seq.rend(); ++it) todo.push_back(*it);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  uint64_t end = 0;
+  for (SharedArray& a : arrays) {
+    if (a.at_launch()) continue;
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(a.elements), a.elem_bytes, &bytes) ||
+        end > UINT64_MAX - kSharedAlign - bytes) {
+      throw ir::Error(ir::ErrorKind::kValue, who + " kernel '" + f.name +
+                                                 "': its shared arrays take more bytes than an "
+                                                 "int64 counts; give them sizes that fit a block");
+    }
+    a.offset = (end + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
+    end = a.offset + bytes;
+  }
+  *static_bytes = end;
+  return arrays;
+}
+
 using sdk::DeviceString;
 using sdk::TensorOf;
 
@@ -228,6 +347,7 @@ KernelSignature::KernelSignature(const ir::PrimFunc& func, std::string who)
     : func_(&func), who_(std::move(who)), check_(func) {
   for (const ir::Param& p : func.params) params_.push_back(KindOf(func, p, who_));
   axes_ = AxesOf(func, who_);
+  shared_ = SharedArraysOf(func, who_, &static_shared_bytes_, &num_launch_sized_);
   const std::vector<const ir::BufferNode*> stored = ir::WrittenBuffers(func.body);
   for (const ir::Param& p : func.params) {
     bool w = false;
@@ -237,6 +357,13 @@ KernelSignature::KernelSignature(const ir::PrimFunc& func, std::string who)
 }
 
 std::string KernelSignature::Describe() const { return who_ + " kernel '" + func_->name + "'"; }
+
+int KernelSignature::SharedIndex(const ir::AllocateNode* alloc) const {
+  for (size_t i = 0; i < shared_.size(); ++i) {
+    if (shared_[i].alloc == alloc) return static_cast<int>(i);
+  }
+  return -1;
+}
 
 uint64_t SpanBytes(const DLTensor& t) {
   const uint64_t elem = (static_cast<uint64_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
@@ -269,6 +396,69 @@ uint64_t SpanBytes(const DLTensor& t) {
   }
   return bytes;
 }
+
+namespace {
+
+// The sizes of the shared arrays for this call and the layout's bytes, within the device's
+// limit (launch.hpp).
+void BindShared(const KernelSignature& sig, DLDevice device, const DeviceLimits& limits,
+                BoundLaunch* out) {
+  uint64_t end = sig.static_shared_bytes();
+  for (size_t i = 0; i < sig.shared().size(); ++i) {
+    const SharedArray& a = sig.shared()[i];
+    if (!a.at_launch()) {
+      out->shared_elements[i] = static_cast<uint64_t>(a.elements);
+      continue;
+    }
+    const ir::Buffer& buffer = a.alloc->buffer;
+    uint64_t count = 1;
+    std::string dims;  // "n = 300" for messages
+    for (const ir::Expr& d : buffer->shape) {
+      int64_t v = 0;
+      try {
+        v = ir::EvalIntExpr(sig.func(), d, out->views);
+      } catch (const ir::Error& e) {
+        Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": cannot size shared allocation '" +
+                                          buffer.name() + "': " + e.what());
+      }
+      dims += std::string(dims.empty() ? "" : ", ") + ir::Print(d) + " = " + std::to_string(v);
+      if (v < 0) {
+        Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": shared allocation '" + buffer.name() +
+                                          "' has a negative extent at this launch (" + dims +
+                                          "); pass arguments that give it a size >= 0");
+      }
+      if (__builtin_mul_overflow(count, static_cast<uint64_t>(v), &count)) count = UINT64_MAX;
+    }
+    uint64_t bytes = 0;
+    const uint64_t at = (end + kSharedAlign - 1) / kSharedAlign * kSharedAlign;
+    const bool overflow = count == UINT64_MAX || count > static_cast<uint64_t>(INT64_MAX) ||
+                          __builtin_mul_overflow(count, a.elem_bytes, &bytes) || at < end ||
+                          bytes > static_cast<uint64_t>(INT64_MAX) - at;
+    if (overflow || (limits.shared_per_block > 0 &&
+                     at + bytes > static_cast<uint64_t>(limits.shared_per_block))) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           sig.Describe() + ": shared allocation '" + buffer.name() + "' (" +
+               ir::ToString(buffer.dtype()) + " with " + dims + ") " +
+               (overflow ? std::string("takes more bytes than an int64 counts")
+                         : "takes " + std::to_string(bytes) + " bytes at this launch, and the " +
+                               "kernel's shared memory comes to " + std::to_string(at + bytes) +
+                               " bytes, more than a block of " + DeviceString(device) + " has (" +
+                               std::to_string(limits.shared_per_block) + ")") +
+               "; launch it with a smaller size");
+    }
+    out->shared_elements[i] = count;
+    end = at + bytes;
+  }
+  if (limits.shared_per_block > 0 && end > static_cast<uint64_t>(limits.shared_per_block)) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         sig.Describe() + ": its shared arrays take " + std::to_string(end) +
+             " bytes, more than a block of " + DeviceString(device) + " has (" +
+             std::to_string(limits.shared_per_block) + "); use smaller tiles");
+  }
+  out->shared_bytes = end;
+}
+
+}  // namespace
 
 void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Backend& backend,
           BoundLaunch* out) {
@@ -363,6 +553,8 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
     if (extent == 0) out->empty = true;
     (axis.block ? out->grid : out->block)[axis.dim] = extent;
   }
+  out->shared_elements.assign(sig.shared().size(), 0);
+  out->shared_bytes = 0;
   if (out->empty) return;  // nothing runs: nothing else to check
   const DeviceLimits* limits = &backend.Limits(device);
   out->limits = limits;
@@ -397,6 +589,8 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
              std::to_string(threads) + " threads is more than " + DeviceString(device) +
              " allows (" + std::to_string(limits->threads_per_block) + "); use smaller blocks");
   }
+
+  BindShared(sig, device, *limits, out);
 
   // Buffers: inside their allocations; written ones alias nothing.
   for (size_t i = 0; i < num_params; ++i) {

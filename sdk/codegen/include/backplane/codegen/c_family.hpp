@@ -120,8 +120,9 @@ class CFamilyEmitter {
   // base writes `(x / y)`; a dialect whose `/` may be less exact computes it its own way
   // (vulkan: OpFDiv may be 2.5 ulp off).
   virtual std::string FloatDivision(const std::string& x, const std::string& y, ir::DType t);
-  // The declaration of a constant-size `shared` allocation of `count` elements, named `name`
-  // (the body follows). The base declares an array with StorageQualifier; a dialect may place
+  // The declaration of a `shared` allocation of `count` elements, named `name` (the body
+  // follows); `count` is -1 when its shape is sized at launch (launch::SharedArray). The base
+  // declares an array with StorageQualifier and refuses a launch-sized one; a dialect may place
   // it in dynamically sized shared memory instead (CUDA does).
   virtual void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
                                     const std::string& name, int64_t count);

@@ -33,7 +33,11 @@
 //     dtype), and within the device's limits (Backend::Limits), and the threads of one block
 //     within its limit per block;
 //   - `split` says whether the grid is larger than one vendor launch takes
-//     (DeviceLimits::grid_per_launch), so the backend launches it in parts (ForEachGridPart).
+//     (DeviceLimits::grid_per_launch), so the backend launches it in parts (ForEachGridPart);
+//   - every shared allocation has its size for this call (`shared_elements`: a launch-sized
+//     one's shape evaluated from the arguments, >= 0, without overflow), and the kernel's
+//     shared memory in all (`shared_bytes`, laid out as SharedArray says) is within the
+//     device's DeviceLimits::shared_per_block.
 // Handles are never offset: a buffer reaches the plugin as the tensor's `data` (the handle its
 // DeviceAPI's AllocDataSpace returned) plus the tensor's byte offset, so opaque handles work
 // as well as addresses.
@@ -83,10 +87,32 @@ struct Axis {
   std::string var_type = "int64";  // that variable's dtype, for messages
 };
 
+// Shared memory is laid out the same way by every backend that puts a kernel's shared arrays
+// in one region (cuda): each array starts at a multiple of kSharedAlign bytes; the arrays
+// sized when the kernel was built come first, in the order of their statements, then those
+// sized at launch, in that order.
+constexpr uint64_t kSharedAlign = 16;
+
+// A `shared` allocation of a kernel, in the order its statements come (pre-order). Its shape
+// is either numbers (its size is known when the kernel is built) or expressions over the
+// kernel's scalar parameters (docs/ir.md, "Shared memory sized at launch"): the launch kit
+// evaluates them at each call.
+struct SharedArray {
+  const ir::AllocateNode* alloc = nullptr;
+  uint64_t elem_bytes = 1;  // bytes an element takes (its dtype's, lanes included)
+  int64_t elements = -1;    // the constant element count, or -1: sized at launch
+  uint64_t offset = 0;      // where a constant-sized array starts (the layout above)
+  // Index among the launch-sized arrays (0, 1, ...), or -1 for a constant-sized one: the
+  // specialization constant id (vulkan) or the extra __local argument (opencl).
+  int launch_index = -1;
+  bool at_launch() const { return elements < 0; }
+};
+
 // What a launch needs of one kernel, made once: the parameters' kinds, the launch axes (the
 // function's attribute launch_params), which buffers it writes, and what checking a call
-// costs. `who` names the backend in messages ("cuda"). Throws ir::Error (kValue) when `func`
-// is not a kernel (no launch_params, an unknown axis, a parameter type no kernel can take).
+// costs, its shared arrays. `who` names the backend in messages ("cuda"). Throws ir::Error
+// (kValue) when `func` is not a kernel (no launch_params, an unknown axis, a parameter type no
+// kernel can take, a shared array sized by anything but its scalar parameters).
 class KernelSignature {
  public:
   KernelSignature(const ir::PrimFunc& func, std::string who);
@@ -101,6 +127,12 @@ class KernelSignature {
   bool written(size_t i) const { return written_[i]; }
   // The argument check of every call, prepared once.
   const ir::ArgCheck& check() const { return check_; }
+  // Its shared arrays (above), and the bytes the constant-sized ones take in the layout.
+  const std::vector<SharedArray>& shared() const { return shared_; }
+  uint64_t static_shared_bytes() const { return static_shared_bytes_; }
+  size_t num_launch_sized() const { return num_launch_sized_; }
+  // The index in shared() of the array `alloc` allocates, or -1.
+  int SharedIndex(const ir::AllocateNode* alloc) const;
   // The kernel as messages name it: "<who> kernel '<name>'".
   std::string Describe() const;
 
@@ -111,6 +143,9 @@ class KernelSignature {
   std::vector<Axis> axes_;
   std::vector<bool> written_;
   ir::ArgCheck check_;
+  std::vector<SharedArray> shared_;
+  uint64_t static_shared_bytes_ = 0;
+  size_t num_launch_sized_ = 0;
 };
 
 // The device's launch limits (0 or less: no limit on that axis).
@@ -124,6 +159,9 @@ struct DeviceLimits {
   // `grid` (a call is never split on that axis). CUDA: MAX_GRID_DIM_* (2^31-1, 65535, 65535),
   // with `grid` what the kernel's block index plus offset counts.
   int64_t grid_per_launch[3] = {0, 0, 0};
+  // Bytes of shared memory a block may have, the kernel's own arrays and those sized at
+  // launch together (0 or less: no limit).
+  int64_t shared_per_block = 0;
 };
 
 // One part of a grid launched in parts: the blocks it launches per axis, and the index of its
@@ -204,6 +242,11 @@ struct BoundLaunch {
   std::vector<ir::ArgView> views;  // per param, as ir::CheckArgs saw them
   std::vector<BufferArg> buffers;  // per param (meaningful for buffers)
   std::vector<ScalarArg> scalars;  // per param (meaningful for scalars)
+  // Per shared array of the signature: its element count for this call (a constant-sized
+  // one's constant), and the bytes of the whole layout (SharedArray); both 0-filled when
+  // `empty`.
+  std::vector<uint64_t> shared_elements;
+  uint64_t shared_bytes = 0;
   const BufferArg& buffer(size_t i) const { return buffers[i]; }
   const ScalarArg& scalar(size_t i) const { return scalars[i]; }
 };
