@@ -201,6 +201,10 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   std::string StorageQualifier(ir::StorageScope scope) override {
     return scope == ir::StorageScope::kShared ? "// shared, declared at global scope: " : "";
   }
+  // Indices in int32, as GLSL indexes (int64 needs shaderInt64): every index of an access in
+  // bounds is under 2^30 (a binding spans at most 2^32 bytes of 4- or 8-byte elements), where
+  // int32 arithmetic gives the IR's int64 result (docs/vulkan.md, "Index arithmetic").
+  bool WideIndices() override { return false; }
   void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string&,
                             const std::string& name, int64_t count) override {
     Line("// shared, declared at global scope: " + name + " (" +

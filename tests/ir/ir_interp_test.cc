@@ -203,6 +203,42 @@ TEST(IrInterp, OutOfBoundsIsAnErrorForParamsAndAllocations) {
             "`t[n - 5] = 1`");
 }
 
+// Index arithmetic is exact (docs/ir.md, "Index arithmetic"): the +, -, * and negation that
+// form an index are computed in int64, so an index never wraps at 32 bits. i * m * m + 1 with
+// m = 65536 is 2^32 + 1, out of bounds, where int32 arithmetic would have wrapped it to 1;
+// outside an index the same int32 arithmetic still wraps.
+TEST(IrInterp, IndexArithmeticIsComputedInInt64) {
+  Interpreter in =
+      Of("func f(i: int32, m: int32, a: buffer<float32>[4], o: buffer<float32>[2], "
+         "k: buffer<int32>[1]) {\n"
+         "  o[0] = a[i * m * m + 1]\n"
+         "  k[0] = i * m * m + 1\n"
+         "  o[1] = a[-(i * m * m) + 2]\n"
+         "}\n"
+         "func g(i: int32, m: int32, k: buffer<int32>[1]) {\n"
+         "  k[0] = i * m * m + 1\n"
+         "}\n");
+  Tensor<float> a({4}, 1.0f), o({2});
+  Tensor<int32_t> k({1});
+  EXPECT_EQ(ErrorOf([&] {
+              in.Run("f", {IntArg(1), IntArg(65536), a.View(), o.View(), k.View()});
+            }),
+            "f: index 4294967297 is out of bounds for dimension 0 of buffer 'a' (extent 4) in "
+            "`a[i * m * m + 1]`");
+  a[3] = 7.0f;
+  in.Run("f", {IntArg(0), IntArg(65536), a.View(), o.View(), k.View()});
+  EXPECT_EQ(o.data, (std::vector<float>{1.0f, 1.0f}));
+  EXPECT_EQ(k[0], 1);
+  // 2^15 * 2^8 * 2^8 = 2^31: the index is exactly 2^31 + 1; the int32 value stored wraps.
+  EXPECT_EQ(ErrorOf([&] {
+              in.Run("f", {IntArg(32768), IntArg(256), a.View(), o.View(), k.View()});
+            }),
+            "f: index 2147483649 is out of bounds for dimension 0 of buffer 'a' (extent 4) in "
+            "`a[i * m * m + 1]`");
+  in.Run("g", {IntArg(32768), IntArg(256), k.View()});
+  EXPECT_EQ(k[0], INT32_MIN + 1);
+}
+
 TEST(IrInterp, AllocationsAreZeroFilledAndScoped) {
   Interpreter in =
       Of("func f(o: buffer<int32>[3]) {\n"

@@ -566,6 +566,58 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunchIsCheckedAgainstTheDevice) {
   for (int t = 0; t < 64; ++t) EXPECT_EQ(y[t], static_cast<float>(63 - t)) << t;
 }
 
+// Index arithmetic is exact (docs/ir.md, "Index arithmetic"): an index i * m * m + 1 of
+// 2^32 + 1 is out of bounds on every kind that computes indices in int64, as in the
+// interpreter, and not the element 1 that int32 arithmetic wraps it to; where the overflows of
+// an index cancel, every kind reads the element the exact value names. (vulkan indexes in
+// int32, which agrees for every access in bounds; its checked access of 2^32 + 1 is not
+// caught: docs/vulkan.md, "Index arithmetic".)
+TEST_P(IrFeatures, IndexArithmeticIsExact) {
+  const std::string kind = GetParam();
+  const std::string loop = kind == "c" ? "serial(0, 1)" : "thread(threadIdx.x, 0, 1)";
+  const std::string text =
+      "func wide(i: int32, m: int32, a: buffer<float32>[4], o: buffer<float32>[2]) {\n"
+      "  for t in " +
+      loop +
+      " {\n"
+      "    o[0] = a[i * m * m - i * m * m + 2 + t]\n"
+      "    o[1] = a[i * m * m + 1]\n"
+      "  }\n"
+      "}\n"
+      "func cancel(i: int32, m: int32, a: buffer<float32>[4], o: buffer<float32>[2]) {\n"
+      "  for t in " +
+      loop +
+      " {\n"
+      "    o[t] = a[i * m * m - i * m * m + 2 + t]\n"
+      "  }\n"
+      "}\n";
+  if (kind == "cuda") ExpectPtxasAccepts(text, "wide", " -bounds-check");
+  Device dev(DLDevice{kDLCPU, 0});
+  if (!Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
+  const std::vector<Buf> args = {Floats({1.5f, -2.5f, 3.25f, 4.0f}), Floats({0.0f, 0.0f})};
+  // Overflows that cancel: element 2 on every kind, checked or not.
+  for (const char* options : {"", " -bounds-check"}) {
+    SCOPED_TRACE(kind + options);
+    const Module m = backplane::Build(text, Target::Parse(kind + options));
+    const std::vector<Buf> got = CallWithScalars(m, "cancel", dev, {1, 65536}, args);
+    float o[2];
+    std::memcpy(o, got[1].bits.data(), sizeof(o));
+    EXPECT_EQ(o[0], 3.25f);
+  }
+  if (kind == "vulkan") return;
+  const Module checked = backplane::Build(text, Target::Parse(kind + " -bounds-check"));
+  std::string message = "(no error)";
+  try {
+    CallWithScalars(checked, "wide", dev, {1, 65536}, args);
+  } catch (const backplane::Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("index 4294967297 is out of bounds for dimension 0 of buffer 'a' "
+                         "(extent 4)"),
+            std::string::npos)
+      << message;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Kinds, IrFeatures,
     ::testing::ValuesIn(kOnGpu ? std::vector<std::string>{"cuda", "vulkan"}

@@ -5,6 +5,7 @@
 // semantics are in docs/ir.md ("Interpreter").
 #include <algorithm>
 #include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
 #include <cmath>
 #include <new>
 #include <type_traits>
@@ -226,8 +227,9 @@ class Compiler {
     a.off = s.dims_off;
     a.nd = s.ndim;
     *lanes = 1;
-    for (const Expr& i : indices) {
-      CE c = E(i);
+    for (const Expr& index : indices) {
+      // The index as the IR computes it: its +, -, * in int64 (docs/ir.md, "Index arithmetic").
+      CE c = E(WidenIndex(index));
       a.reg.push_back(c.reg);
       a.lanes.push_back(c.lanes);
       if (c.fn) a.fns.push_back(std::move(c.fn));

@@ -148,5 +148,32 @@ IRModule LowerLoopSteps(const IRModule& module) {
   return out;
 }
 
+namespace {
+
+bool IsIndexArithmetic(const Expr& e) {
+  if (e.kind() == ExprKind::kNeg) return true;
+  if (e.kind() != ExprKind::kBinary) return false;
+  const BinaryOp op = e.As<BinaryNode>()->op;
+  return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul;
+}
+
+Expr Widen(const Expr& e) {
+  if (e.kind() == ExprKind::kIntImm) return IntImm(Int64(), e.As<IntImmNode>()->value);
+  if (!IsIndexArithmetic(e)) return Cast(Int64(), e);
+  if (e.kind() == ExprKind::kNeg) return Neg(Widen(e.As<NegNode>()->a));
+  const auto& b = *e.As<BinaryNode>();
+  return Binary(b.op, Widen(b.a), Widen(b.b));
+}
+
+}  // namespace
+
+Expr WidenIndex(const Expr& index) {
+  const DType t = index.dtype();
+  if (!index || t.lanes != 1 || !t.is_integer() || t.bits >= 64 || !IsIndexArithmetic(index)) {
+    return index;
+  }
+  return Widen(index);
+}
+
 }  // namespace ir
 }  // namespace backplane

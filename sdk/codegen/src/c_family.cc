@@ -401,12 +401,21 @@ std::string CFamilyEmitter::EmitIntLiteral(int64_t v, DType t) {
   return t.bits == 32 ? text : "((" + TypeName(t) + ")" + text + ")";
 }
 
+std::vector<ir::Expr> CFamilyEmitter::AsIndexed(const std::vector<ir::Expr>& indices) {
+  if (!WideIndices()) return indices;
+  std::vector<ir::Expr> wide;
+  wide.reserve(indices.size());
+  for (const ir::Expr& i : indices) wide.push_back(ir::WidenIndex(i));
+  return wide;
+}
+
 std::string CFamilyEmitter::FlatIndex(const ir::Buffer& buffer,
                                       const std::vector<ir::Expr>& indices) {
   // Strings of the indices; vector indices are not flattened here (EmitLoad handles them).
   const ir::BufferNode& b = *buffer.get();
-  if (indices.size() == 1 && b.strides.empty()) return EmitExpr(indices[0]);
-  const std::vector<std::string> idx = EmitInOrder(indices);
+  const std::vector<ir::Expr> wide = AsIndexed(indices);
+  if (wide.size() == 1 && b.strides.empty()) return EmitExpr(wide[0]);
+  const std::vector<std::string> idx = EmitInOrder(wide);
   std::string flat;
   if (!b.strides.empty()) {
     for (size_t k = 0; k < indices.size(); ++k) {
@@ -788,7 +797,7 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
   // Gather lane by lane.
   const std::string l = Temp();
   std::string decls;
-  std::vector<std::string> lane_idx = EmitInOrder(load.indices);
+  std::vector<std::string> lane_idx = EmitInOrder(AsIndexed(load.indices));
   for (size_t k = 0; k < lane_idx.size(); ++k) {
     const ir::Expr& i = load.indices[k];
     if (i.dtype().lanes > 1) {
@@ -853,7 +862,7 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
   const CheckedAccess a = BeginCheckedAccess();
   std::vector<std::string> idx;
   if (t.lanes == 1) {
-    idx = EmitInOrder(load.indices);
+    idx = EmitInOrder(AsIndexed(load.indices));
     return StatementExpression(
         a.decls + "const int64_t " + a.index + " = " +
             CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + ";",
@@ -866,7 +875,7 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
   if (Contiguous(load.buffer, load.indices, &base)) {
     std::vector<ir::Expr> scalar = load.indices;
     scalar.back() = base;
-    idx = EmitInOrder(scalar);
+    idx = EmitInOrder(AsIndexed(scalar));
     return "({ " + TypeName(t) + " " + v + "; " + a.decls + "const int64_t " + a.index + " = " +
            CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
            ") memcpy(&" + v + ", &" + buf + "[" + a.index + "], sizeof(" + v + ")); else " + zero +
@@ -874,7 +883,7 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
   }
   // Gather lane by lane; after a lane out of bounds the rest are 0.
   std::string decls;
-  idx = EmitInOrder(load.indices);
+  idx = EmitInOrder(AsIndexed(load.indices));
   for (size_t k = 0; k < idx.size(); ++k) {
     if (load.indices[k].dtype().lanes > 1) {
       std::string iv = Temp();
@@ -901,7 +910,7 @@ void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
   const bool scalar = lanes == 1 && t.lanes == 1;
   const bool contiguous = !scalar && Contiguous(store.buffer, store.indices, &base);
   if (contiguous) indices.back() = base;
-  std::vector<std::string> idx = EmitInOrder(indices);
+  std::vector<std::string> idx = EmitInOrder(AsIndexed(indices));
   KeepInOrder(&value);
   const std::string decl = TypeName(t) + " " + v + " = " + value.text + "; ";
   if (scalar) {
@@ -962,7 +971,7 @@ void CFamilyEmitter::EmitCheckedAtomic(const ir::AtomicNode& atomic, int site) {
   const std::string v = Temp();
   Operand value = EmitOperand(atomic.value);
   const CheckedAccess a = BeginCheckedAccess();
-  std::vector<std::string> idx = EmitInOrder(atomic.indices);
+  std::vector<std::string> idx = EmitInOrder(AsIndexed(atomic.indices));
   KeepInOrder(&value);
   Line("{ const " + TypeName(t) + " " + v + " = " + value.text + "; " + a.decls + "const int64_t " +
        a.index + " = " + CheckedAccessIndex(atomic.buffer, idx, 1, site, a.ok) + "; if (" + a.ok +
@@ -1008,7 +1017,7 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
   }
   const std::string l = Temp();
   std::string decls;
-  std::vector<std::string> lane_idx = EmitInOrder(store.indices);
+  std::vector<std::string> lane_idx = EmitInOrder(AsIndexed(store.indices));
   KeepInOrder(&value);
   for (size_t k = 0; k < lane_idx.size(); ++k) {
     const ir::Expr& i = store.indices[k];

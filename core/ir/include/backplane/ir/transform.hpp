@@ -93,6 +93,17 @@ std::vector<std::string> CallsOutside(const IRModule& host, const std::set<std::
 // are, and so is a module without such loops (the same nodes).
 IRModule LowerLoopSteps(const IRModule& module);
 
+// An index as the IR computes it (docs/ir.md, "Index arithmetic"): the integer +, - and * and
+// the negations that form a scalar index of a load, store or atomic are computed in int64,
+// their operands narrower than 64 bits converted by value, so `a[base + i]` with int32 `base`
+// and `i` indexes the exact sum, never a wrapped one. Returns `index` itself when it is not a
+// scalar integer narrower than 64 bits whose top node is one of those; else the same tree in
+// int64 with a Cast at each other operand (the original nodes, shared). The interpreter and
+// the code generators that index memory in 64 bits compute indices through it. Recursive over
+// the arithmetic on top of the index: call it where the tree's depth is allowed for (the
+// interpreter's and the code generators' walks are).
+Expr WidenIndex(const Expr& index);
+
 }  // namespace ir
 }  // namespace backplane
 

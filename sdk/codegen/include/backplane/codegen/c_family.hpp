@@ -120,6 +120,13 @@ class CFamilyEmitter {
   // base writes `(x / y)`; a dialect whose `/` may be less exact computes it its own way
   // (vulkan: OpFDiv may be 2.5 ulp off).
   virtual std::string FloatDivision(const std::string& x, const std::string& y, ir::DType t);
+  // Whether the dialect computes indices as the IR does, in int64 (ir::WidenIndex: the +, -
+  // and * that form an index never wrap at 32 bits); the base's answer, true. vulkan answers
+  // false and indexes in int32, which gives the same index for every access in bounds: its
+  // buffers hold fewer than 2^31 elements (docs/vulkan.md, "Index arithmetic").
+  virtual bool WideIndices() { return true; }
+  // `indices` as the dialect computes them (WidenIndex each, where WideIndices()).
+  std::vector<ir::Expr> AsIndexed(const std::vector<ir::Expr>& indices);
   // The declaration of a `shared` allocation of `count` elements, named `name` (the body
   // follows); `count` is -1 when its shape is sized at launch (launch::SharedArray). The base
   // declares an array with StorageQualifier and refuses a launch-sized one; a dialect may place
