@@ -71,7 +71,7 @@ std::string CUDAEmitter::Prelude() {
 
 std::string CUDAEmitter::TypeName(ir::DType t) {
   if (t.is_float() && t.bits == 16) {
-    Fail("float16 is not supported by the cuda code generator yet; compute in float32");
+    Unsupported("float16 is not supported by the cuda code generator yet; compute in float32");
   }
   return CFamilyEmitter::TypeName(t);
 }

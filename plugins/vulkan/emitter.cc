@@ -154,8 +154,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
 
   std::string TypeName(ir::DType t) override {
     if (t.lanes != 1) {
-      Fail("vector type " + ir::ToString(t) +
-           " is not supported by the vulkan target; use scalar loops");
+      Unsupported("vector type " + ir::ToString(t) +
+                  " is not supported by the vulkan target; use scalar loops");
     }
     if (t.is_bool()) return "bool";
     if ((t.is_int() || t.is_uint()) && t.bits == 32) return t.is_int() ? "int" : "uint";
@@ -168,9 +168,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       layout.uses_float64 = true;
       return "double";
     }
-    Fail("type " + ir::ToString(t) +
-         " is not supported by the vulkan target (8- and 16-bit types need device features it "
-         "does not ask for); use int32, int64, float32 or float64");
+    Unsupported("type " + ir::ToString(t) +
+                " is not supported by the vulkan target (8- and 16-bit types need device features "
+                "it does not ask for); use int32, int64, float32 or float64");
   }
 
   std::string ThreadIndex(ir::ThreadTag tag) override {

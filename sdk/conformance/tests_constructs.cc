@@ -9,6 +9,7 @@
 // or saturates otherwise must compute them the IR's way. A NaN matches any NaN, and a zero of
 // min/max either zero (fmin's sign of zero is unspecified).
 #include <algorithm>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/runner/check.hpp>
 #include <cmath>
@@ -30,9 +31,11 @@ namespace {
 
 constexpr int64_t kElements = 512;  // per buffer: 8 blocks of 64 threads on a GPU
 
-enum class Dt { kI32, kI64, kF32, kF64 };
+enum class Dt { kI32, kI64, kF32, kF64, kI8, kI16, kU8, kU16, kU32, kU64, kF16 };
 constexpr Dt kAllDtypes[] = {Dt::kI32, Dt::kI64, Dt::kF32, Dt::kF64};
 constexpr Dt kFloatDtypes[] = {Dt::kF32, Dt::kF64};
+// The other scalar dtypes: the operators on each, and casts between each and the four above.
+constexpr Dt kMoreDtypes[] = {Dt::kI8, Dt::kI16, Dt::kU8, Dt::kU16, Dt::kU32, Dt::kU64, Dt::kF16};
 
 const char* IrName(Dt t) {
   switch (t) {
@@ -42,12 +45,45 @@ const char* IrName(Dt t) {
       return "int64";
     case Dt::kF32:
       return "float32";
-    default:
+    case Dt::kF64:
       return "float64";
+    case Dt::kI8:
+      return "int8";
+    case Dt::kI16:
+      return "int16";
+    case Dt::kU8:
+      return "uint8";
+    case Dt::kU16:
+      return "uint16";
+    case Dt::kU32:
+      return "uint32";
+    case Dt::kU64:
+      return "uint64";
+    default:
+      return "float16";
   }
 }
-bool IsFloat(Dt t) { return t == Dt::kF32 || t == Dt::kF64; }
-int Bytes(Dt t) { return t == Dt::kI32 || t == Dt::kF32 ? 4 : 8; }
+bool IsFloat(Dt t) { return t == Dt::kF32 || t == Dt::kF64 || t == Dt::kF16; }
+int Bytes(Dt t) {
+  switch (t) {
+    case Dt::kI8:
+    case Dt::kU8:
+      return 1;
+    case Dt::kI16:
+    case Dt::kU16:
+    case Dt::kF16:
+      return 2;
+    case Dt::kI32:
+    case Dt::kU32:
+    case Dt::kF32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+// A dtype a device or its code generator may lack (its refusal, BP_ERR_UNSUPPORTED, skips):
+// every one but int32, uint32 and float32.
+bool OptionalDtype(Dt t) { return t != Dt::kI32 && t != Dt::kU32 && t != Dt::kF32; }
 
 // What a construct's inputs must avoid.
 enum class Inputs {
@@ -114,14 +150,64 @@ std::vector<uint8_t> RandomElements(Dt t, Inputs inputs, bool second, uint64_t s
   static const double kSpecials64[] = {0.0,     -0.0,     1.0,       -1.0,  0.5,    2.5,     -2.5,
                                        1.5,     INFINITY, -INFINITY, NAN,   5e-324, -5e-324, 1e-310,
                                        1.7e308, 2.1e9,    -2.2e9,    4.0e9, 9.3e18, -9.3e18};
+  static const int8_t kEdges8[] = {0, 1, -1, 2, -2, INT8_MIN, INT8_MAX, INT8_MIN + 1, 7};
+  static const int16_t kEdges16[] = {0, 1, -1, 2, -2, INT16_MIN, INT16_MAX, INT16_MIN + 1, 255};
+  static const uint8_t kEdgesU8[] = {0, 1, 2, 127, 128, 255, 254, 7};
+  static const uint16_t kEdgesU16[] = {0, 1, 2, 255, 256, 32767, 32768, 65535, 65534};
+  static const uint32_t kEdgesU32[] = {0u,          1u,          2u,          0x7fffffffu,
+                                       0x80000000u, 0xffffffffu, 0xfffffffeu, 65536u};
+  static const uint64_t kEdgesU64[] = {0u,
+                                       1u,
+                                       2u,
+                                       0x7fffffffffffffffull,
+                                       0x8000000000000000ull,
+                                       0xffffffffffffffffull,
+                                       0xffffffffull,
+                                       0x100000000ull};
+  // float16 bits: zeros, ones, halves, infinities, NaN, the smallest subnormal, a subnormal,
+  // the largest finite, values past every narrow integer's range.
+  static const uint16_t kSpecials16[] = {0x0000, 0x8000, 0x3c00, 0xbc00, 0x3800, 0x4100, 0xc100,
+                                         0x3e00, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x8001, 0x0200,
+                                         0x7bff, 0xfbff, 0x5bf8, 0xd80a, 0x7800, 0xf800};
   const bool cast_in = inputs == Inputs::kCastFloatIn;
   const bool nonzero = inputs == Inputs::kNonzeroB && second;
   std::mt19937_64 rng(seed * 2 + (second ? 1 : 0));
   std::vector<uint8_t> bytes(static_cast<size_t>(kElements) * Bytes(t));
+  // An integer of type I for element k (RandomInt), never 0 where b must not be.
+  auto put_int = [&](auto v, uint8_t* at) {
+    if (nonzero && v == 0) v = 3;
+    std::memcpy(at, &v, sizeof(v));
+  };
   for (int64_t k = 0; k < kElements; ++k) {
     uint8_t* at = bytes.data() + k * Bytes(t);
     const uint64_t r = rng();
-    if (t == Dt::kI32) {
+    if (t == Dt::kI8) {
+      put_int(RandomInt(r, k, kEdges8), at);
+    } else if (t == Dt::kI16) {
+      put_int(RandomInt(r, k, kEdges16), at);
+    } else if (t == Dt::kU8) {
+      put_int(RandomInt(r, k, kEdgesU8), at);
+    } else if (t == Dt::kU16) {
+      put_int(RandomInt(r, k, kEdgesU16), at);
+    } else if (t == Dt::kU32) {
+      put_int(RandomInt(r, k, kEdgesU32), at);
+    } else if (t == Dt::kU64) {
+      put_int(RandomInt(r, k, kEdgesU64), at);
+    } else if (t == Dt::kF16) {
+      uint16_t h = 0;
+      if (cast_in && k % 2 == 0) {
+        h = ir::FloatToHalf(static_cast<float>(
+            static_cast<double>(static_cast<int64_t>(r % 2000001) - 1000000) / 8.0 / 64.0));
+      } else if (k % 4 == 3) {
+        h = kSpecials16[r % (sizeof(kSpecials16) / sizeof(kSpecials16[0]))];
+      } else if (k % 4 == 2) {
+        h = ir::FloatToHalf(static_cast<float>(static_cast<double>(r % 20001) / 1000.0 - 10.0));
+      } else {
+        h = static_cast<uint16_t>(r);
+        if ((h & 0x7c00u) == 0x7c00u) h ^= 0x0400u;  // not infinity or NaN
+      }
+      std::memcpy(at, &h, 2);
+    } else if (t == Dt::kI32) {
       int32_t v = RandomInt(r, k, kEdges32);
       if (nonzero && v == 0) v = 3;
       std::memcpy(at, &v, 4);
@@ -159,7 +245,14 @@ std::string KernelText(const std::string& params, const std::string& body, bool 
   return text + "}\n";
 }
 
+uint16_t HalfBits(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
 bool IsNaN(const uint8_t* p, const std::string& dtype) {
+  if (dtype == "float16") return (HalfBits(p) & 0x7fffu) > 0x7c00u;
   if (dtype == "float32") {
     float f;
     std::memcpy(&f, p, 4);
@@ -174,6 +267,7 @@ bool IsNaN(const uint8_t* p, const std::string& dtype) {
 }
 
 bool IsZero(const uint8_t* p, const std::string& dtype) {
+  if (dtype == "float16") return (HalfBits(p) & 0x7fffu) == 0;
   if (dtype == "float32") {
     float f;
     std::memcpy(&f, p, 4);
@@ -222,6 +316,10 @@ std::string BoundText(double bound, double worst) {
 }
 
 bool IsSubnormal(const uint8_t* p, const std::string& dtype) {
+  if (dtype == "float16") {
+    const uint16_t h = HalfBits(p);
+    return (h & 0x7c00u) == 0 && (h & 0x03ffu) != 0;
+  }
   if (dtype == "float32") {
     float f;
     std::memcpy(&f, p, 4);
@@ -249,10 +347,33 @@ std::string ElementText(const uint8_t* p, const std::string& dtype) {
     std::memcpy(&d, p, 8);
     std::memcpy(&u, p, 8);
     std::snprintf(buf, sizeof(buf), "%.17g (0x%016llx)", d, static_cast<unsigned long long>(u));
+  } else if (dtype == "float16") {
+    const uint16_t h = HalfBits(p);
+    std::snprintf(buf, sizeof(buf), "%.5g (0x%04x)", static_cast<double>(ir::HalfToFloat(h)), h);
   } else if (dtype == "int64") {
     int64_t v;
     std::memcpy(&v, p, 8);
     std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(v));
+  } else if (dtype == "uint64") {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    std::snprintf(buf, sizeof(buf), "%llu", static_cast<unsigned long long>(v));
+  } else if (dtype == "uint32") {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    std::snprintf(buf, sizeof(buf), "%u", v);
+  } else if (dtype == "int8" || dtype == "uint8" || dtype == "int16" || dtype == "uint16") {
+    const bool wide = dtype.find("16") != std::string::npos;
+    const bool is_unsigned = dtype[0] == 'u';
+    int v = 0;
+    if (wide) {
+      uint16_t u;
+      std::memcpy(&u, p, 2);
+      v = is_unsigned ? static_cast<int>(u) : static_cast<int>(static_cast<int16_t>(u));
+    } else {
+      v = is_unsigned ? static_cast<int>(p[0]) : static_cast<int>(static_cast<int8_t>(p[0]));
+    }
+    std::snprintf(buf, sizeof(buf), "%d", v);
   } else {
     int32_t v;
     std::memcpy(&v, p, 4);
@@ -393,13 +514,16 @@ runner::CheckArg Filled(const std::string& name, const std::string& dtype, size_
 }
 
 void SkipWithoutFloat64(Context& ctx, Dt t) {
-  if (t != Dt::kF64) return;
+  if (t != Dt::kF64 && t != Dt::kF16) return;
   ctx.Load();
   ctx.SetUpDevice();
+  const bool half = t == Dt::kF16;
   try {
-    const Any v = DeviceAPI::Get(Device(ctx.dev)).GetAttr(BP_ATTR_SUPPORTS_FP64);
+    const Any v = DeviceAPI::Get(Device(ctx.dev))
+                      .GetAttr(half ? BP_ATTR_SUPPORTS_FP16 : BP_ATTR_SUPPORTS_FP64);
     if (!v.is_none() && v.AsInt() == 0)
-      Skip(DeviceString(ctx.dev) + " does not compute in float64 (BP_ATTR_SUPPORTS_FP64 is 0)");
+      Skip(DeviceString(ctx.dev) + " does not compute in " + (half ? "float16" : "float64") + " (" +
+           (half ? "BP_ATTR_SUPPORTS_FP16" : "BP_ATTR_SUPPORTS_FP64") + " is 0)");
   } catch (const Error&) {
   }
 }
@@ -418,8 +542,8 @@ void RunConstruct(Context& ctx, const Construct& c, Dt t, const std::string& cla
       Buffer("a", dtype, RandomElements(t, c.inputs, false, seed)),
       Buffer("b", dtype, RandomElements(t, c.inputs, true, seed)),
       Filled("c", result, kElements, 0xa5)};
-  const bool optional =
-      t == Dt::kI64 || t == Dt::kF64 || c.result == "int64" || c.result == "float64";
+  const bool optional = OptionalDtype(t) || (!c.result.empty() && c.result != "int32" &&
+                                             c.result != "uint32" && c.result != "float32");
   RunExact(
       ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args, c.zero_sign_free,
       optional);
@@ -769,6 +893,17 @@ void AddConstructTests(std::vector<TestCase>* out) {
                       "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
     }
   }
+  for (const Construct& c : Operators()) {
+    for (Dt t : kMoreDtypes) {
+      const std::string name = "codegen.construct." + c.name + "." + IrName(t);
+      out->push_back({name,
+                      std::string(c.what) + " on " + IrName(t) +
+                          " matches the IR interpreter bit for bit on random inputs over the "
+                          "dtype's range (a device or code generator may lack the dtype: its "
+                          "refusal skips)",
+                      "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
+    }
+  }
   for (const Construct& c : ExactIntrinsics()) {
     for (Dt t : kFloatDtypes) {
       const std::string name = "codegen.construct." + c.name + "." + IrName(t);
@@ -804,9 +939,21 @@ void AddConstructTests(std::vector<TestCase>* out) {
                       "", needs, [st, name](Context& ctx) { RunStructural(ctx, st, name); }});
     }
   }
+  std::vector<std::pair<Dt, Dt>> casts;
   for (Dt from : kAllDtypes) {
     for (Dt to : kAllDtypes) {
-      if (from == to) continue;
+      if (from != to) casts.emplace_back(from, to);
+    }
+  }
+  for (Dt more : kMoreDtypes) {
+    for (Dt t : kAllDtypes) {
+      casts.emplace_back(more, t);
+      casts.emplace_back(t, more);
+    }
+  }
+  for (const std::pair<Dt, Dt>& cast : casts) {
+    {
+      const Dt from = cast.first, to = cast.second;
       const std::string name =
           std::string("codegen.construct.cast.") + IrName(from) + "_to_" + IrName(to);
       out->push_back({name,

@@ -220,6 +220,12 @@ void CFamilyEmitter::Fail(const std::string& what) const {
                   std::string(DialectName()) + " code generator: " + where + what);
 }
 
+void CFamilyEmitter::Unsupported(const std::string& what) const {
+  std::string where = func_ != nullptr ? "in function '" + func_->name + "': " : "";
+  throw ir::Error(ir::ErrorKind::kUnsupported,
+                  std::string(DialectName()) + " code generator: " + where + what);
+}
+
 bool CFamilyEmitter::MentionsAssignable(const ir::Expr& e) const {
   if (assignable_.empty() || !e) return false;
   return ir::AnyExpr(e, [&](const ir::Expr& x) {
@@ -469,7 +475,11 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
     case ExprKind::kCast: {
       if (t.lanes > 1) return EmitVectorElementwise(e);
       const ir::Expr& value = e.As<ir::CastNode>()->value;
-      if (value.dtype().is_float() && value.dtype().bits >= 32 && t.is_integer()) {
+      if (value.dtype().is_float() && t.is_integer()) {
+        if (value.dtype().bits == 16) {  // every half is a float: saturate from there
+          return FloatToInt(CastText(TypeName(ir::Float32()), "(" + EmitExpr(value) + ")"),
+                            ir::Float32(), t);
+        }
         return FloatToInt(EmitExpr(value), value.dtype(), t);
       }
       return "(" + CastText(TypeName(t), "(" + EmitExpr(value) + ")") + ")";
@@ -507,6 +517,22 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
   Fail("unknown expression kind in " + ir::Print(e));
 }
 
+std::string CFamilyEmitter::FloatFloorDivMod(bool mod, const std::string& x, const std::string& y,
+                                             DType t) {
+  // floor(a / b) and a - floor(a / b) * b. The interpreter computes a float16 one in float and
+  // rounds once (its rule for every float16 operation): so does this, explicitly in float,
+  // where C would compute `floor` in double.
+  DType c = t.Element();
+  std::string a = x, b = y;
+  if (c.bits == 16) {
+    c = ir::Float32();
+    a = "((" + TypeName(c) + ")" + x + ")";
+    b = "((" + TypeName(c) + ")" + y + ")";
+  }
+  const std::string q = IntrinsicName("floor", c) + "(" + FloatDivision(a, b, c) + ")";
+  return mod ? "(" + a + " - " + q + " * " + b + ")" : q;
+}
+
 std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& e) {
   const DType t = b.dtype;  // result type (bool for comparisons)
   const DType operand = b.a.dtype();
@@ -516,8 +542,12 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
   const std::vector<std::string> ops = EmitInOrder({b.a, b.b}, duplicated);
   const std::string &x = ops[0], &y = ops[1];
   auto wrap = [&](const std::string& text) {
-    // C promotes int8/int16 to int; the IR wraps at the type's width.
-    if (t.is_integer() && t.bits < 32) return "((" + TypeName(t) + ")" + text + ")";
+    // C promotes int8/int16 to int; the IR wraps at the type's width. float16: the IR rounds
+    // every operation to half, where C may keep a half expression in float (GCC does, for
+    // _Float16): a cast rounds it.
+    if ((t.is_integer() || t.is_float()) && t.bits < 32) {
+      return "((" + TypeName(t) + ")" + text + ")";
+    }
     return text;
   };
   const bool division =
@@ -534,13 +564,10 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
     case BinaryOp::kMul:
       return wrap("(" + x + " * " + y + ")");
     case BinaryOp::kDiv:
-      if (operand.is_float()) return FloatDivision(x, y, operand);
+      if (operand.is_float()) return wrap(FloatDivision(x, y, operand));
       return wrap("(" + x + " / " + y + ")");
     case BinaryOp::kFloorDiv:
-      if (operand.is_float()) {
-        return CastText(TypeName(t),
-                        IntrinsicName("floor", operand) + "(" + FloatDivision(x, y, operand) + ")");
-      }
+      if (operand.is_float()) return wrap(FloatFloorDivMod(false, x, y, operand));
       if (operand.is_uint()) return wrap("(" + x + " / " + y + ")");
       uses_floordiv_ = true;
       return "(" +
@@ -548,10 +575,7 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
                                        CastText("int64_t", "(" + y + ")") + ")") +
              ")";
     case BinaryOp::kFloorMod:
-      if (operand.is_float()) {
-        return "(" + x + " - " + IntrinsicName("floor", operand) + "(" +
-               FloatDivision(x, y, operand) + ") * " + y + ")";
-      }
+      if (operand.is_float()) return wrap(FloatFloorDivMod(true, x, y, operand));
       if (operand.is_uint()) return wrap("(" + x + " % " + y + ")");
       uses_floordiv_ = true;
       return "(" +
@@ -559,10 +583,10 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
                                        CastText("int64_t", "(" + y + ")") + ")") +
              ")";
     case BinaryOp::kMin:
-      if (operand.is_float() && operand.bits >= 32) return FloatMinMax(false, x, y, operand);
+      if (operand.is_float()) return FloatMinMax(false, x, y, operand);
       return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
     case BinaryOp::kMax:
-      if (operand.is_float() && operand.bits >= 32) return FloatMinMax(true, x, y, operand);
+      if (operand.is_float()) return FloatMinMax(true, x, y, operand);
       return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
     case BinaryOp::kEq:
       return "(" + x + " == " + y + ")";
@@ -676,7 +700,7 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
             break;
           }
           uses_floordiv_ = true;
-          lane = ot.is_float() ? IntrinsicName("floor", ot) + "(" + FloatDivision(x, y, ot) + ")"
+          lane = ot.is_float() ? FloatFloorDivMod(false, x, y, ot)
                                : "bp_floordiv(" + x + ", " + y + ")";
           break;
         case BinaryOp::kFloorMod:
@@ -685,8 +709,7 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
             break;
           }
           uses_floordiv_ = true;
-          lane = ot.is_float() ? "(" + x + " - " + IntrinsicName("floor", ot) + "(" +
-                                     FloatDivision(x, y, ot) + ") * " + y + ")"
+          lane = ot.is_float() ? FloatFloorDivMod(true, x, y, ot)
                                : "bp_floormod(" + x + ", " + y + ")";
           break;
         case BinaryOp::kAnd:
@@ -721,9 +744,12 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
     case ExprKind::kCast: {
       const ir::Expr& value = e.As<ir::CastNode>()->value;
       const DType from = value.dtype().Element();
-      lane = from.is_float() && from.bits >= 32 && st.is_integer()
-                 ? FloatToInt(operand(value), from, st)
-                 : "(" + TypeName(st) + ")(" + operand(value) + ")";
+      if (from.is_float() && st.is_integer()) {
+        lane = from.bits == 16 ? FloatToInt("((float)(" + operand(value) + "))", ir::Float32(), st)
+                               : FloatToInt(operand(value), from, st);
+      } else {
+        lane = "(" + TypeName(st) + ")(" + operand(value) + ")";
+      }
       break;
     }
     case ExprKind::kCall: {

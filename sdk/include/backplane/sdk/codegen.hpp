@@ -60,15 +60,17 @@ inline bp_object_t* ObjectArg(const PackedArgs& args, int32_t i, int32_t type,
 }
 
 // Runs `body` (returning a Module) and makes the registered function's result: ir::Error
-// becomes BP_ERR_INVALID_ARGUMENT with its message (the core puts the function's name in
-// front when it reports a failure), an empty Module is a plugin bug.
+// becomes BP_ERR_INVALID_ARGUMENT with its message (BP_ERR_UNSUPPORTED for kUnsupported) (the core
+// puts the function's name in front when it reports a failure), an empty Module is a plugin bug.
 template <typename Body>
 Any ModuleResult(const std::string& fn, Body&& body) {
   Module m;
   try {
     m = body();
   } catch (const ir::Error& e) {
-    throw Error(BP_ERR_INVALID_ARGUMENT, e.what());
+    throw Error(
+        e.kind() == ir::ErrorKind::kUnsupported ? BP_ERR_UNSUPPORTED : BP_ERR_INVALID_ARGUMENT,
+        e.what());
   }
   if (!m) {
     throw Error(BP_ERR_INTERNAL,

@@ -13,6 +13,10 @@ enum class ErrorKind {
   kValue,   // a builder call that cannot be represented (bad name, wrong arity, ...)
   kParse,   // the text form is malformed; what() has line:column, the line and a caret
   kVerify,  // the IR is well formed but wrong (undefined variable, type mismatch, ...)
+  // Valid IR that a code generator cannot express on its target (a dtype its language or
+  // device lacks): BP_ERR_UNSUPPORTED at the plugin's edge, so a caller can tell "not here"
+  // from "wrong".
+  kUnsupported,
 };
 
 class Error : public std::runtime_error {

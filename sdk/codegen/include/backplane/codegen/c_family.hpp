@@ -231,6 +231,12 @@ class CFamilyEmitter {
   void Line(const std::string& text);
   // Throws ir::Error(kValue) "<dialect> code generator: in function '<f>': <what>".
   [[noreturn]] void Fail(const std::string& what) const;
+  // floor(x / y) (or, with `mod`, x - floor(x / y) * y) on float operands of type `t`, as the
+  // interpreter computes it (float16 in float, rounded once by the caller).
+  std::string FloatFloorDivMod(bool mod, const std::string& x, const std::string& y, ir::DType t);
+  // The same message, as ir::Error(kUnsupported): valid IR the dialect cannot express (a dtype
+  // its language or target lacks), BP_ERR_UNSUPPORTED to the caller of bp_build.
+  [[noreturn]] void Unsupported(const std::string& what) const;
   // The element count of `buffer` when its shape is all numbers, else -1 (or Fail, naming the
   // buffer, with `must_be_constant`). Fails when the count or its bytes pass INT64_MAX.
   int64_t ConstantElements(const ir::Buffer& buffer, bool must_be_constant) const;
