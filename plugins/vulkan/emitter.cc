@@ -238,6 +238,16 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       f64_math_.insert(name);
       return "bp_" + name;
     }
+    if (name == "fma" && t.bits == 32) {
+      // GLSL's fma need not be fused (lavapipe's is not: a*b rounds first); the IR's rounds
+      // once. The product of two floats is exact in double, and their sum with c rounded to
+      // odd in double and then to float is the fused result (53 >= 24 + 2 bits). Needs
+      // shaderFloat64, as a launch on a device without it says.
+      f64_math_.insert("fma");  // bp_d_add_odd and what it needs
+      layout.uses_float64 = true;
+      uses_fmaf_ = true;
+      return "bp_fmaf";
+    }
     if (name == "fabs") return "abs";
     if (name == "round") {
       uses_round_ = true;
@@ -659,6 +669,15 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     }
     helpers += NumericHelpers();
     if (!f64_math_.empty()) helpers += Float64MathGlsl(f64_math_);
+    if (uses_fmaf_) {
+      helpers +=
+          "float bp_fmaf(float a, float b, float c) {\n"
+          "  precise double p = double(a) * double(b);\n"
+          "  precise double dc = double(c);\n"
+          "  if (isinf(p) || isnan(p) || isinf(dc) || isnan(dc)) return float(p + dc);\n"
+          "  return float(bp_d_add_odd(p, dc));\n"
+          "}\n";
+    }
     if (uses_erf_) {
       // |x| < 1: the Taylor series to x^25 (truncation under 1e-10, a few ulp of rounding);
       // else Abramowitz & Stegun 7.1.26 (absolute error under 1.5e-7, a few ulp of erf's
@@ -926,6 +945,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   bool uses_fdiv_ = false;     // a float32 division: bp_fdiv
   bool uses_fminmax_ = false;  // a float min or max: bp_fmin, bp_fmax
   bool uses_erf_ = false;
+  bool uses_fmaf_ = false;          // a float32 fma: bp_fmaf
   std::set<std::string> f64_math_;  // float64 intrinsics computed by our helpers
 };
 

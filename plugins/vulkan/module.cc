@@ -453,7 +453,7 @@ class VulkanModule : public sdk::KernelModule {
                 (l.uses_int64 ? "64-bit integers (shaderInt64)" : "64-bit floats (shaderFloat64)") +
                 ", which " + s.properties().deviceName +
                 " lacks; use 32-bit types in the kernel (floordiv/floormod on ints use "
-                "int64)");
+                "int64; a float32 fma computes in float64 to round once)");
       }
       if (const uint32_t missing = l.atomics & ~s.atomics()) {
         throw Error(BP_ERR_UNSUPPORTED,

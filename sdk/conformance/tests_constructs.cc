@@ -581,6 +581,10 @@ const std::vector<Construct>& ExactIntrinsics() {
       {"trunc", "trunc(a)", "trunc(a[i])", "", Inputs::kAny, false},
       {"round", "round(a) (half away from zero)", "round(a[i])", "", Inputs::kAny, false},
       {"sqrt", "sqrt(a), correctly rounded", "sqrt(a[i])", "", Inputs::kAny, false},
+      // The product's rounding error: 0 where a*b is rounded before the add, so only a fused
+      // multiply-add (the IR's: rounded once) passes.
+      {"fma", "fma(a, b, -(a * b)), rounded once", "fma(a[i], b[i], -(a[i] * b[i]))", "",
+       Inputs::kAny, false},
   };
   return kFns;
 }
