@@ -486,10 +486,26 @@ class GlslEmitter : public codegen::CFamilyEmitter {
 
   // GLSL's atomicAdd/atomicMin/atomicMax on a storage-buffer or shared element: int32 in core
   // GLSL; int64 (GL_EXT_shader_atomic_int64), float32 add (GL_EXT_shader_atomic_float) and
-  // float32 min/max (GL_EXT_shader_atomic_float2) are device features the layout records.
+  // float32 min/max on shared memory (GL_EXT_shader_atomic_float2) are device features the
+  // layout records. float32 min/max on a storage buffer is a compare-and-swap loop on the
+  // element's bits (core atomicCompSwap on a uint view of the same binding, bp_bits_<name>):
+  // it runs on every device (NVIDIA's has no VK_EXT_shader_atomic_float2) and computes the
+  // IR's fmin/fmax (a NaN operand gives the other), which the extension's need not.
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
-                              const std::string& value, bool) override {
+                              const std::string& value, bool shared) override {
     if (t.bits == 64) layout.atomics |= kAtomicInt64;
+    if (t.is_float() && op != ir::AtomicOp::kAdd && !shared) {
+      const size_t bracket = element.find('[');
+      const std::string name = element.substr(0, bracket);
+      cas_buffers_.insert(name);
+      uses_fminmax_ = true;
+      const std::string bits = "bp_bits_" + name + element.substr(bracket);
+      const std::string o = Temp(), seen = Temp();
+      return "{ uint " + o + " = " + bits + "; for (;;) { const uint " + seen +
+             " = atomicCompSwap(" + bits + ", " + o + ", floatBitsToUint(" +
+             (op == ir::AtomicOp::kMin ? "bp_fmin" : "bp_fmax") + "(uintBitsToFloat(" + o + "), " +
+             value + "))); if (" + seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
+    }
     if (t.is_float())
       layout.atomics |= op == ir::AtomicOp::kAdd ? kAtomicFloatAdd : kAtomicFloatMinMax;
     const char* name = op == ir::AtomicOp::kAdd   ? "atomicAdd"
@@ -587,6 +603,11 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       const ir::Buffer& b = func.params[layout.bindings[i]].buffer();
       decls += "layout(std430, set = 0, binding = " + std::to_string(i) + ") buffer bp_buffer_" +
                std::to_string(i) + " { " + TypeName(b.dtype()) + " " + Name(b.name()) + "[]; };\n";
+      if (cas_buffers_.count(Name(b.name())) != 0) {  // its float min/max: AtomicStatement
+        decls += "layout(std430, set = 0, binding = " + std::to_string(i) +
+                 ") buffer bp_buffer_bits_" + std::to_string(i) + " { uint bp_bits_" +
+                 Name(b.name()) + "[]; };\n";
+      }
     }
     if (!layout.push.empty()) {
       decls += "layout(push_constant) uniform bp_push_block {\n";
@@ -945,7 +966,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   bool uses_fdiv_ = false;     // a float32 division: bp_fdiv
   bool uses_fminmax_ = false;  // a float min or max: bp_fmin, bp_fmax
   bool uses_erf_ = false;
-  bool uses_fmaf_ = false;          // a float32 fma: bp_fmaf
+  bool uses_fmaf_ = false;  // a float32 fma: bp_fmaf
+  // Storage buffers (by GLSL name) a float atomic min/max updates through a uint view.
+  std::set<std::string> cas_buffers_;
   std::set<std::string> f64_math_;  // float64 intrinsics computed by our helpers
 };
 
