@@ -272,6 +272,10 @@ void Sgemm(benchmark::State& state, int threads) {
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * s * s * s * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  // The kernel OpenBLAS picked: in a VM whose CPUID it misreads it runs its SSE3 one
+  // ("Prescott") on an AVX-512 machine, 4-7x below its best; OPENBLAS_CORETYPE=SkylakeX (or
+  // Haswell) sets it (docs/performance.md).
+  state.SetLabel(std::string("OpenBLAS core ") + openblas_get_corename());
 }
 void BM_Sgemm_OpenBLAS_1Thread(benchmark::State& state) { Sgemm(state, 1); }
 void BM_Sgemm_OpenBLAS_AllThreads(benchmark::State& state) { Sgemm(state, AllCores()); }
