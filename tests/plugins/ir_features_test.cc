@@ -452,34 +452,6 @@ const char* const kSharedAtLaunch =
     "  }\n"
     "}\n";
 
-// Calls `func` of `m` on `dev` with scalars `ints` first and then `bufs` (1-D tensors).
-std::vector<Buf> CallWithScalars(const Module& m, const std::string& func, Device dev,
-                                 const std::vector<int64_t>& ints, std::vector<Buf> bufs) {
-  std::vector<Tensor> tensors;
-  std::vector<bp_value_t> values;
-  for (int64_t i : ints) {
-    bp_value_t v{};
-    v.type = BP_VALUE_INT;
-    v.u.v_int64 = i;
-    values.push_back(v);
-  }
-  for (const Buf& b : bufs) {
-    tensors.push_back(Tensor::Empty({b.Elements()}, b.dtype, dev));
-    tensors.back().CopyFromBytes(b.bits.data(), b.bits.size() * 4);
-  }
-  for (const Tensor& t : tensors) {
-    bp_value_t v{};
-    v.type = BP_VALUE_TENSOR;
-    v.u.v_tensor = t.dl();
-    values.push_back(v);
-  }
-  m.GetFunction(func).CallPacked(values.data(), static_cast<int32_t>(values.size()));
-  for (size_t k = 0; k < bufs.size(); ++k) {
-    tensors[k].CopyToBytes(bufs[k].bits.data(), bufs[k].bits.size() * 4);
-  }
-  return bufs;
-}
-
 TEST_P(IrFeatures, SharedMemorySizedAtLaunch) {
   const std::string kind = GetParam();
   if (kind == "c") GTEST_SKIP() << "CPU code has no shared memory";
@@ -501,7 +473,7 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunch) {
       for (float& v : x) v = dist(rng);
       const std::vector<Buf> args = {Floats(x), Floats(std::vector<float>(x.size(), 0.0f)),
                                      Ints(std::vector<int32_t>(static_cast<size_t>(mm * 4), -1))};
-      const std::vector<Buf> got = CallWithScalars(m, "tiles", dev, {n, mm}, args);
+      const std::vector<Buf> got = Call(m, "tiles", dev, args, {n, mm});
       std::vector<Buf> want = args;
       std::vector<int64_t> shapes;
       shapes.reserve(want.size());
@@ -540,7 +512,7 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunchIsCheckedAgainstTheDevice) {
   Module m = backplane::Build(text, Target::Parse(kind));
   auto message = [&](int64_t n) {
     try {
-      CallWithScalars(m, "big", dev, {n}, {Floats(std::vector<float>(64, 0.0f))});
+      Call(m, "big", dev, {Floats(std::vector<float>(64, 0.0f))}, {n});
     } catch (const backplane::Error& e) {
       return std::string(e.what());
     }
@@ -557,8 +529,7 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunchIsCheckedAgainstTheDevice) {
             std::string::npos)
       << negative;
   // And a size that fits runs: 64 slots, each thread reads what thread 63 - t wrote.
-  const std::vector<Buf> got =
-      CallWithScalars(m, "big", dev, {64}, {Floats(std::vector<float>(64, 0.0f))});
+  const std::vector<Buf> got = Call(m, "big", dev, {Floats(std::vector<float>(64, 0.0f))}, {64});
   float y[64];
   std::memcpy(y, got[0].bits.data(), sizeof(y));
   for (int t = 0; t < 64; ++t) EXPECT_EQ(y[t], static_cast<float>(63 - t)) << t;
@@ -667,7 +638,7 @@ TEST_P(IrFeatures, IndexArithmeticIsExact) {
   for (const char* options : {"", " -bounds-check"}) {
     SCOPED_TRACE(kind + options);
     const Module m = backplane::Build(text, Target::Parse(kind + options));
-    const std::vector<Buf> got = CallWithScalars(m, "cancel", dev, {1, 65536}, args);
+    const std::vector<Buf> got = Call(m, "cancel", dev, args, {1, 65536});
     float o[2];
     std::memcpy(o, got[1].bits.data(), sizeof(o));
     EXPECT_EQ(o[0], 3.25f);
@@ -676,7 +647,7 @@ TEST_P(IrFeatures, IndexArithmeticIsExact) {
   const Module checked = backplane::Build(text, Target::Parse(kind + " -bounds-check"));
   std::string message = "(no error)";
   try {
-    CallWithScalars(checked, "wide", dev, {1, 65536}, args);
+    Call(checked, "wide", dev, args, {1, 65536});
   } catch (const backplane::Error& e) {
     message = e.what();
   }

@@ -93,10 +93,18 @@ inline bool DeviceOf(const std::string& kind, Device* dev) {
 }
 
 // Calls `func` of `m` on `dev` with `args` (every param a buffer) and reads them back.
+// Calls `func` of `m` on `dev`: the int scalars `ints` first, then `args` as 1-D tensors;
+// returns `args` with what the call left in them.
 inline std::vector<Buf> Call(const Module& m, const std::string& func, Device dev,
-                             std::vector<Buf> args) {
+                             std::vector<Buf> args, const std::vector<int64_t>& ints = {}) {
   std::vector<Tensor> tensors;
   std::vector<bp_value_t> values;
+  for (int64_t i : ints) {
+    bp_value_t v{};
+    v.type = BP_VALUE_INT;
+    v.u.v_int64 = i;
+    values.push_back(v);
+  }
   for (const Buf& b : args) {
     tensors.push_back(Tensor::Empty({b.Elements()}, b.dtype, dev));
     tensors.back().CopyFromBytes(b.bits.data(), b.bits.size() * 4);
