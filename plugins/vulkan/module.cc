@@ -170,6 +170,9 @@ int64_t Detail(const uint32_t* words, int k) {
                   "kernel with this version");
 }
 
+// The pipelines a kernel with shared arrays sized at launch keeps for distinct sizes.
+constexpr size_t kMaxSizedPipelines = 64;
+
 // A kernel's Vulkan objects on one device.
 struct Pipeline {
   VkShaderModule shader = VK_NULL_HANDLE;
@@ -479,11 +482,28 @@ class VulkanModule : public sdk::KernelModule {
         for (size_t j = 0; j < sig.shared().size(); ++j) {
           const launch::SharedArray& a = sig.shared()[j];
           if (!a.at_launch()) continue;
-          // Bind kept the array within maxComputeSharedMemorySize bytes: it fits a uint32.
-          lengths[static_cast<size_t>(a.launch_index)] =
-              static_cast<uint32_t>(std::max<uint64_t>(bound.shared_elements[j], 1));
+          // Bind kept the array within maxComputeSharedMemorySize bytes, so it fits a uint32;
+          // checked again, as a truncated length would size the array silently wrong.
+          const uint64_t n = std::max<uint64_t>(bound.shared_elements[j], 1);
+          if (n > UINT32_MAX) {
+            throw Error(BP_ERR_INVALID_ARGUMENT,
+                        "vulkan kernel '" + l.name + "': shared allocation '" +
+                            a.alloc->buffer.name() + "' has " + std::to_string(n) +
+                            " elements at this launch, more than a specialization constant "
+                            "holds; launch it with a smaller size");
+          }
+          lengths[static_cast<size_t>(a.launch_index)] = static_cast<uint32_t>(n);
         }
         auto found = p.sized.find(lengths);
+        if (found == p.sized.end() && p.sized.size() >= kMaxSizedPipelines) {
+          // A caller that launches with ever new sizes would otherwise keep a pipeline for each:
+          // past the cap they all go (after the last dispatch that may use one), and the sizes
+          // in use are made again.
+          s.Wait(p.last_use);
+          for (auto& [old_lengths, old] : p.sized) vkDestroyPipeline(s.device(), old, nullptr);
+          p.sized.clear();
+          found = p.sized.end();
+        }
         if (found == p.sized.end()) {
           found = p.sized.emplace(lengths, MakePipeline(k, p, s, lengths)).first;
         }

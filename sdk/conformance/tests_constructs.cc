@@ -513,7 +513,7 @@ runner::CheckArg Filled(const std::string& name, const std::string& dtype, size_
   return Buffer(name, dtype, std::vector<uint8_t>(count * ((t.bits + 7) / 8), fill));
 }
 
-void SkipWithoutFloat64(Context& ctx, Dt t) {
+void SkipWithoutFloatType(Context& ctx, Dt t) {
   if (t != Dt::kF64 && t != Dt::kF16) return;
   ctx.Load();
   ctx.SetUpDevice();
@@ -530,7 +530,7 @@ void SkipWithoutFloat64(Context& ctx, Dt t) {
 
 // A construct over a[i] (and b[i]) of dtype `t`.
 void RunConstruct(Context& ctx, const Construct& c, Dt t, const std::string& clause) {
-  SkipWithoutFloat64(ctx, t);
+  SkipWithoutFloatType(ctx, t);
   const std::string dtype = IrName(t);
   const std::string result = c.result.empty() ? dtype : c.result;
   const std::string params = "a: buffer<" + dtype + ">[" + std::to_string(kElements) +
@@ -649,7 +649,7 @@ std::vector<uint8_t> DomainElements(Dt t, double lo_value, double hi_value, bool
 }
 
 void RunInexact(Context& ctx, const Inexact& f, Dt t, const std::string& clause) {
-  SkipWithoutFloat64(ctx, t);
+  SkipWithoutFloatType(ctx, t);
   const std::string dtype = IrName(t);
   const std::string n = std::to_string(kElements);
   const std::string params = "a: buffer<" + dtype + ">[" + n + "], b: buffer<" + dtype + ">[" + n +
@@ -675,8 +675,8 @@ void RunInexact(Context& ctx, const Inexact& f, Dt t, const std::string& clause)
 // A cast from `from` to `to`: in range, and (float to integer) out of range and NaN, which
 // the IR defines (NaN gives 0, out of range saturates).
 void RunCast(Context& ctx, Dt from, Dt to, const std::string& clause) {
-  SkipWithoutFloat64(ctx, from);
-  SkipWithoutFloat64(ctx, to);
+  SkipWithoutFloatType(ctx, from);
+  SkipWithoutFloatType(ctx, to);
   const Construct c{"cast",
                     "",
                     std::string(IrName(to)) + "(a[i])",

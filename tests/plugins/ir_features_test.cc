@@ -533,6 +533,18 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunchIsCheckedAgainstTheDevice) {
   float y[64];
   std::memcpy(y, got[0].bits.data(), sizeof(y));
   for (int t = 0; t < 64; ++t) EXPECT_EQ(y[t], static_cast<float>(63 - t)) << t;
+  // 70 sizes in a row, each its own specialization on vulkan (past the 64 pipelines a kernel
+  // keeps, the module drops them and goes on): thread t reads what thread 63 - t wrote to
+  // slot floormod(63 - t, n).
+  for (int64_t n = 1; n <= 70; ++n) {
+    const std::vector<Buf> out = Call(m, "big", dev, {Floats(std::vector<float>(64, 0.0f))}, {n});
+    std::memcpy(y, out[0].bits.data(), sizeof(y));
+    for (int t = 0; t < 64; ++t) {
+      // The last writer of slot floormod(63 - t, n) is unspecified when several threads share
+      // it; every one wrote a value congruent to the slot modulo n.
+      ASSERT_EQ(static_cast<int64_t>(y[t]) % n, (63 - t) % n) << "n = " << n << ", t = " << t;
+    }
+  }
 }
 
 // A float16 converted to an integer saturates and NaN gives 0, as every float does in the IR

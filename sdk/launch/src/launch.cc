@@ -411,20 +411,28 @@ void BindShared(const KernelSignature& sig, DLDevice device, const DeviceLimits&
       continue;
     }
     const ir::Buffer& buffer = a.alloc->buffer;
+    // "n = 300, ..." up to dimension `last`, for messages only (a warm launch builds no text).
+    auto dims = [&](size_t last) {
+      std::string text;
+      for (size_t k = 0; k <= last && k < buffer->shape.size(); ++k) {
+        const ir::Expr& d = buffer->shape[k];
+        text += std::string(k ? ", " : "") + ir::Print(d) + " = " +
+                std::to_string(ir::EvalIntExpr(sig.func(), d, out->views));
+      }
+      return text;
+    };
     uint64_t count = 1;
-    std::string dims;  // "n = 300" for messages
-    for (const ir::Expr& d : buffer->shape) {
+    for (size_t k = 0; k < buffer->shape.size(); ++k) {
       int64_t v = 0;
       try {
-        v = ir::EvalIntExpr(sig.func(), d, out->views);
+        v = ir::EvalIntExpr(sig.func(), buffer->shape[k], out->views);
       } catch (const ir::Error& e) {
         Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": cannot size shared allocation '" +
                                           buffer.name() + "': " + e.what());
       }
-      dims += std::string(dims.empty() ? "" : ", ") + ir::Print(d) + " = " + std::to_string(v);
       if (v < 0) {
         Fail(BP_ERR_INVALID_ARGUMENT, sig.Describe() + ": shared allocation '" + buffer.name() +
-                                          "' has a negative extent at this launch (" + dims +
+                                          "' has a negative extent at this launch (" + dims(k) +
                                           "); pass arguments that give it a size >= 0");
       }
       if (__builtin_mul_overflow(count, static_cast<uint64_t>(v), &count)) count = UINT64_MAX;
@@ -438,7 +446,7 @@ void BindShared(const KernelSignature& sig, DLDevice device, const DeviceLimits&
                      at + bytes > static_cast<uint64_t>(limits.shared_per_block))) {
       Fail(BP_ERR_INVALID_ARGUMENT,
            sig.Describe() + ": shared allocation '" + buffer.name() + "' (" +
-               ir::ToString(buffer.dtype()) + " with " + dims + ") " +
+               ir::ToString(buffer.dtype()) + " with " + dims(buffer->shape.size()) + ") " +
                (overflow ? std::string("takes more bytes than an int64 counts")
                          : "takes " + std::to_string(bytes) + " bytes at this launch, and the " +
                                "kernel's shared memory comes to " + std::to_string(at + bytes) +
