@@ -310,9 +310,13 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
   std::vector<std::string> argv = {program};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   // Fixed flags: a position-independent shared library exporting only the entry points,
-  // OpenMP for parallel loops, and wrapping signed integers as the IR defines them.
+  // OpenMP for parallel loops, and wrapping signed integers as the IR defines them. The IR has
+  // no errno and no floating-point exception flags or traps, so the compiler need not keep
+  // them: -fno-trapping-math changes no value, and lets gcc turn a float comparison into a
+  // vector select (without it, a loop calling bp_expf, whose clamps are comparisons, does not
+  // vectorize).
   for (const char* f : {"-std=gnu99", "-shared", "-fPIC", "-fvisibility=hidden", "-fopenmp",
-                        "-fwrapv", "-fno-math-errno"}) {
+                        "-fwrapv", "-fno-math-errno", "-fno-trapping-math"}) {
     argv.push_back(f);
   }
   std::string key_material =

@@ -67,7 +67,27 @@ std::string HostTriple() {
 #endif
 }
 
-std::string CanonicalizeC(const std::string& attrs_json) {
+std::string HostArchLevel() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  // The features of each level (the x86-64 psABI), as far as __builtin_cpu_supports names
+  // them; every CPU with these has the level's others (lzcnt, movbe, f16c, cmpxchg16b, ...).
+  const bool v2 = __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("sse3") &&
+                  __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1") &&
+                  __builtin_cpu_supports("sse4.2");
+  const bool v3 = v2 && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
+                  __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                  __builtin_cpu_supports("fma");
+  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vl");
+  return v4 ? "x86-64-v4" : v3 ? "x86-64-v3" : v2 ? "x86-64-v2" : "x86-64";
+#else
+  return "";
+#endif
+}
+
+std::string CanonicalizeC(const std::string& attrs_json, bool from_host_cpu) {
   Json attrs = Json::parse(attrs_json, nullptr, /*allow_exceptions=*/false);
   if (!attrs.is_object()) {
     throw Error(BP_ERR_INTERNAL,
@@ -123,6 +143,20 @@ std::string CanonicalizeC(const std::string& attrs_json) {
   }
   for (const std::string& feature : strings_of("mattr")) CheckFeature(feature);
   CheckCFlags(strings_of("cflags"));
+  // A Target built from this machine's CPU describes its instruction set, so code built for it
+  // uses the CPU's vector units (without it, gcc targets plain x86-64: SSE2, no FMA). The level,
+  // not -march=native: a Target is data that another machine may compile for (a remote device's
+  // client), and the level means the same there. A Target that names an architecture, a CPU or
+  // features, or cross-compiles, is left as it is.
+  if (from_host_cpu && !attrs.contains("march") && !attrs.contains("mcpu") &&
+      !attrs.contains("mattr") && attrs.value("mtriple", HostTriple()) == HostTriple()) {
+    bool flags_name_one = false;
+    for (const std::string& flag : strings_of("cflags")) {
+      for (const char* p : {"-march=", "-mcpu="}) flags_name_one |= flag.rfind(p, 0) == 0;
+    }
+    const std::string level = HostArchLevel();
+    if (!flags_name_one && !level.empty()) attrs["march"] = level;
+  }
   // fast-math is the union of the six flags, as in LLVM: turning it on turns them all on.
   if (attrs.value("fast-math", false)) {
     for (const char* flag : kFastMathFlags) attrs[std::string("fast-math-") + flag] = true;
@@ -159,8 +193,9 @@ void RegisterTargetKinds() {
       .Attr<std::vector<std::string>>("cflags", std::vector<std::string>{},
                                       "extra optimisation and code-generation flags from an "
                                       "allowlist, e.g. -march=native,-funroll-loops")
-      .Canonicalizer(
-          [](const std::string& attrs_json, const DLDevice*) { return CanonicalizeC(attrs_json); })
+      .Canonicalizer([](const std::string& attrs_json, const DLDevice* device) {
+        return CanonicalizeC(attrs_json, device != nullptr && device->device_type == kDLCPU);
+      })
       .Register();
 
   // TVM's Raspberry Pi 4 (64-bit) tag, as a cross-compilation target for the c kind.

@@ -1,23 +1,33 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The catalog's matmul and softmax against IREE on the same device, in one run (issue 21,
-items 12 and 13).
+"""The catalog's matmul and softmax against a peer (IREE or Apache TVM) on the same device, in
+one run (issue 21, items 12 and 13).
 
-    bash python/bench/run_peers.sh [--device cpu:0|vulkan:0] [--repeat 15]
+    bash python/bench/run_peers.sh [--peer iree|tvm] [--device cpu:0|vulkan:0] [--repeat 15]
 
-run_peers.sh makes the venv .venv-peers with the Python package and IREE's compiler and
-runtime from PyPI (iree-base-compiler, iree-base-runtime; about 100 MB), then runs this.
+run_peers.sh puts the peer from PyPI into .peers-site (IREE: iree-base-compiler and
+iree-base-runtime, about 100 MB; TVM: apache-tvm, about 100 MB), then runs this with the
+Python package's venv. One peer a process: each brings its own LLVM.
 
 For each problem (matmul 1024x1024x1024, softmax over 4096x1024, float32), on one device:
   backplane  the catalog's kernels (CPU: matmul and matmul_tiled, softmax; GPU: their _gpu
-             twins), built for Target.from_device, timed with events (the median of --repeat
+             twins), built for Target.from_device (on a CPU with fast-math-contract, as IREE
+             fuses a * b + c too; --target sets another), timed with events (the median of --repeat
              calls after one warm-up), each result checked against NumPy in float64;
   iree       the same computation as linalg in MLIR, compiled by IREE for the device
              (llvm-cpu for cpu:0 with the host's CPU features, vulkan-spirv for vulkan:0), run
              by IREE's runtime (local-task with one worker per core, or vulkan), timed around
              the call with the result read back (the median of --repeat calls), also checked.
-The ratio printed is IREE's time over Backplane's: above 1, Backplane is faster.
+  tvm        (CPU only) the same computation in TVM's tensor expressions with the hand
+             schedules of TVM's own tutorials, untuned: matmul as "How to optimize GEMM on CPU"
+             ends (b packed in 64-column panels, 64 x 64 blocks of c in parallel, k split by 4
+             and unrolled, the block's columns vectorized, c through a write cache), softmax
+             as topi.nn.softmax with its four stages computed per row, rows in parallel, the
+             elementwise stages vectorized; built by tvm.compile for llvm with the host's CPU
+             (llvm_get_system_cpu) and the device's cores, timed around the call and a sync.
+The ratio printed is the peer's time over Backplane's: above 1, Backplane is faster.
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -95,6 +105,85 @@ def time_iree(fn, inputs, repeat):
     return statistics.median(times), out
 
 
+def tvm_matmul(s, cores):
+    """TVM's GEMM tutorial schedule for c = a * b (s x s, s a multiple of 64): a function of
+    (a, b) numpy arrays returning (call, result) for the timing loop."""
+    import tvm
+    from tvm import s_tir, te
+    bn = 64
+    a_t = te.placeholder((s, s), "float32", name="A")
+    b_t = te.placeholder((s, s), "float32", name="B")
+    packed = te.compute((s // bn, s, bn), lambda x, y, z: b_t[y, x * bn + z], name="packedB")
+    k = te.reduce_axis((0, s), name="k")
+    c_t = te.compute((s, s), lambda x, y: te.sum(
+        a_t[x, k] * packed[y // bn, k, tvm.tirx.indexmod(y, bn)], axis=k), name="C")
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([a_t, b_t, c_t])}))
+    c = sch.get_sblock("C")
+    cache = sch.cache_write(c, 0, "global")
+    x, y, kk = sch.get_loops(c)
+    xo, xi = sch.split(x, [None, bn])
+    yo, yi = sch.split(y, [None, bn])
+    sch.reorder(xo, yo, xi, yi)
+    sch.reverse_compute_at(cache, yo)
+    ko, ki = sch.split(kk, [None, 4])
+    sch.reorder(ko, xi, ki, yi)
+    sch.unroll(ki)
+    sch.vectorize(yi)
+    sch.parallel(sch.fuse(xo, yo))
+    sch.decompose_reduction(c, ko)
+    sch.vectorize(sch.get_loops(cache)[-1])
+    px, _py, pz = sch.get_loops(sch.get_sblock("packedB"))
+    sch.vectorize(pz)
+    sch.parallel(px)
+    return tvm_function(sch.mod, cores)
+
+
+def tvm_softmax(r, cols, cores):
+    import tvm
+    from tvm import s_tir, te, topi
+    x_t = te.placeholder((r, cols), "float32", name="X")
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(
+        [x_t, topi.nn.softmax(x_t, axis=1)])}))
+    i0, i1 = sch.get_loops(sch.get_sblock("T_softmax_norm"))
+    for stage in ["T_softmax_expsum", "T_softmax_exp", "T_softmax_maxelem"]:
+        sch.compute_at(sch.get_sblock(stage), i0)
+    sch.parallel(i0)
+    sch.vectorize(i1)
+    sch.vectorize(sch.get_loops(sch.get_sblock("T_softmax_exp"))[-1])
+    return tvm_function(sch.mod, cores)
+
+
+def tvm_function(mod, cores):
+    """Builds `mod` for this CPU; returns a function of numpy inputs and the output's shape that
+    gives (call, result): call runs it once and waits, result reads the output."""
+    import tvm
+    cpu = tvm.target.codegen.llvm_get_system_cpu()
+    lib = tvm.compile(mod, target=tvm.target.Target(
+        {"kind": "llvm", "mcpu": cpu, "num-cores": cores}))
+    dev = tvm.cpu(0)
+
+    def prepare(inputs, out_shape):
+        args = [tvm.runtime.tensor(v, dev) for v in inputs]
+        args.append(tvm.runtime.tensor(np.full(out_shape, np.nan, np.float32), dev))
+
+        def call():
+            lib["main"](*args)
+            dev.sync()
+        return call, lambda: args[-1].numpy()
+    return prepare
+
+
+def time_tvm(prepare, inputs, out_shape, repeat):
+    call, result = prepare(inputs, out_shape)
+    call()  # warm-up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), result()
+
+
 def time_backplane(fn, args, dev, repeat):
     fn(*args)  # warm-up
     times = []
@@ -115,12 +204,27 @@ def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu:0")
+    p.add_argument("--peer", choices=["iree", "tvm"], default="iree")
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--size", type=int, default=1024, help="matmul's m = n = k")
+    p.add_argument("--target", default=None,
+                   help="the Target to build for (default: Target.from_device of --device, "
+                        "with fast-math-contract on a CPU, as IREE contracts a * b + c to fma)")
     o = p.parse_args()
     dev = bp.Device(o.device)
-    target = bp.Target.from_device(dev)
+    if o.target:
+        target = bp.Target(o.target)
+    else:
+        attrs = json.loads(str(bp.Target.from_device(dev)))
+        if attrs["kind"] == "c":
+            attrs["fast-math-contract"] = True
+        target = bp.Target(json.dumps(attrs))
     gpu = target.kind != "c"
+    if o.peer == "tvm" and gpu:
+        print("--peer tvm: only on cpu:0 (the PyPI build of TVM has no Vulkan runtime)",
+              file=sys.stderr)
+        return 2
+    cores = json.loads(str(target)).get("num-cores", os.cpu_count())
     rng = np.random.default_rng(2112)
     rows = []
 
@@ -134,8 +238,11 @@ def main():
     a = rng.uniform(-1, 1, (s, s)).astype(np.float32)
     b = rng.uniform(-1, 1, (s, s)).astype(np.float32)
     want = a.astype(np.float64) @ b
-    iree_fn = iree_function(MATMUL_MLIR.format(m=s, n=s, k=s), "matmul", o.device)
-    theirs, out = time_iree(iree_fn, [a, b], o.repeat)
+    if o.peer == "tvm":
+        theirs, out = time_tvm(tvm_matmul(s, cores), [a, b], (s, s), o.repeat)
+    else:
+        iree_fn = iree_function(MATMUL_MLIR.format(m=s, n=s, k=s), "matmul", o.device)
+        theirs, out = time_iree(iree_fn, [a, b], o.repeat)
     err_iree = rel_error(out, want)
     for name in ["matmul_gpu", "matmul_tiled_gpu"] if gpu else ["matmul", "matmul_tiled"]:
         fn = bp.build(mm[name], target)[name]
@@ -155,15 +262,19 @@ def main():
     y = bp.from_numpy(np.full((r, cols), np.nan, np.float32), dev)
     ours = time_backplane(fn, [r, cols, bp.from_numpy(x, dev), y], dev, o.repeat)
     err_ours = rel_error(y.numpy(), want)
-    iree_fn = iree_function(SOFTMAX_MLIR.format(r=r, c=cols), "softmax", o.device)
-    theirs, out = time_iree(iree_fn, [x], o.repeat)
+    if o.peer == "tvm":
+        theirs, out = time_tvm(tvm_softmax(r, cols, cores), [x], (r, cols), o.repeat)
+    else:
+        iree_fn = iree_function(SOFTMAX_MLIR.format(r=r, c=cols), "softmax", o.device)
+        theirs, out = time_iree(iree_fn, [x], o.repeat)
     rows.append((f"{name} {r}x{cols}", ours, theirs, err_ours, rel_error(out, want), 0))
 
     import importlib.metadata
-    print(f"device {o.device} ({target.kind}); IREE "
-          f"{importlib.metadata.version('iree-base-compiler')}; median of {o.repeat}")
-    print(f"{'problem':<24} {'backplane ms':>13} {'iree ms':>9} {'iree/bp':>8} "
-          f"{'bp GFLOP/s':>11} {'rel.err bp':>11} {'rel.err iree':>12}")
+    package = "iree-base-compiler" if o.peer == "iree" else "apache-tvm"
+    print(f"device {o.device}, target {target}; {o.peer} {package} "
+          f"{importlib.metadata.version(package)}; median of {o.repeat}")
+    print(f"{'problem':<24} {'backplane ms':>13} {o.peer + ' ms':>9} {o.peer + '/bp':>8} "
+          f"{'bp GFLOP/s':>11} {'rel.err bp':>11} {'rel.err ' + o.peer:>12}")
     for what, ours, theirs, e1, e2, flops in rows:
         gf = f"{flops / ours / 1e6:11.1f}" if flops else f"{'':>11}"
         print(f"{what:<24} {ours:>13.3f} {theirs:>9.3f} {theirs / ours:>8.2f} {gf} "

@@ -6,6 +6,7 @@
 #define BACKPLANE_IR_SRC_INTERP_OPS_HPP_
 
 #include <algorithm>
+#include <backplane/ir/expf.hpp>
 #include <backplane/ir/text.hpp>
 #include <cmath>
 #include <cstring>
@@ -443,6 +444,7 @@ template <typename C>
 C Intrinsic(Intrin id, C a, C b, C c) {
   switch (id) {
     case Intrin::kExp:
+      if constexpr (std::is_same_v<C, float>) return ExpF32(a);  // the c target's (expf.hpp)
       return std::exp(a);
     case Intrin::kExp2:
       return std::exp2(a);
@@ -457,6 +459,7 @@ C Intrinsic(Intrin id, C a, C b, C c) {
     case Intrin::kTanh:
       return std::tanh(a);
     case Intrin::kSigmoid:
+      if constexpr (std::is_same_v<C, float>) return 1.0f / (1.0f + ExpF32(-a));
       return C(1) / (C(1) + std::exp(-a));
     case Intrin::kErf:
       return std::erf(a);

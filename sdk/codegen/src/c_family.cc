@@ -3,6 +3,7 @@
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/expf.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
 #include <cinttypes>
@@ -1460,9 +1461,20 @@ std::string CEmitter::Prelude() {
          "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
          "}\n";
   }
+  if (helpers_.count("expf")) {
+    p += "\n/* float32 exp: the IR's own (docs/ir.md, \"float32 exp\"). */\n" + ir::ExpF32CSource();
+  }
   if (!vector_types_.empty()) p += "\n";
   for (const std::string& t : vector_types_) p += t + "\n";
   return p;
+}
+
+std::string CEmitter::IntrinsicName(const std::string& name, DType t) {
+  if (name == "exp" && t.bits == 32) {
+    helpers_.insert("expf");
+    return "bp_expf";
+  }
+  return CFamilyEmitter::IntrinsicName(name, t);
 }
 
 void CEmitter::EmitFunction(const ir::PrimFunc& func) {

@@ -159,12 +159,12 @@ std::vector<Case> MakeCatalog() {
       MemoryBound, Bytes({"x", "y"}));
 
   // Matmul: 11 x 71 x 131 has partial 16 x 16 tiles everywhere (GPU). The CPU tiled kernel
-  // gets 11 x 71 x 515: full 4 x 32 tiles, 3 edge rows and a last sliver of 7 columns, a full
-  // k step of 512 and a partial one (so c carries partial sums between them).
+  // gets 11 x 71 x 1027: a full 8 x 32 tile, 3 edge rows and a last sliver of 7 columns, a full
+  // k step of 1024 and a partial one (so c carries partial sums between them).
   const std::vector<ParamSpec> mm = {
       Dim("m"), Dim("n"), Dim("k"), In("a", {"m", "k"}), In("b", {"k", "n"}), Out("c", {"m", "n"})};
   const Dims mm_small = {{"m", 11}, {"n", 71}, {"k", 131}};
-  const Dims mm_tiled_small = {{"m", 11}, {"n", 71}, {"k", 515}};
+  const Dims mm_tiled_small = {{"m", 11}, {"n", 71}, {"k", 1027}};
   auto mm_flops = [](const std::vector<Arg>& a) {
     return 2.0 * detail::Scalar(a, "m") * detail::Scalar(a, "n") * detail::Scalar(a, "k");
   };

@@ -258,6 +258,30 @@ TEST(CKindFromDevice, NumCoresIsTheDevicesMultiProcessorCount) {
   }
 }
 
+// A Target from cpu:0 names the CPU's instruction set level, so what is built for it uses the
+// vector units (without, gcc targets plain x86-64: SSE2, no FMA); a Target parsed from that
+// Target's JSON keeps it. The oracle is gcc's own level test (gcc 12 and newer).
+TEST(CKindFromDevice, MarchIsTheHostsInstructionSetLevel) {
+  const Target t = Target::FromDevice(backplane::Device::Parse("cpu:0"));
+#if defined(__x86_64__)
+  const auto march = t.GetAttr<std::string>("march");
+  ASSERT_TRUE(march.has_value()) << t.ToJson();
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+  __builtin_cpu_init();
+  const char* want = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
+                     : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
+                     : __builtin_cpu_supports("x86-64-v2") ? "x86-64-v2"
+                                                           : "x86-64";
+  EXPECT_EQ(*march, want);
+#endif
+  EXPECT_EQ(Target::Parse(t.ToJson()).GetAttr<std::string>("march"), march);
+  EXPECT_FALSE(Target::Parse("c").GetAttr<std::string>("march").has_value())
+      << "only a Target from the device gets one";
+#else
+  EXPECT_FALSE(t.GetAttr<std::string>("march").has_value()) << t.ToJson();
+#endif
+}
+
 TEST(CKindFromDevice, AMissingDeviceOrAWrongKindIsNamed) {
   bp_object_t* out = nullptr;
   bptest::Status s = bptest::Capture(bp_target_from_device(DLDevice{kDLCPU, 7}, nullptr, &out));

@@ -259,7 +259,7 @@ class CFamilyEmitter {
   std::set<const ir::BufferNode*> shared_allocs_;  // `shared` allocations
   CheckOptions checks_;
   std::vector<FaultSite> sites_;   // of the whole module
-  std::set<std::string> helpers_;  // fault helpers used: "div_i32", "chk", ...
+  std::set<std::string> helpers_;  // helpers used: "div_i32", "chk", "expf", ...
 
  private:
   // An operand emitted by EmitOperand, and what it did.
@@ -347,6 +347,9 @@ class CEmitter : public CFamilyEmitter {
   void EmitFunction(const ir::PrimFunc& func) override;
   void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   std::string CallPacked(const ir::CallPackedNode& call) override;
+  // float32 exp is the IR's own bp_expf (backplane/ir/expf.hpp), the interpreter's bit for bit
+  // and vectorizable; the other functions are the C library's.
+  std::string IntrinsicName(const std::string& name, ir::DType t) override;
   void EmitHeapAllocation(const ir::AllocateNode& alloc, const std::string& type,
                           const std::string& name, const std::string& size) override;
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
