@@ -14,8 +14,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <backplane/runner/runner.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -304,8 +304,8 @@ void MatmulTiledOverSgemm(benchmark::State& state, int threads) {
     using Clock = std::chrono::steady_clock;
     for (auto _ : state) {
       const auto t0 = Clock::now();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f, ha.data(), s,
-                  hb.data(), s, 0.0f, hc.data(), s);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f, ha.data(), s, hb.data(),
+                  s, 0.0f, hc.data(), s);
       const auto t1 = Clock::now();
       f(s, s, s, a.dl(), b.dl(), c.dl());
       const auto t2 = Clock::now();
