@@ -420,7 +420,8 @@ void RunExact(
           .CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
       dargs.Download(&got);
     } catch (const Error& e) {
-      // Only a feature a device may lack (int64, float64, atomics beyond int32) may be refused;
+      // Only a feature a device may lack (int64, float64, atomics beyond int32, vector types)
+      // may be refused;
       // int32 and float32 arithmetic, loops and shared memory are every code generator's.
       if (e.kind() == BP_ERR_UNSUPPORTED && optional)
         Skip(kind + " on " + DeviceString(ctx.dev) + ": " + e.what());
@@ -778,6 +779,39 @@ const std::vector<Structural>& Structurals() {
        "parallel(0, " + n + ") schedule(dynamic, 7)",
        "",
        {{"a", 'a'}, {"c", '0'}}},
+      {"bool.logic",
+       "bool values: comparisons, && || ! and == != on bools, a bool select, a bool var, and "
+       "casts between bool and int32 and float32 (nonzero is true, true is 1)",
+       "a: buffer<float32>[" + n + "], k: buffer<int32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "let p: bool = a[i] > 0.0\n"
+       "      let q: bool = a[floormod(i + 1, " +
+           n +
+           ")] <= a[i]\n"
+           "      var r: bool = (p && !q) || (q && k[i] > 0)\n"
+           "      r = r != (p == bool(floormod(k[i], 3)))\n"
+           "      let w: int32 = int32(r) + int32(bool(k[i] - 7)) * 2\n"
+           "      c[i] = select(r, a[i], -a[i]) + float32(w) * 4.0 + float32(!q)",
+       "",
+       "",
+       "",
+       {{"a", 'a'}, {"k", 'k'}, {"c", '0'}}},
+      {"vector.lanes",
+       "vectors of 4 lanes: loads and stores with a ramp index (unit and stride 2), a "
+       "broadcast, elementwise arithmetic, a comparison and select on lanes, and a cast",
+       "a: buffer<float32>[" + n + "], k: buffer<int32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "if (i < " + std::to_string(kElements / 8) +
+           ") {\n"
+           "        let v: float32x4 = a[ramp(i * 4, 1, 4)] * broadcast(0.75, 4)\n"
+           "        let u: float32x4 = a[ramp(i * 8 + 1, 2, 4)]\n"
+           "        let w: float32x4 = select(v < u, v - u, u * v) + float32x4(k[ramp(i * 4, 1, "
+           "4)])\n"
+           "        c[ramp(i * 4, 1, 4)] = w\n"
+           "        c[ramp(" +
+           n + " - 4 - i * 4, 1, 4)] = v + broadcast(a[i], 4)\n      }",
+       "",
+       "",
+       "",
+       {{"a", 'a'}, {"k", 'k'}, {"c", '0'}}},
       {"shared.barrier",
        "shared memory written by every thread of a block, a barrier, then read "
        "by other threads (GPU code)",
@@ -877,9 +911,11 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
     return "func construct(" + st.params + ") {\n  for i in " + st.cpu_loop + " {\n    " + st.body +
            "\n  }\n}\n";
   };
-  // Atomics beyond int32 are device features (vulkan: int64 and float atomics).
+  // Atomics beyond int32 are device features (vulkan: int64 and float atomics); vector types
+  // are a code generator's (vulkan writes scalar code only and refuses them, naming the type).
   const bool optional =
-      st.name.rfind("atomic.", 0) == 0 && st.name.find(".int32") == std::string::npos;
+      (st.name.rfind("atomic.", 0) == 0 && st.name.find(".int32") == std::string::npos) ||
+      st.name.rfind("vector.", 0) == 0;
   RunExact(ctx, clause, text_for, args, /*zero_sign_free=*/false, optional);
 }
 
