@@ -208,6 +208,7 @@ std::string CFamilyEmitter::Emit(const ir::IRModule& module) {
     indent_ = 0;
     parallel_depth_ = 0;
     temp_counter_ = 0;
+    stack_bytes_ = 0;
     EmitFunction(f);
     out_ << "\n";
   }
@@ -1153,7 +1154,12 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         return;
       }
       const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
-      if (count >= 0 && (n.scope != ir::StorageScope::kGlobal || bytes <= 64 * 1024)) {
+      // (count is compared first: count times the element's bytes may not fit in an int64.)
+      const bool within_budget =
+          StackBudget() < 0 || (count <= StackBudget() && bytes <= StackBudget() - stack_bytes_);
+      const bool small = count <= 64 * 1024 && bytes <= 64 * 1024;
+      if (count >= 0 && (n.scope != ir::StorageScope::kGlobal || small) && within_budget) {
+        stack_bytes_ += bytes;
         const std::string elements = "[" + std::to_string(count) + "]";
         if (RestrictStackArrays()) {
           // Accessed through a restrict pointer: once the compiler's induction variables turn
@@ -1169,6 +1175,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
                           count);
         }
         EmitStmt(n.body);
+        stack_bytes_ -= bytes;
         return;
       }
       std::string size;  // for messages

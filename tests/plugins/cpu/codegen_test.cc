@@ -302,6 +302,45 @@ func f(n: int32, x: buffer<float32>[n], e: buffer<float32>[n], s: buffer<float32
 #endif
 }
 
+// A function keeps at most 512 KiB of arrays on the stack at once; a larger `local` array, or
+// one past that budget, is allocated on the heap (and freed), so no IR overflows the stack of
+// the thread that runs it: a 400 MB local array crashed the host process with SIGSEGV.
+TEST_F(CodegenTest, LargeLocalArraysGoToTheHeap) {
+  const char* text = R"(# backplane-ir 2
+func f(n: int32, a: buffer<float32>[n], c: buffer<float32>[n]) {
+  for i in parallel(0, n) {
+    alloc huge: float32[100000000] local
+    alloc p: float32[80000] local
+    alloc q: float32[80000] local
+    huge[99999999 - i] = a[i]
+    p[i] = a[i] * 2.0
+    q[79999 - i] = p[i] + 1.0
+    c[i] = huge[99999999 - i] + q[79999 - i] + huge[i + 7]
+  }
+}
+)";
+  const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.5f, 7.0f};
+  for (const std::string target : {"c", "c -num-cores=1"}) {
+    SCOPED_TRACE(target);
+    Module m = Build(text, target);
+    const std::string source = m.InspectSource();
+    size_t callocs = 0;
+    for (size_t at = source.find("calloc("); at != std::string::npos;
+         at = source.find("calloc(", at + 1)) {
+      ++callocs;
+    }
+    // huge (400 MB) and q (the 320 KB past the budget that p's 320 KB leaves) are on the heap.
+    EXPECT_EQ(callocs, 2u) << source;
+    EXPECT_NE(source.find("bp_storage_p[80000]"), std::string::npos) << source;
+    Tensor ta = Floats(a), tc = Floats(std::vector<float>(a.size(), -1.0f));
+    m.GetFunction("f")(static_cast<int32_t>(a.size()), ta.dl(), tc.dl());
+    const std::vector<float> c = tc.ToVector<float>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(c[i], a[i] + (a[i] * 2.0f + 1.0f)) << i;
+    }
+  }
+}
+
 // Explicit vectors: ramp loads and stores, broadcast, elementwise ops and a gather.
 TEST_F(CodegenTest, VectorExpressionsMatchScalarCode) {
   Module m = Build(R"(

@@ -152,6 +152,11 @@ class CFamilyEmitter {
   // Whether a constant-size local or small global allocation is declared as an array that the
   // code reaches only through a restrict pointer (C), rather than used as the array itself.
   virtual bool RestrictStackArrays() const { return false; }
+  // The bytes of constant-sized arrays a function may keep on the stack at once (the local
+  // ones, and global ones of at most 64 KiB); an array that would go past it is allocated on
+  // the heap (EmitHeapAllocation). -1: no budget (device code, whose arrays are registers or
+  // private memory the driver places).
+  virtual int64_t StackBudget() const { return -1; }
 
   // ---- Atomics (docs/codegen-guide.md, "Atomics") ----
   // The statement (one line; a block `{ ... }` where it needs several) that makes
@@ -252,6 +257,7 @@ class CFamilyEmitter {
   int indent_ = 0;
   std::set<std::string> vector_types_;  // vector type spellings used, for the prelude
   bool uses_floordiv_ = false;
+  int64_t stack_bytes_ = 0;  // the bytes of the arrays on the stack where the emitter is
   // FloatToInt's helpers used: name -> (from, to).
   std::map<std::string, std::pair<ir::DType, ir::DType>> float_to_int_;
   int parallel_depth_ = 0;                         // > 0 inside a parallel loop
@@ -357,6 +363,10 @@ class CEmitter : public CFamilyEmitter {
   const char* DialectName() const override { return "c"; }
   bool RestrictStackArrays() const override { return true; }
   bool HasFaultRecord() const override { return true; }
+  // 512 KiB: a kernel runs on the caller's thread or an OpenMP thread, whose stacks are a few
+  // MiB (8 with glibc's defaults); an array past the budget goes to the heap, so no IR makes
+  // the stack overflow (a `local` array of 400 MB crashed the host process).
+  int64_t StackBudget() const override { return 512 * 1024; }
 
  private:
   CEmitOptions options_;
