@@ -669,6 +669,42 @@ TEST_P(IrFeatures, IndexArithmeticIsExact) {
       << message;
 }
 
+// A `local` array of device code is private memory a thread: at most 512 KiB (CUDA's local
+// memory a thread), a larger one refused at build with what to use instead (a 400 MB one made
+// lavapipe exhaust the host's memory). The c target has no such limit: past its stack budget an
+// array goes to the heap (cpu/codegen_test.cc, LargeLocalArraysGoToTheHeap).
+TEST_P(IrFeatures, LargeLocalArraysOfDeviceCodeAreRefused) {
+  const std::string kind = GetParam();
+  if (kind == "c" || !HasKind(kind)) GTEST_SKIP() << kind;
+  auto text = [](int64_t elements) {
+    const std::string n = std::to_string(elements);
+    return "func big(a: buffer<float32>[4]) {\n"
+           "  for t in thread(threadIdx.x, 0, 4) {\n"
+           "    alloc p: float32[" +
+           n +
+           "] local\n"
+           "    p[t] = a[t]\n"
+           "    a[t] = p[t] + p[" +
+           n + " - 1 - t]\n  }\n}\n";
+  };
+  std::string message = "(built)";
+  try {
+    backplane::Build(text(512 * 1024 / 4 + 1), Target::Parse(kind));
+  } catch (const backplane::Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("allocation 'p' (float32, 131073 elements, local) takes more than "
+                         "524288 bytes a thread"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("use a global buffer"), std::string::npos) << message;
+  if (kind == "cuda") {
+    ExpectPtxasAccepts(text(512 * 1024 / 4), "big");
+  } else {
+    EXPECT_NO_THROW(backplane::Build(text(512 * 1024 / 4), Target::Parse(kind)));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Kinds, IrFeatures,
     ::testing::ValuesIn(kOnGpu ? std::vector<std::string>{"cuda", "vulkan"}

@@ -1154,6 +1154,17 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         return;
       }
       const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
+      // Device code keeps a `local` array in each thread's private memory, which no GPU has
+      // more than 512 KiB of (CUDA's local memory a thread): a larger one is refused here, as
+      // a 400 MB one made lavapipe exhaust the host's memory when the kernel ran.
+      if (StackBudget() < 0 && n.scope == ir::StorageScope::kLocal && count >= 0 &&
+          (count > kDevicePrivateBytes || bytes > kDevicePrivateBytes)) {
+        Fail("allocation '" + n.buffer.name() + "' (" + ir::ToString(n.buffer.dtype()) + ", " +
+             std::to_string(count) + " elements, local) takes more than " +
+             std::to_string(kDevicePrivateBytes) + " bytes a thread, the most " + DialectName() +
+             " device code allows (CUDA's local memory a thread); use a global buffer, or "
+             "shared memory for what a block shares");
+      }
       // (count is compared first: count times the element's bytes may not fit in an int64.)
       const bool within_budget =
           StackBudget() < 0 || (count <= StackBudget() && bytes <= StackBudget() - stack_bytes_);

@@ -157,6 +157,9 @@ class CFamilyEmitter {
   // the heap (EmitHeapAllocation). -1: no budget (device code, whose arrays are registers or
   // private memory the driver places).
   virtual int64_t StackBudget() const { return -1; }
+  // The largest `local` array device code may have, in bytes a thread (512 KiB, CUDA's local
+  // memory a thread); a larger one is refused at build.
+  static constexpr int64_t kDevicePrivateBytes = 512 * 1024;
 
   // ---- Atomics (docs/codegen-guide.md, "Atomics") ----
   // The statement (one line; a block `{ ... }` where it needs several) that makes
