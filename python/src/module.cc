@@ -751,6 +751,9 @@ NB_MODULE(_backplane, m) {
   nb::class_<backplane::Module>(m, "Module", "A built or loaded module: functions over kernels.")
       .def_prop_ro("kind", &backplane::Module::Kind, "'c', 'opencl', 'vulkan', 'cuda', ...")
       .def_prop_ro("functions", &backplane::Module::ListFunctions)
+      .def_prop_ro("imports", &backplane::Module::Imports,
+                   "The modules this one imports: for a GPU Target, the host code module "
+                   "('ir_host') imports the kernels' module, whose source() is the kernels'.")
       .def(
           "get_function",
           [](const backplane::Module& mod, const std::string& name, bool query_imports) {

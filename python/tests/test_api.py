@@ -79,6 +79,13 @@ def test_build_and_call_on_every_device_matches_numpy(devices, rng):
         out = bp.from_numpy(np.full(n, np.nan, np.float32), d)
         m["scale_add"](n, tx, ty, out)
         np.testing.assert_array_equal(out.numpy(), 2 * x + y, err_msg=str(d))
+        # A GPU Target's module is host code importing the kernels' module, whose source is the
+        # kernel's (GLSL, OpenCL C or CUDA C); a CPU module is the C itself, importing nothing.
+        if target.kind == "c":
+            assert m.imports == [] and "bp_func_scale_add" in m.source()
+        elif target.kind in ("opencl", "vulkan", "cuda"):
+            assert m.kind == "ir_host" and [i.kind for i in m.imports] == [target.kind]
+            assert "scale_add" in m.imports[0].source()
 
 
 def test_numpy_arrays_are_passed_to_cpu_functions_without_a_copy(rng):
