@@ -25,11 +25,17 @@ namespace kernels = backplane::kernels;
 using backplane::Device;
 using backplane::Module;
 
-// The arguments of a kernel as the twin takes them: scalars by name, buffers as float32 copies.
+// The arguments of a kernel as the twin takes them: scalars by name, buffers as float32 tensors
+// on cpu:0, allocated as the kernel's are (the same allocator, alignment and pages: a
+// memory-bound pair such as sum compared differently placed buffers when the twin's were
+// std::vectors).
 struct HostArgs {
   std::map<std::string, double> scalar;
-  std::map<std::string, std::vector<float>> buffer;
-  float* operator[](const std::string& name) { return buffer.at(name).data(); }
+  std::map<std::string, backplane::Tensor> buffer;
+  float* operator[](const std::string& name) {
+    const DLTensor* t = buffer.at(name).dl();
+    return reinterpret_cast<float*>(static_cast<char*>(t->data) + t->byte_offset);
+  }
   int32_t I(const std::string& name) const { return static_cast<int32_t>(scalar.at(name)); }
 };
 
@@ -40,8 +46,11 @@ HostArgs HostCopy(const std::vector<kernels::Arg>& args) {
       h.scalar[a.name] = a.scalar;
       continue;
     }
-    std::vector<float>& v = h.buffer[a.name];
-    v.assign(a.data.begin(), a.data.end());
+    const std::vector<float> v(a.data.begin(), a.data.end());
+    backplane::Tensor t = backplane::Tensor::Empty(
+        {static_cast<int64_t>(v.size())}, DLDataType{kDLFloat, 32, 1}, Device(DLDevice{kDLCPU, 0}));
+    t.CopyFrom(v);
+    h.buffer.emplace(a.name, std::move(t));
   }
   return h;
 }
@@ -109,7 +118,7 @@ void TwinC(benchmark::State& state, const std::string& func) {
     for (size_t i = 0; i < args.size(); ++i) {
       if (!args[i].is_output) continue;
       kernels::Arg got = args[i];
-      const std::vector<float>& v = h.buffer.at(args[i].name);
+      const std::vector<float> v = h.buffer.at(args[i].name).ToVector<float>();
       got.data.assign(v.begin(), v.end());
       const double e = kernels::RelativeError(got, want[i]);
       if (!(e <= c.tolerance))
