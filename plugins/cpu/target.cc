@@ -69,19 +69,22 @@ std::string HostTriple() {
 
 std::string HostArchLevel() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  // The features of each level (the x86-64 psABI), as far as __builtin_cpu_supports names
-  // them; every CPU with these has the level's others (lzcnt, movbe, f16c, cmpxchg16b, ...).
-  const bool v2 = __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("sse3") &&
-                  __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1") &&
-                  __builtin_cpu_supports("sse4.2");
-  const bool v3 = v2 && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
-                  __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
-                  __builtin_cpu_supports("fma");
-  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("avx512vl");
-  return v4 ? "x86-64-v4" : v3 ? "x86-64-v3" : v2 ? "x86-64-v2" : "x86-64";
+  static const std::string kLevel = [] {  // the CPU does not change: asked once
+    __builtin_cpu_init();
+    // The features of each level (the x86-64 psABI), as far as __builtin_cpu_supports names
+    // them; every CPU with these has the level's others (lzcnt, movbe, f16c, cmpxchg16b, ...).
+    const bool v2 = __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("sse3") &&
+                    __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1") &&
+                    __builtin_cpu_supports("sse4.2");
+    const bool v3 = v2 && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
+                    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                    __builtin_cpu_supports("fma");
+    const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512vl");
+    return v4 ? "x86-64-v4" : v3 ? "x86-64-v3" : v2 ? "x86-64-v2" : "x86-64";
+  }();
+  return kLevel;
 #else
   return "";
 #endif

@@ -687,12 +687,9 @@ TEST_P(IrFeatures, LargeLocalArraysOfDeviceCodeAreRefused) {
            "    a[t] = p[t] + p[" +
            n + " - 1 - t]\n  }\n}\n";
   };
-  std::string message = "(built)";
-  try {
-    backplane::Build(text(512 * 1024 / 4 + 1), Target::Parse(kind));
-  } catch (const backplane::Error& e) {
-    message = e.what();
-  }
+  const std::string message = bptest::CaptureError([&] {
+                                backplane::Build(text(512 * 1024 / 4 + 1), Target::Parse(kind));
+                              }).message;
   EXPECT_NE(message.find("allocation 'p' (float32, 131073 elements, local) takes more than "
                          "524288 bytes a thread"),
             std::string::npos)

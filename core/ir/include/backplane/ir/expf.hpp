@@ -72,26 +72,29 @@ inline float ExpF32(float x) { return bp_expf(x); }
 
 // The C text of bp_expf (needs <stdint.h> and <string.h>), one statement a line, for a code
 // generator to put in front of the code that calls it.
-inline std::string ExpF32CSource() {
-  const std::string tokens = ExpF32CSourceTokens();
-  std::string out;
-  int depth = 0;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const char ch = tokens[i];
-    if (ch == '{' || ch == ';') {
-      if (ch == '{') ++depth;
-      out += ch;
-      out += '\n' + std::string(2 * depth, ' ');
-      while (i + 1 < tokens.size() && tokens[i + 1] == ' ') ++i;
-    } else if (ch == '}') {
-      --depth;
-      while (!out.empty() && out.back() == ' ') out.pop_back();
-      out += "}\n";
-    } else {
-      out += ch;
+inline const std::string& ExpF32CSource() {
+  static const std::string kText = [] {
+    const std::string tokens = ExpF32CSourceTokens();
+    std::string out;
+    int depth = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const char ch = tokens[i];
+      if (ch == '{' || ch == ';') {
+        if (ch == '{') ++depth;
+        out += ch;
+        out += '\n' + std::string(2 * depth, ' ');
+        while (i + 1 < tokens.size() && tokens[i + 1] == ' ') ++i;
+      } else if (ch == '}') {
+        --depth;
+        while (!out.empty() && out.back() == ' ') out.pop_back();
+        out += "}\n";
+      } else {
+        out += ch;
+      }
     }
-  }
-  return out;
+    return out;
+  }();
+  return kText;
 }
 
 }  // namespace ir
