@@ -2,6 +2,7 @@
 // The GLSL compute-shader dialect of the C-family emitter, one shader per kernel.
 #include "emitter.h"
 
+#include <algorithm>
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
@@ -302,11 +303,43 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // and (2) after every loop the shader checks that the loop variable reached the end, and
   // records an error in the kernel's error buffer when it did not, which the runtime raises
   // naming the loop.
+  // `count` copies of the loop's body, the k-th with the loop variable `at` + k.
+  void EmitCopies(const ir::ForNode& loop, const std::string& type, const std::string& var,
+                  const std::string& at, int64_t count) {
+    for (int64_t k = 0; k < count; ++k) {
+      Line("{");
+      ++indent_;
+      Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
+           ");");
+      EmitStmt(loop.body);
+      --indent_;
+      Line("}");
+    }
+  }
+
   void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
                 const std::string& begin, const std::string& end) override {
     const auto* extent = loop.extent.As<ir::IntImmNode>();
     bool innermost = true;
     Walk(loop.body, [&](const ir::Stmt& st) { innermost = innermost && !st.As<ir::ForNode>(); });
+    // An `unrolled` loop of a constant trip count is written out, one copy of the body an
+    // iteration, as long as the copies of it and of the unrolled loops around it stay within
+    // kMaxUnrolledCopies: no back edge for the loop limiter, no loop for the driver to unroll
+    // (llvmpipe left them loops, and a register tile indexed by their variables in memory).
+    if (loop.for_kind == ir::ForKind::kUnrolled && extent != nullptr && extent->value > 0 &&
+        unrolled_copies_ * extent->value <= kMaxUnrolledCopies) {
+      Line("{");
+      ++indent_;
+      const std::string at = Temp();
+      Line("const " + type + " " + at + " = " + begin + ";");
+      const int64_t outer = unrolled_copies_;
+      unrolled_copies_ *= extent->value;
+      EmitCopies(loop, type, var, at, extent->value);
+      unrolled_copies_ = outer;
+      --indent_;
+      Line("}");
+      return;
+    }
     const uint32_t site =
         Site(kStatusLoopCutShort, "loop '" + loop.var.name() + "' (" + ir::ToString(loop.for_kind) +
                                       " from " + OneLine(ir::Print(loop.min)) + ", extent " +
@@ -342,23 +375,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     // body even when it is skipped, and a loop pass then costs at most unroll / 4 - 1 more
     // back edges and 3 masked copies.
     const int unroll = ir::Print(loop.body).size() <= kSmallBody ? 32 : 8;
-    auto copies = [&](int count) {
-      for (int k = 0; k < count; ++k) {
-        Line("{");
-        ++indent_;
-        Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
-             ");");
-        EmitStmt(loop.body);
-        --indent_;
-        Line("}");
-      }
-    };
     for (int step : {unroll, 4}) {
       const std::string last = type + "(" + std::to_string(step - 1) + ")";
       Line("for (; " + at + " < " + stop + " - " + last + "; " + at + " += " + type + "(" +
            std::to_string(step) + ")) {");
       ++indent_;
-      copies(step);
+      EmitCopies(loop, type, var, at, step);
       --indent_;
       Line("}");
       check(opaque + " < " + stop + " - " + last);
@@ -596,9 +618,15 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   std::string Prelude() override {
     const ir::PrimFunc& func = *func_prelude_;
     std::string decls;
-    decls += "layout(local_size_x = " + std::to_string(layout.local_size[0]) +
-             ", local_size_y = " + std::to_string(layout.local_size[1]) +
-             ", local_size_z = " + std::to_string(layout.local_size[2]) + ") in;\n";
+    // An axis sized at launch takes its size from a specialization constant (its default 1).
+    std::string sizes;
+    for (int axis = 0; axis < 3; ++axis) {
+      const std::string name = std::string("local_size_") + "xyz"[axis];
+      sizes += (axis ? ", " : "") + (layout.local_size[axis] == 0
+                                         ? name + "_id = " + std::to_string(kLocalSizeSpecId + axis)
+                                         : name + " = " + std::to_string(layout.local_size[axis]));
+    }
+    decls += "layout(" + sizes + ") in;\n";
     for (size_t i = 0; i < layout.bindings.size(); ++i) {
       const ir::Buffer& b = func.params[layout.bindings[i]].buffer();
       decls += "layout(std430, set = 0, binding = " + std::to_string(i) + ") buffer bp_buffer_" +
@@ -793,19 +821,27 @@ class GlslEmitter : public codegen::CFamilyEmitter {
            "; pass fewer scalars (or put them in a buffer)");
     }
     std::map<std::string, std::string> shared;
+    bool at_launch[3] = {false, false, false};
+    int64_t constant[3] = {1, 1, 1};
     Walk(func.body, [&](const ir::Stmt& s) {
       if (const auto* f = s.As<ir::ForNode>()) {
         if (f->for_kind != ir::ForKind::kThreadBinding) return;
         const int axis = static_cast<int>(f->thread) - static_cast<int>(ir::ThreadTag::kThreadIdxX);
         if (axis < 0 || axis > 2) return;
+        // A constant extent is the workgroup's size on that axis; any other is sized at
+        // launch, from a specialization constant (0 here; SplitHostDevice made the extent
+        // one the host computes, and the launch kit checks it against the device's limits).
+        // Several loops binding one axis take the largest extent, as the launch does.
         const auto* extent = f->extent.As<ir::IntImmNode>();
-        if (extent == nullptr || extent->value <= 0) {
+        if (extent != nullptr && extent->value <= 0) {
           Fail(std::string("the extent of ") + ir::ToString(f->thread) + " is " +
-               ir::Print(f->extent) +
-               "; the vulkan target makes it the workgroup's local size, which must be a "
-               "positive constant: bind threadIdx with a number");
+               ir::Print(f->extent) + "; bind threadIdx with a positive extent");
         }
-        layout.local_size[axis] = static_cast<uint32_t>(extent->value);
+        if (extent == nullptr) {
+          at_launch[axis] = true;
+        } else {
+          constant[axis] = std::max<int64_t>(constant[axis], extent->value);
+        }
       } else if (const auto* a = s.As<ir::AllocateNode>()) {
         if (a->scope != ir::StorageScope::kShared) return;
         const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/false);
@@ -816,6 +852,10 @@ class GlslEmitter : public codegen::CFamilyEmitter {
           // Sized at launch: the length is a specialization constant, id = the launch kit's
           // launch_index, which the module sets when it makes the pipeline for a size.
           const int id = sig.shared()[static_cast<size_t>(sig.SharedIndex(a))].launch_index;
+          if (id >= static_cast<int>(kLocalSizeSpecId)) {
+            Fail("it has more than " + std::to_string(kLocalSizeSpecId) +
+                 " shared arrays sized at launch; size some with constants");
+          }
           const std::string len = "bp_shared_len" + std::to_string(id);
           decl = "layout(constant_id = " + std::to_string(id) + ") const uint " + len +
                  " = 1u;\nshared " + TypeName(a->buffer.dtype()) + " " + name + "[" + len + "];";
@@ -829,8 +869,15 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       }
     });
     for (const auto& [name, decl] : shared) shared_.push_back(decl);
-    const int64_t threads =
-        int64_t{layout.local_size[0]} * layout.local_size[1] * layout.local_size[2];
+    for (int axis = 0; axis < 3; ++axis) {
+      layout.local_size[axis] =
+          at_launch[axis] ? 0u
+                          : static_cast<uint32_t>(std::min<int64_t>(constant[axis], UINT32_MAX));
+    }
+    // The constant axes are checked here, the whole workgroup again at launch.
+    const int64_t threads = std::max<int64_t>(layout.local_size[0], 1) *
+                            std::max<int64_t>(layout.local_size[1], 1) *
+                            std::max<int64_t>(layout.local_size[2], 1);
     if (threads > max_threads_) {
       Fail("a workgroup of " + std::to_string(layout.local_size[0]) + " x " +
            std::to_string(layout.local_size[1]) + " x " + std::to_string(layout.local_size[2]) +
@@ -956,6 +1003,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // Loop bodies up to this many characters of IR text (about two short statements) unroll 32
   // times, larger ones 8 times.
   static constexpr size_t kSmallBody = 120;
+  // The most copies of a body that nested `unrolled` loops write out (EmitLoop).
+  static constexpr int64_t kMaxUnrolledCopies = 256;
+  int64_t unrolled_copies_ = 1;  // the copies the unrolled loops around the emitter make
 
   int64_t max_threads_, max_push_;
   bool fp_contract_;

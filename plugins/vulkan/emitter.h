@@ -57,12 +57,18 @@ struct StatusSite {
   std::string what;  // one line: "loop 'j' (serial from 0, extent n)"
 };
 
+// The specialization constant ids of the workgroup's axes sized at launch (+ 0, 1, 2 for x, y,
+// z), past those of the shared arrays sized at launch (0, 1, ...: their launch_index).
+constexpr uint32_t kLocalSizeSpecId = 1000;
+
 // How a kernel is bound and launched; saved with the module so loading needs no IR analysis.
 struct KernelLayout {
   std::string name;
   std::vector<int32_t> bindings;  // binding i is buffer param bindings[i]
   std::vector<PushField> push;
   uint32_t push_size = 0;  // bytes of the push-constant block (0: none)
+  // The workgroup's size per axis; 0 on an axis whose threadIdx extent is not a constant: the
+  // shader takes it from specialization constant kLocalSizeSpecId + axis, set at launch.
   uint32_t local_size[3] = {1, 1, 1};
   std::vector<std::string> launch_params;  // "blockIdx.x", ... (the launch_params attr)
   bool uses_int64 = false;                 // needs shaderInt64

@@ -84,6 +84,13 @@ class Reader {
   size_t pos_ = std::strlen(kMagic);
 };
 
+// Whether a kernel's pipeline depends on sizes known only at launch: shared arrays or
+// workgroup axes sized at launch.
+bool SizedAtLaunch(const KernelLayout& l, const launch::KernelSignature& sig) {
+  return sig.num_launch_sized() > 0 || l.local_size[0] == 0 || l.local_size[1] == 0 ||
+         l.local_size[2] == 0;
+}
+
 std::string LayoutText(const KernelLayout& l) {
   std::ostringstream o;
   o << "bindings";
@@ -170,7 +177,8 @@ int64_t Detail(const uint32_t* words, int k) {
                   "kernel with this version");
 }
 
-// The pipelines a kernel with shared arrays sized at launch keeps for distinct sizes.
+// The pipelines a kernel with shared arrays or a workgroup sized at launch keeps for distinct
+// sizes.
 constexpr size_t kMaxSizedPipelines = 64;
 
 // A kernel's Vulkan objects on one device.
@@ -178,9 +186,9 @@ struct Pipeline {
   VkShaderModule shader = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
-  VkPipeline pipeline = VK_NULL_HANDLE;  // null for a kernel with shared arrays sized at launch
-  // For a kernel with shared arrays sized at launch, a pipeline per set of their lengths (the
-  // specialization constants), made on first use.
+  VkPipeline pipeline = VK_NULL_HANDLE;  // null for a kernel with sizes set at launch
+  // For a kernel with shared arrays or a workgroup sized at launch, a pipeline per set of their
+  // sizes (the specialization constants), made on first use.
   std::map<std::vector<uint32_t>, VkPipeline> sized;
   VkDescriptorPool pool = VK_NULL_HANDLE;
   VkDescriptorSet set = VK_NULL_HANDLE;
@@ -278,13 +286,20 @@ class VulkanModule : public sdk::KernelModule {
 
  private:
   // A compute pipeline of kernel `k` (whose shader and layout `p` holds) on the device of `s`,
-  // with `lengths` as specialization constants 0, 1, ...: the lengths of its shared arrays
-  // sized at launch (emitter.cc).
+  // with `lengths` as its specialization constants: first the lengths of its shared
+  // arrays sized at launch, constants 0, 1, ...; then its workgroup's size on each axis the
+  // kernel sizes at launch, constant kLocalSizeSpecId + axis (emitter.cc).
   static VkPipeline MakePipeline(const CompiledKernel& k, const Pipeline& p, DeviceScope& s,
                                  const std::vector<uint32_t>& lengths) {
     std::vector<VkSpecializationMapEntry> entries(lengths.size());
-    for (size_t j = 0; j < lengths.size(); ++j) {
+    size_t axes = 0;
+    for (uint32_t size : k.layout.local_size) axes += size == 0 ? 1 : 0;
+    for (size_t j = 0, axis = 0; j < lengths.size(); ++j) {
       entries[j].constantID = static_cast<uint32_t>(j);
+      if (j >= lengths.size() - axes) {  // a workgroup axis sized at launch
+        while (k.layout.local_size[axis] != 0) ++axis;
+        entries[j].constantID = kLocalSizeSpecId + static_cast<uint32_t>(axis++);
+      }
       entries[j].offset = static_cast<uint32_t>(j * sizeof(uint32_t));
       entries[j].size = sizeof(uint32_t);
     }
@@ -349,7 +364,7 @@ class VulkanModule : public sdk::KernelModule {
       pli.pushConstantRangeCount = k.layout.push_size > 0 ? 1 : 0;
       pli.pPushConstantRanges = &range;
       Check(vkCreatePipelineLayout(dev, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
-      if (sigs_[i].num_launch_sized() == 0) p.pipeline = MakePipeline(k, p, s, {});
+      if (!SizedAtLaunch(k.layout, sigs_[i])) p.pipeline = MakePipeline(k, p, s, {});
       if (!bindings.empty()) {
         VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                   static_cast<uint32_t>(bindings.size())};
@@ -410,9 +425,13 @@ class VulkanModule : public sdk::KernelModule {
     thread_local launch::BoundLaunch bound;
     LaunchBackend backend(api);
     launch::Bind(sig, args, kDLVulkan, backend, &bound);
-    // The shader's workgroup size is fixed when it is built: the threadIdx extents must be it.
+    // The shader's workgroup size is fixed when it is built, except on the axes it sizes at
+    // launch (local size 0; Bind kept those within the device's limits): the threadIdx extents
+    // must be it.
     for (const launch::Axis& a : sig.axes()) {
-      if (a.block || bound.block[a.dim] == l.local_size[a.dim]) continue;
+      if (a.block || l.local_size[a.dim] == 0 || bound.block[a.dim] == l.local_size[a.dim]) {
+        continue;
+      }
       throw Error(BP_ERR_INVALID_ARGUMENT,
                   "vulkan kernel '" + l.name + "': the launch extent of " + ir::ToString(a.tag) +
                       " is " + std::to_string(bound.block[a.dim]) +
@@ -475,10 +494,17 @@ class VulkanModule : public sdk::KernelModule {
       if (per_device[i].shader == VK_NULL_HANDLE) per_device[i] = Create(i, s);
       Pipeline& p = per_device[i];
       VkPipeline pipeline = p.pipeline;
-      if (sig.num_launch_sized() > 0) {
+      if (SizedAtLaunch(l, sig)) {
         // The lengths of the shared arrays sized at launch (at least 1: a specialization
-        // constant sizes a GLSL array); one pipeline per set of lengths, kept.
+        // constant sizes a GLSL array), then the workgroup's axes sized at launch; one pipeline
+        // per set of sizes, kept.
         std::vector<uint32_t> lengths(sig.num_launch_sized(), 1);
+        for (int axis = 0; axis < 3; ++axis) {
+          // Bind kept the extent within maxComputeWorkGroupSize: it fits a uint32.
+          if (l.local_size[axis] == 0) {
+            lengths.push_back(static_cast<uint32_t>(std::max<int64_t>(bound.block[axis], 1)));
+          }
+        }
         for (size_t j = 0; j < sig.shared().size(); ++j) {
           const launch::SharedArray& a = sig.shared()[j];
           if (!a.at_launch()) continue;

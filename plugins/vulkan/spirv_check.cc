@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "spirv_check.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <spirv-tools/libspirv.hpp>
@@ -21,6 +22,10 @@ enum Op : uint32_t {
   kOpTypeFloat = 22,
   kOpTypeStruct = 30,
   kOpTypePointer = 32,
+  kOpConstant = 43,
+  kOpConstantComposite = 44,
+  kOpSpecConstant = 50,
+  kOpSpecConstantComposite = 51,
   kOpVariable = 59,
   kOpDecorate = 71,
   kOpMemberDecorate = 72,
@@ -30,6 +35,9 @@ enum Op : uint32_t {
 };
 constexpr uint32_t kExecutionModelGLCompute = 5;
 constexpr uint32_t kModeLocalSize = 17;
+constexpr uint32_t kDecorationSpecId = 1;
+constexpr uint32_t kDecorationBuiltIn = 11;
+constexpr uint32_t kBuiltInWorkgroupSize = 25;
 constexpr uint32_t kDecorationBinding = 33;
 constexpr uint32_t kDecorationDescriptorSet = 34;
 constexpr uint32_t kDecorationOffset = 35;
@@ -77,6 +85,11 @@ std::string SpirvInterfaceProblem(const std::vector<uint32_t>& spirv, const Kern
   std::map<uint32_t, std::vector<uint32_t>> struct_members;
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> pointer;  // id -> (storage class, pointee)
   std::vector<std::pair<uint32_t, uint32_t>> variables;       // (pointer type, id)
+  // The WorkgroupSize built-in, which overrides LocalSize: the constants it may be made of.
+  std::set<uint32_t> workgroup_size;                     // ids decorated with it
+  std::map<uint32_t, uint32_t> constant_value, spec_id;  // OpConstant's; SpecId
+  std::set<uint32_t> spec_constants;                     // OpSpecConstant ids
+  std::map<uint32_t, std::vector<uint32_t>> composites;  // id -> constituents
   for (size_t at = 5; at < spirv.size();) {
     const uint32_t count = spirv[at] >> 16, op = spirv[at] & 0xffffu;
     if (count == 0 || at + count > spirv.size()) return "its SPIR-V has a damaged instruction";
@@ -112,7 +125,21 @@ std::string SpirvInterfaceProblem(const std::vector<uint32_t>& spirv, const Kern
       case kOpVariable:
         if (count >= 4) variables.emplace_back(w[1], w[2]);
         break;
+      case kOpConstant:
+        if (count == 4) constant_value[w[2]] = w[3];
+        break;
+      case kOpSpecConstant:
+        spec_constants.insert(w[2]);
+        break;
+      case kOpConstantComposite:
+      case kOpSpecConstantComposite:
+        if (count >= 3) composites[w[2]].assign(w + 3, w + count);
+        break;
       case kOpDecorate:
+        if (count >= 4 && w[2] == kDecorationSpecId) spec_id[w[1]] = w[3];
+        if (count >= 4 && w[2] == kDecorationBuiltIn && w[3] == kBuiltInWorkgroupSize) {
+          workgroup_size.insert(w[1]);
+        }
         if (count >= 4 && w[2] == kDecorationDescriptorSet) set_of[w[1]] = w[3];
         if (count >= 4 && w[2] == kDecorationBinding) binding_of[w[1]] = w[3];
         break;
@@ -129,8 +156,42 @@ std::string SpirvInterfaceProblem(const std::vector<uint32_t>& spirv, const Kern
   }
   if (entry_points != 1) return "it has " + std::to_string(entry_points) + " entry points, not 1";
   if (!local_size_seen) return "it has no LocalSize execution mode";
+  const bool sized_at_launch =
+      layout.local_size[0] == 0 || layout.local_size[1] == 0 || layout.local_size[2] == 0;
+  if (workgroup_size.size() > 1) return "it decorates more than one id as the WorkgroupSize";
+  if (!workgroup_size.empty()) {
+    // The size the driver runs: on an axis sized at launch the specialization constant the
+    // runtime sets, on the others the layout's size as a constant.
+    auto parts = composites.find(*workgroup_size.begin());
+    if (parts == composites.end() || parts->second.size() != 3) {
+      return "its WorkgroupSize is not a composite of three constants";
+    }
+    for (int d = 0; d < 3; ++d) {
+      const uint32_t id = parts->second[static_cast<size_t>(d)];
+      if (layout.local_size[d] == 0) {
+        auto sid = spec_id.find(id);
+        if (spec_constants.count(id) == 0 || sid == spec_id.end() ||
+            sid->second != kLocalSizeSpecId + static_cast<uint32_t>(d)) {
+          return "its WorkgroupSize on axis " + std::to_string(d) +
+                 " is not the specialization constant " +
+                 std::to_string(kLocalSizeSpecId + static_cast<uint32_t>(d)) +
+                 " that the layout sizes at launch";
+        }
+      } else {
+        auto value = constant_value.find(id);
+        if (value == constant_value.end() || value->second != layout.local_size[d]) {
+          return "its WorkgroupSize on axis " + std::to_string(d) + " is not the layout's " +
+                 std::to_string(layout.local_size[d]);
+        }
+      }
+    }
+  } else if (sized_at_launch) {
+    return "it has no WorkgroupSize built-in, but the layout sizes its workgroup at launch";
+  }
+  // LocalSize too (the built-in overrides it, but glslang writes both): on an axis sized at
+  // launch it holds the specialization constant's default, 1.
   for (int d = 0; d < 3; ++d) {
-    if (local_size[d] != layout.local_size[d]) {
+    if (local_size[d] != std::max(layout.local_size[d], 1u)) {
       return "its workgroup size is " + std::to_string(local_size[0]) + " x " +
              std::to_string(local_size[1]) + " x " + std::to_string(local_size[2]) +
              ", not the layout's " + std::to_string(layout.local_size[0]) + " x " +

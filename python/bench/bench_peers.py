@@ -3,6 +3,12 @@
 one run (issue 21, items 12 and 13).
 
     bash python/bench/run_peers.sh [--peer iree|tvm] [--device cpu:0|vulkan:0] [--repeat 15]
+                                   [--rounds 3]
+
+Each side runs in a process of its own (--side), in rounds of (peer, Backplane): a runtime's
+worker threads and device objects then never slow the other (on lavapipe, an IREE Vulkan device
+in the process halved Backplane's softmax speed), and each round's ratio compares two runs a
+minute apart on this drifting machine; the ratio printed is the median of the rounds'.
 
 run_peers.sh puts the peer from PyPI into .peers-site (IREE: iree-base-compiler and
 iree-base-runtime, about 100 MB; TVM: apache-tvm, about 100 MB), then runs this with the
@@ -10,7 +16,8 @@ Python package's venv. One peer a process: each brings its own LLVM.
 
 For each problem (matmul 1024x1024x1024, softmax over 4096x1024, float32), on one device:
   backplane  the catalog's kernels (CPU: matmul and matmul_tiled, softmax; GPU: their _gpu
-             twins), built for Target.from_device (on a CPU with fast-math-contract, as IREE
+             twins, with blocks of the device's warp width where the block is a parameter:
+             8 threads on lavapipe), built for Target.from_device (on a CPU with fast-math-contract, as IREE
              fuses a * b + c too; --target sets another), timed with events (the median of --repeat
              calls after one warm-up), each result checked against NumPy in float64;
   iree       the same computation as linalg in MLIR, compiled by IREE for the device
@@ -30,6 +37,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -200,6 +208,81 @@ def rel_error(got, want):
     return float(np.linalg.norm(got.astype(np.float64) - want) / np.linalg.norm(want))
 
 
+def backplane_target(o):
+    if o.target:
+        return bp.Target(o.target)
+    attrs = json.loads(str(bp.Target.from_device(bp.Device(o.device))))
+    if attrs["kind"] == "c":
+        attrs["fast-math-contract"] = True
+    return bp.Target(json.dumps(attrs))
+
+
+def problems(o):
+    """The inputs and float64 references, the same in every process (a fixed seed)."""
+    rng = np.random.default_rng(2112)
+    s = o.size
+    a = rng.uniform(-1, 1, (s, s)).astype(np.float32)
+    b = rng.uniform(-1, 1, (s, s)).astype(np.float32)
+    r, cols = 4096, 1024
+    x = rng.uniform(-4, 4, (r, cols)).astype(np.float32)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return {"matmul": ((a, b), a.astype(np.float64) @ b),
+            "softmax": ((x,), e / e.sum(axis=1, keepdims=True))}
+
+
+def run_peer(o):
+    """The peer's times and errors: {problem: (ms, rel. error)}."""
+    gpu = not o.device.startswith("cpu")
+    cores = os.cpu_count()
+    if not gpu and not o.target:
+        cores = json.loads(str(backplane_target(o))).get("num-cores", cores)
+    out = {}
+    for problem, (inputs, want) in problems(o).items():
+        shape = want.shape
+        if o.peer == "tvm":
+            make = tvm_matmul(shape[0], cores) if problem == "matmul" else tvm_softmax(
+                shape[0], shape[1], cores)
+            ms, got = time_tvm(make, list(inputs), shape, o.repeat)
+        else:
+            mlir = (MATMUL_MLIR.format(m=shape[0], n=shape[1], k=inputs[0].shape[1])
+                    if problem == "matmul" else SOFTMAX_MLIR.format(r=shape[0], c=shape[1]))
+            ms, got = time_iree(iree_function(mlir, problem, o.device), list(inputs), o.repeat)
+        out[problem] = (ms, rel_error(got, want))
+    return out
+
+
+def run_backplane(o):
+    """Backplane's times and errors: {kernel: (ms, rel. error, problem)}, and the Target."""
+    dev = bp.Device(o.device)
+    target = backplane_target(o)
+    gpu = target.kind != "c"
+    with open(os.path.join(kernel_dir(), "matmul.bpir"), encoding="utf-8") as f:
+        mm = split_functions(f.read())
+    with open(os.path.join(kernel_dir(), "softmax.bpir"), encoding="utf-8") as f:
+        sm = split_functions(f.read())
+    # A GPU kernel's block (Case::block_param): the device's warp (SIMD) width, 8 on lavapipe.
+    block = [dev.attr("warp_size") or 32] if gpu else []
+    cases = problems(o)
+    out = {}
+    (a, b), want = cases["matmul"]
+    s = o.size
+    for name in ["matmul_gpu", "matmul_tiled_gpu"] if gpu else ["matmul", "matmul_tiled"]:
+        fn = bp.build(mm[name], target)[name]
+        c = bp.from_numpy(np.full((s, s), np.nan, np.float32), dev)
+        extra = block if name == "matmul_tiled_gpu" else []
+        args = [s, s, s] + extra + [bp.from_numpy(a, dev), bp.from_numpy(b, dev), c]
+        ms = time_backplane(fn, args, dev, o.repeat)
+        out[f"{name} {s}^3"] = (ms, rel_error(c.numpy(), want), "matmul")
+    (x,), want = cases["softmax"]
+    r, cols = x.shape
+    name = "softmax_gpu" if gpu else "softmax"
+    fn = bp.build(sm[name], target)[name]
+    y = bp.from_numpy(np.full((r, cols), np.nan, np.float32), dev)
+    ms = time_backplane(fn, [r, cols] + block + [bp.from_numpy(x, dev), y], dev, o.repeat)
+    out[f"{name} {r}x{cols}"] = (ms, rel_error(y.numpy(), want), "softmax")
+    return out, str(target)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -210,76 +293,61 @@ def main():
     p.add_argument("--target", default=None,
                    help="the Target to build for (default: Target.from_device of --device, "
                         "with fast-math-contract on a CPU, as IREE contracts a * b + c to fma)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of (peer, Backplane) processes; the ratio reported is the median "
+                        "of the rounds' ratios")
+    p.add_argument("--side", choices=["both", "backplane", "peer"], default="both",
+                   help="both (default): the peer, then Backplane, each in a process of its own "
+                        "on the same device (a runtime's threads and device objects never slow "
+                        "the other: on lavapipe, an IREE Vulkan device in the same process "
+                        "halved Backplane's softmax speed); backplane or peer: one side here, "
+                        "its results as one JSON line")
     o = p.parse_args()
-    dev = bp.Device(o.device)
-    if o.target:
-        target = bp.Target(o.target)
-    else:
-        attrs = json.loads(str(bp.Target.from_device(dev)))
-        if attrs["kind"] == "c":
-            attrs["fast-math-contract"] = True
-        target = bp.Target(json.dumps(attrs))
-    gpu = target.kind != "c"
-    if o.peer == "tvm" and gpu:
+    if o.peer == "tvm" and not o.device.startswith("cpu"):
         print("--peer tvm: only on cpu:0 (the PyPI build of TVM has no Vulkan runtime)",
               file=sys.stderr)
         return 2
-    cores = json.loads(str(target)).get("num-cores", os.cpu_count())
-    rng = np.random.default_rng(2112)
-    rows = []
+    if o.side == "peer":
+        print(json.dumps(run_peer(o)))
+        return 0
+    if o.side == "backplane":
+        ours, target = run_backplane(o)
+        print(json.dumps({"results": ours, "target": target}))
+        return 0
 
-    with open(os.path.join(kernel_dir(), "matmul.bpir"), encoding="utf-8") as f:
-        mm = split_functions(f.read())
-    with open(os.path.join(kernel_dir(), "softmax.bpir"), encoding="utf-8") as f:
-        sm = split_functions(f.read())
+    def side(name):
+        cmd = [sys.executable, os.path.abspath(__file__), "--side", name] + sys.argv[1:]
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
 
-    # matmul
-    s = o.size
-    a = rng.uniform(-1, 1, (s, s)).astype(np.float32)
-    b = rng.uniform(-1, 1, (s, s)).astype(np.float32)
-    want = a.astype(np.float64) @ b
-    if o.peer == "tvm":
-        theirs, out = time_tvm(tvm_matmul(s, cores), [a, b], (s, s), o.repeat)
-    else:
-        iree_fn = iree_function(MATMUL_MLIR.format(m=s, n=s, k=s), "matmul", o.device)
-        theirs, out = time_iree(iree_fn, [a, b], o.repeat)
-    err_iree = rel_error(out, want)
-    for name in ["matmul_gpu", "matmul_tiled_gpu"] if gpu else ["matmul", "matmul_tiled"]:
-        fn = bp.build(mm[name], target)[name]
-        c = bp.from_numpy(np.full((s, s), np.nan, np.float32), dev)
-        args = [s, s, s, bp.from_numpy(a, dev), bp.from_numpy(b, dev), c]
-        ours = time_backplane(fn, args, dev, o.repeat)
-        rows.append((f"{name} {s}^3", ours, theirs, rel_error(c.numpy(), want), err_iree,
-                     2.0 * s * s * s))
-
-    # softmax
-    r, cols = 4096, 1024
-    x = rng.uniform(-4, 4, (r, cols)).astype(np.float32)
-    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
-    want = e / e.sum(axis=1, keepdims=True)
-    name = "softmax_gpu" if gpu else "softmax"
-    fn = bp.build(sm[name], target)[name]
-    y = bp.from_numpy(np.full((r, cols), np.nan, np.float32), dev)
-    ours = time_backplane(fn, [r, cols, bp.from_numpy(x, dev), y], dev, o.repeat)
-    err_ours = rel_error(y.numpy(), want)
-    if o.peer == "tvm":
-        theirs, out = time_tvm(tvm_softmax(r, cols, cores), [x], (r, cols), o.repeat)
-    else:
-        iree_fn = iree_function(SOFTMAX_MLIR.format(r=r, c=cols), "softmax", o.device)
-        theirs, out = time_iree(iree_fn, [x], o.repeat)
-    rows.append((f"{name} {r}x{cols}", ours, theirs, err_ours, rel_error(out, want), 0))
-
+    # Rounds of (peer, Backplane): this shared machine's speed drifts by 2x within minutes, so
+    # each round's ratio compares two runs a minute apart, and the median ratio is reported.
+    rounds = []
+    for _ in range(o.rounds):
+        theirs = side("peer")
+        rounds.append((theirs, side("backplane")))
     import importlib.metadata
     package = "iree-base-compiler" if o.peer == "iree" else "apache-tvm"
-    print(f"device {o.device}, target {target}; {o.peer} {package} "
-          f"{importlib.metadata.version(package)}; median of {o.repeat}")
+    print(f"device {o.device}, target {rounds[0][1]['target']}; {o.peer} {package} "
+          f"{importlib.metadata.version(package)}; each side in its own process, median of "
+          f"{o.repeat} calls; {o.rounds} rounds (peer, then Backplane), medians over the rounds")
     print(f"{'problem':<24} {'backplane ms':>13} {o.peer + ' ms':>9} {o.peer + '/bp':>8} "
-          f"{'bp GFLOP/s':>11} {'rel.err bp':>11} {'rel.err ' + o.peer:>12}")
-    for what, ours, theirs, e1, e2, flops in rows:
-        gf = f"{flops / ours / 1e6:11.1f}" if flops else f"{'':>11}"
-        print(f"{what:<24} {ours:>13.3f} {theirs:>9.3f} {theirs / ours:>8.2f} {gf} "
-              f"{e1:>11.1e} {e2:>12.1e}")
-    bad = [w for w, *_, e1, e2, _f in rows if not (e1 < 1e-4 and e2 < 1e-4)]
+          f"{'bp GFLOP/s':>11} {'rel.err bp':>11} {'rel.err ' + o.peer:>12}  "
+          f"{o.peer}/bp by round")
+    bad = []
+    for what, (_, _, problem) in rounds[0][1]["results"].items():
+        ours = [mine["results"][what][0] for _, mine in rounds]
+        peer = [theirs[problem][0] for theirs, _ in rounds]
+        ratios = [p / b for p, b in zip(peer, ours)]
+        e1 = max(mine["results"][what][1] for _, mine in rounds)
+        e2 = max(theirs[problem][1] for theirs, _ in rounds)
+        ours_ms, peer_ms = statistics.median(ours), statistics.median(peer)
+        flops = 2.0 * o.size ** 3 if problem == "matmul" else 0
+        gf = f"{flops / ours_ms / 1e6:11.1f}" if flops else f"{'':>11}"
+        print(f"{what:<24} {ours_ms:>13.3f} {peer_ms:>9.3f} {statistics.median(ratios):>8.2f} "
+              f"{gf} {e1:>11.1e} {e2:>12.1e}  " + " ".join(f"{r:.2f}" for r in ratios))
+        if not (e1 < 1e-4 and e2 < 1e-4):
+            bad.append(what)
     if bad:
         print("results off: " + ", ".join(bad), file=sys.stderr)
         return 1

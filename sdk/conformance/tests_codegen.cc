@@ -56,7 +56,9 @@ const kernels::Case& FamilyCase(const Context& ctx, const std::string& cpu_name)
 double MatchesInterpreter(const kernels::Case& c, const Module& m, const Context& ctx,
                           const std::string& what) {
   std::map<std::string, std::string> values;
-  for (const auto& [name, v] : c.small) values[name] = std::to_string(v);
+  for (const auto& [name, v] : runner::DimsForDevice(c, Device(ctx.dev), c.small)) {
+    values[name] = std::to_string(v);
+  }
   try {
     const runner::Oracle oracle(ir::Parse(runner::KernelSource(c), c.file));
     const std::vector<runner::CheckArg> args =

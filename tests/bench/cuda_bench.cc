@@ -154,8 +154,9 @@ void BM_Matmul_Backplane(benchmark::State& state) {
   Tensor a = Tensor::Empty({s, s}, F32(), Device(Gpu()));
   Tensor b = Tensor::Empty({s, s}, F32(), Device(Gpu()));
   Tensor c = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  const int64_t threads = 32;  // a warp: matmul_tiled_gpu's block (catalog.hpp, block_param)
   for (auto _ : state) {
-    f(s, s, s, a.dl(), b.dl(), c.dl());
+    f(s, s, s, threads, a.dl(), b.dl(), c.dl());
     Sync();
   }
   state.counters["flops"] =

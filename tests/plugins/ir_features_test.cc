@@ -547,6 +547,95 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunchIsCheckedAgainstTheDevice) {
   }
 }
 
+// A workgroup sized at launch (issue 21, item 13): threadIdx.x's extent is a scalar argument,
+// so a caller sizes the block to the device (its warp or SIMD width) with one kernel text.
+// Each block sums two 32-element halves of a row, `w` threads each, through a shared array of
+// [2, w] sized at the same launch; after one barrier every thread folds the w partials. Several
+// widths in a row (vulkan: a pipeline each, the workgroup's size a specialization constant),
+// from a saved and loaded module, bit for bit against the interpreter.
+TEST_P(IrFeatures, WorkgroupSizedAtLaunch) {
+  const std::string kind = GetParam();
+  if (kind == "c") GTEST_SKIP() << "CPU code binds no threadIdx";
+  const std::string text =
+      "func rows(w: int32, n: int32, x: buffer<float32>[n * 64], y: buffer<float32>[n * 2 * w]) {\n"
+      "  for b in thread(blockIdx.x, 0, n) {\n"
+      "    for ty in thread(threadIdx.y, 0, 2) {\n"
+      "      for t in thread(threadIdx.x, 0, w) {\n"
+      "        alloc part: float32[2, w] shared\n"
+      "        var acc: float32 = 0.0\n"
+      "        for i in serial(0, (32 + w - 1) / w) {\n"
+      "          if (i * w + t < 32) {\n"
+      "            acc += x[b * 64 + ty * 32 + i * w + t]\n"
+      "          }\n"
+      "        }\n"
+      "        part[ty, t] = acc\n"
+      "        barrier\n"
+      "        var s: float32 = 0.0\n"
+      "        for j in serial(0, w) {\n"
+      "          s += part[ty, j]\n"
+      "        }\n"
+      "        y[(b * 2 + ty) * w + t] = s + float32(t)\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  if (kind == "cuda") ExpectPtxasAccepts(text, "rows");
+  Device dev(DLDevice{kDLCPU, 0});
+  if (!Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
+  const ir::IRModule reference = ir::Parse(text);
+  for (const char* options : {"", " -bounds-check"}) {
+    SCOPED_TRACE(kind + options);
+    const Module built = backplane::Build(text, Target::Parse(kind + options));
+    if (kind == "vulkan") {
+      const std::string glsl = built.Imports().at(0).InspectSource("glsl");
+      EXPECT_NE(glsl.find("local_size_x_id = 1000, local_size_y = 2, local_size_z = 1"),
+                std::string::npos)
+          << glsl;
+    }
+    const Module m = Module::LoadFromBytes(built.SaveToBytes());
+    std::mt19937 rng(21);
+    std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+    const int64_t n = 6;
+    for (int64_t w : {8, 32, 5, 1, 8, 64}) {
+      SCOPED_TRACE("w = " + std::to_string(w));
+      std::vector<float> x(static_cast<size_t>(n * 64));
+      for (float& v : x) v = dist(rng);
+      const std::vector<Buf> args = {
+          Floats(x), Floats(std::vector<float>(static_cast<size_t>(n * 2 * w), -1.0f))};
+      const std::vector<Buf> got = Call(m, "rows", dev, args, {w, n});
+      std::vector<Buf> want = args;
+      std::vector<int64_t> shapes;
+      shapes.reserve(want.size());
+      std::vector<ir::ArgView> views = {ir::IntArg(w), ir::IntArg(n)};
+      for (Buf& b : want) {
+        shapes.push_back(b.Elements());
+        views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), 1, &shapes.back()));
+      }
+      ir::Interpreter(reference).Run("rows", views);
+      EXPECT_EQ(got[1].bits, want[1].bits) << "y differs from the interpreter's";
+      // And from a float64 sum, within float32 rounding: the kernel read every element.
+      for (int64_t r = 0; r < n; ++r) {
+        for (int half = 0; half < 2; ++half) {
+          double sum = 0;
+          for (int k = 0; k < 32; ++k) sum += x[static_cast<size_t>(r * 64 + half * 32 + k)];
+          float y0;
+          std::memcpy(&y0, &got[1].bits[static_cast<size_t>((r * 2 + half) * w)], sizeof(y0));
+          EXPECT_NEAR(y0, sum, 1e-4) << "row " << r << ", half " << half;
+        }
+      }
+    }
+    // A width past the device's workgroup limits is refused at launch, naming the axis.
+    const std::string message = bptest::CaptureError([&] {
+                                  Call(m, "rows", dev,
+                                       {Floats(std::vector<float>(n * 64, 1.0f)),
+                                        Floats(std::vector<float>(n * 2 * 65536, 0.0f))},
+                                       {65536, n});
+                                }).message;
+    EXPECT_NE(message.find("threadIdx.x"), std::string::npos) << message;
+    EXPECT_NE(message.find("65536"), std::string::npos) << message;
+  }
+}
+
 // A float16 converted to an integer saturates and NaN gives 0, as every float does in the IR
 // (docs/ir.md, "Interpreter": casts); C leaves both undefined, and the C-family emitter
 // converted halves with a plain C cast (x86: int8(300.5) was 44). c against the interpreter.
@@ -700,6 +789,22 @@ TEST_P(IrFeatures, LargeLocalArraysOfDeviceCodeAreRefused) {
   } else {
     EXPECT_NO_THROW(backplane::Build(text(512 * 1024 / 4), Target::Parse(kind)));
   }
+  // Nested arrays add up: two of 256 KiB + 4 bytes each are refused at the inner one.
+  const std::string nested =
+      "func nested(a: buffer<float32>[4]) {\n"
+      "  for t in thread(threadIdx.x, 0, 4) {\n"
+      "    alloc p: float32[65537] local\n"
+      "    alloc q: float32[65537] local\n"
+      "    p[t] = a[t]\n"
+      "    q[t] = p[t]\n"
+      "    a[t] = q[t] + p[65536 - t]\n  }\n}\n";
+  const std::string nested_message =
+      bptest::CaptureError([&] { backplane::Build(nested, Target::Parse(kind)); }).message;
+  EXPECT_NE(nested_message.find("allocation 'q' (float32, 65537 elements, local) takes more "
+                                "than 262140 bytes a thread (with the 262148 bytes of the local "
+                                "arrays it is nested in, 524288)"),
+            std::string::npos)
+      << nested_message;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -269,6 +269,23 @@ TEST(VulkanPayload, ALayoutOrShaderOtherThanTheIRsIsRefused) {
                   "kernel 'vector_add_gpu_kernel': its workgroup size is 512 x 1 x 1, not the "
                   "layout's 256 x 1 x 1"))
       << s;
+  // The WorkgroupSize built-in, which the driver takes over LocalSize, made of another constant.
+  s = Load(EditSpirv(bytes, [](std::vector<uint32_t>& w) {
+    // OpDecorate %size BuiltIn WorkgroupSize; %size = OpConstantComposite %v3uint %x %y %z;
+    // %x = OpConstant %uint 256.
+    const uint32_t* builtin = Instruction(w, 71, 3, 25);
+    ASSERT_NE(builtin, nullptr);
+    const uint32_t* composite = Instruction(w, 44, 2, builtin[1]);
+    ASSERT_NE(composite, nullptr);
+    uint32_t* x = Instruction(w, 43, 2, composite[3]);
+    ASSERT_NE(x, nullptr);
+    ASSERT_EQ(x[3], 256u);
+    x[3] = 512;
+  }));
+  EXPECT_TRUE(Has(s,
+                  "kernel 'vector_add_gpu_kernel': its WorkgroupSize on axis 0 is not the "
+                  "layout's 256"))
+      << s;
   s = Load(EditSpirv(bytes, [](std::vector<uint32_t>& w) {
     uint32_t* binding = Instruction(w, 71, 2, 33);  // OpDecorate %x Binding
     ASSERT_NE(binding, nullptr);
@@ -288,6 +305,44 @@ TEST(VulkanPayload, ALayoutOrShaderOtherThanTheIRsIsRefused) {
     return ReplaceOnce(p, "backplane-vulkan-module 4", "backplane-vulkan-module 3");
   }));
   EXPECT_TRUE(Has(s, "its version is 3, an older Backplane's")) << s;
+}
+
+// A kernel whose workgroup is sized at launch takes its size from the WorkgroupSize built-in,
+// made of specialization constant 1000 (x) and the layout's constants: SPIR-V that takes x from
+// another constant, or sizes y otherwise, is refused (the driver would run a workgroup of
+// another size than the launch kit checked).
+TEST(VulkanPayload, AWorkgroupSizedAtLaunchIsTheSpecializationConstant) {
+  const char* const ir =
+      "func rows(w: int32, n: int32, x: buffer<float32>[n * w]) {\n"
+      "  for b in thread(blockIdx.x, 0, n) {\n"
+      "    for ty in thread(threadIdx.y, 0, 2) {\n"
+      "      for t in thread(threadIdx.x, 0, w) {\n"
+      "        if (ty == 0) {\n"
+      "          x[b * w + t] = x[b * w + t] * 2.0\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  const std::string bytes = Saved("vulkan", ir);
+  if (bytes.empty()) GTEST_SKIP() << "no vulkan code generator in this build";
+  EXPECT_EQ(Load(bytes).kind, BP_OK) << Load(bytes);
+  bptest::Status s = Load(EditSpirv(bytes, [](std::vector<uint32_t>& w) {
+    uint32_t* spec_id = Instruction(w, 71, 3, 1000);  // OpDecorate %x SpecId 1000
+    ASSERT_NE(spec_id, nullptr);
+    spec_id[3] = 0;
+  }));
+  EXPECT_TRUE(Has(s,
+                  "its WorkgroupSize on axis 0 is not the specialization constant 1000 that the "
+                  "layout sizes at launch"))
+      << s;
+  s = Load(EditSpirv(bytes, [](std::vector<uint32_t>& w) {
+    uint32_t* builtin = Instruction(w, 71, 3, 25);  // OpDecorate %size BuiltIn WorkgroupSize
+    ASSERT_NE(builtin, nullptr);
+    builtin[3] = 24;  // NumWorkgroups: no WorkgroupSize left
+  }));
+  EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+  EXPECT_TRUE(Has(s, "runtime.module.load_from_bytes.vulkan")) << s;
 }
 
 TEST(CUDAPayload, ATableOrPTXOtherThanTheIRsIsRefused) {

@@ -283,6 +283,26 @@ TEST_F(BuildRunCli, TheDeviceComesFromTheModuleKind) {
   EXPECT_TRUE(Contains(r.out, "vector_add_gpu on opencl:0: ok")) << r.out << r.err;
 }
 
+// A catalog kernel whose threads a block are a parameter (matmul_tiled_gpu's `threads`) runs
+// without it, with and without --check: the tool passes the device's warp width; --dim sets
+// another.
+TEST_F(BuildRunCli, ABlockSizeParamComesFromTheDevice) {
+  sp::Result b = Cli({"build", KernelFile("matmul.bpir"), "-t", "opencl", "-f", "matmul_tiled_gpu",
+                      "-o", Path("mt.bpmod")});
+  if (b.exit_code != 0) GTEST_SKIP() << "no opencl code generator here: " << b.err;
+  if (!Contains(Cli({"info"}).out, "opencl:0")) GTEST_SKIP() << "no opencl device here";
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--check"}, std::vector<std::string>{"--dim", "m=40"},
+        std::vector<std::string>{"--check", "--dim", "threads=3", "--dim", "n=50"}}) {
+    std::vector<std::string> args = {"run", Path("mt.bpmod"), "-f", "matmul_tiled_gpu", "--repeat",
+                                     "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    sp::Result r = Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
+    EXPECT_TRUE(Contains(r.out, "matmul_tiled_gpu on opencl:0: ok")) << r.out << r.err;
+  }
+}
+
 // Issue 13, item 8, in the core: bp_build itself refuses IR with no function (empty text,
 // only comments) and IR text over its 16 MiB cap, whoever calls it.
 TEST(BuildDriver, RefusesIRWithoutFunctionsAndTextOverTheCap) {

@@ -1156,12 +1156,18 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
       // Device code keeps a `local` array in each thread's private memory, which no GPU has
       // more than 512 KiB of (CUDA's local memory a thread): a larger one is refused here, as
-      // a 400 MB one made lavapipe exhaust the host's memory when the kernel ran.
+      // a 400 MB one made lavapipe exhaust the host's memory when the kernel ran. The arrays
+      // it is nested in count too (stack_bytes_): they all live while its body runs.
       if (StackBudget() < 0 && n.scope == ir::StorageScope::kLocal && count >= 0 &&
-          (count > kDevicePrivateBytes || bytes > kDevicePrivateBytes)) {
+          (count > kDevicePrivateBytes || bytes > kDevicePrivateBytes - stack_bytes_)) {
         Fail("allocation '" + n.buffer.name() + "' (" + ir::ToString(n.buffer.dtype()) + ", " +
              std::to_string(count) + " elements, local) takes more than " +
-             std::to_string(kDevicePrivateBytes) + " bytes a thread, the most " + DialectName() +
+             std::to_string(kDevicePrivateBytes - stack_bytes_) + " bytes a thread" +
+             (stack_bytes_ > 0 ? " (with the " + std::to_string(stack_bytes_) +
+                                     " bytes of the local arrays it is nested in, " +
+                                     std::to_string(kDevicePrivateBytes) + ")"
+                               : std::string()) +
+             ", the most " + DialectName() +
              " device code allows (CUDA's local memory a thread); use a global buffer, or "
              "shared memory for what a block shares");
       }

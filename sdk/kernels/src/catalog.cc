@@ -124,6 +124,9 @@ std::vector<Case> MakeCatalog() {
     c.needs_threads = gpu;
     c.small = std::move(small);
     c.demo = demo;
+    // A block size param (Case::block_param) that neither dims nor demo give takes
+    // kDefaultBlock.
+    demo.emplace("threads", kDefaultBlock);
     c.make_args = MakeArgs(std::move(specs), std::move(demo));
     c.reference = std::move(ref);
     c.tolerance = tol;
@@ -151,14 +154,20 @@ std::vector<Case> MakeCatalog() {
   // The tolerance covers float32 partial sums of 16M elements (the GPU kernel: ~5e-7).
   both("sum.bpir", "sum", {Dim("n"), In("x", {"n"}, 0.25, 1.0), Out("out", {"1"})}, {{"n", 4099}},
        {{"n", 1 << 24}}, detail::Sum, 1e-5, MemoryBound, Bytes({"x", "out"}));
-  // 301 columns: two strides of 256 threads, the second partial.
-  both(
-      "softmax.bpir", "softmax",
+  // 301 columns: 16 vectors of 16 and a tail of 13 (CPU); with 32 threads a row (GPU), 9
+  // full strides and a partial one, so some threads see only -inf and 0 partials.
+  add("softmax.bpir", "softmax", false,
       {Dim("rows"), Dim("cols"), In("x", {"rows", "cols"}, 86.0, 94.0), Out("y", {"rows", "cols"})},
       {{"rows", 7}, {"cols", 301}}, {{"rows", 2048}, {"cols", 1024}}, detail::Softmax, 1e-4,
       MemoryBound, Bytes({"x", "y"}));
+  add("softmax.bpir", "softmax_gpu", true,
+      {Dim("rows"), Dim("cols"), Dim("threads"), In("x", {"rows", "cols"}, 86.0, 94.0),
+       Out("y", {"rows", "cols"})},
+      {{"rows", 7}, {"cols", 301}}, {{"rows", 2048}, {"cols", 1024}}, detail::Softmax, 1e-4,
+      MemoryBound, Bytes({"x", "y"}));
+  cases.back().block_param = "threads";
 
-  // Matmul: 11 x 71 x 131 has partial 16 x 16 tiles everywhere (GPU). The CPU tiled kernel
+  // Matmul: 11 x 71 x 131 has partial 16 x 16 blocks everywhere (GPU). The CPU tiled kernel
   // gets 11 x 71 x 1027: a full 8 x 32 tile, 3 edge rows and a last sliver of 7 columns, a full
   // k step of 1024 and a partial one (so c carries partial sums between them).
   const std::vector<ParamSpec> mm = {
@@ -176,8 +185,13 @@ std::vector<Case> MakeCatalog() {
       mm_flops, Bytes({"a", "b", "c"}));
   add("matmul.bpir", "matmul_gpu", true, mm, mm_small, mm_demo, detail::Matmul, 1e-4, mm_flops,
       Bytes({"a", "b", "c"}));
-  add("matmul.bpir", "matmul_tiled_gpu", true, mm, mm_small, mm_tiled_demo, detail::Matmul, 1e-4,
-      mm_flops, Bytes({"a", "b", "c"}));
+  // The GPU tiled kernel (blocks of 4 rows by 8 * threads columns) gets 11 x 301 x 131: whole
+  // tiles and edge tiles in rows and in columns, at 8 threads a block and at 32.
+  std::vector<ParamSpec> mm_threads = mm;
+  mm_threads.insert(mm_threads.begin() + 3, Dim("threads"));
+  add("matmul.bpir", "matmul_tiled_gpu", true, mm_threads, {{"m", 11}, {"n", 301}, {"k", 131}},
+      mm_tiled_demo, detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
+  cases.back().block_param = "threads";
 
   // 37 x 45: full and edge blocks of 32 (CPU) and 16 (GPU), not square.
   both("transpose.bpir", "transpose",

@@ -92,11 +92,20 @@ void DeviceArgs::Download(std::vector<kernels::Arg>* args) const {
   }
 }
 
+kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims dims) {
+  if (c.block_param.empty() || dims.count(c.block_param) != 0) return dims;
+  int64_t block = kernels::kDefaultBlock;
+  const Any warp = DeviceAPI::Get(dev).GetAttr(BP_ATTR_WARP_SIZE);
+  if (!warp.is_none() && warp.AsInt() > 0) block = warp.AsInt();
+  dims[c.block_param] = block;
+  return dims;
+}
+
 Result RunCase(const kernels::Case& c, const Module& m, Device dev, const kernels::Dims& dims,
                int repeats, uint64_t seed) {
   Result r;
   try {
-    std::vector<kernels::Arg> args = c.make_args(dims, seed);
+    std::vector<kernels::Arg> args = c.make_args(DimsForDevice(c, dev, dims), seed);
     std::vector<kernels::Arg> want = args;
     c.reference(want);
     DeviceArgs device_args(args, dev);

@@ -289,6 +289,10 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
       values.emplace(name, std::to_string(v));
     }
     for (const auto& [name, v] : c->demo) values.emplace(name, std::to_string(v));
+    // Its threads a block, where a parameter (Case::block_param): the device's warp width.
+    for (const auto& [name, v] : runner::DimsForDevice(*c, dev, {})) {
+      values.emplace(name, std::to_string(v));
+    }
   }
   std::vector<runner::CheckArg> args;
   try {

@@ -132,15 +132,33 @@ TEST(VulkanSpirv, EveryGeneratedModulePassesSpirvVal) {
 }
 
 TEST(VulkanSource, TheGlslShowsTheLayout) {
-  const kernels::Case* c = kernels::Find("matmul_tiled_gpu");
+  const kernels::Case* c = kernels::Find("transpose_gpu");
   Module m = backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("vulkan"));
   const std::string glsl = m.Imports()[0].InspectSource("");
   EXPECT_NE(glsl.find("local_size_x = 16, local_size_y = 16"), std::string::npos) << glsl;
-  EXPECT_NE(glsl.find("layout(std430, set = 0, binding = 2) buffer"), std::string::npos) << glsl;
+  EXPECT_NE(glsl.find("layout(std430, set = 0, binding = 1) buffer"), std::string::npos) << glsl;
   EXPECT_NE(glsl.find("layout(push_constant) uniform"), std::string::npos) << glsl;
-  EXPECT_NE(glsl.find("shared float ta[256];"), std::string::npos) << glsl;
+  EXPECT_NE(glsl.find("shared float tile[272];"), std::string::npos) << glsl;
   EXPECT_NE(glsl.find("barrier();"), std::string::npos) << glsl;
-  EXPECT_NE(m.Imports()[0].InspectSource("ir").find("matmul_tiled_gpu"), std::string::npos);
+  EXPECT_NE(m.Imports()[0].InspectSource("ir").find("transpose_gpu"), std::string::npos);
+  // A workgroup sized at launch (matmul_tiled_gpu's `threads`) is a specialization constant;
+  // its `unrolled` loops are written out: the first row of the register tile is zeroed by
+  // eight statements, with no loop and no loop check around them.
+  const std::string mm =
+      backplane::Build(backplane::runner::KernelSource(*kernels::Find("matmul_tiled_gpu")),
+                       Target::Parse("vulkan"))
+          .Imports()[0]
+          .InspectSource("");
+  EXPECT_NE(mm.find("layout(local_size_x_id = 1000, local_size_y = 1, local_size_z = 1) in;"),
+            std::string::npos)
+      << mm;
+  size_t copies = 0;
+  for (size_t at = mm.find("const int q0 = "); at != std::string::npos;
+       at = mm.find("const int q0 = ", at + 1)) {
+    ++copies;
+  }
+  EXPECT_EQ(copies, 32u) << mm;  // 4 x 8: inside the unrolled loop over the rows
+  EXPECT_NE(mm.find(" + int(7);"), std::string::npos) << mm;
 }
 
 // Building reads the Target only: with no Vulkan driver at all it still works.
@@ -161,22 +179,23 @@ TEST(VulkanBuild, NeedsNoDevice) {
 }
 
 TEST(VulkanBuild, WhatTheTargetCannotExpressIsNamed) {
-  // threadIdx.x bound with a run-time extent: the local size must be a constant.
+  // threadIdx.x bound with an extent of 0: a workgroup has at least one invocation. (A run-time
+  // extent is sized at launch: ir_features_test, WorkgroupSizedAtLaunch.)
   const std::string ir =
       "# backplane-ir 1\n"
       "func scale_gpu(n: int32, x: buffer<float32>[n]) {\n"
-      "  for tx in thread(threadIdx.x, 0, n) {\n"
+      "  for tx in thread(threadIdx.x, 0, 0) {\n"
       "    x[tx] = x[tx] * 2.0\n"
       "  }\n"
       "}\n";
   try {
     backplane::Build(ir, Target::Parse("vulkan"));
-    FAIL() << "built a kernel whose local size is not a constant";
+    FAIL() << "built a kernel whose local size is 0";
   } catch (const backplane::Error& e) {
     const std::string msg = e.what();
     EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT) << msg;
-    EXPECT_NE(msg.find("threadIdx.x"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("constant"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the extent of threadIdx.x is 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("positive"), std::string::npos) << msg;
   }
   // More invocations than the Target allows.
   const kernels::Case* c = kernels::Find("vector_add_gpu");

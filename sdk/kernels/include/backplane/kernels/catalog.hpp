@@ -60,13 +60,22 @@ struct Arg {
 // the sizes, and for conv2d also `pad`.
 using Dims = std::map<std::string, int64_t>;
 
+// The threads a block make_args gives a Case::block_param that its dims leave out.
+constexpr int64_t kDefaultBlock = 32;
+
 // One kernel function and what is needed to run and check it.
 struct Case {
   std::string file;            // the kernel file in KernelDir(), e.g. "matmul.bpir"
   std::string func;            // the PrimFunc in that file, e.g. "matmul_tiled"
   bool needs_threads = false;  // binds loops to thread axes: only for GPU-like targets
-  Dims small;                  // odd sizes for tests, exercising every path of the kernel
-  Dims demo;                   // a size that runs ~5-50 ms on one CPU core with a decent kernel
+  // A GPU kernel whose threads a block are a parameter names it here ("threads" for
+  // softmax_gpu; empty for the others): one kernel text then suits every device, its caller
+  // sizing the block to the device's warp or SIMD width (BP_ATTR_WARP_SIZE: 32 on NVIDIA, 8
+  // on lavapipe and PoCL here), as runner::RunCase does when `dims` lack it. small and demo
+  // leave it out; make_args then takes kDefaultBlock.
+  std::string block_param;
+  Dims small;  // odd sizes for tests, exercising every path of the kernel
+  Dims demo;   // a size that runs ~5-50 ms on one CPU core with a decent kernel
   // The arguments for sizes `dims` (a param missing from `dims` takes its value from
   // `demo`) from a std::mt19937_64 seeded with `seed`: the same dims and seed give the same
   // values. Inputs are random and never zero; outputs are prefilled with random values (no

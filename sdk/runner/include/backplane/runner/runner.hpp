@@ -39,7 +39,12 @@ struct Result {
   double gbytes_per_s = 0;  // from Case::bytes
 };
 
-// Runs `c` from module `m` on `dev` with `dims` (missing ones from c.demo): one checked
+// `dims` with the case's Case::block_param, where `dims` lack it, set to the device's warp
+// (SIMD) width, BP_ATTR_WARP_SIZE (kernels::kDefaultBlock where the device reports none).
+kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims dims);
+
+// Runs `c` from module `m` on `dev` with DimsForDevice(c, dev, dims) (missing ones from
+// c.demo): one checked
 // call, then `repeats` timed calls (at least one). Errors of the call become !ok with the
 // message; nothing throws for a failing kernel.
 Result RunCase(const kernels::Case& c, const Module& m, Device dev, const kernels::Dims& dims,
