@@ -146,6 +146,10 @@ const bp_device_api_t& ApiFor(DLDevice dev) {
 
 bool IsCompact(const DLTensor& t) {
   if (t.strides == nullptr) return true;
+  // A tensor of no elements has no layout to get wrong (NumPy gives an empty array strides of 0).
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) return true;
+  }
   int64_t expected = 1;
   for (int i = t.ndim - 1; i >= 0; --i) {
     if (t.shape[i] != 1 && t.strides[i] != expected) return false;

@@ -249,5 +249,8 @@ def test_tensors_copy_between_devices(devices, rng):
         np.testing.assert_array_equal(np.from_dlpack(back), a)
         with pytest.raises(bp.InvalidArgumentError, match="must match"):
             t.copy_from(np.zeros((7, 13), np.float32))
+        # An empty array (NumPy gives it strides of 0) copies both ways.
+        e = bp.from_numpy(np.zeros((4, 0), np.float32), d)
+        assert e.shape == (4, 0) and e.numpy().shape == (4, 0)
     with pytest.raises(bp.InvalidArgumentError, match="not known"):
         bp.empty([3], "float33")

@@ -196,6 +196,13 @@ TEST(DeviceAPI, CopyChecksSizesAndLayout) {
   EXPECT_EQ(bp_device_copy_data_from_to(&strided, a.dl(), nullptr), BP_ERR_INVALID_ARGUMENT);
   EXPECT_NE(Message().find("strided"), std::string::npos);
   EXPECT_EQ(bp_device_copy_data_from_to(nullptr, a.dl(), nullptr), BP_ERR_INVALID_ARGUMENT);
+  // A tensor of no elements copies whatever its strides (NumPy's empty (4, 0) array has (0, 0)).
+  auto e1 = bp::Tensor::Empty({4, 0}, bp::Float32(), bp::Device(dev));
+  auto e2 = bp::Tensor::Empty({4, 0}, bp::Float32(), bp::Device(dev));
+  DLTensor empty = *e1.dl();
+  int64_t zero_strides[] = {0, 0};
+  empty.strides = zero_strides;
+  EXPECT_EQ(bp_device_copy_data_from_to(&empty, e2.dl(), nullptr), BP_OK) << Message();
   std::vector<float> host(7);
   EXPECT_THROW(a.CopyFrom(host), bp::Error);
 }
