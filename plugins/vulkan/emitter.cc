@@ -481,6 +481,20 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     }
   }
 
+  // A shared float array with float atomic min/max is declared uint (shared_bits_): its
+  // elements are read and written through their bits.
+  bool SharedBits(const ir::Buffer& buffer) {
+    return IsShared(buffer) && shared_bits_.count(Name(buffer.name())) != 0;
+  }
+  std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override {
+    return SharedBits(buffer) ? "uintBitsToFloat(" + element + ")" : element;
+  }
+  std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
+                           const std::string& value) override {
+    return SharedBits(buffer) ? element + " = floatBitsToUint(" + value + ")"
+                              : element + " = " + value;
+  }
+
   // ---- Bounds checking (-bounds-check; docs/vulkan.md) ----
   // GLSL has no statement expressions and no pointers, so a checked load is one expression
   // with the sequence operator: each index is assigned to a variable declared at the top of
@@ -502,20 +516,36 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       ok += std::string(k ? " && " : "") + IndexCheck(v, type, load.buffer->shape[k], k, site);
       vars.push_back(v);
     }
-    return "(" + assign + "(" + ok + ") ? " + Name(load.buffer.name()) + "[" +
-           CheckedFlatIndex(load.buffer, vars) + "] : " + TypeName(load.dtype) + "(0))";
+    return "(" + assign + "(" + ok + ") ? " +
+           ElementRead(load.buffer,
+                       Name(load.buffer.name()) + "[" + CheckedFlatIndex(load.buffer, vars) + "]") +
+           " : " + TypeName(load.dtype) + "(0))";
   }
 
   // GLSL's atomicAdd/atomicMin/atomicMax on a storage-buffer or shared element: int32 in core
-  // GLSL; int64 (GL_EXT_shader_atomic_int64), float32 add (GL_EXT_shader_atomic_float) and
-  // float32 min/max on shared memory (GL_EXT_shader_atomic_float2) are device features the
-  // layout records. float32 min/max on a storage buffer is a compare-and-swap loop on the
-  // element's bits (core atomicCompSwap on a uint view of the same binding, bp_bits_<name>):
-  // it runs on every device (NVIDIA's has no VK_EXT_shader_atomic_float2) and computes the
-  // IR's fmin/fmax (a NaN operand gives the other), which the extension's need not.
+  // GLSL; int64 (GL_EXT_shader_atomic_int64) and float32 add (GL_EXT_shader_atomic_float) are
+  // device features the layout records. float32 min/max is a compare-and-swap loop on the
+  // element's bits: on a storage buffer through a uint view of the same binding
+  // (bp_bits_<name>), on shared memory on the array itself, declared uint (SharedBits). It
+  // runs on every device (NVIDIA's has no VK_EXT_shader_atomic_float2) and computes the IR's
+  // fmin/fmax (a NaN operand gives the other), which the extension's need not.
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                               const std::string& value, bool shared) override {
     if (t.bits == 64) layout.atomics |= kAtomicInt64;
+    const size_t open = element.find('[');
+    if (shared && t.is_float() && shared_bits_.count(element.substr(0, open)) != 0) {
+      // A shared float array with float min/max is uint (SharedBits): every float atomic on it
+      // is a compare-and-swap on the element itself.
+      uses_fminmax_ = true;
+      const std::string o = Temp(), seen = Temp();
+      const std::string update =
+          op == ir::AtomicOp::kAdd ? "(uintBitsToFloat(" + o + ") + " + value + ")"
+                                   : std::string(op == ir::AtomicOp::kMin ? "bp_fmin" : "bp_fmax") +
+                                         "(uintBitsToFloat(" + o + "), " + value + ")";
+      return "{ uint " + o + " = " + element + "; for (;;) { const uint " + seen +
+             " = atomicCompSwap(" + element + ", " + o + ", floatBitsToUint(" + update +
+             ")); if (" + seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
+    }
     if (t.is_float() && op != ir::AtomicOp::kAdd && !shared) {
       const size_t bracket = element.find('[');
       const std::string name = element.substr(0, bracket);
@@ -528,8 +558,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
              (op == ir::AtomicOp::kMin ? "bp_fmin" : "bp_fmax") + "(uintBitsToFloat(" + o + "), " +
              value + "))); if (" + seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
     }
-    if (t.is_float())
-      layout.atomics |= op == ir::AtomicOp::kAdd ? kAtomicFloatAdd : kAtomicFloatMinMax;
+    if (t.is_float()) layout.atomics |= kAtomicFloatAdd;  // min/max are compare-and-swap above
     const char* name = op == ir::AtomicOp::kAdd   ? "atomicAdd"
                        : op == ir::AtomicOp::kMin ? "atomicMin"
                                                   : "atomicMax";
@@ -559,7 +588,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
          ";");
     std::string flat;
     const std::string ok = CheckedIndices(store.buffer, store.indices, site, &flat);
-    Line("if (" + ok + ") " + Name(store.buffer.name()) + "[" + flat + "] = " + value + ";");
+    Line("if (" + ok + ") " +
+         ElementWrite(store.buffer, Name(store.buffer.name()) + "[" + flat + "]", value) + ";");
     --indent_;
     Line("}");
   }
@@ -768,9 +798,6 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     if (layout.atomics & kAtomicInt64) head += "#extension GL_EXT_shader_atomic_int64 : require\n";
     if (layout.atomics & kAtomicFloatAdd)
       head += "#extension GL_EXT_shader_atomic_float : require\n";
-    if (layout.atomics & kAtomicFloatMinMax) {
-      head += "#extension GL_EXT_shader_atomic_float2 : require\n";
-    }
     return head + decls + helpers;
   }
 
@@ -820,6 +847,22 @@ class GlslEmitter : public codegen::CFamilyEmitter {
            "max_push_constants_size " + std::to_string(max_push_) +
            "; pass fewer scalars (or put them in a buffer)");
     }
+    // Shared float arrays with float atomic min/max: uint arrays, compare-and-swapped
+    // (AtomicStatement), so that no device extension is needed.
+    std::set<const ir::BufferNode*> shared_allocs;
+    Walk(func.body, [&](const ir::Stmt& s) {
+      if (const auto* a = s.As<ir::AllocateNode>()) {
+        if (a->scope == ir::StorageScope::kShared) shared_allocs.insert(a->buffer.get());
+      }
+    });
+    Walk(func.body, [&](const ir::Stmt& s) {
+      if (const auto* a = s.As<ir::AtomicNode>()) {
+        if (a->op != ir::AtomicOp::kAdd && a->buffer.dtype().is_float() &&
+            shared_allocs.count(a->buffer.get()) != 0) {
+          shared_bits_.insert(Name(a->buffer.name()));
+        }
+      }
+    });
     std::map<std::string, std::string> shared;
     bool at_launch[3] = {false, false, false};
     int64_t constant[3] = {1, 1, 1};
@@ -846,8 +889,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
         if (a->scope != ir::StorageScope::kShared) return;
         const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/false);
         const std::string name = Name(a->buffer.name());
-        std::string decl = "shared " + TypeName(a->buffer.dtype()) + " " + name + "[" +
-                           std::to_string(count) + "];";
+        const std::string type =
+            shared_bits_.count(name) != 0 ? std::string("uint") : TypeName(a->buffer.dtype());
+        std::string decl = "shared " + type + " " + name + "[" + std::to_string(count) + "];";
         if (count < 0) {
           // Sized at launch: the length is a specialization constant, id = the launch kit's
           // launch_index, which the module sets when it makes the pipeline for a size.
@@ -858,7 +902,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
           }
           const std::string len = "bp_shared_len" + std::to_string(id);
           decl = "layout(constant_id = " + std::to_string(id) + ") const uint " + len +
-                 " = 1u;\nshared " + TypeName(a->buffer.dtype()) + " " + name + "[" + len + "];";
+                 " = 1u;\nshared " + type + " " + name + "[" + len + "];";
         }
         auto [it, added] = shared.emplace(name, decl);
         if (!added && it->second != decl) {
@@ -1019,7 +1063,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   bool uses_fmaf_ = false;  // a float32 fma: bp_fmaf
   // Storage buffers (by GLSL name) a float atomic min/max updates through a uint view.
   std::set<std::string> cas_buffers_;
-  std::set<std::string> f64_math_;  // float64 intrinsics computed by our helpers
+  std::set<std::string> shared_bits_;  // shared float arrays kept as uint (SharedBits)
+  std::set<std::string> f64_math_;     // float64 intrinsics computed by our helpers
 };
 
 }  // namespace

@@ -873,6 +873,46 @@ Structural Atomic(const std::string& op, const std::string& dtype) {
   return s;
 }
 
+// The same on shared memory (GPU code): each block accumulates its 64 values into 16 shared
+// elements, zeroed first, then adds them into `h` with the same atomic on the param buffer.
+Structural SharedAtomic(const std::string& op, const std::string& dtype) {
+  Structural s = Atomic(op, dtype);
+  const std::string zero = dtype == "int32" ? "0" : dtype == "int64" ? "0i64" : "0.0";
+  const std::string value = dtype == "int32"   ? "k[i]"
+                            : dtype == "int64" ? "int64(k[i]) * 3000000i64"
+                                               : "x[i]";
+  s.name = "atomic.shared." + op + "." + dtype;
+  s.what = "atomic_" + op + " on " + dtype +
+           " from every thread of a block into 16 elements of a shared array, then into a "
+           "param buffer";
+  s.only = "gpu";
+  s.gpu_text = "  for bx in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+               ") {\n"
+               "    for tx in thread(threadIdx.x, 0, 64) {\n"
+               "      alloc sa: " +
+               dtype +
+               "[16] shared\n"
+               "      if (tx < 16) {\n"
+               "        sa[tx] = " +
+               zero +
+               "\n"
+               "      }\n"
+               "      barrier\n"
+               "      let i: int32 = bx * 64 + tx\n"
+               "      atomic_" +
+               op + "(sa[floormod(k[i], 16)], " + value +
+               ")\n"
+               "      barrier\n"
+               "      if (tx < 16) {\n"
+               "        atomic_" +
+               op +
+               "(h[tx], sa[tx])\n"
+               "      }\n"
+               "    }\n"
+               "  }\n";
+  return s;
+}
+
 void RunStructural(Context& ctx, const Structural& st, const std::string& clause) {
   ctx.Load();
   ctx.SetUpDevice();
@@ -965,12 +1005,13 @@ void AddConstructTests(std::vector<TestCase>* out) {
   }
   for (const char* op : {"add", "min", "max"}) {
     for (const char* dtype : {"int32", "int64", "float32"}) {
-      const Structural st = Atomic(op, dtype);
-      const std::string name = "codegen.construct." + st.name;
-      out->push_back({name,
-                      st.what + " accumulates as the IR says (any order: the sums are "
-                                "exact), bit for bit",
-                      "", needs, [st, name](Context& ctx) { RunStructural(ctx, st, name); }});
+      for (const Structural& st : {Atomic(op, dtype), SharedAtomic(op, dtype)}) {
+        const std::string name = "codegen.construct." + st.name;
+        out->push_back({name,
+                        st.what + " accumulates as the IR says (any order: the sums are "
+                                  "exact), bit for bit",
+                        "", needs, [st, name](Context& ctx) { RunStructural(ctx, st, name); }});
+      }
     }
   }
   std::vector<std::pair<Dt, Dt>> casts;

@@ -322,18 +322,12 @@ const char* const kAtomicParams =
     "stats: buffer<float32>[3], ext: buffer<int32>[2], big: buffer<int64>[2], "
     "hist2: buffer<int32>[16], stats2: buffer<float32>[2]";
 
-// The kernel for `kind`; without `float_min_max`, its float32 atomic_max on shared memory is
-// left out (for a Vulkan device without VK_EXT_shader_atomic_float2: on storage buffers the
-// vulkan code generator's compare-and-swap loop needs no extension).
-std::string AtomicsText(const std::string& kind, bool float_min_max = true) {
+// The kernel for `kind`. Its float32 atomic_add and atomic_max on shared memory (`fs`) need no
+// device extension on vulkan: the code generator keeps `fs` as uint and compare-and-swaps.
+std::string AtomicsText(const std::string& kind) {
   const std::string head = std::string("func atomics(") + kAtomicParams + ") {\n";
   if (kind == "c") {
     return head + "  for i in parallel(0, 256) schedule(dynamic, 8) {\n" + kAtomicBody + "  }\n}\n";
-  }
-  if (!float_min_max) {
-    std::string text = AtomicsText(kind);
-    text = Replace(text, "    atomic_max(fs[1], x[i])\n", "");
-    return text;
   }
   return head +
          "  for b in thread(blockIdx.x, 0, 4) {\n"
@@ -375,24 +369,12 @@ std::vector<Buf> AtomicArgs() {
 
 TEST_P(IrFeatures, AtomicsAccumulateFromEveryThread) {
   const std::string kind = GetParam();
-  std::string text = AtomicsText(kind);
+  const std::string text = AtomicsText(kind);
   if (kind == "cuda") ExpectPtxasAccepts(text, "atomics");
   if (!Runs(kind)) return;
-  try {
-    ExpectTheInterpretersResults(kind, text, Case{"atomics", AtomicArgs(), ""});
-  } catch (const backplane::Error& e) {
-    // A Vulkan device may lack float atomic min/max on shared memory (NVIDIA's driver on an
-    // H200 does): the launch is refused, naming the extension; the rest of the kernel, float
-    // min/max on storage buffers included, still runs.
-    const std::string message = e.what();
-    ASSERT_EQ(kind, "vulkan") << message;
-    ASSERT_NE(message.find("uses float32 atomic min/max (VK_EXT_shader_atomic_float2)"),
-              std::string::npos)
-        << message;
-    std::cout << "[   NOTE   ] " << message << "\n";
-    text = AtomicsText(kind, /*float_min_max=*/false);
-    ExpectTheInterpretersResults(kind, text, Case{"atomics", AtomicArgs(), ""});
-  }
+  // Every device runs it all: float min/max on shared memory needs no extension on vulkan (an
+  // H200's driver, which lacks VK_EXT_shader_atomic_float2, had refused it).
+  ExpectTheInterpretersResults(kind, text, Case{"atomics", AtomicArgs(), ""});
   ExpectTheInterpretersResults(kind, text, Case{"atomics", AtomicArgs(), " -bounds-check"});
 }
 

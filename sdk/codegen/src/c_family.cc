@@ -807,7 +807,8 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
     ++effects_;  // a fault noted
     return EmitCheckedLoad(load, site);
   }
-  if (t.lanes == 1) return buf + "[" + FlatIndex(load.buffer, load.indices) + "]";
+  if (t.lanes == 1)
+    return ElementRead(load.buffer, buf + "[" + FlatIndex(load.buffer, load.indices) + "]");
   // Contiguous: every index scalar but the last, which is ramp(base, 1, lanes).
   const size_t last = load.indices.size() - 1;
   bool contiguous = load.buffer->strides.empty();
@@ -1024,7 +1025,7 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
   if (t.lanes == 1) {
     const std::string flat = FlatIndex(store.buffer, store.indices);
     KeepInOrder(&value);
-    Line(buf + "[" + flat + "] = " + value.text + ";");
+    Line(ElementWrite(store.buffer, buf + "[" + flat + "]", value.text) + ";");
     return;
   }
   const size_t last = store.indices.size() - 1;

@@ -175,6 +175,19 @@ class CFamilyEmitter {
   virtual void EmitCheckedAtomic(const ir::AtomicNode& atomic, int site);
   // Whether `buffer` is a `shared` allocation of the function being emitted.
   bool IsShared(const ir::Buffer& buffer) const { return shared_allocs_.count(buffer.get()) != 0; }
+  // A scalar element of `buffer` (`element`, e.g. "a[i]") as an operand, and the statement (no
+  // `;`) that stores `value` in it. The base reads and assigns the element itself; a dialect
+  // that keeps a buffer in another type converts (vulkan: a shared float array with float
+  // atomic min/max is uint, compare-and-swapped, uintBitsToFloat when read).
+  virtual std::string ElementRead(const ir::Buffer& buffer, const std::string& element) {
+    (void)buffer;
+    return element;
+  }
+  virtual std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
+                                   const std::string& value) {
+    (void)buffer;
+    return element + " = " + value;
+  }
 
   // ---- The fault record (docs/codegen-guide.md, "Run-time checks") ----
   // Whether the dialect has the record: a variable `bp_fault` of type FaultRecordType() in
