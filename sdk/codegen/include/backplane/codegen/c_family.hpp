@@ -176,9 +176,10 @@ class CFamilyEmitter {
   // Whether `buffer` is a `shared` allocation of the function being emitted.
   bool IsShared(const ir::Buffer& buffer) const { return shared_allocs_.count(buffer.get()) != 0; }
   // A scalar element of `buffer` (`element`, e.g. "a[i]") as an operand, and the statement (no
-  // `;`) that stores `value` in it. The base reads and assigns the element itself; a dialect
-  // that keeps a buffer in another type converts (vulkan: a shared float array with float
-  // atomic min/max is uint, compare-and-swapped, uintBitsToFloat when read).
+  // `;`) that stores `value` in it: the base's unchecked scalar loads and stores go through
+  // them, and so must a dialect's own checked ones. The base reads and assigns the element
+  // itself; a dialect that keeps a buffer in another type converts (vulkan: a shared float
+  // array with float atomic min/max is uint, compare-and-swapped, uintBitsToFloat when read).
   virtual std::string ElementRead(const ir::Buffer& buffer, const std::string& element) {
     (void)buffer;
     return element;
