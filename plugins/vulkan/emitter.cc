@@ -294,6 +294,21 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     return type + "(" + operand + ")";
   }
 
+  // `count` copies of the loop's body, the k-th with the loop variable `at` + k; each only when
+  // `at` + k < `stop` where `stop` is given.
+  void EmitCopies(const ir::ForNode& loop, const std::string& type, const std::string& var,
+                  const std::string& at, int64_t count, const std::string& stop = "") {
+    for (int64_t k = 0; k < count; ++k) {
+      const std::string index = at + " + " + type + "(" + std::to_string(k) + ")";
+      Line(stop.empty() ? "{" : "if (" + index + " < " + stop + ") {");
+      ++indent_;
+      Line("const " + type + " " + var + " = " + index + ";");
+      EmitStmt(loop.body);
+      --indent_;
+      Line("}");
+    }
+  }
+
   // llvmpipe (lavapipe) gives each SIMD group of invocations (8 or 16 of a workgroup, run as
   // the lanes of one vector) a budget of 65535 loop back edges over all its loops together
   // (gallivm's loop limiter) and then leaves every loop after at most one more iteration, with
@@ -303,20 +318,6 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // and (2) after every loop the shader checks that the loop variable reached the end, and
   // records an error in the kernel's error buffer when it did not, which the runtime raises
   // naming the loop.
-  // `count` copies of the loop's body, the k-th with the loop variable `at` + k.
-  void EmitCopies(const ir::ForNode& loop, const std::string& type, const std::string& var,
-                  const std::string& at, int64_t count) {
-    for (int64_t k = 0; k < count; ++k) {
-      Line("{");
-      ++indent_;
-      Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
-           ");");
-      EmitStmt(loop.body);
-      --indent_;
-      Line("}");
-    }
-  }
-
   void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
                 const std::string& begin, const std::string& end) override {
     const auto* extent = loop.extent.As<ir::IntImmNode>();
@@ -385,15 +386,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       Line("}");
       check(opaque + " < " + stop + " - " + last);
     }
-    for (int k = 0; k < 3; ++k) {
-      Line("if (" + at + " + " + type + "(" + std::to_string(k) + ") < " + stop + ") {");
-      ++indent_;
-      Line("const " + type + " " + var + " = " + at + " + " + type + "(" + std::to_string(k) +
-           ");");
-      EmitStmt(loop.body);
-      --indent_;
-      Line("}");
-    }
+    EmitCopies(loop, type, var, at, 3, stop);
     --indent_;
     Line("}");
   }
