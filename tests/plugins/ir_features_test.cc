@@ -400,6 +400,22 @@ TEST_P(IrFeatures, AnAtomicOutOfBoundsIsAnError) {
       << message;
 }
 
+// `args` after `func` of `reference` ran on them in the interpreter, with int scalars
+// `scalars` first: what a device's run must give, bit for bit.
+std::vector<Buf> InterpreterRun(const ir::IRModule& reference, const std::string& func,
+                                const std::vector<int64_t>& scalars, std::vector<Buf> args) {
+  std::vector<int64_t> shapes;
+  shapes.reserve(args.size());
+  std::vector<ir::ArgView> views;
+  for (int64_t v : scalars) views.push_back(ir::IntArg(v));
+  for (Buf& b : args) {
+    shapes.push_back(b.Elements());
+    views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), 1, &shapes.back()));
+  }
+  ir::Interpreter(reference).Run(func, views);
+  return args;
+}
+
 // Shared memory sized at launch (issue 21, item 6): a block's arrays `tile` [n, 64] and `cnt`
 // [m] take their sizes from the scalar arguments of each call, after a constant-sized array
 // (`fixed`); the threads exchange values through them across a barrier. Run with two sizes in
@@ -456,15 +472,7 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunch) {
       const std::vector<Buf> args = {Floats(x), Floats(std::vector<float>(x.size(), 0.0f)),
                                      Ints(std::vector<int32_t>(static_cast<size_t>(mm * 4), -1))};
       const std::vector<Buf> got = Call(m, "tiles", dev, args, {n, mm});
-      std::vector<Buf> want = args;
-      std::vector<int64_t> shapes;
-      shapes.reserve(want.size());
-      std::vector<ir::ArgView> views = {ir::IntArg(n), ir::IntArg(mm)};
-      for (Buf& b : want) {
-        shapes.push_back(b.Elements());
-        views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), 1, &shapes.back()));
-      }
-      ir::Interpreter(reference).Run("tiles", views);
+      const std::vector<Buf> want = InterpreterRun(reference, "tiles", {n, mm}, args);
       for (size_t k = 0; k < want.size(); ++k) {
         EXPECT_EQ(got[k].bits, want[k].bits) << "buffer " << k << " differs from the interpreter's";
       }
@@ -585,15 +593,7 @@ TEST_P(IrFeatures, WorkgroupSizedAtLaunch) {
       const std::vector<Buf> args = {
           Floats(x), Floats(std::vector<float>(static_cast<size_t>(n * 2 * w), -1.0f))};
       const std::vector<Buf> got = Call(m, "rows", dev, args, {w, n});
-      std::vector<Buf> want = args;
-      std::vector<int64_t> shapes;
-      shapes.reserve(want.size());
-      std::vector<ir::ArgView> views = {ir::IntArg(w), ir::IntArg(n)};
-      for (Buf& b : want) {
-        shapes.push_back(b.Elements());
-        views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), 1, &shapes.back()));
-      }
-      ir::Interpreter(reference).Run("rows", views);
+      const std::vector<Buf> want = InterpreterRun(reference, "rows", {w, n}, args);
       EXPECT_EQ(got[1].bits, want[1].bits) << "y differs from the interpreter's";
       // And from a float64 sum, within float32 rounding: the kernel read every element.
       for (int64_t r = 0; r < n; ++r) {
