@@ -325,10 +325,14 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     Walk(loop.body, [&](const ir::Stmt& st) { innermost = innermost && !st.As<ir::ForNode>(); });
     // An `unrolled` loop of a constant trip count is written out, one copy of the body an
     // iteration, as long as the copies of it and of the unrolled loops around it stay within
-    // kMaxUnrolledCopies: no back edge for the loop limiter, no loop for the driver to unroll
-    // (llvmpipe left them loops, and a register tile indexed by their variables in memory).
+    // kMaxUnrolledCopies and the text they repeat within kMaxUnrolledChars (a large body stays a
+    // loop: hostile IR must not multiply into gigabytes of GLSL): no back edge for the loop
+    // limiter, no loop for the driver to unroll (llvmpipe left them loops, and a register tile
+    // indexed by their variables in memory).
     if (loop.for_kind == ir::ForKind::kUnrolled && extent != nullptr && extent->value > 0 &&
-        unrolled_copies_ * extent->value <= kMaxUnrolledCopies) {
+        unrolled_copies_ * extent->value <= kMaxUnrolledCopies &&
+        unrolled_copies_ * extent->value * static_cast<int64_t>(ir::Print(loop.body).size()) <=
+            kMaxUnrolledChars) {
       Line("{");
       ++indent_;
       const std::string at = Temp();
@@ -1042,6 +1046,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   static constexpr size_t kSmallBody = 120;
   // The most copies of a body that nested `unrolled` loops write out (EmitLoop).
   static constexpr int64_t kMaxUnrolledCopies = 256;
+  static constexpr int64_t kMaxUnrolledChars = 64 * 1024;  // IR text, all copies together
   int64_t unrolled_copies_ = 1;  // the copies the unrolled loops around the emitter make
 
   int64_t max_threads_, max_push_;

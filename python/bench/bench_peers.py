@@ -316,7 +316,8 @@ def main():
         return 0
 
     def side(name):
-        cmd = [sys.executable, os.path.abspath(__file__), "--side", name] + sys.argv[1:]
+        # --side last: argparse keeps the last, so a --side both given here cannot recurse.
+        cmd = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--side", name]
         done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
         return json.loads(done.stdout.strip().splitlines()[-1])
 
