@@ -39,7 +39,11 @@ Module BuildC(const std::string& ir_text, const Target& target) {
     source = emitter.Emit(module);
     sites = emitter.fault_sites();
   } catch (const ir::Error& e) {
-    throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.c: ") + e.what());
+    // A construct the code generator refuses (float16, vector types) stays BP_ERR_UNSUPPORTED:
+    // callers (the conformance kit) tell a missing feature from bad input by the kind.
+    throw Error(
+        e.kind() == ir::ErrorKind::kUnsupported ? BP_ERR_UNSUPPORTED : BP_ERR_INVALID_ARGUMENT,
+        std::string("target.build.c: ") + e.what());
   }
   std::string library = CompileSharedLibrary(source, options);
   // The module keeps the canonical text, so a saved module's IR reads the same everywhere.

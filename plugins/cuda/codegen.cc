@@ -27,7 +27,11 @@ Module BuildCUDA(const std::string& ir_text, const Target& target) {
     data.ir = ir::Print(module);
     EmitCUDA(&data, module);
   } catch (const ir::Error& e) {
-    throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.cuda: ") + e.what());
+    // A construct the code generator refuses (float16, vector types) stays BP_ERR_UNSUPPORTED:
+    // callers (the conformance kit) tell a missing feature from bad input by the kind.
+    throw Error(
+        e.kind() == ir::ErrorKind::kUnsupported ? BP_ERR_UNSUPPORTED : BP_ERR_INVALID_ARGUMENT,
+        std::string("target.build.cuda: ") + e.what());
   }
   // The IR rounds a*b+c twice (docs/ir.md); NVRTC contracts it into an FMA unless told not to.
   const bool contract = target.GetAttr<bool>("fast-math-contract").value_or(false);

@@ -102,8 +102,13 @@ def run(devices: List[bp.Device], kernels: List[str], small: bool, repeat: int,
                 at = out_index
                 block_param_at = {"softmax_gpu": 2, "matmul_tiled_gpu": 3}.get(name)
                 if block_param_at is not None:
-                    # Its threads a block are a parameter: the device's warp (SIMD) width.
-                    tensors.insert(block_param_at, dev.attr("warp_size") or 32)
+                    # Its threads a block are a parameter: the device's warp (SIMD) width,
+                    # 4 warps for matmul_tiled_gpu where the warp is a GPU's (32 lanes or
+                    # more), as runner::DimsForDevice gives (Case::block_warps).
+                    block = dev.attr("warp_size") or 32
+                    if name == "matmul_tiled_gpu" and block >= 32:
+                        block *= 4
+                    tensors.insert(block_param_at, block)
                     at += 1
                 times = []
                 for _ in range(repeat):

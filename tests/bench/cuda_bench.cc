@@ -154,7 +154,11 @@ void BM_Matmul_Backplane(benchmark::State& state) {
   Tensor a = Tensor::Empty({s, s}, F32(), Device(Gpu()));
   Tensor b = Tensor::Empty({s, s}, F32(), Device(Gpu()));
   Tensor c = Tensor::Empty({s, s}, F32(), Device(Gpu()));
-  const int64_t threads = 32;  // a warp: matmul_tiled_gpu's block (catalog.hpp, block_param)
+  // The block the tools give it on this device (runner::DimsForDevice: 4 warps on a GPU).
+  const int64_t threads = backplane::runner::DimsForDevice(
+                              *backplane::kernels::Find("matmul_tiled_gpu"), Device(Gpu()), {})
+                              .at("threads");
+  state.counters["threads"] = static_cast<double>(threads);
   for (auto _ : state) {
     f(s, s, s, threads, a.dl(), b.dl(), c.dl());
     Sync();

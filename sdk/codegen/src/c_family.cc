@@ -274,7 +274,9 @@ std::string CFamilyEmitter::TypeName(DType t) {
       return "void*";
   }
   if (t.lanes == 1) return scalar;
-  if (!HasVectorTypes()) Fail("vector type " + ir::ToString(t) + " is not supported");
+  if (!HasVectorTypes()) {
+    Unsupported("vector type " + ir::ToString(t) + " is not supported; write scalar code");
+  }
   if (!IsPowerOfTwo(t.lanes) || t.lanes > 64) {
     Fail("vector type " + ir::ToString(t) + " has " + std::to_string(t.lanes) +
          " lanes; vectors need a power of two up to 64 lanes (2, 4, 8, 16)");

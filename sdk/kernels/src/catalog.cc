@@ -192,6 +192,7 @@ std::vector<Case> MakeCatalog() {
   add("matmul.bpir", "matmul_tiled_gpu", true, mm_threads, {{"m", 11}, {"n", 301}, {"k", 131}},
       mm_tiled_demo, detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
   cases.back().block_param = "threads";
+  cases.back().block_warps = 4;
 
   // 37 x 45: full and edge blocks of 32 (CPU) and 16 (GPU), not square.
   both("transpose.bpir", "transpose",

@@ -97,6 +97,10 @@ kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims di
   int64_t block = kernels::kDefaultBlock;
   const Any warp = DeviceAPI::Get(dev).GetAttr(BP_ATTR_WARP_SIZE);
   if (!warp.is_none() && warp.AsInt() > 0) block = warp.AsInt();
+  // A GPU's warp (32 lanes or more) takes the case's block_warps; a CPU's SIMD width one.
+  if (block >= 32) block *= std::max<int64_t>(c.block_warps, 1);
+  const Any most = DeviceAPI::Get(dev).GetAttr(BP_ATTR_MAX_THREADS_PER_BLOCK);
+  if (!most.is_none() && most.AsInt() > 0) block = std::min(block, most.AsInt());
   dims[c.block_param] = block;
   return dims;
 }

