@@ -105,11 +105,9 @@ uint32_t UsableVersion(const Device& d) {
 struct AtomicFeatures {
   VkPhysicalDeviceShaderAtomicInt64Features int64{};
   VkPhysicalDeviceShaderAtomicFloatFeaturesEXT add{};
-  VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT minmax{};
   AtomicFeatures() {
     int64.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES;
     add.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
-    minmax.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_2_FEATURES_EXT;
   }
   // The kAtomic* bits the structures report, in both storage buffers and shared memory.
   uint32_t Bits(bool shader_int64) const {
@@ -118,8 +116,6 @@ struct AtomicFeatures {
       bits |= kAtomicInt64;
     if (add.shaderBufferFloat32AtomicAdd && add.shaderSharedFloat32AtomicAdd)
       bits |= kAtomicFloatAdd;
-    if (minmax.shaderBufferFloat32AtomicMinMax && minmax.shaderSharedFloat32AtomicMinMax)
-      bits |= kAtomicFloatMinMax;
     return bits;
   }
 };
@@ -152,11 +148,8 @@ void QueryStorageFeatures(Device& d) {
   const bool has_int64_atomics =
       v12 || d.extensions.count(VK_KHR_SHADER_ATOMIC_INT64_EXTENSION_NAME) != 0;
   const bool has_float_atomics = d.extensions.count(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME) != 0;
-  const bool has_float_atomics2 =
-      has_float_atomics && d.extensions.count(VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME) != 0;
   if (has_int64_atomics) chain(atomics.int64);
   if (has_float_atomics) chain(atomics.add);
-  if (has_float_atomics2) chain(atomics.minmax);
   vkGetPhysicalDeviceFeatures2(d.physical, &f2);
   d.atomics = atomics.Bits(d.features.shaderInt64 == VK_TRUE);
   d.buffer16 = s16.storageBuffer16BitAccess == VK_TRUE;
@@ -516,18 +509,11 @@ class Context {
       if (UsableVersion(d) < VK_API_VERSION_1_2)
         extensions.push_back(VK_KHR_SHADER_ATOMIC_INT64_EXTENSION_NAME);
     }
-    if (d.atomics & (kAtomicFloatAdd | kAtomicFloatMinMax)) {
-      const VkBool32 add = (d.atomics & kAtomicFloatAdd) ? VK_TRUE : VK_FALSE;
-      atomics.add.shaderBufferFloat32AtomicAdd = add;
-      atomics.add.shaderSharedFloat32AtomicAdd = add;
+    if (d.atomics & kAtomicFloatAdd) {
+      atomics.add.shaderBufferFloat32AtomicAdd = VK_TRUE;
+      atomics.add.shaderSharedFloat32AtomicAdd = VK_TRUE;
       prepend(atomics.add);
       extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
-    }
-    if (d.atomics & kAtomicFloatMinMax) {
-      atomics.minmax.shaderBufferFloat32AtomicMinMax = VK_TRUE;
-      atomics.minmax.shaderSharedFloat32AtomicMinMax = VK_TRUE;
-      prepend(atomics.minmax);
-      extensions.push_back(VK_EXT_SHADER_ATOMIC_FLOAT_2_EXTENSION_NAME);
     }
     if (d.float_controls_extension)
       extensions.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);

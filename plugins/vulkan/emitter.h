@@ -47,9 +47,9 @@ enum StatusCode : uint32_t {
 // Atomics a kernel uses beyond int32 add/min/max (core GLSL), each a device feature in both
 // storage buffers and shared memory (KernelLayout::atomics; a launch on a device without one is
 // refused, docs/vulkan.md).
-constexpr uint32_t kAtomicInt64 = 1;        // shader{Buffer,Shared}Int64Atomics
-constexpr uint32_t kAtomicFloatAdd = 2;     // VK_EXT_shader_atomic_float: float32 add
-constexpr uint32_t kAtomicFloatMinMax = 4;  // VK_EXT_shader_atomic_float2: float32 min, max
+constexpr uint32_t kAtomicInt64 = 1;     // shader{Buffer,Shared}Int64Atomics
+constexpr uint32_t kAtomicFloatAdd = 2;  // VK_EXT_shader_atomic_float: float32 add
+// float32 atomic min and max need no feature: compare-and-swap loops on the bits (emitter.cc).
 
 // A place in a kernel that can record an error; its id is its index in KernelLayout::sites.
 struct StatusSite {

@@ -480,12 +480,10 @@ class VulkanModule : public sdk::KernelModule {
       if (const uint32_t missing = l.atomics & ~s.atomics()) {
         throw Error(BP_ERR_UNSUPPORTED,
                     "vulkan kernel '" + l.name + "' uses " +
-                        ((missing & kAtomicInt64)      ? "int64 atomics (shaderBufferInt64Atomics "
-                                                         "and shaderSharedInt64Atomics)"
-                         : (missing & kAtomicFloatAdd) ? "float32 atomic add "
-                                                         "(VK_EXT_shader_atomic_float)"
-                                                       : "float32 atomic min/max "
-                                                         "(VK_EXT_shader_atomic_float2)") +
+                        ((missing & kAtomicInt64) ? "int64 atomics (shaderBufferInt64Atomics "
+                                                    "and shaderSharedInt64Atomics)"
+                                                  : "float32 atomic add "
+                                                    "(VK_EXT_shader_atomic_float)") +
                         ", which " + s.properties().deviceName +
                         " lacks; accumulate in int32, or per thread and then reduce");
       }

@@ -78,8 +78,10 @@ class Service final : public pb::Remote::Service {
       ClientSession session(shared_, shared_.next_session++, context->peer());
       session.Run(stream);
     }  // everything it held is freed here
-    shared_.totals.sessions--;
+    // The slot first: a client that reads no session in Status may open one at once (with the
+    // count first, RemoteServer.MaxSessionsIsEnforced's third session was refused now and then).
     shared_.live_sessions--;
+    shared_.totals.sessions--;
     return grpc::Status::OK;
   }
 
