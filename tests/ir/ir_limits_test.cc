@@ -326,6 +326,46 @@ TEST(IrLimits, LongElseIfChain) {
   }
 }
 
+// ForEachStmt visits every statement in pre-order (then before else, a sequence in order)
+// without recursion: the 5,000-arm else-if chain, and a small tree whose order is spelled out.
+TEST(IrLimits, ForEachStmtVisitsInPreOrderAtAnyDepth) {
+  const int n = 5000;
+  std::string s = "func pick(k: int32, a: buffer<int32>[1]) {\n  if (k == 0) {\n    a[0] = 0\n  }";
+  for (int k = 1; k < n; ++k)
+    s += " else if (k == " + std::to_string(k) + ") {\n    a[0] = " + std::to_string(k) + "\n  }";
+  s += " else {\n    a[0] = -1\n  }\n}\n";
+  const bir::IRModule chain = bir::Parse(s);
+  std::vector<int64_t> stored;
+  bir::ForEachStmt(chain.functions()[0].body, [&](const bir::Stmt& x) {
+    if (const auto* st = x.As<bir::StoreNode>()) {
+      const auto* v = st->value.As<bir::IntImmNode>();
+      stored.push_back(v != nullptr ? v->value : -1);
+    }
+  });
+  ASSERT_EQ(stored.size(), static_cast<size_t>(n + 1));
+  for (int k = 0; k < n; ++k) ASSERT_EQ(stored[static_cast<size_t>(k)], k);
+
+  const bir::IRModule small = bir::Parse(
+      "func f(n: int32, a: buffer<int32>[4]) {\n"
+      "  for i in serial(0, 2) {\n"
+      "    if (i < n) {\n      a[0] = 1\n    } else {\n      alloc t: int32[1] local\n"
+      "      t[0] = 2\n      a[1] = t[0]\n    }\n"
+      "  }\n"
+      "  let m: int32 = n + 1\n"
+      "  a[2] = m\n"
+      "}\n");
+  std::vector<std::string> kinds;
+  bir::ForEachStmt(small.functions()[0].body, [&](const bir::Stmt& x) {
+    if (x.As<bir::ForNode>()) kinds.push_back("for");
+    if (x.As<bir::IfThenElseNode>()) kinds.push_back("if");
+    if (x.As<bir::AllocateNode>()) kinds.push_back("alloc");
+    if (x.As<bir::LetStmtNode>()) kinds.push_back("let");
+    if (const auto* st = x.As<bir::StoreNode>()) kinds.push_back("store " + st->buffer.name());
+  });
+  EXPECT_EQ(kinds, (std::vector<std::string>{"for", "if", "store a", "alloc", "store t", "store a",
+                                             "let", "store a"}));
+}
+
 // RunWithStack rethrows what the function threw, on the caller's thread.
 TEST(IrLimits, RunWithStackRethrows) {
   EXPECT_THROW(

@@ -62,5 +62,37 @@ std::vector<const BufferNode*> WrittenBuffers(const Stmt& s) {
   return out;
 }
 
+void ForEachStmt(const Stmt& s, const std::function<void(const Stmt&)>& visit) {
+  std::vector<Stmt> todo = {s};  // a stack: children pushed last-first
+  while (!todo.empty()) {
+    const Stmt x = std::move(todo.back());
+    todo.pop_back();
+    if (!x) continue;
+    visit(x);
+    switch (x.kind()) {
+      case StmtKind::kFor:
+        todo.push_back(x.As<ForNode>()->body);
+        break;
+      case StmtKind::kIfThenElse:
+        todo.push_back(x.As<IfThenElseNode>()->else_case);
+        todo.push_back(x.As<IfThenElseNode>()->then_case);
+        break;
+      case StmtKind::kLetStmt:
+        todo.push_back(x.As<LetStmtNode>()->body);
+        break;
+      case StmtKind::kAllocate:
+        todo.push_back(x.As<AllocateNode>()->body);
+        break;
+      case StmtKind::kSeq: {
+        const std::vector<Stmt>& seq = x.As<SeqNode>()->seq;
+        todo.insert(todo.end(), seq.rbegin(), seq.rend());
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
 }  // namespace ir
 }  // namespace backplane

@@ -82,45 +82,19 @@ std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
   }
   // What each axis's loop variable can count: a call through the host code bp_build made
   // passes extents of the loop's own dtype, but a direct call may pass any int64.
-  std::vector<ir::Stmt> todo = {f.body};
-  while (!todo.empty()) {
-    const ir::Stmt s = todo.back();
-    todo.pop_back();
-    if (!s) continue;
-    switch (s.kind()) {
-      case ir::StmtKind::kFor: {
-        const auto& n = *s.As<ir::ForNode>();
-        if (n.for_kind == ir::ForKind::kThreadBinding) {
-          const ir::DType t = n.var.dtype();
-          const int bits = t.is_uint() ? t.bits : t.bits - 1;
-          const int64_t most = bits >= 63 ? INT64_MAX : (int64_t{1} << bits) - 1;
-          for (Axis& a : axes) {
-            if (a.tag == n.thread && most < a.max_extent) {
-              a.max_extent = most;
-              a.var_type = ir::ToString(t);
-            }
-          }
-        }
-        todo.push_back(n.body);
-        break;
+  ir::ForEachStmt(f.body, [&](const ir::Stmt& s) {
+    const auto* n = s.As<ir::ForNode>();
+    if (n == nullptr || n->for_kind != ir::ForKind::kThreadBinding) return;
+    const ir::DType t = n->var.dtype();
+    const int bits = t.is_uint() ? t.bits : t.bits - 1;
+    const int64_t most = bits >= 63 ? INT64_MAX : (int64_t{1} << bits) - 1;
+    for (Axis& a : axes) {
+      if (a.tag == n->thread && most < a.max_extent) {
+        a.max_extent = most;
+        a.var_type = ir::ToString(t);
       }
-      case ir::StmtKind::kIfThenElse:
-        todo.push_back(s.As<ir::IfThenElseNode>()->then_case);
-        todo.push_back(s.As<ir::IfThenElseNode>()->else_case);
-        break;
-      case ir::StmtKind::kLetStmt:
-        todo.push_back(s.As<ir::LetStmtNode>()->body);
-        break;
-      case ir::StmtKind::kAllocate:
-        todo.push_back(s.As<ir::AllocateNode>()->body);
-        break;
-      case ir::StmtKind::kSeq:
-        for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) todo.push_back(x);
-        break;
-      default:
-        break;
     }
-  }
+  });
   return axes;
 }
 
@@ -131,99 +105,69 @@ std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
 std::vector<SharedArray> SharedArraysOf(const ir::PrimFunc& f, const std::string& who,
                                         uint64_t* static_bytes, size_t* num_launch_sized) {
   std::vector<SharedArray> arrays;
-  std::vector<ir::Stmt> todo = {f.body};  // a stack: children pushed last-first
-  while (!todo.empty()) {
-    const ir::Stmt s = todo.back();
-    todo.pop_back();
-    if (!s) continue;
-    switch (s.kind()) {
-      case ir::StmtKind::kFor:
-        todo.push_back(s.As<ir::ForNode>()->body);
-        break;
-      case ir::StmtKind::kIfThenElse:
-        todo.push_back(s.As<ir::IfThenElseNode>()->else_case);
-        todo.push_back(s.As<ir::IfThenElseNode>()->then_case);
-        break;
-      case ir::StmtKind::kLetStmt:
-        todo.push_back(s.As<ir::LetStmtNode>()->body);
-        break;
-      case ir::StmtKind::kAllocate: {
-        const auto* n = s.As<ir::AllocateNode>();
-        if (n->scope == ir::StorageScope::kShared) {
-          SharedArray a;
-          a.alloc = n;
-          const ir::DType t = n->buffer.dtype();
-          a.elem_bytes = std::max<uint64_t>((uint64_t{t.bits} * t.lanes + 7) / 8, 1);
-          int64_t count = 1;
-          bool constant = true;
-          for (const ir::Expr& d : n->buffer->shape) {
-            const auto* imm = d.As<ir::IntImmNode>();
-            if (imm == nullptr) {
-              constant = false;
-              continue;
-            }
-            if (imm->value < 0 ||
-                (imm->value > 0 &&
-                 count > INT64_MAX / static_cast<int64_t>(a.elem_bytes) / imm->value)) {
-              throw ir::Error(ir::ErrorKind::kValue,
-                              who + " kernel '" + f.name + "': shared allocation '" +
-                                  n->buffer.name() + "' has " +
-                                  std::to_string(n->buffer->shape.size()) +
-                                  " dimensions whose product in bytes passes INT64_MAX (or a "
-                                  "negative one); give it a size that fits a block");
-            }
-            count *= imm->value;
-          }
-          if (constant) {
-            a.elements = count;
-          } else {
-            for (const ir::Expr& d : n->buffer->shape) {
-              std::string bad;
-              ir::AnyExpr(d, [&](const ir::Expr& e) {
-                if (e.kind() == ir::ExprKind::kVar) {
-                  const ir::VarNode* v = e.As<ir::VarNode>();
-                  for (const ir::Param& p : f.params) {
-                    if (!p.is_buffer() && (p.var().get() == v || p.var().name() == v->name)) {
-                      return false;
-                    }
-                  }
-                  bad = "variable '" + v->name + "', which is not a scalar parameter";
-                  return true;
-                }
-                if (e.kind() == ir::ExprKind::kLoad) {
-                  bad = "a load of '" + e.As<ir::LoadNode>()->buffer.name() + "'";
-                  return true;
-                }
-                if (e.kind() == ir::ExprKind::kCallPacked || e.kind() == ir::ExprKind::kCall) {
-                  bad = "a call";
-                  return true;
-                }
+  ir::ForEachStmt(f.body, [&](const ir::Stmt& s) {
+    const auto* n = s.As<ir::AllocateNode>();
+    if (n == nullptr || n->scope != ir::StorageScope::kShared) return;
+    SharedArray a;
+    a.alloc = n;
+    const ir::DType t = n->buffer.dtype();
+    a.elem_bytes = std::max<uint64_t>((uint64_t{t.bits} * t.lanes + 7) / 8, 1);
+    int64_t count = 1;
+    bool constant = true;
+    for (const ir::Expr& d : n->buffer->shape) {
+      const auto* imm = d.As<ir::IntImmNode>();
+      if (imm == nullptr) {
+        constant = false;
+        continue;
+      }
+      if (imm->value < 0 ||
+          (imm->value > 0 && count > INT64_MAX / static_cast<int64_t>(a.elem_bytes) / imm->value)) {
+        throw ir::Error(ir::ErrorKind::kValue,
+                        who + " kernel '" + f.name + "': shared allocation '" + n->buffer.name() +
+                            "' has " + std::to_string(n->buffer->shape.size()) +
+                            " dimensions whose product in bytes passes INT64_MAX (or a "
+                            "negative one); give it a size that fits a block");
+      }
+      count *= imm->value;
+    }
+    if (constant) {
+      a.elements = count;
+    } else {
+      for (const ir::Expr& d : n->buffer->shape) {
+        std::string bad;
+        ir::AnyExpr(d, [&](const ir::Expr& e) {
+          if (e.kind() == ir::ExprKind::kVar) {
+            const ir::VarNode* v = e.As<ir::VarNode>();
+            for (const ir::Param& p : f.params) {
+              if (!p.is_buffer() && (p.var().get() == v || p.var().name() == v->name)) {
                 return false;
-              });
-              if (!bad.empty()) {
-                throw ir::Error(ir::ErrorKind::kValue,
-                                who + " kernel '" + f.name + "': shared allocation '" +
-                                    n->buffer.name() + "' is sized by " + bad +
-                                    "; a block's shared memory is sized before its threads run, "
-                                    "so its shape may use only the kernel's scalar parameters");
               }
             }
-            a.launch_index = static_cast<int>((*num_launch_sized)++);
+            bad = "variable '" + v->name + "', which is not a scalar parameter";
+            return true;
           }
-          arrays.push_back(a);
+          if (e.kind() == ir::ExprKind::kLoad) {
+            bad = "a load of '" + e.As<ir::LoadNode>()->buffer.name() + "'";
+            return true;
+          }
+          if (e.kind() == ir::ExprKind::kCallPacked || e.kind() == ir::ExprKind::kCall) {
+            bad = "a call";
+            return true;
+          }
+          return false;
+        });
+        if (!bad.empty()) {
+          throw ir::Error(ir::ErrorKind::kValue,
+                          who + " kernel '" + f.name + "': shared allocation '" + n->buffer.name() +
+                              "' is sized by " + bad +
+                              "; a block's shared memory is sized before its threads run, "
+                              "so its shape may use only the kernel's scalar parameters");
         }
-        todo.push_back(n->body);
-        break;
       }
-      case ir::StmtKind::kSeq: {
-        const auto& seq = s.As<ir::SeqNode>()->seq;
-        for (auto it = seq.rbegin(); it != seq.rend(); ++it) todo.push_back(*it);
-        break;
-      }
-      default:
-        break;
+      a.launch_index = static_cast<int>((*num_launch_sized)++);
     }
-  }
+    arrays.push_back(a);
+  });
   uint64_t end = 0;
   for (SharedArray& a : arrays) {
     if (a.at_launch()) continue;

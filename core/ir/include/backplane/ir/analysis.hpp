@@ -42,6 +42,12 @@ std::vector<const BufferNode*> WrittenBuffers(const Stmt& s);
 // any depth; shared subtrees are visited once).
 bool AnyExpr(const Expr& e, const std::function<bool(const Expr&)>& pred);
 
+// Calls `visit` on `s` and every statement nested in it (loop, let and allocation bodies, both
+// branches of an if, a sequence's items), in pre-order: a statement before its children, a
+// then-branch before its else-branch, a sequence's items in order. Without recursion, so at
+// any depth. Expressions are not visited (AnyExpr is for those).
+void ForEachStmt(const Stmt& s, const std::function<void(const Stmt&)>& visit);
+
 }  // namespace ir
 }  // namespace backplane
 
