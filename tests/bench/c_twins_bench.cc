@@ -7,10 +7,13 @@
 // against the same loops in C").
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <backplane/runner/runner.hpp>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -87,34 +90,41 @@ const kernels::Case& CaseOf(const std::string& func) {
   return *c;
 }
 
-void Backplane(benchmark::State& state, const std::string& func) {
-  try {
-    const kernels::Case& c = CaseOf(func);
-    const Module m = backplane::Build(backplane::runner::KernelSource(c),
-                                      backplane::Target::Parse("c -march=native"));
-    std::vector<kernels::Arg> args = c.make_args(c.demo, 21);
-    const backplane::runner::DeviceArgs dargs(args, Device(DLDevice{kDLCPU, 0}));
-    const backplane::Function f = m.GetFunction(func);
-    for (auto _ : state) {
-      f.CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
-      backplane::Check(bp_device_stream_sync(DLDevice{kDLCPU, 0}, nullptr));
-    }
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
-}
+// The kernel built by the c target, ready to call on its demo arguments.
+struct BackplaneSide {
+  Module module;
+  std::vector<kernels::Arg> args;
+  std::unique_ptr<backplane::runner::DeviceArgs> dargs;
+  backplane::Function f;
 
-// The twin, after checking once that it computes what the Backplane kernel computes (the same
-// loops: the outputs agree within the catalog's tolerance).
-void TwinC(benchmark::State& state, const std::string& func) {
-  try {
+  explicit BackplaneSide(const std::string& func) {
+    const kernels::Case& c = CaseOf(func);
+    module = backplane::Build(backplane::runner::KernelSource(c),
+                              backplane::Target::Parse("c -march=native"));
+    args = c.make_args(c.demo, 21);
+    dargs = std::make_unique<backplane::runner::DeviceArgs>(args, Device(DLDevice{kDLCPU, 0}));
+    f = module.GetFunction(func);
+  }
+  void Run() const {
+    f.CallPacked(dargs->values().data(), static_cast<int32_t>(dargs->values().size()));
+    backplane::Check(bp_device_stream_sync(DLDevice{kDLCPU, 0}, nullptr));
+  }
+};
+
+// The twin on the same demo arguments, after checking once that it computes what the Backplane
+// kernel computes (the same loops: the outputs agree within the catalog's tolerance).
+struct TwinSide {
+  HostArgs h;
+  const Twin* twin = nullptr;
+
+  explicit TwinSide(const std::string& func) {
     const kernels::Case& c = CaseOf(func);
     std::vector<kernels::Arg> args = c.make_args(c.demo, 21);
     std::vector<kernels::Arg> want = args;
     c.reference(want);
-    HostArgs h = HostCopy(args);
-    const Twin& twin = Twins().at(func);
-    twin(h);
+    h = HostCopy(args);
+    twin = &Twins().at(func);
+    (*twin)(h);
     for (size_t i = 0; i < args.size(); ++i) {
       if (!args[i].is_output) continue;
       kernels::Arg got = args[i];
@@ -125,9 +135,79 @@ void TwinC(benchmark::State& state, const std::string& func) {
         throw std::runtime_error("the C twin of " + func + " is off the reference by " +
                                  std::to_string(e));
     }
+  }
+  void Run() {
+    (*twin)(h);
+    benchmark::ClobberMemory();
+  }
+};
+
+void Backplane(benchmark::State& state, const std::string& func) {
+  try {
+    const BackplaneSide side(func);
+    for (auto _ : state) side.Run();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+void TwinC(benchmark::State& state, const std::string& func) {
+  try {
+    TwinSide side(func);
+    for (auto _ : state) side.Run();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// Seconds a batch of `calls` calls of `run` takes.
+template <typename Run>
+double TimeBatch(Run&& run, int calls) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The two sides in alternating batches: each iteration is one pair (a batch of Backplane
+// calls and one of the twin's, of at least 20 ms each, the order swapped every pair), and the
+// counter `ratio` is the median over the pairs of twin time / Backplane time. This machine's
+// speed drifts within seconds; two runs far apart in time compare the drift, a pair a few
+// milliseconds apart does not (docs/performance.md, "Generated C against the same loops in C").
+void Pairs(benchmark::State& state, const std::string& func) {
+  try {
+    const BackplaneSide bp(func);
+    TwinSide c(func);
+    bp.Run();  // warm: pages touched, the OpenMP pool up
+    c.Run();
+    const double once = std::max(TimeBatch([&] { bp.Run(); }, 1), 1e-6);
+    const int calls = std::max(1, static_cast<int>(0.02 / once));
+    std::vector<double> ratios, bp_seconds, c_seconds;
+    bool twin_first = false;
     for (auto _ : state) {
-      twin(h);
-      benchmark::ClobberMemory();
+      double tb = 0, tc = 0;
+      if (twin_first) {
+        tc = TimeBatch([&] { c.Run(); }, calls);
+        tb = TimeBatch([&] { bp.Run(); }, calls);
+      } else {
+        tb = TimeBatch([&] { bp.Run(); }, calls);
+        tc = TimeBatch([&] { c.Run(); }, calls);
+      }
+      twin_first = !twin_first;
+      ratios.push_back(tc / tb);
+      bp_seconds.push_back(tb / calls);
+      c_seconds.push_back(tc / calls);
+    }
+    if (!ratios.empty()) {
+      state.counters["ratio"] = Median(ratios);
+      state.counters["backplane_ms"] = Median(bp_seconds) * 1e3;
+      state.counters["c_ms"] = Median(c_seconds) * 1e3;
+      state.counters["calls_a_batch"] = calls;
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -142,6 +222,10 @@ void Register() {
         ->UseRealTime();
     benchmark::RegisterBenchmark(("BM_Twin_" + func + "_C_O3").c_str(), TwinC, func)
         ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_Twin_" + func + "_Pairs").c_str(), Pairs, func)
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(15)
         ->UseRealTime();
   }
 }
