@@ -9,7 +9,7 @@
 # downloads and takes minutes.
 #
 #   bash python/bench/run_peers.sh [--peer iree|tvm] [--device cpu:0|vulkan:0] [--repeat N]
-#                                  [--size N] [--target T] [--rounds N]
+#                                  [--size N] [--target T] [--rounds N] [--only P,P,...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
