@@ -385,6 +385,14 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
   }
   const std::string where =
       address.port == 0 ? Address{address.host, port}.Target() : address.Target();
+  shared.log.Line("listening on " + where + " (" + mode + "); " +
+                  std::to_string(shared.devices.size()) + " devices; native modules " +
+                  (options.allow_native_modules ? "allowed" : "refused") + "; exposes " +
+                  Join(options.expose) + "; at most " + std::to_string(options.max_sessions) +
+                  " sessions");
+  // The port file last: whoever waits for it then reads a whole startup log (written after
+  // the line above, RemoteServer.ATokenIsNeededWhenTheServerHasOne read "backplane serve: "
+  // now and then).
   if (!options.port_file.empty()) {
     try {
       WritePortFile(options.port_file, port);
@@ -393,11 +401,6 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
       throw;
     }
   }
-  shared.log.Line("listening on " + where + " (" + mode + "); " +
-                  std::to_string(shared.devices.size()) + " devices; native modules " +
-                  (options.allow_native_modules ? "allowed" : "refused") + "; exposes " +
-                  Join(options.expose) + "; at most " + std::to_string(options.max_sessions) +
-                  " sessions");
 
   std::thread stopper([&] {
     int sig = 0;
