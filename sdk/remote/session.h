@@ -82,8 +82,12 @@ class ServerLog {
  public:
   explicit ServerLog(std::ostream& out) : out_(out) {}
   void Line(const std::string& text) {
+    // One write a line (std::cerr is unbuffered: a line written piece by piece could be read
+    // half-written by whoever follows the log).
+    const std::string line = "backplane serve: " + text + "\n";
     std::lock_guard<std::mutex> lock(mu_);
-    out_ << "backplane serve: " << text << std::endl;
+    out_.write(line.data(), static_cast<std::streamsize>(line.size()));
+    out_.flush();
   }
 
  private:
