@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "emitter.h"
 
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
@@ -9,37 +10,6 @@
 
 namespace backplane {
 namespace cuda {
-
-namespace {
-
-// Calls `visit` on every statement of `s`, depth first.
-template <typename Visit>
-void Walk(const ir::Stmt& s, Visit&& visit) {
-  if (!s) return;
-  visit(s);
-  switch (s.kind()) {
-    case ir::StmtKind::kFor:
-      Walk(s.As<ir::ForNode>()->body, visit);
-      return;
-    case ir::StmtKind::kIfThenElse:
-      Walk(s.As<ir::IfThenElseNode>()->then_case, visit);
-      Walk(s.As<ir::IfThenElseNode>()->else_case, visit);
-      return;
-    case ir::StmtKind::kLetStmt:
-      Walk(s.As<ir::LetStmtNode>()->body, visit);
-      return;
-    case ir::StmtKind::kAllocate:
-      Walk(s.As<ir::AllocateNode>()->body, visit);
-      return;
-    case ir::StmtKind::kSeq:
-      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) Walk(x, visit);
-      return;
-    default:
-      return;
-  }
-}
-
-}  // namespace
 
 std::string CUDAEmitter::Prelude() {
   std::string p =
@@ -147,7 +117,7 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   std::set<const ir::BufferNode*> written;
   bool has_shared = false;
   int64_t threads = 1;  // threads per block, when every threadIdx extent is a constant
-  Walk(func.body, [&](const ir::Stmt& s) {
+  ir::ForEachStmt(func.body, [&](const ir::Stmt& s) {
     if (s.kind() == ir::StmtKind::kStore) written.insert(s.As<ir::StoreNode>()->buffer.get());
     if (s.kind() == ir::StmtKind::kAtomic) written.insert(s.As<ir::AtomicNode>()->buffer.get());
     if (s.kind() == ir::StmtKind::kAllocate &&

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <backplane/codegen/c_family.hpp>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
@@ -101,32 +102,6 @@ const char* const kFminMaxGlsl =
 const char* const kFminMaxGlsl64 =
     "double bp_fmin(double a, double b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); }\n"
     "double bp_fmax(double a, double b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }\n";
-
-// Calls `fn` on every statement of `s`, outermost first.
-void Walk(const ir::Stmt& s, const std::function<void(const ir::Stmt&)>& fn) {
-  if (!s) return;
-  fn(s);
-  switch (s.kind()) {
-    case ir::StmtKind::kFor:
-      Walk(s.As<ir::ForNode>()->body, fn);
-      return;
-    case ir::StmtKind::kIfThenElse:
-      Walk(s.As<ir::IfThenElseNode>()->then_case, fn);
-      Walk(s.As<ir::IfThenElseNode>()->else_case, fn);
-      return;
-    case ir::StmtKind::kLetStmt:
-      Walk(s.As<ir::LetStmtNode>()->body, fn);
-      return;
-    case ir::StmtKind::kAllocate:
-      Walk(s.As<ir::AllocateNode>()->body, fn);
-      return;
-    case ir::StmtKind::kSeq:
-      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) Walk(x, fn);
-      return;
-    default:
-      return;
-  }
-}
 
 class GlslEmitter : public codegen::CFamilyEmitter {
  public:
@@ -322,7 +297,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
                 const std::string& begin, const std::string& end) override {
     const auto* extent = loop.extent.As<ir::IntImmNode>();
     bool innermost = true;
-    Walk(loop.body, [&](const ir::Stmt& st) { innermost = innermost && !st.As<ir::ForNode>(); });
+    ir::ForEachStmt(loop.body,
+                    [&](const ir::Stmt& st) { innermost = innermost && !st.As<ir::ForNode>(); });
     // An `unrolled` loop of a constant trip count is written out, one copy of the body an
     // iteration, as long as the copies of it and of the unrolled loops around it stay within
     // kMaxUnrolledCopies and the text they repeat within kMaxUnrolledChars (a large body stays a
@@ -481,7 +457,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // A shared float array with float atomic min/max is declared uint (shared_bits_): its
   // elements are read and written through their bits.
   bool SharedBits(const ir::Buffer& buffer) {
-    return IsShared(buffer) && shared_bits_.count(Name(buffer.name())) != 0;
+    return IsShared(buffer) && buffer.dtype().is_float() &&
+           shared_bits_.count(Name(buffer.name())) != 0;
   }
   std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override {
     return SharedBits(buffer) ? "uintBitsToFloat(" + element + ")" : element;
@@ -530,30 +507,27 @@ class GlslEmitter : public codegen::CFamilyEmitter {
                               const std::string& value, bool shared) override {
     if (t.bits == 64) layout.atomics |= kAtomicInt64;
     const size_t open = element.find('[');
-    if (shared && t.is_float() && shared_bits_.count(element.substr(0, open)) != 0) {
-      // A shared float array with float min/max is uint (SharedBits): every float atomic on it
-      // is a compare-and-swap on the element itself.
+    // A compare-and-swap loop on the uint `bits` holding the float element: op(old, value).
+    auto cas = [&](const std::string& bits) {
       uses_fminmax_ = true;
-      const std::string o = Temp(), seen = Temp();
+      const std::string o = Temp(), seen = Temp(), old = "uintBitsToFloat(" + o + ")";
       const std::string update =
-          op == ir::AtomicOp::kAdd ? "(uintBitsToFloat(" + o + ") + " + value + ")"
+          op == ir::AtomicOp::kAdd ? "(" + old + " + " + value + ")"
                                    : std::string(op == ir::AtomicOp::kMin ? "bp_fmin" : "bp_fmax") +
-                                         "(uintBitsToFloat(" + o + "), " + value + ")";
-      return "{ uint " + o + " = " + element + "; for (;;) { const uint " + seen +
-             " = atomicCompSwap(" + element + ", " + o + ", floatBitsToUint(" + update +
-             ")); if (" + seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
+                                         "(" + old + ", " + value + ")";
+      return "{ uint " + o + " = " + bits + "; for (;;) { const uint " + seen +
+             " = atomicCompSwap(" + bits + ", " + o + ", floatBitsToUint(" + update + ")); if (" +
+             seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
+    };
+    // A shared float array with float min/max is uint (SharedBits): every float atomic on it
+    // is a compare-and-swap on the element itself.
+    if (shared && t.is_float() && shared_bits_.count(element.substr(0, open)) != 0) {
+      return cas(element);
     }
     if (t.is_float() && op != ir::AtomicOp::kAdd && !shared) {
-      const size_t bracket = element.find('[');
-      const std::string name = element.substr(0, bracket);
+      const std::string name = element.substr(0, open);
       cas_buffers_.insert(name);
-      uses_fminmax_ = true;
-      const std::string bits = "bp_bits_" + name + element.substr(bracket);
-      const std::string o = Temp(), seen = Temp();
-      return "{ uint " + o + " = " + bits + "; for (;;) { const uint " + seen +
-             " = atomicCompSwap(" + bits + ", " + o + ", floatBitsToUint(" +
-             (op == ir::AtomicOp::kMin ? "bp_fmin" : "bp_fmax") + "(uintBitsToFloat(" + o + "), " +
-             value + "))); if (" + seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
+      return cas("bp_bits_" + name + element.substr(open));
     }
     if (t.is_float()) layout.atomics |= kAtomicFloatAdd;  // min/max are compare-and-swap above
     const char* name = op == ir::AtomicOp::kAdd   ? "atomicAdd"
@@ -845,25 +819,23 @@ class GlslEmitter : public codegen::CFamilyEmitter {
            "; pass fewer scalars (or put them in a buffer)");
     }
     // Shared float arrays with float atomic min/max: uint arrays, compare-and-swapped
-    // (AtomicStatement), so that no device extension is needed.
+    // (AtomicStatement), so that no device extension is needed. (An allocation comes before
+    // the statements in its body, so one pre-order walk meets it before its atomics.)
     std::set<const ir::BufferNode*> shared_allocs;
-    Walk(func.body, [&](const ir::Stmt& s) {
+    ir::ForEachStmt(func.body, [&](const ir::Stmt& s) {
       if (const auto* a = s.As<ir::AllocateNode>()) {
         if (a->scope == ir::StorageScope::kShared) shared_allocs.insert(a->buffer.get());
-      }
-    });
-    Walk(func.body, [&](const ir::Stmt& s) {
-      if (const auto* a = s.As<ir::AtomicNode>()) {
-        if (a->op != ir::AtomicOp::kAdd && a->buffer.dtype().is_float() &&
-            shared_allocs.count(a->buffer.get()) != 0) {
-          shared_bits_.insert(Name(a->buffer.name()));
+      } else if (const auto* t = s.As<ir::AtomicNode>()) {
+        if (t->op != ir::AtomicOp::kAdd && t->buffer.dtype().is_float() &&
+            shared_allocs.count(t->buffer.get()) != 0) {
+          shared_bits_.insert(Name(t->buffer.name()));
         }
       }
     });
     std::map<std::string, std::string> shared;
     bool at_launch[3] = {false, false, false};
     int64_t constant[3] = {1, 1, 1};
-    Walk(func.body, [&](const ir::Stmt& s) {
+    ir::ForEachStmt(func.body, [&](const ir::Stmt& s) {
       if (const auto* f = s.As<ir::ForNode>()) {
         if (f->for_kind != ir::ForKind::kThreadBinding) return;
         const int axis = static_cast<int>(f->thread) - static_cast<int>(ir::ThreadTag::kThreadIdxX);
@@ -886,8 +858,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
         if (a->scope != ir::StorageScope::kShared) return;
         const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/false);
         const std::string name = Name(a->buffer.name());
-        const std::string type =
-            shared_bits_.count(name) != 0 ? std::string("uint") : TypeName(a->buffer.dtype());
+        const std::string type = a->buffer.dtype().is_float() && shared_bits_.count(name) != 0
+                                     ? std::string("uint")
+                                     : TypeName(a->buffer.dtype());
         std::string decl = "shared " + type + " " + name + "[" + std::to_string(count) + "];";
         if (count < 0) {
           // Sized at launch: the length is a specialization constant, id = the launch kit's

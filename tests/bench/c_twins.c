@@ -195,63 +195,64 @@ void twin_transpose(int32_t m, int32_t n, const float* restrict a, float* restri
 void twin_conv2d(int32_t batch, int32_t c_in, int32_t c_out, int32_t h, int32_t w, int32_t kh,
                  int32_t kw, int32_t pad, const float* restrict x, const float* restrict f,
                  float* restrict y) {
-  if (kh * kw <= 64) {
+  if (kh <= 64 && kw <= 64 && kh * kw <= 64) {
+    for (int32_t b = 0; b < batch; ++b) {
 #pragma omp parallel for schedule(static)
-    for (int32_t bh = 0; bh < batch * h; ++bh) {
-      const int32_t b = bh / h, oh = bh - b * h;
-      for (int32_t ot = 0; ot < (w + 15) / 16; ++ot) {
-        const int32_t ow0 = ot * 16;
-        for (int32_t cb = 0; cb < (c_out + 15) / 16; ++cb) {
-          const int32_t co0 = cb * 16;
-          float acc[16][16];
+      for (int32_t oh = 0; oh < h; ++oh) {
+        for (int32_t ot = 0; ot < (w + 15) / 16; ++ot) {
+          const int32_t ow0 = ot * 16;
+          for (int32_t cb = 0; cb < (c_out + 15) / 16; ++cb) {
+            const int32_t co0 = cb * 16;
+            float acc[16][16];
 #pragma GCC unroll 16
-          for (int q = 0; q < 16; ++q) {
+            for (int q = 0; q < 16; ++q) {
 #pragma omp simd
-            for (int l = 0; l < 16; ++l) acc[q][l] = 0;
-          }
-          for (int32_t ci = 0; ci < c_in; ++ci) {
-            float xc[64][16];
-            const float* xi = x + ((int64_t)b * c_in + ci) * h * w;
-            for (int32_t r = 0; r < kh; ++r) {
-              const int32_t ih = oh + r - pad;
-              for (int32_t s = 0; s < kw; ++s) {
-                const int32_t iw0 = ow0 + s - pad, tp = r * kw + s;
-                if (ih >= 0 && ih < h && iw0 >= 0 && iw0 + 16 <= w) {
+              for (int l = 0; l < 16; ++l) acc[q][l] = 0;
+            }
+            for (int32_t ci = 0; ci < c_in; ++ci) {
+              float xc[64][16];
+              const float* xi = x + ((int64_t)b * c_in + ci) * h * w;
+              for (int32_t r = 0; r < kh; ++r) {
+                const int32_t ih = oh + r - pad;
+                for (int32_t s = 0; s < kw; ++s) {
+                  const int32_t iw0 = ow0 + s - pad, tp = r * kw + s;
+                  if (ih >= 0 && ih < h && iw0 >= 0 && iw0 + 16 <= w) {
 #pragma omp simd
-                  for (int l = 0; l < 16; ++l) xc[tp][l] = xi[(int64_t)ih * w + iw0 + l];
-                } else {
+                    for (int l = 0; l < 16; ++l) xc[tp][l] = xi[(int64_t)ih * w + iw0 + l];
+                  } else {
 #pragma omp simd
-                  for (int l = 0; l < 16; ++l) xc[tp][l] = 0;
-                  if (ih >= 0 && ih < h) {
-                    const int32_t lo = iw0 < 0 ? -iw0 : 0;
-                    const int32_t hi = w - iw0 < 16 ? w - iw0 : 16;
+                    for (int l = 0; l < 16; ++l) xc[tp][l] = 0;
+                    if (ih >= 0 && ih < h) {
+                      const int32_t lo = iw0 < 0 ? -iw0 : 0;
+                      const int32_t hi = w - iw0 < 16 ? w - iw0 : 16;
 #pragma omp simd
-                    for (int32_t l = lo; l < hi; ++l) xc[tp][l] = xi[(int64_t)ih * w + iw0 + l];
+                      for (int32_t l = lo; l < hi; ++l) xc[tp][l] = xi[(int64_t)ih * w + iw0 + l];
+                    }
+                  }
+                }
+              }
+              for (int32_t r = 0; r < kh; ++r) {
+                for (int32_t s = 0; s < kw; ++s) {
+#pragma GCC unroll 16
+                  for (int q = 0; q < 16; ++q) {
+                    const int32_t co = co0 + q < c_out ? co0 + q : c_out - 1;
+                    const float wv = f[(((int64_t)co * c_in + ci) * kh + r) * kw + s];
+#pragma omp simd
+                    for (int l = 0; l < 16; ++l) acc[q][l] += wv * xc[r * kw + s][l];
                   }
                 }
               }
             }
-            for (int32_t r = 0; r < kh; ++r) {
-              for (int32_t s = 0; s < kw; ++s) {
 #pragma GCC unroll 16
-                for (int q = 0; q < 16; ++q) {
-                  const int32_t co = co0 + q < c_out ? co0 + q : c_out - 1;
-                  const float wv = f[(((int64_t)co * c_in + ci) * kh + r) * kw + s];
+            for (int q = 0; q < 16; ++q) {
+              if (co0 + q < c_out) {
+                float* yr = y + (((int64_t)b * c_out + co0 + q) * h + oh) * w + ow0;
+                if (ow0 + 16 <= w) {
 #pragma omp simd
-                  for (int l = 0; l < 16; ++l) acc[q][l] += wv * xc[r * kw + s][l];
+                  for (int l = 0; l < 16; ++l) yr[l] = acc[q][l];
+                } else {
+                  for (int32_t l = 0; l < w - ow0; ++l) yr[l] = acc[q][l];
                 }
-              }
-            }
-          }
-#pragma GCC unroll 16
-          for (int q = 0; q < 16; ++q) {
-            if (co0 + q < c_out) {
-              float* yr = y + (((int64_t)b * c_out + co0 + q) * h + oh) * w + ow0;
-              if (ow0 + 16 <= w) {
-#pragma omp simd
-                for (int l = 0; l < 16; ++l) yr[l] = acc[q][l];
-              } else {
-                for (int32_t l = 0; l < w - ow0; ++l) yr[l] = acc[q][l];
               }
             }
           }

@@ -97,8 +97,13 @@ kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims di
   int64_t block = kernels::kDefaultBlock;
   const Any warp = DeviceAPI::Get(dev).GetAttr(BP_ATTR_WARP_SIZE);
   if (!warp.is_none() && warp.AsInt() > 0) block = warp.AsInt();
-  // A GPU's warp (32 lanes or more) takes the case's block_warps; a CPU's SIMD width one.
-  if (block >= 32) block *= std::max<int64_t>(c.block_warps, 1);
+  // A GPU's warp (32 lanes or more) takes the case's block_warps; a CPU's SIMD width one. (A
+  // warp so wide that the product overflows stays one warp; the block limit below caps it.)
+  int64_t warps_block = 0;
+  if (block >= 32 &&
+      !__builtin_mul_overflow(block, std::max<int64_t>(c.block_warps, 1), &warps_block)) {
+    block = warps_block;
+  }
   const Any most = DeviceAPI::Get(dev).GetAttr(BP_ATTR_MAX_THREADS_PER_BLOCK);
   if (!most.is_none() && most.AsInt() > 0) block = std::min(block, most.AsInt());
   dims[c.block_param] = block;
