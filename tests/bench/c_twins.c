@@ -180,13 +180,21 @@ void twin_matmul_tiled(int32_t m, int32_t n, int32_t k, const float* restrict a,
 
 void twin_transpose(int32_t m, int32_t n, const float* restrict a, float* restrict b) {
 #pragma omp parallel for schedule(static)
-  for (int32_t ib = 0; ib < (n + 31) / 32; ++ib) {
-    for (int32_t jb = 0; jb < (m + 31) / 32; ++jb) {
-      const int32_t iw = 32 < n - ib * 32 ? 32 : n - ib * 32;
-      const int32_t jw = 32 < m - jb * 32 ? 32 : m - jb * 32;
-      for (int32_t i = ib * 32; i < ib * 32 + iw; ++i) {
-        for (int32_t j = jb * 32; j < jb * 32 + jw; ++j)
-          b[(int64_t)i * m + j] = a[(int64_t)j * n + i];
+  for (int32_t ib = 0; ib < (n + 15) / 16; ++ib) {
+    for (int32_t jb = 0; jb < (m + 15) / 16; ++jb) {
+      if (ib < n / 16 && jb < m / 16) {
+        // A row of b in a whole block: 16 elements down a column of a (the IR's vector).
+        for (int32_t i = ib * 16; i < ib * 16 + 16; ++i) {
+          for (int32_t l = 0; l < 16; ++l)
+            b[(int64_t)i * m + jb * 16 + l] = a[(int64_t)(jb * 16 + l) * n + i];
+        }
+      } else {
+        const int32_t iw = 16 < n - ib * 16 ? 16 : n - ib * 16;
+        const int32_t jw = 16 < m - jb * 16 ? 16 : m - jb * 16;
+        for (int32_t i = ib * 16; i < ib * 16 + iw; ++i) {
+          for (int32_t j = jb * 16; j < jb * 16 + jw; ++j)
+            b[(int64_t)i * m + j] = a[(int64_t)j * n + i];
+        }
       }
     }
   }

@@ -194,7 +194,7 @@ std::vector<Case> MakeCatalog() {
   cases.back().block_param = "threads";
   cases.back().block_warps = 4;
 
-  // 37 x 45: full and edge blocks of 32 (CPU) and 16 (GPU), not square.
+  // 37 x 45: full and edge blocks of 16 (CPU and GPU), not square.
   both("transpose.bpir", "transpose",
        {Dim("m"), Dim("n"), In("a", {"m", "n"}), Out("b", {"n", "m"})}, {{"m", 37}, {"n", 45}},
        {{"m", 2048}, {"n", 2048}}, detail::Transpose, 0, MemoryBound, Bytes({"a", "b"}));
