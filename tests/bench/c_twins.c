@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <backplane/ir/expf.hpp>
@@ -204,69 +205,105 @@ void twin_conv2d(int32_t batch, int32_t c_in, int32_t c_out, int32_t h, int32_t 
                  int32_t kw, int32_t pad, const float* restrict x, const float* restrict f,
                  float* restrict y) {
   if (kh <= 64 && kw <= 64 && kh * kw <= 64) {
+    const int32_t nb = (c_out + 15) / 16, taps = kh * kw, wp = 63 + kw;
+    float* fp = calloc((size_t)nb * (c_in > 0 ? c_in : 1) * (taps > 0 ? taps : 1) * 16, 4);
+    if (fp == NULL) return;
+#pragma omp parallel for schedule(static)
+    for (int32_t cb = 0; cb < nb; ++cb) {
+      for (int32_t ci = 0; ci < c_in; ++ci) {
+        for (int32_t t = 0; t < taps; ++t) {
+          for (int32_t q = 0; q < 16; ++q) {
+            const int32_t co = cb * 16 + q < c_out ? cb * 16 + q : c_out - 1;
+            fp[(((int64_t)cb * c_in + ci) * taps + t) * 16 + q] =
+                f[((int64_t)co * c_in + ci) * taps + t];
+          }
+        }
+      }
+    }
     for (int32_t b = 0; b < batch; ++b) {
 #pragma omp parallel for schedule(static)
       for (int32_t oh = 0; oh < h; ++oh) {
-        for (int32_t ot = 0; ot < (w + 15) / 16; ++ot) {
-          const int32_t ow0 = ot * 16;
-          for (int32_t cb = 0; cb < (c_out + 15) / 16; ++cb) {
-            const int32_t co0 = cb * 16;
-            float acc[16][16];
-#pragma GCC unroll 16
-            for (int q = 0; q < 16; ++q) {
-#pragma omp simd
-              for (int l = 0; l < 16; ++l) acc[q][l] = 0;
-            }
-            for (int32_t ci = 0; ci < c_in; ++ci) {
-              float xc[64][16];
-              const float* xi = x + ((int64_t)b * c_in + ci) * h * w;
+        float* xp = calloc((size_t)32 * (kh > 0 ? kh : 1) * wp, 4);
+        if (xp == NULL) continue;
+        for (int32_t cw = 0; cw < (w + 63) / 64; ++cw) {
+          const int32_t nc = (c_in + 31) / 32 > 1 ? (c_in + 31) / 32 : 1;
+          for (int32_t cc = 0; cc < nc; ++cc) {
+            const int32_t ncc = 32 < c_in - cc * 32 ? 32 : c_in - cc * 32;
+            // The columns [lo, hi) of xp inside the image.
+            const int64_t lo64 = (int64_t)pad - (int64_t)cw * 64,
+                          hi64 = (int64_t)w + pad - (int64_t)cw * 64;
+            const int32_t lo = (int32_t)(lo64 < 0 ? 0 : lo64 < wp ? lo64 : wp);
+            const int32_t hi = (int32_t)(hi64 < lo ? lo : hi64 < wp ? hi64 : wp);
+            for (int32_t ci = 0; ci < ncc; ++ci) {
               for (int32_t r = 0; r < kh; ++r) {
+                float* row = xp + ((int64_t)ci * kh + r) * wp;
                 const int32_t ih = oh + r - pad;
-                for (int32_t s = 0; s < kw; ++s) {
-                  const int32_t iw0 = ow0 + s - pad, tp = r * kw + s;
-                  if (ih >= 0 && ih < h && iw0 >= 0 && iw0 + 16 <= w) {
+                if (ih >= 0 && ih < h) {
+                  const float* xr = x + (((int64_t)b * c_in + cc * 32 + ci) * h + ih) * w;
+                  for (int32_t j = 0; j < lo; ++j) row[j] = 0.0f;
 #pragma omp simd
-                    for (int l = 0; l < 16; ++l) xc[tp][l] = xi[(int64_t)ih * w + iw0 + l];
-                  } else {
+                  for (int32_t j = lo; j < hi; ++j) row[j] = xr[cw * 64 + j - pad];
+                  for (int32_t j = hi; j < wp; ++j) row[j] = 0.0f;
+                } else {
 #pragma omp simd
-                    for (int l = 0; l < 16; ++l) xc[tp][l] = 0;
-                    if (ih >= 0 && ih < h) {
-                      const int32_t lo = iw0 < 0 ? -iw0 : 0;
-                      const int32_t hi = w - iw0 < 16 ? w - iw0 : 16;
+                  for (int32_t j = 0; j < wp; ++j) row[j] = 0.0f;
+                }
+              }
+            }
+            const int32_t cols = 64 < w - cw * 64 ? 64 : w - cw * 64;
+            for (int32_t ot = 0; ot < (cols + 15) / 16; ++ot) {
+              const int32_t ow0 = cw * 64 + ot * 16;
+              for (int32_t cb = 0; cb < nb; ++cb) {
+                const int32_t co0 = cb * 16;
+                float acc[16][16] = {{0}};
+                if (cc > 0) {
+#pragma GCC unroll 16
+                  for (int q = 0; q < 16; ++q) {
+                    if (co0 + q < c_out) {
+                      const float* yr = y + (((int64_t)b * c_out + co0 + q) * h + oh) * w + ow0;
+                      if (ow0 + 16 <= w) {
 #pragma omp simd
-                      for (int32_t l = lo; l < hi; ++l) xc[tp][l] = xi[(int64_t)ih * w + iw0 + l];
+                        for (int l = 0; l < 16; ++l) acc[q][l] = yr[l];
+                      } else {
+                        for (int32_t l = 0; l < w - ow0; ++l) acc[q][l] = yr[l];
+                      }
                     }
                   }
                 }
-              }
-              for (int32_t r = 0; r < kh; ++r) {
-                for (int32_t s = 0; s < kw; ++s) {
+                for (int32_t ci = 0; ci < ncc; ++ci) {
+                  const float* fq = fp + ((int64_t)cb * c_in + cc * 32 + ci) * taps * 16;
+                  for (int32_t r = 0; r < kh; ++r) {
+                    const float* row = xp + ((int64_t)ci * kh + r) * wp + ot * 16;
+                    for (int32_t s = 0; s < kw; ++s) {
 #pragma GCC unroll 16
-                  for (int q = 0; q < 16; ++q) {
-                    const int32_t co = co0 + q < c_out ? co0 + q : c_out - 1;
-                    const float wv = f[(((int64_t)co * c_in + ci) * kh + r) * kw + s];
+                      for (int q = 0; q < 16; ++q) {
+                        const float wv = fq[(r * kw + s) * 16 + q];
 #pragma omp simd
-                    for (int l = 0; l < 16; ++l) acc[q][l] += wv * xc[r * kw + s][l];
+                        for (int l = 0; l < 16; ++l) acc[q][l] += wv * row[s + l];
+                      }
+                    }
                   }
                 }
-              }
-            }
 #pragma GCC unroll 16
-            for (int q = 0; q < 16; ++q) {
-              if (co0 + q < c_out) {
-                float* yr = y + (((int64_t)b * c_out + co0 + q) * h + oh) * w + ow0;
-                if (ow0 + 16 <= w) {
+                for (int q = 0; q < 16; ++q) {
+                  if (co0 + q < c_out) {
+                    float* yr = y + (((int64_t)b * c_out + co0 + q) * h + oh) * w + ow0;
+                    if (ow0 + 16 <= w) {
 #pragma omp simd
-                  for (int l = 0; l < 16; ++l) yr[l] = acc[q][l];
-                } else {
-                  for (int32_t l = 0; l < w - ow0; ++l) yr[l] = acc[q][l];
+                      for (int l = 0; l < 16; ++l) yr[l] = acc[q][l];
+                    } else {
+                      for (int32_t l = 0; l < w - ow0; ++l) yr[l] = acc[q][l];
+                    }
+                  }
                 }
               }
             }
           }
         }
+        free(xp);
       }
     }
+    free(fp);
     return;
   }
 #pragma omp parallel for schedule(static)

@@ -200,16 +200,19 @@ std::vector<Case> MakeCatalog() {
        {{"m", 2048}, {"n", 2048}}, detail::Transpose, 0, MemoryBound, Bytes({"a", "b"}));
 
   // A 3 x 5 filter with pad 1 is not centred: columns shift by -1..3, so the edges differ.
+  // CPU: 35 input channels are a chunk of 32 and one of 3 (the second starts from what the
+  // first stored), 71 columns a chunk of 64 and one of 7 (a partial tile), 5 output channels
+  // a partial block; three images.
   both(
       "conv2d.bpir", "conv2d",
       {Dim("batch"), Dim("c_in"), Dim("c_out"), Dim("h"), Dim("w"), Dim("kh"), Dim("kw"),
        Dim("pad"), In("x", {"batch", "c_in", "h", "w"}), In("f", {"c_out", "c_in", "kh", "kw"}),
        Out("y", {"batch", "c_out", "h", "w"})},
       {{"batch", 3},
-       {"c_in", 3},
+       {"c_in", 35},
        {"c_out", 5},
-       {"h", 19},
-       {"w", 21},
+       {"h", 7},
+       {"w", 71},
        {"kh", 3},
        {"kw", 5},
        {"pad", 1}},
