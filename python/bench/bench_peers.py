@@ -38,6 +38,12 @@ transpose of 2048x2048, conv2d of 1x64x56x56 by 64x64x3x3 with padding 1; --only
              elementwise stages vectorized; built by tvm.compile for llvm with the host's CPU
              (llvm_get_system_cpu) and the device's cores, timed around the call and a sync.
 The ratio printed is the peer's time over Backplane's: above 1, Backplane is faster.
+
+NumPy's OpenBLAS runs single-threaded here (OPENBLAS_NUM_THREADS=1, set before NumPy is
+imported, in this process and the sides): after the float64 references' matrix products its
+worker threads keep spinning on sched_yield, and on this 2-core machine that made the next
+kernel in the process 2 to 3 times slower, Backplane's and IREE's alike (transpose: 6 ms
+instead of 2; docs/performance.md).
 """
 import argparse
 import json
@@ -47,10 +53,11 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS)
 
-import backplane as bp
-from backplane.demo import kernel_dir, split_functions
+import backplane as bp  # noqa: E402
+from backplane.demo import kernel_dir, split_functions  # noqa: E402
 
 MATMUL_MLIR = """
 func.func @matmul(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
