@@ -184,8 +184,9 @@ void twin_transpose(int32_t m, int32_t n, const float* restrict a, float* restri
   for (int32_t ib = 0; ib < (n + 15) / 16; ++ib) {
     for (int32_t jb = 0; jb < (m + 15) / 16; ++jb) {
       if (ib < n / 16 && jb < m / 16) {
-        // A row of b in a whole block: 16 elements down a column of a (the IR's vector).
+        // A row of b in a whole block: 16 elements down a column of a (the IR's vectorized loop).
         for (int32_t i = ib * 16; i < ib * 16 + 16; ++i) {
+#pragma omp simd
           for (int32_t l = 0; l < 16; ++l)
             b[(int64_t)i * m + jb * 16 + l] = a[(int64_t)(jb * 16 + l) * n + i];
         }
