@@ -9,6 +9,12 @@ def _main(argv):
               "[--repeat N]\n       python -m backplane devices")
         return 0 if argv else 2
     if argv[0] == "demo":
+        # The demo's float64 references use NumPy's matrix product; OpenBLAS's workers then
+        # spin on the cores the cpu kernels run on and slow the times shown 2-3x
+        # (docs/host-guide.md, "The cpu device"). One BLAS thread, unless the caller chose.
+        import os
+
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         from .demo import main
 
         return main(argv[1:])
