@@ -177,6 +177,16 @@ TEST_P(InterpCase, ZeroSizesMatchTheReference) {
   RunAndCheck(c, zero, 5);
 }
 
+// conv2d's CPU chunks in the interpreter: 33 input channels (a chunk of 32 and one of 1, the
+// second starting from what the first stored) and 65 columns (a chunk of 64 and one of 1), kept
+// small: the interpreter under AddressSanitizer is slow.
+TEST(InterpConv2d, ChunksOfChannelsAndColumnsMatchTheReference) {
+  const bk::Case& c = *bk::Find("conv2d");
+  const bk::Dims dims = {{"batch", 1}, {"c_in", 33}, {"c_out", 3}, {"h", 2},
+                         {"w", 65},    {"kh", 3},    {"kw", 3},    {"pad", 1}};
+  RunAndCheck(c, dims, 8);
+}
+
 // -inf inputs: a column of -inf adds nothing to a row's sum (exp(-inf - max) is 0). softmax_gpu's
 // online sum must not compute -inf - -inf (NaN) when a thread's first columns are -inf.
 TEST(InterpSoftmax, MinusInfinityColumnsAddNothing) {

@@ -64,6 +64,59 @@ TEST_P(CpuKernelTest, MatchesTheReferenceWithBoundsCheck) {
 INSTANTIATE_TEST_SUITE_P(Catalog, CpuKernelTest, ::testing::ValuesIn(CpuKernels()),
                          [](const auto& param_info) { return param_info.param; });
 
+// conv2d's chunks (sdk/kernels/conv2d.bpir): 35 input channels are a chunk of 32 and one of 3,
+// the second starting from what the first stored; 71 columns a chunk of 64 and one of 7 (a
+// partial tile); 17 output channels a whole block and a partial one; three images; no input
+// channel at all (one empty chunk stores zeros); and a filter of more than 64 taps (the direct
+// loop). Plain and bounds-checked builds, against the float64 reference.
+TEST(CpuConv2d, ChunksOfChannelsAndColumnsMatchTheReference) {
+  const kernels::Case* c = kernels::Find("conv2d");
+  ASSERT_NE(c, nullptr);
+  const std::vector<kernels::Dims> sizes = {
+      {{"batch", 3},
+       {"c_in", 35},
+       {"c_out", 17},
+       {"h", 5},
+       {"w", 71},
+       {"kh", 3},
+       {"kw", 5},
+       {"pad", 1}},
+      {{"batch", 1},
+       {"c_in", 0},
+       {"c_out", 3},
+       {"h", 2},
+       {"w", 70},
+       {"kh", 3},
+       {"kw", 3},
+       {"pad", 1}},
+      {{"batch", 1},
+       {"c_in", 33},
+       {"c_out", 2},
+       {"h", 3},
+       {"w", 130},
+       {"kh", 1},
+       {"kw", 1},
+       {"pad", 0}},
+      {{"batch", 1},
+       {"c_in", 2},
+       {"c_out", 3},
+       {"h", 6},
+       {"w", 7},
+       {"kh", 9},
+       {"kw", 9},
+       {"pad", 4}},
+  };
+  for (const char* target : {"c", "c -bounds-check"}) {
+    Module m = backplane::Build(backplane::runner::KernelSource(*c), Target::Parse(target));
+    for (const kernels::Dims& dims : sizes) {
+      backplane::runner::Result r =
+          backplane::runner::RunCase(*c, m, Device(bptest::CpuDevice()), dims, 1, 4);
+      EXPECT_TRUE(r.ok) << target << ", c_in " << dims.at("c_in") << ", w " << dims.at("w") << ": "
+                        << r.error;
+    }
+  }
+}
+
 // The GPU kernels are refused for the cpu with the verifier's message naming the thread axis.
 TEST(CpuKernelRefusal, ThreadBoundKernelsAreRefused) {
   const kernels::Case* c = kernels::Find("matmul_tiled_gpu");
