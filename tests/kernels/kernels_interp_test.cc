@@ -188,7 +188,9 @@ TEST(InterpConv2d, ChunksOfChannelsAndColumnsMatchTheReference) {
 }
 
 // -inf inputs: a column of -inf adds nothing to a row's sum (exp(-inf - max) is 0). softmax_gpu's
-// online sum must not compute -inf - -inf (NaN) when a thread's first columns are -inf.
+// online sum must not compute -inf - -inf (NaN) when a thread's first columns are -inf. A NaN
+// input makes its whole row NaN, as the reference does (RelativeError wants NaN where it has
+// NaN).
 TEST(InterpSoftmax, MinusInfinityColumnsAddNothing) {
   for (const char* func : {"softmax", "softmax_gpu"}) {
     const bk::Case& c = *bk::Find(func);
@@ -199,6 +201,7 @@ TEST(InterpSoftmax, MinusInfinityColumnsAddNothing) {
       for (int64_t j = 0; j < 5; ++j) a.data[j] = -INFINITY;               // row 0 starts so
       for (int64_t j = 0; j < cols; j += 2) a.data[cols + j] = -INFINITY;  // row 1, every other
       a.data[3 * cols - 1] = -INFINITY;                                    // row 2, the last
+      a.data[4 * cols - 7] = NAN;  // row 3: one NaN makes the whole row NaN, as in the reference
     }
     for (const auto& [name, err] : ErrorsOn(InterpreterFor(c.file), c, args)) {
       EXPECT_LE(err, c.tolerance) << func << " output '" << name << "'";
