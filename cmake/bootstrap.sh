@@ -55,6 +55,8 @@ packages=(
   # Remote devices (plugins/remote, `backplane serve`): gRPC and protobuf; openssl makes the
   # tests' certificates and iproute2 their network namespace.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler openssl iproute2
+  # OpenSSL: the server checks its key pair and its clients' certificates with it.
+  libssl-dev
   # The Python package (python/): a venv, and the headers its extension builds against; its
   # PyPI requirements (python/requirements.txt) go into the venv.
   python3 python3-venv python3-dev

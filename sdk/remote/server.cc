@@ -12,26 +12,42 @@
 // offsets and sizes (overflow-safe), and the views a call's tensor arguments make of buffers.
 // Modules with native code load only with --allow-native-modules, and only the registered
 // functions named with --expose can be called by name; the host code of an uploaded module
-// calls only its own kernels (BP_MODULE_LOAD_NO_GLOBAL_CALLS, session_call.cc).
+// calls only its own kernels (BP_MODULE_LOAD_NO_GLOBAL_CALLS, session_call.cc), and kernels
+// never come without the host code that launches them (Shared::callable_kinds). Memory a session
+// gets holds zeros or its own data (ClientSession::Buffer::clean). A connection holds a session
+// slot only until its Hello deadline (HelloWatch); with --client-ca each RPC's peer certificate
+// is checked here (ClientCa), so that a refusal names the peer and the reason.
 #include "backplane/remote/server.h"
 
 #include <backplane/c_api.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
+#include <netdb.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <backplane/backplane.hpp>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -54,11 +70,230 @@ namespace {
 // Devices of one type are ids 0, 1, ... while BP_ATTR_EXIST says 1, up to this many.
 constexpr int32_t kMaxDevicesPerType = 64;
 
+// ---- client certificates ------------------------------------------------------------------
+
+// OpenSSL's newest error as text ("no error" when it has none), and its queue emptied.
+std::string SslError() {
+  const unsigned long code = ERR_get_error();  // NOLINT(runtime/int): OpenSSL's type
+  ERR_clear_error();
+  if (code == 0) return "no error";
+  char text[256] = {};
+  ERR_error_string_n(code, text, sizeof(text));
+  return text;
+}
+
+// The certificates of a PEM text, in order; throws std::invalid_argument naming `option` when it
+// holds none or one that does not parse.
+std::vector<std::unique_ptr<X509, decltype(&X509_free)>> ReadCertificates(
+    const std::string& pem, const std::string& option) {
+  std::vector<std::unique_ptr<X509, decltype(&X509_free)>> out;
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  for (;;) {
+    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
+    if (cert == nullptr) break;
+    out.emplace_back(cert, &X509_free);
+  }
+  ERR_clear_error();  // the end of the text reads as an error
+  if (out.empty()) {
+    throw std::invalid_argument(option +
+                                ": holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+  }
+  return out;
+}
+
+// A certificate's subject as one line ("CN=client,O=...").
+std::string Subject(X509* cert) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), &BIO_free);
+  X509_NAME_print_ex(bio.get(), X509_get_subject_name(cert), 0, XN_FLAG_RFC2253);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(runtime/int): OpenSSL's type
+  return LogSafe(std::string(data, static_cast<size_t>(n)));
+}
+
+// The key pair of --tls-cert and --tls-key: both parse and the key is the certificate's. Checked
+// before any plugin loads, so a wrong pair is a usage error that says so.
+void CheckKeyPair(const std::string& cert_pem, const std::string& key_pem) {
+  auto certs = ReadCertificates(cert_pem, "--tls-cert");
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())), &BIO_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr), &EVP_PKEY_free);
+  if (!key) {
+    throw std::invalid_argument("--tls-key: not a PEM private key without a passphrase (" +
+                                SslError() + ")");
+  }
+  if (X509_check_private_key(certs.front().get(), key.get()) != 1) {
+    ERR_clear_error();
+    throw std::invalid_argument(
+        "--tls-key is not the private key of the first certificate in --tls-cert (" +
+        Subject(certs.front().get()) + "): give the key that certificate was made for");
+  }
+}
+
+// --client-ca: the CAs a client's certificate must chain to. TLS asks every client for a
+// certificate and checks that it holds the key of the one it sends; this checks the chain, per
+// RPC, so that a refusal can say to the client and in the log which peer it was and why (gRPC's
+// own check ends the handshake with no reason either side can read).
+class ClientCa {
+ public:
+  explicit ClientCa(const std::string& pem) : store_(X509_STORE_new(), &X509_STORE_free) {
+    for (auto& cert : ReadCertificates(pem, "--client-ca")) {
+      if (X509_STORE_add_cert(store_.get(), cert.get()) != 1) {
+        throw std::invalid_argument("--client-ca: a certificate cannot be used (" + SslError() +
+                                    ")");
+      }
+    }
+  }
+  // "" when `context`'s peer presented a certificate the CA signed for TLS clients; else why not.
+  std::string Check(const grpc::ServerContext* context) const {
+    std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+    std::vector<grpc::string_ref> leaf =
+        auth ? auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)
+             : std::vector<grpc::string_ref>();
+    if (leaf.empty()) return "it presented no client certificate";
+    auto certs =
+        ReadCertificates(std::string(leaf.front().data(), leaf.front().size()), "the client's");
+    std::unique_ptr<STACK_OF(X509), void (*)(STACK_OF(X509)*)> chain(
+        sk_X509_new_null(), [](STACK_OF(X509) * s) { sk_X509_pop_free(s, X509_free); });
+    for (const grpc::string_ref& pem :
+         auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME)) {
+      try {
+        for (auto& c : ReadCertificates(std::string(pem.data(), pem.size()), "the chain")) {
+          sk_X509_push(chain.get(), c.release());
+        }
+      } catch (const std::invalid_argument&) {
+      }
+    }
+    std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(),
+                                                                        &X509_STORE_CTX_free);
+    if (!ctx ||
+        X509_STORE_CTX_init(ctx.get(), store_.get(), certs.front().get(), chain.get()) != 1) {
+      return "its certificate could not be checked (" + SslError() + ")";
+    }
+    X509_STORE_CTX_set_purpose(ctx.get(), X509_PURPOSE_SSL_CLIENT);
+    if (X509_verify_cert(ctx.get()) == 1) return "";
+    const int err = X509_STORE_CTX_get_error(ctx.get());
+    ERR_clear_error();
+    return "its certificate (" + Subject(certs.front().get()) + ") does not verify against " +
+           "--client-ca: " + X509_verify_cert_error_string(err);
+  }
+
+ private:
+  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store_;
+};
+
+// Fails (std::runtime_error, naming the address) when `address` cannot be bound here: taken, or
+// not this machine's. Checked before the plugins load; the real listen may still lose a race.
+void CheckListenAddress(const Address& address) {
+  if (address.port == 0) return;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const int rc =
+      getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found);
+  if (rc != 0) {
+    throw std::runtime_error("cannot listen on " + address.Target() + ": '" + address.host +
+                             "' does not resolve (" + gai_strerror(rc) + ")");
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, &freeaddrinfo);
+  std::string why = "no address";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const bool bound = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    const int err = errno;
+    close(fd);
+    if (bound) return;
+    why = std::strerror(err);
+    if (err == EADDRINUSE) {
+      why = "the port is taken (another server listens there; pick another --listen port)";
+      break;
+    }
+    if (err == EADDRNOTAVAIL) why = "the address is not one of this machine's";
+  }
+  throw std::runtime_error("cannot listen on " + address.Target() + ": " + why);
+}
+
+// ---- the Hello deadline ---------------------------------------------------------------
+
+// Ends the sessions that have not said Hello by their deadline (ServerOptions::hello_timeout_ms):
+// one thread for all of them, which cancels the session's RPC; its Read then fails and the
+// session, and its slot, end.
+class HelloWatch {
+ public:
+  HelloWatch(ServerLog& log, std::chrono::milliseconds limit)
+      : log_(log), limit_(limit), thread_([this] { Loop(); }) {}
+  ~HelloWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  HelloWatch(const HelloWatch&) = delete;
+  HelloWatch& operator=(const HelloWatch&) = delete;
+
+  // Watches `context` until Done(ticket); `context` must outlive that call.
+  uint64_t Add(grpc::ServerContext* context, const std::string& peer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t ticket = next_++;
+    waiting_[ticket] = Entry{std::chrono::steady_clock::now() + limit_, context, peer};
+    cv_.notify_all();
+    return ticket;
+  }
+  void Done(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.erase(ticket);
+  }
+
+ private:
+  struct Entry {
+    std::chrono::steady_clock::time_point deadline;
+    grpc::ServerContext* context;
+    std::string peer;
+  };
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = waiting_.begin(); it != waiting_.end();) {
+        if (it->second.deadline <= now) {
+          it->second.context->TryCancel();
+          log_.Line("ended the session of " + it->second.peer + ": no Hello within " +
+                    std::to_string(limit_.count()) + " ms of connecting (--hello-timeout-ms)");
+          it = waiting_.erase(it);
+        } else {
+          next = std::min(next, it->second.deadline);
+          ++it;
+        }
+      }
+      cv_.wait_until(lock, next);
+    }
+  }
+
+  ServerLog& log_;
+  const std::chrono::milliseconds limit_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Entry> waiting_;
+  uint64_t next_ = 1;
+  bool stopping_ = false;
+  std::thread thread_;  // last: it starts once the rest is ready
+};
+
 // ---- the service ------------------------------------------------------------------------
 
 class Service final : public pb::Remote::Service {
  public:
-  explicit Service(Shared& shared) : shared_(shared) {}
+  Service(Shared& shared, HelloWatch& hello, const ClientCa* client_ca)
+      : shared_(shared), hello_(hello), client_ca_(client_ca) {}
 
   grpc::Status Session(grpc::ServerContext* context, Stream* stream) override {
     grpc::Status auth = Authenticate(context);
@@ -75,8 +310,14 @@ class Service final : public pb::Remote::Service {
     }
     shared_.totals.sessions++;
     {
+      const uint64_t ticket = hello_.Add(context, context->peer());
+      struct Unwatch {
+        HelloWatch& watch;
+        uint64_t ticket;
+        ~Unwatch() { watch.Done(ticket); }
+      } unwatch{hello_, ticket};
       ClientSession session(shared_, shared_.next_session++, context->peer());
-      session.Run(stream);
+      session.Run(stream, [&] { hello_.Done(ticket); });
     }  // everything it held is freed here
     // The slot first: a client that reads no session in Status may open one at once (with the
     // count first, RemoteServer.MaxSessionsIsEnforced's third session was refused now and then).
@@ -107,7 +348,21 @@ class Service final : public pb::Remote::Service {
 
  private:
   // With --token-file, every RPC must carry "authorization: Bearer <token>".
+  // With --client-ca, every RPC's peer must have presented a certificate it signed.
   grpc::Status Authenticate(grpc::ServerContext* context) {
+    if (client_ca_ != nullptr) {
+      const std::string why = client_ca_->Check(context);
+      if (!why.empty()) {
+        shared_.log.Line("refused " + context->peer() + ": " + why);
+        return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                            "this server (mutual TLS) accepts only clients with a certificate "
+                            "that its --client-ca signed, and " +
+                                why +
+                                ": give this host's certificate and key (BACKPLANE_REMOTE_CERT "
+                                "and BACKPLANE_REMOTE_KEY, or the attach options cert and key) "
+                                "from the server's operator (docs/security.md)");
+      }
+    }
     if (shared_.token.empty()) return grpc::Status::OK;
     const auto& metadata = context->client_metadata();
     auto it = metadata.find(kTokenMetadata);
@@ -129,6 +384,8 @@ class Service final : public pb::Remote::Service {
   }
 
   Shared& shared_;
+  HelloWatch& hello_;
+  const ClientCa* client_ca_;
 };
 
 // ---- starting -----------------------------------------------------------------------------
@@ -183,6 +440,18 @@ std::vector<ExportedDevice> FindDevices(const std::vector<std::string>& wanted) 
     }
   }
   return out;
+}
+
+// "ir_host" and the Target kinds of device type cpu (session.h, Shared::callable_kinds).
+std::set<std::string> CallableModuleKinds() {
+  std::set<std::string> kinds{"ir_host"};
+  bp_object_t* json = nullptr;
+  Must(bp_target_kinds_describe(&json), "listing the Target kinds");
+  const nlohmann::json all = nlohmann::json::parse(GetString(ObjectRef::Adopt(json).get()));
+  for (const nlohmann::json& k : all.at("kinds")) {
+    if (k.value("device_type", "") == "cpu") kinds.insert(k.at("name").get<std::string>());
+  }
+  return kinds;
 }
 
 pb::DeviceInfo Describe(const ExportedDevice& d) {
@@ -307,20 +576,31 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
         "certificates it signed) or --token-file (clients send a bearer token), or both; or "
         "listen on 127.0.0.1 (docs/security.md, \"Remote devices\")");
   }
+  if (options.hello_timeout_ms < 1 || options.hello_timeout_ms > 3600000) {
+    throw std::invalid_argument("--hello-timeout-ms " + std::to_string(options.hello_timeout_ms) +
+                                " is out of range 1..3600000");
+  }
   if (options.max_sessions < 1 || options.max_sessions > 100000) {
     throw std::invalid_argument("--max-sessions " + std::to_string(options.max_sessions) +
                                 " is out of range 1..100000");
   }
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  std::unique_ptr<ClientCa> client_ca;
   std::string mode;
   if (tls) {
     const bool mtls = !options.client_ca.empty();
-    grpc::SslServerCredentialsOptions ssl(
-        mtls ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-    ssl.pem_key_cert_pairs.push_back({ReadOptionFile(options.tls_key, "--tls-key"),
-                                      ReadOptionFile(options.tls_cert, "--tls-cert")});
-    if (mtls) ssl.pem_root_certs = ReadOptionFile(options.client_ca, "--client-ca");
+    // A client's certificate is asked for and its key checked by TLS; its chain is checked per
+    // RPC (ClientCa), which names the peer and the reason on both sides.
+    grpc::SslServerCredentialsOptions ssl(mtls ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY
+                                               : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    const std::string key = ReadOptionFile(options.tls_key, "--tls-key");
+    const std::string cert = ReadOptionFile(options.tls_cert, "--tls-cert");
+    CheckKeyPair(cert, key);
+    ssl.pem_key_cert_pairs.push_back({key, cert});
+    if (mtls) {
+      ssl.pem_root_certs = ReadOptionFile(options.client_ca, "--client-ca");
+      client_ca = std::make_unique<ClientCa>(ssl.pem_root_certs);
+    }
     credentials = grpc::SslServerCredentials(ssl);
     mode = mtls ? "TLS+mTLS" : "TLS";
   } else {
@@ -333,7 +613,11 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
     mode += "+token";
   }
 
+  // The address before the plugins load (seconds on a machine with GPUs): a port that is taken
+  // fails at once, naming it.
+  CheckListenAddress(address);
   shared.devices = FindDevices(options.device_types);
+  shared.callable_kinds = CallableModuleKinds();
   shared.info.set_protocol(pb::PROTOCOL_VERSION);
   shared.info.set_version(kServerVersion);
   shared.info.set_host(HostName());
@@ -356,7 +640,8 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
                     (d.target_kind().empty() ? "none" : d.target_kind()) + ")");
   }
 
-  Service service(shared);
+  HelloWatch hello(shared.log, std::chrono::milliseconds(options.hello_timeout_ms));
+  Service service(shared, hello, client_ca.get());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address.Target(), credentials, &port);
@@ -379,9 +664,8 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
   if (server == nullptr || port == 0) {
     if (server != nullptr) server->Shutdown();
     throw std::runtime_error("cannot listen on " + address.Target() +
-                             ": the port is taken, the address is not this machine's, or the TLS "
-                             "certificate and key are not a valid pair (gRPC's message above says "
-                             "which)");
+                             ": gRPC refused it (its message above says why; the port was free "
+                             "and the key pair matched when checked before the plugins loaded)");
   }
   const std::string where =
       address.port == 0 ? Address{address.host, port}.Target() : address.Target();

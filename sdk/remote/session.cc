@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <backplane/backplane.hpp>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -30,6 +32,26 @@ std::string LastError() {
 // Throws Error(status, "<what>: <last error>") when `status` is not BP_OK.
 void Must(bp_status_t status, const std::string& what) {
   if (status != BP_OK) throw Error(status, what + ": " + LastError());
+}
+
+std::string LogSafe(const std::string& text, size_t max) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  const size_t n = std::min(text.size(), max);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c <= 0x7e) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (text.size() > max) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -80,11 +102,13 @@ void ClientSession::Send(const pb::Reply& reply) {
   if (!closed_ && !stream_->Write(reply)) closed_ = true;
 }
 
-void ClientSession::Run(Stream* stream) {
+void ClientSession::Run(Stream* stream, const std::function<void()>& on_first) {
   KeepChunksInHeap();
   stream_ = stream;
   pb::Command cmd;
-  if (!stream->Read(&cmd)) return;
+  const bool first = stream->Read(&cmd);
+  on_first();
+  if (!first) return;
   pb::Reply hello;
   hello.set_id(cmd.id());
   if (cmd.op_case() != pb::Command::kHello) {
@@ -112,7 +136,7 @@ void ClientSession::Run(Stream* stream) {
   *hello.mutable_info() = shared_.info;
   Send(hello);
   shared_.log.Line("session " + std::to_string(number_) + " (" + peer_ +
-                   (client_.empty() ? "" : ", " + client_) + ") started");
+                   (client_.empty() ? "" : ", " + LogSafe(client_)) + ") started");
   while (!closed_ && stream->Read(&cmd)) {
     pb::Reply reply;
     reply.set_id(cmd.id());
@@ -275,6 +299,61 @@ ClientSession::Buffer& ClientSession::Buf(uint64_t handle) {
   return it->second;
 }
 
+namespace {
+
+// Host bytes that are always zero, the source of the copies that scrub device memory: calloc's
+// fresh pages, which reading never dirties.
+constexpr uint64_t kZeroBytes = uint64_t{8} << 20;
+const char* Zeros() {
+  static const char* zeros = static_cast<const char*>(std::calloc(kZeroBytes, 1));
+  return zeros;
+}
+
+}  // namespace
+
+void ClientSession::Scrub(const Buffer& b, uint64_t from, uint64_t to, const std::string& what) {
+  if (from >= to) return;
+  const ExportedDevice& d = Dev(b.device);
+  if (d.dev.device_type == kDLCPU) {
+    // Host memory (DLPack's kDLCPU): cleared in place.
+    std::memset(static_cast<char*>(b.data) + from, 0, to - from);
+    return;
+  }
+  const char* zeros = Zeros();
+  if (zeros == nullptr) throw std::bad_alloc();
+  const std::string doing = what + ": zeroing bytes " + std::to_string(from) + " to " +
+                            std::to_string(to) +
+                            " of the buffer first (memory another session "
+                            "may have used is never shown)";
+  for (uint64_t done = from; done < to;) {
+    const uint64_t n = std::min(kZeroBytes, to - done);
+    int64_t shape[1] = {static_cast<int64_t>(n)};
+    DLTensor src = ByteView(const_cast<char*>(zeros), 0, DLDevice{kDLCPU, 0}, shape);
+    DLTensor dst = ByteView(b.data, done, d.dev, shape);
+    Must(bp_device_copy_data_from_to(&src, &dst, nullptr), doing);
+    done += n;
+  }
+  // Whatever stream reads the bytes next sees zeros.
+  Must(bp_device_stream_sync(d.dev, nullptr), doing);
+}
+
+void ClientSession::BeforeRead(Buffer& b, uint64_t offset, uint64_t length,
+                               const std::string& what) {
+  if (offset + length <= b.clean) return;  // InBounds was checked: no overflow
+  Scrub(b, b.clean, b.nbytes, what);
+  b.clean = b.nbytes;
+}
+
+void ClientSession::BeforeWrite(Buffer& b, uint64_t offset, const std::string& what) {
+  if (offset <= b.clean) return;
+  Scrub(b, b.clean, offset, what);
+  b.clean = offset;
+}
+
+void ClientSession::AfterWrite(Buffer& b, uint64_t offset, uint64_t length) {
+  if (offset <= b.clean) b.clean = std::max(b.clean, offset + length);
+}
+
 // The stream `handle` (0: the null stream), which must be one of `device`'s.
 bp_stream_t ClientSession::StreamOf(uint64_t handle, uint32_t device, const std::string& what) {
   if (handle == 0) return nullptr;
@@ -342,7 +421,7 @@ ClientSession::Answer ClientSession::Write(const pb::Command& cmd, pb::Reply* re
   auto failed = failed_writes_.find(w.transfer());
   if (failed == failed_writes_.end()) {
     try {
-      const Buffer& b = Buf(w.buffer());
+      Buffer& b = Buf(w.buffer());
       const ExportedDevice& d = Dev(b.device);
       const uint64_t len = w.data().size();
       const std::string what = "writing " + std::to_string(len) + " bytes to buffer " +
@@ -354,10 +433,12 @@ ClientSession::Answer ClientSession::Write(const pb::Command& cmd, pb::Reply* re
       }
       bp_stream_t s = StreamOf(w.stream(), b.device, what);
       if (len != 0) {
+        BeforeWrite(b, w.offset(), what);
         int64_t shape[1] = {static_cast<int64_t>(len)};
         DLTensor from = ByteView(const_cast<char*>(w.data().data()), 0, DLDevice{kDLCPU, 0}, shape);
         DLTensor to = ByteView(b.data, w.offset(), d.dev, shape);
         Must(bp_device_copy_data_from_to(&from, &to, s), what);
+        AfterWrite(b, w.offset(), len);
       }
     } catch (const Error& e) {
       if (failed_writes_.size() >= kMaxFailedTransfers && !w.last()) {
@@ -381,7 +462,7 @@ ClientSession::Answer ClientSession::Write(const pb::Command& cmd, pb::Reply* re
 
 void ClientSession::Read(const pb::Command& cmd) {
   const pb::Read& r = cmd.read();
-  const Buffer& b = Buf(r.buffer());
+  Buffer& b = Buf(r.buffer());
   const ExportedDevice& d = Dev(b.device);
   const std::string what = "reading " + std::to_string(r.nbytes()) + " bytes of buffer " +
                            std::to_string(r.buffer()) + " on " + d.label + " at offset " +
@@ -391,6 +472,7 @@ void ClientSession::Read(const pb::Command& cmd) {
                                       " bytes, so this would read past its end");
   }
   bp_stream_t s = StreamOf(r.stream(), b.device, what);
+  BeforeRead(b, r.offset(), r.nbytes(), what);
   const uint64_t chunk =
       r.chunk_bytes() == 0 ? kChunkBytes : std::min<uint64_t>(r.chunk_bytes(), kChunkBytes);
   // One reply for every chunk: its data keeps its capacity and is not cleared again (the device
@@ -417,8 +499,8 @@ void ClientSession::Read(const pb::Command& cmd) {
 }
 
 void ClientSession::Copy(const pb::Copy& c) {
-  const Buffer& from = Buf(c.from_buffer());
-  const Buffer& to = Buf(c.to_buffer());
+  Buffer& from = Buf(c.from_buffer());
+  Buffer& to = Buf(c.to_buffer());
   const ExportedDevice& fd = Dev(from.device);
   const ExportedDevice& td = Dev(to.device);
   const std::string what = "copying " + std::to_string(c.nbytes()) + " bytes from buffer " +
@@ -439,6 +521,8 @@ void ClientSession::Copy(const pb::Copy& c) {
       c.to_offset() < c.from_offset() + c.nbytes()) {
     Fail(BP_ERR_INVALID_ARGUMENT, what + ": the two ranges overlap; copy through another buffer");
   }
+  BeforeRead(from, c.from_offset(), c.nbytes(), what);
+  BeforeWrite(to, c.to_offset(), what);
   if (fd.dev.device_type == td.dev.device_type) {
     // One DeviceAPI copies; its stream is the destination's (the source's when that is the CPU).
     const uint32_t owner = td.dev.device_type == kDLCPU ? from.device : to.device;
@@ -447,6 +531,7 @@ void ClientSession::Copy(const pb::Copy& c) {
     DLTensor src = ByteView(from.data, c.from_offset(), fd.dev, shape);
     DLTensor dst = ByteView(to.data, c.to_offset(), td.dev, shape);
     Must(bp_device_copy_data_from_to(&src, &dst, s), what);
+    AfterWrite(to, c.to_offset(), c.nbytes());
     return;
   }
   // Two device types: through host memory, a chunk at a time. The stream, if any, is used on
@@ -481,6 +566,7 @@ void ClientSession::Copy(const pb::Copy& c) {
     // The host side of a host-to-device copy is read before the call returns.
     Must(bp_device_copy_data_from_to(&host, &dst, to_stream), what);
     done += n;
+    AfterWrite(to, c.to_offset(), done);
   }
 }
 

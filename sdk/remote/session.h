@@ -14,6 +14,7 @@
 #include <backplane/backplane.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <ostream>
@@ -54,6 +55,11 @@ std::string LastError();
 void Must(bp_status_t status, const std::string& what);
 // "a, b, c", or "none" for no items.
 std::string Join(const std::vector<std::string>& items);
+
+// `text` as one line of printable ASCII for the log: a backslash doubled and every byte outside
+// 0x20..0x7e as \xNN (a newline cannot forge a line, an escape sequence cannot reach a
+// terminal); at most `max` bytes of it, then "... (N bytes)".
+std::string LogSafe(const std::string& text, size_t max = 120);
 
 // Releases the object an owned value holds, if any.
 struct OwnedValue {
@@ -117,6 +123,10 @@ struct Shared {
   pb::ServerInfo info;                  // Hello's and Describe's answer
   std::string token;                    // empty: no token needed
   Totals totals;
+  // The module kinds whose functions the server calls: the core's host code ("ir_host") and the
+  // kinds of CPU Targets, whose modules hold whole functions that check their arguments. Any
+  // other kind holds device kernels that take their launch grid from the caller.
+  std::set<std::string> callable_kinds;
   std::atomic<uint64_t> next_session{1};
   std::atomic<int> live_sessions{0};
 
@@ -138,14 +148,20 @@ class ClientSession {
   ~ClientSession() { Close(); }
 
   // Reads and runs commands until the client ends the stream or the connection goes.
-  void Run(Stream* stream);
+  // `on_first` runs once the first command has come (or the stream ended before it).
+  void Run(Stream* stream, const std::function<void()>& on_first);
 
  private:
+  // Memory a device hands out may hold what another session freed. A buffer's bytes below
+  // `clean` hold this session's writes or zeros; the rest is zeroed before anything can read it
+  // (a Read, a Copy from it, a Call that takes it), so a buffer written whole before its first
+  // use costs nothing more (docs/remote.md, "Isolation between sessions").
   struct Buffer {
     uint32_t device;
     void* data;
     uint64_t nbytes;
     bool workspace;
+    uint64_t clean = 0;
   };
   struct StreamEntry {
     uint32_t device;
@@ -169,6 +185,17 @@ class ClientSession {
   Buffer& Buf(uint64_t handle);
   bp_stream_t StreamOf(uint64_t handle, uint32_t device, const std::string& what);
   void Send(const pb::Reply& reply);
+
+  // Zeros bytes [from, to) of `b` and waits until they are zero.
+  void Scrub(const Buffer& b, uint64_t from, uint64_t to, const std::string& what);
+  // Before bytes [offset, offset + length) of `b` are read: whatever of them this session has
+  // not written is zeroed (the whole rest of the buffer, which makes it clean).
+  void BeforeRead(Buffer& b, uint64_t offset, uint64_t length, const std::string& what);
+  // Before a write at `offset`: the gap between the clean part and it is zeroed, so that a
+  // write's end can become the clean part's end (AfterWrite).
+  void BeforeWrite(Buffer& b, uint64_t offset, const std::string& what);
+  // After bytes [offset, offset + length) of `b` were written (BeforeWrite came first).
+  static void AfterWrite(Buffer& b, uint64_t offset, uint64_t length);
 
   void Alloc(const pb::Alloc& a, pb::Reply* reply);
   void Free(const pb::Free& f);

@@ -184,6 +184,25 @@ ClientSession::Answer ClientSession::LoadModule(const pb::Command& cmd, pb::Repl
     Fail(status, "loading a module of " + std::to_string(done.bytes.size()) + " bytes: " + message);
   }
   ModuleEntry entry{ObjectRef::Adopt(module), {}};
+  const char* kind = nullptr;
+  Must(bp_module_kind(module, &kind), "reading the kind of a loaded module");
+  if (shared_.callable_kinds.count(kind != nullptr ? kind : "") == 0) {
+    // A device module alone (the kernels of a GPU Target without the host code that launches
+    // them): its functions would run on whatever grid the client passes, past its buffers.
+    Fail(
+        BP_ERR_INVALID_ARGUMENT,
+        "loading a module of " + std::to_string(done.bytes.size()) +
+            " bytes: it is a module of "
+            "kind '" +
+            std::string(kind != nullptr ? kind : "") +
+            "', device kernels that launch on "
+            "a grid their caller chooses, and this server calls only host code that checks its "
+            "arguments and launches its kernels on the grids their loops assume (modules of kind " +
+            Join(std::vector<std::string>(shared_.callable_kinds.begin(),
+                                          shared_.callable_kinds.end())) +
+            "); upload the module bp_build returned for the device's Target (kind ir_host, which "
+            "imports the kernels), not its kernels alone (docs/remote.md, \"Calls\")");
+  }
   bp_object_t* names = nullptr;
   Must(bp_module_list_functions(module, &names), "listing the functions of a loaded module");
   entry.functions = GetStringArray(ObjectRef::Adopt(names).get());
@@ -279,7 +298,7 @@ void ClientSession::Call(const pb::Call& c, pb::Reply* reply) {
         break;
       case pb::Arg::kTensor: {
         const pb::TensorArg& t = a.tensor();
-        const Buffer& b = Buf(t.buffer());
+        Buffer& b = Buf(t.buffer());
         if (t.device() != b.device) {
           Fail(BP_ERR_INVALID_ARGUMENT, at + ": buffer " + std::to_string(t.buffer()) + " is on " +
                                             Dev(b.device).label + ", not on device " +
@@ -317,6 +336,9 @@ void ClientSession::Call(const pb::Call& c, pb::Reply* reply) {
                                             " reaches byte " + std::to_string(end) +
                                             " but the buffer holds " + std::to_string(b.nbytes));
         }
+        // The function may read any byte of the buffer (a kernel's loads are checked against
+        // the view, not against what this session wrote).
+        BeforeRead(b, 0, b.nbytes, at);
         dims.emplace_back(t.shape().begin(), t.shape().end());
         int64_t* shape = dims.back().data();
         int64_t* strides = nullptr;

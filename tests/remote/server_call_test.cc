@@ -304,5 +304,69 @@ TEST_F(RemoteServer, UploadedHostCodeCallsOnlyItsOwnKernels) {
   EXPECT_TRUE(session.Finish().ok());
 }
 
+// Issue 38, item 2: a client that uploads a GPU Target's kernels without the host code that
+// launches them cannot call one on a grid of its choosing (100000 x 64 threads over 64 floats
+// corrupted the server's heap); the upload is refused, naming why, and the server goes on.
+TEST_F(RemoteServer, KernelsAloneAreRefusedSoNoClientChoosesTheirGrid) {
+  START_SERVER(server);
+  auto stub = Connect(server.target());
+  Session session(*stub);
+  pb::Reply hello = session.Hello();
+  ASSERT_EQ(hello.code(), 0) << hello.message();
+  int device = -1;
+  std::string target_kind;
+  for (int d = 0; d < hello.info().devices_size() && device < 0; ++d) {
+    const std::string type = hello.info().devices(d).type();
+    if ((type == "opencl" || type == "vulkan") && !hello.info().devices(d).target_kind().empty()) {
+      device = d;
+      target_kind = hello.info().devices(d).target_kind();
+    }
+  }
+  if (device < 0) {
+    EXPECT_TRUE(session.Finish().ok());
+    GTEST_SKIP() << "the server has no OpenCL or Vulkan device";
+  }
+  const Module built = Build(
+      "func fill(n: int32, a: buffer<float32>[n]) {\n"
+      "  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {\n"
+      "    for tx in thread(threadIdx.x, 0, 64) {\n"
+      "      if (bx * 64 + tx < n) { a[bx * 64 + tx] = 1.0 }\n"
+      "    }\n"
+      "  }\n"
+      "}\n",
+      Target::Parse(target_kind));
+  ASSERT_EQ(built.Kind(), "ir_host");
+  const std::vector<Module> kernels = built.Imports();
+  ASSERT_EQ(kernels.size(), 1u);
+  pb::Reply refused = session.LoadModule(kernels[0].SaveToBytes(), 4096);
+  EXPECT_EQ(refused.code(), BP_ERR_INVALID_ARGUMENT) << refused.message();
+  EXPECT_TRUE(Contains(refused.message(), "kind '" + kernels[0].Kind() + "'")) << refused.message();
+  EXPECT_TRUE(Contains(refused.message(), "grid their caller chooses")) << refused.message();
+  EXPECT_TRUE(Contains(refused.message(), "ir_host")) << refused.message();
+  EXPECT_EQ(GetStatus(*stub).modules(), 0u);
+  // The host code bp_build made loads, and runs on the grid its loops assume.
+  pb::Reply loaded = session.LoadModule(built.SaveToBytes(), 4096);
+  ASSERT_EQ(loaded.code(), 0) << loaded.message();
+  const uint64_t buf = session.Alloc(static_cast<uint32_t>(device), 64 * sizeof(float));
+  pb::Command call;
+  call.mutable_call()->set_module(loaded.handle());
+  call.mutable_call()->set_function("fill");
+  call.mutable_call()->add_args()->set_i(64);
+  pb::TensorArg* t = call.mutable_call()->add_args()->mutable_tensor();
+  t->set_device(static_cast<uint32_t>(device));
+  t->set_buffer(buf);
+  *t->mutable_dtype() = DType(kDLFloat, 32);
+  t->add_shape(64);
+  pb::Reply ran = session.Do(call);
+  ASSERT_EQ(ran.code(), 0) << ran.message();
+  const std::string out = session.Read(buf, 0, 64 * sizeof(float));
+  ASSERT_EQ(out.size(), 64 * sizeof(float));
+  std::vector<float> got(64);
+  std::memcpy(got.data(), out.data(), out.size());
+  EXPECT_EQ(got, std::vector<float>(64, 1.0f));
+  EXPECT_EQ(session.Ping().code(), 0);
+  EXPECT_TRUE(session.Finish().ok());
+}
+
 }  // namespace
 }  // namespace backplane::remote::test

@@ -48,11 +48,21 @@ TEST_F(RemoteServer, AnAddressOtherMachinesReachNeedsTls) {
                       o);
   EXPECT_EQ(r.exit_code, 2) << r.Describe() << r.err;
   EXPECT_TRUE(Contains(r.err, "--tls-cert")) << r.err;
-  // A port that is taken is a failure to start (1).
+  // A port that is taken is a failure to start (1), found before the plugins load (the
+  // server logs each device it serves once they have).
   START_SERVER(server);
   r = subprocess::Run({BACKPLANE_CLI_PATH, "serve", "--listen", server.target()}, o);
   EXPECT_EQ(r.exit_code, 1) << r.Describe() << r.err;
   EXPECT_TRUE(Contains(r.err, server.target())) << r.err;
+  EXPECT_TRUE(Contains(r.err, "the port is taken")) << r.err;
+  EXPECT_FALSE(Contains(r.err, "device 0:")) << r.err;
+  // A key that is not the certificate's: a usage error saying so, before the plugins load.
+  r = subprocess::Run({BACKPLANE_CLI_PATH, "serve", "--tls-cert", (certs / "server.pem").string(),
+                       "--tls-key", (certs / "client.key").string()},
+                      o);
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << r.err;
+  EXPECT_TRUE(Contains(r.err, "--tls-key is not the private key")) << r.err;
+  EXPECT_FALSE(Contains(r.err, "device 0:")) << r.err;
 }
 
 std::shared_ptr<grpc::ChannelCredentials> Tls(const fs::path& certs, const std::string& client) {
@@ -79,14 +89,32 @@ TEST_F(RemoteServer, MutualTlsNeedsACertificateTheCaSigned) {
     auto stub = Connect(server.target(), grpc::InsecureChannelCredentials());
     EXPECT_FALSE(Describe(*stub, &info).ok()) << "plaintext";
   }
+  // Issue 38, item 4: each refusal says why to the client, and the server's log names the peer.
   {
     auto stub = Connect(server.target(), Tls(certs, ""));
-    EXPECT_FALSE(Describe(*stub, &info).ok()) << "no client certificate";
+    grpc::Status s = Describe(*stub, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+    EXPECT_TRUE(Contains(s.error_message(), "presented no client certificate"))
+        << s.error_message();
+    EXPECT_TRUE(Contains(s.error_message(), "BACKPLANE_REMOTE_CERT")) << s.error_message();
+    // A session is refused the same way: the client reads the reason from the stream's status.
+    Session session(*stub);
+    EXPECT_EQ(session.Hello().code(), -1);
+    grpc::Status st = session.FinishNow();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_TRUE(Contains(st.error_message(), "--client-ca")) << st.error_message();
   }
   {
     auto stub = Connect(server.target(), Tls(certs, "other_client"));
-    EXPECT_FALSE(Describe(*stub, &info).ok()) << "a certificate of another CA";
+    grpc::Status s = Describe(*stub, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+    EXPECT_TRUE(Contains(s.error_message(), "does not verify against --client-ca"))
+        << s.error_message();
   }
+  const std::string log = server.Log();
+  EXPECT_TRUE(Contains(log, "refused ipv4:127.0.0.1:")) << log;
+  EXPECT_TRUE(Contains(log, ": it presented no client certificate")) << log;
+  EXPECT_TRUE(Contains(log, "does not verify against --client-ca")) << log;
   auto stub = Connect(server.target(), Tls(certs, "client"));
   grpc::Status s = Describe(*stub, &info);
   ASSERT_TRUE(s.ok()) << s.error_message();

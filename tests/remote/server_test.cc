@@ -16,6 +16,8 @@
 #include <iostream>
 #include <set>
 
+#include "subprocess.h"
+
 namespace backplane::remote::test {
 namespace {
 
@@ -445,6 +447,115 @@ TEST_F(RemoteServer, MaxSessionsIsEnforced) {
   Session third(*stub);
   EXPECT_EQ(third.Hello().code(), 0);
   EXPECT_TRUE(third.Finish().ok());
+}
+
+// Issue 38, item 1, on the protocol: what another session freed reads as zeros in every way a
+// session can read a buffer it has not written whole: a read, a read past a partial write, the
+// gap before a write at an offset, a copy out of it, and a call that takes it.
+TEST_F(RemoteServer, FreedMemoryOfAnotherSessionReadsAsZeros) {
+  START_SERVER(server);
+  auto stub = Connect(server.target());
+  pb::ServerInfo info;
+  ASSERT_TRUE(Describe(*stub, &info).ok());
+  const uint64_t n = (uint64_t{1} << 20) + 3;
+  for (int d = 0; d < info.devices_size(); ++d) {
+    SCOPED_TRACE(info.devices(d).type() + ":" + std::to_string(info.devices(d).id()));
+    const uint32_t dev = static_cast<uint32_t>(d);
+    // Session A fills buffers (data space and workspace) with a marker and frees them.
+    {
+      Session a(*stub);
+      ASSERT_EQ(a.Hello().code(), 0);
+      std::vector<uint64_t> held;
+      for (int i = 0; i < 4; ++i) {
+        held.push_back(a.Alloc(dev, n, /*workspace=*/i % 2 == 1));
+        ASSERT_EQ(a.Write(held.back(), 0, std::string(n, '\xA5')).code(), 0);
+      }
+      for (uint64_t h : held) EXPECT_EQ(a.Free(h).code(), 0);
+      EXPECT_TRUE(a.Finish().ok());
+    }
+    WaitForEmpty(*stub, 10);
+    Session b(*stub);
+    ASSERT_EQ(b.Hello().code(), 0);
+    const std::string zeros(n, '\0');
+    // Never written: zeros.
+    const uint64_t x = b.Alloc(dev, n);
+    EXPECT_TRUE(b.Read(x, 0, n) == zeros);
+    // Written at the start in chunks, then read whole: its bytes, then zeros.
+    const uint64_t y = b.Alloc(dev, n, /*workspace=*/true);
+    const std::string head = RandomBytes(300000, 7);
+    ASSERT_EQ(b.Write(y, 0, head, 65536).code(), 0);
+    std::string want = zeros;
+    want.replace(0, head.size(), head);
+    EXPECT_TRUE(b.Read(y, 0, n) == want);
+    // Written past a gap: the gap is zeros.
+    const uint64_t z = b.Alloc(dev, n);
+    ASSERT_EQ(b.Write(z, 500000, "tail").code(), 0);
+    want = zeros;
+    want.replace(500000, 4, "tail");
+    EXPECT_TRUE(b.Read(z, 0, n) == want);
+    // Copied out of a buffer never written, into one never written: zeros both.
+    const uint64_t u = b.Alloc(dev, n, /*workspace=*/true);
+    const uint64_t v = b.Alloc(dev, 2 * n);
+    ASSERT_EQ(b.Copy(u, 0, v, 10, n).code(), 0);
+    EXPECT_TRUE(b.Read(v, 0, 2 * n) == std::string(2 * n, '\0'));
+    for (uint64_t h : {x, y, z, u, v}) EXPECT_EQ(b.Free(h).code(), 0);
+    EXPECT_TRUE(b.Finish().ok());
+    WaitForEmpty(*stub, 10);
+  }
+}
+
+// Issue 38, item 3: a connection that never says Hello holds its session slot only until the
+// Hello deadline; then the server ends it (and says so), and the slot is free again.
+TEST_F(RemoteServer, ConnectionsWithoutHelloLoseTheirSlotAtTheDeadline) {
+  START_SERVER(server, {"--max-sessions", "3", "--hello-timeout-ms", "700"});
+  auto stub = Connect(server.target());
+  std::vector<std::unique_ptr<Session>> silent;
+  for (int i = 0; i < 3; ++i) silent.push_back(std::make_unique<Session>(*stub));
+  // The three hold every slot: a fourth is refused while they do.
+  const auto end = Clock::now() + std::chrono::seconds(20);
+  while (GetStatus(*stub).sessions() < 3 && Clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(GetStatus(*stub).sessions(), 3u);
+  // Past the deadline their sessions are ended by the server, and a client gets a slot.
+  for (auto& s : silent) {
+    EXPECT_EQ(s->Receive(0).code(), -1);  // the stream ends without a reply
+    EXPECT_EQ(s->FinishNow().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_EQ(WaitForEmpty(*stub, 10).sessions(), 0u);
+  Session late(*stub);
+  EXPECT_EQ(late.Hello().code(), 0);
+  EXPECT_EQ(late.Ping().code(), 0);
+  EXPECT_TRUE(late.Finish().ok());
+  EXPECT_TRUE(Contains(server.Log(), "no Hello within 700 ms")) << server.Log();
+  // --hello-timeout-ms is checked.
+  subprocess::Options o;
+  o.timeout_s = 30;
+  subprocess::Result r =
+      subprocess::Run({BACKPLANE_CLI_PATH, "serve", "--hello-timeout-ms", "0"}, o);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// Issue 38, item 3: a client's name reaches the log escaped and cut: a newline cannot forge a
+// line, an escape sequence cannot reach the operator's terminal, megabytes are not logged.
+TEST_F(RemoteServer, ClientNamesAreLoggedEscapedAndCut) {
+  START_SERVER(server);
+  auto stub = Connect(server.target());
+  Session session(*stub);
+  pb::Command hello;
+  hello.mutable_hello()->set_protocol(pb::PROTOCOL_VERSION);
+  const std::string forged = "me\nbackplane serve: received SIGTERM: stopping\x1b[2J";
+  hello.mutable_hello()->set_client(forged + std::string(7 << 20, 'A'));
+  ASSERT_EQ(session.Do(hello).code(), 0);
+  EXPECT_TRUE(session.Finish().ok());
+  EXPECT_EQ(server.Stop(), 0);
+  const std::string log = server.Log();
+  EXPECT_FALSE(Contains(log, "\nbackplane serve: received SIGTERM: stopping\x1b")) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  EXPECT_TRUE(Contains(log, "me\\x0abackplane serve: received SIGTERM: stopping\\x1b[2J")) << log;
+  EXPECT_TRUE(Contains(log, "... (" + std::to_string(forged.size() + (7 << 20)) + " bytes)"))
+      << log.substr(0, 2000);
+  EXPECT_LT(log.size(), 64u * 1024) << "the name was logged whole";
 }
 
 // The client process of AKilledClientsSessionFreesEverything: opens a session on `target`,

@@ -27,6 +27,7 @@ struct ServeOptions {
   std::vector<std::string> expose;
   std::vector<std::string> devices;
   int max_sessions = 64;
+  int hello_timeout_ms = 10000;
   std::string port_file;
   std::vector<std::string> plugin_paths;
 };
@@ -44,6 +45,7 @@ int RunServe(const ServeOptions& o) {
   server.expose = o.expose;
   server.device_types = o.devices;
   server.max_sessions = o.max_sessions;
+  server.hello_timeout_ms = o.hello_timeout_ms;
   server.port_file = o.port_file;
   try {
     return remote::Serve(server, std::cerr);
@@ -93,6 +95,11 @@ Command AddServeCommand(CLI::App& parent) {
       ->allow_extra_args(false);
   app->add_option("--max-sessions", o->max_sessions, "At most this many clients at once")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app->add_option("--hello-timeout-ms", o->hello_timeout_ms,
+                  "End a connection that has not said Hello within this many milliseconds "
+                  "(it would hold a session slot)")
+      ->check(CLI::Range(1, 3600000))
       ->capture_default_str();
   app->add_option("--port-file", o->port_file,
                   "Write the port listened on here once the server accepts connections")

@@ -37,7 +37,8 @@
 #   conformance_cuda, conformance_cuda_host
 #                the conformance kit on cuda:0 and on cuda_host:0
 #   remote_cuda  `backplane serve --devices cuda` on loopback and the conformance kit on its
-#                cuda:0 through the remote plugin (remote:0)
+#                cuda:0 through the remote plugin (remote:0); remote_isolation_check: no
+#                session reads another's freed or killed buffers (1 byte to 64 MiB)
 #   cross_build  a module built for the GPU's arch in a process that sees no driver, then
 #                run on cuda:0 with `backplane run --check` (against the IR interpreter)
 #   demo         `backplane demo --size small -k <each GPU kernel>`: every GPU kernel of the
@@ -505,6 +506,11 @@ else
       "$bundle/lib/backplane/plugins/libbackplane_remote.so" \
       --with "$bundle/lib/backplane/plugins/libbackplane_cuda.so" --device remote:0 --jobs 4 \
       --timeout 120 --json "$out/conformance_remote_cuda.json" || true
+    # Sessions never see each other's memory on cuda:0 either (docs/remote.md).
+    if [ -x "$bin/remote_isolation_check" ]; then
+      BACKPLANE_REMOTE="127.0.0.1:$(cat "$out/remote_port")" run "$bin/remote_isolation_check" ||
+        true
+    fi
   fi
   kill -TERM "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true

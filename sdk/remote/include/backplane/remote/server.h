@@ -29,6 +29,9 @@ struct ServerOptions {
   // Serve only these device types (empty: every type with devices).
   std::vector<std::string> device_types;
   int max_sessions = 64;
+  // A connection must say Hello within this many milliseconds of opening its session, or the
+  // server ends it: a client that never does cannot hold a session slot.
+  int hello_timeout_ms = 10000;
   // When not empty, the port listened on is written here (decimal, newline) once the
   // server accepts connections: a test starts the server with port 0 and waits for the file.
   std::string port_file;
