@@ -4,6 +4,7 @@
 #include <backplane/remote/channel.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <utility>
@@ -149,6 +150,11 @@ bool Session::broken() const {
 std::string Session::broken_reason() const {
   std::lock_guard<std::mutex> lock(mu_);
   return broken_reason_;
+}
+
+bool Session::timed_out() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timed_out_;
 }
 
 void Session::Break(const std::string& reason) {
@@ -341,6 +347,7 @@ void Session::WatchdogLoop() {
       late = write_what_;
     if (!late.empty()) {
       broken_ = true;
+      timed_out_ = true;
       broken_reason_ = "no answer to " + late + " before its deadline (" +
                        std::to_string(timeout_ms_) +
                        " ms unless the command sets its own; attach option timeout_ms or "
@@ -432,7 +439,44 @@ std::shared_ptr<Session> RemoteServer::CurrentSession() {
   return nullptr;
 }
 
+namespace {
+
+// How long a server that let a deadline pass is unreachable: at least 10 s, and the command
+// deadline when that is longer.
+std::chrono::milliseconds UnreachableFor(const ClientOptions& o) {
+  return std::chrono::milliseconds(std::max<int64_t>(o.timeout_ms, 10000));
+}
+
+}  // namespace
+
+bool RemoteServer::Unreachable(std::string* reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (session_ && session_->broken() && session_->timed_out() &&
+      timed_out_epoch_ != session_->epoch()) {
+    timed_out_epoch_ = session_->epoch();
+    unreachable_reason_ = session_->broken_reason();
+    unreachable_until_ = Clock::now() + UnreachableFor(options_);
+  }
+  if (Clock::now() >= unreachable_until_) return false;
+  if (reason != nullptr) *reason = unreachable_reason_;
+  return true;
+}
+
+void RemoteServer::ClearUnreachable() {
+  std::lock_guard<std::mutex> lock(mu_);
+  unreachable_until_ = {};
+  if (session_) timed_out_epoch_ = session_->epoch();
+}
+
 std::shared_ptr<Session> RemoteServer::GetSession() {
+  std::string silent;
+  if (Unreachable(&silent)) {
+    throw Error(BP_ERR_DEVICE,
+                label() + " is unreachable: " + silent + ". It is not asked again for " +
+                    std::to_string(UnreachableFor(options_).count() / 1000) +
+                    " s, so that a command waits for a silent server once; remote.attach(\"" +
+                    address_text_ + "\") asks at once");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (session_ && !session_->broken()) return session_;
   std::shared_ptr<grpc::Channel> channel = Channel();
@@ -444,6 +488,12 @@ std::shared_ptr<Session> RemoteServer::GetSession() {
     info = s->Open(options_.connect_timeout_ms, "");
   } catch (const Error& e) {
     last_failure_reason_ = e.what();
+    if (s->timed_out()) {
+      // Hello had no answer by its deadline: as silent as a command's (Unreachable).
+      timed_out_epoch_ = s->epoch();
+      unreachable_reason_ = s->broken_reason();
+      unreachable_until_ = Clock::now() + UnreachableFor(options_);
+    }
     // A channel that never connected can stay failed in gRPC; the next attempt takes a new one.
     channel_.reset();
     throw Error(e.kind(), "cannot open a session with " + label() + " (" + e.what() +
@@ -534,6 +584,8 @@ std::shared_ptr<RemoteServer> Fleet::Attach(const std::string& address,
   std::lock_guard<std::mutex> lock(mu_);
   for (Entry& e : entries_) {
     if (e.attached && e.server->address() == address) {
+      // Asked for by name: a server in its unreachable while is asked again now.
+      if (must_connect) e.server->ClearUnreachable();
       TryList(e, must_connect);
       return e.server;
     }
@@ -579,8 +631,13 @@ int32_t Fleet::Count() {
   return next_id_;
 }
 
+void Fleet::ListPending() {
+  for (Entry& e : entries_) TryList(e, false);
+}
+
 bool Fleet::Exists(int32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
+  ListPending();  // the first use of a device lists its server, whatever the call
   for (Entry& e : entries_) {
     // A detached server's ids stay (listings stop at the first id that does not exist, and ids
     // are not reused); using one says the server was detached (Device).
@@ -600,6 +657,7 @@ bool Fleet::IsAttached(const RemoteServer* server) {
 
 bool Fleet::Attached(int32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
+  ListPending();
   for (Entry& e : entries_) {
     if (e.attached && e.listed && id >= e.first_id &&
         id < e.first_id + static_cast<int32_t>(e.devices.size()))
@@ -610,6 +668,7 @@ bool Fleet::Attached(int32_t id) {
 
 DeviceRef Fleet::Device(int32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
+  ListPending();  // alloc, a stream or set_device as the first call: the server is listed now
   std::string there;
   for (Entry& e : entries_) {
     if (!e.listed) continue;
@@ -654,8 +713,12 @@ nlohmann::json Fleet::Describe() {
     TryList(e, false);
     nlohmann::json s{{"address", e.server->address()}};
     auto session = e.server->CurrentSession();
-    s["state"] = !e.listed ? "unreachable" : session ? "connected" : "disconnected";
-    const std::string error = e.error.empty() ? e.server->LastError() : e.error;
+    std::string silent;
+    const bool unreachable = !e.listed || e.server->Unreachable(&silent);
+    s["state"] = unreachable ? "unreachable" : session ? "connected" : "disconnected";
+    const std::string error = !silent.empty()   ? silent
+                              : e.error.empty() ? e.server->LastError()
+                                                : e.error;
     s["error"] = error.empty() ? nlohmann::json() : nlohmann::json(error);
     nlohmann::json devices = nlohmann::json::array();
     for (size_t i = 0; i < e.devices.size(); ++i) {

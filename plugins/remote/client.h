@@ -80,6 +80,9 @@ class Session {
 
   bool broken() const;
   std::string broken_reason() const;
+  // Whether it broke because a command had no answer by its deadline (the server is silent, not
+  // gone: a new session would answer Hello and wait again).
+  bool timed_out() const;
   uint64_t epoch() const { return epoch_; }
   const std::string& label() const { return label_; }
 
@@ -116,6 +119,7 @@ class Session {
   std::map<uint64_t, std::shared_ptr<Pending>> pending_;
   std::atomic<uint64_t> next_id_{1};
   bool broken_ = false;
+  bool timed_out_ = false;
   std::string broken_reason_;
   bp_status_t deferred_code_ = BP_OK;
   std::string deferred_message_;
@@ -127,8 +131,14 @@ class RemoteServer : public std::enable_shared_from_this<RemoteServer> {
  public:
   RemoteServer(std::string address_text, ClientOptions options);
   // The live session, opened (again) when there is none or it broke. Throws Error naming the
-  // server when it cannot be reached.
+  // server when it cannot be reached. A server that let a command pass its deadline is
+  // unreachable for a while (Unreachable): GetSession then fails at once, so that one command
+  // waits for a silent server once, not once per request.
   std::shared_ptr<Session> GetSession();
+  // Whether the server is in that while, and why (the deadline it let pass).
+  bool Unreachable(std::string* reason);
+  // Ends that while: the next GetSession tries at once (remote.attach of an attached server).
+  void ClearUnreachable();
   // The session if one is open and not broken; null otherwise (never connects).
   std::shared_ptr<Session> CurrentSession();
   // Why the last session could not open or ended ("" when none failed).
@@ -158,6 +168,10 @@ class RemoteServer : public std::enable_shared_from_this<RemoteServer> {
   uint64_t epoch_ = 0;
   bool opened_ = false;  // a session opened once: info_ holds the devices ids were given for
   std::string last_failure_reason_;
+  // Set when a session of `timed_out_epoch_` or an opening let its deadline pass.
+  std::chrono::steady_clock::time_point unreachable_until_{};
+  std::string unreachable_reason_;
+  uint64_t timed_out_epoch_ = 0;  // the session whose timeout was counted already
 };
 
 // One device of an attached server, as this host sees it.
@@ -207,6 +221,8 @@ class Fleet {
   };
   // Connects an entry whose devices are not listed yet (rate-limited); mu_ held.
   void TryList(Entry& e, bool must_connect);
+  // TryList for every entry; mu_ held.
+  void ListPending();
 
   std::mutex mu_;
   std::vector<Entry> entries_;

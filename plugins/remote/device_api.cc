@@ -81,6 +81,11 @@ Any RemoteDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     return kind == BP_ATTR_DEVICE_NAME ? sdk::StringValue("(detached) " + std::string(e.what()))
                                        : sdk::NoneValue();
   }
+  // The name is the one the server gave in its Hello (it describes its devices once, when it
+  // starts): listing devices costs no round trip, and names a silent server's devices too.
+  if (kind == BP_ATTR_DEVICE_NAME && !ref.info.name().empty()) {
+    return sdk::StringValue(ref.info.name());
+  }
   std::shared_ptr<Session> s = ref.server->GetSession();
   v1::Command cmd;
   cmd.mutable_get_attr()->set_device(ref.index);

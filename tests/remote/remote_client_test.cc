@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server_test.h"
+#include "subprocess.h"
 
 namespace backplane::remote::test {
 namespace {
@@ -464,7 +465,19 @@ TEST_F(RemoteClient, AStoppedServerFailsTheCallAtItsDeadlineAndTheHostGoesOn) {
   EXPECT_GE(waited, std::chrono::milliseconds(900));
   EXPECT_LT(waited, std::chrono::seconds(10));
   kill(server.pid(), SIGCONT);
-  // A new session: this works again.
+  // The server let a deadline pass: it is unreachable for a while, and a call fails at once
+  // saying so (a command waits for a silent server once, not once per call).
+  const auto t1 = Clock::now();
+  try {
+    Tensor::Empty({64}, kU8, dev);
+    FAIL() << "an alloc right after the deadline asked the server again";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), "is unreachable")) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "remote.attach")) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t1, std::chrono::milliseconds(500));
+  // Attaching it again by name asks at once: a new session, and this works again.
+  remote::Attach(server.target());
   Tensor u = Tensor::Empty({64}, kU8, dev);
   const std::vector<uint8_t> data = RandomBytes(64, 11);
   u.CopyFromBytes(data.data(), data.size());
@@ -548,6 +561,180 @@ int LoadClient(const std::string& address, int iterations, uint32_t seed) {
   return 0;
 }
 
+// A server that answers Hello (one cpu device) and nothing after it: a stalled `backplane
+// serve`, or a proxy that lets only the first message through.
+class SilentServer final : public pb::Remote::Service {
+ public:
+  SilentServer() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~SilentServer() override { server_->Shutdown(std::chrono::system_clock::now()); }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  grpc::Status Session(grpc::ServerContext*,
+                       grpc::ServerReaderWriter<pb::Reply, pb::Command>* stream) override {
+    pb::Command cmd;
+    if (!stream->Read(&cmd)) return grpc::Status::OK;
+    pb::Reply hello;
+    hello.set_id(cmd.id());
+    pb::ServerInfo* info = hello.mutable_info();
+    info->set_protocol(pb::PROTOCOL_VERSION);
+    info->set_version("silent");
+    pb::DeviceInfo* d = info->add_devices();
+    d->set_type("cpu");
+    d->set_id(0);
+    d->set_name("a silent cpu");
+    d->set_target_kind("c");
+    stream->Write(hello);
+    while (stream->Read(&cmd)) {
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Issue 38, item 5: a server that answers Hello and then nothing costs a command one deadline,
+// not one per request: it is then unreachable (named, with the deadline it let pass), and the
+// commands that were asked for its devices fail saying so.
+TEST_F(RemoteClient, ASilentServerCostsOneDeadlineAndFailsTheCommandsThatNeedIt) {
+  SilentServer silent;
+  subprocess::Options o;
+  o.timeout_s = 120;
+  o.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  o.set_env = {{"BACKPLANE_REMOTE", silent.target()}, {"BACKPLANE_REMOTE_TIMEOUT_MS", "1000"}};
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"info"}, {"info", "-l"}, {"info", "--json"}}) {
+    std::vector<std::string> argv = {BACKPLANE_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto t0 = Clock::now();
+    const subprocess::Result r = subprocess::Run(argv, o);
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    SCOPED_TRACE(args.back());
+    EXPECT_EQ(r.exit_code, 1) << r.Describe() << r.err;
+    EXPECT_TRUE(Contains(r.err, "remote server " + silent.target() + " is unreachable")) << r.err;
+    EXPECT_TRUE(Contains(r.err, "deadline")) << r.err;
+    // One deadline (1 s) and the local plugins; not one per attribute (30 s and more).
+    EXPECT_LT(took, 12.0) << r.err;
+    if (args.back() == "--json") {
+      EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+    }
+  }
+  // In a host: the first request waits for its deadline, the next fail at once, naming it.
+  const Device dev = Devices(remote::Attach(silent.target(), R"({"timeout_ms": 1000})"))[0].first;
+  const DeviceAPI api = DeviceAPI::Get(dev);
+  auto t0 = Clock::now();
+  EXPECT_THROW(api.GetProperty("max_threads_per_block"), Error);
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(900));
+  t0 = Clock::now();
+  try {
+    Tensor::Empty({64}, kU8, dev);
+    FAIL() << "an alloc on a silent server returned";
+  } catch (const Error& e) {
+    EXPECT_TRUE(Contains(e.what(), silent.target() + " is unreachable")) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "deadline")) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(500));
+  const nlohmann::json entry = ServerEntry(silent.target());
+  EXPECT_EQ(entry["state"], "unreachable") << entry.dump();
+  EXPECT_TRUE(Contains(entry["error"].get<std::string>(), "deadline")) << entry.dump();
+  remote::Detach(silent.target());
+}
+
+// Issue 38, item 5: with nothing listening at an address BACKPLANE_REMOTE names, `backplane demo`
+// and `info -l` fail and name it (they printed only the local devices before, and exited 0).
+TEST_F(RemoteClient, ADeadServerFailsTheCommandsThatNeedItsDevices) {
+  int port = 0;
+  {
+    // A port that was free a moment ago, and that nothing listens on now.
+    SilentServer probe;
+    port = std::stoi(probe.target().substr(probe.target().rfind(':') + 1));
+  }
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  subprocess::Options o;
+  o.timeout_s = 300;
+  o.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  o.set_env = {{"BACKPLANE_REMOTE", address},
+               {"XDG_CACHE_HOME", (ScratchDir() / "cache").string()}};
+  subprocess::Result r =
+      subprocess::Run({BACKPLANE_CLI_PATH, "demo", "--size", "small", "-k", "vector_add"}, o);
+  EXPECT_EQ(r.exit_code, 1) << r.Describe() << r.out << r.err;
+  EXPECT_TRUE(Contains(r.err, "remote server " + address + " is unreachable")) << r.err;
+  EXPECT_TRUE(Contains(r.out, "vector_add")) << r.out;  // the local devices still ran
+  EXPECT_TRUE(Contains(r.out, "1 remote server(s) unreachable")) << r.out;
+  EXPECT_FALSE(Contains(r.out, "code generator")) << r.out;
+  r = subprocess::Run({BACKPLANE_CLI_PATH, "info", "-l"}, o);
+  EXPECT_EQ(r.exit_code, 1) << r.Describe() << r.err;
+  EXPECT_TRUE(Contains(r.err, "remote server " + address + " is unreachable")) << r.err;
+  EXPECT_TRUE(Contains(r.out, "cpu:0")) << r.out;
+}
+
+// Issue 38, item 6: a process whose first call is an alloc on remote:0 gets it (the server is
+// attached on first use by every entry point, as the local plugins are).
+TEST_F(RemoteClient, AnAllocAsTheFirstCallAttachesTheServer) {
+  ServerProcess server(ScratchDir(), {"--devices", "cpu"});
+  ASSERT_TRUE(server.error().empty()) << server.error();
+  for (const char* first : {"alloc", "stream", "set_device"}) {
+    subprocess::Options o;
+    o.timeout_s = 60;
+    o.set_env = {{"BACKPLANE_REMOTE", server.target()}};
+    const subprocess::Result r = subprocess::Run({"/proc/self/exe", "--first-call", first}, o);
+    EXPECT_EQ(r.exit_code, 0) << first << ": " << r.Describe() << r.out << r.err;
+    EXPECT_TRUE(Contains(r.out, "ok")) << first << ": " << r.out << r.err;
+  }
+}
+
+// The child of AnAllocAsTheFirstCallAttachesTheServer: `what` on remote:0 is the first call
+// to the remote plugin (BACKPLANE_REMOTE names the server), then 64 bytes go there and back.
+int FirstCallClient(const std::string& what) {
+  LoadPlugins();
+  int32_t type = 0;
+  if (bp_device_type_from_name("remote", &type) != BP_OK) return 3;
+  const DLDevice dev{static_cast<DLDeviceType>(type), 0};
+  bp_status_t st = BP_OK;
+  if (what == "stream") {
+    bp_stream_t s = nullptr;
+    st = bp_device_stream_create(dev, &s);
+    if (st == BP_OK) st = bp_device_stream_free(dev, s);
+  } else if (what == "set_device") {
+    st = bp_device_set(dev);
+  }
+  void* data = nullptr;
+  if (st == BP_OK) st = bp_device_alloc_data_space(dev, 64, 64, kU8, &data);
+  if (st != BP_OK) {
+    const char* message = nullptr;
+    bp_error_last(nullptr, &message);
+    std::cerr << what << " as the first call: " << (message != nullptr ? message : "") << "\n";
+    return 1;
+  }
+  std::vector<uint8_t> bytes = RandomBytes(64, 5);
+  std::vector<uint8_t> back(64);
+  int64_t shape[1] = {64};
+  auto view = [&](void* p, DLDevice d) {
+    DLTensor t{};
+    t.data = p;
+    t.device = d;
+    t.ndim = 1;
+    t.dtype = kU8;
+    t.shape = shape;
+    return t;
+  };
+  DLTensor host_in = view(bytes.data(), DLDevice{kDLCPU, 0});
+  DLTensor remote = view(data, dev);
+  DLTensor host_out = view(back.data(), DLDevice{kDLCPU, 0});
+  Check(bp_device_copy_data_from_to(&host_in, &remote, nullptr));
+  Check(bp_device_copy_data_from_to(&remote, &host_out, nullptr));
+  Check(bp_device_stream_sync(dev, nullptr));
+  Check(bp_device_free_data_space(dev, data));
+  std::cout << (back == bytes ? "ok" : "changed") << std::endl;
+  return back == bytes ? 0 : 1;
+}
+
 int HoldClient(const std::string& address) {
   LoadPlugins();
   const Device dev = Devices(remote::Attach(address))[0].first;
@@ -567,6 +754,7 @@ int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--load")
     return LoadClient(argv[2], std::atoi(argv[3]), static_cast<uint32_t>(std::atoi(argv[4])));
   if (argc == 3 && std::string(argv[1]) == "--hold") return HoldClient(argv[2]);
+  if (argc == 3 && std::string(argv[1]) == "--first-call") return FirstCallClient(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

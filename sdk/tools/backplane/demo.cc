@@ -227,17 +227,26 @@ int RunDemo(const DemoOptions& o) {
     }
   }
   const size_t ran_on = devices.size() - skipped.size();
+  // Servers named in BACKPLANE_REMOTE (or attached) that cannot be reached: their devices are
+  // not in this run, which fails, naming them.
+  const OrderedJson unreachable = UnreachableRemoteServers();
   doc["results"] = results;
   doc["skipped"] = skipped;
+  doc["unreachable_servers"] = unreachable;
   doc["passed"] = passed;
   doc["failed"] = failed;
   if (o.json) {
     if (!PrintJson("demo", doc)) return kExitFailure;
   } else {
-    std::printf(
-        "\n%d passed, %d failed on %zu device(s)%s\n", passed, failed, ran_on,
-        skipped.empty() ? "" : " (devices without a target kind or code generator skipped)");
+    const std::string missing = unreachable.empty()
+                                    ? std::string()
+                                    : "; " + std::to_string(unreachable.size()) +
+                                          " remote server(s) unreachable, their devices not run";
+    std::printf("\n%d passed, %d failed on %zu device(s)%s%s\n", passed, failed, ran_on,
+                skipped.empty() ? "" : " (the devices skipped above say why)", missing.c_str());
   }
+  ReportUnreachableRemoteServers("backplane demo", unreachable);
+  if (!unreachable.empty()) return kExitFailure;
   if (passed + failed == 0) {
     std::cerr << "backplane demo: no kernel ran: "
               << (o.kernels.empty()

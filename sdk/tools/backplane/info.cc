@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "output.h"
 #include "probe.h"
 #include "table.h"
 
@@ -688,14 +689,22 @@ int RunInfo(const InfoOptions& options) {
   std::map<std::string, std::string> failures;
   if (!options.no_probe) failures = ProbeAndDisable(options);
   Check(bp_plugins_load_all());
-  if (options.list) return ListDeviceLines(options);
+  // An attached remote server that cannot be reached is named on stderr, and the command, which
+  // was asked for every device, fails: what it printed lacks that server's devices.
+  auto unless_unreachable = [](int rc) {
+    const OrderedJson unreachable = UnreachableRemoteServers();
+    ReportUnreachableRemoteServers("backplane info", unreachable);
+    return rc == kExitOk && !unreachable.empty() ? kExitFailure : rc;
+  };
+  if (options.list) return unless_unreachable(ListDeviceLines(options));
   if (!options.device.empty()) return ShowOneDevice(options);
   Json report = CollectReport();
   for (Json& p : report["plugins"]) {
     auto it = failures.find(p.value("name", ""));
     if (it != failures.end() && p.value("state", "") == "skipped") p["reason"] = it->second;
   }
-  return Emit(options, report, [&](std::ostream& out) { PrintReport(report, out); });
+  return unless_unreachable(
+      Emit(options, report, [&](std::ostream& out) { PrintReport(report, out); }));
 }
 
 }  // namespace

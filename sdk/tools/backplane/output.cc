@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <backplane/backplane.hpp>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -48,6 +49,33 @@ void Progress::Done() {
     std::fprintf(stderr, "\r\033[K");
     std::fflush(stderr);
     open_ = false;
+  }
+}
+
+OrderedJson UnreachableRemoteServers() {
+  OrderedJson out = OrderedJson::array();
+  const Function servers = Registry::TryGet("remote.servers");
+  if (!servers) return out;
+  try {
+    const OrderedJson all = OrderedJson::parse(servers().AsString());
+    for (const OrderedJson& s : all.value("servers", OrderedJson::array())) {
+      if (s.value("state", "") != "unreachable") continue;
+      out.push_back(
+          {{"address", s.value("address", "")},
+           {"error", s.contains("error") && s["error"].is_string() ? s["error"] : OrderedJson()}});
+    }
+  } catch (const std::exception& e) {
+    out.push_back({{"address", "(remote.servers)"}, {"error", e.what()}});
+  }
+  return out;
+}
+
+void ReportUnreachableRemoteServers(const std::string& command, const OrderedJson& servers) {
+  for (const OrderedJson& s : servers) {
+    std::cerr << command << ": remote server " << s.value("address", "") << " is unreachable"
+              << (s["error"].is_string() ? ": " + s["error"].get<std::string>() : std::string())
+              << "; its devices are missing here (BACKPLANE_REMOTE or remote.attach named it; "
+                 "docs/remote.md)\n";
   }
 }
 

@@ -45,6 +45,15 @@ class Progress {
   bool open_ = false;  // a step is showing on the terminal line
 };
 
+// The attached remote servers (docs/remote.md) that cannot be reached now, each as {"address",
+// "error"}: from the remote plugin's remote.servers, none when the plugin is not here.
+OrderedJson UnreachableRemoteServers();
+
+// Says on stderr, for `command` ("backplane demo"), that each of `servers` is unreachable and
+// why; a command asked for the devices exits non-zero when there is one (its devices are
+// missing from what it printed).
+void ReportUnreachableRemoteServers(const std::string& command, const OrderedJson& servers);
+
 }  // namespace backplane::cli
 
 #endif  // BACKPLANE_TOOLS_OUTPUT_H_
