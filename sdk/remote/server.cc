@@ -351,7 +351,12 @@ class Service final : public pb::Remote::Service {
   // With --client-ca, every RPC's peer must have presented a certificate it signed.
   grpc::Status Authenticate(grpc::ServerContext* context) {
     if (client_ca_ != nullptr) {
-      const std::string why = client_ca_->Check(context);
+      std::string why;
+      try {
+        why = client_ca_->Check(context);
+      } catch (const std::exception& e) {
+        why = std::string("its certificate cannot be read (") + e.what() + ")";
+      }
       if (!why.empty()) {
         shared_.log.Line("refused " + context->peer() + ": " + why);
         return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
