@@ -95,6 +95,21 @@ n=$(servers BACKPLANE_REMOTE_CA="$c/ca.pem" BACKPLANE_REMOTE_CERT="$c/other_clie
 [ "$n" = 0 ] || fail "a client with another CA's certificate saw $n remote devices"
 n=$(servers)
 [ "$n" = 0 ] || fail "a plaintext client saw $n remote devices"
+# The refusals say why on the client (issue 38, item 4), and the command that listed the devices
+# fails, naming the server.
+err=$(BACKPLANE_REMOTE="$address" BACKPLANE_REMOTE_TIMEOUT_MS=5000 BACKPLANE_REMOTE_CA="$c/ca.pem" \
+  "$cli" info -l 2>&1 >/dev/null) && fail "info -l exited 0 with the server refusing it"
+echo "$err" | grep -q "presented no client certificate" ||
+  fail "the client without a certificate was not told why: $err"
+echo "$err" | grep -q "remote server $address is unreachable" ||
+  fail "info -l did not name the unreachable server: $err"
+err=$(BACKPLANE_REMOTE="$address" BACKPLANE_REMOTE_TIMEOUT_MS=5000 BACKPLANE_REMOTE_CA="$c/ca.pem" \
+  BACKPLANE_REMOTE_CERT="$c/other_client.pem" BACKPLANE_REMOTE_KEY="$c/other_client.key" \
+  "$cli" info -l 2>&1 >/dev/null)
+echo "$err" | grep -q "does not verify against --client-ca" ||
+  fail "the client with another CA's certificate was not told why: $err"
+grep -q "refused ipv4:.*presented no client certificate" "$work/server.log" ||
+  fail "the server's log does not name the refused peer: $(cat "$work/server.log")"
 n=$(servers BACKPLANE_REMOTE_CA="$c/ca.pem" BACKPLANE_REMOTE_CERT="$c/client.pem" \
   BACKPLANE_REMOTE_KEY="$c/client.key")
 [ "$n" = 1 ] || fail "the client with the right certificate saw $n remote devices, not 1"
