@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // What isolation between sessions costs a client of `backplane serve` (docs/remote.md,
 // "Isolation between sessions"; docs/performance.md, "Remote devices: isolation"). One
-// `backplane serve` child serving every device here (BACKPLANE_BENCH_CLI: another build's
-// `backplane`, to compare two servers), attached here; for each of its devices:
+// `backplane serve` child serving every device here (the `backplane` beside this program, or
+// BACKPLANE_BENCH_CLI: another build's, to compare two servers), attached here; for each of its
+// devices:
 //
 //   BM_AllocFree_64MiB/<device>         alloc 64 MiB, free it (the free waits for a ping)
 //   BM_FirstRead_64MiB/<device>         alloc 64 MiB, read its first byte, free: the server
@@ -36,10 +37,6 @@
 #include <thread>
 #include <vector>
 
-#ifndef BACKPLANE_CLI_PATH
-#error "BACKPLANE_CLI_PATH must name the built backplane executable"
-#endif
-
 extern char** environ;
 
 namespace {
@@ -60,8 +57,13 @@ std::string ReadFile(const fs::path& path) {
 // `backplane serve` of every device here on a free loopback port; it gets SIGTERM when this
 // process ends. Its address.
 std::string StartServer(const fs::path& dir) {
+  // The `backplane` beside this program (bin/ of the build tree, of an install and of the GPU
+  // bundle alike), or BACKPLANE_BENCH_CLI's.
   const char* cli = std::getenv("BACKPLANE_BENCH_CLI");
-  const std::string exe = cli != nullptr && *cli != '\0' ? cli : BACKPLANE_CLI_PATH;
+  const std::string exe =
+      cli != nullptr && *cli != '\0'
+          ? std::string(cli)
+          : (fs::read_symlink("/proc/self/exe").parent_path() / "backplane").string();
   const std::string port_file = (dir / "port").string();
   const std::string log = (dir / "serve.log").string();
   std::vector<std::string> argv = {exe,           "serve",       "--listen",
