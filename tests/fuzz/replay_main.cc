@@ -10,7 +10,7 @@
 // 38). Here every choice comes from one 64-bit generator (splitmix64) fed the seed, the files
 // in sorted order and the dictionary: the same tree and seed always make the same inputs,
 // whatever the platform, the addresses or the outcome of earlier inputs. --list writes the
-// inputs run (a hash of each), which tests/fuzz/determinism_test.sh compares across runs.
+// inputs run (a hash of each), which tests/fuzz/determinism_test.cmake compares across runs.
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
