@@ -153,7 +153,7 @@ BP_EXPORT bp_status_t bp_device_type_register(const char* name, int32_t* out_typ
   BP_REQUIRE_ARG(name != nullptr, "name is null");
   int32_t id = RegisterDeviceType(name);
   if (out_type != nullptr) *out_type = id;
-  BP_API_END
+  BP_REGISTRATION_END
 }
 
 BP_EXPORT bp_status_t bp_device_type_from_name(const char* name, int32_t* out_type) {

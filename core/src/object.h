@@ -22,6 +22,8 @@ struct bp_object {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
   int32_t type() const { return type_; }
+  // The references held now; a snapshot (another thread may take or drop one at once).
+  int64_t RefCount() const { return refs_.load(std::memory_order_acquire); }
 
  private:
   std::atomic<int64_t> refs_{1};

@@ -217,6 +217,29 @@ void PluginLoader::CheckMayRegisterDeviceType(const std::string& name) const {
                           "DEVICE_TYPES in backplane_add_plugin");
 }
 
+void NoteRefusedRegistration(bp_status_t kind) noexcept {
+  try {
+    PluginInit* init = CurrentPluginInit();
+    if (init == nullptr || !init->refused.empty()) return;
+    init->refused_kind = kind;
+    init->refused = LastErrorMessage();
+    if (init->refused.empty()) init->refused = bp_error_kind_name(kind);
+    Trace("plugin '" + init->plugin_name + "': a registration in " + init->stage +
+          " was refused: " + init->refused);
+  } catch (...) {
+    // Out of memory while noting it: the call itself still fails with its status.
+  }
+}
+
+void RefuseRegistration(bp_status_t kind, const std::string& message) {
+  PluginInit* init = CurrentPluginInit();
+  if (init != nullptr && init->refused.empty()) {
+    init->refused_kind = kind;
+    init->refused = message;
+  }
+  Fail(kind, message);
+}
+
 std::string PluginLoader::CurrentOwner() const {
   PluginInit* init = CurrentInit();
   return init != nullptr ? "plugin '" + init->plugin_name + "'" : std::string("the host");
@@ -468,16 +491,33 @@ void PluginLoader::Load(PluginRecord& rec) {
     init.declared_device_types = &rec.device_types;
     init.manifest = rec.manifest;
   }
-  auto fail = [&](bp_status_t kind, const std::string& reason) {
+  // The library while it is mapped: unloaded (dlclose) when the load fails, unless something
+  // the plugin registered is still in use (its code would run after the unmapping).
+  boost::dll::shared_library lib;
+  auto fail = [&](bp_status_t kind, std::string reason) {
     Trace("plugin '" + rec.name + "' skipped: " + reason);
     // Undo every registration the plugin made, newest first.
     for (auto it = init.undo.rbegin(); it != init.undo.rend(); ++it) (*it)();
+    bool in_use = false;
     for (auto it = init.registered.rbegin(); it != init.registered.rend(); ++it) {
-      registry_.Restore(it->first, std::move(it->second));
+      std::optional<Registry::Entry> dropped = registry_.Restore(it->first, std::move(it->second));
+      // Another reference than the registry's: a caller took the function meanwhile.
+      if (dropped && dropped->func && dropped->func.get()->RefCount() > 1) in_use = true;
+    }  // the functions released here run the plugin's deleters, while it is still mapped
+    for (const auto& check : init.in_use) in_use = in_use || check();
+    if (lib.is_loaded() || rec.lib) {
+      if (in_use) {
+        reason += " (its library stays mapped: a name it registered is still in use)";
+        if (!rec.lib) rec.lib = std::move(lib);
+      } else {
+        Trace("plugin '" + rec.name + "': unloading " + rec.library);
+        rec.lib.reset();
+        lib.unload();
+      }
     }
     rec.state = BP_PLUGIN_SKIPPED;
     rec.error_kind = kind;
-    rec.reason = reason;
+    rec.reason = std::move(reason);
     rec.loading = false;
   };
   if (Disabled(rec.name)) return fail(BP_ERR_PLUGIN, kDisabledReason);
@@ -489,11 +529,24 @@ void PluginLoader::Load(PluginRecord& rec) {
   if (std::string r = ElfLoadProblem(rec.library); !r.empty()) return fail(BP_ERR_PLUGIN, r);
   Trace("loading plugin '" + rec.name + "': dlopen " + rec.library +
         " (runs its static constructors)");
-  boost::dll::shared_library lib;
+  // The load is this thread's current init from here: a static constructor that reaches the
+  // core (by dlsym, or by linking libbackplane) registers as this plugin, within its manifest,
+  // and is rolled back with it; it is never credited to the host.
+  init.stage = "a static constructor (run by dlopen)";
+  PluginInit* outer = SetCurrentInit(&init);
   try {
     lib.load(rec.library, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
+    SetCurrentInit(outer);
     return fail(BP_ERR_PLUGIN, "the library cannot be loaded: " + DlMessage(e));
+  }
+  SetCurrentInit(outer);
+  if (!init.refused.empty()) {
+    return fail(init.refused_kind,
+                "a static constructor of the library (run by dlopen, before bp_plugin_init) made "
+                "a registration that was refused: " +
+                    init.refused +
+                    "; a plugin registers in bp_plugin_init, through the host table it receives");
   }
   if (!lib.has(BP_PLUGIN_ENTRY_SYMBOL)) {
     return fail(BP_ERR_PLUGIN, std::string("the library does not export the entry point '") +
@@ -508,7 +561,8 @@ void PluginLoader::Load(PluginRecord& rec) {
   bp_plugin_info_t info;
   std::memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
-  PluginInit* outer = SetCurrentInit(&init);
+  init.stage = "bp_plugin_init";
+  outer = SetCurrentInit(&init);
   const uint64_t seq = ErrorSequence();
   bp_status_t st = BP_OK;
   std::string thrown;
@@ -550,6 +604,12 @@ void PluginLoader::Load(PluginRecord& rec) {
   if (st != BP_OK) {
     std::string why = message.empty() ? std::string("no message was given") : message;
     return fail(st, std::string("bp_plugin_init failed (") + bp_error_kind_name(st) + "): " + why);
+  }
+  if (!init.refused.empty()) {
+    // It went on past the refusal: the init is rolled back all the same (BP-PLUGIN-2).
+    return fail(init.refused_kind,
+                "bp_plugin_init returned BP_OK but a registration it made was refused: " +
+                    init.refused + "; the whole init is rolled back");
   }
   if (info.abi_major == 0) {
     return fail(BP_ERR_VERSION_MISMATCH,

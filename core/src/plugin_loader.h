@@ -18,10 +18,22 @@
 
 #include "registry.h"
 
+// BP_API_END for the entry points that register or remove a name (functions, target kinds and
+// tags, device types): a refusal during a plugin's load also fails that load.
+#define BP_REGISTRATION_END                                                       \
+  }                                                                               \
+  catch (...) {                                                                   \
+    const bp_status_t refused_ = ::backplane::core::StatusFromCurrentException(); \
+    ::backplane::core::NoteRefusedRegistration(refused_);                         \
+    return refused_;                                                              \
+  }                                                                               \
+  return BP_OK;
+
 namespace backplane::core {
 
-// What a plugin registered while its bp_plugin_init runs, for rollback on failure, and what
-// it may register.
+// What a plugin registered while it loads, for rollback on failure, and what it may register.
+// It is the calling thread's current init from before dlopen (a static constructor of the
+// library, or of a library it links, runs inside dlopen) until bp_plugin_init returns.
 struct PluginInit {
   std::string plugin_name;
   std::vector<std::pair<std::string, std::optional<Registry::Entry>>> registered;
@@ -35,7 +47,25 @@ struct PluginInit {
   // Every name it registered, as a manifest writes it (functions, target.kind.<k>,
   // target.tag.<t>): what bp_plugins_list shows as its "registered" names.
   std::vector<std::string> names;
+  // Checks run after a rollback: each answers whether something the plugin registered is still
+  // in use (a target kind a Target holds), in which case its library stays mapped.
+  std::vector<std::function<bool()>> in_use;
+  // Where the plugin's code runs now: "a static constructor" (inside dlopen) or
+  // "bp_plugin_init", for messages.
+  const char* stage = "";
+  // The first registration of the load that was refused, and its kind: the load fails with it,
+  // rolled back, even when the plugin ignored the status and went on (BP-PLUGIN-2).
+  bp_status_t refused_kind = BP_OK;
+  std::string refused;
 };
+
+// Called by a registration entry point that failed (BP_REGISTRATION_END): while a plugin
+// loads on this thread, records the refusal in its init, so that the load fails.
+void NoteRefusedRegistration(bp_status_t kind) noexcept;
+
+// Throws `message` as a refusal of a registration or removal: NoteRefusedRegistration, for an
+// entry point whose other failures (a name not found) do not fail a load.
+[[noreturn]] void RefuseRegistration(bp_status_t kind, const std::string& message);
 
 // During a plugin's bp_plugin_init, refuses (throws) a registration of `name` (as a manifest
 // writes it: "device_api.x", "target.kind.k") that the plugin may not make: a name its
@@ -49,7 +79,8 @@ void CheckPluginMayRegister(const std::string& name, const std::string& what);
 // is new (declared ones were registered at discovery).
 void CheckPluginMayRegisterDeviceType(const std::string& name);
 
-// "plugin 'x'" when a plugin's init is running on this thread, else "the host".
+// "plugin 'x'" while a plugin loads on this thread (its static constructors or its init), else
+// "the host".
 std::string CurrentOwner();
 
 // The init running on this thread, or null (PluginLoader::CurrentInit of the process's loader).
@@ -64,9 +95,9 @@ class PluginLoader {
   PluginLoader(const PluginLoader&) = delete;
   PluginLoader& operator=(const PluginLoader&) = delete;
 
-  // The init a plugin runs on the calling thread (inside bp_plugin_init), or null. Kept here,
-  // per thread: a registration call through the C ABI carries no context, and the host may
-  // register on another thread while a plugin loads.
+  // The load of a plugin in progress on the calling thread (inside dlopen or bp_plugin_init), or
+  // null. Kept here, per thread: a registration call through the C ABI carries no context, and
+  // the host may register on another thread while a plugin loads.
   PluginInit* CurrentInit() const;
   void CheckMayRegister(const std::string& name, const std::string& what);
   void CheckMayRegisterDeviceType(const std::string& name) const;

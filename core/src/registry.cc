@@ -56,17 +56,18 @@ std::optional<Registry::Entry> Registry::Take(const std::string& name) {
   return taken;
 }
 
-void Registry::Restore(const std::string& name, std::optional<Entry> previous) {
-  std::optional<Entry> dropped;  // released outside the lock: its deleter may call back in
-  {
-    std::unique_lock lock(mu_);
-    auto it = map_.find(name);
-    if (it != map_.end()) {
-      dropped = std::move(it->second);
-      map_.erase(it);
-    }
-    if (previous) map_.emplace(name, std::move(*previous));
+std::optional<Registry::Entry> Registry::Restore(const std::string& name,
+                                                 std::optional<Entry> previous) {
+  // Returned, so that the caller releases it outside the lock: its deleter may call back in.
+  std::optional<Entry> dropped;
+  std::unique_lock lock(mu_);
+  auto it = map_.find(name);
+  if (it != map_.end()) {
+    dropped = std::move(it->second);
+    map_.erase(it);
   }
+  if (previous) map_.emplace(name, std::move(*previous));
+  return dropped;
 }
 
 std::vector<std::string> Registry::Names() const {
@@ -114,7 +115,7 @@ BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func, int32
     init->registered.push_back({name, std::move(previous)});
     init->names.push_back(name);
   }
-  BP_API_END
+  BP_REGISTRATION_END
 }
 
 BP_EXPORT bp_status_t bp_registry_get(const char* name, bp_object_t** out_func) {
@@ -138,9 +139,9 @@ BP_EXPORT bp_status_t bp_registry_remove(const char* name) {
     // Removing and registering again would be an override by another name.
     const std::string owner = Runtime::Get().registry.OwnerOf(name);
     if (!owner.empty() && owner != CurrentOwner()) {
-      Fail(BP_ERR_ALREADY_EXISTS, std::string("function '") + name + "' is registered by " + owner +
-                                      "; " + CurrentOwner() +
-                                      " may remove only the names it registered itself");
+      RefuseRegistration(BP_ERR_ALREADY_EXISTS,
+                         std::string("function '") + name + "' is registered by " + owner + "; " +
+                             CurrentOwner() + " may remove only the names it registered itself");
     }
   }
   if (!Runtime::Get().registry.Take(name)) {

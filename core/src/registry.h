@@ -30,8 +30,9 @@ class Registry {
   Ref Find(const std::string& name) const;
   // Removes and returns the entry (nullopt if absent).
   std::optional<Entry> Take(const std::string& name);
-  // Puts back an entry taken or replaced during a failed plugin init.
-  void Restore(const std::string& name, std::optional<Entry> previous);
+  // Puts back an entry taken or replaced during a failed plugin init. Returns the entry it
+  // removed (the plugin's), for the caller to release: its deleter is the plugin's code.
+  std::optional<Entry> Restore(const std::string& name, std::optional<Entry> previous);
   std::vector<std::string> Names() const;
   std::string OwnerOf(const std::string& name) const;
 

@@ -322,8 +322,10 @@ BP_EXPORT bp_status_t bp_target_kind_register(const bp_target_kind_def_t* def) {
       v.erase(std::remove_if(v.begin(), v.end(), [&](const KindPtr& k) { return k->name == name; }),
               v.end());
     });
+    // A Target made from the kind meanwhile still calls its canonicalizer, the plugin's code.
+    init->in_use.push_back([kind = std::weak_ptr<const KindDef>(kind)] { return !kind.expired(); });
   }
-  BP_API_END
+  BP_REGISTRATION_END
 }
 
 BP_EXPORT bp_status_t bp_target_tag_register(const char* tag, const char* target_text) {
@@ -357,7 +359,7 @@ BP_EXPORT bp_status_t bp_target_tag_register(const char* tag, const char* target
       Reg().tags.erase(name);
     });
   }
-  BP_API_END
+  BP_REGISTRATION_END
 }
 
 BP_EXPORT bp_status_t bp_target_kinds_describe(bp_object_t** out_json) {

@@ -190,11 +190,13 @@ BP_EXPORT bp_status_t bp_function_call(const bp_object_t* func, const bp_value_t
 
 /* Registers `func` under `name` in the global registry (the registry retains it). A name
  * that is taken is BP_ERR_ALREADY_EXISTS naming the owner, unless `allow_override` != 0.
- * During a plugin's bp_plugin_init the registration is recorded as that plugin's, and the
- * name must be one its manifest declares in "provides" (else BP_ERR_PLUGIN, or
- * BP_ERR_ALREADY_EXISTS when another plugin's manifest declares it); there `allow_override`
- * replaces only an entry the same plugin registered, never the host's or another plugin's.
- * The same rule holds for target kinds and tags, and for new device types ("device_types"). */
+ * While a plugin loads (its static constructors, which dlopen runs, and its bp_plugin_init,
+ * on the loading thread) the registration is recorded as that plugin's, and the name must be
+ * one its manifest declares in "provides" (else BP_ERR_PLUGIN, or BP_ERR_ALREADY_EXISTS when
+ * another plugin's manifest declares it); there `allow_override` replaces only an entry the
+ * same plugin registered, never the host's or another plugin's. A refusal then also fails the
+ * plugin's load, rolled back, even if the plugin goes on. The same rule holds for target kinds
+ * and tags, and for new device types ("device_types"). */
 BP_EXPORT bp_status_t bp_registry_set(const char* name, bp_object_t* func, int32_t allow_override);
 
 /* Looks up `name` (owned). A name provided by a discovered plugin that is not loaded yet
