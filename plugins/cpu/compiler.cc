@@ -304,6 +304,20 @@ std::string CacheDir() {
   return dir;
 }
 
+namespace {
+
+// Whether the compiler crashed rather than refused its input: killed by a signal, gcc's driver
+// reporting an internal compiler error (exit status 4, "signal terminated program cc1"), or
+// clang's crash report.
+bool CompilerCrashed(const RunResult& r) {
+  if (WIFSIGNALED(r.status)) return true;
+  if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 4) return true;
+  return r.output.find("internal compiler error") != std::string::npos ||
+         r.output.find("PLEASE submit a bug report") != std::string::npos;
+}
+
+}  // namespace
+
 std::string CompileSharedLibrary(const std::string& source, const CompileOptions& options) {
   const std::string program = CompilerProgram(options.cc);
   const std::string version = CompilerVersion(program, options.cc);
@@ -344,6 +358,24 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
     const std::string kept = dir + "/" + key + ".failed.c";
     rename(src.c_str(), kept.c_str());
     unlink(tmp_lib.c_str());
+    if (CompilerCrashed(r)) {
+      // Not the caller's mistake: the compiler gave out on valid C (issue 38: gcc 12's cc1
+      // overflows its 8 MiB stack on a sum of 99,000 loads, which the IR accepts), so it is
+      // BP_ERR_INTERNAL, and `backplane build` exits 1 ("the compiler failed"), not 2.
+      throw Error(BP_ERR_INTERNAL,
+                  "target.build.c: the C compiler crashed" +
+                      (WIFSIGNALED(r.status) ? std::string(", killed by signal ") +
+                                                   std::to_string(WTERMSIG(r.status)) + " (" +
+                                                   strsignal(WTERMSIG(r.status)) + ")"
+                                             : std::string()) +
+                      " (" + Quote(argv) + "):\n" + ExplainCompileErrors(r.output, source, src) +
+                      "The generated source is kept in " + kept +
+                      ". A C compiler gives out on a very long expression (gcc 12 with its "
+                      "default 8 MiB stack crashes on a sum of 99,000 loads, and takes minutes "
+                      "on 50,000; docs/ir.md, \"Limits\"): if the kernel has one, split it in "
+                      "the IR (accumulate it in a `var` over several statements or a loop). "
+                      "Otherwise report it with that file.");
+    }
     throw Error(BP_ERR_INVALID_ARGUMENT,
                 "target.build.c: the C compiler failed (" + Quote(argv) + "):\n" +
                     ExplainCompileErrors(r.output, source, src) +

@@ -812,6 +812,19 @@ const std::vector<Structural>& Structurals() {
        "",
        "",
        {{"a", 'a'}, {"k", 'k'}, {"c", '0'}}},
+      {"select.guarded",
+       "a scalar select evaluates only the arm it chooses (docs/ir.md): a load past the end of a "
+       "buffer and a division by zero in the arm not taken never happen",
+       "x: buffer<float32>[300], k: buffer<int32>[" + n + "], c: buffer<float32>[" + n +
+           "], q: buffer<int32>[" + n + "]",
+       "c[i] = select(i < 300, x[i], -1.0) + select(i >= 300, 0.5, x[floormod(i, 300)])\n"
+       "      let d: int32 = floormod(k[i], 5)\n"
+       "      q[i] = select(d == 0, 7, 1000 / d) + select(k[i] < 0 || k[i] >= 300, -1, "
+       "int32(x[max(k[i], 0)]))",
+       "",
+       "",
+       "",
+       {{"x", 'a', "float32", 300}, {"k", 'k'}, {"c", '0'}, {"q", '0', "int32"}}},
       {"shared.barrier",
        "shared memory written by every thread of a block, a barrier, then read "
        "by other threads (GPU code)",
@@ -923,9 +936,12 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
   std::vector<runner::CheckArg> args;
   for (const Structural::Spec& b : st.buffers) {
     switch (b.fill) {
-      case 'a':  // normal values: these clauses check the construct, not subnormals
-        args.push_back(Buffer(b.name, "float32", DomainElements(Dt::kF32, -8, 8, false, seed)));
+      case 'a': {  // normal values: these clauses check the construct, not subnormals
+        std::vector<uint8_t> bytes = DomainElements(Dt::kF32, -8, 8, false, seed);
+        bytes.resize(static_cast<size_t>(b.count) * 4);
+        args.push_back(Buffer(b.name, "float32", std::move(bytes)));
         break;
+      }
       case 'x':
         args.push_back(Buffer(b.name, "float32", EighthsF32(seed + 1)));
         break;
@@ -957,6 +973,161 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
       (st.name.rfind("atomic.", 0) == 0 && st.name.find(".int32") == std::string::npos) ||
       st.name.rfind("vector.", 0) == 0;
   RunExact(ctx, clause, text_for, args, /*zero_sign_free=*/false, optional);
+}
+
+// ---- fmin/fmax with NaN, a fault's text, the order of a store's faults ---------------------
+
+// min and max of floats are C's fmin and fmax: with one NaN operand the other operand, NaN only
+// when both are. Three elements in four have a NaN (a's, b's, both; either sign), the fourth the
+// clause's random values; scalar code, or with `vector` 4 lanes a group (every group holds each
+// case).
+void RunMinMaxNaN(Context& ctx, Dt t, bool vector, const std::string& clause) {
+  SkipWithoutFloatType(ctx, t);
+  const std::string dtype = IrName(t);
+  const std::string n = std::to_string(kElements);
+  const uint64_t seed = SeedOf(clause);
+  std::vector<uint8_t> a = RandomElements(t, Inputs::kAny, false, seed);
+  std::vector<uint8_t> b = RandomElements(t, Inputs::kAny, true, seed);
+  const int w = Bytes(t);
+  for (int64_t k = 0; k < kElements; ++k) {
+    const bool negative = k % 8 >= 4;
+    uint8_t nan[8] = {};
+    if (t == Dt::kF16) {
+      const uint16_t h = negative ? 0xfe00u : 0x7e00u;
+      std::memcpy(nan, &h, 2);
+    } else if (t == Dt::kF32) {
+      const uint32_t f = negative ? 0xffc00000u : 0x7fc00000u;
+      std::memcpy(nan, &f, 4);
+    } else {
+      const uint64_t d = negative ? 0xfff8000000000000ull : 0x7ff8000000000000ull;
+      std::memcpy(nan, &d, 8);
+    }
+    if (k % 4 == 0 || k % 4 == 2) std::memcpy(a.data() + k * w, nan, static_cast<size_t>(w));
+    if (k % 4 == 1 || k % 4 == 2) std::memcpy(b.data() + k * w, nan, static_cast<size_t>(w));
+  }
+  const std::string params = "a: buffer<" + dtype + ">[" + n + "], b: buffer<" + dtype + ">[" + n +
+                             "], c: buffer<" + dtype + ">[" + n + "], d: buffer<" + dtype + ">[" +
+                             n + "]";
+  const std::string body =
+      vector ? "if (floormod(i, 4) == 0) {\n"
+               "        c[ramp(i, 1, 4)] = min(a[ramp(i, 1, 4)], b[ramp(i, 1, 4)])\n"
+               "        d[ramp(i, 1, 4)] = max(a[ramp(i, 1, 4)], b[ramp(i, 1, 4)])\n"
+               "      }"
+             : "c[i] = min(a[i], b[i])\n      d[i] = max(a[i], b[i])";
+  const std::vector<runner::CheckArg> args = {
+      Buffer("a", dtype, std::move(a)), Buffer("b", dtype, std::move(b)),
+      Filled("c", dtype, kElements, 0xa5), Filled("d", dtype, kElements, 0xa5)};
+  RunExact(
+      ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args,
+      /*zero_sign_free=*/true, /*optional=*/OptionalDtype(t) || vector);
+}
+
+// A kernel that faults at one element (i = 37): the device's call fails with
+// BP_ERR_INVALID_ARGUMENT (or, on a device that runs its queue asynchronously, the next
+// synchronization with BP_ERR_DEVICE) and a message that carries the IR interpreter's word for
+// word (a device may say first where it raised it: "'construct_kernel' (called by host function
+// ...): ").
+void RunFault(Context& ctx, const std::string& clause, const std::string& params,
+              const std::string& body, const std::vector<runner::CheckArg>& args) {
+  const std::vector<std::string> kinds = SetUpKinds(ctx);
+  const std::string text = KernelText(params, body, !RunsCpuCode(ctx.dev));
+  std::string want;
+  try {
+    std::vector<runner::CheckArg> w = args;
+    runner::Oracle(ir::Parse(text, clause)).Run("construct", &w);
+  } catch (const Error& e) {
+    want = e.what();
+  }
+  if (want.empty()) {
+    Fail(
+        "the IR interpreter ran the clause's kernel without the fault it was written to raise (a "
+        "defect of the kit)\n" +
+        text);
+  }
+  // From the fault on: the interpreter names the function (construct), a device its kernel
+  // (construct_kernel on a GPU), each after what ran it.
+  const size_t func = want.find("construct");
+  if (func != std::string::npos && want.find(": ", func) != std::string::npos)
+    want = want.substr(want.find(": ", func) + 2);
+  for (const std::string& kind : kinds) {
+    const Target target = TargetFor(ctx, kind);
+    Module m;
+    try {
+      m = Build(text, target);
+    } catch (const Error& e) {
+      Fail(clause + " built by target.build." + kind + " failed: " + e.what() + "\nthe kernel:\n" +
+           text);
+    }
+    std::string got;
+    int kind_got = 0;
+    try {
+      std::vector<runner::CheckArg> out = args;
+      const runner::CheckDeviceArgs dargs(out, Device(ctx.dev));
+      m.GetFunction("construct")
+          .CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
+      dargs.Download(&out);
+      DeviceAPI::Get(Device(ctx.dev)).StreamSync(nullptr);
+    } catch (const Error& e) {
+      got = e.what();
+      kind_got = e.kind();
+    }
+    if (got.empty()) {
+      Fail(clause + " built by target.build." + kind + " ran on " + DeviceString(ctx.dev) +
+           " without an error, where the IR interpreter raises `" + want + "`\nthe kernel:\n" +
+           text);
+    }
+    // BP_ERR_INVALID_ARGUMENT from the call, or BP_ERR_DEVICE from a later synchronization on
+    // a device that runs its queue asynchronously ("queued work failed: ...").
+    if ((kind_got != BP_ERR_INVALID_ARGUMENT && kind_got != BP_ERR_DEVICE) ||
+        got.find(want) == std::string::npos) {
+      Fail(clause + " built by target.build." + kind + " on " + DeviceString(ctx.dev) +
+           ": the call failed with `" + got + "` (kind " + std::to_string(kind_got) +
+           "), which is not BP_ERR_INVALID_ARGUMENT (or BP_ERR_DEVICE at a synchronization) "
+           "with the IR interpreter's message `" +
+           want + "`\nthe kernel:\n" + text);
+    }
+    ctx.Detail(kind + ": " + got);
+  }
+}
+
+// int32 elements in [-1000, 1000], none 0 but element 37.
+std::vector<uint8_t> DivisorsZeroAt37(uint64_t seed) {
+  std::vector<uint8_t> bytes = SmallI32(seed);
+  for (int64_t k = 0; k < kElements; ++k) {
+    int32_t v;
+    std::memcpy(&v, bytes.data() + k * 4, 4);
+    if (v == 0 || k == 37) v = k == 37 ? 0 : 1;
+    std::memcpy(bytes.data() + k * 4, &v, 4);
+  }
+  return bytes;
+}
+
+// The division's fault: an expression of 24 loads divided by b[i], whose text (over 200
+// characters) the message quotes as the interpreter does, its middle elided.
+void RunDivisionFault(Context& ctx, const std::string& clause) {
+  const std::string n = std::to_string(kElements);
+  std::string sum;
+  for (int j = 0; j < 24; ++j)
+    sum += (j ? " + " : "") + std::string("a[floormod(i + ") + std::to_string(j) + ", " + n + ")]";
+  const uint64_t seed = SeedOf(clause);
+  RunFault(ctx, clause,
+           "a: buffer<int32>[" + n + "], b: buffer<int32>[" + n + "], c: buffer<int32>[" + n + "]",
+           "c[i] = (" + sum + ") / b[i]",
+           {Buffer("a", "int32", SmallI32(seed)), Buffer("b", "int32", DivisorsZeroAt37(seed + 1)),
+            Filled("c", "int32", kElements, 0)});
+}
+
+// A store evaluates its value, then its indices (docs/ir.md, "Interpreter"): where both fault,
+// the value's fault is the one reported.
+void RunStoreOrderFault(Context& ctx, const std::string& clause) {
+  const std::string n = std::to_string(kElements);
+  const uint64_t seed = SeedOf(clause);
+  RunFault(ctx, clause,
+           "a: buffer<int32>[" + n + "], k: buffer<int32>[" + n + "], b: buffer<int32>[" + n +
+               "], c: buffer<int32>[" + n + "]",
+           "c[floormod(i + k[i] / b[i], " + n + ")] = a[i] / b[i] + 1",
+           {Buffer("a", "int32", SmallI32(seed)), Buffer("k", "int32", SmallI32(seed + 1)),
+            Buffer("b", "int32", DivisorsZeroAt37(seed + 2)), Filled("c", "int32", kElements, 0)});
 }
 
 }  // namespace
@@ -1014,6 +1185,33 @@ void AddConstructTests(std::vector<TestCase>* out) {
       }
     }
   }
+  for (Dt t : {Dt::kF32, Dt::kF64, Dt::kF16}) {
+    for (bool vector : {false, true}) {
+      const std::string name =
+          std::string("codegen.construct.minmax_nan.") + (vector ? "vector." : "") + IrName(t);
+      out->push_back({name,
+                      std::string("min and max of ") + IrName(t) + (vector ? " vectors" : "") +
+                          " with a NaN operand give the other operand, as C's fmin and fmax "
+                          "(NaN only when both are), bit for bit" +
+                          (OptionalDtype(t) || vector ? " (a device or code generator may lack "
+                                                        "the type: its refusal skips)"
+                                                      : ""),
+                      "", needs,
+                      [t, vector, name](Context& ctx) { RunMinMaxNaN(ctx, t, vector, name); }});
+    }
+  }
+  out->push_back({"codegen.construct.fault.division",
+                  "an integer division by zero fails the call (or the next synchronization) with "
+                  "the IR interpreter's message, its quote of a long expression elided as the "
+                  "interpreter's",
+                  "", needs,
+                  [](Context& ctx) { RunDivisionFault(ctx, "codegen.construct.fault.division"); }});
+  out->push_back({"codegen.construct.fault.store_order",
+                  "a store evaluates its value, then its indices: with a division by zero in "
+                  "both, the value's is the fault reported, as by the IR interpreter",
+                  "", needs, [](Context& ctx) {
+                    RunStoreOrderFault(ctx, "codegen.construct.fault.store_order");
+                  }});
   std::vector<std::pair<Dt, Dt>> casts;
   for (Dt from : kAllDtypes) {
     for (Dt to : kAllDtypes) {

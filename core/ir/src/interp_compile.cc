@@ -193,10 +193,29 @@ class Compiler {
     if (b.lanes != lanes || (c.lanes != 1 && c.lanes != lanes))
       Fail("operands of different lanes in `" + Quote(e) + "`");
     const int out = NewRegs(lanes);
+    if (lanes == 1) {
+      // A scalar select evaluates the chosen arm only, as C's ?: (docs/ir.md): a load that
+      // `select(i < n, x[i], 0.0)` guards is never made, and the arm not taken never faults.
+      return {out, 1,
+              [fc = std::move(c.fn), fa = std::move(a.fn), fb = std::move(b.fn), rc = c.reg,
+               ra = a.reg, rb = b.reg, out](Frame& f) {
+                Eval(fc, f);
+                Val* r = f.regs.data();
+                if (r[rc].i != 0) {
+                  Eval(fa, f);
+                  r[out] = r[ra];
+                } else {
+                  Eval(fb, f);
+                  r[out] = r[rb];
+                }
+              }};
+    }
     return {out, lanes,
             [fc = std::move(c.fn), fa = std::move(a.fn), fb = std::move(b.fn), rc = c.reg,
              sc = c.lanes == 1 ? 0 : 1, ra = a.reg, rb = b.reg, out, lanes](Frame& f) {
-              Eval(fc, f);  // select evaluates both sides
+              // A vector select evaluates every lane of both arms, then picks lane by lane
+              // (docs/ir.md): the code generators compute both vectors too.
+              Eval(fc, f);
               Eval(fa, f);
               Eval(fb, f);
               Val* r = f.regs.data();

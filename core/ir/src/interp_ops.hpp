@@ -223,8 +223,10 @@ Fn MakeLoad(Access a, int out, int lanes) {
 template <Elem K>
 Fn MakeStore(Access a, Fn fv, int rv, int vlanes, int lanes) {
   return [a = std::move(a), fv = std::move(fv), rv, vlanes, lanes](Frame& f) {
-    a.EvalIndices(f);
+    // The value, then the indices, then their bounds: the order every code generator has
+    // (docs/ir.md, "Interpreter"), so a store with faults in both reports the value's.
     Eval(fv, f);
+    a.EvalIndices(f);
     char* base = f.data[static_cast<size_t>(a.slot)];
     for (int l = 0; l < lanes; ++l)
       ElemT<K>::Store(base + a.Offset(f, l) * static_cast<int64_t>(ElemT<K>::kSize),
@@ -244,8 +246,8 @@ inline std::mutex& AtomicLock() {
 template <Elem K>
 Fn MakeAtomic(Access a, Fn fv, int rv, AtomicOp op) {
   return [a = std::move(a), fv = std::move(fv), rv, op](Frame& f) {
+    Eval(fv, f);  // the value, then the indices, as a store
     a.EvalIndices(f);
-    Eval(fv, f);
     char* p = f.data[static_cast<size_t>(a.slot)] +
               a.Offset(f, 0) * static_cast<int64_t>(ElemT<K>::kSize);
     const Val v = f.regs[static_cast<size_t>(rv)];

@@ -821,6 +821,8 @@ std::string Quoter::Slice(const Expr& part) const {
 
 }  // namespace detail
 
+std::string QuoteText(std::string_view text) { return detail::Elide(text); }
+
 std::string Print(const Expr& expr) {
   return detail::Deep(TreeDepth(expr), [&] {
     Printer p;

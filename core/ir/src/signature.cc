@@ -46,10 +46,8 @@ class IntEvaluator {
         return detail::WrapInt(0 - static_cast<uint64_t>(Eval(e.As<NegNode>()->a)), t);
       case ExprKind::kSelect: {
         const auto* n = e.As<SelectNode>();
-        const int64_t c = Eval(n->cond);
-        const int64_t a = Eval(n->a);
-        const int64_t b = Eval(n->b);
-        return c != 0 ? a : b;
+        // The chosen arm only (docs/ir.md): `select(d != 0, n / d, 0)` is 0 when d is 0.
+        return Eval(n->cond) != 0 ? Eval(n->a) : Eval(n->b);
       }
       case ExprKind::kCast: {
         const Expr& v = e.As<CastNode>()->value;

@@ -192,6 +192,13 @@ class Verifier {
         if (n->a && n->b && n->a.dtype() != n->b.dtype())
           Report("type mismatch: select chooses between " + ToString(n->a.dtype()) + " and " +
                  ToString(n->b.dtype()) + " in " + Text(e));
+        // A scalar condition picks a whole arm (the other is not evaluated); a vector one picks
+        // lane by lane, so it has the arms' lanes (docs/ir.md, "select").
+        if (n->cond && n->cond.dtype().is_bool() && n->a && n->cond.dtype().lanes != 1 &&
+            n->cond.dtype().lanes != n->a.dtype().lanes)
+          Report("the condition of select has " + std::to_string(n->cond.dtype().lanes) +
+                 " lanes and its values " + std::to_string(n->a.dtype().lanes) +
+                 ": a condition is a scalar bool or has its values' lanes, in " + Text(e));
         return;
       }
       case ExprKind::kCast:

@@ -53,12 +53,13 @@ const ir::IntImmNode* AsIntImm(const ir::Expr& e) { return e.As<ir::IntImmNode>(
 
 std::string FaultMessage(const FaultSite& site, const FaultRecord& r) {
   switch (site.kind) {
-    case FaultSite::Kind::kDivisionByZero:
-      return site.func + ": integer division by zero in `" + site.text + "`";
+    case FaultSite::Kind::kDivisionByZero:  // quoted again: a module saved before issue 38
+      return site.func + ": integer division by zero in `" + ir::QuoteText(site.text) + "`";
     case FaultSite::Kind::kOutOfBounds:
       return site.func + ": index " + std::to_string(r.arg[0]) +
              " is out of bounds for dimension " + std::to_string(r.arg[2]) + " of buffer '" +
-             site.buffer + "' (extent " + std::to_string(r.arg[1]) + ") in `" + site.text + "`";
+             site.buffer + "' (extent " + std::to_string(r.arg[1]) + ") in `" +
+             ir::QuoteText(site.text) + "`";
     case FaultSite::Kind::kAllocation: {
       const std::string what =
           "allocation '" + site.buffer + "' (" + site.dtype + ", shape " + site.text + ")";
@@ -686,12 +687,12 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
       const DType ot = b.a.dtype().Element();
       switch (b.op) {
         case BinaryOp::kMin:
-          lane = ot.is_float() && ot.bits >= 32 ? FloatMinMax(false, x, y, ot)
-                                                : "(" + x + " < " + y + " ? " + x + " : " + y + ")";
+          lane = ot.is_float() ? FloatMinMax(false, x, y, ot)
+                               : "(" + x + " < " + y + " ? " + x + " : " + y + ")";
           break;
         case BinaryOp::kMax:
-          lane = ot.is_float() && ot.bits >= 32 ? FloatMinMax(true, x, y, ot)
-                                                : "(" + x + " > " + y + " ? " + x + " : " + y + ")";
+          lane = ot.is_float() ? FloatMinMax(true, x, y, ot)
+                               : "(" + x + " > " + y + " ? " + x + " : " + y + ")";
           break;
         case BinaryOp::kDiv:
           lane = ot.is_integer() && HasFaultRecord() ? CheckedIntDivision(b.op, ot, x, y, b.b, e)
@@ -1025,8 +1026,16 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
   // The value, then the indices (as the checked store has them).
   Operand value = EmitOperand(store.value);
   if (t.lanes == 1) {
+    const int64_t effects = effects_;
     const std::string flat = FlatIndex(store.buffer, store.indices);
+    const std::string text = value.text;
     KeepInOrder(&value);
+    // C leaves the order of `a[i] = v`'s operands unspecified and GLSL computes the index first;
+    // the IR computes the value first (docs/ir.md), so where both note faults the value goes
+    // into a temporary before the store.
+    if (value.text == text && !value.simple && value.effects && effects_ != effects) {
+      BindAt(&value);
+    }
     Line(ElementWrite(store.buffer, buf + "[" + flat + "]", value.text) + ";");
     return;
   }
@@ -1275,7 +1284,9 @@ int CFamilyEmitter::AddFaultSite(FaultSite::Kind kind, const std::string& buffer
   site.kind = kind;
   site.func = func_ != nullptr ? func_->name : "";
   site.buffer = buffer;
-  site.text = text;
+  // The interpreter's quote of the expression or statement (at most 200 characters), so the
+  // fault's message is the interpreter's, and a site of a 99,000-term chain is not its text.
+  site.text = kind == FaultSite::Kind::kAllocation ? text : ir::QuoteText(text);
   site.dtype = dtype;
   sites_.push_back(std::move(site));
   if (sites_.size() > static_cast<size_t>(INT32_MAX) - 1) Fail("too many run-time checks");
@@ -1302,6 +1313,7 @@ std::string CFamilyEmitter::CheckedIntDivision(BinaryOp op, DType t, const std::
   }
   std::string text = ir::Print(e);
   const std::string site = std::to_string(AddFaultSite(FaultSite::Kind::kDivisionByZero, "", text));
+  ++effects_;  // a fault noted: kept in the IR's order with the other operands
   std::string helper;
   if (t.is_uint()) {
     helper = (op == BinaryOp::kFloorMod ? "mod_u" : "div_u") + width;
@@ -1421,11 +1433,12 @@ std::string CFamilyEmitter::FaultHelpers() {
          "  *ok = 0;\n"
          "  return 0;\n"
          "}\n"
-         // A contiguous vector access of `lanes` elements from i.
+         // A contiguous vector access of `lanes` elements from i. The index reported is the
+         // first lane's out of bounds, as the interpreter's: n when i is in bounds.
          + q + "int64_t bp_chkv(" + r +
          " f, int32_t site, int32_t dim, int64_t i, int64_t lanes, int64_t n, int* ok) {\n"
          "  if ((uint64_t)i < (uint64_t)n && (uint64_t)(i + lanes - 1) < (uint64_t)n) return i;\n"
-         "  bp_fault_set(f, site, (uint64_t)i < (uint64_t)n ? i + lanes - 1 : i, n, dim);\n"
+         "  bp_fault_set(f, site, (uint64_t)i < (uint64_t)n ? n : i, n, dim);\n"
          "  *ok = 0;\n"
          "  return 0;\n"
          "}\n";

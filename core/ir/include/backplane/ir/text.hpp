@@ -33,6 +33,12 @@ std::string Print(const Expr& expr);
 // then the source line and a caret under the column. The header line is optional.
 IRModule Parse(std::string_view text, const std::string& source_name = "");
 
+// `text` as the library's messages quote IR (the interpreter's faults, the verifier): whole if
+// it has at most 200 characters, else its beginning and its end around " ... ", 200 characters
+// in all. A code generator quotes its fault sites with it, so that its fault messages are the
+// interpreter's word for word (docs/codegen-guide.md, "The error channel").
+std::string QuoteText(std::string_view text);
+
 }  // namespace ir
 }  // namespace backplane
 
