@@ -449,17 +449,25 @@ std::chrono::milliseconds UnreachableFor(const ClientOptions& o) {
 
 }  // namespace
 
-bool RemoteServer::Unreachable(std::string* reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+bool RemoteServer::UnreachableLocked(std::string* reason) {
   if (session_ && session_->broken() && session_->timed_out() &&
       timed_out_epoch_ != session_->epoch()) {
-    timed_out_epoch_ = session_->epoch();
-    unreachable_reason_ = session_->broken_reason();
-    unreachable_until_ = Clock::now() + UnreachableFor(options_);
+    MarkUnreachableLocked(*session_);
   }
   if (Clock::now() >= unreachable_until_) return false;
   if (reason != nullptr) *reason = unreachable_reason_;
   return true;
+}
+
+void RemoteServer::MarkUnreachableLocked(const Session& timed_out) {
+  timed_out_epoch_ = timed_out.epoch();
+  unreachable_reason_ = timed_out.broken_reason();
+  unreachable_until_ = Clock::now() + UnreachableFor(options_);
+}
+
+bool RemoteServer::Unreachable(std::string* reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return UnreachableLocked(reason);
 }
 
 void RemoteServer::ClearUnreachable() {
@@ -469,16 +477,16 @@ void RemoteServer::ClearUnreachable() {
 }
 
 std::shared_ptr<Session> RemoteServer::GetSession() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (session_ && !session_->broken()) return session_;
   std::string silent;
-  if (Unreachable(&silent)) {
+  if (UnreachableLocked(&silent)) {
     throw Error(BP_ERR_DEVICE,
                 label() + " is unreachable: " + silent + ". It is not asked again for " +
                     std::to_string(UnreachableFor(options_).count() / 1000) +
                     " s, so that a command waits for a silent server once; remote.attach(\"" +
                     address_text_ + "\") asks at once");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (session_ && !session_->broken()) return session_;
   std::shared_ptr<grpc::Channel> channel = Channel();
   // A server that was down a moment ago may be up now: try at once, not after gRPC's backoff.
   grpc::experimental::ChannelResetConnectionBackoff(channel.get());
@@ -488,12 +496,8 @@ std::shared_ptr<Session> RemoteServer::GetSession() {
     info = s->Open(options_.connect_timeout_ms, "");
   } catch (const Error& e) {
     last_failure_reason_ = e.what();
-    if (s->timed_out()) {
-      // Hello had no answer by its deadline: as silent as a command's (Unreachable).
-      timed_out_epoch_ = s->epoch();
-      unreachable_reason_ = s->broken_reason();
-      unreachable_until_ = Clock::now() + UnreachableFor(options_);
-    }
+    // Hello had no answer by its deadline: as silent as a command's (Unreachable).
+    if (s->timed_out()) MarkUnreachableLocked(*s);
     // A channel that never connected can stay failed in gRPC; the next attempt takes a new one.
     channel_.reset();
     throw Error(e.kind(), "cannot open a session with " + label() + " (" + e.what() +

@@ -156,6 +156,10 @@ class RemoteServer : public std::enable_shared_from_this<RemoteServer> {
  private:
   std::shared_ptr<grpc::Channel> Channel();
   void AddToken(grpc::ClientContext& ctx) const;
+  // Unreachable with mu_ held.
+  bool UnreachableLocked(std::string* reason);
+  // Starts the unreachable while for `timed_out`, a session that let a deadline pass; mu_ held.
+  void MarkUnreachableLocked(const Session& timed_out);
 
   const std::string address_text_;
   const Address address_;

@@ -15,29 +15,20 @@
 // in the same run; run it with BACKPLANE_BENCH_CLI set to a server without zeroing for before
 // and after.
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <backplane/backplane.hpp>
 #include <backplane/remote.hpp>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
-extern char** environ;
+#include "bench_child.h"
 
 namespace {
 
@@ -46,13 +37,6 @@ using backplane::Device;
 using backplane::DeviceAPI;
 
 constexpr uint64_t kBytes = uint64_t{64} << 20;
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // `backplane serve` of every device here on a free loopback port; it gets SIGTERM when this
 // process ends. Its address.
@@ -64,43 +48,11 @@ std::string StartServer(const fs::path& dir) {
       cli != nullptr && *cli != '\0'
           ? std::string(cli)
           : (fs::read_symlink("/proc/self/exe").parent_path() / "backplane").string();
-  const std::string port_file = (dir / "port").string();
-  const std::string log = (dir / "serve.log").string();
-  std::vector<std::string> argv = {exe,           "serve",       "--listen",
-                                   "127.0.0.1:0", "--port-file", port_file};
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "BACKPLANE_REMOTE=", 17) != 0) envp.push_back(*e);
-  }
-  envp.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < end) {
-    const std::string text = ReadFile(port_file);
-    if (!text.empty() && text.back() == '\n') return "127.0.0.1:" + text.substr(0, text.size() - 1);
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      throw std::runtime_error("backplane serve ended before it listened:\n" + ReadFile(log));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  throw std::runtime_error("backplane serve wrote no port within 60 s:\n" + ReadFile(log));
+  const pid_t pid = backplane::bench::StartChild(
+      {exe, "serve", "--listen", "127.0.0.1:0", "--port-file", (dir / "port").string()},
+      (dir / "serve.log").string());
+  return "127.0.0.1:" + std::to_string(backplane::bench::WaitForPort(
+                            pid, dir / "port", dir / "serve.log", "backplane serve"));
 }
 
 DLTensor View(void* data, DLDevice dev, int64_t* shape) {

@@ -72,8 +72,10 @@ OrderedJson UnreachableRemoteServers() {
 
 void ReportUnreachableRemoteServers(const std::string& command, const OrderedJson& servers) {
   for (const OrderedJson& s : servers) {
+    const std::string error =
+        s.contains("error") && s["error"].is_string() ? s["error"].get<std::string>() : "";
     std::cerr << command << ": remote server " << s.value("address", "") << " is unreachable"
-              << (s["error"].is_string() ? ": " + s["error"].get<std::string>() : std::string())
+              << (error.empty() ? std::string() : ": " + error)
               << "; its devices are missing here (BACKPLANE_REMOTE or remote.attach named it; "
                  "docs/remote.md)\n";
   }
