@@ -241,7 +241,25 @@ BP_EXPORT bp_status_t bp_function_create(bp_packed_fn_t body, void* resource,
   BP_API_BEGIN
   BP_REQUIRE_ARG(body != nullptr, "body is null");
   BP_REQUIRE_ARG(out_func != nullptr, "out_func is null");
-  *out_func = new FunctionObject(body, resource, resource_deleter);
+  *out_func = new FunctionObject(body, resource, resource_deleter, false);
+  BP_API_END
+}
+
+BP_EXPORT bp_status_t bp_function_create_with_flags(bp_packed_fn_t body, void* resource,
+                                                    void (*resource_deleter)(void* resource),
+                                                    uint32_t flags, bp_object_t** out_func) {
+  BP_API_BEGIN
+  BP_REQUIRE_ARG(body != nullptr, "body is null");
+  BP_REQUIRE_ARG(out_func != nullptr, "out_func is null");
+  const uint32_t unknown = flags & ~uint32_t{BP_FUNCTION_CONTAINED};
+  if (unknown != 0) {
+    Fail(BP_ERR_INVALID_ARGUMENT, "bp_function_create_with_flags: unknown flag bits " +
+                                      std::to_string(unknown) +
+                                      "; this Backplane knows BP_FUNCTION_CONTAINED (1) only: "
+                                      "leave the other bits out, or upgrade Backplane");
+  }
+  *out_func =
+      new FunctionObject(body, resource, resource_deleter, (flags & BP_FUNCTION_CONTAINED) != 0);
   BP_API_END
 }
 
@@ -263,6 +281,8 @@ BP_EXPORT bp_status_t bp_function_call(const bp_object_t* func, const bp_value_t
   const auto& f = static_cast<const FunctionObject&>(*func);
   out_result->type = BP_VALUE_NONE;
   out_result->u.v_int64 = 0;
+  // A body that contains its exceptions and explains its failures needs no frame of ours.
+  if (f.contained) return f.body(f.resource, args, num_args, out_result);
   const uint64_t seq = ErrorSequence();
   bp_status_t st;
   try {

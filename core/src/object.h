@@ -49,12 +49,13 @@ struct ArrayObject final : bp_object {
 };
 
 struct FunctionObject final : bp_object {
-  FunctionObject(bp_packed_fn_t b, void* r, void (*d)(void*))
-      : bp_object(BP_OBJECT_FUNCTION), body(b), resource(r), deleter(d) {}
+  FunctionObject(bp_packed_fn_t b, void* r, void (*d)(void*), bool c)
+      : bp_object(BP_OBJECT_FUNCTION), body(b), resource(r), deleter(d), contained(c) {}
   ~FunctionObject() override;
   const bp_packed_fn_t body;
   void* const resource;
   void (*const deleter)(void*);
+  const bool contained;  // BP_FUNCTION_CONTAINED: bp_function_call tail-calls the body
 };
 
 // Runs plugin code that frees something from a destructor: an exception it lets out is

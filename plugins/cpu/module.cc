@@ -9,6 +9,7 @@
 #include <backplane/ir/text.hpp>
 #include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/module.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -45,6 +46,24 @@ struct CContext;
 using CallPackedFn = int32_t (*)(CContext* ctx, const char* name, int32_t num_args,
                                  const int32_t* codes, const CArg* args);
 using EntryFn = int32_t (*)(const CArg* args, CContext* ctx);
+// The packed entry (CEmitter::kPackedPrefix): the call's own arguments, checked in generated
+// code, and a context of which it reads the first two members.
+struct PackedContext {
+  CallPackedFn call_packed;
+  codegen::FaultRecord* fault;
+};
+using PackedFn = int32_t (*)(const bp_value_t* args, int32_t num_args, PackedContext* ctx);
+
+// The generated code's own spelling of bp_value_t and DLTensor (CEmitter::PackedEntryTypes).
+static_assert(sizeof(bp_value_t) == 16 && offsetof(bp_value_t, u) == 8, "bp_value_t layout");
+static_assert(offsetof(DLTensor, data) == 0 && offsetof(DLTensor, device) == 8 &&
+                  offsetof(DLTensor, ndim) == 16 && offsetof(DLTensor, dtype) == 20 &&
+                  offsetof(DLTensor, shape) == 24 && offsetof(DLTensor, strides) == 32 &&
+                  offsetof(DLTensor, byte_offset) == 40,
+              "DLTensor layout");
+static_assert(BP_VALUE_INT == 1 && BP_VALUE_FLOAT == 2 && BP_VALUE_TENSOR == 6 && kDLCPU == 1 &&
+                  kDLCUDAHost == 3 && kDLROCMHost == 11,
+              "the codes the packed entries compare against");
 
 class CModule;
 
@@ -173,12 +192,40 @@ struct CKernel {
   std::shared_ptr<CModule> module;
   const ir::PrimFunc* func;
   EntryFn entry;
+  PackedFn packed = nullptr;          // null: every call takes Call's check
   std::vector<bool> written;          // per param: may the function write this buffer?
   bool writes_buffers = false;        // any of `written`
   std::optional<ir::ArgCheck> check;  // every call's argument check, prepared once
 
   void Call(const bp_value_t* args, int32_t num_args) const;
+  // Throws the error of a run that returned `rc` != 0 (a fault, a failed call_packed).
+  [[noreturn]] void Raise(int32_t rc, const codegen::FaultRecord& fault,
+                          const std::string& failure) const;
 };
+
+// The packed entry has no call_packed to make (CEmitter gives none to a function with one).
+int32_t NoCallPacked(CContext*, const char*, int32_t, const int32_t*, const CArg*) noexcept {
+  return BP_ERR_INTERNAL;
+}
+
+// A function's body. A call the packed entry accepts runs with no other work: its checks are
+// ir::ArgCheck's fast path and the restrict check, compiled. Any call it refuses (a mismatch, a
+// tensor object, a function without a packed entry) takes Call, whose check gives the message
+// or, for a call the packed entry leaves to the runtime, runs it.
+bp_status_t CallKernel(void* resource, const bp_value_t* args, int32_t num_args,
+                       bp_value_t*) noexcept {
+  const CKernel* k = static_cast<const CKernel*>(resource);
+  if (k->packed != nullptr) {
+    codegen::FaultRecord fault;
+    PackedContext ctx{NoCallPacked, &fault};
+    const int32_t rc = k->packed(args, num_args, &ctx);
+    if (__builtin_expect(rc == 0, 1)) return BP_OK;
+    if (rc != CEmitter::kRefused) {
+      return CatchAtEdge([&] { k->Raise(rc, fault, std::string()); });
+    }
+  }
+  return CatchAtEdge([&] { k->Call(args, num_args); });
+}
 
 int32_t CallPackedFromC(CContext* ctx, const char* name, int32_t num_args, const int32_t* codes,
                         const CArg* args) noexcept {
@@ -281,6 +328,11 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
   codegen::FaultRecord fault;
   CContext ctx{CallPackedFromC, &fault, module.get(), &views, {}};
   const int32_t rc = entry(c_args.data(), &ctx);
+  if (rc != 0 || fault.site != 0) Raise(rc, fault, ctx.failure);
+}
+
+void CKernel::Raise(int32_t rc, const codegen::FaultRecord& fault,
+                    const std::string& failure) const {
   if (fault.site != 0) {
     // The first run-time check that failed (a call_packed failure after it is a consequence).
     const std::vector<codegen::FaultSite>& sites = module->sites();
@@ -288,11 +340,8 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
         codegen::FaultIsOutOfMemory(sites, fault) ? BP_ERR_OUT_OF_MEMORY : BP_ERR_INVALID_ARGUMENT,
         codegen::FaultMessage(sites, fault));
   }
-  if (rc != 0) {
-    throw Error(
-        rc, "c function '" + func->name + "': " +
-                (ctx.failure.empty() ? "failed with status " + std::to_string(rc) : ctx.failure));
-  }
+  throw Error(rc, "c function '" + func->name + "': " +
+                      (failure.empty() ? "failed with status " + std::to_string(rc) : failure));
 }
 
 Function CModule::GetFunction(const std::string& name) {
@@ -309,6 +358,9 @@ Function CModule::GetFunction(const std::string& name) {
   kernel->func = func;
   kernel->check.emplace(*func);
   kernel->entry = reinterpret_cast<EntryFn>(symbol);
+  // Libraries built before packed entries existed have none: their calls take Call.
+  kernel->packed = reinterpret_cast<PackedFn>(
+      dlsym(Handle(), (std::string(CEmitter::kPackedPrefix) + name).c_str()));
   const std::vector<const ir::BufferNode*> written = ir::WrittenBuffers(func->body);
   for (const ir::Param& p : func->params) {
     bool w = false;
@@ -318,11 +370,8 @@ Function CModule::GetFunction(const std::string& name) {
   }
   bp_object_t* out = nullptr;
   CKernel* raw = kernel.get();
-  Check(detail::Api()->function_create(
-      [](void* resource, const bp_value_t* args, int32_t n, bp_value_t*) -> bp_status_t {
-        return CatchAtEdge([&] { static_cast<const CKernel*>(resource)->Call(args, n); });
-      },
-      raw, [](void* resource) { delete static_cast<CKernel*>(resource); }, &out));
+  Check(Function::CreateContained(
+      CallKernel, raw, [](void* resource) { delete static_cast<CKernel*>(resource); }, &out));
   kernel.release();
   return Function(ObjectRef::Adopt(out));
 }

@@ -55,6 +55,8 @@ size_t HostTableSize(unsigned minor) {
       return offsetof(bp_host_api_t, module_load_with_options) + sizeof(void*);
     case 5:
       return offsetof(bp_host_api_t, device_list) + sizeof(void*);
+    case 6:
+      return offsetof(bp_host_api_t, tensor_from_native) + sizeof(void*);
     default:  // a minor made after this test was written: today's table
       return sizeof(bp_host_api_t);
   }

@@ -21,7 +21,12 @@ bp_object_t* GetAdd3(benchmark::State& state) {
   const bp_host_api_t* api = bp_host_api();
   static bool registered = [api] {
     bp_object_t* func = nullptr;
-    if (api->function_create(&Add3Packed, nullptr, nullptr, &func) != BP_OK) return false;
+    // Add3Packed never throws and sets a message on its one failure: a contained body, as the
+    // SDK's are (BP_FUNCTION_CONTAINED, ABI 1.7).
+    if (api->function_create_with_flags(&Add3Packed, nullptr, nullptr, BP_FUNCTION_CONTAINED,
+                                        &func) != BP_OK) {
+      return false;
+    }
     bp_status_t st = api->registry_set(kFunctionName, func, /*allow_override=*/1);
     api->object_release(func);
     return st == BP_OK;

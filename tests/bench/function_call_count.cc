@@ -37,7 +37,10 @@ int main(int argc, char** argv) {
   const long n = std::atol(argv[2]);
   const bp_host_api_t* api = bp_host_api();
   bp_object_t* func = nullptr;
-  if (api->function_create(&Add3Packed, nullptr, nullptr, &func) != BP_OK) return 1;
+  if (api->function_create_with_flags(&Add3Packed, nullptr, nullptr, BP_FUNCTION_CONTAINED,
+                                      &func) != BP_OK) {
+    return 1;
+  }
   int64_t sum = 0;
   if (!cpp) {
     bp_value_t args[3];

@@ -81,7 +81,9 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, event_elapsed_ms), 73 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, native_handle), 74 * kPtr);
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_from_native), 75 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 76 * kPtr);
+  // 1.7 appended bp_function_create_with_flags.
+  EXPECT_EQ(offsetof(bp_host_api_t, function_create_with_flags), 76 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 77 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {

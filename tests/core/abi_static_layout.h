@@ -255,7 +255,8 @@ ABI_PIN_OFFSET(bp_host_api_t, event_sync, ABI_HEAD + 70 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, event_elapsed_ms, ABI_HEAD + 71 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, native_handle, ABI_HEAD + 72 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, tensor_from_native, ABI_HEAD + 73 * ABI_P);
-ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 74 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, function_create_with_flags, ABI_HEAD + 74 * ABI_P);
+ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 75 * ABI_P);
 
 /* bp_plugin_info_t. */
 ABI_PIN_OFFSET(bp_plugin_info_t, struct_size, 0);
@@ -350,6 +351,7 @@ ABI_PIN_VALUE(BP_DEVICE_TYPE_FIRST_DYNAMIC, 32);
 ABI_PIN_VALUE(BP_DEVICE_TYPE_MAX, 256);
 ABI_PIN_VALUE(BP_MODULE_LOAD_ALLOW_NATIVE, 0x1u);
 ABI_PIN_VALUE(BP_MODULE_LOAD_NO_GLOBAL_CALLS, 0x2u);
+ABI_PIN_VALUE(BP_FUNCTION_CONTAINED, 0x1);
 ABI_PIN(sizeof(BP_PLUGIN_ENTRY_SYMBOL) == sizeof("bp_plugin_init"), abi_pin_entry_symbol_changed_);
 ABI_PIN(sizeof(bp_status_t) == 4, abi_pin_sizeof_bp_status_t_changed_);
 ABI_PIN(sizeof(bp_stream_t) == ABI_P, abi_pin_sizeof_bp_stream_t_changed_);

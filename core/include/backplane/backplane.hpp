@@ -376,7 +376,7 @@ class Function {
     using Holder = std::function<Any(PackedArgs)>;
     auto* holder = new Holder(std::move(callable));
     bp_object_t* out = nullptr;
-    bp_status_t st = detail::Api()->function_create(
+    bp_status_t st = CreateContained(
         [](void* resource, const bp_value_t* args, int32_t n, bp_value_t* out_result) {
           return CatchAtEdge([&] {
             Any result = (*static_cast<Holder*>(resource))(PackedArgs(args, n));
@@ -389,6 +389,18 @@ class Function {
       Check(st);
     }
     return Function(ObjectRef::Adopt(out));
+  }
+
+  // bp_function_create for a body that contains its exceptions and sets a message on every
+  // failure (one wrapped in CatchAtEdge): BP_FUNCTION_CONTAINED where the host knows it (1.7),
+  // so a call needs no guard of the core's; a plain function on an older host.
+  static bp_status_t CreateContained(bp_packed_fn_t body, void* resource,
+                                     void (*deleter)(void* resource), bp_object_t** out) {
+    const bp_host_api_t* api = detail::Api();
+    if (detail::HostHas(BACKPLANE_HOST_ENTRY_END(function_create_with_flags))) {
+      return api->function_create_with_flags(body, resource, deleter, BP_FUNCTION_CONTAINED, out);
+    }
+    return api->function_create(body, resource, deleter, out);
   }
 
   // Looks a function up in the global registry; throws if absent.

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 6
+#define BP_ABI_VERSION_MINOR 7
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -183,6 +183,20 @@ typedef bp_status_t (*bp_packed_fn_t)(void* resource, const bp_value_t* args, in
 BP_EXPORT bp_status_t bp_function_create(bp_packed_fn_t body, void* resource,
                                          void (*resource_deleter)(void* resource),
                                          bp_object_t** out_func);
+
+/* Flags of bp_function_create_with_flags (since 1.7). */
+typedef enum {
+  /* The body never lets a C++ exception out and sets the error slot (bp_error_set) on every
+   * failure, as the SDK's CatchAtEdge does. bp_function_call then calls it as a tail call,
+   * without the guard that contains an exception and explains a failure without a message. */
+  BP_FUNCTION_CONTAINED = 0x1
+} bp_function_flag_t;
+
+/* Since 1.7. bp_function_create with `flags`, a set of bp_function_flag_t bits; an unknown bit
+ * is BP_ERR_INVALID_ARGUMENT. */
+BP_EXPORT bp_status_t bp_function_create_with_flags(bp_packed_fn_t body, void* resource,
+                                                    void (*resource_deleter)(void* resource),
+                                                    uint32_t flags, bp_object_t** out_func);
 
 /* Calls a function. *out_result is set to BP_VALUE_NONE first, then to the result. */
 BP_EXPORT bp_status_t bp_function_call(const bp_object_t* func, const bp_value_t* args,
@@ -892,6 +906,11 @@ typedef struct bp_host_api {
                                     const int64_t* shape, DLDataType dtype,
                                     void (*release)(void* release_ctx), void* release_ctx,
                                     bp_object_t** out_tensor);
+
+  /* Since 1.7. */
+  bp_status_t (*function_create_with_flags)(bp_packed_fn_t body, void* resource,
+                                            void (*resource_deleter)(void* resource),
+                                            uint32_t flags, bp_object_t** out_func);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the

@@ -1491,6 +1491,7 @@ std::string CEmitter::Prelude() {
        "                         const int32_t* codes, const bp_arg_t* args);\n"
        "  bp_fault_t* fault;\n"
        "};\n";
+  p += PackedEntryTypes();
   if (uses_floordiv_) {
     p += "\nstatic inline int64_t bp_floordiv(int64_t a, int64_t b) {\n"
          "  int64_t q = a / b;\n"
@@ -1518,7 +1519,10 @@ std::string CEmitter::IntrinsicName(const std::string& name, DType t) {
 }
 
 void CEmitter::EmitFunction(const ir::PrimFunc& func) {
-  Line("BP_EXPORT int32_t " + std::string(kEntryPrefix) + func.name +
+  calls_packed_ = false;
+  // The body is a static function, so the exported entries inline it (an exported function
+  // may be interposed: gcc does not inline it into a caller even in its own file).
+  Line("static int32_t " + std::string(kKernelPrefix) + func.name +
        "(const bp_arg_t* bp_args, bp_ctx_t* bp_ctx) {");
   ++indent_;
   Line("bp_fault_t* const bp_fault = bp_ctx->fault;");
@@ -1540,6 +1544,11 @@ void CEmitter::EmitFunction(const ir::PrimFunc& func) {
   Line("return bp_fault->site != 0 ? BP_FAULT : 0;");
   --indent_;
   Line("}");
+  Line("BP_EXPORT int32_t " + std::string(kEntryPrefix) + func.name +
+       "(const bp_arg_t* bp_args, bp_ctx_t* bp_ctx) {");
+  Line("  return " + std::string(kKernelPrefix) + func.name + "(bp_args, bp_ctx);");
+  Line("}");
+  if (!calls_packed_) EmitPackedEntry(func);
 }
 
 namespace {
@@ -1550,6 +1559,30 @@ std::string Schedule(const ir::ForNode& loop) {
   if (loop.chunk > 0) text += ", " + std::to_string(loop.chunk);
   return text;
 }
+
+// An estimate of one iteration's work of `loop`: the statements of its body times the trips of
+// the loops nested in it, saturating; -1 when a nested loop's trips are known only at run time.
+// An over-estimate (both arms of an if count) errs toward a parallel region, which is what
+// every loop got before the estimate existed.
+int64_t IterationCost(const ir::ForNode& loop) {
+  int64_t statements = 0, trips = 1;
+  bool unknown = false;
+  ir::ForEachStmt(loop.body, [&](const ir::Stmt& s) {
+    ++statements;
+    if (const auto* f = s.As<ir::ForNode>()) {
+      const ir::IntImmNode* e = AsIntImm(f->extent);
+      if (e == nullptr) {
+        unknown = true;
+      } else if (e->value > 1 && __builtin_mul_overflow(trips, e->value, &trips)) {
+        trips = INT64_MAX;
+      }
+    }
+  });
+  if (unknown) return -1;
+  int64_t cost = 0;
+  if (__builtin_mul_overflow(statements, trips, &cost)) cost = INT64_MAX;
+  return cost;
+}
 }  // namespace
 
 void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) {
@@ -1557,14 +1590,24 @@ void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& trips)
     case ir::ForKind::kParallel:
       // OpenMP does not nest by default; an inner parallel loop runs serially anyway.
       // One thread: a plain loop (entering a parallel region costs about 300 ns, more than a
-      // small kernel's work). Otherwise the region starts only when there are two
-      // iterations or more to share.
+      // small kernel's work). Otherwise the region starts only when there are two iterations
+      // or more to share and, where the work of an iteration is known, enough work to pay
+      // for waking the pool's threads (kParallelMinWork: a sleeping thread's wake-up is 10 to
+      // 30 us, docs/performance.md "Small parallel kernels").
       if (parallel_depth_ == 0 && options_.num_threads != 1) {
+        const int64_t cost = IterationCost(loop);
+        std::string condition = "(" + trips + ") > 1";
+        if (cost >= kParallelMinWork) {
+          // Every trip pays: as before.
+        } else if (cost > 0) {
+          condition += " && (int64_t)(" + trips + ") >= INT64_C(" +
+                       std::to_string((kParallelMinWork + cost - 1) / cost) + ")";
+        }
         Line("#pragma omp parallel for schedule(" + Schedule(loop) + ")" +
              (options_.num_threads > 0
                   ? " num_threads(" + std::to_string(options_.num_threads) + ")"
                   : std::string()) +
-             " if((" + trips + ") > 1)");
+             " if(" + condition + ")");
       }
       return;
     case ir::ForKind::kVectorized:
@@ -1612,6 +1655,7 @@ std::string CEmitter::AtomicStatement(ir::AtomicOp op, DType t, const std::strin
 }
 
 std::string CEmitter::CallPacked(const ir::CallPackedNode& call) {
+  calls_packed_ = true;
   if (parallel_depth_ > 0) {
     Fail("call_packed(\"" + call.name +
          "\") inside a parallel loop: the c target cannot stop a parallel loop when the call "

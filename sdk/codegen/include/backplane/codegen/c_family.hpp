@@ -352,6 +352,16 @@ struct CEmitOptions {
 // first element in .p) and ctx carries the callback for call_packed and the fault record
 // (FaultRecord, zeroed by the caller). It returns 0, BP_FAULT (5) when a run-time check
 // recorded a fault (fault_sites() says which), or the nonzero status of a failed call_packed.
+// A function without call_packed whose params ir::ArgCheck checks with compares (extents and
+// strides that are numbers or scalar params, rank <= 8) also gets a packed entry
+//
+//   int32_t bp_packed_f(const bp_value_t* args, int32_t num_args, bp_ctx_t* ctx);
+//
+// that takes the call's packed arguments as they are, checks them in generated code (count,
+// types, scalar ranges, device, dtype, rank, shape, strides, data, and that a written buffer
+// overlaps no other) and calls bp_func_f. It returns BP_REFUSED (-1) without running anything
+// when any check fails or the call is one it leaves to the runtime (a tensor object): the
+// runtime's own check then gives the message, so both paths accept exactly the same calls.
 // Parallel loops are OpenMP `parallel for`, vectorized loops `omp simd` (compile with -fopenmp),
 // buffers are restrict pointers.
 class CEmitter : public CFamilyEmitter {
@@ -360,6 +370,17 @@ class CEmitter : public CFamilyEmitter {
 
   // The prefix of the entry point symbols.
   static constexpr const char* kEntryPrefix = "bp_func_";
+  // The prefix of the static function that holds a PrimFunc's body (both entries call it).
+  static constexpr const char* kKernelPrefix = "bp_kernel_";
+  // The prefix of the packed entries, and what one returns when it leaves a call to the
+  // runtime's check.
+  static constexpr const char* kPackedPrefix = "bp_packed_";
+  static constexpr int32_t kRefused = -1;
+  // The least estimated work (statements executed) for which a parallel loop whose work is
+  // known when it is compiled starts an OpenMP region: below it the loop runs on the caller's
+  // thread, which is faster than waking the pool (docs/performance.md, "Small parallel
+  // kernels").
+  static constexpr int64_t kParallelMinWork = 16384;
   // call_packed argument codes in bp_ctx_t::call_packed.
   static constexpr int kArgInt = 0;
   static constexpr int kArgFloat = 1;
@@ -386,7 +407,13 @@ class CEmitter : public CFamilyEmitter {
   int64_t StackBudget() const override { return 512 * 1024; }
 
  private:
+  // The types the packed entries read (bp_value_t, DLTensor), spelled out in C.
+  static std::string PackedEntryTypes();
+  // Emits `func`'s packed entry; false (and nothing emitted) when it cannot have one.
+  bool EmitPackedEntry(const ir::PrimFunc& func);
+
   CEmitOptions options_;
+  bool calls_packed_ = false;  // the function being emitted has a call_packed
 };
 
 }  // namespace codegen
