@@ -101,7 +101,7 @@
   X(event_sync)                   \
   X(event_elapsed_ms)             \
   X(native_handle)                \
-  X(tensor_from_native)            \
+  X(tensor_from_native)           \
   X(function_create_with_flags)
 
 // X(name) for each exported function bp_<name> that has no entry in bp_host_api_t, so plugins
