@@ -48,6 +48,7 @@ struct Mock {
   long long (*launch_log_size)() = nullptr;
   int (*launch_log)(long long i, unsigned dims[6], unsigned long long* params, int max) = nullptr;
   void (*clear_launch_log)() = nullptr;
+  long long (*calls)(const char* name) = nullptr;  // driver calls by symbol; null: all
 };
 
 // Points the plugin at the mock driver, with `env` (name, value pairs) set first, and loads it.
@@ -75,6 +76,7 @@ Mock Counters() {
   m.launch_log = reinterpret_cast<int (*)(long long, unsigned*, unsigned long long*, int)>(
       dlsym(h, "bp_mock_cuda_launch_log"));
   m.clear_launch_log = reinterpret_cast<void (*)()>(dlsym(h, "bp_mock_cuda_clear_launch_log"));
+  m.calls = reinterpret_cast<long long (*)(const char*)>(dlsym(h, "bp_mock_cuda_calls"));
   return m;
 }
 
@@ -685,3 +687,52 @@ TEST(CudaMockDriverTest, CatalogBlocksAreWarpsOfTheDevice) {
   EXPECT_EQ(backplane::runner::DimsForDevice(*tiled, Device(kGpu), {{"threads", 7}}).at("threads"),
             7);
 }
+
+namespace {
+
+// A kernel with a run-time check (the integer division), for the fault record's path.
+const char* kDivide = R"(# backplane-ir 1
+func divide(n: int32, d: int32, a: buffer<int32>[n]) {
+  for bx in thread(blockIdx.x, 0, (n + 255) / 256) {
+    for tx in thread(threadIdx.x, 0, 256) {
+      if (bx * 256 + tx < n) {
+        a[bx * 256 + tx] = n / d
+      }
+    }
+  }
+}
+)";
+
+// Issue 39, item 4: a warm launch (the module loaded, the context current) of a kernel without
+// checks on the null stream makes two driver calls, cuCtxGetCurrent and cuLaunchKernel; one with
+// a run-time check adds the record's read and the wait for it. A regression guard for the hot
+// path: a driver call added to every launch fails here.
+TEST(CudaMockDriverTest, AWarmLaunchMakesOnlyTheDriverCallsItNeeds) {
+  UseMock();
+  const Mock mock = Counters();
+  ASSERT_NE(mock.calls, nullptr);
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Function fill = m.GetFunction("fill_cols");
+  backplane::Tensor a = Floats({1000});
+  fill(1000, a.dl());  // cold: loads the module, makes the context current
+  constexpr int kLaunches = 10;
+  const long long before = mock.calls(nullptr);
+  const long long current_before = mock.calls("cuCtxGetCurrent");
+  for (int i = 0; i < kLaunches; ++i) fill(1000, a.dl());
+  EXPECT_EQ(mock.calls("cuLaunchKernel"), kLaunches + 1);
+  EXPECT_EQ(mock.calls("cuCtxGetCurrent") - current_before, kLaunches);
+  EXPECT_EQ(mock.calls(nullptr) - before, 2 * kLaunches)
+      << "a warm launch makes another driver call than cuCtxGetCurrent and cuLaunchKernel";
+
+  Module d = backplane::Build(kDivide, Target::FromDevice(Device(kGpu)));
+  backplane::Function divide = d.GetFunction("divide");
+  backplane::Tensor b = backplane::Tensor::Empty({1000}, DLDataType{kDLInt, 32, 1}, Device(kGpu));
+  divide(1000, 3, b.dl());
+  const long long checked_before = mock.calls(nullptr);
+  for (int i = 0; i < kLaunches; ++i) divide(1000, 3, b.dl());
+  // cuCtxGetCurrent, cuLaunchKernel, cuMemcpyDtoHAsync of the record, cuStreamSynchronize.
+  EXPECT_EQ(mock.calls(nullptr) - checked_before, 4 * kLaunches);
+  EXPECT_EQ(mock.launches(), 2 * (kLaunches + 1));
+}
+
+}  // namespace
