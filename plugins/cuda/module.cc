@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "device_api.h"
+#include "launch_phases.h"
 
 namespace backplane {
 namespace cuda {
@@ -243,7 +244,10 @@ class CUDAModule : public sdk::KernelModule {
     CUDADeviceAPI* api_;
   };
 
+  // The hot path; the phase timer (launch_phases.h) marks where its time goes when
+  // BACKPLANE_CUDA_LAUNCH_PHASES is set.
   void Launch(size_t index, PackedArgs args) override {
+    LaunchPhaseTimer timer;
     const KernelInfo& k = data_.kernels[index];
     const launch::KernelSignature& sig = sigs_[index];
     CUDADeviceAPI* api = CUDADeviceAPI::Global();
@@ -262,6 +266,7 @@ class CUDAModule : public sdk::KernelModule {
     int64_t* offsets = scratch.offsets;
     LaunchBackend backend(api);
     launch::Bind(sig, args, api->device_type(), backend, &b);
+    timer.Mark(LaunchPhase::kBind);
     if (b.empty) return;  // an empty grid: nothing runs
     const DLDevice device = b.device;
     const size_t num_params = sig.num_params();
@@ -281,14 +286,18 @@ class CUDAModule : public sdk::KernelModule {
     for (int d : offset_axes_[index]) pointers.push_back(&offsets[d]);
     const unsigned block[3] = {static_cast<unsigned>(b.block[0]), static_cast<unsigned>(b.block[1]),
                                static_cast<unsigned>(b.block[2])};
+    timer.Mark(LaunchPhase::kPack);
     api->Activate(device);
+    timer.Mark(LaunchPhase::kContext);
     CUfunction fn = Kernel(api, device.device_id, index);
     // Bind checked the shared memory against the device's opt-in limit; past the 48 KiB every
     // kernel may have, the function must opt in to this launch's size.
     if (b.shared_bytes > static_cast<uint64_t>(kStaticSharedLimit)) {
       OptInShared(api, device.device_id, index, fn, b.shared_bytes);
     }
+    timer.Mark(LaunchPhase::kModule);
     CUstream stream = api->ActiveStream(device);
+    timer.Mark(LaunchPhase::kStream);
     // A kernel with run-time checks gets the record last; one such launch at a time per
     // module, which waits for the kernel and reads the record (docs/codegen-guide.md).
     std::unique_lock<std::mutex> fault_lock(fault_mu_, std::defer_lock);
@@ -298,6 +307,7 @@ class CUDAModule : public sdk::KernelModule {
       record = FaultRecord(device.device_id);
       pointers.push_back(&record);
     }
+    timer.Mark(LaunchPhase::kFaultLock);
     // cuLaunchKernel copies the values `pointers` point to, so the offsets may change between
     // the parts of a split launch.
     auto launch_part = [&](const int64_t part[3]) {
@@ -346,6 +356,7 @@ class CUDAModule : public sdk::KernelModule {
         throw;
       }
     }
+    timer.Mark(LaunchPhase::kLaunch);
     if (k.faults) {
       const Driver& d = api->driver();
       codegen::FaultRecord r;
@@ -360,6 +371,7 @@ class CUDAModule : public sdk::KernelModule {
         throw Error(BP_ERR_INVALID_ARGUMENT, codegen::FaultMessage(data_.fault_sites, r));
       }
     }
+    timer.Mark(LaunchPhase::kFaultRead);
   }
 
   CUDAModuleData data_;

@@ -12,6 +12,7 @@
 #include <backplane/runner/runner.hpp>
 #include <cstdint>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -733,6 +734,66 @@ TEST(CudaMockDriverTest, AWarmLaunchMakesOnlyTheDriverCallsItNeeds) {
   // cuCtxGetCurrent, cuLaunchKernel, cuMemcpyDtoHAsync of the record, cuStreamSynchronize.
   EXPECT_EQ(mock.calls(nullptr) - checked_before, 4 * kLaunches);
   EXPECT_EQ(mock.launches(), 2 * (kLaunches + 1));
+}
+
+nlohmann::json LaunchPhases(const char* what = "json") {
+  return nlohmann::json::parse(backplane::Function::Get("cuda.launch_phases")(what).AsString());
+}
+
+// Issue 39, item 4: with BACKPLANE_CUDA_LAUNCH_PHASES set, every phase of every launch is
+// counted and timed, and the report names each phase; "reset" starts again from zero.
+TEST(CudaMockDriverTest, TheLaunchPhaseTimerCountsEveryPhaseOfEveryLaunch) {
+  UseMock({{"BACKPLANE_CUDA_LAUNCH_PHASES", "1"}});
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Function fill = m.GetFunction("fill_cols");
+  backplane::Tensor a = Floats({1000});
+  fill(1000, a.dl());
+  const nlohmann::json first = LaunchPhases("reset");
+  EXPECT_EQ(first.at("launches"), 1) << first.dump();
+  EXPECT_EQ(LaunchPhases().at("launches"), 0) << "reset left launches counted";
+  constexpr int kLaunches = 25;
+  for (int i = 0; i < kLaunches; ++i) fill(1000, a.dl());
+  const nlohmann::json j = LaunchPhases();
+  EXPECT_EQ(j.at("enabled"), true);
+  EXPECT_EQ(j.at("launches"), kLaunches) << j.dump();
+  const std::vector<std::string> names = {"bind",   "pack",       "context", "module",
+                                          "stream", "fault_lock", "launch",  "fault_read"};
+  ASSERT_EQ(j.at("phases").size(), names.size()) << j.dump();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const nlohmann::json& p = j.at("phases")[i];
+    EXPECT_EQ(p.at("name"), names[i]) << j.dump();
+    EXPECT_EQ(p.at("count"), kLaunches) << p.dump();
+    sum += p.at("ns").get<uint64_t>();
+  }
+  EXPECT_GT(j.at("phases")[0].at("ns").get<uint64_t>(), 0u) << "binding took no time";
+  EXPECT_LE(sum, j.at("total_ns").get<uint64_t>()) << j.dump();
+  EXPECT_GT(sum, 0u);
+  const std::string text = backplane::Function::Get("cuda.launch_phases")("text").AsString();
+  for (const std::string& name : names) {
+    EXPECT_NE(text.find("  " + name + " "), std::string::npos) << name << " in\n" << text;
+  }
+  EXPECT_NE(text.find("25 launches"), std::string::npos) << text;
+  const bptest::Status bad =
+      CaptureError([&] { backplane::Function::Get("cuda.launch_phases")("bogus"); });
+  EXPECT_EQ(bad.kind, BP_ERR_INVALID_ARGUMENT) << bad;
+}
+
+// Without the variable the timer records nothing (and costs one branch a phase).
+TEST(CudaMockDriverTest, WithoutTheSwitchTheLaunchPhaseTimerRecordsNothing) {
+  unsetenv("BACKPLANE_CUDA_LAUNCH_PHASES");
+  UseMock();
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Tensor a = Floats({1000});
+  for (int i = 0; i < 5; ++i) m.GetFunction("fill_cols")(1000, a.dl());
+  const nlohmann::json j = LaunchPhases();
+  EXPECT_EQ(j.at("enabled"), false);
+  EXPECT_EQ(j.at("launches"), 0) << j.dump();
+  EXPECT_EQ(j.at("total_ns"), 0) << j.dump();
+  for (const nlohmann::json& p : j.at("phases")) {
+    EXPECT_EQ(p.at("count"), 0) << p.dump();
+    EXPECT_EQ(p.at("ns"), 0) << p.dump();
+  }
 }
 
 }  // namespace
