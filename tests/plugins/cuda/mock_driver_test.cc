@@ -736,6 +736,35 @@ TEST(CudaMockDriverTest, AWarmLaunchMakesOnlyTheDriverCallsItNeeds) {
   EXPECT_EQ(mock.launches(), 2 * (kLaunches + 1));
 }
 
+// A warm launch keeps the allocations its buffers were found in (no lock for them) only until
+// an allocation is freed: a buffer freed between two launches is refused as before, and
+// another buffer in the same thread's launches is still found.
+TEST(CudaMockDriverTest, AWarmLaunchRefusesABufferFreedSinceTheLastOne) {
+  UseMock();
+  const Mock mock = Counters();
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Function fill = m.GetFunction("fill_cols");
+  void* p = Alloc(kGpu, 4000);
+  int64_t shape[1] = {1000};
+  DLTensor t{p, kGpu, 1, DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
+  fill(1000, &t);
+  fill(1000, &t);
+  backplane::Tensor other = Floats({1000});
+  fill(1000, other.dl());
+  backplane::Check(bp_device_free_data_space(kGpu, p));
+  const bptest::Status st = CaptureError([&] { fill(1000, &t); });
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("is not device memory of cuda:0"), std::string::npos) << st;
+  fill(1000, other.dl());
+  // Past the end of a kept allocation is still past its end.
+  int64_t longer[1] = {1001};
+  DLTensor past{other.dl()->data, kGpu, 1, DLDataType{kDLFloat, 32, 1}, longer, nullptr, 0};
+  const bptest::Status end = CaptureError([&] { fill(1001, &past); });
+  EXPECT_EQ(end.kind, BP_ERR_INVALID_ARGUMENT) << end;
+  backplane::Check(bp_device_stream_sync(kGpu, nullptr));
+  EXPECT_EQ(mock.launches(), 4);
+}
+
 nlohmann::json LaunchPhases(const char* what = "json") {
   return nlohmann::json::parse(backplane::Function::Get("cuda.launch_phases")(what).AsString());
 }
