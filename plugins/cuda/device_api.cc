@@ -328,6 +328,7 @@ void* CUDADeviceAPI::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignmen
 void CUDADeviceAPI::FreeDataSpace(DLDevice dev, void* ptr) {
   RequireDevice(dev);
   if (ptr == nullptr) return;
+  frees_.fetch_add(1, std::memory_order_acq_rel);  // before: a launch after it looks again
   const uintptr_t base = handles_.Remove(dev, ptr, /*workspace=*/false).info;
   Activate(dev);
   Check(driver_->cuMemFree(static_cast<CUdeviceptr>(base)),
@@ -364,6 +365,7 @@ void* CUDADeviceAPI::AllocWorkspace(DLDevice dev, size_t nbytes, DLDataType) {
 void CUDADeviceAPI::FreeWorkspace(DLDevice dev, void* ptr) {
   RequireDevice(dev);
   if (ptr == nullptr) return;
+  frees_.fetch_add(1, std::memory_order_acq_rel);  // before: a launch after it looks again
   const size_t size_class = handles_.Remove(dev, ptr, /*workspace=*/true).size;
   // Work queued on the active stream may still use the buffer: an event recorded there tells
   // when another stream may take it (WorkspacePool).
@@ -399,7 +401,7 @@ CUDADeviceAPI::Range CUDADeviceAPI::Locate(DLDevice dev, uintptr_t ptr,
   int32_t owner = dev.device_id;
   sdk::HandleTable<uintptr_t>::Entry e;
   if (handles_.Containing(ptr, &e)) {
-    r = Range{e.key, e.size};
+    r = Range{e.key, e.size, true};
     owner = e.device_id;
   } else {
     // Memory from elsewhere (another library's cuMemAlloc): the driver knows its range. An

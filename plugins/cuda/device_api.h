@@ -101,6 +101,7 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   struct Range {
     uintptr_t base = 0;
     size_t size = 0;
+    bool plugins = false;  // one of the plugin's allocations (else one the driver knows)
   };
 
   int32_t DeviceCount() const { return static_cast<int32_t>(devices_.size()); }
@@ -124,6 +125,10 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   // allocation the driver knows (cuMemGetAddressRange) on that device. BP_ERR_INVALID_ARGUMENT
   // naming `what` (called only then) and the address otherwise.
   Range Locate(DLDevice dev, uintptr_t ptr, const std::function<std::string()>& what);
+  // Counts the frees of data space and workspaces: an answer of Locate with `plugins` set stays
+  // true while this is unchanged (no allocation of the plugin was taken out, and a new one
+  // cannot overlap a live one), so a launch may keep it (acquire: read it before Locate).
+  uint64_t Frees() const { return frees_.load(std::memory_order_acquire); }
   // Checks that [ptr, ptr + nbytes) is device memory on `dev`: memory the plugin allocated
   // there, or an allocation the driver knows (cuMemGetAddressRange), bounds included.
   // BP_ERR_INVALID_ARGUMENT naming `what`, the address and the range otherwise.
@@ -164,6 +169,7 @@ class CUDADeviceAPI : public sdk::DeviceAPI {
   // the handle when over-aligned). A workspace's size is its size class.
   sdk::HandleTable<uintptr_t> handles_{"cuda"};
   sdk::StreamRegistry streams_{"cuda"};  // live streams and each thread's active one
+  std::atomic<uint64_t> frees_{0};       // Frees()
 };
 
 // device_api.cuda_host: pinned (page-locked) host memory from cuMemHostAlloc, portable to

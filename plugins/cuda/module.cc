@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "module.h"
 
+#include <algorithm>
+#include <atomic>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "device_api.h"
+#include "launch_phases.h"
 
 namespace backplane {
 namespace cuda {
@@ -57,7 +60,9 @@ class CUDAModule : public sdk::KernelModule {
     if (!d.ok) return;
     // cuModuleUnload unloads from the current context: make the module's context current on
     // this thread (whichever thread drops the last reference), and restore what was.
-    for (Loaded& l : loaded_) {
+    for (const std::unique_ptr<Loaded>& owned : loaded_) {
+      if (owned == nullptr) continue;
+      Loaded& l = *owned;
       if (l.module == nullptr && l.fault == 0) continue;
       if (d.cuCtxPushCurrent(l.context) != CUDA_SUCCESS) continue;
       if (l.module != nullptr) d.cuModuleUnload(l.module);  // errors at exit are of no use
@@ -82,7 +87,8 @@ class CUDAModule : public sdk::KernelModule {
     CUmodule module = nullptr;
     std::vector<CUfunction> functions;
     CUdeviceptr fault = 0;  // the fault record (32 zero bytes), when a kernel has checks
-    // Per kernel, the dynamic shared memory it was let take past 48 KiB (OptInShared).
+    // Per kernel, the dynamic shared memory it was let take past 48 KiB (OptInShared; under
+    // mu_: the only field that changes after the module is published).
     std::vector<uint64_t> shared_allowed;
   };
 
@@ -109,14 +115,24 @@ class CUDAModule : public sdk::KernelModule {
            "-cubin=1 for this GPU's exact arch";
   }
 
-  // The kernel `index` in the device's context, loading the module there on first use. The
-  // entry is kept only when the module and every function of it loaded: a failure leaves
-  // nothing behind, and the next launch tries again.
-  CUfunction Kernel(CUDADeviceAPI* api, int32_t device_id, size_t index) {
+  // The module loaded in the context of `device_id` (an existing device), loading it there on
+  // first use. Once loaded, a read without a lock: the entry is published (release) when
+  // complete and never changes after, but for shared_allowed. The entry is kept only when the
+  // module and every function of it loaded: a failure leaves nothing behind, and the next launch
+  // tries again.
+  const Loaded& Load(CUDADeviceAPI* api, int32_t device_id) {
+    const size_t id = static_cast<size_t>(device_id);
+    if (id < published_count_) {
+      if (const Loaded* l = published_[id].load(std::memory_order_acquire)) return *l;
+    }
+    return LoadSlow(api, device_id);
+  }
+
+  const Loaded& LoadSlow(CUDADeviceAPI* api, int32_t device_id) {
     std::lock_guard<std::mutex> lock(mu_);
     if (loaded_.size() <= static_cast<size_t>(device_id)) loaded_.resize(device_id + 1);
-    if (loaded_[static_cast<size_t>(device_id)].module != nullptr) {
-      return loaded_[static_cast<size_t>(device_id)].functions[index];
+    if (loaded_[static_cast<size_t>(device_id)] != nullptr) {
+      return *loaded_[static_cast<size_t>(device_id)];
     }
     const Driver& d = api->driver();
     const std::string where = "cuda:" + std::to_string(device_id);
@@ -174,8 +190,12 @@ class CUDAModule : public sdk::KernelModule {
       }
     }
     rollback.armed = false;
-    loaded_[static_cast<size_t>(device_id)] = std::move(l);
-    return loaded_[static_cast<size_t>(device_id)].functions[index];
+    loaded_[static_cast<size_t>(device_id)] = std::make_unique<Loaded>(std::move(l));
+    const Loaded* done = loaded_[static_cast<size_t>(device_id)].get();
+    if (static_cast<size_t>(device_id) < published_count_) {
+      published_[static_cast<size_t>(device_id)].store(done, std::memory_order_release);
+    }
+    return *done;
   }
 
   // Lets kernel `index` on `device_id` (loaded: `fn`) take `bytes` of dynamic shared memory, if
@@ -183,7 +203,7 @@ class CUDAModule : public sdk::KernelModule {
   void OptInShared(CUDADeviceAPI* api, int32_t device_id, size_t index, CUfunction fn,
                    uint64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<uint64_t>& allowed = loaded_[static_cast<size_t>(device_id)].shared_allowed;
+    std::vector<uint64_t>& allowed = loaded_[static_cast<size_t>(device_id)]->shared_allowed;
     if (allowed.size() <= index) allowed.resize(data_.kernels.size(), 0);
     if (allowed[index] >= bytes) return;
     const KernelInfo& k = data_.kernels[index];
@@ -194,12 +214,6 @@ class CUDAModule : public sdk::KernelModule {
                    " bytes of shared memory at this launch; cuFuncSetAttribute";
           });
     allowed[index] = bytes;
-  }
-
-  // The fault record of the module on `device_id` (after Kernel loaded the module there).
-  CUdeviceptr FaultRecord(int32_t device_id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return loaded_[static_cast<size_t>(device_id)].fault;
   }
 
   // The function table of a module (saved, or emitted) agrees with the kernel's IR, as the
@@ -226,13 +240,68 @@ class CUDAModule : public sdk::KernelModule {
     }
   }
 
+  // The plugin's allocations a thread's launches found last (LaunchBackend::Find), kept while
+  // no allocation was freed (CUDADeviceAPI::Frees): a warm launch with the same buffers takes
+  // no lock for them. Memory the driver knows but the plugin did not allocate is looked up
+  // every time (its owner may free it without the plugin knowing).
+  struct FoundAllocations {
+    static constexpr int kSize = 8;
+    struct Found {
+      uintptr_t base = 0;
+      size_t size = 0;
+      int32_t device_id = 0;
+    };
+    uint64_t frees = ~uint64_t{0};  // CUDADeviceAPI::Frees() when the entries were found
+    Found found[kSize];
+    int count = 0;
+    int next = 0;  // the entry a new one replaces when all are taken
+  };
+
+  // Reused by every launch on this thread: a warm launch allocates nothing.
+  struct Scratch {
+    launch::BoundLaunch b;
+    std::vector<CUdeviceptr> addresses;
+    std::vector<void*> pointers;
+    int64_t offsets[3] = {0, 0, 0};  // the block offsets the kernel takes, per grid axis
+    FoundAllocations found;
+  };
+  // The thread's Scratch, through a call the compiler does not see into. In this dlopen'ed
+  // library each use of a thread_local's address is a __tls_get_addr call, and GCC made it
+  // again at each use rather than keep it (two a parameter in the packing loop, 19 to 27 in
+  // Launch); a plain pointer returned from here stays in a register or on the stack.
+  __attribute__((noinline)) static Scratch& ThreadScratch() {
+    thread_local Scratch scratch;
+    return scratch;
+  }
+
   // What the launch kit asks of this plugin: where a device address lies, and the limits.
   class LaunchBackend final : public launch::Backend {
    public:
-    explicit LaunchBackend(CUDADeviceAPI* api) : api_(api) {}
+    LaunchBackend(CUDADeviceAPI* api, FoundAllocations* cache) : api_(api), cache_(cache) {}
     launch::Allocation Find(DLDevice dev, void* handle) override {
       const uintptr_t p = reinterpret_cast<uintptr_t>(handle);
+      const uint64_t frees = api_->Frees();  // before Locate: a free during it is seen next time
+      FoundAllocations& c = *cache_;
+      if (c.frees != frees) {
+        c.frees = frees;
+        c.count = 0;
+        c.next = 0;
+      }
+      for (int i = 0; i < c.count; ++i) {
+        const FoundAllocations::Found& f = c.found[i];
+        // Strictly inside (as Locate counts one past the end, another allocation may start
+        // there: that address is looked up).
+        if (f.device_id == dev.device_id && p >= f.base &&
+            p - f.base < std::max<size_t>(f.size, 1)) {
+          return {reinterpret_cast<const void*>(f.base), p - f.base, f.size};
+        }
+      }
       const CUDADeviceAPI::Range r = api_->Locate(dev, p, [] { return std::string(); });
+      if (r.plugins && p - r.base < std::max<size_t>(r.size, 1)) {
+        c.found[c.next] = {r.base, r.size, dev.device_id};
+        c.next = (c.next + 1) % FoundAllocations::kSize;
+        c.count = std::max(c.count, c.next == 0 ? FoundAllocations::kSize : c.next);
+      }
       return {reinterpret_cast<const void*>(r.base), p - r.base, r.size};
     }
     const launch::DeviceLimits& Limits(DLDevice dev) override {
@@ -241,27 +310,26 @@ class CUDAModule : public sdk::KernelModule {
 
    private:
     CUDADeviceAPI* api_;
+    FoundAllocations* cache_;
   };
 
+  // The hot path. A warm launch (the module loaded, the buffers found since the last free) of a
+  // kernel without run-time checks on the null stream makes two driver calls (cuCtxGetCurrent,
+  // cuLaunchKernel) and takes no lock (a created stream adds the stream registry's); the phase
+  // timer (launch_phases.h) marks where the time goes when BACKPLANE_CUDA_LAUNCH_PHASES is set.
   void Launch(size_t index, PackedArgs args) override {
+    LaunchPhaseTimer timer;
     const KernelInfo& k = data_.kernels[index];
     const launch::KernelSignature& sig = sigs_[index];
     CUDADeviceAPI* api = CUDADeviceAPI::Global();
-    // Reused by every launch on this thread: a warm launch allocates nothing. One
-    // thread-local object: one TLS lookup a launch in this dlopen'ed library.
-    struct Scratch {
-      launch::BoundLaunch b;
-      std::vector<CUdeviceptr> addresses;
-      std::vector<void*> pointers;
-      int64_t offsets[3] = {0, 0, 0};  // the block offsets the kernel takes, per grid axis
-    };
-    thread_local Scratch scratch;
+    Scratch& scratch = ThreadScratch();
     launch::BoundLaunch& b = scratch.b;
     std::vector<CUdeviceptr>& addresses = scratch.addresses;
     std::vector<void*>& pointers = scratch.pointers;
     int64_t* offsets = scratch.offsets;
-    LaunchBackend backend(api);
+    LaunchBackend backend(api, &scratch.found);
     launch::Bind(sig, args, api->device_type(), backend, &b);
+    timer.Mark(LaunchPhase::kBind);
     if (b.empty) return;  // an empty grid: nothing runs
     const DLDevice device = b.device;
     const size_t num_params = sig.num_params();
@@ -281,23 +349,31 @@ class CUDAModule : public sdk::KernelModule {
     for (int d : offset_axes_[index]) pointers.push_back(&offsets[d]);
     const unsigned block[3] = {static_cast<unsigned>(b.block[0]), static_cast<unsigned>(b.block[1]),
                                static_cast<unsigned>(b.block[2])};
+    timer.Mark(LaunchPhase::kPack);
+    // The thread's current context is asked for at every launch, not cached: the application,
+    // cuBLAS or the runtime API may change it between two launches without the plugin knowing.
     api->Activate(device);
-    CUfunction fn = Kernel(api, device.device_id, index);
+    timer.Mark(LaunchPhase::kContext);
+    const Loaded& loaded = Load(api, device.device_id);
+    CUfunction fn = loaded.functions[index];
     // Bind checked the shared memory against the device's opt-in limit; past the 48 KiB every
     // kernel may have, the function must opt in to this launch's size.
     if (b.shared_bytes > static_cast<uint64_t>(kStaticSharedLimit)) {
       OptInShared(api, device.device_id, index, fn, b.shared_bytes);
     }
+    timer.Mark(LaunchPhase::kModule);
     CUstream stream = api->ActiveStream(device);
+    timer.Mark(LaunchPhase::kStream);
     // A kernel with run-time checks gets the record last; one such launch at a time per
     // module, which waits for the kernel and reads the record (docs/codegen-guide.md).
     std::unique_lock<std::mutex> fault_lock(fault_mu_, std::defer_lock);
     CUdeviceptr record = 0;
     if (k.faults) {
       fault_lock.lock();
-      record = FaultRecord(device.device_id);
+      record = loaded.fault;
       pointers.push_back(&record);
     }
+    timer.Mark(LaunchPhase::kFaultLock);
     // cuLaunchKernel copies the values `pointers` point to, so the offsets may change between
     // the parts of a split launch.
     auto launch_part = [&](const int64_t part[3]) {
@@ -346,6 +422,7 @@ class CUDAModule : public sdk::KernelModule {
         throw;
       }
     }
+    timer.Mark(LaunchPhase::kLaunch);
     if (k.faults) {
       const Driver& d = api->driver();
       codegen::FaultRecord r;
@@ -360,6 +437,7 @@ class CUDAModule : public sdk::KernelModule {
         throw Error(BP_ERR_INVALID_ARGUMENT, codegen::FaultMessage(data_.fault_sites, r));
       }
     }
+    timer.Mark(LaunchPhase::kFaultRead);
   }
 
   CUDAModuleData data_;
@@ -368,8 +446,15 @@ class CUDAModule : public sdk::KernelModule {
   std::vector<launch::KernelSignature> sigs_;  // per kernel, as the launch kit binds it
   std::vector<std::vector<int>> offset_axes_;  // per kernel: BlockOffsetAxes
   std::mutex mu_;
-  std::vector<Loaded> loaded_;  // by device id
-  std::mutex fault_mu_;         // held from the launch of a kernel with checks to its record read
+  std::vector<std::unique_ptr<Loaded>> loaded_;  // by device id, under mu_
+  // By device id: the entries of loaded_ that are complete, for a launch to read without mu_.
+  // Sized at construction to the device count, which is fixed when the plugin loads (the
+  // DeviceAPI is made then; not std::call_once, which sets two thread_locals at every call).
+  const size_t published_count_ =
+      static_cast<size_t>(std::max(CUDADeviceAPI::Global()->DeviceCount(), 1));
+  const std::unique_ptr<std::atomic<const Loaded*>[]> published_ =
+      std::make_unique<std::atomic<const Loaded*>[]>(published_count_);
+  std::mutex fault_mu_;  // held from the launch of a kernel with checks to its record read
 };
 
 using Json = nlohmann::json;

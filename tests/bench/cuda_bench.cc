@@ -2,7 +2,11 @@
 // CUDA benchmark pairs (issue 8), each Backplane path next to the raw driver API (or cuBLAS)
 // in the same run, on cuda:0:
 //   launch:   vector_add_gpu_kernel on 1 element through the module vs raw cuLaunchKernel of
-//             the same PTX (goal <= 1.1x)
+//             the same PTX (goal <= 1.1x): BM_Launch_* each in a loop of its own (queued
+//             without a wait: bound by the GPU's rate once the queue fills), and BM_LaunchPair,
+//             the two alternating in one loop, each block of launches timed up to its last
+//             submit: the host's cost of a launch, the ratio with its spread, and, with
+//             BACKPLANE_CUDA_LAUNCH_PHASES=1, the plugin's phases (issue 39)
 //   copies:   256 MiB pinned host <-> device through copy_data_from_to vs raw
 //             cuMemcpyHtoDAsync/DtoHAsync (goal >= 95%)
 //   vector_add: bytes/s of the generated kernel vs a device-to-device copy (goal >= 85%)
@@ -13,9 +17,13 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <backplane/runner/runner.hpp>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -80,10 +88,152 @@ void BM_Launch_RawDriver(benchmark::State& state) {
   int32_t n = 1;
   CUdeviceptr pa = reinterpret_cast<CUdeviceptr>(a.dl()->data);
   CUdeviceptr pc = reinterpret_cast<CUdeviceptr>(c.dl()->data);
-  void* params[] = {&n, &pa, &pa, &pc};
+  int64_t block_offset_x = 0;  // the kernel's last param (docs/cuda.md, "Large grids")
+  void* params[] = {&n, &pa, &pa, &pc, &block_offset_x};
   for (auto _ : state) d.cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
   Sync();
   d.cuModuleUnload(mod);
+}
+
+// The launch pair (issue 39, item 4): the Backplane launch and the raw cuLaunchKernel of the
+// same function (the same PTX loaded in the same context, the same arguments, block offset and
+// null stream) alternate in one loop. Each round times a block of kPairBlock launches of each,
+// in ABBA order across rounds, from the first launch to the return of the last; a stream sync
+// between blocks (not timed) keeps the queue short, so neither side waits for the GPU and
+// both measure the host's cost of a launch. The counters: each side's median ns a launch, the
+// ratio's median and spread over rounds (p10, p90, min, max); with BACKPLANE_CUDA_LAUNCH_PHASES
+// set, the plugin's phases in ns a Backplane launch (phase_*), the plugin's whole Launch
+// (plugin_ns) and the rest of the call (outside_plugin_ns: the C ABI, the function registry,
+// the packed arguments), also printed as a table. The timer's clock reads inflate the
+// Backplane side: read the ratio from a run without it.
+constexpr int kPairBlock = 64;
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+void BM_LaunchPair(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  Module m = BuildKernel("vector_add_gpu");
+  backplane::Function k = m.Imports()[0].GetFunction("vector_add_gpu_kernel");
+  const std::string ptx = m.Imports()[0].InspectSource("ptx");
+  Tensor a = Tensor::Empty({1}, F32(), Device(Gpu()));
+  Tensor c = Tensor::Empty({1}, F32(), Device(Gpu()));
+  k(1, a.dl(), a.dl(), c.dl(), 1, 256);  // loads the module, makes the context current
+  Sync();
+  const cu::Driver& d = cu::Driver::Get();
+  CUmodule mod = nullptr;
+  CUfunction fn = nullptr;
+  cu::Check(d.cuModuleLoadDataEx(&mod, ptx.c_str(), 0, nullptr, nullptr), "cuModuleLoadDataEx");
+  cu::Check(d.cuModuleGetFunction(&fn, mod, "vector_add_gpu_kernel"), "cuModuleGetFunction");
+  int32_t n = 1;
+  CUdeviceptr pa = reinterpret_cast<CUdeviceptr>(a.dl()->data);
+  CUdeviceptr pc = reinterpret_cast<CUdeviceptr>(c.dl()->data);
+  int64_t block_offset_x = 0;
+  void* params[] = {&n, &pa, &pa, &pc, &block_offset_x};
+  // An older plugin has no phase timer: the pair runs without the breakdown.
+  backplane::Function phases;
+  try {
+    phases = backplane::Function::Get("cuda.launch_phases");
+    phases("reset");
+  } catch (const backplane::Error&) {
+    phases = backplane::Function();
+  }
+  using Clock = std::chrono::steady_clock;
+  // ns a launch of `kPairBlock` launches of `launch`, after a wait for the queue to drain.
+  auto block = [&](auto&& launch) {
+    Sync();
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < kPairBlock; ++i) launch();
+    const Clock::time_point t1 = Clock::now();
+    return std::chrono::duration<double, std::nano>(t1 - t0).count() / kPairBlock;
+  };
+  auto ours = [&] { k(1, a.dl(), a.dl(), c.dl(), 1, 256); };
+  auto raw = [&] {
+    cu::Check(d.cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
+              "cuLaunchKernel");
+  };
+  // With the timer on, each Backplane block's phases (ns a launch), taken and zeroed after the
+  // block, outside its timing; medians over the rounds, as for the pair, so a round that the
+  // machine interrupted moves them no more than it moves the pair.
+  bool timed = false;
+  if (static_cast<bool>(phases)) {
+    timed = nlohmann::json::parse(phases("reset").AsString()).at("enabled").get<bool>();
+  }
+  std::vector<std::string> phase_names;
+  std::vector<std::vector<double>> phase_ns;  // per phase, per round
+  std::vector<double> plugin_ns, outside_ns;  // per round
+  double clock_ns = 0;
+  auto take_phases = [&](double ours_per_launch) {
+    const nlohmann::json j = nlohmann::json::parse(phases("reset").AsString());
+    const double launches = std::max(j.at("launches").get<double>(), 1.0);
+    clock_ns = j.at("clock_ns").get<double>();
+    const nlohmann::json& list = j.at("phases");
+    if (phase_names.empty()) {
+      for (const nlohmann::json& p : list) phase_names.push_back(p.at("name").get<std::string>());
+      phase_ns.resize(phase_names.size());
+    }
+    for (size_t i = 0; i < list.size() && i < phase_ns.size(); ++i) {
+      phase_ns[i].push_back(list[i].at("ns").get<double>() /
+                            std::max(list[i].at("count").get<double>(), 1.0));
+    }
+    plugin_ns.push_back(j.at("total_ns").get<double>() / launches);
+    outside_ns.push_back(ours_per_launch - plugin_ns.back());
+  };
+  std::vector<double> ours_ns, raw_ns, ratio;
+  int64_t round = 0;
+  for (auto _ : state) {
+    double o = 0, r = 0;
+    if (round++ % 2 == 0) {
+      o = block(ours);
+      if (timed) take_phases(o);
+      r = block(raw);
+    } else {
+      r = block(raw);
+      o = block(ours);
+      if (timed) take_phases(o);
+    }
+    ours_ns.push_back(o);
+    raw_ns.push_back(r);
+    ratio.push_back(o / r);
+  }
+  Sync();
+  d.cuModuleUnload(mod);
+  state.counters["backplane_ns"] = Percentile(ours_ns, 0.5);
+  state.counters["raw_ns"] = Percentile(raw_ns, 0.5);
+  state.counters["ratio"] = Percentile(ratio, 0.5);
+  state.counters["ratio_p10"] = Percentile(ratio, 0.1);
+  state.counters["ratio_p90"] = Percentile(ratio, 0.9);
+  state.counters["ratio_min"] = Percentile(ratio, 0.0);
+  state.counters["ratio_max"] = Percentile(ratio, 1.0);
+  std::printf(
+      "launch pair%s: %zu rounds of %d launches each side; Backplane %.1f ns, raw cuLaunchKernel "
+      "%.1f ns a launch (medians); ratio %.3f (p10 %.3f, p90 %.3f, min %.3f, max %.3f)\n",
+      timed ? " (with the phase timer, which adds its clock reads)" : "", ratio.size(), kPairBlock,
+      Percentile(ours_ns, 0.5), Percentile(raw_ns, 0.5), Percentile(ratio, 0.5),
+      Percentile(ratio, 0.1), Percentile(ratio, 0.9), Percentile(ratio, 0.0),
+      Percentile(ratio, 1.0));
+  if (timed && !plugin_ns.empty()) {
+    std::printf(
+        "launch phases of the Backplane side (BACKPLANE_CUDA_LAUNCH_PHASES), ns a launch, median "
+        "over the rounds; each phase includes one clock read of %.1f ns:\n",
+        clock_ns);
+    for (size_t i = 0; i < phase_names.size(); ++i) {
+      const double ns = Percentile(phase_ns[i], 0.5);
+      state.counters["phase_" + phase_names[i] + "_ns"] = ns;
+      std::printf("  %-18s %8.1f\n", phase_names[i].c_str(), ns);
+    }
+    state.counters["plugin_ns"] = Percentile(plugin_ns, 0.5);
+    state.counters["outside_plugin_ns"] = Percentile(outside_ns, 0.5);
+    state.counters["clock_ns"] = clock_ns;
+    std::printf("  %-18s %8.1f\n  %-18s %8.1f  (the call from the C ABI to the plugin and back)\n",
+                "plugin (Launch)", Percentile(plugin_ns, 0.5), "outside the plugin",
+                Percentile(outside_ns, 0.5));
+  }
+  std::fflush(stdout);
 }
 
 void CopyPinned(benchmark::State& state, bool raw, bool to_device) {
@@ -209,6 +359,7 @@ void BM_Matmul_cuBLAS(benchmark::State& state) {
 
 BENCHMARK(BM_Launch_Backplane);
 BENCHMARK(BM_Launch_RawDriver);
+BENCHMARK(BM_LaunchPair)->Iterations(1000);
 BENCHMARK(BM_CopyH2D_Backplane)->UseRealTime();
 BENCHMARK(BM_CopyH2D_RawDriver)->UseRealTime();
 BENCHMARK(BM_CopyD2H_Backplane)->UseRealTime();

@@ -52,6 +52,10 @@
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
 #                vs a device copy, matmul vs cuBLAS; no benchmark may report an error;
 #                the ratios go to summary.txt
+#   launch_phases
+#                bench_cuda's launch pair again with BACKPLANE_CUDA_LAUNCH_PHASES=1: where
+#                the time of a Backplane launch goes, phase by phase, beside the raw call
+#                (launch_phases.txt, bench_launch_phases.json; the table also in summary.txt)
 #   sanitizer_memcheck, sanitizer_racecheck, sanitizer_synccheck
 #                compute-sanitizer over the catalog's GPU kernels (the demo at small
 #                sizes); skipped with a note where compute-sanitizer is missing or refuses
@@ -106,7 +110,8 @@ out="${OUT:-$PWD/gpu-results}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 # Nothing of an earlier run in $OUT may pass for this one's.
-rm -f "$out/bench_cuda.json" "$out/bench_summary.txt" "$out/gpu-checks.tar.gz"
+rm -f "$out/bench_cuda.json" "$out/bench_summary.txt" "$out/gpu-checks.tar.gz" \
+  "$out/launch_phases.txt" "$out/bench_launch_phases.json"
 start_all=$SECONDS
 deadline=$((SECONDS + budget))
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/gpu-checks.XXXXXX")"
@@ -665,9 +670,28 @@ for what, ours, base, key in rows:
     a, b = get(ours, key), get(base, key)
     ratio = "n/a" if not a or not b else "%.3f" % (a / b)
     print("  %-62s %s  (%s vs %s)" % (what, ratio, a, b))
+pair = runs.get("BM_LaunchPair")
+if pair is not None and pair.get("ratio"):
+    print("  %-62s %.3f  (p10 %.3f, p90 %.3f; %.1f vs %.1f ns)" % (
+        "launch pair, alternating, host cost a launch (goal <= 1.1)", pair["ratio"],
+        pair.get("ratio_p10", 0), pair.get("ratio_p90", 0), pair.get("backplane_ns", 0),
+        pair.get("raw_ns", 0)))
 EOF
     tee -a "$cur_log" <"$out/bench_summary.txt"
   fi
+fi
+step_end
+
+# --- the launch path's phases (issue 39): the pair again, the plugin's timer on ---
+step_begin launch_phases 90
+if [ ! -x "$bin/bench_cuda" ]; then
+  step_fail "the bundle has no bench_cuda (built with BACKPLANE_BUILD_BENCHMARKS off)"
+elif run env BACKPLANE_CUDA_LAUNCH_PHASES=1 "$bin/bench_cuda" --benchmark_filter=LaunchPair \
+  --benchmark_out="$out/bench_launch_phases.json" --benchmark_out_format=json; then
+  expect "^launch phases of the Backplane side" \
+    "bench_cuda printed no phase breakdown (a plugin without the launch phase timer?)"
+  sed -n '/^launch pair/,/outside the plugin/p' "$cur_log" >"$out/launch_phases.txt"
+  sed "s/^/   /" "$out/launch_phases.txt"
 fi
 step_end
 
@@ -700,4 +724,9 @@ say "Record afterwards: the device ($device_name, driver $driver_version) and th
 say "docs/cuda.md; bench_summary.txt's ratios and bench_cuda.json's figures in"
 say "docs/performance.md (docs/cuda.md, \"Running the GPU checks\")."
 [ -f "$out/bench_summary.txt" ] && sed 's/^/  /' "$out/bench_summary.txt" >>"$out/summary.txt"
+if [ -s "$out/launch_phases.txt" ]; then
+  echo "  launch phases (BACKPLANE_CUDA_LAUNCH_PHASES=1; docs/cuda.md, \"The launch path\")" \
+    >>"$out/summary.txt"
+  sed 's/^/  /' "$out/launch_phases.txt" >>"$out/summary.txt"
+fi
 finish "$failed"

@@ -12,6 +12,7 @@
 #include <backplane/runner/runner.hpp>
 #include <cstdint>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -48,6 +49,7 @@ struct Mock {
   long long (*launch_log_size)() = nullptr;
   int (*launch_log)(long long i, unsigned dims[6], unsigned long long* params, int max) = nullptr;
   void (*clear_launch_log)() = nullptr;
+  long long (*calls)(const char* name) = nullptr;  // driver calls by symbol; null: all
 };
 
 // Points the plugin at the mock driver, with `env` (name, value pairs) set first, and loads it.
@@ -75,6 +77,7 @@ Mock Counters() {
   m.launch_log = reinterpret_cast<int (*)(long long, unsigned*, unsigned long long*, int)>(
       dlsym(h, "bp_mock_cuda_launch_log"));
   m.clear_launch_log = reinterpret_cast<void (*)()>(dlsym(h, "bp_mock_cuda_clear_launch_log"));
+  m.calls = reinterpret_cast<long long (*)(const char*)>(dlsym(h, "bp_mock_cuda_calls"));
   return m;
 }
 
@@ -685,3 +688,141 @@ TEST(CudaMockDriverTest, CatalogBlocksAreWarpsOfTheDevice) {
   EXPECT_EQ(backplane::runner::DimsForDevice(*tiled, Device(kGpu), {{"threads", 7}}).at("threads"),
             7);
 }
+
+namespace {
+
+// A kernel with a run-time check (the integer division), for the fault record's path.
+const char* kDivide = R"(# backplane-ir 1
+func divide(n: int32, d: int32, a: buffer<int32>[n]) {
+  for bx in thread(blockIdx.x, 0, (n + 255) / 256) {
+    for tx in thread(threadIdx.x, 0, 256) {
+      if (bx * 256 + tx < n) {
+        a[bx * 256 + tx] = n / d
+      }
+    }
+  }
+}
+)";
+
+// Issue 39, item 4: a warm launch (the module loaded, the context current) of a kernel without
+// checks on the null stream makes two driver calls, cuCtxGetCurrent and cuLaunchKernel; one with
+// a run-time check adds the record's read and the wait for it. A regression guard for the hot
+// path: a driver call added to every launch fails here.
+TEST(CudaMockDriverTest, AWarmLaunchMakesOnlyTheDriverCallsItNeeds) {
+  UseMock();
+  const Mock mock = Counters();
+  ASSERT_NE(mock.calls, nullptr);
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Function fill = m.GetFunction("fill_cols");
+  backplane::Tensor a = Floats({1000});
+  fill(1000, a.dl());  // cold: loads the module, makes the context current
+  constexpr int kLaunches = 10;
+  const long long before = mock.calls(nullptr);
+  const long long current_before = mock.calls("cuCtxGetCurrent");
+  for (int i = 0; i < kLaunches; ++i) fill(1000, a.dl());
+  EXPECT_EQ(mock.calls("cuLaunchKernel"), kLaunches + 1);
+  EXPECT_EQ(mock.calls("cuCtxGetCurrent") - current_before, kLaunches);
+  EXPECT_EQ(mock.calls(nullptr) - before, 2 * kLaunches)
+      << "a warm launch makes another driver call than cuCtxGetCurrent and cuLaunchKernel";
+
+  Module d = backplane::Build(kDivide, Target::FromDevice(Device(kGpu)));
+  backplane::Function divide = d.GetFunction("divide");
+  backplane::Tensor b = backplane::Tensor::Empty({1000}, DLDataType{kDLInt, 32, 1}, Device(kGpu));
+  divide(1000, 3, b.dl());
+  const long long checked_before = mock.calls(nullptr);
+  for (int i = 0; i < kLaunches; ++i) divide(1000, 3, b.dl());
+  // cuCtxGetCurrent, cuLaunchKernel, cuMemcpyDtoHAsync of the record, cuStreamSynchronize.
+  EXPECT_EQ(mock.calls(nullptr) - checked_before, 4 * kLaunches);
+  EXPECT_EQ(mock.launches(), 2 * (kLaunches + 1));
+}
+
+// A warm launch keeps the allocations its buffers were found in (no lock for them) only until
+// an allocation is freed: a buffer freed between two launches is refused as before, and
+// another buffer in the same thread's launches is still found.
+TEST(CudaMockDriverTest, AWarmLaunchRefusesABufferFreedSinceTheLastOne) {
+  UseMock();
+  const Mock mock = Counters();
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Function fill = m.GetFunction("fill_cols");
+  void* p = Alloc(kGpu, 4000);
+  int64_t shape[1] = {1000};
+  DLTensor t{p, kGpu, 1, DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
+  fill(1000, &t);
+  fill(1000, &t);
+  backplane::Tensor other = Floats({1000});
+  fill(1000, other.dl());
+  backplane::Check(bp_device_free_data_space(kGpu, p));
+  const bptest::Status st = CaptureError([&] { fill(1000, &t); });
+  EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
+  EXPECT_NE(st.message.find("is not device memory of cuda:0"), std::string::npos) << st;
+  fill(1000, other.dl());
+  // Past the end of a kept allocation is still past its end.
+  int64_t longer[1] = {1001};
+  DLTensor past{other.dl()->data, kGpu, 1, DLDataType{kDLFloat, 32, 1}, longer, nullptr, 0};
+  const bptest::Status end = CaptureError([&] { fill(1001, &past); });
+  EXPECT_EQ(end.kind, BP_ERR_INVALID_ARGUMENT) << end;
+  backplane::Check(bp_device_stream_sync(kGpu, nullptr));
+  EXPECT_EQ(mock.launches(), 4);
+}
+
+nlohmann::json LaunchPhases(const char* what = "json") {
+  return nlohmann::json::parse(backplane::Function::Get("cuda.launch_phases")(what).AsString());
+}
+
+// Issue 39, item 4: with BACKPLANE_CUDA_LAUNCH_PHASES set, every phase of every launch is
+// counted and timed, and the report names each phase; "reset" starts again from zero.
+TEST(CudaMockDriverTest, TheLaunchPhaseTimerCountsEveryPhaseOfEveryLaunch) {
+  UseMock({{"BACKPLANE_CUDA_LAUNCH_PHASES", "1"}});
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Function fill = m.GetFunction("fill_cols");
+  backplane::Tensor a = Floats({1000});
+  fill(1000, a.dl());
+  const nlohmann::json first = LaunchPhases("reset");
+  EXPECT_EQ(first.at("launches"), 1) << first.dump();
+  EXPECT_EQ(LaunchPhases().at("launches"), 0) << "reset left launches counted";
+  constexpr int kLaunches = 25;
+  for (int i = 0; i < kLaunches; ++i) fill(1000, a.dl());
+  const nlohmann::json j = LaunchPhases();
+  EXPECT_EQ(j.at("enabled"), true);
+  EXPECT_EQ(j.at("launches"), kLaunches) << j.dump();
+  const std::vector<std::string> names = {"bind",   "pack",       "context", "module",
+                                          "stream", "fault_lock", "launch",  "fault_read"};
+  ASSERT_EQ(j.at("phases").size(), names.size()) << j.dump();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const nlohmann::json& p = j.at("phases")[i];
+    EXPECT_EQ(p.at("name"), names[i]) << j.dump();
+    EXPECT_EQ(p.at("count"), kLaunches) << p.dump();
+    sum += p.at("ns").get<uint64_t>();
+  }
+  EXPECT_GT(j.at("phases")[0].at("ns").get<uint64_t>(), 0u) << "binding took no time";
+  EXPECT_LE(sum, j.at("total_ns").get<uint64_t>()) << j.dump();
+  EXPECT_GT(sum, 0u);
+  const std::string text = backplane::Function::Get("cuda.launch_phases")("text").AsString();
+  for (const std::string& name : names) {
+    EXPECT_NE(text.find("  " + name + " "), std::string::npos) << name << " in\n" << text;
+  }
+  EXPECT_NE(text.find("25 launches"), std::string::npos) << text;
+  const bptest::Status bad =
+      CaptureError([&] { backplane::Function::Get("cuda.launch_phases")("bogus"); });
+  EXPECT_EQ(bad.kind, BP_ERR_INVALID_ARGUMENT) << bad;
+}
+
+// Without the variable the timer records nothing (and costs one branch a phase).
+TEST(CudaMockDriverTest, WithoutTheSwitchTheLaunchPhaseTimerRecordsNothing) {
+  unsetenv("BACKPLANE_CUDA_LAUNCH_PHASES");
+  UseMock();
+  Module m = backplane::Build(kFill, Target::FromDevice(Device(kGpu)));
+  backplane::Tensor a = Floats({1000});
+  for (int i = 0; i < 5; ++i) m.GetFunction("fill_cols")(1000, a.dl());
+  const nlohmann::json j = LaunchPhases();
+  EXPECT_EQ(j.at("enabled"), false);
+  EXPECT_EQ(j.at("launches"), 0) << j.dump();
+  EXPECT_EQ(j.at("total_ns"), 0) << j.dump();
+  for (const nlohmann::json& p : j.at("phases")) {
+    EXPECT_EQ(p.at("count"), 0) << p.dump();
+    EXPECT_EQ(p.at("ns"), 0) << p.dump();
+  }
+}
+
+}  // namespace

@@ -188,6 +188,34 @@ int MaxPtxIsa(int version) {
   return 70 + minor;
 }
 
+// Every driver function's calls, counted by name (bp_mock_cuda_calls): the tests pin how many
+// driver calls a warm launch makes. Each function finds its slot once (a function-local
+// static); counting is one relaxed increment, so the mock's own cost per call barely moves.
+constexpr int kMaxFunctions = 96;
+struct CallCounts {
+  std::mutex mu;
+  const char* names[kMaxFunctions] = {};
+  std::atomic<long long> calls[kMaxFunctions] = {};
+  int used = 0;
+};
+CallCounts& Calls() {
+  static CallCounts* c = new CallCounts();  // lives until the process ends
+  return *c;
+}
+int CallSlot(const char* name) {
+  CallCounts& c = Calls();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (int i = 0; i < c.used; ++i) {
+    if (std::strcmp(c.names[i], name) == 0) return i;
+  }
+  if (c.used == kMaxFunctions) std::abort();  // raise kMaxFunctions
+  c.names[c.used] = name;
+  return c.used++;
+}
+#define MOCK_COUNT()                                    \
+  static const int mock_call_slot = CallSlot(__func__); \
+  Calls().calls[mock_call_slot].fetch_add(1, std::memory_order_relaxed);
+
 #define MOCK_BEGIN   \
   Lock lock(S().mu); \
   if (S().sticky != CUDA_SUCCESS) return S().sticky;
@@ -197,6 +225,7 @@ int MaxPtxIsa(int version) {
 extern "C" {
 
 CUresult CUDAAPI cuInit(unsigned int) {
+  MOCK_COUNT()
   Lock lock(S().mu);
   S().driver_version = EnvInt("BACKPLANE_MOCK_CUDA_DRIVER_VERSION", 13000);
   const int devices = EnvInt("BACKPLANE_MOCK_CUDA_DEVICES", 1);
@@ -212,11 +241,13 @@ CUresult CUDAAPI cuInit(unsigned int) {
 }
 
 CUresult CUDAAPI cuDriverGetVersion(int* v) {
+  MOCK_COUNT()
   *v = EnvInt("BACKPLANE_MOCK_CUDA_DRIVER_VERSION", 13000);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuGetErrorName(CUresult r, const char** s) {
+  MOCK_COUNT()
   switch (r) {
     case CUDA_SUCCESS:
       *s = "CUDA_SUCCESS";
@@ -259,17 +290,20 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char** s) {
 }
 
 CUresult CUDAAPI cuGetErrorString(CUresult r, const char** s) {
+  MOCK_COUNT()
   *s = r == CUDA_SUCCESS ? "no error" : "reported by the mock CUDA driver";
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  MOCK_COUNT()
   Lock lock(S().mu);
   *count = static_cast<int>(S().contexts.size());
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGet(CUdevice* d, int ordinal) {
+  MOCK_COUNT()
   Lock lock(S().mu);
   if (ordinal < 0 || ordinal >= static_cast<int>(S().contexts.size())) {
     return CUDA_ERROR_INVALID_DEVICE;
@@ -279,11 +313,13 @@ CUresult CUDAAPI cuDeviceGet(CUdevice* d, int ordinal) {
 }
 
 CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice) {
+  MOCK_COUNT()
   std::snprintf(name, static_cast<size_t>(len), "Backplane mock CUDA device (no GPU)");
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGetAttribute(int* v, CUdevice_attribute attr, CUdevice) {
+  MOCK_COUNT()
   Lock lock(S().mu);
   switch (attr) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
@@ -350,51 +386,63 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* v, CUdevice_attribute attr, CUdevice)
 }
 
 CUresult CUDAAPI cuDeviceTotalMem(size_t* bytes, CUdevice) {
+  MOCK_COUNT()
   *bytes = S().total_memory;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice d) {
+  MOCK_COUNT()
   for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(0x40 + i + d);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
+  MOCK_COUNT()
   std::snprintf(id, static_cast<size_t>(len), "0000:%02X:00.0", 0x17 + d);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceCanAccessPeer(int* can, CUdevice, CUdevice) {
+  MOCK_COUNT()
   *can = 1;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (d < 0 || d >= static_cast<int>(S().contexts.size())) return CUDA_ERROR_INVALID_DEVICE;
   *ctx = S().contexts[static_cast<size_t>(d)].get();
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) {
+  MOCK_COUNT()
+  return CUDA_SUCCESS;
+}
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  MOCK_COUNT()
   t_current = ctx;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
+  MOCK_COUNT()
   *ctx = t_current;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) {
+  MOCK_COUNT()
   t_stack.push_back(t_current);
   t_current = ctx;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuCtxPopCurrent(CUcontext* ctx) {
+  MOCK_COUNT()
   if (t_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (ctx != nullptr) *ctx = t_current;
   t_current = t_stack.back();
@@ -402,9 +450,13 @@ CUresult CUDAAPI cuCtxPopCurrent(CUcontext* ctx) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext, unsigned int) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext, unsigned int) {
+  MOCK_COUNT()
+  return CUDA_SUCCESS;
+}
 
 CUresult CUDAAPI cuMemGetInfo(size_t* free_bytes, size_t* total) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *total = S().total_memory;
@@ -413,6 +465,7 @@ CUresult CUDAAPI cuMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (n == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -427,6 +480,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr* p, size_t n) {
 }
 
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+  MOCK_COUNT()
   MOCK_BEGIN
   auto it = S().allocations.find(static_cast<uintptr_t>(p));
   if (it == S().allocations.end() || it->second.host) return CUDA_ERROR_INVALID_VALUE;
@@ -437,6 +491,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
 }
 
 CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  MOCK_COUNT()
   MOCK_BEGIN
   uintptr_t b = 0;
   const Allocation* a = Holding(static_cast<uintptr_t>(p), 1, &b);
@@ -447,6 +502,7 @@ CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdevicep
 }
 
 CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (attr != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_INVALID_VALUE;
   const Allocation* a = Holding(static_cast<uintptr_t>(p), 1);
@@ -458,6 +514,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUd
 // As documented: memory CUDA does not know answers 0 (not an error); only MEMORY_TYPE here.
 CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
                                         CUdeviceptr p) {
+  MOCK_COUNT()
   MOCK_BEGIN
   const Allocation* a = Holding(static_cast<uintptr_t>(p), 1);
   for (unsigned int i = 0; i < n; ++i) {
@@ -469,6 +526,7 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute* att
 }
 
 CUresult CUDAAPI cuMemHostAlloc(void** p, size_t n, unsigned int) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (n == 0) return CUDA_ERROR_INVALID_VALUE;
   if (n > (size_t{1} << 40)) return CUDA_ERROR_OUT_OF_MEMORY;  // more than any host pins
@@ -480,6 +538,7 @@ CUresult CUDAAPI cuMemHostAlloc(void** p, size_t n, unsigned int) {
 }
 
 CUresult CUDAAPI cuMemFreeHost(void* p) {
+  MOCK_COUNT()
   MOCK_BEGIN
   auto it = S().allocations.find(reinterpret_cast<uintptr_t>(p));
   if (it == S().allocations.end() || !it->second.host) return CUDA_ERROR_INVALID_VALUE;
@@ -489,6 +548,7 @@ CUresult CUDAAPI cuMemFreeHost(void* p) {
 }
 
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (s == nullptr && t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   const auto d = static_cast<uintptr_t>(dst);
@@ -498,6 +558,7 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, C
 }
 
 CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (s == nullptr && t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   const auto h = reinterpret_cast<uintptr_t>(dst);
@@ -507,6 +568,7 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstrea
 }
 
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (s == nullptr && t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   const auto d = static_cast<uintptr_t>(dst);
@@ -517,10 +579,12 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, C
 
 CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n,
                                    CUstream s) {
+  MOCK_COUNT()
   return cuMemcpyDtoDAsync(dst, src, n, s);
 }
 
 CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  MOCK_COUNT()
   MOCK_BEGIN
   const auto d = static_cast<uintptr_t>(dst);
   const auto from = static_cast<uintptr_t>(src);
@@ -531,6 +595,7 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstr
 }
 
 CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *s = new CUstream_st();
@@ -538,6 +603,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream* s, unsigned int) {
 }
 
 CUresult CUDAAPI cuStreamDestroy(CUstream s) {
+  MOCK_COUNT()
   Lock lock(S().mu);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   RunAll(s);  // queued work completes, then the stream is released
@@ -546,12 +612,14 @@ CUresult CUDAAPI cuStreamDestroy(CUstream s) {
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream s) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (s != nullptr) RunAll(s);
   return S().sticky;
 }
 
 CUresult CUDAAPI cuEventCreate(CUevent* e, unsigned int flags) {
+  MOCK_COUNT()
   MOCK_BEGIN
   *e = new CUevent_st();
   (*e)->flags = flags;
@@ -565,6 +633,7 @@ static int64_t NowNs() {
 }
 
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
+  MOCK_COUNT()
   MOCK_BEGIN
   e->recorded = true;
   if ((e->flags & CU_EVENT_DISABLE_TIMING) == 0) {
@@ -581,6 +650,7 @@ CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
 // As documented: either event made with CU_EVENT_DISABLE_TIMING or never recorded is
 // CUDA_ERROR_INVALID_HANDLE; one not yet passed is CUDA_ERROR_NOT_READY.
 CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (CUevent e : {start, end}) {
@@ -594,23 +664,27 @@ CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
 }
 
 CUresult CUDAAPI cuEventQuery(CUevent e) {
+  MOCK_COUNT()
   MOCK_BEGIN
   return e->stream == nullptr || e->stream->done >= e->target ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent e) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (e->stream != nullptr) RunUntil(e->stream, e->target);
   return S().sticky;
 }
 
 CUresult CUDAAPI cuEventDestroy(CUevent e) {
+  MOCK_COUNT()
   Lock lock(S().mu);
   delete e;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuStreamWaitEvent(CUstream s, CUevent e, unsigned int) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (e->stream == nullptr || e->stream == s) return CUDA_SUCCESS;
   // `s` runs the recorded work of the event's stream before its own later work. (An event
@@ -706,15 +780,18 @@ static CUresult LoadImage(CUmodule* m, const void* image, unsigned int n, CUjit_
 }
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule* m, const void* image) {
+  MOCK_COUNT()
   return LoadImage(m, image, 0, nullptr, nullptr);
 }
 
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned int n,
                                     CUjit_option* options, void** values) {
+  MOCK_COUNT()
   return LoadImage(m, image, n, options, values);
 }
 
 CUresult CUDAAPI cuModuleUnload(CUmodule m) {
+  MOCK_COUNT()
   Lock lock(S().mu);
   // "Unloads a module hmod from the current context."
   if (t_current != m->ctx) {
@@ -727,6 +804,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule m) {
 }
 
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  MOCK_COUNT()
   MOCK_BEGIN
   const bool known = m->entries.empty() ||
                      std::find(m->entries.begin(), m->entries.end(), name) != m->entries.end();
@@ -741,6 +819,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name
 }
 
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute, int) {
+  MOCK_COUNT()
   MOCK_BEGIN
   return f == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
 }
@@ -748,6 +827,7 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute, int) {
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int,
                                 CUstream s, void** params, void**) {
+  MOCK_COUNT()
   MOCK_BEGIN
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (t_current != f->module->ctx) return CUDA_ERROR_INVALID_CONTEXT;
@@ -832,6 +912,20 @@ long long bp_mock_cuda_live_modules() {
 int bp_mock_cuda_sticky_error() {
   Lock lock(S().mu);
   return S().sticky;
+}
+
+// Calls of the driver function `name` since the process started, or of every driver function
+// for null. `name` is the symbol cuda.h maps the call to ("cuLaunchKernel", "cuMemAlloc_v2").
+long long bp_mock_cuda_calls(const char* name) {
+  CallCounts& c = Calls();
+  std::lock_guard<std::mutex> lock(c.mu);
+  long long sum = 0;
+  for (int i = 0; i < c.used; ++i) {
+    if (name == nullptr || std::strcmp(c.names[i], name) == 0) {
+      sum += c.calls[i].load(std::memory_order_relaxed);
+    }
+  }
+  return sum;
 }
 
 // Bytes of device memory allocated and not freed.
