@@ -11,6 +11,8 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -38,6 +40,8 @@ using Json = nlohmann::ordered_json;
 struct Figure {
   double ns_per_iteration = 0;
   bool from_median = false;
+  std::vector<double> repetitions;  // ns per iteration of each repetition, in run order
+  double stddev_ns = -1;            // the stddev aggregate, when only aggregates are reported
 };
 
 // The console output as usual, and each benchmark's time per iteration kept for the summary.
@@ -53,13 +57,24 @@ class SummaryReporter : public benchmark::ConsoleReporter {
         continue;
       }
       const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
-      if (run.run_type == Run::RT_Aggregate && !median) continue;
-      Figure& figure = figures_[run.run_name.function_name];
-      if (figure.from_median && !median) continue;  // a median, once seen, wins
-      const double seconds =
-          run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
-      figure.ns_per_iteration = seconds * 1e9;
-      figure.from_median = median;
+      const double ns =
+          run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit) * 1e9;
+      // Under its function's name (a pair of benchmarks without arguments) and its full name
+      // ("BM_X/16/real_time": one of several arguments).
+      std::vector<std::string> keys = {run.run_name.function_name};
+      if (run.run_name.str() != keys[0]) keys.push_back(run.run_name.str());
+      for (const std::string& key : keys) {
+        Figure& figure = figures_[key];
+        if (run.run_type == Run::RT_Aggregate) {
+          if (run.aggregate_name == "stddev") figure.stddev_ns = ns;
+          if (!median) continue;
+        } else {
+          figure.repetitions.push_back(ns);
+        }
+        if (figure.from_median && !median) continue;  // a median, once seen, wins
+        figure.ns_per_iteration = ns;
+        figure.from_median = median;
+      }
     }
   }
 
@@ -125,6 +140,29 @@ std::string Absolute(const Pair& pair, double ns, bool baseline) {
   return {};
 }
 
+// The spread of a time ratio over the run: the lowest and highest ratio of the two sides'
+// repetitions taken in run order (with --benchmark_enable_random_interleaving they alternate),
+// else the ratio's relative spread from the two standard deviations; "" with one repetition.
+std::string Spread(const Figure& ours, const Figure& base, double ratio) {
+  const size_t n = std::min(ours.repetitions.size(), base.repetitions.size());
+  if (n >= 2) {
+    double lo = 1e300, hi = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double r = ours.repetitions[i] / base.repetitions[i];
+      lo = std::min(lo, r);
+      hi = std::max(hi, r);
+    }
+    return Format("%.2f", lo) + Format("-%.2fx", hi);
+  }
+  if (ours.stddev_ns >= 0 && base.stddev_ns >= 0 && ours.ns_per_iteration > 0 &&
+      base.ns_per_iteration > 0) {
+    const double a = ours.stddev_ns / ours.ns_per_iteration;
+    const double b = base.stddev_ns / base.ns_per_iteration;
+    return Format("+-%.2fx", ratio * std::sqrt(a * a + b * b));
+  }
+  return "";
+}
+
 std::string GoalText(const Pair& pair) {
   switch (pair.measure) {
     case Measure::kTimePerCall:
@@ -144,7 +182,7 @@ std::string GoalText(const Pair& pair) {
 // its goal.
 bool Summarize(const SummaryReporter& reporter, Json* summary) {
   std::vector<std::vector<std::string>> rows = {
-      {"MEASURE", "BACKPLANE", "BASELINE", "RATIO", "GOAL", "MET"}};
+      {"MEASURE", "BACKPLANE", "BASELINE", "RATIO", "SPREAD", "GOAL", "MET"}};
   bool all_met = true;
   *summary = Json::array();
   for (const Pair& pair : BACKPLANE_BENCH_PAIRS) {
@@ -159,7 +197,11 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
       std::string error = reporter.ErrorOf(pair.benchmark);
       if (error.empty()) error = reporter.ErrorOf(pair.baseline);
       std::string why = error.empty() ? "not run (filtered out)" : "failed: " + error;
-      rows.push_back({pair.label, why, "", "", GoalText(pair), "-"});
+      for (const char* name : {pair.benchmark, pair.baseline}) {
+        auto it = Unavailable().find(name);
+        if (error.empty() && it != Unavailable().end()) why = "not run: " + it->second;
+      }
+      rows.push_back({pair.label, why, "", "", "", GoalText(pair), "-"});
       entry["status"] = why;
       summary->push_back(std::move(entry));
       continue;
@@ -188,9 +230,11 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
     }
     all_met = all_met && met;
     std::string ratio_text = rate ? Format("%.1f%%", ratio * 100) : Format("%.2fx", ratio);
+    const std::string spread = rate ? "" : Spread(*ours, *base, ratio);
     rows.push_back({pair.label, Absolute(pair, ours->ns_per_iteration, false),
                     Absolute(pair, base->ns_per_iteration, true) + " (" + pair.baseline_label + ")",
-                    ratio_text, GoalText(pair), met ? "yes" : "NO"});
+                    ratio_text, spread, GoalText(pair), met ? "yes" : "NO"});
+    if (!spread.empty()) entry["spread"] = spread;
     entry["value"] = Absolute(pair, ours->ns_per_iteration, false);
     entry["baseline_value"] = Absolute(pair, base->ns_per_iteration, true);
     entry["ns_per_iteration"] = ours->ns_per_iteration;

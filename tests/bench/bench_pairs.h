@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace backplane::bench {
 
@@ -47,6 +49,23 @@ constexpr size_t kVulkanVectorElements = size_t{65535} * 256;
 // Workspace request size.
 constexpr size_t kWorkspaceBytes = 4096;
 
+// Benchmarks that need something this machine may lack (a peer's library): the reason each
+// was not registered, which the summary shows instead of "filtered out".
+inline std::map<std::string, std::string>& Unavailable() {
+  static std::map<std::string, std::string> reasons;
+  return reasons;
+}
+// Calls `register_it` when `missing` is empty; otherwise records it as why `name` did not run.
+template <typename Register>
+bool RegisterIfAvailable(const char* name, const std::string& missing, Register register_it) {
+  if (!missing.empty()) {
+    Unavailable()[name] = missing;
+    return false;
+  }
+  register_it();
+  return true;
+}
+
 // The pairs, in the order of the summary.
 inline constexpr Pair kPairs[] = {
     {"registry function, 3 ints, C ABI (bp_function_call)", "BM_FunctionCall_CAbi",
@@ -72,6 +91,27 @@ inline constexpr Pair kPairs[] = {
     // goal, 20 ns, is twice Apache TVM 0.27's call of the same module function (issue 18).
     {"cpu kernel call, vector_add 16 floats", "BM_CpuKernelCall_Module", "BM_CpuKernelCall_Direct",
      "direct call of the compiled function", Measure::kTimePerCall, 20.0, 0},
+    // Issue 39: the same call and the packed call against Apache tvm-ffi in this process (when
+    // its library is found; tvm_ffi.h): the kernel through a tvm-ffi function whose body runs
+    // the same compiled check and kernel (bp_packed_vector_add). The goal: at most tvm-ffi's.
+    {"cpu kernel call vs tvm-ffi, vector_add 16 floats", "BM_CpuKernelCall_Module",
+     "BM_CpuKernelCall_TvmFfi", "TVMFFIFunctionCall of the same compiled check + kernel",
+     Measure::kTimeRatio, 1.0, 0},
+    {"packed call, 3 ints, C ABI vs tvm-ffi", "BM_FunctionCall_CAbi", "BM_FunctionCall_TvmFfi",
+     "TVMFFIFunctionCall", Measure::kTimeRatio, 1.0, 0},
+    {"packed call, 3 ints, C++ vs tvm-ffi's C ABI", "BM_FunctionCall_Cpp", "BM_FunctionCall_TvmFfi",
+     "TVMFFIFunctionCall", Measure::kTimeRatio, 1.0, 0},
+    // Issue 39, item 6: the README's parallel kernel on all cores against 1 core: a small trip
+    // count must not pay the OpenMP pool's wake-up (goal: at most twice the serial call).
+    {"README kernel 16 floats, all cores vs 1 core", "BM_SmallParallel_C_AllCores/16/real_time",
+     "BM_SmallParallel_C_1Core/16/real_time", "the same kernel, 1 core", Measure::kTimeRatio, 2.0,
+     0},
+    {"README kernel 4096 floats, all cores vs 1 core", "BM_SmallParallel_C_AllCores/4096/real_time",
+     "BM_SmallParallel_C_1Core/4096/real_time", "the same kernel, 1 core", Measure::kTimeRatio, 2.0,
+     0},
+    {"README kernel 65536 floats, all cores vs 1 core",
+     "BM_SmallParallel_C_AllCores/65536/real_time", "BM_SmallParallel_C_1Core/65536/real_time",
+     "the same kernel, 1 core", Measure::kTimeRatio, 2.0, 0},
     // Issue 21, item 9: the same kernel on every core (OpenMP) against one core, under the
     // OpenMP settings in effect. The goal: a parallel kernel is never slower than serial.
     {"matmul c 64^2, all cores vs 1 core", "BM_MatmulSmall_C_AllCores", "BM_MatmulSmall_C_1Core",

@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "add3.h"
+#include "bench_pairs.h"
+#include "tvm_ffi.h"
 
 namespace {
 
@@ -97,5 +99,61 @@ void BM_FunctionCall_Cpp(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FunctionCall_Cpp)->Unit(benchmark::kNanosecond);
+
+// The peer: the same body registered with Apache tvm-ffi and called through its C ABI
+// (TVMFFIFunctionCall), its arguments built once outside the loop as in BM_FunctionCall_CAbi.
+int Add3TvmFfi(void*, const benchwork::tvmffi::Any* args, int32_t num_args,
+               benchwork::tvmffi::Any* result) {
+  using benchwork::tvmffi::kInt;
+  if (num_args != 3 || args[0].type_index != kInt || args[1].type_index != kInt ||
+      args[2].type_index != kInt) {
+    return -1;
+  }
+  result->type_index = kInt;
+  result->zero_padding = 0;
+  result->v_int64 = Add3(args[0].v_int64, args[1].v_int64, args[2].v_int64);
+  return 0;
+}
+
+void BM_FunctionCall_TvmFfi(benchmark::State& state) {
+  namespace tvmffi = benchwork::tvmffi;
+  const tvmffi::Library& lib = tvmffi::Load();
+  if (!lib.error.empty()) {
+    state.SkipWithError(lib.error.c_str());
+    return;
+  }
+  void* func = nullptr;
+  if (lib.function_create(nullptr, &Add3TvmFfi, nullptr, &func) != 0) {
+    state.SkipWithError("TVMFFIFunctionCreate failed");
+    return;
+  }
+  tvmffi::Any args[3];
+  for (int i = 0; i < 3; ++i) {
+    args[i].type_index = tvmffi::kInt;
+    args[i].zero_padding = 0;
+    args[i].v_int64 = i + 1;
+  }
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(args);
+    tvmffi::Any result;
+    result.type_index = tvmffi::kNone;  // what tvm-ffi asks of its caller
+    result.zero_padding = 0;
+    result.v_int64 = 0;
+    int st = lib.function_call(func, args, 3, &result);
+    benchmark::DoNotOptimize(st);
+    benchmark::DoNotOptimize(result);
+  }
+  tvmffi::Any result{tvmffi::kNone, 0, {0}};
+  if (lib.function_call(func, args, 3, &result) != 0 || result.v_int64 != 6) {
+    state.SkipWithError("add3 through TVMFFIFunctionCall did not return 6");
+  }
+  lib.object_dec_ref(func);
+}
+// Registered only where tvm-ffi is found: elsewhere the pair shows why it did not run.
+const bool kTvmFfiRegistered = backplane::bench::RegisterIfAvailable(
+    "BM_FunctionCall_TvmFfi", benchwork::tvmffi::Load().error, [] {
+      benchmark::RegisterBenchmark("BM_FunctionCall_TvmFfi", BM_FunctionCall_TvmFfi)
+          ->Unit(benchmark::kNanosecond);
+    });
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench_pairs.h"
+#include "tvm_ffi.h"
 
 namespace {
 
@@ -147,6 +148,119 @@ void BM_CpuKernelCall_Direct(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_CpuKernelCall_Direct);
+
+// The peer (issue 39): TVM's compiled function called through tvm-ffi from C++ takes its
+// packed arguments and checks them in generated code. Here the tvm-ffi function's body hands
+// its four arguments to the same kernel's packed entry (bp_packed_vector_add: the same
+// generated check and body), so the pair measures the two layers around the same compiled
+// code. The baseline has no stream sync (a CPU sync is a no-op in TVM); the module call does.
+struct TvmKernel {
+  int32_t (*packed)(const bp_value_t* args, int32_t num_args, void* ctx) = nullptr;
+};
+int CallVectorAddTvmFfi(void* self, const benchwork::tvmffi::Any* args, int32_t num_args,
+                        benchwork::tvmffi::Any* result) {
+  using benchwork::tvmffi::kDLTensorPtr;
+  using benchwork::tvmffi::kInt;
+  if (num_args != 4) return -1;
+  bp_value_t values[4];
+  for (int32_t i = 0; i < 4; ++i) {
+    values[i].reserved0 = 0;
+    if (args[i].type_index == kInt) {
+      values[i].type = BP_VALUE_INT;
+      values[i].u.v_int64 = args[i].v_int64;
+    } else if (args[i].type_index == kDLTensorPtr) {
+      values[i].type = BP_VALUE_TENSOR;
+      values[i].u.v_tensor = static_cast<DLTensor*>(args[i].v_ptr);
+    } else {
+      return -1;
+    }
+  }
+  alignas(8) unsigned char fault[32] = {};
+  struct {
+    void* call_packed;
+    void* fault;
+  } ctx{nullptr, fault};
+  result->type_index = benchwork::tvmffi::kNone;
+  return static_cast<TvmKernel*>(self)->packed(values, 4, &ctx) == 0 ? 0 : -1;
+}
+
+void BM_CpuKernelCall_TvmFfi(benchmark::State& state) {
+  namespace tvmffi = benchwork::tvmffi;
+  Guarded(state, [&] {
+    const tvmffi::Library& lib = tvmffi::Load();
+    if (!lib.error.empty()) throw std::runtime_error(lib.error);
+    Module m = BuildKernel("vector_add", "c -num-cores=1");  // its library: in the cache
+    TvmKernel kernel;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(kCache.path)) {
+      if (e.path().extension() != ".so") continue;
+      void* lib_handle = dlopen(e.path().c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib_handle == nullptr) continue;
+      kernel.packed =
+          reinterpret_cast<decltype(kernel.packed)>(dlsym(lib_handle, "bp_packed_vector_add"));
+      if (kernel.packed != nullptr) break;
+    }
+    if (kernel.packed == nullptr) {
+      throw std::runtime_error("no compiled vector_add with a packed entry in the compile cache");
+    }
+    void* func = nullptr;
+    if (lib.function_create(&kernel, &CallVectorAddTvmFfi, nullptr, &func) != 0) {
+      throw std::runtime_error("TVMFFIFunctionCreate failed");
+    }
+    Tensor a = RandomTensor({kSmallN}, 1), b = RandomTensor({kSmallN}, 2),
+           c = RandomTensor({kSmallN}, 3);
+    DLTensor* dl[3] = {a.dl(), b.dl(), c.dl()};
+    int failures = 0;
+    for (auto _ : state) {
+      // Built every call, as a C++ caller's arguments are (tvm::ffi::Function's operator()).
+      tvmffi::Any args[4];
+      args[0].type_index = tvmffi::kInt;
+      args[0].zero_padding = 0;
+      args[0].v_int64 = kSmallN;
+      for (int i = 0; i < 3; ++i) {
+        args[i + 1].type_index = tvmffi::kDLTensorPtr;
+        args[i + 1].zero_padding = 0;
+        args[i + 1].v_ptr = dl[i];
+      }
+      tvmffi::Any result{tvmffi::kNone, 0, {0}};
+      failures += lib.function_call(func, args, 4, &result) != 0;
+      benchmark::ClobberMemory();
+    }
+    lib.object_dec_ref(func);
+    if (failures != 0) throw std::runtime_error("the packed entry refused the benchmark's call");
+  });
+}
+const bool kTvmFfiKernelRegistered = backplane::bench::RegisterIfAvailable(
+    "BM_CpuKernelCall_TvmFfi", benchwork::tvmffi::Load().error,
+    [] { benchmark::RegisterBenchmark("BM_CpuKernelCall_TvmFfi", BM_CpuKernelCall_TvmFfi); });
+
+// Issue 39, item 6: the README's kernel, a parallel loop of a few floats, built for every core
+// and for one. A small trip count runs without waking the OpenMP pool (CEmitter's
+// kParallelMinWork), so the parallel build must cost about what the serial one does.
+const char* kReadmeKernel = R"(# backplane-ir 1
+func saxpy2(n: int32, x: buffer<float32>[n], y: buffer<float32>[n], out: buffer<float32>[n]) {
+  for i in parallel(0, n) { out[i] = 2.0 * x[i] + y[i] }
+}
+)";
+void SmallParallel(benchmark::State& state, bool all_cores) {
+  Guarded(state, [&] {
+    const int64_t n = state.range(0);
+    Module m = backplane::Build(kReadmeKernel, Target::Parse(all_cores ? "c" : "c -num-cores=1"));
+    Function f = m.GetFunction("saxpy2");
+    Tensor x = RandomTensor({n}, 4), y = RandomTensor({n}, 5), out = RandomTensor({n}, 6);
+    const DLDevice cpu{kDLCPU, 0};
+    for (auto _ : state) {
+      f(n, x.dl(), y.dl(), out.dl());
+      backplane::Check(bp_device_stream_sync(cpu, nullptr));
+    }
+    state.SetLabel(all_cores ? "all cores" : "1 core");
+  });
+}
+void BM_SmallParallel_C_AllCores(benchmark::State& state) { SmallParallel(state, true); }
+void BM_SmallParallel_C_1Core(benchmark::State& state) { SmallParallel(state, false); }
+// 16 and 4096 floats run without a region; 65536, kParallelMinWork trips of one statement,
+// is the least that starts one.
+BENCHMARK(BM_SmallParallel_C_AllCores)->Arg(16)->Arg(4096)->Arg(65536)->UseRealTime();
+BENCHMARK(BM_SmallParallel_C_1Core)->Arg(16)->Arg(4096)->Arg(65536)->UseRealTime();
 
 void BM_VectorAdd_C_1Core(benchmark::State& state) {
   Guarded(state, [&] {

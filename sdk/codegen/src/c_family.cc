@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The C-family emitter's base (expressions, statements, buffers, vectors) and the C dialect.
+#include <algorithm>
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
@@ -303,6 +304,9 @@ std::string CFamilyEmitter::BarrierStatement() {
 std::string CFamilyEmitter::StorageQualifier(ir::StorageScope) { return ""; }
 
 void CFamilyEmitter::EmitLoopPragma(const ir::ForNode&, const std::string&) {}
+std::string CFamilyEmitter::ParallelRegionCondition(const ir::ForNode&, const std::string&) {
+  return std::string();
+}
 
 std::string CFamilyEmitter::CallPacked(const ir::CallPackedNode& call) {
   Fail("call_packed(\"" + call.name + "\") cannot run in " + DialectName() + " device code");
@@ -1125,8 +1129,27 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         KeepInOrder(&lo);
       }
       const std::string end = from_zero ? extent.text : lo.text + " + " + extent.text;
-      EmitLoopPragma(f, extent.text);
       const bool parallel = f.for_kind == ir::ForKind::kParallel;
+      const std::string region = parallel ? ParallelRegionCondition(f, extent.text) : "";
+      if (!region.empty()) {
+        // The loop twice: in a parallel region when `region` holds, else a plain loop. (A
+        // region that its `if` clause turns off still costs the runtime's team set-up, about
+        // 0.3 to 0.7 us, more than a small kernel's work.)
+        Line("if (" + region + ") {");
+        ++indent_;
+        EmitLoopPragma(f, extent.text);
+        ++parallel_depth_;
+        EmitLoop(f, type, var, lo.text, end);
+        --indent_;
+        Line("} else {");
+        ++indent_;
+        EmitLoop(f, type, var, lo.text, end);
+        --parallel_depth_;
+        --indent_;
+        Line("}");
+        return;
+      }
+      EmitLoopPragma(f, extent.text);
       if (parallel) ++parallel_depth_;
       EmitLoop(f, type, var, lo.text, end);
       if (parallel) --parallel_depth_;
@@ -1585,29 +1608,31 @@ int64_t IterationCost(const ir::ForNode& loop) {
 }
 }  // namespace
 
-void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) {
+std::string CEmitter::ParallelRegionCondition(const ir::ForNode& loop, const std::string& trips) {
+  // OpenMP does not nest by default; an inner parallel loop runs serially anyway. One thread:
+  // a plain loop. Otherwise a region starts only when there are two iterations or more to
+  // share and, where the work of an iteration is known, enough work to pay for waking the
+  // pool's threads (kParallelMinWork: a sleeping thread's wake-up is 10 to 30 us,
+  // docs/performance.md "Small parallel kernels").
+  if (parallel_depth_ > 0 || options_.num_threads == 1) return std::string();
+  std::string condition = "(" + trips + ") > 1";
+  const int64_t cost = IterationCost(loop);
+  if (cost > 0 && cost < kParallelMinWork) {
+    condition += " && (int64_t)(" + trips + ") >= INT64_C(" +
+                 std::to_string((kParallelMinWork + cost - 1) / cost) + ")";
+  }
+  return condition;
+}
+
+void CEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string& /*trips*/) {
   switch (loop.for_kind) {
     case ir::ForKind::kParallel:
-      // OpenMP does not nest by default; an inner parallel loop runs serially anyway.
-      // One thread: a plain loop (entering a parallel region costs about 300 ns, more than a
-      // small kernel's work). Otherwise the region starts only when there are two iterations
-      // or more to share and, where the work of an iteration is known, enough work to pay
-      // for waking the pool's threads (kParallelMinWork: a sleeping thread's wake-up is 10 to
-      // 30 us, docs/performance.md "Small parallel kernels").
+      // Only inside the branch that ParallelRegionCondition chose.
       if (parallel_depth_ == 0 && options_.num_threads != 1) {
-        const int64_t cost = IterationCost(loop);
-        std::string condition = "(" + trips + ") > 1";
-        if (cost >= kParallelMinWork) {
-          // Every trip pays: as before.
-        } else if (cost > 0) {
-          condition += " && (int64_t)(" + trips + ") >= INT64_C(" +
-                       std::to_string((kParallelMinWork + cost - 1) / cost) + ")";
-        }
         Line("#pragma omp parallel for schedule(" + Schedule(loop) + ")" +
              (options_.num_threads > 0
                   ? " num_threads(" + std::to_string(options_.num_threads) + ")"
-                  : std::string()) +
-             " if(" + condition + ")");
+                  : std::string()));
       }
       return;
     case ir::ForKind::kVectorized:

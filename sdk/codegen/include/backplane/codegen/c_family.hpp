@@ -94,6 +94,10 @@ class CFamilyEmitter {
   // Lines to put before a loop of this kind (pragmas), at the current indentation; `trips`
   // is the loop's trip count as C.
   virtual void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips);
+  // For a parallel loop that a dialect may run as a thread region: the C condition under which
+  // it does (the loop is then emitted twice, the region's copy after EmitLoopPragma and a plain
+  // one), or "" for one copy (the default, and every loop a dialect never splits).
+  virtual std::string ParallelRegionCondition(const ir::ForNode& loop, const std::string& trips);
   // Emits a loop that is not thread-bound, after its pragmas: `var` of `type` from `begin`
   // while below `end`, running loop.body. C: one `for` statement.
   virtual void EmitLoop(const ir::ForNode& loop, const std::string& type, const std::string& var,
@@ -380,7 +384,7 @@ class CEmitter : public CFamilyEmitter {
   // known when it is compiled starts an OpenMP region: below it the loop runs on the caller's
   // thread, which is faster than waking the pool (docs/performance.md, "Small parallel
   // kernels").
-  static constexpr int64_t kParallelMinWork = 16384;
+  static constexpr int64_t kParallelMinWork = 65536;
   // call_packed argument codes in bp_ctx_t::call_packed.
   static constexpr int kArgInt = 0;
   static constexpr int kArgFloat = 1;
@@ -390,6 +394,7 @@ class CEmitter : public CFamilyEmitter {
   std::string Prelude() override;
   void EmitFunction(const ir::PrimFunc& func) override;
   void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
+  std::string ParallelRegionCondition(const ir::ForNode& loop, const std::string& trips) override;
   std::string CallPacked(const ir::CallPackedNode& call) override;
   // float32 exp is the IR's own bp_expf (backplane/ir/expf.hpp), the interpreter's bit for bit
   // and vectorizable; the other functions are the C library's.
