@@ -94,7 +94,7 @@ inline constexpr Pair kPairs[] = {
     // Issue 39: the same call and the packed call against Apache tvm-ffi in this process (when
     // its library is found; tvm_ffi.h): the kernel through a tvm-ffi function whose body runs
     // the same compiled check and kernel (bp_packed_vector_add). The goal: at most tvm-ffi's.
-    {"cpu kernel call vs tvm-ffi, vector_add 16 floats", "BM_CpuKernelCall_Module",
+    {"cpu kernel call (no sync) vs tvm-ffi, vector_add 16 floats", "BM_CpuKernelCall_ModuleNoSync",
      "BM_CpuKernelCall_TvmFfi", "TVMFFIFunctionCall of the same compiled check + kernel",
      Measure::kTimeRatio, 1.0, 0},
     {"packed call, 3 ints, C ABI vs tvm-ffi", "BM_FunctionCall_CAbi", "BM_FunctionCall_TvmFfi",

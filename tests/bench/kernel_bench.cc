@@ -113,6 +113,22 @@ void BM_CpuKernelCall_Module(benchmark::State& state) {
 }
 BENCHMARK(BM_CpuKernelCall_Module);
 
+// The same call without the stream sync: what a C++ caller of TVM's compiled CPU function does
+// (the tvm-ffi pair below).
+void BM_CpuKernelCall_ModuleNoSync(benchmark::State& state) {
+  Guarded(state, [&] {
+    Module m = BuildKernel("vector_add", "c -num-cores=1");
+    Function f = m.GetFunction("vector_add");
+    Tensor a = RandomTensor({kSmallN}, 1), b = RandomTensor({kSmallN}, 2),
+           c = RandomTensor({kSmallN}, 3);
+    for (auto _ : state) {
+      f(kSmallN, a.dl(), b.dl(), c.dl());
+      benchmark::ClobberMemory();
+    }
+  });
+}
+BENCHMARK(BM_CpuKernelCall_ModuleNoSync);
+
 void BM_CpuKernelCall_Direct(benchmark::State& state) {
   Guarded(state, [&] {
     Module m = BuildKernel("vector_add", "c -num-cores=1");  // its library: in the cache
@@ -153,7 +169,7 @@ BENCHMARK(BM_CpuKernelCall_Direct);
 // packed arguments and checks them in generated code. Here the tvm-ffi function's body hands
 // its four arguments to the same kernel's packed entry (bp_packed_vector_add: the same
 // generated check and body), so the pair measures the two layers around the same compiled
-// code. The baseline has no stream sync (a CPU sync is a no-op in TVM); the module call does.
+// code. Neither side syncs the stream (BM_CpuKernelCall_ModuleNoSync).
 struct TvmKernel {
   int32_t (*packed)(const bp_value_t* args, int32_t num_args, void* ctx) = nullptr;
 };
