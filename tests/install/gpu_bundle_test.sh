@@ -234,7 +234,8 @@ EOF_SMI
   }
   summary="$SCRATCH/all-steps/summary.txt"
   for step in bundle glibc nvidia_smi toolkit info tests_cuda_gpu_test tests_cuda_plugin_test \
-    conformance_cuda conformance_cuda_host remote_cuda cross_build demo bench sanitizer_memcheck \
+    conformance_cuda conformance_cuda_host remote_cuda cross_build demo bench launch_phases \
+    sanitizer_memcheck \
     sanitizer_racecheck sanitizer_synccheck; do
     grep -qE "^$step +(ok|FAILED|skipped|TIMEOUT) +[0-9]+s$" "$summary" ||
       fail "gpu_checks.sh's table has no row for $step ($summary)"
