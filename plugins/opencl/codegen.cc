@@ -29,6 +29,12 @@ void RegisterCodegen() {
     return sdk::StringValue("compiled=" + std::to_string(s.compiled) +
                             " loaded=" + std::to_string(s.loaded));
   });
+  // "set=N unchanged=M": kernel arguments set, and left as an earlier launch set them.
+  sdk::RegisterFunction("opencl.kernel_arg_stats", [](PackedArgs) {
+    const KernelArgStats s = GetKernelArgStats();
+    return sdk::StringValue("set=" + std::to_string(s.set) +
+                            " unchanged=" + std::to_string(s.unchanged));
+  });
 }
 
 }  // namespace opencl

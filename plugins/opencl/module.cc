@@ -2,6 +2,7 @@
 #include "module.h"
 
 #include <algorithm>
+#include <atomic>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
@@ -26,6 +27,9 @@ namespace backplane {
 namespace opencl {
 
 namespace {
+
+std::atomic<int64_t> g_args_set{0};
+std::atomic<int64_t> g_args_unchanged{0};
 
 using Json = nlohmann::json;
 
@@ -192,6 +196,9 @@ class OpenCLModule : public sdk::KernelModule {
         }
         last.size = size;
         last.bits = bits;
+        ++g_args_set;
+      } else {
+        ++g_args_unchanged;
       }
       ++index;
     };
@@ -233,6 +240,9 @@ class OpenCLModule : public sdk::KernelModule {
         }
         last.size = bytes;
         last.local = true;
+        ++g_args_set;
+      } else {
+        ++g_args_unchanged;
       }
       ++index;
     }
@@ -321,6 +331,13 @@ OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options) {
 
 Module MakeOpenCLModule(ir::IRModule m, OpenCLCode code, OpenCLCodeOptions options) {
   return sdk::MakeModule(std::make_shared<OpenCLModule>(std::move(m), std::move(code), options));
+}
+
+KernelArgStats GetKernelArgStats() {
+  KernelArgStats s;
+  s.set = g_args_set.load();
+  s.unchanged = g_args_unchanged.load();
+  return s;
 }
 
 Module LoadOpenCLModule(const std::string& bytes) {

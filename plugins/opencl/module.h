@@ -48,6 +48,14 @@ Module MakeOpenCLModule(ir::IRModule m, OpenCLCode code, OpenCLCodeOptions optio
 // wrong.
 Module LoadOpenCLModule(const std::string& bytes);
 
+// The kernel arguments this process's opencl modules set (clSetKernelArg) and those they left
+// as set by an earlier launch because their bytes had not changed (opencl.kernel_arg_stats).
+struct KernelArgStats {
+  int64_t set = 0;
+  int64_t unchanged = 0;
+};
+KernelArgStats GetKernelArgStats();
+
 }  // namespace opencl
 }  // namespace backplane
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "device_api.h"
 #include "emitter.h"
 #include "module.h"
 #include "spirv_cache.h"
@@ -198,6 +199,16 @@ void RegisterCodegen() {
     const SpirvCacheStats s = GetSpirvCacheStats();
     return sdk::StringValue("compiled=" + std::to_string(s.compiled) + " memory=" +
                             std::to_string(s.memory) + " disk=" + std::to_string(s.disk));
+  });
+  // "loaded=1 loaded_bytes=32 ignored=0 writes=0 pipelines=1 pipeline_us=104000": what the
+  // devices' pipeline caches did in this process (PipelineCacheStats).
+  sdk::RegisterFunction("vulkan.pipeline_cache_stats", [](PackedArgs) {
+    const PipelineCacheStats s = GetPipelineCacheStats();
+    return sdk::StringValue(
+        "loaded=" + std::to_string(s.loaded) + " loaded_bytes=" + std::to_string(s.loaded_bytes) +
+        " ignored=" + std::to_string(s.ignored) + " writes=" + std::to_string(s.writes) +
+        " pipelines=" + std::to_string(s.pipelines) +
+        " pipeline_us=" + std::to_string(s.pipeline_ns / 1000));
   });
 }
 

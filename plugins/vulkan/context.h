@@ -143,6 +143,9 @@ struct Device {
   sdk::WorkspacePool<Buffer*, Use> workspaces;
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;  // created on first use
   std::string pipeline_cache_path;                  // "" when not kept on disk
+  // What the file at pipeline_cache_path holds (as read, or as last written): a save with the
+  // same bytes writes nothing (lavapipe's cache data is its 32-byte header, whatever it made).
+  std::string pipeline_cache_on_disk;
   // Kernel error records with dispatches queued since they were last read (CheckStatus).
   std::vector<std::shared_ptr<KernelStatus>> watched;
   // Live events (CreateEvent), and the query pools of events freed or recorded again while

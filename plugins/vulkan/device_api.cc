@@ -5,11 +5,13 @@
 // (device -> host copies); StreamSync waits for a stream, SyncStreamFromTo orders two.
 #include "device_api.h"
 
+#include <unistd.h>
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
 #include <atomic>
 #include <backplane/sdk/disk_cache.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -686,6 +688,42 @@ uint32_t DeviceScope::atomics() const { return d_->atomics; }
 bool DeviceScope::denorm_preserve32() const { return d_->denorm_preserve32; }
 bool DeviceScope::denorm_preserve64() const { return d_->denorm_preserve64; }
 
+namespace {
+
+std::atomic<int64_t> g_cache_loaded{0};
+std::atomic<int64_t> g_cache_loaded_bytes{0};
+std::atomic<int64_t> g_cache_ignored{0};
+std::atomic<int64_t> g_cache_writes{0};
+std::atomic<int64_t> g_pipelines{0};
+std::atomic<int64_t> g_pipeline_ns{0};
+
+// Whether `data` starts with the header of this device's pipeline cache data
+// (VkPipelineCacheHeaderVersionOne: its size, version one, vendor, device, pipelineCacheUUID).
+// The driver must ignore a foreign header, but it is checked here first: a file of another
+// driver build is never handed over.
+bool IsCacheOf(const std::string& data, const VkPipelineCacheHeaderVersionOne& want) {
+  VkPipelineCacheHeaderVersionOne h{};
+  if (data.size() < sizeof(h)) return false;
+  std::memcpy(&h, data.data(), sizeof(h));
+  return h.headerSize >= sizeof(h) && h.headerSize <= data.size() &&
+         h.headerVersion == want.headerVersion && h.vendorID == want.vendorID &&
+         h.deviceID == want.deviceID &&
+         std::memcmp(h.pipelineCacheUUID, want.pipelineCacheUUID, VK_UUID_SIZE) == 0;
+}
+
+}  // namespace
+
+PipelineCacheStats GetPipelineCacheStats() {
+  PipelineCacheStats s;
+  s.loaded = g_cache_loaded.load();
+  s.loaded_bytes = g_cache_loaded_bytes.load();
+  s.ignored = g_cache_ignored.load();
+  s.writes = g_cache_writes.load();
+  s.pipelines = g_pipelines.load();
+  s.pipeline_ns = g_pipeline_ns.load();
+  return s;
+}
+
 VkPipelineCache DeviceScope::PipelineCache() {
   if (d_->pipeline_cache != VK_NULL_HANDLE) return d_->pipeline_cache;
   // $XDG_CACHE_HOME/backplane/vulkan (else ~/.cache/...), private; "" keeps it in memory.
@@ -699,20 +737,36 @@ VkPipelineCache DeviceScope::PipelineCache() {
     }
     d_->pipeline_cache_path = dir + "/" + std::to_string(d_->props.vendorID) + "-" +
                               std::to_string(d_->props.deviceID) + "-" + uuid + ".bin";
-    // A checksummed entry: a truncated or damaged file is never handed to the driver.
-    if (!sdk::ReadCacheEntry(d_->pipeline_cache_path, &initial)) initial.clear();
+    // A checksummed entry: a truncated or damaged file is never handed to the driver, nor one
+    // whose header is not this device's.
+    VkPipelineCacheHeaderVersionOne want{};
+    want.headerVersion = VK_PIPELINE_CACHE_HEADER_VERSION_ONE;
+    want.vendorID = d_->props.vendorID;
+    want.deviceID = d_->props.deviceID;
+    std::memcpy(want.pipelineCacheUUID, d_->props.pipelineCacheUUID, VK_UUID_SIZE);
+    if (!sdk::ReadCacheEntry(d_->pipeline_cache_path, &initial) || !IsCacheOf(initial, want)) {
+      if (access(d_->pipeline_cache_path.c_str(), F_OK) == 0) ++g_cache_ignored;
+      initial.clear();
+    }
   }
   VkPipelineCacheCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
   ci.initialDataSize = initial.size();
   ci.pInitialData = initial.empty() ? nullptr : initial.data();
   if (vkCreatePipelineCache(d_->device, &ci, nullptr, &d_->pipeline_cache) != VK_SUCCESS) {
-    // A damaged file: start empty (the driver checks the header and ignores a foreign one).
+    // The driver refused the data: start empty.
+    if (!initial.empty()) ++g_cache_ignored;
+    initial.clear();
     ci.initialDataSize = 0;
     ci.pInitialData = nullptr;
     CheckVk(vkCreatePipelineCache(d_->device, &ci, nullptr, &d_->pipeline_cache),
             "vkCreatePipelineCache");
   }
+  if (!initial.empty()) {
+    ++g_cache_loaded;
+    g_cache_loaded_bytes += static_cast<int64_t>(initial.size());
+  }
+  d_->pipeline_cache_on_disk = std::move(initial);
   return d_->pipeline_cache;
 }
 
@@ -725,7 +779,28 @@ void DeviceScope::SavePipelineCache() {
     return;
   }
   data.resize(size);
-  sdk::WriteCacheEntry(d_->pipeline_cache_path, data);  // atomic; best effort
+  // Unchanged data is not written again: a process whose pipelines all came from the file
+  // writes nothing (a write cost 0.25-0.4 ms per new pipeline here, docs/performance.md).
+  if (data == d_->pipeline_cache_on_disk) return;
+  if (sdk::WriteCacheEntry(d_->pipeline_cache_path, data)) {  // atomic; best effort
+    ++g_cache_writes;
+    d_->pipeline_cache_on_disk = std::move(data);
+  }
+}
+
+VkPipeline DeviceScope::CreateComputePipeline(const VkComputePipelineCreateInfo& ci,
+                                              const std::string& what) {
+  VkPipelineCache cache = PipelineCache();
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  const auto t0 = std::chrono::steady_clock::now();
+  const VkResult r = vkCreateComputePipelines(d_->device, cache, 1, &ci, nullptr, &pipeline);
+  g_pipeline_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  CheckVk(r, "vkCreateComputePipelines for " + what);
+  ++g_pipelines;
+  SavePipelineCache();
+  return pipeline;
 }
 
 VkBuffer DeviceScope::Resolve(void* handle, uint64_t offset, uint64_t nbytes,

@@ -38,9 +38,13 @@ class DeviceScope {
   bool denorm_preserve64() const;
   // The device's pipeline cache, read from disk on first use (docs/vulkan.md).
   VkPipelineCache PipelineCache();
-  // Writes the pipeline cache to disk (atomically); a failure to write is ignored, the cache
-  // being an optimisation.
+  // Writes the pipeline cache to disk (atomically) when its data differs from what the file
+  // holds; a failure to write is ignored, the cache being an optimisation.
   void SavePipelineCache();
+  // A compute pipeline made through the device's pipeline cache, which is then saved
+  // (SavePipelineCache). Error(BP_ERR_DEVICE, or BP_ERR_OUT_OF_MEMORY) naming `what` when the
+  // driver fails; the caller owns the pipeline.
+  VkPipeline CreateComputePipeline(const VkComputePipelineCreateInfo& ci, const std::string& what);
   // The VkBuffer behind data-space `handle` when [offset, offset + nbytes) lies inside it;
   // else Error(BP_ERR_INVALID_ARGUMENT) naming what `what()` returns (called only then).
   VkBuffer Resolve(void* handle, uint64_t offset, uint64_t nbytes,
@@ -72,6 +76,18 @@ class DeviceScope {
   Device* d_;
   DLDevice dev_;
 };
+
+// What the devices' pipeline caches did in this process, for tests and measurements
+// (vulkan.pipeline_cache_stats, docs/vulkan.md).
+struct PipelineCacheStats {
+  int64_t loaded = 0;        // caches made with the data of their file on disk
+  int64_t loaded_bytes = 0;  // the bytes of that data, summed
+  int64_t ignored = 0;       // files found damaged or not this device's, and not used
+  int64_t writes = 0;        // files written (SavePipelineCache with new data)
+  int64_t pipelines = 0;     // compute pipelines made (CreateComputePipeline)
+  int64_t pipeline_ns = 0;   // the time spent in vkCreateComputePipelines, summed
+};
+PipelineCacheStats GetPipelineCacheStats();
 
 class VulkanDeviceAPI final : public sdk::DeviceAPI {
  public:

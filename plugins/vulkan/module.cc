@@ -320,11 +320,7 @@ class VulkanModule : public sdk::KernelModule {
     if (s.properties().apiVersion >= VK_API_VERSION_1_1) {
       ci.flags |= VK_PIPELINE_CREATE_DISPATCH_BASE_BIT;
     }
-    VkPipeline pipeline = VK_NULL_HANDLE;
-    Check(vkCreateComputePipelines(s.device(), s.PipelineCache(), 1, &ci, nullptr, &pipeline),
-          "vkCreateComputePipelines for kernel '" + k.layout.name + "'");
-    s.SavePipelineCache();
-    return pipeline;
+    return s.CreateComputePipeline(ci, "kernel '" + k.layout.name + "'");
   }
 
   // Makes kernel i's objects on the device of `s`.

@@ -11,9 +11,11 @@
 #include <benchmark/benchmark.h>
 #include <vulkan/vulkan.h>
 
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <backplane/kernels/catalog.hpp>
 #include <backplane/runner/runner.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -459,5 +461,213 @@ void BM_Vulkan_VectorAdd_Raw(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_Vulkan_VectorAdd_Raw)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- A kernel's first call: the pipeline (issue 39 item 5) ---------------------------------
+// Each iteration of BM_Vulkan_FirstCall/<kernel> builds the catalog kernel again for `vulkan` (a
+// new module, its SPIR-V from the code generator's cache; untimed) and times its first call
+// with the stream synced (runner::RunCase's first_call_seconds, its small sizes): the shader
+// module, the layouts, the pipeline through the device's VkPipelineCache, the descriptor set
+// and the dispatch, which on lavapipe also makes llvmpipe's machine code (from Mesa's shader
+// cache when warm). BM_Vulkan_FirstCall_Raw/<kernel> times the same objects made by hand from
+// the same SPIR-V (its bindings and specialization constants read from the words, each
+// constant 8, lavapipe's SIMD width, as the catalog sizes a block there), then one workgroup
+// with zero pushed constants (so the kernel returns at once). Each side first makes one call
+// untimed, which fills the caches (the benchmarks' cache folder is a fresh one): each iteration is
+// then a first call with warm caches, as in a new process. Counters: pipeline_ms (the part in
+// vkCreateComputePipelines) and again_ms (a second call).
+
+const char* const kFirstCallKernels[] = {"vector_add_gpu", "saxpy_gpu",  "sum_gpu",
+                                         "softmax_gpu",    "matmul_gpu", "matmul_tiled_gpu",
+                                         "transpose_gpu",  "conv2d_gpu"};
+
+Module BuildForVulkan(const backplane::kernels::Case& c) {
+  return backplane::Build(backplane::runner::KernelSource(c), backplane::Target::Parse("vulkan"));
+}
+
+// The microseconds vulkan.pipeline_cache_stats says were spent in vkCreateComputePipelines.
+double PipelineMicroseconds() {
+  const std::string s = Function::Get("vulkan.pipeline_cache_stats")().AsString();
+  const size_t at = s.find("pipeline_us=");
+  return at == std::string::npos ? 0 : std::stod(s.substr(at + 12));
+}
+
+void FirstCall(benchmark::State& state, const std::string& kernel) {
+  Guarded(state, [&] {
+    const backplane::kernels::Case* c = backplane::kernels::Find(kernel);
+    if (c == nullptr) throw std::runtime_error("no kernel " + kernel + " in the catalog");
+    // Untimed: the VkDevice, and a first call that fills the caches (the benchmarks' cache
+    // folder is a fresh one, kernel_bench.cc), so that each iteration is a first call with
+    // warm caches.
+    if (!backplane::runner::RunCase(*c, BuildForVulkan(*c), Vk(), c->small, 1).ok) {
+      throw std::runtime_error(kernel + " failed");
+    }
+    double pipeline_us = 0, again_s = 0;
+    for (auto _ : state) {
+      state.PauseTiming();
+      Module m = BuildForVulkan(*c);
+      const double before = PipelineMicroseconds();
+      state.ResumeTiming();
+      const backplane::runner::Result r = backplane::runner::RunCase(*c, m, Vk(), c->small, 1);
+      if (!r.ok) throw std::runtime_error(kernel + ": " + r.error);
+      state.SetIterationTime(r.first_call_seconds);
+      pipeline_us += PipelineMicroseconds() - before;
+      again_s += r.seconds;
+    }
+    const double n = static_cast<double>(state.iterations());
+    state.counters["pipeline_ms"] = pipeline_us / 1e3 / n;
+    state.counters["again_ms"] = again_s * 1e3 / n;
+  });
+}
+
+// The SPIR-V of a built vulkan module (its import, saved: the "spirv <length>" field).
+std::vector<uint32_t> SpirvOf(const Module& m) {
+  const std::string saved = m.Imports().at(0).SaveToBytes();
+  const size_t at = saved.find("\nspirv ");
+  if (at == std::string::npos) throw std::runtime_error("no SPIR-V in the vulkan module");
+  const size_t nl = saved.find('\n', at + 1);
+  const size_t len = std::stoull(saved.substr(at + 7, nl - at - 7));
+  std::vector<uint32_t> words(len / sizeof(uint32_t));
+  std::memcpy(words.data(), saved.data() + nl + 1, words.size() * sizeof(uint32_t));
+  return words;
+}
+
+void FirstCallRaw(benchmark::State& state, const std::string& kernel) {
+  Guarded(state, [&] {
+    const backplane::kernels::Case* c = backplane::kernels::Find(kernel);
+    if (c == nullptr) throw std::runtime_error("no kernel " + kernel + " in the catalog");
+    const std::vector<uint32_t> spirv = SpirvOf(BuildForVulkan(*c));
+    // OpDecorate <id> Binding <n> and OpDecorate <id> SpecId <n>.
+    std::vector<uint32_t> bindings, spec_ids;
+    for (size_t at = 5; at < spirv.size() && (spirv[at] >> 16) != 0; at += spirv[at] >> 16) {
+      if ((spirv[at] & 0xffffu) != 71 || (spirv[at] >> 16) < 4) continue;
+      if (spirv[at + 2] == 33) bindings.push_back(spirv[at + 3]);
+      if (spirv[at + 2] == 1) spec_ids.push_back(spirv[at + 3]);
+    }
+    std::sort(bindings.begin(), bindings.end());
+    Raw raw;
+    std::vector<VkBuffer> buffers;
+    for (size_t i = 0; i < bindings.size(); ++i)
+      buffers.push_back(raw.Buffer(1 << 16, false).buffer);
+    std::vector<VkSpecializationMapEntry> entries;
+    const std::vector<uint32_t> values(spec_ids.size(), 8);
+    for (size_t i = 0; i < spec_ids.size(); ++i) {
+      entries.push_back(
+          {spec_ids[i], static_cast<uint32_t>(i * sizeof(uint32_t)), sizeof(uint32_t)});
+    }
+    const VkSpecializationInfo spec{static_cast<uint32_t>(entries.size()), entries.data(),
+                                    values.size() * sizeof(uint32_t), values.data()};
+    const std::vector<char> push(128, 0);  // lavapipe's maxPushConstantsSize; all zero
+    using Clock = std::chrono::steady_clock;
+    auto seconds = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double>(b - a).count();
+    };
+    double pipeline_s = 0, again_s = 0;
+    // Makes the objects, dispatches twice; returns the seconds to the end of the first dispatch.
+    auto first_call = [&] {
+      const auto t0 = Clock::now();
+      RawPipeline p;
+      VkShaderModuleCreateInfo smi{};
+      smi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+      smi.codeSize = spirv.size() * sizeof(uint32_t);
+      smi.pCode = spirv.data();
+      Ok(vkCreateShaderModule(raw.device, &smi, nullptr, &p.shader), "vkCreateShaderModule");
+      std::vector<VkDescriptorSetLayoutBinding> b(bindings.size());
+      for (size_t i = 0; i < b.size(); ++i) {
+        b[i] = {bindings[i], VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
+                nullptr};
+      }
+      VkDescriptorSetLayoutCreateInfo dli{};
+      dli.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+      dli.bindingCount = static_cast<uint32_t>(b.size());
+      dli.pBindings = b.data();
+      Ok(vkCreateDescriptorSetLayout(raw.device, &dli, nullptr, &p.set_layout),
+         "vkCreateDescriptorSetLayout");
+      VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(push.size())};
+      VkPipelineLayoutCreateInfo pli{};
+      pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+      pli.setLayoutCount = 1;
+      pli.pSetLayouts = &p.set_layout;
+      pli.pushConstantRangeCount = 1;
+      pli.pPushConstantRanges = &range;
+      Ok(vkCreatePipelineLayout(raw.device, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
+      VkComputePipelineCreateInfo ci{};
+      ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+      ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+      ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+      ci.stage.module = p.shader;
+      ci.stage.pName = "main";
+      ci.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec;
+      ci.layout = p.layout;
+      const auto tp = Clock::now();
+      Ok(vkCreateComputePipelines(raw.device, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipeline),
+         "vkCreateComputePipelines");
+      pipeline_s += seconds(tp, Clock::now());
+      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                static_cast<uint32_t>(std::max<size_t>(b.size(), 1))};
+      VkDescriptorPoolCreateInfo dpi{};
+      dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+      dpi.maxSets = 1;
+      dpi.poolSizeCount = 1;
+      dpi.pPoolSizes = &size;
+      Ok(vkCreateDescriptorPool(raw.device, &dpi, nullptr, &p.pool), "vkCreateDescriptorPool");
+      VkDescriptorSetAllocateInfo ai{};
+      ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+      ai.descriptorPool = p.pool;
+      ai.descriptorSetCount = 1;
+      ai.pSetLayouts = &p.set_layout;
+      Ok(vkAllocateDescriptorSets(raw.device, &ai, &p.set), "vkAllocateDescriptorSets");
+      std::vector<VkDescriptorBufferInfo> infos(b.size());
+      std::vector<VkWriteDescriptorSet> writes(b.size());
+      for (size_t i = 0; i < b.size(); ++i) {
+        infos[i] = VkDescriptorBufferInfo{buffers[i], 0, VK_WHOLE_SIZE};
+        writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        writes[i].dstSet = p.set;
+        writes[i].dstBinding = bindings[i];
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
+      }
+      vkUpdateDescriptorSets(raw.device, static_cast<uint32_t>(writes.size()), writes.data(), 0,
+                             nullptr);
+      raw.pipelines.push_back(p);  // destroyed with `raw`
+      auto dispatch = [&] {
+        raw.Submit([&](VkCommandBuffer cmd) {
+          vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+          vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0,
+                                  nullptr);
+          vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                             static_cast<uint32_t>(push.size()), push.data());
+          vkCmdDispatch(cmd, 1, 1, 1);
+        });
+      };
+      dispatch();
+      const auto t1 = Clock::now();
+      dispatch();
+      again_s += seconds(t1, Clock::now());
+      return seconds(t0, t1);
+    };
+    first_call();  // untimed, as on Backplane's side: fills Mesa's shader cache
+    pipeline_s = again_s = 0;
+    for (auto _ : state) state.SetIterationTime(first_call());
+    const double n = static_cast<double>(state.iterations());
+    state.counters["pipeline_ms"] = pipeline_s * 1e3 / n;
+    state.counters["again_ms"] = again_s * 1e3 / n;
+  });
+}
+
+const bool kFirstCallRegistered = [] {
+  for (const char* kernel : kFirstCallKernels) {
+    const std::string k = kernel;
+    benchmark::RegisterBenchmark(("BM_Vulkan_FirstCall/" + k).c_str(),
+                                 [k](benchmark::State& s) { FirstCall(s, k); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_Vulkan_FirstCall_Raw/" + k).c_str(),
+                                 [k](benchmark::State& s) { FirstCallRaw(s, k); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
 
 }  // namespace

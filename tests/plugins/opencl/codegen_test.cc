@@ -430,6 +430,45 @@ TEST_F(OpenCLCodegenTest, EachCallUsesItsOwnArgumentsWhenOnlySomeChange) {
   expect("reallocated x", 3.0f, x3, &y2_ref, y2_t, n);
 }
 
+// The same, counted (issue 39 item 5): opencl.kernel_arg_stats says how many arguments were
+// set with clSetKernelArg and how many were left as the last launch set them. saxpy_gpu takes
+// six: n, alpha, and a cl_mem and a byte offset for each of x and y.
+TEST_F(OpenCLCodegenTest, ArgumentsAreSetOnlyWhenTheyChanged) {
+  const kernels::Case* c = kernels::Find("saxpy_gpu");
+  Module m = BuildCase(*c);
+  backplane::Function saxpy = m.GetFunction(c->func);
+  const int64_t n = 1000;
+  Tensor x = Tensor::Empty({n}, kF32, Cl()), x2 = Tensor::Empty({n}, kF32, Cl());
+  Tensor y = Tensor::Empty({n}, kF32, Cl());
+  const std::vector<float> zeros(n, 0.0f);
+  for (Tensor* t : {&x, &x2, &y}) t->CopyFromBytes(zeros.data(), n * sizeof(float));
+  struct Counts {
+    long long set = -1, unchanged = -1;
+  };
+  auto counts = [] {
+    Counts k;
+    const std::string text = backplane::Function::Get("opencl.kernel_arg_stats")().AsString();
+    std::sscanf(text.c_str(), "set=%lld unchanged=%lld", &k.set, &k.unchanged);
+    return k;
+  };
+  // The arguments one call set and left unchanged.
+  auto call = [&](const char* step, int32_t size, float alpha, const Tensor& xt, long long set,
+                  long long unchanged) {
+    const Counts before = counts();
+    saxpy(size, alpha, xt.dl(), y.dl());
+    const Counts after = counts();
+    EXPECT_EQ(after.set - before.set, set) << step;
+    EXPECT_EQ(after.unchanged - before.unchanged, unchanged) << step;
+  };
+  call("first call", int32_t{n}, 0.5f, x, 6, 0);
+  call("the same arguments", int32_t{n}, 0.5f, x, 0, 6);
+  call("the same arguments again", int32_t{n}, 0.5f, x, 0, 6);
+  call("a new alpha", int32_t{n}, -2.0f, x, 1, 5);
+  call("a new x (its cl_mem; the offset is 0 again)", int32_t{n}, -2.0f, x2, 1, 5);
+  call("both back", int32_t{n}, 0.5f, x, 2, 4);
+  backplane::Check(bp_device_stream_sync(Cl().dl, nullptr));
+}
+
 }  // namespace
 
 // ---- Floating-point contraction (issue 13 item 2) -------------------------------------------

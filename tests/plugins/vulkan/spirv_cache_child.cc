@@ -7,6 +7,9 @@
 //   spirv <32 hex digits> <bytes>        (a hash of the kernel's SPIR-V)
 //   run ok | run failed: <why> | run skipped: <why>
 //   validation <errors>                  (-1 when the validation layer is missing)
+//   pipeline loaded=... writes=...       (vulkan.pipeline_cache_stats after the run)
+//   first_call_us <F> again_us <A>       (the first call and a second one, with the stream
+//                                         synced: the first makes the pipeline; never compared)
 // Usage: vulkan_spirv_cache_child <kernel> <seed>. Exit status 0 when the build succeeded.
 #include <backplane/runner/runner.hpp>
 #include <backplane/sdk/disk_cache.hpp>
@@ -49,8 +52,15 @@ int main(int argc, char** argv) {
     if (!backplane::DeviceAPI::Get(dev).Exists()) {
       std::printf("run skipped: no Vulkan device\n");
     } else {
+      {  // the VkDevice is made here, outside the first call
+        backplane::Tensor::Empty({1}, DLDataType{kDLFloat, 32, 1}, dev);
+      }
       const backplane::runner::Result r =
           backplane::runner::RunCase(*c, m, dev, c->small, 1, std::strtoull(argv[2], nullptr, 10));
+      std::printf("first_call_us %.0f again_us %.0f\n", r.first_call_seconds * 1e6,
+                  r.seconds * 1e6);
+      std::printf("pipeline %s\n",
+                  backplane::Function::Get("vulkan.pipeline_cache_stats")().AsString().c_str());
       if (r.ok) {
         std::printf("run ok\n");
       } else {

@@ -10,12 +10,14 @@
 // (gtest_discover_tests), with a fresh cache folder under the build tree chosen before its
 // first build; run the whole program at once and the tests see one another's cache.
 #include <stdlib.h>
+#include <vulkan/vulkan.h>
 
 #include <algorithm>
 #include <atomic>
 #include <backplane/runner/runner.hpp>
 #include <backplane/sdk/disk_cache.hpp>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -76,6 +78,7 @@ struct Child {
   std::string spirv;  // "<hash> <bytes>"
   std::string run;    // "ok", "skipped: ...", "failed: ..."
   long long validation = 0;
+  std::string pipeline;  // vulkan.pipeline_cache_stats after the run ("" when none ran)
   std::string Describe() const {
     return process.Describe() + "\nstdout:\n" + process.out + "stderr:\n" + process.err;
   }
@@ -149,6 +152,7 @@ class VulkanSpirvCache : public ::testing::Test {
       if (l.rfind("spirv ", 0) == 0) c.spirv = l.substr(6);
       if (l.rfind("run ", 0) == 0) c.run = l.substr(4);
       if (l.rfind("validation ", 0) == 0) c.validation = std::stoll(l.substr(11));
+      if (l.rfind("pipeline ", 0) == 0) c.pipeline = l.substr(9);
     }
     return c;
   }
@@ -361,6 +365,126 @@ TEST_F(VulkanSpirvCache, DifferentOptionsAreDifferentEntries) {
   EXPECT_EQ(SpirvOf(Build(kernel)), strict);
   EXPECT_EQ(SpirvOf(Build(kernel, "vulkan -fast-math-contract")), fused);
   EXPECT_EQ(Describe(InProcessStats()), Describe(Stats{2, 2, 0}));
+}
+
+// ---- The pipeline cache on disk (issue 39, item 5) ------------------------------------------
+
+// What vulkan.pipeline_cache_stats said, less its timing.
+struct PipelineStats {
+  long long loaded = -1, loaded_bytes = -1, ignored = -1, writes = -1, pipelines = -1;
+};
+
+PipelineStats ParsePipelineStats(const std::string& text) {
+  PipelineStats s;
+  std::sscanf(text.c_str(), "loaded=%lld loaded_bytes=%lld ignored=%lld writes=%lld pipelines=%lld",
+              &s.loaded, &s.loaded_bytes, &s.ignored, &s.writes, &s.pipelines);
+  return s;
+}
+
+// The device's pipeline cache file (<vendor>-<device>-<pipelineCacheUUID>.bin), or "".
+std::string PipelineCacheFile(const std::string& dir) {
+  if (!fs::exists(dir)) return "";
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".bin") return e.path().string();
+  }
+  return "";
+}
+
+// A fresh process makes its pipelines through the cache the previous one left on disk: the
+// first process finds no file and writes one; the second hands the file's data to the driver
+// and, making the same pipeline, writes nothing. (On lavapipe the data is the 32-byte header
+// alone: Mesa 22's lavapipe keeps nothing of a pipeline in it. Its own shader cache,
+// mesa_shader_cache beside ours, keeps llvmpipe's machine code; docs/vulkan.md.)
+TEST_F(VulkanSpirvCache, AFreshProcessMakesItsPipelinesThroughTheCacheOnDisk) {
+  if (!HaveDevice()) GTEST_SKIP() << "no Vulkan device";
+  const std::string kernel = "softmax_gpu";  // a pipeline per workgroup size (sized at launch)
+  const Child first = RunChild(kernel, 1);
+  ExpectChild(first, Stats{1, 0, 0}, "the first process");
+  const PipelineStats a = ParsePipelineStats(first.pipeline);
+  EXPECT_EQ(a.loaded, 0) << first.pipeline;
+  EXPECT_EQ(a.ignored, 0) << first.pipeline;
+  EXPECT_EQ(a.writes, 1) << first.pipeline;
+  EXPECT_GE(a.pipelines, 1) << first.pipeline;
+  const std::string file = PipelineCacheFile(CacheDir());
+  ASSERT_FALSE(file.empty()) << "no pipeline cache file in " << CacheDir();
+  std::string data;
+  ASSERT_TRUE(backplane::sdk::ReadCacheEntry(file, &data)) << file;
+  ASSERT_GE(data.size(), sizeof(VkPipelineCacheHeaderVersionOne)) << file;
+  const auto written = fs::last_write_time(file);
+
+  const Child second = RunChild(kernel, 2);
+  ExpectChild(second, Stats{0, 0, 1}, "the second process");
+  const PipelineStats b = ParsePipelineStats(second.pipeline);
+  EXPECT_EQ(b.loaded, 1) << second.pipeline;
+  EXPECT_EQ(b.loaded_bytes, static_cast<long long>(data.size())) << second.pipeline;
+  EXPECT_EQ(b.ignored, 0) << second.pipeline;
+  EXPECT_EQ(b.writes, 0) << "the same pipelines changed nothing to keep: " << second.pipeline;
+  EXPECT_EQ(b.pipelines, a.pipelines) << second.pipeline;
+  EXPECT_EQ(fs::last_write_time(file), written);
+  std::string again;
+  EXPECT_TRUE(backplane::sdk::ReadCacheEntry(file, &again));
+  EXPECT_TRUE(again == data);
+}
+
+// A pipeline cache file that is damaged, or another device's, or not a cache at all is never
+// handed to the driver: the process starts with an empty cache, runs right, and writes a good
+// file in its place, which the next process uses.
+TEST_F(VulkanSpirvCache, ADamagedPipelineCacheIsIgnoredAndReplaced) {
+  if (!HaveDevice()) GTEST_SKIP() << "no Vulkan device";
+  const std::string kernel = "saxpy_gpu";
+  const Child first = RunChild(kernel, 1);
+  ExpectChild(first, Stats{1, 0, 0}, "the first process");
+  const std::string file = PipelineCacheFile(CacheDir());
+  ASSERT_FALSE(file.empty()) << "no pipeline cache file in " << CacheDir();
+  std::string good;
+  ASSERT_TRUE(backplane::sdk::ReadCacheEntry(file, &good));
+  ASSERT_GE(good.size(), sizeof(VkPipelineCacheHeaderVersionOne));
+  const auto size = fs::file_size(file);
+  auto with_byte = [&](size_t at, char x) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ x);
+    backplane::sdk::WriteCacheEntry(file, bad);
+  };
+  const std::vector<std::pair<std::string, std::function<void()>>> damages = {
+      {"truncated to half", [&] { fs::resize_file(file, size / 2); }},
+      {"bytes flipped (the checksum fails)",
+       [&] {
+         std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+         f.seekp(static_cast<std::streamoff>(size - 4));
+         f.write("\xff\x00\xff\x00", 4);
+       }},
+      {"another pipelineCacheUUID (another driver build)",
+       [&] { with_byte(offsetof(VkPipelineCacheHeaderVersionOne, pipelineCacheUUID), 0x5a); }},
+      {"another vendor",
+       [&] { with_byte(offsetof(VkPipelineCacheHeaderVersionOne, vendorID), 1); }},
+      {"a header size past the data",
+       [&] { with_byte(offsetof(VkPipelineCacheHeaderVersionOne, headerSize) + 2, 0x7f); }},
+      {"shorter than a header", [&] { backplane::sdk::WriteCacheEntry(file, good.substr(0, 16)); }},
+      {"empty", [&] { backplane::sdk::WriteCacheEntry(file, ""); }},
+      {"random bytes", [&] { backplane::sdk::WriteCacheEntry(file, std::string(4096, '\x5a')); }},
+  };
+  uint64_t seed = 2;
+  for (const auto& [what, damage] : damages) {
+    damage();
+    const Child c = RunChild(kernel, seed++);
+    ExpectChild(c, Stats{0, 0, 1}, what);
+    const PipelineStats s = ParsePipelineStats(c.pipeline);
+    EXPECT_EQ(s.loaded, 0) << what << ": " << c.pipeline;
+    EXPECT_EQ(s.ignored, 1) << what << ": " << c.pipeline;
+    EXPECT_EQ(s.writes, 1) << what << ": not replaced: " << c.pipeline;
+    std::string now;
+    ASSERT_TRUE(backplane::sdk::ReadCacheEntry(file, &now)) << what << ": not replaced";
+    ASSERT_GE(now.size(), sizeof(VkPipelineCacheHeaderVersionOne)) << what;
+    EXPECT_EQ(now.substr(0, sizeof(VkPipelineCacheHeaderVersionOne)),
+              good.substr(0, sizeof(VkPipelineCacheHeaderVersionOne)))
+        << what << ": the new file's header is not the device's";
+  }
+  // The replaced file is used again.
+  const Child last = RunChild(kernel, seed);
+  ExpectChild(last, Stats{0, 0, 1}, "after the damage");
+  const PipelineStats s = ParsePipelineStats(last.pipeline);
+  EXPECT_EQ(s.loaded, 1) << last.pipeline;
+  EXPECT_EQ(s.ignored, 0) << last.pipeline;
 }
 
 }  // namespace
