@@ -144,6 +144,14 @@ inline constexpr Pair kPairs[] = {
      "vkCmdCopyBuffer + memcpy from staging", Measure::kBandwidth, 0.95, kCopyBytes},
     {"vector_add_gpu vulkan, 3 x 64 MiB", "BM_Vulkan_VectorAdd", "BM_Vulkan_VectorAdd_Raw",
      "hand-written GLSL", Measure::kBandwidth, 0.90, 3 * kVulkanVectorElements * sizeof(float)},
+    // Issue 39, item 5: a kernel's first call (module, pipeline through the cache, dispatch)
+    // against the same Vulkan objects made by hand from the same SPIR-V (vulkan_bench.cc).
+    {"vulkan first call, vector_add_gpu", "BM_Vulkan_FirstCall/vector_add_gpu",
+     "BM_Vulkan_FirstCall_Raw/vector_add_gpu", "the same objects made by hand", Measure::kTimeRatio,
+     1.10, 0},
+    {"vulkan first call, softmax_gpu", "BM_Vulkan_FirstCall/softmax_gpu",
+     "BM_Vulkan_FirstCall_Raw/softmax_gpu", "the same objects made by hand", Measure::kTimeRatio,
+     1.10, 0},
 };
 
 // Issue 20: remote devices (bench_remote, remote_bench.cc) against raw gRPC on the same loopback
