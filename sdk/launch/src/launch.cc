@@ -2,6 +2,7 @@
 // The launch kit (backplane/launch/launch.hpp): binding and checking a kernel call once, the
 // same way for every backend.
 #include <algorithm>
+#include <atomic>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
@@ -9,6 +10,7 @@
 #include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <limits>
+#include <new>
 #include <string>
 
 namespace backplane {
@@ -298,6 +300,13 @@ KernelSignature::KernelSignature(const ir::PrimFunc& func, std::string who)
     for (const ir::BufferNode* b : stored) w = w || (p.is_buffer() && p.buffer().get() == b);
     written_.push_back(w);
   }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i] != ParamKind::kBuffer) continue;
+    buffer_params_.push_back(static_cast<uint32_t>(i));
+    if (written_[i]) written_params_.push_back(static_cast<uint32_t>(i));
+  }
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::string KernelSignature::Describe() const { return who_ + " kernel '" + func_->name + "'"; }
@@ -311,17 +320,25 @@ int KernelSignature::SharedIndex(const ir::AllocateNode* alloc) const {
 
 uint64_t SpanBytes(const DLTensor& t) {
   const uint64_t elem = (static_cast<uint64_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
-  uint64_t last = 0;  // the index of the last element, in elements
-  for (int d = 0; d < t.ndim; ++d) {
-    const int64_t n = t.shape[d];
-    if (n <= 0) return 0;
-  }
-  uint64_t count = 1;
-  for (int d = 0; d < t.ndim; ++d) {
-    const uint64_t n = static_cast<uint64_t>(t.shape[d]);
-    if (t.strides == nullptr) {
-      if (__builtin_mul_overflow(count, n, &count)) count = UINT64_MAX;
-    } else {
+  // UINT64_MAX stands for "more than an address can hold" (an overflow saturates there).
+  uint64_t elems = 0;
+  if (t.strides == nullptr) {
+    // Compact (the common case): one pass for the count, the zero test and the overflow.
+    uint64_t count = 1;
+    bool overflow = false;
+    for (int d = 0; d < t.ndim; ++d) {
+      const int64_t n = t.shape[d];
+      if (n <= 0) return 0;
+      overflow |= __builtin_mul_overflow(count, static_cast<uint64_t>(n), &count);
+    }
+    elems = overflow ? UINT64_MAX : count;
+  } else {
+    for (int d = 0; d < t.ndim; ++d) {
+      if (t.shape[d] <= 0) return 0;
+    }
+    uint64_t last = 0;  // the index of the last element, in elements
+    for (int d = 0; d < t.ndim; ++d) {
+      const uint64_t n = static_cast<uint64_t>(t.shape[d]);
       const int64_t s = t.strides[d];
       const uint64_t step = static_cast<uint64_t>(s < 0 ? -s : s);
       uint64_t add = 0;
@@ -329,9 +346,8 @@ uint64_t SpanBytes(const DLTensor& t) {
         last = UINT64_MAX;
       }
     }
+    elems = last == UINT64_MAX ? UINT64_MAX : last + 1;
   }
-  uint64_t elems = t.strides == nullptr ? count : last;
-  if (t.strides != nullptr && elems != UINT64_MAX) ++elems;
   uint64_t bytes = 0;
   if (elems == UINT64_MAX || __builtin_mul_overflow(elems, elem, &bytes)) {
     throw Error(BP_ERR_INVALID_ARGUMENT,
@@ -426,24 +442,36 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
              std::to_string(args.size()) +
              " values; call it through the host function bp_build made, which launches it");
   }
-  out->views.resize(num_params);
-  out->buffers.resize(num_params);
-  out->scalars.resize(num_params);
-  // Values to views (buffers: the handle, unchanged; the checker reads only shapes).
+  // A warm call of the kernel the BoundLaunch was last bound for finds its vectors sized and
+  // the constant shared sizes in place.
+  const bool warm = out->bound_serial == sig.serial();
+  if (!warm) {
+    out->bound_serial = 0;  // until the vectors below are what sig needs
+    out->views.resize(num_params);
+    out->buffers.resize(num_params);
+    out->scalars.resize(num_params);
+  }
+  const bp_value_t* values = num_params > 0 ? &args[0] : nullptr;  // args.size() checked above
+  ir::ArgView* views = out->views.data();
+  BufferArg* buffers = out->buffers.data();
+  // Values to views (buffers: the handle, unchanged; the checker reads only shapes). Each
+  // view and buffer is built whole in a local and stored once: stores of single fields that
+  // the checker then reads back wider stall the load (store forwarding) on every call.
   bool have_device = false;
   DLDevice device{static_cast<DLDeviceType>(device_type), 0};
   for (size_t i = 0; i < num_params; ++i) {
-    const bp_value_t& v = args[static_cast<int32_t>(i)];
-    ir::ArgView& view = out->views[i];
-    view = ir::ArgView();
-    BufferArg& buf = out->buffers[i];
-    buf = BufferArg();
+    const bp_value_t& v = values[i];
+    ir::ArgView view;
     if (v.type == BP_VALUE_INT) {
       view.kind = ir::ArgView::Kind::kInt;
       view.i = v.u.v_int64;
+      views[i] = view;
+      buffers[i] = BufferArg();
     } else if (v.type == BP_VALUE_FLOAT) {
       view.kind = ir::ArgView::Kind::kFloat;
       view.f = v.u.v_float64;
+      views[i] = view;
+      buffers[i] = BufferArg();
     } else if (DLTensor* t = TensorOf(v)) {
       if (t->device.device_type != device_type) {
         Fail(BP_ERR_INVALID_ARGUMENT,
@@ -467,9 +495,12 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
       view.shape = t->shape;
       view.strides = t->strides;
       view.user = t;
+      views[i] = view;
+      BufferArg buf;
       buf.handle = t->data;
       buf.byte_offset = t->byte_offset;
       buf.tensor = t;
+      buffers[i] = buf;
     } else {
       const bool want_buffer = sig.param(i) == ParamKind::kBuffer;
       Fail(BP_ERR_TYPE, sig.Describe() + ": " + ArgText(sig, i) + " has value type " +
@@ -482,10 +513,9 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   out->device = device;
 
   // Extents against the device's limits.
-  for (int d = 0; d < 3; ++d) out->grid[d] = out->block[d] = 1;
-  out->empty = false;
-  out->split = false;
-  out->limits = nullptr;
+  int64_t grid[3] = {1, 1, 1};
+  int64_t block[3] = {1, 1, 1};
+  bool empty = false;
   for (size_t a = 0; a < num_axes; ++a) {
     const Axis& axis = sig.axes()[a];
     const int64_t extent = args.Int(static_cast<int32_t>(num_params + a));
@@ -502,55 +532,79 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
                "); call it through the host function bp_build made, or make the loop variable "
                "int64");
     }
-    if (extent == 0) out->empty = true;
-    (axis.block ? out->grid : out->block)[axis.dim] = extent;
+    if (extent == 0) empty = true;
+    (axis.block ? grid : block)[axis.dim] = extent;
   }
-  out->shared_elements.assign(sig.shared().size(), 0);
+  for (int d = 0; d < 3; ++d) {
+    out->grid[d] = grid[d];
+    out->block[d] = block[d];
+  }
+  out->empty = empty;
+  out->split = false;
+  out->limits = nullptr;
   out->shared_bytes = 0;
-  if (out->empty) return;  // nothing runs: nothing else to check
+  if (empty) {  // nothing runs: nothing else to check
+    out->shared_elements.assign(sig.shared().size(), 0);
+    out->bound_serial = 0;  // the constant shared sizes are zeros now
+    return;
+  }
   const DeviceLimits* limits = &backend.Limits(device);
   out->limits = limits;
   static const char kAxis[3] = {'x', 'y', 'z'};
+  bool split = false;
   for (int d = 0; d < 3; ++d) {
-    if (limits->grid[d] > 0 && out->grid[d] > limits->grid[d]) {
+    if (limits->grid[d] > 0 && grid[d] > limits->grid[d]) {
       Fail(BP_ERR_INVALID_ARGUMENT,
-           sig.Describe() + ": " + std::to_string(out->grid[d]) + " blocks on grid axis " +
-               kAxis[d] + " (blockIdx." + kAxis[d] + ") is more than " + DeviceString(device) +
-               " allows (" + std::to_string(limits->grid[d]) +
+           sig.Describe() + ": " + std::to_string(grid[d]) + " blocks on grid axis " + kAxis[d] +
+               " (blockIdx." + kAxis[d] + ") is more than " + DeviceString(device) + " allows (" +
+               std::to_string(limits->grid[d]) +
                "); split the work over several launches, or bind the larger extent to "
                "blockIdx.x (up to " +
                std::to_string(limits->grid[0]) + ")");
     }
-    if (limits->grid_per_launch[d] > 0 && out->grid[d] > limits->grid_per_launch[d]) {
-      out->split = true;
-    }
-    if (limits->block[d] > 0 && out->block[d] > limits->block[d]) {
+    if (limits->grid_per_launch[d] > 0 && grid[d] > limits->grid_per_launch[d]) split = true;
+    if (limits->block[d] > 0 && block[d] > limits->block[d]) {
       Fail(BP_ERR_INVALID_ARGUMENT,
-           sig.Describe() + ": " + std::to_string(out->block[d]) + " threads on block axis " +
-               kAxis[d] + " (threadIdx." + kAxis[d] + ") is more than " + DeviceString(device) +
-               " allows (" + std::to_string(limits->block[d]) + "); use smaller blocks");
+           sig.Describe() + ": " + std::to_string(block[d]) + " threads on block axis " + kAxis[d] +
+               " (threadIdx." + kAxis[d] + ") is more than " + DeviceString(device) + " allows (" +
+               std::to_string(limits->block[d]) + "); use smaller blocks");
     }
   }
-  const uint64_t threads = static_cast<uint64_t>(out->block[0]) *
-                           static_cast<uint64_t>(out->block[1]) *
-                           static_cast<uint64_t>(out->block[2]);
+  out->split = split;
+  const uint64_t threads = static_cast<uint64_t>(block[0]) * static_cast<uint64_t>(block[1]) *
+                           static_cast<uint64_t>(block[2]);
   if (limits->threads_per_block > 0 && threads > static_cast<uint64_t>(limits->threads_per_block)) {
     Fail(BP_ERR_INVALID_ARGUMENT,
-         sig.Describe() + ": a block of " + std::to_string(out->block[0]) + " x " +
-             std::to_string(out->block[1]) + " x " + std::to_string(out->block[2]) + " = " +
+         sig.Describe() + ": a block of " + std::to_string(block[0]) + " x " +
+             std::to_string(block[1]) + " x " + std::to_string(block[2]) + " = " +
              std::to_string(threads) + " threads is more than " + DeviceString(device) +
              " allows (" + std::to_string(limits->threads_per_block) + "); use smaller blocks");
   }
 
-  BindShared(sig, device, *limits, out);
-
-  // Buffers: inside their allocations; written ones alias nothing.
-  for (size_t i = 0; i < num_params; ++i) {
-    if (sig.param(i) != ParamKind::kBuffer) {
-      ConvertScalar(sig.param(i), out->views[i], &out->scalars[i]);
-      continue;
+  if (!warm) out->shared_elements.assign(sig.shared().size(), 0);
+  if (sig.num_launch_sized() > 0 || !warm) {
+    BindShared(sig, device, *limits, out);
+  } else {
+    // Only constant-sized arrays, their sizes already in place: BindShared's last check.
+    const uint64_t end = sig.static_shared_bytes();
+    if (limits->shared_per_block > 0 && end > static_cast<uint64_t>(limits->shared_per_block)) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           sig.Describe() + ": its shared arrays take " + std::to_string(end) +
+               " bytes, more than a block of " + DeviceString(device) + " has (" +
+               std::to_string(limits->shared_per_block) + "); use smaller tiles");
     }
-    BufferArg& b = out->buffers[i];
+    out->shared_bytes = end;
+  }
+
+  // Scalars converted to their params' kinds (nothing to check: ir::ArgCheck did).
+  const ir::ArgView* checked = out->views.data();
+  ScalarArg* scalars = out->scalars.data();
+  for (size_t i = 0; i < num_params; ++i) {
+    if (sig.param(i) != ParamKind::kBuffer) ConvertScalar(sig.param(i), checked[i], &scalars[i]);
+  }
+  // Buffers: inside their allocations; written ones alias nothing.
+  for (const uint32_t i : sig.buffer_params()) {
+    BufferArg& b = buffers[i];
     b.span = SpanBytes(*b.tensor);
     if (b.span == 0) continue;
     if (b.handle == nullptr) {
@@ -558,7 +612,9 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
                                         " has no data; allocate it on the device first");
     }
     try {
-      b.where = backend.Find(device, b.handle);
+      // Constructed in place (no temporary copied over): the copy's wide load of what Find
+      // just stored narrow stalled on every buffer of every call.
+      new (&b.where) Allocation(backend.Find(device, b.handle));
     } catch (const Error& e) {
       Fail(e.kind(), sig.Describe() + ": " + ArgText(sig, i) + ": " + e.what());
     }
@@ -570,17 +626,15 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
                "-byte buffer on " + DeviceString(device) + "; pass a tensor inside it");
     }
   }
-  for (size_t i = 0; i < num_params; ++i) {
-    if (sig.written(i)) {
-      sdk::CheckWritable(sig.func(), args[static_cast<int32_t>(i)], i, sig.who().c_str());
-    }
+  for (const uint32_t i : sig.written_params()) {
+    sdk::CheckWritable(sig.func(), values[i], i, sig.who().c_str());
   }
-  for (size_t i = 0; i < num_params; ++i) {
-    const BufferArg& a = out->buffers[i];
-    if (!sig.written(i) || a.span == 0) continue;
+  for (const uint32_t i : sig.written_params()) {
+    const BufferArg& a = buffers[i];
+    if (a.span == 0) continue;
     const uint64_t a0 = a.where.offset + a.byte_offset;
-    for (size_t j = 0; j < num_params; ++j) {
-      const BufferArg& b = out->buffers[j];
+    for (const uint32_t j : sig.buffer_params()) {
+      const BufferArg& b = buffers[j];
       if (j == i || b.span == 0 || b.where.id != a.where.id) continue;
       const uint64_t b0 = b.where.offset + b.byte_offset;
       if (a0 < b0 + b.span && b0 < a0 + a.span) {
@@ -590,6 +644,7 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
       }
     }
   }
+  out->bound_serial = sig.serial();
 }
 
 }  // namespace launch

@@ -136,6 +136,14 @@ class KernelSignature {
   // The kernel as messages name it: "<who> kernel '<name>'".
   std::string Describe() const;
 
+  // What Bind walks on every call, prepared here so that a call does not search for it: the
+  // indices of the buffer params, and of those the kernel writes, in param order.
+  const std::vector<uint32_t>& buffer_params() const { return buffer_params_; }
+  const std::vector<uint32_t>& written_params() const { return written_params_; }
+  // A number no other KernelSignature of the process has: a BoundLaunch remembers the
+  // signature it was last bound for by it (an address may be reused by a later signature).
+  uint64_t serial() const { return serial_; }
+
  private:
   const ir::PrimFunc* func_;
   std::string who_;
@@ -146,6 +154,9 @@ class KernelSignature {
   std::vector<SharedArray> shared_;
   uint64_t static_shared_bytes_ = 0;
   size_t num_launch_sized_ = 0;
+  std::vector<uint32_t> buffer_params_;
+  std::vector<uint32_t> written_params_;
+  uint64_t serial_ = 0;
 };
 
 // The device's launch limits (0 or less: no limit on that axis).
@@ -249,6 +260,9 @@ struct BoundLaunch {
   uint64_t shared_bytes = 0;
   const BufferArg& buffer(size_t i) const { return buffers[i]; }
   const ScalarArg& scalar(size_t i) const { return scalars[i]; }
+  // Bind's own: the serial() of the signature whose sizes and constant shared_elements the
+  // vectors above hold (0: none), so a warm call of the same kernel does not refill them.
+  uint64_t bound_serial = 0;
 };
 
 // Binds and checks one call of the kernel (see the top of this file). `device_type` is the
