@@ -98,6 +98,17 @@ void Guarded(benchmark::State& state, Body body) {
 // with dlsym from the library the build left in the (private) compile cache.
 constexpr int64_t kSmallN = 16;
 
+// A symbol of a kernel library the builds left in the benchmark's compile cache.
+void* CompiledSymbol(const char* name) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(kCache.path)) {
+    if (e.path().extension() != ".so") continue;
+    void* lib = dlopen(e.path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) continue;
+    if (void* symbol = dlsym(lib, name)) return symbol;
+  }
+  throw std::runtime_error(std::string("no ") + name + " in the compile cache");
+}
+
 void BM_CpuKernelCall_Module(benchmark::State& state) {
   Guarded(state, [&] {
     Module m = BuildKernel("vector_add", "c -num-cores=1");
@@ -132,13 +143,7 @@ BENCHMARK(BM_CpuKernelCall_ModuleNoSync);
 void BM_CpuKernelCall_Direct(benchmark::State& state) {
   Guarded(state, [&] {
     Module m = BuildKernel("vector_add", "c -num-cores=1");  // its library: in the cache
-    void* entry = nullptr;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(kCache.path)) {
-      if (e.path().extension() != ".so") continue;
-      void* lib = dlopen(e.path().c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (lib != nullptr && (entry = dlsym(lib, "bp_func_vector_add")) != nullptr) break;
-    }
-    if (entry == nullptr) throw std::runtime_error("no compiled vector_add in the compile cache");
+    void* entry = CompiledSymbol("bp_func_vector_add");
     union Slot {
       int64_t i;
       void* p;
@@ -207,17 +212,8 @@ void BM_CpuKernelCall_TvmFfi(benchmark::State& state) {
     if (!lib.error.empty()) throw std::runtime_error(lib.error);
     Module m = BuildKernel("vector_add", "c -num-cores=1");  // its library: in the cache
     TvmKernel kernel;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(kCache.path)) {
-      if (e.path().extension() != ".so") continue;
-      void* lib_handle = dlopen(e.path().c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (lib_handle == nullptr) continue;
-      kernel.packed =
-          reinterpret_cast<decltype(kernel.packed)>(dlsym(lib_handle, "bp_packed_vector_add"));
-      if (kernel.packed != nullptr) break;
-    }
-    if (kernel.packed == nullptr) {
-      throw std::runtime_error("no compiled vector_add with a packed entry in the compile cache");
-    }
+    kernel.packed =
+        reinterpret_cast<decltype(kernel.packed)>(CompiledSymbol("bp_packed_vector_add"));
     void* func = nullptr;
     if (lib.function_create(&kernel, &CallVectorAddTvmFfi, nullptr, &func) != 0) {
       throw std::runtime_error("TVMFFIFunctionCreate failed");
