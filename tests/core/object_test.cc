@@ -213,6 +213,72 @@ TEST(Function, FailureWithoutMessageIsExplained) {
   bp_object_release(f);
 }
 
+// A contained body (ABI 1.7) is called as a tail call: the same argument checks first, its
+// result and its failure (status and message) as it gave them; unknown flag bits are refused.
+bp_status_t FailingWithMessage(void*, const bp_value_t*, int32_t, bp_value_t*) {
+  return bp_error_set(BP_ERR_DEVICE, "contained body failed on purpose");
+}
+
+TEST(Function, AContainedBodyIsCalledWithTheSameChecksAndKeepsItsMessage) {
+  bp_object_t* f = nullptr;
+  ASSERT_EQ(
+      bp_function_create_with_flags(CountingBody, nullptr, nullptr, BP_FUNCTION_CONTAINED, &f),
+      BP_OK);
+  std::mt19937_64 rng(39);
+  std::vector<bp_value_t> args(64);
+  for (bp_value_t& a : args) {
+    a.type = BP_VALUE_INT;
+    a.u.v_int64 = static_cast<int64_t>(rng() % 1000);
+  }
+  g_counted_calls = 0;
+  for (int i = 0; i < 100; ++i) {
+    const int32_t n = static_cast<int32_t>(rng() % args.size());
+    bp_value_t out;
+    out.type = BP_VALUE_FLOAT;
+    ASSERT_EQ(bp_function_call(f, args.data(), n, &out), BP_OK);
+    EXPECT_EQ(out.type, BP_VALUE_INT);
+    EXPECT_EQ(out.u.v_int64, n);
+  }
+  EXPECT_EQ(g_counted_calls, 100);
+  // Wrong calls never reach the body, contained or not.
+  bp_value_t out;
+  EXPECT_EQ(bp_function_call(f, args.data(), -1, &out), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bp_function_call(f, nullptr, 1, &out), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bp_function_call(f, args.data(), 1, nullptr), BP_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(g_counted_calls, 100);
+  bp_object_release(f);
+
+  ASSERT_EQ(bp_function_create_with_flags(FailingWithMessage, nullptr, nullptr,
+                                          BP_FUNCTION_CONTAINED, &f),
+            BP_OK);
+  EXPECT_EQ(bp_function_call(f, nullptr, 0, &out), BP_ERR_DEVICE);
+  EXPECT_EQ(LastMessage(), "contained body failed on purpose");
+  bp_object_release(f);
+
+  // C++: FromCallable's body is contained; an exception still becomes a status and message.
+  bp::Function thrower = bp::Function::FromCallable([](bp::PackedArgs) -> bp::Any {
+    throw bp::Error(BP_ERR_NOT_FOUND, "thrown inside a contained body");
+  });
+  const bp_status_t st = bp_function_call(thrower.object().get(), nullptr, 0, &out);
+  EXPECT_EQ(st, BP_ERR_NOT_FOUND);
+  EXPECT_EQ(LastMessage(), "thrown inside a contained body");
+}
+
+TEST(Function, UnknownFlagsAreRefused) {
+  bp_object_t* f = nullptr;
+  for (uint32_t flags : {0x2u, 0x80000000u, 0x3u}) {
+    EXPECT_EQ(bp_function_create_with_flags(CountingBody, nullptr, nullptr, flags, &f),
+              BP_ERR_INVALID_ARGUMENT)
+        << flags;
+    EXPECT_EQ(f, nullptr);
+    EXPECT_NE(LastMessage().find("unknown flag bits"), std::string::npos) << LastMessage();
+  }
+  ASSERT_EQ(bp_function_create_with_flags(CountingBody, nullptr, nullptr, 0, &f), BP_OK);
+  bp_object_release(f);
+  EXPECT_EQ(bp_function_create_with_flags(nullptr, nullptr, nullptr, 0, &f),
+            BP_ERR_INVALID_ARGUMENT);
+}
+
 TEST(Function, ResourceDeleterRunsOnceWhenLastReferenceGoes) {
   static std::atomic<int> deleted{0};
   deleted = 0;
