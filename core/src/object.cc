@@ -78,6 +78,13 @@ __attribute__((noinline, cold)) bp_status_t FunctionCallFailed(bp_status_t st, u
 
 }  // namespace
 
+__attribute__((noinline, cold)) void FailAs(const bp_object_t* obj, int32_t type,
+                                            const std::string& what) {
+  if (obj == nullptr) Fail(BP_ERR_INVALID_ARGUMENT, what + ": the object is null");
+  Fail(BP_ERR_TYPE, what + ": expected a " + ObjectTypeName(type) + " object, got a " +
+                        ObjectTypeName(obj->type()) + " object");
+}
+
 FunctionObject::~FunctionObject() {
   RunReleaseHook("a function's resource deleter", deleter, resource);
 }

@@ -66,14 +66,20 @@ void RunReleaseHook(const char* what, void (*hook)(void*), void* arg) noexcept;
 // "string", "function", ...
 const char* ObjectTypeName(int32_t type);
 
-// Returns `obj` as T after checking its type; throws naming `what`.
+// Throws the error of As: `obj` is null (BP_ERR_INVALID_ARGUMENT) or not of `type`
+// (BP_ERR_TYPE), naming `what`.
+[[noreturn]] void FailAs(const bp_object_t* obj, int32_t type, const std::string& what);
+
+// Returns `obj` as T after checking its type; throws naming `what`. The `const char*` form
+// builds no string on the way through (hot entries such as bp_tensor_flags and bp_tensor_get).
 template <typename T>
 const T& As(const bp_object_t* obj, int32_t type, const std::string& what) {
-  if (obj == nullptr) Fail(BP_ERR_INVALID_ARGUMENT, what + ": the object is null");
-  if (obj->type() != type) {
-    Fail(BP_ERR_TYPE, what + ": expected a " + ObjectTypeName(type) + " object, got a " +
-                          ObjectTypeName(obj->type()) + " object");
-  }
+  if (obj == nullptr || obj->type() != type) FailAs(obj, type, what);
+  return static_cast<const T&>(*obj);
+}
+template <typename T>
+const T& As(const bp_object_t* obj, int32_t type, const char* what) {
+  if (__builtin_expect(obj == nullptr || obj->type() != type, 0)) FailAs(obj, type, what);
   return static_cast<const T&>(*obj);
 }
 
