@@ -97,21 +97,31 @@ std::string CEmitter::PackedEntryTypes() {
          "  union { int64_t i; double f; const bp_dl_tensor_t* t; } u;\n"
          "} bp_value_t;\n"
          "#define BP_REFUSED (-1)\n"
-         "/* The bytes [*lo, *hi) a tensor argument spans; a negative stride reaches below data. "
-         "*/\n"
-         "static inline void bp_span(const bp_dl_tensor_t* t, int32_t ndim, uintptr_t* lo,\n"
-         "                           uintptr_t* hi) {\n"
+         "/* The bytes [*lo, *hi) a tensor argument spans (a negative stride reaches below data); "
+         "0\n"
+         "   when the span does not fit in 64 bits, which no real buffer does. */\n"
+         "static inline int bp_span(const bp_dl_tensor_t* t, int32_t ndim, uintptr_t* lo,\n"
+         "                          uintptr_t* hi) {\n"
          "  const uintptr_t begin = (uintptr_t)t->data + (uintptr_t)t->byte_offset;\n"
-         "  int64_t low = 0, high = 0, stride = 1;\n"
+         "  int64_t low = 0, high = 0, stride = 1, step = 0;\n"
          "  for (int32_t d = ndim - 1; d >= 0; --d) {\n"
-         "    if (t->shape[d] == 0) { *lo = *hi = begin; return; }\n"
+         "    if (t->shape[d] == 0) { *lo = *hi = begin; return 1; }\n"
          "    const int64_t s = t->strides != NULL ? t->strides[d] : stride;\n"
-         "    if (s < 0) low += (t->shape[d] - 1) * s; else high += (t->shape[d] - 1) * s;\n"
-         "    stride *= t->shape[d];\n"
+         "    if (__builtin_mul_overflow(t->shape[d] - 1, s, &step) ||\n"
+         "        __builtin_add_overflow(s < 0 ? low : high, step, s < 0 ? &low : &high) ||\n"
+         "        __builtin_mul_overflow(stride, t->shape[d], &stride)) {\n"
+         "      return 0;\n"
+         "    }\n"
          "  }\n"
          "  const int64_t bytes = ((int64_t)t->dtype.bits * t->dtype.lanes + 7) / 8;\n"
-         "  *lo = begin + (uintptr_t)(low * bytes);\n"
-         "  *hi = begin + (uintptr_t)(high * bytes + bytes);\n"
+         "  if (__builtin_mul_overflow(low, bytes, &low) || __builtin_mul_overflow(high, bytes, "
+         "&high) ||\n"
+         "      __builtin_add_overflow(high, bytes, &high)) {\n"
+         "    return 0;\n"
+         "  }\n"
+         "  *lo = begin + (uintptr_t)low;\n"
+         "  *hi = begin + (uintptr_t)high;\n"
+         "  return 1;\n"
          "}\n";
 }
 
@@ -211,8 +221,9 @@ bool CEmitter::EmitPackedEntry(const ir::PrimFunc& func) {
     for (size_t k : buffers) {
       const std::string ks = std::to_string(k);
       // The rank as a number: the loop unrolls.
-      line("bp_span(bp_t" + ks + ", " + std::to_string(func.params[k].buffer()->shape.size()) +
-           ", &bp_lo[" + ks + "], &bp_hi[" + ks + "]);");
+      // A span past 64 bits goes to the runtime's check, whose message says what is wrong.
+      line("if (!bp_span(bp_t" + ks + ", " + std::to_string(func.params[k].buffer()->shape.size()) +
+           ", &bp_lo[" + ks + "], &bp_hi[" + ks + "])) return BP_REFUSED;");
     }
     for (size_t i : buffers) {
       bool w = false;
