@@ -80,20 +80,32 @@ bool OnHost(DLDevice dev) {
          dev.device_type == kDLROCMHost;
 }
 
-// The bytes [begin, end) a buffer argument spans (a negative stride reaches below `data`).
-std::pair<uintptr_t, uintptr_t> Span(const ir::ArgView& v) {
+// The bytes [begin, end) a buffer argument spans (a negative stride reaches below `data`);
+// false when its shape and strides reach past 64 bits, which no real buffer does.
+bool Span(const ir::ArgView& v, std::pair<uintptr_t, uintptr_t>* out) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(v.data);
   int64_t low = 0, high = 0;  // offsets of the lowest and the highest element, in elements
-  int64_t stride = 1;
+  int64_t stride = 1, step = 0;
   for (int d = v.ndim - 1; d >= 0; --d) {
-    if (v.shape[d] == 0) return {begin, begin};
+    if (v.shape[d] == 0) {
+      *out = {begin, begin};
+      return true;
+    }
     const int64_t s = v.strides != nullptr ? v.strides[d] : stride;
-    (s < 0 ? low : high) += (v.shape[d] - 1) * s;
-    stride *= v.shape[d];
+    int64_t& side = s < 0 ? low : high;
+    if (__builtin_mul_overflow(v.shape[d] - 1, s, &step) ||
+        __builtin_add_overflow(side, step, &side) ||
+        __builtin_mul_overflow(stride, v.shape[d], &stride)) {
+      return false;
+    }
   }
   const int64_t bytes = (v.dtype.bits * v.dtype.lanes + 7) / 8;
-  return {begin + static_cast<uintptr_t>(low * bytes),
-          begin + static_cast<uintptr_t>(high * bytes + bytes)};
+  if (__builtin_mul_overflow(low, bytes, &low) || __builtin_mul_overflow(high, bytes, &high) ||
+      __builtin_add_overflow(high, bytes, &high)) {
+    return false;
+  }
+  *out = {begin + static_cast<uintptr_t>(low), begin + static_cast<uintptr_t>(high)};
+  return true;
 }
 
 class CModule : public sdk::ModuleBase {
@@ -295,8 +307,15 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
     std::vector<std::pair<uintptr_t, uintptr_t>>& spans = level.spans;
     spans.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      spans[i] = views[i].kind == ir::ArgView::Kind::kBuffer ? Span(views[i])
-                                                             : std::pair<uintptr_t, uintptr_t>();
+      spans[i] = std::pair<uintptr_t, uintptr_t>();
+      if (views[i].kind == ir::ArgView::Kind::kBuffer && !Span(views[i], &spans[i])) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "c function '" + func->name + "': argument " + std::to_string(i) + " '" +
+                        func->params[i].buffer().name() +
+                        "' spans more bytes than an address can reach (its shape and strides "
+                        "multiply past 2^63); pass a tensor whose shape and strides describe "
+                        "memory it has");
+      }
     }
     for (size_t i = 0; i < n; ++i) {
       if (views[i].kind != ir::ArgView::Kind::kBuffer || !written[i]) continue;

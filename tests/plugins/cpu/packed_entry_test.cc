@@ -330,4 +330,25 @@ TEST_F(PackedEntry, OverlappingBuffersAreRefusedWithTheRuntimesMessage) {
   for (int i = 0; i < 16; ++i) EXPECT_FLOAT_EQ(data[16 + i], data[i] * 0.5f + 1.0f) << i;
 }
 
+// A hostile shape whose span in bytes does not fit in 64 bits: both checks refuse it (the
+// arithmetic is overflow-checked, never undefined: this test runs under UBSan too), and the
+// kernel never runs.
+TEST_F(PackedEntry, AShapeWhoseSpanOverflowsIsRefused) {
+  Module m = backplane::Build(kFuncs, Target::Parse("c -num-cores=1"));
+  backplane::Function h = m.GetFunction("h");
+  std::vector<float> data = bptest::RandomFloats(8, 8);
+  const std::vector<float> before = data;
+  for (int64_t n : {int64_t{1} << 62, INT64_MAX}) {
+    int64_t shape[1] = {n};
+    DLTensor a{data.data(), DLDevice{kDLCPU, 0}, 1, DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
+    DLTensor o = a;
+    o.data = data.data() + 4;
+    const bptest::Status s = bptest::CaptureError([&] { h(n, &a, &o); });
+    EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << n;
+    EXPECT_NE(s.message.find("spans more bytes than an address can reach"), std::string::npos)
+        << s.message;
+  }
+  EXPECT_EQ(data, before);
+}
+
 }  // namespace
