@@ -340,7 +340,8 @@ uint64_t SpanBytes(const DLTensor& t) {
     for (int d = 0; d < t.ndim; ++d) {
       const uint64_t n = static_cast<uint64_t>(t.shape[d]);
       const int64_t s = t.strides[d];
-      const uint64_t step = static_cast<uint64_t>(s < 0 ? -s : s);
+      // |s| in unsigned arithmetic: -INT64_MIN does not fit an int64_t.
+      const uint64_t step = s < 0 ? 0 - static_cast<uint64_t>(s) : static_cast<uint64_t>(s);
       uint64_t add = 0;
       if (__builtin_mul_overflow(n - 1, step, &add) || __builtin_add_overflow(last, add, &last)) {
         last = UINT64_MAX;

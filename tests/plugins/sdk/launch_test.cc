@@ -523,6 +523,10 @@ TEST_F(LaunchKitTest, SpanBytesCountsElementsAndGaps) {
   t.shape = two.data();
   t.strides = big_strides.data();
   EXPECT_THROW(launch::SpanBytes(t), backplane::Error);
+  // The most negative stride has no int64 magnitude: counted without overflow (UBSan runs this).
+  std::vector<int64_t> min_stride{INT64_MIN};
+  t.strides = min_stride.data();
+  EXPECT_THROW(launch::SpanBytes(t), backplane::Error);
 }
 
 }  // namespace
