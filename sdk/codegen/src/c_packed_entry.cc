@@ -13,46 +13,6 @@ namespace {
 
 using ir::DType;
 
-// A number or a scalar param, the two kinds of extent and stride the packed entry reads: the
-// same terms ir::ArgCheck's fast path reads. False for any other expression.
-bool Term(const ir::PrimFunc& func, const ir::Expr& e, std::string* out) {
-  if (!e) return false;
-  const DType d = e.dtype();
-  if (!d.is_scalar() || !(d.is_integer() || d.is_bool()) || d.bits == 0 || d.bits > 64) {
-    return false;
-  }
-  if (const auto* c = e.As<ir::IntImmNode>()) {
-    // Wrapped to its dtype, as ArgCheck reads it; a number already in range is itself.
-    int64_t lo = 0, hi = 1;
-    if (d.is_uint())
-      hi = d.bits == 64 ? INT64_MAX : static_cast<int64_t>((uint64_t{1} << d.bits) - 1);
-    if (d.is_int()) {
-      lo = d.bits == 64 ? INT64_MIN : -(int64_t{1} << (d.bits - 1));
-      hi = d.bits == 64 ? INT64_MAX : (int64_t{1} << (d.bits - 1)) - 1;
-    }
-    if (c->value < lo || c->value > hi) return false;
-    *out = c->value == INT64_MIN ? "INT64_MIN" : "INT64_C(" + std::to_string(c->value) + ")";
-    return true;
-  }
-  const auto* v = e.As<ir::VarNode>();
-  if (v == nullptr) return false;
-  // Matched by node, else by name, as the IR's checker matches a variable to its param.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t k = 0; k < func.params.size(); ++k) {
-      const ir::Param& p = func.params[k];
-      if (p.is_buffer()) continue;
-      if (pass == 0 ? p.var().get() == v : p.var().name() == v->name) {
-        // The param's value has passed its range check by then: wrapping it to the term's
-        // dtype changes it only if the two dtypes differ, which the fast path leaves alone.
-        if (p.var().dtype() != v->dtype) return false;
-        *out = "bp_v[" + std::to_string(k) + "].u.i";
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 // The range of an integer or bool scalar param; false for a dtype ArgCheck leaves to CheckArgs.
 bool ScalarRange(DType t, int64_t* lo, int64_t* hi) {
   if (!t.is_scalar() || t.is_handle() || t.bits == 0 || t.bits > 64) return false;
@@ -72,6 +32,40 @@ bool ScalarRange(DType t, int64_t* lo, int64_t* hi) {
 
 std::string Int(int64_t v) {
   return v == INT64_MIN ? "INT64_MIN" : "INT64_C(" + std::to_string(v) + ")";
+}
+
+// A number or a scalar param, the two kinds of extent and stride the packed entry reads: the
+// same terms ir::ArgCheck's fast path reads. False for any other expression.
+bool Term(const ir::PrimFunc& func, const ir::Expr& e, std::string* out) {
+  if (!e) return false;
+  const DType d = e.dtype();
+  if (!d.is_scalar() || !(d.is_integer() || d.is_bool()) || d.bits == 0 || d.bits > 64) {
+    return false;
+  }
+  if (const auto* c = e.As<ir::IntImmNode>()) {
+    // Wrapped to its dtype, as ArgCheck reads it; a number already in range is itself.
+    int64_t lo = 0, hi = 0;
+    if (!ScalarRange(d, &lo, &hi) || c->value < lo || c->value > hi) return false;
+    *out = Int(c->value);
+    return true;
+  }
+  const auto* v = e.As<ir::VarNode>();
+  if (v == nullptr) return false;
+  // Matched by node, else by name, as the IR's checker matches a variable to its param.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < func.params.size(); ++k) {
+      const ir::Param& p = func.params[k];
+      if (p.is_buffer()) continue;
+      if (pass == 0 ? p.var().get() == v : p.var().name() == v->name) {
+        // The param's value has passed its range check by then: wrapping it to the term's
+        // dtype changes it only if the two dtypes differ, which the fast path leaves alone.
+        if (p.var().dtype() != v->dtype) return false;
+        *out = "bp_v[" + std::to_string(k) + "].u.i";
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace
