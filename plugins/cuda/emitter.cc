@@ -24,6 +24,7 @@ std::string CUDAEmitter::Prelude() {
       "typedef unsigned long long uint64_t;\n"
       "#define NAN __int_as_float(0x7fc00000)\n"
       "#define INFINITY __int_as_float(0x7f800000)\n";
+  p += VectorDefinitions();
   p += FaultHelpers();
   p += NumericHelpers();
   if (uses_floordiv_) {
@@ -43,7 +44,91 @@ std::string CUDAEmitter::TypeName(ir::DType t) {
   if (t.is_float() && t.bits == 16) {
     Unsupported("float16 is not supported by the cuda code generator yet; compute in float32");
   }
-  return CFamilyEmitter::TypeName(t);
+  if (t.lanes == 1) return CFamilyEmitter::TypeName(t);
+  if (t.is_handle()) Fail("a vector of handles has no CUDA type");
+  if (t.lanes != 2 && t.lanes != 4 && t.lanes != 8 && t.lanes != 16) {
+    Fail("vector type " + ir::ToString(t) + " has " + std::to_string(t.lanes) +
+         " lanes; the cuda code generator writes vectors of 2, 4, 8 or 16 lanes");
+  }
+  const std::string name = "bp_" + ir::ToString(t);
+  vector_structs_.emplace(name, t);
+  return name;
+}
+
+// The bytes of a vector of `t` and the alignment of its struct: its size up to 16 bytes (the
+// widest load a thread makes, ld.global.v4), so that an aligned access is one instruction.
+static int VectorBytes(ir::DType t) { return (t.is_bool() ? 1 : t.bits / 8) * t.lanes; }
+static int VectorAlign(ir::DType t) { return VectorBytes(t) < 16 ? VectorBytes(t) : 16; }
+
+// A vector of N lanes is `struct bp_<dtype> { E v[N]; }` (bool lanes are int8_t holding 0 or 1,
+// as in C), aligned to its size up to 16 bytes, with lane subscripts and + - * / lane by lane
+// (the base writes every other operation lane by lane itself). A contiguous access goes
+// through bp_vload_<dtype> / bp_vstore_<dtype>: one vector access where the element's address
+// is aligned to the struct's alignment, checked in the kernel (a user's view may start at any
+// element, and a ramp's base need not be a multiple of the lanes), and lane by lane otherwise,
+// so that no access faults or reads other data.
+std::string CUDAEmitter::VectorDefinitions() {
+  std::string p;
+  for (const auto& [name, t] : vector_structs_) {
+    const std::string e = CFamilyEmitter::TypeName(t.is_bool() ? ir::Int(8) : t.Element());
+    const std::string n = std::to_string(t.lanes);
+    const std::string loop = "  for (int l = 0; l < " + n + "; ++l) ";
+    p += "struct __align__(" + std::to_string(VectorAlign(t)) + ") " + name + " {\n  " + e +
+         " v[" + n + "];\n"
+         "  __device__ __forceinline__ " +
+         e + "& operator[](int l) { return v[l]; }\n  __device__ __forceinline__ const " + e +
+         "& operator[](int l) const { return v[l]; }\n};\n";
+    for (const char* op : {"+", "-", "*", "/"}) {
+      p += "static __device__ __forceinline__ " + name + " operator" + op + "(const " + name +
+           "& a, const " + name + "& b) {\n  " + name + " r;\n" + loop + "r.v[l] = (" + e +
+           ")(a.v[l] " + op + " b.v[l]);\n  return r;\n}\n";
+    }
+  }
+  for (const auto& [name, t] : vector_access_) {
+    // The buffer's element type (bool buffers are bool*; their lanes are int8_t).
+    const std::string e = CFamilyEmitter::TypeName(t.Element());
+    const std::string n = std::to_string(t.lanes);
+    const std::string mask = std::to_string(VectorAlign(t) - 1) + "ull";
+    const bool fast = !t.is_bool();
+    const std::string loop = "  for (int l = 0; l < " + n + "; ++l) ";
+    const std::string suffix = ir::ToString(t);
+    p += "static __device__ __forceinline__ " + name + " bp_vload_" + suffix + "(const " + e +
+         "* p) {\n";
+    if (fast) {
+      p += "  if ((reinterpret_cast<unsigned long long>(p) & " + mask +
+           ") == 0) return *reinterpret_cast<const " + name + "*>(p);\n";
+    }
+    p += "  " + name + " r;\n" + loop + "r.v[l] = p[l];\n  return r;\n}\n";
+    p += "static __device__ __forceinline__ void bp_vstore_" + suffix + "(" + e + "* p, const " +
+         name + "& v) {\n";
+    if (fast) {
+      p += "  if ((reinterpret_cast<unsigned long long>(p) & " + mask + ") == 0) {\n"
+           "    *reinterpret_cast<" + name + "*>(p) = v;\n    return;\n  }\n";
+    }
+    p += loop + "p[l] = v.v[l];\n}\n";
+  }
+  return p;
+}
+
+std::string CUDAEmitter::VectorLiteral(ir::DType t, const std::vector<std::string>& lanes) {
+  const std::string e = CFamilyEmitter::TypeName(t.is_bool() ? ir::Int(8) : t.Element());
+  std::string text = TypeName(t) + "{{";
+  for (size_t l = 0; l < lanes.size(); ++l) text += (l ? ", " : "") + CastText(e, "(" + lanes[l] + ")");
+  return text + "}}";
+}
+
+std::string CUDAEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
+                                              const std::string& flat) {
+  vector_access_.emplace(TypeName(t), t);
+  return "bp_vload_" + ir::ToString(t) + "(&" + Name(buffer.name()) + "[" + flat + "])";
+}
+
+std::string CUDAEmitter::ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t,
+                                               const std::string& flat,
+                                               const std::string& value) {
+  vector_access_.emplace(TypeName(t), t);
+  return "bp_vstore_" + ir::ToString(t) + "(&" + Name(buffer.name()) + "[" + flat + "], " + value +
+         ");";
 }
 
 std::vector<int> BlockOffsetAxes(const KernelInfo& k) {

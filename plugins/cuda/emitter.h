@@ -53,7 +53,12 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
                             const std::string& name, int64_t count) override;
-  bool HasVectorTypes() const override { return false; }
+  // Vector types are structs of lanes with the elementwise operators (vector_structs_).
+  std::string VectorLiteral(ir::DType t, const std::vector<std::string>& lanes) override;
+  std::string ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
+                                   const std::string& flat) override;
+  std::string ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t, const std::string& flat,
+                                    const std::string& value) override;
   const char* DialectName() const override { return "cuda"; }
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                               const std::string& value, bool shared) override;
@@ -70,6 +75,10 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
 
  private:
   std::vector<KernelInfo> kernels_;
+  // The vector types used (struct bp_<dtype>, e.g. bp_float32x4), and those with a contiguous
+  // access (bp_vload_/bp_vstore_ helpers), for the prelude.
+  std::map<std::string, ir::DType> vector_structs_, vector_access_;
+  std::string VectorDefinitions();
   // Where each shared array of the kernel being emitted starts in bp_shared (launch.hpp's
   // layout): a number, or for one sized at launch the name of the offset computed at the top.
   std::map<const ir::AllocateNode*, std::string> shared_at_;

@@ -273,6 +273,20 @@ std::string OpenCLEmitter::TypeName(DType t) {
   return scalar + std::to_string(t.lanes);
 }
 
+std::string OpenCLEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, DType t,
+                                                const std::string& flat) {
+  if (t.is_bool()) return CFamilyEmitter::ContiguousVectorLoad(buffer, t, flat);
+  return "vload" + std::to_string(t.lanes) + "(0, &" + Name(buffer.name()) + "[" + flat + "])";
+}
+
+std::string OpenCLEmitter::ContiguousVectorStore(const ir::Buffer& buffer, DType t,
+                                                 const std::string& flat,
+                                                 const std::string& value) {
+  if (t.is_bool()) return CFamilyEmitter::ContiguousVectorStore(buffer, t, flat, value);
+  return "vstore" + std::to_string(t.lanes) + "(" + value + ", 0, &" + Name(buffer.name()) + "[" +
+         flat + "]);";
+}
+
 std::string OpenCLEmitter::ThreadIndex(ir::ThreadTag tag) {
   switch (tag) {
     case ir::ThreadTag::kBlockIdxX:

@@ -62,6 +62,12 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   std::string IntrinsicName(const std::string& name, ir::DType t) override;
   const char* DialectName() const override { return "opencl"; }
+  // Contiguous vector accesses: vloadN / vstoreN, which need only the element's alignment, so
+  // a view at any byte offset and any index are right (bool vectors: the base's memcpy).
+  std::string ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
+                                   const std::string& flat) override;
+  std::string ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t, const std::string& flat,
+                                    const std::string& value) override;
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                               const std::string& value, bool shared) override;
   // The fault record is a hidden last kernel argument `__global bp_fault_t* bp_fault` of the

@@ -103,6 +103,16 @@ const char* const kFminMaxGlsl64 =
     "double bp_fmin(double a, double b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); }\n"
     "double bp_fmax(double a, double b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }\n";
 
+// bp_fdiv on vectors, lane by lane.
+const char* const kFdivVectorGlsl =
+    "vec2 bp_fdiv(vec2 a, vec2 b) { return vec2(bp_fdiv(a.x, b.x), bp_fdiv(a.y, b.y)); }\n"
+    "vec3 bp_fdiv(vec3 a, vec3 b) {\n"
+    "  return vec3(bp_fdiv(a.x, b.x), bp_fdiv(a.y, b.y), bp_fdiv(a.z, b.z));\n"
+    "}\n"
+    "vec4 bp_fdiv(vec4 a, vec4 b) {\n"
+    "  return vec4(bp_fdiv(a.x, b.x), bp_fdiv(a.y, b.y), bp_fdiv(a.z, b.z), bp_fdiv(a.w, b.w));\n"
+    "}\n";
+
 class GlslEmitter : public codegen::CFamilyEmitter {
  public:
   explicit GlslEmitter(const GlslOptions& options)
@@ -113,7 +123,47 @@ class GlslEmitter : public codegen::CFamilyEmitter {
 
  protected:
   const char* DialectName() const override { return "vulkan"; }
-  bool HasVectorTypes() const override { return false; }
+
+  // ---- Vectors: GLSL's vec2..vec4 (docs/vulkan.md, "Vectors") ----
+  // Lanes are subscripts, + - * are GLSL's own, float32 / is bp_fdiv lane by lane (kFdivGlsl's
+  // vector overloads), and the base writes every other operation lane by lane into statements
+  // before the one being emitted (GLSL has no statement expressions). A contiguous access is one
+  // scalar access a lane, of the element the view starts at plus the index: right for any
+  // index and any view offset, and the driver's compiler merges them where it can.
+  std::string VectorLiteral(ir::DType t, const std::vector<std::string>& lanes) override {
+    std::string text = TypeName(t) + "(";
+    for (size_t l = 0; l < lanes.size(); ++l) text += (l ? ", " : "") + lanes[l];
+    return text + ")";
+  }
+  std::string StatementExpression(const std::string& statements,
+                                  const std::string& value) override {
+    return HoistStatements(statements, value);
+  }
+  std::string ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
+                                   const std::string& flat) override {
+    const std::string at = Bind(ir::Int32(), flat);
+    std::string text = TypeName(t) + "(";
+    for (int l = 0; l < t.lanes; ++l) {
+      text += (l ? ", " : "") +
+              ElementRead(buffer, Name(buffer.name()) + "[" + at +
+                                      (l ? " + " + std::to_string(l) : std::string()) + "]");
+    }
+    return text + ")";
+  }
+  std::string ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t, const std::string& flat,
+                                    const std::string& value) override {
+    const std::string at = Temp();
+    std::string text = "const int " + at + " = " + flat + ";";
+    for (int l = 0; l < t.lanes; ++l) {
+      text += " " +
+              ElementWrite(buffer,
+                           Name(buffer.name()) + "[" + at +
+                               (l ? " + " + std::to_string(l) : std::string()) + "]",
+                           value + "[" + std::to_string(l) + "]") +
+              ";";
+    }
+    return text;
+  }
 
   // The fault record is the kernel's error buffer (docs/vulkan.md): the base's division
   // checks call bp_div_i32(bp_fault, site, a, b) and friends, which GLSL cannot pass a buffer
@@ -130,8 +180,20 @@ class GlslEmitter : public codegen::CFamilyEmitter {
 
   std::string TypeName(ir::DType t) override {
     if (t.lanes != 1) {
-      Unsupported("vector type " + ir::ToString(t) +
-                  " is not supported by the vulkan target; use scalar loops");
+      if (t.lanes > 4) {
+        Unsupported("vector type " + ir::ToString(t) + " has " + std::to_string(t.lanes) +
+                    " lanes; the vulkan target's vectors (GLSL's) have 2, 3 or 4; split it");
+      }
+      const std::string n = std::to_string(t.lanes);
+      if (t.is_bool()) return "bvec" + n;
+      const std::string scalar = TypeName(t.Element());  // refuses the types the target lacks
+      if (scalar == "float") return "vec" + n;
+      if (scalar == "double") return "dvec" + n;
+      if (scalar == "int") return "ivec" + n;
+      if (scalar == "uint") return "uvec" + n;
+      if (scalar == "int64_t") return "i64vec" + n;
+      if (scalar == "uint64_t") return "u64vec" + n;
+      Unsupported("vector type " + ir::ToString(t) + " is not supported by the vulkan target");
     }
     if (t.is_bool()) return "bool";
     if ((t.is_int() || t.is_uint()) && t.bits == 32) return t.is_int() ? "int" : "uint";
@@ -192,7 +254,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // (NVIDIA's driver is: on an H200 a third of `a / 3.0` differed from the interpreter's), so
   // bp_fdiv divides the significands in integers (kFdivGlsl). float64 and float16 keep `/`.
   std::string FloatDivision(const std::string& x, const std::string& y, ir::DType t) override {
-    if (t.bits != 32 || t.lanes != 1) return "(" + x + " / " + y + ")";
+    if (t.bits != 32) return "(" + x + " / " + y + ")";
     uses_fdiv_ = true;
     return "bp_fdiv(" + x + ", " + y + ")";
   }
@@ -479,6 +541,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // the indices, and stores only when they all passed. An access out of bounds is never made,
   // so an empty buffer is never touched.
   std::string EmitCheckedLoad(const ir::LoadNode& load, int site) override {
+    if (load.dtype.lanes > 1) return EmitCheckedVectorLoad(load, site);
     std::string assign, ok;
     std::vector<std::string> vars;
     const std::vector<std::string> texts = EmitInOrder(load.indices);
@@ -552,6 +615,10 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   }
 
   void EmitCheckedStore(const ir::StoreNode& store, int site) override {
+    if (store.value.dtype().lanes > 1 || store.indices.back().dtype().lanes > 1) {
+      EmitCheckedVectorStore(store, site);
+      return;
+    }
     Line("{");
     ++indent_;
     const std::string value = Temp();
@@ -561,6 +628,76 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     const std::string ok = CheckedIndices(store.buffer, store.indices, site, &flat);
     Line("if (" + ok + ") " +
          ElementWrite(store.buffer, Name(store.buffer.name()) + "[" + flat + "]", value) + ";");
+    --indent_;
+    Line("}");
+  }
+
+  // A checked vector access: each index in a variable (a vector one in a vector variable), then
+  // every lane's indices checked in lane order (the first lane out of bounds is the one
+  // recorded, as the interpreter reports it), and the access of every lane only when all
+  // passed. Returns the condition; *lane_flat gets each lane's flat index.
+  std::string CheckedVectorIndices(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices,
+                                   const std::vector<std::string>& texts, int lanes, int site,
+                                   std::string* assign, std::vector<std::string>* lane_flat) {
+    std::vector<std::string> vars;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const std::string type = IndexType(indices[k], buffer->shape[k]);
+      const int n = indices[k].dtype().lanes;
+      const std::string vtype =
+          n == 1 ? type : (type == "int" ? "ivec" : "i64vec") + std::to_string(n);
+      const std::string v = Temp();
+      index_temps_.push_back(vtype + " " + v + ";");
+      *assign += v + " = " + vtype + "(" + texts[k] + "), ";
+      vars.push_back(v);
+    }
+    std::string ok;
+    for (int l = 0; l < lanes; ++l) {
+      std::vector<std::string> at;
+      for (size_t k = 0; k < indices.size(); ++k) {
+        const std::string type = IndexType(indices[k], buffer->shape[k]);
+        at.push_back(indices[k].dtype().lanes > 1 ? vars[k] + "[" + std::to_string(l) + "]"
+                                                  : vars[k]);
+        ok += std::string(ok.empty() ? "" : " && ") +
+              IndexCheck(at.back(), type, buffer->shape[k], k, site);
+      }
+      lane_flat->push_back(CheckedFlatIndex(buffer, at));
+    }
+    return ok;
+  }
+  std::string EmitCheckedVectorLoad(const ir::LoadNode& load, int site) {
+    const std::vector<std::string> texts = EmitInOrder(load.indices);
+    std::string assign;
+    std::vector<std::string> flat;
+    const std::string ok = CheckedVectorIndices(load.buffer, load.indices, texts, load.dtype.lanes,
+                                                site, &assign, &flat);
+    std::string lanes;
+    for (const std::string& f : flat) {
+      lanes += (lanes.empty() ? "" : ", ") +
+               ElementRead(load.buffer, Name(load.buffer.name()) + "[" + f + "]");
+    }
+    return "(" + assign + "(" + ok + ") ? " + TypeName(load.dtype) + "(" + lanes + ") : " +
+           TypeName(load.dtype) + "(0))";
+  }
+  void EmitCheckedVectorStore(const ir::StoreNode& store, int site) {
+    const int lanes = std::max<int>(store.value.dtype().lanes, store.indices.back().dtype().lanes);
+    Line("{");
+    ++indent_;
+    const std::string value = Temp();
+    Line("const " + TypeName(store.value.dtype()) + " " + value + " = " + EmitExpr(store.value) +
+         ";");
+    const std::vector<std::string> texts = EmitInOrder(store.indices);
+    std::string assign;
+    std::vector<std::string> flat;
+    const std::string ok =
+        CheckedVectorIndices(store.buffer, store.indices, texts, lanes, site, &assign, &flat);
+    Line("if ((" + assign + "(" + ok + "))) {");
+    for (int l = 0; l < lanes; ++l) {
+      const std::string v =
+          store.value.dtype().lanes > 1 ? value + "[" + std::to_string(l) + "]" : value;
+      Line("  " +
+           ElementWrite(store.buffer, Name(store.buffer.name()) + "[" + flat[l] + "]", v) + ";");
+    }
+    Line("}");
     --indent_;
     Line("}");
   }
@@ -712,7 +849,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
             "}\n";
       }
     }
-    if (uses_fdiv_) helpers += kFdivGlsl;
+    if (uses_fdiv_) helpers += std::string(kFdivGlsl) + kFdivVectorGlsl;
     if (uses_fminmax_) {
       helpers += kFminMaxGlsl;
       if (layout.uses_float64) helpers += kFminMaxGlsl64;

@@ -382,15 +382,87 @@ std::string ElementText(const uint8_t* p, const std::string& dtype) {
   return buf;
 }
 
+// Calls `construct` of `m` with every buffer of *args a view `shift` elements into a tensor of
+// `shift` more elements (the ones before the view hold a pattern), then downloads the views
+// into *args and fails when an element before a view changed.
+void CallWithShiftedViews(Context& ctx, const std::string& clause, const Module& m, int64_t shift,
+                          std::vector<runner::CheckArg>* args) {
+  std::vector<Tensor> whole(args->size());
+  std::vector<DLTensor> views(args->size());
+  std::vector<bp_value_t> values(args->size());
+  const uint8_t kPattern = 0x5a;
+  for (size_t i = 0; i < args->size(); ++i) {
+    const runner::CheckArg& a = (*args)[i];
+    bp_value_t& v = values[i];
+    v.reserved0 = 0;
+    if (!a.is_buffer) {
+      if (a.dtype.is_float()) {
+        v.type = BP_VALUE_FLOAT;
+        v.u.v_float64 = a.f;
+      } else {
+        v.type = BP_VALUE_INT;
+        v.u.v_int64 = a.i;
+      }
+      continue;
+    }
+    const size_t width = a.bytes.size() / a.count();
+    const size_t before = static_cast<size_t>(shift) * width;
+    std::vector<uint8_t> bytes(before, kPattern);
+    bytes.insert(bytes.end(), a.bytes.begin(), a.bytes.end());
+    const DLDataType dl{
+        static_cast<uint8_t>(a.dtype.is_float() ? kDLFloat : a.dtype.is_int() ? kDLInt : kDLUInt),
+        a.dtype.bits, 1};
+    whole[i] = Tensor::Empty({static_cast<int64_t>(a.count()) + shift}, dl, Device(ctx.dev));
+    whole[i].CopyFromBytes(bytes.data(), bytes.size());
+    views[i] = *whole[i].dl();
+    views[i].shape = const_cast<int64_t*>(a.shape.data());
+    views[i].ndim = static_cast<int32_t>(a.shape.size());
+    views[i].byte_offset += before;
+    v.type = BP_VALUE_TENSOR;
+    v.u.v_tensor = &views[i];
+  }
+  try {
+    m.GetFunction("construct").CallPacked(values.data(), static_cast<int32_t>(values.size()));
+  } catch (const Error& e) {
+    // A device may require an alignment of a buffer's offset (Vulkan's
+    // minStorageBufferOffsetAlignment) and refuse the view naming it: nothing to check there.
+    const std::string what = e.what();
+    if (e.kind() == BP_ERR_INVALID_ARGUMENT && what.find("byte_offset") != std::string::npos) {
+      Skip(DeviceString(ctx.dev) + " refuses a view " + std::to_string(shift) +
+           " elements into its tensor: " + what);
+    }
+    throw;
+  }
+  for (size_t i = 0; i < args->size(); ++i) {
+    runner::CheckArg& a = (*args)[i];
+    if (!a.is_buffer) continue;
+    const size_t width = a.bytes.size() / a.count();
+    const size_t before = static_cast<size_t>(shift) * width;
+    std::vector<uint8_t> bytes(before + a.bytes.size());
+    whole[i].CopyToBytes(bytes.data(), bytes.size());
+    for (size_t k = 0; k < before; ++k) {
+      if (bytes[k] != kPattern) {
+        Fail(clause + ": byte " + std::to_string(k) + " of the tensor under the view '" + a.name +
+             "' (before the view's first element, at byte_offset " + std::to_string(before) +
+             ") was written");
+      }
+    }
+    std::memcpy(a.bytes.data(), bytes.data() + before, a.bytes.size());
+  }
+}
+
 // Builds `text` for every code generator of the device, runs `construct` on `args` there and
 // on the interpreter, and compares every buffer bit for bit (or, with `ulp_bound`, floats within
 // it). Where the clause is `optional` (a dtype or atomic a device may lack), a refusal
 // (BP_ERR_UNSUPPORTED from the build or the launch) skips, with the refusal as the reason;
-// otherwise it fails.
+// otherwise it fails. With `view_shift` > 0 every buffer is passed as a view that starts
+// `view_shift` elements into a larger tensor (DLTensor::byte_offset), whose elements before the
+// view must come back untouched.
 void RunExact(
     Context& ctx, const std::string& clause, const std::function<std::string(bool gpu)>& text_for,
     const std::vector<runner::CheckArg>& args, bool zero_sign_free, bool optional,
-    const std::function<double(const std::string& kind, size_t k, double ulp)>& ulp_bound = {}) {
+    const std::function<double(const std::string& kind, size_t k, double ulp)>& ulp_bound = {},
+    int64_t view_shift = 0) {
   const std::vector<std::string> kinds = SetUpKinds(ctx);
   const bool gpu = !RunsCpuCode(ctx.dev);
   for (const std::string& kind : kinds) {
@@ -415,10 +487,14 @@ void RunExact(
     std::vector<runner::CheckArg> got = args;
     try {
       const Module m = Build(text, target);
-      const runner::CheckDeviceArgs dargs(got, Device(ctx.dev));
-      m.GetFunction("construct")
-          .CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
-      dargs.Download(&got);
+      if (view_shift == 0) {
+        const runner::CheckDeviceArgs dargs(got, Device(ctx.dev));
+        m.GetFunction("construct")
+            .CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
+        dargs.Download(&got);
+      } else {
+        CallWithShiftedViews(ctx, clause, m, view_shift, &got);
+      }
     } catch (const Error& e) {
       // Only a feature a device may lack (int64, float64, atomics beyond int32, vector types)
       // may be refused;
@@ -812,6 +888,23 @@ const std::vector<Structural>& Structurals() {
        "",
        "",
        {{"a", 'a'}, {"k", 'k'}, {"c", '0'}}},
+      {"vector.unaligned_index",
+       "contiguous vector loads and stores whose first index is not a multiple of the lanes "
+       "(float32x4, float32x2, int32x4 at odd indices), with elementwise + - * on them",
+       "a: buffer<float32>[" + n + "], k: buffer<int32>[" + n + "], c: buffer<float32>[" + n +
+           "], q: buffer<int32>[" + n + "]",
+       "if (i < " + std::to_string(kElements / 8) +
+           ") {\n"
+           "        let u: float32x4 = a[ramp(i * 8 + 3, 1, 4)]\n"
+           "        let v: float32x4 = a[ramp(i * 8 + 1, 1, 4)]\n"
+           "        c[ramp(i * 8 + 1, 1, 4)] = u * v + v - broadcast(0.25, 4)\n"
+           "        c[ramp(i * 8 + 5, 1, 2)] = a[ramp(i * 8 + 2, 1, 2)] * a[ramp(i * 8 + 6, 1, 2)]\n"
+           "        q[ramp(i * 8 + 3, 1, 4)] = k[ramp(i * 8 + 1, 1, 4)] * k[ramp(i * 8 + 2, 1, 4)] - "
+           "k[ramp(i * 8 + 3, 1, 4)]\n      }",
+       "",
+       "",
+       "",
+       {{"a", 'a'}, {"k", 'k'}, {"c", '0'}, {"q", '0', "int32"}}},
       {"select.guarded",
        "a scalar select evaluates only the arm it chooses (docs/ir.md): a load past the end of a "
        "buffer and a division by zero in the arm not taken never happen",
@@ -926,7 +1019,8 @@ Structural SharedAtomic(const std::string& op, const std::string& dtype) {
   return s;
 }
 
-void RunStructural(Context& ctx, const Structural& st, const std::string& clause) {
+void RunStructural(Context& ctx, const Structural& st, const std::string& clause,
+                   int64_t view_shift = 0) {
   ctx.Load();
   ctx.SetUpDevice();
   const bool gpu = !RunsCpuCode(ctx.dev);
@@ -972,7 +1066,32 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
   const bool optional =
       (st.name.rfind("atomic.", 0) == 0 && st.name.find(".int32") == std::string::npos) ||
       st.name.rfind("vector.", 0) == 0;
-  RunExact(ctx, clause, text_for, args, /*zero_sign_free=*/false, optional);
+  RunExact(ctx, clause, text_for, args, /*zero_sign_free=*/false, optional, {}, view_shift);
+}
+
+// Contiguous vector accesses at indices that are multiples of the lanes (a code generator's
+// aligned fast path) through views that start `shift` elements into their tensors: with one
+// element (4 bytes) no float32x2 or float32x4 access is aligned, with two (8 bytes) the x2 ones
+// are and the x4 ones are not. Every result must be the interpreter's, and nothing before a
+// view may be written.
+Structural VectorViews() {
+  const std::string n = std::to_string(kElements);
+  return {"vector.view_offset",
+          "",
+          "a: buffer<float32>[" + n + "], k: buffer<int32>[" + n + "], c: buffer<float32>[" + n +
+              "], e: buffer<float32>[" + n + "], q: buffer<int32>[" + n + "]",
+          "if (i < " + std::to_string(kElements / 4) +
+              ") {\n"
+              "        c[ramp(i * 4, 1, 4)] = a[ramp(i * 4, 1, 4)] * a[ramp(i * 4, 1, 4)] - "
+              "broadcast(0.5, 4)\n"
+              "        e[ramp(i * 4, 1, 2)] = a[ramp(i * 4 + 2, 1, 2)] + broadcast(1.5, 2)\n"
+              "        e[ramp(i * 4 + 2, 1, 2)] = a[ramp(i * 4, 1, 2)] * broadcast(3.0, 2)\n"
+              "        q[ramp(i * 4, 1, 4)] = k[ramp(i * 4, 1, 4)] + k[ramp(i * 4, 1, 4)] * "
+              "broadcast(3, 4)\n      }",
+          "",
+          "",
+          "",
+          {{"a", 'a'}, {"k", 'k'}, {"c", '0'}, {"e", '0'}, {"q", '0', "int32"}}};
 }
 
 // ---- fmin/fmax with NaN, a fault's text, the order of a store's faults ---------------------
@@ -1173,6 +1292,21 @@ void AddConstructTests(std::vector<TestCase>* out) {
     const std::string name = "codegen.construct." + st.name;
     out->push_back({name, st.what + " runs as the IR interpreter runs it, bit for bit", "", needs,
                     [st, name](Context& ctx) { RunStructural(ctx, st, name); }});
+  }
+  for (int64_t shift : {1, 2}) {
+    const std::string name =
+        "codegen.construct.vector.view_offset." + std::to_string(shift * 4) + "_bytes";
+    out->push_back(
+        {name,
+         "contiguous float32x4, float32x2 and int32x4 loads and stores at indices that are "
+         "multiples of the lanes, through views " +
+             std::to_string(shift * 4) +
+             " bytes into their tensors (byte_offset), run as the IR interpreter runs them, bit "
+             "for bit, and write nothing before a view (a code generator's aligned fast path "
+             "must check the address; a device or code generator without vector types skips)",
+         "", needs, [shift, name](Context& ctx) {
+           RunStructural(ctx, VectorViews(), name, shift);
+         }});
   }
   for (const char* op : {"add", "min", "max"}) {
     for (const char* dtype : {"int32", "int64", "float32"}) {

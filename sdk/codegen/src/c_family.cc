@@ -508,17 +508,15 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
       const auto& r = *e.As<ir::RampNode>();
       const std::vector<std::string> ops = EmitInOrder({r.base, r.stride}, /*duplicated=*/true);
       const std::string &base = ops[0], &stride = ops[1];
-      std::string text = "((" + TypeName(t) + "){";
+      std::vector<std::string> lanes;
       for (int l = 0; l < t.lanes; ++l) {
-        text += (l ? ", " : "") + base + (l ? " + " + std::to_string(l) + " * " + stride : "");
+        lanes.push_back(base + (l ? " + " + std::to_string(l) + " * " + stride : ""));
       }
-      return text + "})";
+      return VectorLiteral(t, lanes);
     }
     case ExprKind::kBroadcast: {
       const std::string v = EmitInOrder({e.As<ir::BroadcastNode>()->value}, /*duplicated=*/true)[0];
-      std::string text = "((" + TypeName(t) + "){";
-      for (int l = 0; l < t.lanes; ++l) text += (l ? ", " : "") + v;
-      return text + "})";
+      return VectorLiteral(t, std::vector<std::string>(static_cast<size_t>(t.lanes), v));
     }
     case ExprKind::kBufferRef:
       Fail("a buffer reference (" + ir::Print(e) + ") is only allowed as a call_packed argument");
@@ -757,7 +755,7 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
         lane = from.bits == 16 ? FloatToInt("((float)(" + operand(value) + "))", ir::Float32(), st)
                                : FloatToInt(operand(value), from, st);
       } else {
-        lane = "(" + TypeName(st) + ")(" + operand(value) + ")";
+        lane = CastText(TypeName(st), "(" + operand(value) + ")");
       }
       break;
     }
@@ -782,8 +780,10 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
     default:
       Fail("cannot emit the vector expression " + ir::Print(e));
   }
-  return "({ " + decls + "for (int " + l + " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" +
-         l + ") " + r + "[" + l + "] = " + lane + "; " + r + "; })";
+  return StatementExpression(decls + "for (int " + l + " = 0; " + l + " < " +
+                                 std::to_string(t.lanes) + "; ++" + l + ") " + r + "[" + l +
+                                 "] = " + lane + ";",
+                             r);
 }
 
 // The parts of a bounds-checked access (docs/codegen-guide.md, "Run-time checks"): its
@@ -823,13 +823,12 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
   const ir::RampNode* ramp = load.indices[last].As<ir::RampNode>();
   contiguous = contiguous && ramp != nullptr && AsIntImm(ramp->stride) != nullptr &&
                AsIntImm(ramp->stride)->value == 1;
-  const std::string v = Temp();
   if (contiguous) {
     std::vector<ir::Expr> idx = load.indices;
     idx[last] = ramp->base;
-    return "({ " + TypeName(t) + " " + v + "; memcpy(&" + v + ", &" + buf + "[" +
-           FlatIndex(load.buffer, idx) + "], sizeof(" + v + ")); " + v + "; })";
+    return ContiguousVectorLoad(load.buffer, t, FlatIndex(load.buffer, idx));
   }
+  const std::string v = Temp();
   // Gather lane by lane.
   const std::string l = Temp();
   std::string decls;
@@ -853,9 +852,33 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
       flat.replace(pos, name.size(), "(" + lane_idx[k] + ")");
     }
   }
-  return "({ " + TypeName(t) + " " + v + "; " + decls + "for (int " + l + " = 0; " + l + " < " +
-         std::to_string(t.lanes) + "; ++" + l + ") " + v + "[" + l + "] = " + buf + "[" + flat +
-         "]; " + v + "; })";
+  return StatementExpression(TypeName(t) + " " + v + "; " + decls + "for (int " + l + " = 0; " +
+                                 l + " < " + std::to_string(t.lanes) + "; ++" + l + ") " + v + "[" +
+                                 l + "] = " + ElementRead(load.buffer, buf + "[" + flat + "]") +
+                                 ";",
+                             v);
+}
+
+std::string CFamilyEmitter::VectorLiteral(DType t, const std::vector<std::string>& lanes) {
+  std::string text = "((" + TypeName(t) + "){";
+  for (size_t l = 0; l < lanes.size(); ++l) text += (l ? ", " : "") + lanes[l];
+  return text + "})";
+}
+
+std::string CFamilyEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, DType t,
+                                                 const std::string& flat) {
+  const std::string v = Temp();
+  return StatementExpression(TypeName(t) + " " + v + "; memcpy(&" + v + ", &" +
+                                 Name(buffer.name()) + "[" + flat + "], sizeof(" + v + "));",
+                             v);
+}
+
+std::string CFamilyEmitter::ContiguousVectorStore(const ir::Buffer& buffer, DType t,
+                                                  const std::string& flat,
+                                                  const std::string& value) {
+  (void)t;
+  return "memcpy(&" + Name(buffer.name()) + "[" + flat + "], &" + value + ", sizeof(" + value +
+         "));";
 }
 
 // The checked flat index of an access: `scalar` are the index texts of every dimension (for a
@@ -912,10 +935,12 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
     std::vector<ir::Expr> scalar = load.indices;
     scalar.back() = base;
     idx = EmitInOrder(AsIndexed(scalar));
-    return "({ " + TypeName(t) + " " + v + "; " + a.decls + "const int64_t " + a.index + " = " +
-           CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
-           ") memcpy(&" + v + ", &" + buf + "[" + a.index + "], sizeof(" + v + ")); else " + zero +
-           " " + v + "; })";
+    return StatementExpression(TypeName(t) + " " + v + "; " + a.decls + "const int64_t " +
+                                   a.index + " = " +
+                                   CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) +
+                                   "; if (" + a.ok + ") memcpy(&" + v + ", &" + buf + "[" +
+                                   a.index + "], sizeof(" + v + ")); else " + zero,
+                               v);
   }
   // Gather lane by lane; after a lane out of bounds the rest are 0.
   std::string decls;
@@ -927,10 +952,13 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
       idx[k] = iv + "[" + l + "]";
     }
   }
-  return "({ " + TypeName(t) + " " + v + "; " + decls + a.decls + "for (int " + l + " = 0; " + l +
-         " < " + std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
-         CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + "; " + v + "[" + l + "] = " + a.ok +
-         " ? " + buf + "[" + a.index + "] : 0; } " + v + "; })";
+  return StatementExpression(TypeName(t) + " " + v + "; " + decls + a.decls + "for (int " + l +
+                                 " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" + l +
+                                 ") { const int64_t " + a.index + " = " +
+                                 CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + "; " + v +
+                                 "[" + l + "] = " + a.ok + " ? " + buf + "[" + a.index +
+                                 "] : 0; }",
+                             v);
 }
 
 void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
@@ -1055,8 +1083,8 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
     idx[last] = ramp->base;
     const std::string flat = FlatIndex(store.buffer, idx);
     KeepInOrder(&value);
-    Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; memcpy(&" + buf + "[" + flat +
-         "], &" + v + ", sizeof(" + v + ")); }");
+    Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; " +
+         ContiguousVectorStore(store.buffer, t, flat, v) + " }");
     return;
   }
   const std::string l = Temp();
@@ -1083,8 +1111,8 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
     }
   }
   Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; " + decls + "for (int " + l +
-       " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" + l + ") " + buf + "[" + flat +
-       "] = " + v + "[" + l + "]; }");
+       " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" + l + ") " +
+       ElementWrite(store.buffer, buf + "[" + flat + "]", v + "[" + l + "]") + "; }");
 }
 
 void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
@@ -1295,6 +1323,12 @@ void CFamilyEmitter::EmitHeapAllocation(const ir::AllocateNode& n, const std::st
 std::string CFamilyEmitter::StatementExpression(const std::string& statements,
                                                 const std::string& value) {
   return "({ " + statements + " " + value + "; })";
+}
+
+std::string CFamilyEmitter::HoistStatements(const std::string& statements,
+                                            const std::string& value) {
+  pending_.back().push_back(statements);
+  return value;
 }
 
 std::string CFamilyEmitter::FaultClaim(const std::string& record, const std::string& site) {

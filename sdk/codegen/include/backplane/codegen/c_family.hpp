@@ -153,6 +153,21 @@ class CFamilyEmitter {
   // Whether the language has vector types with lane subscripts and elementwise + - * /
   // (GNU C vector extensions, OpenCL). If not, vector expressions are an error.
   virtual bool HasVectorTypes() const { return true; }
+  // ---- Vectors (docs/codegen-guide.md, "Vector accesses") ----
+  // A vector value of type `t` whose lanes are the texts `lanes` (a ramp's, a broadcast's).
+  // C and OpenCL: the compound literal "((T){a, b, ...})".
+  virtual std::string VectorLiteral(ir::DType t, const std::vector<std::string>& lanes);
+  // The value of the contiguous vector access `buffer`[flat .. flat + lanes of t), `flat` an
+  // index text that may be written once only (it is bound to a temporary where it is needed
+  // more often). C: a memcpy into a vector temporary, which makes no assumption on alignment;
+  // a dialect writes its vector access, taking an aligned fast path only where it is provably
+  // (or checked to be) aligned, and scalar accesses otherwise.
+  virtual std::string ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
+                                           const std::string& flat);
+  // The statement (one line, `;` included) that stores the vector `value` (a name, of type t)
+  // at `buffer`[flat .. flat + lanes of t).
+  virtual std::string ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t,
+                                            const std::string& flat, const std::string& value);
   // Whether a constant-size local or small global allocation is declared as an array that the
   // code reaches only through a restrict pointer (C), rather than used as the array itself.
   virtual bool RestrictStackArrays() const { return false; }
@@ -207,8 +222,12 @@ class CFamilyEmitter {
   virtual std::string FaultClaim(const std::string& record, const std::string& site_plus_one);
   // An expression that runs `statements` and then has the value of `value`: a GNU statement
   // expression "({ statements value; })" (gcc, clang, OpenCL C); CUDA C++ spells an
-  // immediately called lambda. Used by bounds-checked scalar loads.
+  // immediately called lambda; GLSL runs the statements before the statement being emitted
+  // (HoistStatements). Used by bounds-checked scalar loads and the lane-by-lane vector code.
   virtual std::string StatementExpression(const std::string& statements, const std::string& value);
+  // Adds `statements` to the statements that run before the one being emitted (in the
+  // innermost conditional arm being emitted, as Bind) and returns `value`.
+  std::string HoistStatements(const std::string& statements, const std::string& value);
   // The qualifiers of a helper function ("static inline", "static __device__ inline").
   virtual std::string HelperQualifier() { return "static inline"; }
   // The typedef of bp_fault_t and the helpers the functions used (call from Prelude()).
