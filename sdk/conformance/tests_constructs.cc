@@ -1062,7 +1062,7 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
            "\n  }\n}\n";
   };
   // Atomics beyond int32 are device features (vulkan: int64 and float atomics); vector types
-  // are a code generator's (vulkan writes scalar code only and refuses them, naming the type).
+  // are a code generator's (one that writes scalar code only refuses them, naming the type).
   const bool optional =
       (st.name.rfind("atomic.", 0) == 0 && st.name.find(".int32") == std::string::npos) ||
       st.name.rfind("vector.", 0) == 0;

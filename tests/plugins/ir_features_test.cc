@@ -403,11 +403,10 @@ TEST_P(IrFeatures, AnAtomicOutOfBoundsIsAnError) {
 // A contiguous vector load or store that runs past a buffer's end, with -bounds-check: the call
 // fails with the interpreter's message, which names the first lane out of bounds (issue 38: the
 // code generators named the last, `i + lanes - 1`). Starts drawn at random, before the buffer
-// too; vulkan writes scalar code only.
+// too.
 TEST_P(IrFeatures, AVectorAccessOutOfBoundsNamesTheInterpretersLane) {
   const std::string kind = GetParam();
   Device dev(DLDevice{kDLCPU, 0});
-  if (kind == "vulkan") GTEST_SKIP() << "the vulkan target has no vector types";
   if (!Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
   const std::string loop = kind == "c" ? "serial(0, 1)" : "thread(threadIdx.x, 0, 1)";
   const std::string text =

@@ -50,7 +50,8 @@
 #                float64 reference, the IR's constructs (loop steps, var, negation, atomics)
 #                against the interpreter; skipped with a note where the machine has no NVIDIA ICD
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
-#                vs a device copy, matmul vs cuBLAS; no benchmark may report an error;
+#                (one element a thread, and four through float32x4) vs a device copy, matmul
+#                vs cuBLAS; no benchmark may report an error;
 #                the ratios go to summary.txt
 #   launch_phases
 #                bench_cuda's launch pair again with BACKPLANE_CUDA_LAUNCH_PHASES=1: where
@@ -662,6 +663,8 @@ rows = [("launch: Backplane / raw cuLaunchKernel, time (goal <= 1.1)", "BM_Launc
         ("D2H 256 MiB pinned: Backplane / raw, bytes/s (goal >= 0.95)", "BM_CopyD2H_Backplane",
          "BM_CopyD2H_RawDriver", "bytes_per_second"),
         ("vector_add / device copy, bytes/s (goal >= 0.95)", "BM_VectorAdd_Backplane",
+         "BM_DeviceCopy_RawDriver", "bytes_per_second"),
+        ("vector_add, float32x4 a thread / device copy, bytes/s", "BM_VectorAddFloat4_Backplane",
          "BM_DeviceCopy_RawDriver", "bytes_per_second"),
         ("matmul 4096: matmul_tiled_gpu / cuBLAS sgemm, flop/s (goal >= 0.6)",
          "BM_Matmul_Backplane", "BM_Matmul_cuBLAS", "flops")]
