@@ -73,11 +73,11 @@ std::string CUDAEmitter::VectorDefinitions() {
     const std::string e = CFamilyEmitter::TypeName(t.is_bool() ? ir::Int(8) : t.Element());
     const std::string n = std::to_string(t.lanes);
     const std::string loop = "  for (int l = 0; l < " + n + "; ++l) ";
-    p += "struct __align__(" + std::to_string(VectorAlign(t)) + ") " + name + " {\n  " + e +
-         " v[" + n + "];\n"
-         "  __device__ __forceinline__ " +
-         e + "& operator[](int l) { return v[l]; }\n  __device__ __forceinline__ const " + e +
-         "& operator[](int l) const { return v[l]; }\n};\n";
+    const std::string lane = "  __device__ __forceinline__ ";
+    p += "struct __align__(" + std::to_string(VectorAlign(t)) + ") " + name + " {\n";
+    p += "  " + e + " v[" + n + "];\n";
+    p += lane + e + "& operator[](int l) { return v[l]; }\n";
+    p += lane + "const " + e + "& operator[](int l) const { return v[l]; }\n};\n";
     for (const char* op : {"+", "-", "*", "/"}) {
       p += "static __device__ __forceinline__ " + name + " operator" + op + "(const " + name +
            "& a, const " + name + "& b) {\n  " + name + " r;\n" + loop + "r.v[l] = (" + e +
@@ -102,8 +102,8 @@ std::string CUDAEmitter::VectorDefinitions() {
     p += "static __device__ __forceinline__ void bp_vstore_" + suffix + "(" + e + "* p, const " +
          name + "& v) {\n";
     if (fast) {
-      p += "  if ((reinterpret_cast<unsigned long long>(p) & " + mask + ") == 0) {\n"
-           "    *reinterpret_cast<" + name + "*>(p) = v;\n    return;\n  }\n";
+      p += "  if ((reinterpret_cast<unsigned long long>(p) & " + mask + ") == 0) {\n";
+      p += "    *reinterpret_cast<" + name + "*>(p) = v;\n    return;\n  }\n";
     }
     p += loop + "p[l] = v.v[l];\n}\n";
   }
@@ -113,7 +113,8 @@ std::string CUDAEmitter::VectorDefinitions() {
 std::string CUDAEmitter::VectorLiteral(ir::DType t, const std::vector<std::string>& lanes) {
   const std::string e = CFamilyEmitter::TypeName(t.is_bool() ? ir::Int(8) : t.Element());
   std::string text = TypeName(t) + "{{";
-  for (size_t l = 0; l < lanes.size(); ++l) text += (l ? ", " : "") + CastText(e, "(" + lanes[l] + ")");
+  for (size_t l = 0; l < lanes.size(); ++l)
+    text += (l ? ", " : "") + CastText(e, "(" + lanes[l] + ")");
   return text + "}}";
 }
 
@@ -124,8 +125,7 @@ std::string CUDAEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, ir::DTyp
 }
 
 std::string CUDAEmitter::ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t,
-                                               const std::string& flat,
-                                               const std::string& value) {
+                                               const std::string& flat, const std::string& value) {
   vector_access_.emplace(TypeName(t), t);
   return "bp_vstore_" + ir::ToString(t) + "(&" + Name(buffer.name()) + "[" + flat + "], " + value +
          ");";

@@ -675,8 +675,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       lanes += (lanes.empty() ? "" : ", ") +
                ElementRead(load.buffer, Name(load.buffer.name()) + "[" + f + "]");
     }
-    return "(" + assign + "(" + ok + ") ? " + TypeName(load.dtype) + "(" + lanes + ") : " +
-           TypeName(load.dtype) + "(0))";
+    return "(" + assign + "(" + ok + ") ? " + TypeName(load.dtype) + "(" + lanes +
+           ") : " + TypeName(load.dtype) + "(0))";
   }
   void EmitCheckedVectorStore(const ir::StoreNode& store, int site) {
     const int lanes = std::max<int>(store.value.dtype().lanes, store.indices.back().dtype().lanes);
@@ -694,8 +694,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     for (int l = 0; l < lanes; ++l) {
       const std::string v =
           store.value.dtype().lanes > 1 ? value + "[" + std::to_string(l) + "]" : value;
-      Line("  " +
-           ElementWrite(store.buffer, Name(store.buffer.name()) + "[" + flat[l] + "]", v) + ";");
+      Line("  " + ElementWrite(store.buffer, Name(store.buffer.name()) + "[" + flat[l] + "]", v) +
+           ";");
     }
     Line("}");
     --indent_;

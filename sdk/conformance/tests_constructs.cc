@@ -409,9 +409,10 @@ void CallWithShiftedViews(Context& ctx, const std::string& clause, const Module&
     const size_t before = static_cast<size_t>(shift) * width;
     std::vector<uint8_t> bytes(before, kPattern);
     bytes.insert(bytes.end(), a.bytes.begin(), a.bytes.end());
-    const DLDataType dl{
-        static_cast<uint8_t>(a.dtype.is_float() ? kDLFloat : a.dtype.is_int() ? kDLInt : kDLUInt),
-        a.dtype.bits, 1};
+    const DLDataType dl{static_cast<uint8_t>(a.dtype.is_float() ? kDLFloat
+                                             : a.dtype.is_int() ? kDLInt
+                                                                : kDLUInt),
+                        a.dtype.bits, 1};
     whole[i] = Tensor::Empty({static_cast<int64_t>(a.count()) + shift}, dl, Device(ctx.dev));
     whole[i].CopyFromBytes(bytes.data(), bytes.size());
     views[i] = *whole[i].dl();
@@ -898,8 +899,10 @@ const std::vector<Structural>& Structurals() {
            "        let u: float32x4 = a[ramp(i * 8 + 3, 1, 4)]\n"
            "        let v: float32x4 = a[ramp(i * 8 + 1, 1, 4)]\n"
            "        c[ramp(i * 8 + 1, 1, 4)] = u * v + v - broadcast(0.25, 4)\n"
-           "        c[ramp(i * 8 + 5, 1, 2)] = a[ramp(i * 8 + 2, 1, 2)] * a[ramp(i * 8 + 6, 1, 2)]\n"
-           "        q[ramp(i * 8 + 3, 1, 4)] = k[ramp(i * 8 + 1, 1, 4)] * k[ramp(i * 8 + 2, 1, 4)] - "
+           "        c[ramp(i * 8 + 5, 1, 2)] = a[ramp(i * 8 + 2, 1, 2)] * a[ramp(i * 8 + 6, 1, "
+           "2)]\n"
+           "        q[ramp(i * 8 + 3, 1, 4)] = k[ramp(i * 8 + 1, 1, 4)] * k[ramp(i * 8 + 2, 1, 4)] "
+           "- "
            "k[ramp(i * 8 + 3, 1, 4)]\n      }",
        "",
        "",
@@ -1304,9 +1307,8 @@ void AddConstructTests(std::vector<TestCase>* out) {
              " bytes into their tensors (byte_offset), run as the IR interpreter runs them, bit "
              "for bit, and write nothing before a view (a code generator's aligned fast path "
              "must check the address; a device or code generator without vector types skips)",
-         "", needs, [shift, name](Context& ctx) {
-           RunStructural(ctx, VectorViews(), name, shift);
-         }});
+         "", needs,
+         [shift, name](Context& ctx) { RunStructural(ctx, VectorViews(), name, shift); }});
   }
   for (const char* op : {"add", "min", "max"}) {
     for (const char* dtype : {"int32", "int64", "float32"}) {

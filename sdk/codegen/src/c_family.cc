@@ -852,10 +852,9 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
       flat.replace(pos, name.size(), "(" + lane_idx[k] + ")");
     }
   }
-  return StatementExpression(TypeName(t) + " " + v + "; " + decls + "for (int " + l + " = 0; " +
-                                 l + " < " + std::to_string(t.lanes) + "; ++" + l + ") " + v + "[" +
-                                 l + "] = " + ElementRead(load.buffer, buf + "[" + flat + "]") +
-                                 ";",
+  return StatementExpression(TypeName(t) + " " + v + "; " + decls + "for (int " + l + " = 0; " + l +
+                                 " < " + std::to_string(t.lanes) + "; ++" + l + ") " + v + "[" + l +
+                                 "] = " + ElementRead(load.buffer, buf + "[" + flat + "]") + ";",
                              v);
 }
 
@@ -935,12 +934,11 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
     std::vector<ir::Expr> scalar = load.indices;
     scalar.back() = base;
     idx = EmitInOrder(AsIndexed(scalar));
-    return StatementExpression(TypeName(t) + " " + v + "; " + a.decls + "const int64_t " +
-                                   a.index + " = " +
-                                   CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) +
-                                   "; if (" + a.ok + ") memcpy(&" + v + ", &" + buf + "[" +
-                                   a.index + "], sizeof(" + v + ")); else " + zero,
-                               v);
+    return StatementExpression(
+        TypeName(t) + " " + v + "; " + a.decls + "const int64_t " + a.index + " = " +
+            CheckedAccessIndex(load.buffer, idx, t.lanes, site, a.ok) + "; if (" + a.ok +
+            ") memcpy(&" + v + ", &" + buf + "[" + a.index + "], sizeof(" + v + ")); else " + zero,
+        v);
   }
   // Gather lane by lane; after a lane out of bounds the rest are 0.
   std::string decls;
@@ -956,8 +954,7 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
                                  " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" + l +
                                  ") { const int64_t " + a.index + " = " +
                                  CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + "; " + v +
-                                 "[" + l + "] = " + a.ok + " ? " + buf + "[" + a.index +
-                                 "] : 0; }",
+                                 "[" + l + "] = " + a.ok + " ? " + buf + "[" + a.index + "] : 0; }",
                              v);
 }
 
