@@ -51,7 +51,8 @@
 #                against the interpreter; skipped with a note where the machine has no NVIDIA ICD
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
 #                (one element a thread, and four through float32x4) vs a device copy, matmul
-#                vs cuBLAS; no benchmark may report an error;
+#                (matmul_tiled_gpu, and shared-memory tiles) vs cuBLAS; no benchmark may
+#                report an error;
 #                the ratios go to summary.txt
 #   launch_phases
 #                bench_cuda's launch pair again with BACKPLANE_CUDA_LAUNCH_PHASES=1: where
@@ -667,7 +668,9 @@ rows = [("launch: Backplane / raw cuLaunchKernel, time (goal <= 1.1)", "BM_Launc
         ("vector_add, float32x4 a thread / device copy, bytes/s", "BM_VectorAddFloat4_Backplane",
          "BM_DeviceCopy_RawDriver", "bytes_per_second"),
         ("matmul 4096: matmul_tiled_gpu / cuBLAS sgemm, flop/s (goal >= 0.6)",
-         "BM_Matmul_Backplane", "BM_Matmul_cuBLAS", "flops")]
+         "BM_Matmul_Backplane", "BM_Matmul_cuBLAS", "flops"),
+        ("matmul 4096: shared-memory tiles, float32x4 / cuBLAS sgemm, flop/s",
+         "BM_MatmulSmem_Backplane", "BM_Matmul_cuBLAS", "flops")]
 print("bench_cuda ratios")
 for what, ours, base, key in rows:
     a, b = get(ours, key), get(base, key)
