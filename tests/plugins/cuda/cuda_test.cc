@@ -237,6 +237,9 @@ TEST(CudaCodegenTest, ContiguousVectorAccessesAreVectorInstructionsWhereAligned)
   EXPECT_NE(ptx.find(".v4.f32"), std::string::npos) << ptx;
   EXPECT_NE(ptx.find("st.global.v4.f32"), std::string::npos) << ptx;
   EXPECT_NE(ptx.find(".v2.f32"), std::string::npos) << ptx;
+  // With -bounds-check each access is checked over its lanes first (bp_chkv), in NVRTC's C++.
+  const Module checked = backplane::Build(text, Target::Parse("cuda -arch=sm_90 -bounds-check"));
+  EXPECT_NE(checked.Imports()[0].InspectSource("cuda").find("bp_chkv("), std::string::npos);
 }
 
 TEST(CudaCodegenTest, MissingNvrtcIsNotFoundNamingTheToolkit) {
