@@ -85,9 +85,7 @@ TEST(Int32Overflow, TheOldEdgeTestIsReportedOnceTheCountIsRight) {
       << r[0];
 }
 
-TEST(Int32Overflow, TheRewrittenFormsAreClean) {
-  EXPECT_EQ(Join(Risks(kNewVectorAdd)), "");
-}
+TEST(Int32Overflow, TheRewrittenFormsAreClean) { EXPECT_EQ(Join(Risks(kNewVectorAdd)), ""); }
 
 TEST(Int32Overflow, ProductsOfDimsOutsideAnIndexAreReported) {
   // m * n as a loop extent wraps; inside an index the same product is exact (int64).
@@ -126,9 +124,8 @@ func f(n: int32, a: buffer<float32>[n, 65536], out: buffer<int32>[1]) {
 }
 )");
   ASSERT_EQ(r.size(), 1u) << Join(r);
-  EXPECT_EQ(r[0].rfind("int32 expression `n * 2` in function 'f' can overflow for n > 1073741823",
-                       0),
-            0u)
+  EXPECT_EQ(
+      r[0].rfind("int32 expression `n * 2` in function 'f' can overflow for n > 1073741823", 0), 0u)
       << r[0];
 }
 
@@ -177,6 +174,28 @@ func f(n: int32, pad: int32, a: buffer<float32>[n]) {
 }
 )")),
             "");
+}
+
+TEST(Int32Overflow, LargeFunctionsAreCheckedInBoundedTime) {
+  // 30,000 terms, each sum a risk: 100 messages and a count of the rest.
+  std::string chain = "n";
+  for (int i = 1; i < 30000; ++i) chain += " + n";
+  const std::vector<std::string> r = Risks(
+      "# backplane-ir 1\nfunc g(n: int32, a: buffer<int32>[1]) {\n  a[0] = " + chain + "\n}\n");
+  ASSERT_EQ(r.size(), 101u);
+  EXPECT_EQ(r.back(), "... and 29899 more in function 'g'");
+  // Selects nested in conditions: each level evaluates the one below three times; the check
+  // stops after its step budget and says so.
+  std::string e = "n";
+  for (int i = 0; i < 40; ++i) {
+    e = "select(" + e + " < " + std::to_string(i) + ", n + " + std::to_string(i) + ", n - " +
+        std::to_string(i) + ")";
+  }
+  const std::vector<std::string> s =
+      Risks("# backplane-ir 1\nfunc f(n: int32, a: buffer<int32>[1]) {\n  a[0] = " + e + "\n}\n");
+  ASSERT_FALSE(s.empty());
+  EXPECT_EQ(s.back().rfind("the int32 overflow check of function 'f' stopped early", 0), 0u)
+      << s.back();
 }
 
 }  // namespace

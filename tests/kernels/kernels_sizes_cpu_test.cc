@@ -1,18 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// Catalog kernels compiled for the c target (the cpu plugin) at sizes around 2^31
-// (docs/kernels.md, "Sizes"). sum runs whole on 2^31 - 1 random floats (8 GiB: skipped, saying
-// why, when /proc/meminfo's MemAvailable is under 9 GiB) against a float64 sum. vector_add,
-// saxpy and transpose run the last iterations of their outer loop (count and edge logic
-// unchanged, as kernels_sizes_test.cc does on the interpreter) on tensors mapped without
-// backing store, so the compiled tile counts, edge tests and flat indices are checked past
-// 2^31 in a few MiB.
+// Catalog kernels compiled for the c target (the cpu plugin) at sizes around 2^31 (docs/ir.md,
+// "Sizes of the catalog kernels"). sum runs whole on 2^31 - 1 random floats (8 GiB: skipped, saying
+// why, when /proc/meminfo's MemAvailable is under 9 GiB) against a float64 sum. vector_add, saxpy
+// and transpose run the last iterations of their outer loop (count and edge logic unchanged, as
+// kernels_sizes_test.cc does on the interpreter) on tensors mapped without backing store, so the
+// compiled tile counts, edge tests and flat indices are checked past 2^31 in a few MiB.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/kernels/catalog.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -162,7 +161,8 @@ TEST(SizesOnCpu, ElementwiseKernelsWriteTheirLastChunksNear2To31) {
     const std::vector<float> y(b + from, b + n);
     sx.GetFunction("saxpy")(n, alpha, ta.dl(), tb.dl());
     right = 0;
-    for (int64_t i = from; i < n; ++i) right += b[i] == alpha * a[i] + y[static_cast<size_t>(i - from)];
+    for (int64_t i = from; i < n; ++i)
+      right += b[i] == alpha * a[i] + y[static_cast<size_t>(i - from)];
     EXPECT_EQ(right, 2048) << "saxpy, n = " << n;
   }
 }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Sizes around 2^31 (docs/kernels.md, "Sizes"): every catalog kernel is free of int32
-// arithmetic that can wrap (Int32OverflowRisks finds none), and on the IR interpreter the
-// kernels run right at sizes where a tile count, an edge test or a flat index passes 2^31.
-// A run at those sizes would touch gigabytes, so each kernel runs the last few iterations of
-// its outer loop only (the loop's count and edge logic unchanged: the loop `for o in
-// parallel(0, E)` becomes `for o' in parallel(0, min(E, K))` with o = o' + max(E - K, 0)),
-// on buffers mapped without backing store, where only the pages touched cost memory. The
-// forms the catalog had are run the same way and shown to leave the output unwritten.
+// Sizes around 2^31 (docs/ir.md, "Sizes of the catalog kernels"): every catalog kernel is free of
+// int32 arithmetic that can wrap (Int32OverflowRisks finds none), and on the IR interpreter the
+// kernels run right at sizes where a tile count, an edge test or a flat index passes 2^31. A run at
+// those sizes would touch gigabytes, so each kernel runs the last few iterations of its outer loop
+// only (the loop's count and edge logic unchanged: the loop `for o in parallel(0, E)` becomes `for
+// o' in parallel(0, min(E, K))` with o = o' + max(E - K, 0)), on buffers mapped without backing
+// store, where only the pages touched cost memory. The forms the catalog had are run the same way
+// and shown to leave the output unwritten.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -39,7 +39,8 @@ class Sparse {
   explicit Sparse(int64_t elements) : bytes_(static_cast<size_t>(elements) * sizeof(float)) {
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("cannot map " + std::to_string(bytes_) + " bytes");
+    if (p == MAP_FAILED)
+      throw std::runtime_error("cannot map " + std::to_string(bytes_) + " bytes");
     data_ = static_cast<float*>(p);
   }
   ~Sparse() { munmap(data_, bytes_); }
@@ -134,8 +135,8 @@ const int64_t kNear[] = {kTwo31 - 1, kTwo31 - 1023, kTwo31 - 1024, kTwo31 - 1025
 // Runs an elementwise kernel (vector_add, saxpy and their GPU variants) for its last `k`
 // iterations of loop `loop` at size n; returns how many of the last `check` elements are
 // right (every one of them lies in the tiles that ran).
-int64_t RightTail(const std::string& text, const std::string& func, const std::string& loop,
-                  int k, int64_t n, int64_t check) {
+int64_t RightTail(const std::string& text, const std::string& func, const std::string& loop, int k,
+                  int64_t n, int64_t check) {
   const ir::Interpreter interp = Restricted(text, func, {{loop, k}});
   const bool saxpy = func.rfind("saxpy", 0) == 0;
   Sparse a(n), b(n), c(n);
@@ -238,8 +239,8 @@ TEST(Sizes, SumAddsItsLastChunkNear2To31) {
 // columns of a, the last ones at flat index past 2^31.
 TEST(Sizes, TransposePastTwoTo31Elements) {
   const int64_t m = 16, n = (int64_t{1} << 27) + 1;
-  for (const auto& [func, loop] : {std::pair<std::string, std::string>{"transpose", "ib"},
-                                   {"transpose_gpu", "bx"}}) {
+  for (const auto& [func, loop] :
+       {std::pair<std::string, std::string>{"transpose", "ib"}, {"transpose_gpu", "bx"}}) {
     const ir::Interpreter interp = Restricted(Catalog("transpose.bpir"), func, {{loop, 2}});
     Sparse a(m * n), b(n * m);
     const int64_t first = (n - 1) / 16 * 16 - 16;  // the first column of the last two blocks
@@ -263,8 +264,8 @@ TEST(Sizes, TransposePastTwoTo31Elements) {
 // softmax of (2^21 + 1) x 1024 (2^31 + 1024 elements): the last row starts at flat index 2^31.
 TEST(Sizes, SoftmaxPastTwoTo31Elements) {
   const int64_t rows = (int64_t{1} << 21) + 1, cols = 1024;
-  for (const auto& [func, loop] : {std::pair<std::string, std::string>{"softmax", "r"},
-                                   {"softmax_gpu", "r"}}) {
+  for (const auto& [func, loop] :
+       {std::pair<std::string, std::string>{"softmax", "r"}, {"softmax_gpu", "r"}}) {
     const ir::Interpreter interp = Restricted(Catalog("softmax.bpir"), func, {{loop, 1}});
     Sparse x(rows * cols), y(rows * cols);
     const int64_t row = (rows - 1) * cols;
@@ -332,8 +333,8 @@ TEST(Sizes, MatmulPastTwoTo31Elements) {
 TEST(Sizes, Conv2dPastTwoTo31Elements) {
   const int64_t batch = (int64_t{1} << 17) + 1, c_in = 1, c_out = 16, h = 32, w = 32, kh = 3,
                 kw = 3, pad = 1;
-  for (const auto& [func, loop, k] : {std::tuple<std::string, std::string, int>{"conv2d", "b", 1},
-                                      {"conv2d_gpu", "bz", 2}}) {
+  for (const auto& [func, loop, k] :
+       {std::tuple<std::string, std::string, int>{"conv2d", "b", 1}, {"conv2d_gpu", "bz", 2}}) {
     const ir::Interpreter interp = Restricted(Catalog("conv2d.bpir"), func, {{loop, k}});
     Sparse x(batch * c_in * h * w), f(c_out * c_in * kh * kw), y(batch * c_out * h * w);
     const int64_t xb = (batch - 1) * c_in * h * w, yb = (batch - 1) * c_out * h * w;
@@ -376,15 +377,16 @@ TEST(Sizes, Conv2dPastTwoTo31Elements) {
 // pad, up to INT32_MIN and INT32_MAX, on both CPU paths (<= 64 taps and the direct loop),
 // against the catalog's float64 reference.
 TEST(Sizes, Conv2dIsRightForAnyPad) {
-  const int64_t pads[] = {std::numeric_limits<int32_t>::min(), -kTwo31 + 40, -40, -3, 0, 2, 5,
-                          40, kTwo31 - 40, std::numeric_limits<int32_t>::max()};
+  const int64_t pads[] = {
+      std::numeric_limits<int32_t>::min(), -kTwo31 + 40, -40, -3, 0, 2, 5, 40, kTwo31 - 40,
+      std::numeric_limits<int32_t>::max()};
   for (const char* func : {"conv2d", "conv2d_gpu"}) {
     const bk::Case* c = bk::Find(func);
     ASSERT_NE(c, nullptr);
     const ir::Interpreter interp(ir::Parse(Catalog("conv2d.bpir"), "conv2d.bpir"));
     for (const int64_t kernel : {3, 9}) {  // 9 x 9 = 81 taps: conv2d's direct loop
       for (const int64_t pad : pads) {
-        bk::Dims dims = {{"batch", 2}, {"c_in", 3}, {"c_out", 5}, {"h", 7},
+        bk::Dims dims = {{"batch", 2}, {"c_in", 3},    {"c_out", 5},   {"h", 7},
                          {"w", 9},     {"kh", kernel}, {"kw", kernel}, {"pad", pad}};
         std::vector<bk::Arg> args = c->make_args(dims, 11);
         std::vector<bk::Arg> want = args;

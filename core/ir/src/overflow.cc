@@ -84,8 +84,8 @@ struct Risk {
 // One run of the analysis over a function, with optional bounds on some params.
 class Analyzer {
  public:
-  Analyzer(const PrimFunc& func, const std::map<const VarNode*, Range>& param_bounds)
-      : func_(func) {
+  Analyzer(const PrimFunc& func, const std::map<const VarNode*, Range>& param_bounds, bool describe)
+      : func_(func), describe_(describe) {
     // Params: their dtype's range; a dimension of a buffer param is >= 0 (CheckArgs refuses a
     // negative extent); a threadIdx extent is at most kMaxBlockThreads.
     for (const Param& p : func.params) {
@@ -137,6 +137,9 @@ class Analyzer {
   }
 
   const std::vector<Risk>& risks() const { return risks_; }
+  // Whether the step budget ran out (the rest of the function was walked without evaluating
+  // its expressions).
+  bool gave_up() const { return budget_ < 0; }
   Range ParamRange(const VarNode* v) const { return ranges_.at(v); }
 
  private:
@@ -173,8 +176,15 @@ class Analyzer {
     return it != ranges_.end() ? it->second : TypeRange(v.dtype());
   }
 
-  void Report(const void* node, std::string what, Range exact, DType t) {
-    if (reported_.insert(node).second) risks_.push_back({node, std::move(what), exact, t});
+  // `what` describes the node; called only when the messages are wanted (not while Threshold
+  // bisects).
+  template <typename What>
+  void Report(const void* node, const What& what, Range exact, DType t) {
+    if (reported_.insert(node).second) {
+      // Past the 100 that RisksOf words, only counted: printing a node costs its size.
+      const bool worded = describe_ && risks_.size() < 100;
+      risks_.push_back({node, worded ? what() : std::string(), exact, t});
+    }
   }
 
   // The value of a let (not assignable) that `e` names, followed through lets; else `e`.
@@ -200,8 +210,8 @@ class Analyzer {
     if (b->op != BinaryOp::kAdd) return false;
     const BinaryNode* div = b->a.As<BinaryNode>();
     const BinaryNode* mn = b->b.As<BinaryNode>();
-    if (div == nullptr || mn == nullptr || div->op != BinaryOp::kDiv ||
-        mn->op != BinaryOp::kMin || !StructuralEqual(div->b, d)) {
+    if (div == nullptr || mn == nullptr || div->op != BinaryOp::kDiv || mn->op != BinaryOp::kMin ||
+        !StructuralEqual(div->b, d)) {
       return false;
     }
     const BinaryNode* mod = mn->a.As<BinaryNode>();
@@ -257,10 +267,12 @@ class Analyzer {
     const DType t = self.dtype();
     if (b.op == BinaryOp::kAnd || b.op == BinaryOp::kOr) {
       Eval(b.a);
+      const bool outer = unreachable_;
       const Mark m = Save();
+      unreachable_ = false;
       Refine(b.a, b.op == BinaryOp::kAnd);
       if (!unreachable_) Eval(b.b);
-      unreachable_ = false;
+      unreachable_ = outer;
       Undo(m);
       return {0, 1};
     }
@@ -338,8 +350,10 @@ class Analyzer {
     if (IsCheckedInt(t.Element())) {
       const Range full = TypeRange(t.Element());
       if (r.lo < full.lo || r.hi > full.hi) {
-        Report(self.get(), ToString(t.Element()) + " expression `" + Short(Print(self)) + "`", r,
-               t.Element());
+        Report(
+            self.get(),
+            [&] { return ToString(t.Element()) + " expression `" + Short(Print(self)) + "`"; }, r,
+            t.Element());
       }
     }
     return Clamp(r, t.Element());
@@ -368,6 +382,7 @@ class Analyzer {
   Range Eval(const Expr& e) {
     if (!e) return {0, 0};
     const DType t = e.dtype();
+    if (--budget_ < 0) return TypeRange(t.Element());
     switch (e.kind()) {
       case ExprKind::kIntImm: {
         const I128 v = e.As<IntImmNode>()->value;
@@ -389,8 +404,10 @@ class Analyzer {
         if (IsCheckedInt(t.Element())) {
           const Range full = TypeRange(t.Element());
           if (r.lo < full.lo || r.hi > full.hi) {
-            Report(e.get(), ToString(t.Element()) + " expression `" + Short(Print(e)) + "`", r,
-                   t.Element());
+            Report(
+                e.get(),
+                [&] { return ToString(t.Element()) + " expression `" + Short(Print(e)) + "`"; }, r,
+                t.Element());
           }
         }
         return Clamp(r, t.Element());
@@ -399,16 +416,18 @@ class Analyzer {
         const auto& s = *e.As<SelectNode>();
         Eval(s.cond);
         Range out{1, 0};
+        const bool outer = unreachable_;
         for (bool arm : {true, false}) {
           const Mark m = Save();
+          unreachable_ = false;
           Refine(s.cond, arm);
           if (!unreachable_) {
             const Range r = Eval(arm ? s.a : s.b);
             out = out.lo > out.hi ? r : Range{std::min(out.lo, r.lo), std::max(out.hi, r.hi)};
           }
-          unreachable_ = false;
           Undo(m);
         }
+        unreachable_ = outer;
         return out.lo > out.hi ? TypeRange(t) : out;
       }
       case ExprKind::kCast: {
@@ -436,7 +455,8 @@ class Analyzer {
         if (IsCheckedInt(t.Element())) {
           const Range full = TypeRange(t.Element());
           if (out.lo < full.lo || out.hi > full.hi) {
-            Report(e.get(), "lanes of `" + Short(Print(e)) + "`", out, t.Element());
+            Report(
+                e.get(), [&] { return "lanes of `" + Short(Print(e)) + "`"; }, out, t.Element());
           }
         }
         return Clamp(out, t.Element());
@@ -467,13 +487,26 @@ class Analyzer {
     BinaryOp op = b->op;
     if (!truth) {
       switch (op) {
-        case BinaryOp::kLt: op = BinaryOp::kGe; break;
-        case BinaryOp::kLe: op = BinaryOp::kGt; break;
-        case BinaryOp::kGt: op = BinaryOp::kLe; break;
-        case BinaryOp::kGe: op = BinaryOp::kLt; break;
-        case BinaryOp::kEq: op = BinaryOp::kNe; break;
-        case BinaryOp::kNe: op = BinaryOp::kEq; break;
-        default: return;
+        case BinaryOp::kLt:
+          op = BinaryOp::kGe;
+          break;
+        case BinaryOp::kLe:
+          op = BinaryOp::kGt;
+          break;
+        case BinaryOp::kGt:
+          op = BinaryOp::kLe;
+          break;
+        case BinaryOp::kGe:
+          op = BinaryOp::kLt;
+          break;
+        case BinaryOp::kEq:
+          op = BinaryOp::kNe;
+          break;
+        case BinaryOp::kNe:
+          op = BinaryOp::kEq;
+          break;
+        default:
+          return;
       }
     }
     // As a < b, a <= b or a == b.
@@ -532,11 +565,14 @@ class Analyzer {
     if (t.is_integer() && IsCheckedInt(t)) {
       const Range full = TypeRange(t);
       if (last.lo < full.lo || last.hi > full.hi) {
-        Report(&f, "loop variable `" + f.var.name() + "` of `for " + f.var.name() + " in " +
-                       ToString(f.for_kind) + "(" + Short(Print(f.min)) + ", " +
-                       Short(Print(f.extent)) + (f.step ? ", " + Short(Print(f.step)) : "") +
-                       ")`",
-               last, t);
+        Report(
+            &f,
+            [&] {
+              return "loop variable `" + f.var.name() + "` of `for " + f.var.name() + " in " +
+                     ToString(f.for_kind) + "(" + Short(Print(f.min)) + ", " +
+                     Short(Print(f.extent)) + (f.step ? ", " + Short(Print(f.step)) : "") + ")`";
+            },
+            last, t);
       }
     }
     const Mark m = Save();
@@ -626,6 +662,10 @@ class Analyzer {
   };
 
   const PrimFunc& func_;
+  const bool describe_;
+  // Expression nodes evaluated, at most: refining a condition evaluates its operands again, so
+  // selects nested in conditions could cost exponential time without a bound.
+  int64_t budget_ = 2000000;
   std::map<const VarNode*, Range> ranges_;
   std::map<const VarNode*, Expr> lets_;   // let variables in scope and their values
   std::map<const VarNode*, Expr> loops_;  // loop variables from 0 by 1 and their extents
@@ -637,7 +677,7 @@ class Analyzer {
 };
 
 std::vector<Risk> Analyze(const PrimFunc& f, const std::map<const VarNode*, Range>& bounds) {
-  Analyzer a(f, bounds);
+  Analyzer a(f, bounds, /*describe=*/false);
   a.Run();
   return a.risks();
 }
@@ -652,7 +692,7 @@ bool Flags(const PrimFunc& f, const std::map<const VarNode*, Range>& bounds, con
 // "for n > 2147482624": the bound on one integer param under which `node` is not flagged, found
 // by bisection; "" when no single param's bound clears it.
 std::string Threshold(const PrimFunc& f, const void* node) {
-  Analyzer base(f, {});
+  Analyzer base(f, {}, /*describe=*/false);
   // The param whose bound is the largest: a risk that needs batch > 0 and c_out > 2^31 - 16
   // is told as the latter.
   std::string best;
@@ -690,7 +730,7 @@ std::string Threshold(const PrimFunc& f, const void* node) {
 }
 
 std::string ParamRanges(const PrimFunc& f) {
-  Analyzer base(f, {});
+  Analyzer base(f, {}, /*describe=*/false);
   std::string out;
   for (const Param& p : f.params) {
     if (p.is_buffer() || !p.var().dtype().is_integer()) continue;
@@ -703,7 +743,12 @@ std::string ParamRanges(const PrimFunc& f) {
 
 std::vector<std::string> RisksOf(const PrimFunc& f) {
   std::vector<std::string> out;
-  const std::vector<Risk> risks = Analyze(f, {});
+  Analyzer analyzer(f, {}, /*describe=*/true);
+  analyzer.Run();
+  const std::vector<Risk>& risks = analyzer.risks();
+  // Bisecting a size reruns the analysis about 34 times a param: only for the first few risks
+  // of a function of ordinary depth.
+  const bool thresholds = !analyzer.gave_up() && TreeDepth(f) <= 1000;
   for (size_t i = 0; i < risks.size(); ++i) {
     const Risk& r = risks[i];
     if (i == 100) {
@@ -712,7 +757,7 @@ std::vector<std::string> RisksOf(const PrimFunc& f) {
       break;
     }
     const Range full = TypeRange(r.type);
-    const std::string when = i < 20 ? Threshold(f, r.node) : "";
+    const std::string when = thresholds && i < 10 ? Threshold(f, r.node) : "";
     const bool high = r.exact.hi > full.hi;
     out.push_back(r.what + " in function '" + f.name + "' can overflow " +
                   (when.empty() ? "for some arguments" : when) + ": its exact value can reach " +
@@ -722,6 +767,12 @@ std::vector<std::string> RisksOf(const PrimFunc& f) {
                   "`(n + 1023) / 1024` as `n / 1024 + min(floormod(n, 1024), 1)`, an edge test "
                   "`base + 1024 <= n` as `base <= n - 1024`) or compute it in int64 where the "
                   "target has it (docs/ir.md, \"Int32 overflow check\")");
+  }
+  if (analyzer.gave_up()) {
+    out.push_back("the int32 overflow check of function '" + f.name +
+                  "' stopped early: its "
+                  "conditions nest too many selects to follow (over 2,000,000 steps); the "
+                  "expressions past that point are not checked");
   }
   return out;
 }

@@ -57,10 +57,10 @@ void ForEachStmt(const Stmt& s, const std::function<void(const Stmt&)>& visit);
 // dtype (a dimension of a buffer param over >= 0, a threadIdx extent up to 1024), a loop
 // variable over its bounds, a let over its value's range, narrowed by the conditions of the
 // enclosing ifs, selects, && and ||; the +, - and * that form an index are exact (int64) and
-// not reported, nor is an explicit cast. It may report an expression that cannot overflow (it
-// knows few relations between variables), never misses one it can see. Callers show the
-// messages as warnings (`backplane build`). Past 100 messages a function's rest are counted in
-// one.
+// not reported, nor is an explicit cast, int64 or an unsigned type. It may report an
+// expression that cannot overflow (it knows few relations between variables), so callers show
+// the messages as warnings (`backplane build`). Past 100 messages a function's rest are counted
+// in one. Runs with the stack the function's depth needs (limits.hpp).
 std::vector<std::string> Int32OverflowRisks(const PrimFunc& func);
 std::vector<std::string> Int32OverflowRisks(const IRModule& module);
 
