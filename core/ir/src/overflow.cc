@@ -209,6 +209,25 @@ class Analyzer {
     }
     if (b->op != BinaryOp::kAdd) return false;
     const BinaryNode* div = b->a.As<BinaryNode>();
+    // X / d + select(X / d * d < X, 1, 0): the form without floormod, which the C-family
+    // generators compute in int64 for a constant d (GPU code keeps to int32).
+    if (const SelectNode* sel = b->b.As<SelectNode>(); sel != nullptr) {
+      const IntImmNode* one = sel->a.As<IntImmNode>();
+      const IntImmNode* zero = sel->b.As<IntImmNode>();
+      const BinaryNode* lt = sel->cond.As<BinaryNode>();
+      if (div == nullptr || div->op != BinaryOp::kDiv || !StructuralEqual(div->b, d) ||
+          one == nullptr || one->value != 1 || zero == nullptr || zero->value != 0 ||
+          lt == nullptr || lt->op != BinaryOp::kLt || !StructuralEqual(lt->b, div->a)) {
+        return false;
+      }
+      const BinaryNode* mul = lt->a.As<BinaryNode>();
+      if (mul == nullptr || mul->op != BinaryOp::kMul || !StructuralEqual(mul->a, b->a) ||
+          !StructuralEqual(mul->b, d)) {
+        return false;
+      }
+      *x = div->a;
+      return true;
+    }
     const BinaryNode* mn = b->b.As<BinaryNode>();
     if (div == nullptr || mn == nullptr || div->op != BinaryOp::kDiv || mn->op != BinaryOp::kMin ||
         !StructuralEqual(div->b, d)) {
