@@ -198,4 +198,19 @@ TEST(Int32Overflow, LargeFunctionsAreCheckedInBoundedTime) {
       << s.back();
 }
 
+TEST(Int32Overflow, AConditionDoesNotNarrowAnAssignableVariable) {
+  // i < 10 holds where the branch starts, not after i = n.
+  const std::vector<std::string> r = Risks(R"(# backplane-ir 2
+func f(n: int32, out: buffer<int32>[1]) {
+  var i: int32 = 0
+  if (i < 10) {
+    i = n
+    out[0] = i + 1
+  }
+}
+)");
+  ASSERT_EQ(r.size(), 1u) << Join(r);
+  EXPECT_EQ(r[0].rfind("int32 expression `i + 1` in function 'f' can overflow", 0), 0u) << r[0];
+}
+
 }  // namespace

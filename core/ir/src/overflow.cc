@@ -537,21 +537,24 @@ class Analyzer {
     if (op == BinaryOp::kNe) return;
     const Range l = Eval(lhs), r = Eval(rhs);
     const I128 gap = op == BinaryOp::kLt ? 1 : 0;
-    if (lhs.kind() == ExprKind::kVar) {
+    // An assignable variable may change inside the branch: its range is not narrowed.
+    if (lhs.kind() == ExprKind::kVar && assignable_.count(lhs.As<VarNode>())) lhs = Expr();
+    if (rhs.kind() == ExprKind::kVar && assignable_.count(rhs.As<VarNode>())) rhs = Expr();
+    if (lhs && lhs.kind() == ExprKind::kVar) {
       Range v = Get(lhs);
       v.hi = std::min(v.hi, r.hi - gap);
       if (op == BinaryOp::kEq) v.lo = std::max(v.lo, r.lo);
       Set(lhs.As<VarNode>(), v);
       if (v.lo > v.hi) unreachable_ = true;
     }
-    if (rhs.kind() == ExprKind::kVar) {
+    if (rhs && rhs.kind() == ExprKind::kVar) {
       Range v = Get(rhs);
       v.lo = std::max(v.lo, l.lo + gap);
       if (op == BinaryOp::kEq) v.hi = std::min(v.hi, l.hi);
       Set(rhs.As<VarNode>(), v);
       if (v.lo > v.hi) unreachable_ = true;
     }
-    if (lhs.kind() == ExprKind::kVar && rhs.kind() == ExprKind::kVar) {
+    if (lhs && rhs && lhs.kind() == ExprKind::kVar && rhs.kind() == ExprKind::kVar) {
       facts_.push_back({lhs.As<VarNode>(), rhs.As<VarNode>(), op == BinaryOp::kLt});
       if (op == BinaryOp::kEq) facts_.push_back({rhs.As<VarNode>(), lhs.As<VarNode>(), false});
     }
@@ -636,6 +639,7 @@ class Analyzer {
         const Mark m = Save();
         const DType t = n.var.dtype();
         Set(n.var.get(), n.assignable ? TypeRange(t) : Clamp(r, t));
+        if (n.assignable) assignable_.insert(n.var.get());
         if (!n.assignable) lets_[n.var.get()] = n.value;
         Visit(n.body);
         lets_.erase(n.var.get());
@@ -687,6 +691,7 @@ class Analyzer {
   int64_t budget_ = 2000000;
   std::map<const VarNode*, Range> ranges_;
   std::map<const VarNode*, Expr> lets_;   // let variables in scope and their values
+  std::set<const VarNode*> assignable_;   // `var` variables (never narrowed by a condition)
   std::map<const VarNode*, Expr> loops_;  // loop variables from 0 by 1 and their extents
   std::vector<Fact> facts_;
   std::vector<Saved> saved_;
