@@ -18,7 +18,8 @@ namespace ir {
 
 namespace {
 
-using I128 = __int128;
+// Exact for every sum and product of two int64 values (__extension__: -Wpedantic accepts it).
+__extension__ typedef __int128 I128;
 
 // Inclusive bounds of an integer value; lo > hi means no value (unreachable code).
 struct Range {
