@@ -4,7 +4,8 @@
 // why, when /proc/meminfo's MemAvailable is under 9 GiB) against a float64 sum. vector_add, saxpy
 // and transpose run the last iterations of their outer loop (count and edge logic unchanged, as
 // kernels_sizes_test.cc does on the interpreter) on tensors mapped without backing store, so the
-// compiled tile counts, edge tests and flat indices are checked past 2^31 in a few MiB.
+// compiled tile counts, edge tests and flat indices are checked past 2^31 in a few MiB. On opencl
+// (PoCL), where it is here, conv2d_gpu refuses a grid past int32.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -235,6 +236,40 @@ TEST(SizesOnCpu, SumOf2To31Minus1RandomFloats) {
   std::cout << "sum of " << n << " floats: " << got << " (float64: " << want << "); build and "
             << "data " << std::chrono::duration<double>(t1 - t0).count() << " s, the kernel "
             << std::chrono::duration<double>(t2 - t1).count() << " s\n";
+}
+
+// conv2d_gpu's grid, batch x ceil(c_out / 8) blocks on blockIdx.z, past 2^31 - 1 (here
+// (2^31 - 1) x 3, which int32 wraps to 2147483645): the host computes it in int64 and makes it
+// -1, which the launch refuses. The images are empty (h = w = 0), so the tensors hold nothing.
+TEST(SizesOnOpenCL, Conv2dGpuRefusesAGridPastInt32) {
+  Module m;
+  try {
+    const ir::IRModule all = ir::Parse(bk::ReadKernelFile("conv2d.bpir"), "conv2d.bpir");
+    ir::IRModule one;
+    one.Add(*all.Find("conv2d_gpu"));
+    m = Build(ir::Print(one), Target::Parse("opencl"));
+  } catch (const backplane::Error& e) {
+    GTEST_SKIP() << "no opencl code generator here: " << e.what();
+  }
+  Device dev("opencl", 0);
+  const int64_t batch = kTwo31 - 1, c_out = 24;
+  const DLDataType f32{kDLFloat, 32, 1};
+  Tensor x, f, y;
+  try {
+    x = Tensor::Empty({batch, 1, 0, 0}, f32, dev);
+    f = Tensor::Empty({c_out, 1, 1, 1}, f32, dev);
+    y = Tensor::Empty({batch, c_out, 0, 0}, f32, dev);
+  } catch (const backplane::Error& e) {
+    GTEST_SKIP() << "no opencl device here: " << e.what();
+  }
+  try {
+    m.GetFunction("conv2d_gpu")(batch, int64_t{1}, c_out, int64_t{0}, int64_t{0}, int64_t{1},
+                                int64_t{1}, int64_t{0}, x.dl(), f.dl(), y.dl());
+    ADD_FAILURE() << "a grid of (2^31 - 1) x 3 blocks on blockIdx.z ran";
+  } catch (const backplane::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blockIdx.z = -1 is negative"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
