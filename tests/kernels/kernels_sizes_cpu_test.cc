@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "last_iterations.h"
+
 namespace ir = backplane::ir;
 namespace bk = backplane::kernels;
 using backplane::Build;
@@ -33,6 +35,7 @@ using backplane::Device;
 using backplane::Module;
 using backplane::Target;
 using backplane::Tensor;
+using backplane::sizes_test::Restrict;
 
 namespace {
 
@@ -87,44 +90,6 @@ Tensor MappedTensor(const std::vector<int64_t>& shape, float** data) {
     delete owner;
   };
   return Tensor::FromDLPack(&m->managed);
-}
-
-// Rebuilds `s` with each loop named in `last` running only its last K iterations:
-// `for v in k(min, E)` becomes `for v_last in k(0, min(E, K)) { let v = min + v_last +
-// max(E - K, 0) ... }`.
-ir::Stmt Restrict(const ir::Stmt& s, const std::map<std::string, int>& last) {
-  if (!s) return s;
-  switch (s.kind()) {
-    case ir::StmtKind::kFor: {
-      const auto& f = *s.As<ir::ForNode>();
-      ir::Stmt body = Restrict(f.body, last);
-      auto it = last.find(f.var.name());
-      if (it == last.end()) return ir::WithBody(f, body);
-      const ir::DType t = f.var.dtype();
-      const ir::Expr k = ir::IntImm(t, it->second);
-      ir::Var inner(f.var.name() + "_last", t);
-      ir::Stmt let =
-          ir::LetStmt(f.var, f.min + inner + ir::Max(f.extent - k, ir::IntImm(t, 0)), body);
-      return ir::For(inner, ir::IntImm(t, 0), ir::Min(f.extent, k), f.for_kind, let);
-    }
-    case ir::StmtKind::kIfThenElse: {
-      const auto& n = *s.As<ir::IfThenElseNode>();
-      return ir::IfThenElse(n.cond, Restrict(n.then_case, last), Restrict(n.else_case, last));
-    }
-    case ir::StmtKind::kLetStmt:
-      return ir::WithBody(*s.As<ir::LetStmtNode>(), Restrict(s.As<ir::LetStmtNode>()->body, last));
-    case ir::StmtKind::kAllocate: {
-      const auto& n = *s.As<ir::AllocateNode>();
-      return ir::Allocate(n.buffer, n.scope, Restrict(n.body, last));
-    }
-    case ir::StmtKind::kSeq: {
-      std::vector<ir::Stmt> items;
-      for (const ir::Stmt& x : s.As<ir::SeqNode>()->seq) items.push_back(Restrict(x, last));
-      return ir::Seq(items);
-    }
-    default:
-      return s;
-  }
 }
 
 // Function `func` of catalog file `file`, with the loops of `last` restricted, built for c.
