@@ -550,3 +550,57 @@ TEST_F(BuildRunCli, CheckComparesAnyKernelWithTheInterpreter) {
 }
 
 }  // namespace
+
+namespace {
+
+// vector_add with the tile count the catalog had: (n + 1023) / 1024 wraps for n > 2^31 - 1024.
+const char* kWrappingKernel = R"(# backplane-ir 1
+func vector_add(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n]) {
+  for o in parallel(0, (n + 1023) / 1024) {
+    let base: int32 = o * 1024
+    for t in serial(base, min(1024, n - base)) {
+      c[t] = a[t] + b[t]
+    }
+  }
+}
+)";
+
+TEST_F(BuildRunCli, BuildWarnsOfInt32ArithmeticThatCanWrap) {
+  { std::ofstream(Path("wrap.bpir")) << kWrappingKernel; }
+  sp::Result b = Cli({"build", Path("wrap.bpir"), "-t", "c", "-o", Path("wrap.bpmod")});
+  ASSERT_EQ(b.exit_code, 0) << b.Describe() << "\n" << b.err;  // a warning, not an error
+  EXPECT_TRUE(Contains(b.err,
+                       "backplane build: warning: int32 expression `n + 1023` in function "
+                       "'vector_add' can overflow for n > 2147482624"))
+      << b.err;
+  EXPECT_TRUE(Contains(b.err, "n / 1024 + min(floormod(n, 1024), 1)")) << b.err;
+  sp::Result j = Cli({"build", Path("wrap.bpir"), "-t", "c", "-o", Path("wrap.bpmod"), "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.Describe() << "\n" << j.err;
+  EXPECT_TRUE(Contains(j.out, "\"warnings\": [\n    \"int32 expression `n + 1023`")) << j.out;
+  // run --check warns too.
+  sp::Result r = Cli({"run", Path("wrap.bpmod"), "-f", "vector_add", "--allow-native", "--check",
+                      "--dim", "n=100"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
+  EXPECT_TRUE(Contains(r.err, "backplane run: warning: int32 expression `n + 1023`")) << r.err;
+  // The catalog's kernels are clean.
+  sp::Result clean =
+      Cli({"build", KernelFile("vector_add.bpir"), "-t", "c", "-o", Path("va.bpmod")});
+  ASSERT_EQ(clean.exit_code, 0) << clean.Describe() << "\n" << clean.err;
+  EXPECT_FALSE(Contains(clean.err, "warning")) << clean.err;
+}
+
+TEST_F(BuildRunCli, ASizePastInt32IsRefusedBeforeAnyBufferIsMade) {
+  sp::Result b = Cli({"build", KernelFile("vector_add.bpir"), "-t", "c", "-f", "vector_add", "-o",
+                      Path("va.bpmod")});
+  ASSERT_EQ(b.exit_code, 0) << b.Describe() << "\n" << b.err;
+  // 3e9 elements would be 36 GB of float32 buffers (more as the runner's float64 copies).
+  sp::Result r =
+      Cli({"run", Path("va.bpmod"), "-f", "vector_add", "--allow-native", "--dim", "n=3000000000"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe() << "\n" << r.err;
+  EXPECT_TRUE(Contains(r.err,
+                       "backplane run: --dim n=3000000000: parameter 'n' of function "
+                       "'vector_add' is int32, so at most 2147483647"))
+      << r.err;
+}
+
+}  // namespace

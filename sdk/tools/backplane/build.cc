@@ -158,6 +158,16 @@ int RunBuild(const BuildOptions& o) {
   for (const auto& [name, why] : left_out) {
     std::cerr << "backplane build: left out " << name << ": " << why << "\n";
   }
+  // int32 arithmetic that can wrap for large sizes (docs/ir.md, "Int32 overflow check"): a
+  // warning, not an error, since the check may flag an expression that a relation it does not
+  // know keeps in range.
+  std::vector<std::string> warnings;
+  try {
+    warnings = ir::Int32OverflowRisks(ir::Parse(ir_text, o.input));
+  } catch (const ir::Error&) {
+    // Not parsed or not checkable here: bp_build reports the problem below.
+  }
+  for (const std::string& w : warnings) std::cerr << "backplane build: warning: " << w << "\n";
   // The file's name in bp_build's messages, when it builds the file as written.
   const std::string source_name = !o.functions.empty() ? o.input + " (--func)"
                                   : left_out.empty()   ? o.input
@@ -213,6 +223,7 @@ int RunBuild(const BuildOptions& o) {
     OrderedJson left = OrderedJson::array();
     for (const auto& [name, why] : left_out) left.push_back({{"function", name}, {"reason", why}});
     doc["left_out"] = left;
+    doc["warnings"] = warnings;
     doc["bytes"] = bytes.size();
     doc["build_seconds"] = ms / 1000;
     return PrintJson("build", doc) ? kExitOk : kExitFailure;
@@ -251,7 +262,9 @@ Command AddBuildCommand(CLI::App& parent) {
                 "Say on stderr what is being built (shown anyway when stderr is a terminal)");
   app->footer(
       "A file with CPU and GPU variants builds the functions that fit the Target and names "
-      "on stderr each one left out, and why.\n"
+      "on stderr each one left out, and why. int32 arithmetic that can wrap for large sizes "
+      "(e.g. a tile count `(n + 1023) / 1024`) is named in a warning on stderr (docs/ir.md, "
+      "\"Int32 overflow check\").\n"
       "Examples:\n"
       "  backplane build vector_add.bpir -t c -o va.bpmod\n"
       "  backplane build vector_add.bpir -t opencl -o va_gpu.bpmod --json\n"

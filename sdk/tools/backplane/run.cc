@@ -2,16 +2,19 @@
 // `backplane run MODULE --func NAME [--device cpu:0] [--dim n=4096 ...] [--check]`: loads a
 // saved module, runs one of its functions on random inputs, checks the result against the
 // float64 reference when the function is one of the reference kernels, or against the IR
-// interpreter on the same inputs with --check (any function), and prints the time.
+// interpreter on the same inputs with --check (any function, whose int32 arithmetic is also
+// checked for wrapping: warnings on stderr), and prints the time.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <backplane/backplane.hpp>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/runner/check.hpp>
 #include <backplane/runner/runner.hpp>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -249,6 +252,13 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
               << "\n";
     return kExitUsage;
   }
+  // --check: the int32 overflow check of the function's IR too (docs/ir.md, "Int32 overflow
+  // check"), as a warning: the interpreter at small sizes cannot show a wrap near 2^31.
+  if (o.check) {
+    for (const std::string& w : ir::Int32OverflowRisks(*f)) {
+      std::cerr << "backplane run: warning: " << w << "\n";
+    }
+  }
   const std::vector<std::string> buffers = ParamNames(*f, true);
   for (const auto* files : {&inputs, &outputs}) {
     for (const auto& [name, file] : *files) {
@@ -470,6 +480,14 @@ int RunRun(const RunOptions& o) {
       std::cerr << "backplane run: --dim " << name << "=" << v << ": a size is at least 0; give "
                 << "--dim " << name << "=" << c->demo.at(name) << " or leave it out (its demo "
                 << "size)\n";
+      return kExitUsage;
+    }
+    // Refused before any buffer is made: a reference kernel's sizes are int32 params (docs/ir.md,
+    // "Sizes of the catalog kernels").
+    if (v > INT32_MAX) {
+      std::cerr << "backplane run: --dim " << name << "=" << v << ": parameter '" << name
+                << "' of function '" << o.func << "' is int32, so at most " << INT32_MAX
+                << " (the reference kernels take sizes up to 2^31 - 1); give a smaller size\n";
       return kExitUsage;
     }
   }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Structural equality, the verifier, and which buffers a statement writes.
+// Structural equality, the verifier, which buffers a statement writes, and the int32 overflow
+// check.
 #ifndef BACKPLANE_IR_ANALYSIS_HPP_
 #define BACKPLANE_IR_ANALYSIS_HPP_
 
@@ -47,6 +48,21 @@ bool AnyExpr(const Expr& e, const std::function<bool(const Expr&)>& pred);
 // then-branch before its else-branch, a sequence's items in order. Without recursion, so at
 // any depth. Expressions are not visited (AnyExpr is for those).
 void ForEachStmt(const Stmt& s, const std::function<void(const Stmt&)>& visit);
+
+// Integer expressions of `func` whose exact value can pass the range of their signed type of at
+// most 32 bits (and so wrap) for some arguments, one message each: "int32 expression `n + 1023`
+// in function 'vector_add' can overflow for n > 2147482624: ...", with the values it reaches
+// and how to rewrite it; loop variables whose last value passes their type are reported too.
+// Interval arithmetic (docs/ir.md, "Int32 overflow check"): a scalar param ranges over its
+// dtype (a dimension of a buffer param over >= 0, a threadIdx extent up to 1024), a loop
+// variable over its bounds, a let over its value's range, narrowed by the conditions of the
+// enclosing ifs, selects, && and ||; the +, - and * that form an index are exact (int64) and
+// not reported, nor is an explicit cast, int64 or an unsigned type. It may report an
+// expression that cannot overflow (it knows few relations between variables), so callers show
+// the messages as warnings (`backplane build`). Past 100 messages a function's rest are counted
+// in one. Runs with the stack the function's depth needs (limits.hpp).
+std::vector<std::string> Int32OverflowRisks(const PrimFunc& func);
+std::vector<std::string> Int32OverflowRisks(const IRModule& module);
 
 }  // namespace ir
 }  // namespace backplane
