@@ -259,6 +259,11 @@ Fn MakeAtomic(Access a, Fn fv, int rv, AtomicOp op) {
       r = F(op == AtomicOp::kAdd   ? x + y
             : op == AtomicOp::kMin ? std::fmin(x, y)
                                    : std::fmax(x, y));
+    } else if constexpr (K == Elem::kF64) {
+      const double x = old.f, y = v.f;
+      r = F(op == AtomicOp::kAdd   ? x + y
+            : op == AtomicOp::kMin ? std::fmin(x, y)
+                                   : std::fmax(x, y));
     } else {
       const int64_t x = old.i, y = v.i;
       r = I(op == AtomicOp::kAdd   ? static_cast<int64_t>(U(x) + U(y))
@@ -325,6 +330,11 @@ inline Fn IntBinary(BinaryOp op, DType t, CE& a, CE& b, int out, const Expr& e) 
       return Lanes2(a, b, out, [t, u, e](Frame& f, Val x, Val y) {
         if (y.i == 0) ThrowDivZero(f, e);
         return I(WrapInt(U(FloorModInt(x.i, y.i, u)), t));
+      });
+    case BinaryOp::kMod:  // C's %: the sign of x; INT_MIN % -1 is 0
+      return Lanes2(a, b, out, [t, u, e](Frame& f, Val x, Val y) {
+        if (y.i == 0) ThrowDivZero(f, e);
+        return I(WrapInt(U(ModTrunc(x.i, y.i, u)), t));
       });
     case BinaryOp::kMin:
       return Lanes2(a, b, out, [u](Frame&, Val x, Val y) {

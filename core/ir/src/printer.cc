@@ -41,6 +41,7 @@ int Precedence(BinaryOp op) {
       return kPrecAdd;
     case BinaryOp::kMul:
     case BinaryOp::kDiv:
+    case BinaryOp::kMod:
       return kPrecMul;
     default:
       return kPrecPrimary;  // floordiv(a, b), min(a, b), ...

@@ -260,6 +260,12 @@ class CFamilyEmitter {
   // floor(x / y) (or, with `mod`, x - floor(x / y) * y) on float operands of type `t`, as the
   // interpreter computes it (float16 in float, rounded once by the caller).
   std::string FloatFloorDivMod(bool mod, const std::string& x, const std::string& y, ir::DType t);
+  // x % y (BinaryOp::kMod) on integers of type `t` where no fault record checks the divisor:
+  // a divisor of -1 gives 0 (INT_MIN % -1 does not trap); y's text is written twice.
+  std::string UncheckedRemainder(const std::string& x, const std::string& y, ir::DType t);
+  // x % y on signed integers, y a constant other than 0 and -1: C's `(x % y)`. A dialect whose
+  // `%` is not C's on negative operands (GLSL) overrides it.
+  virtual std::string SignedRemainder(const std::string& x, const std::string& y, ir::DType t);
   // The same message, as ir::Error(kUnsupported): valid IR the dialect cannot express (a dtype
   // its language or target lacks), BP_ERR_UNSUPPORTED to the caller of bp_build.
   [[noreturn]] void Unsupported(const std::string& what) const;
@@ -326,8 +332,9 @@ class CFamilyEmitter {
   std::string CheckedFlat(const ir::Buffer& buffer, const std::vector<std::string>& idx);
   std::string EmitBinary(const ir::BinaryNode& b, const ir::Expr& e);
   std::string EmitCall(const ir::CallNode& call);
-  // An integer division (`op` kDiv, kFloorDiv or kFloorMod) of x by y of operand type `t`,
-  // checked for a zero divisor and wrapping INT_MIN / -1 (site: the text of the expression).
+  // An integer division (`op` kDiv, kFloorDiv, kFloorMod or kMod) of x by y of operand type
+  // `t`, checked for a zero divisor and wrapping INT_MIN / -1 (INT_MIN % -1 is 0; site: the
+  // text of the expression).
   std::string CheckedIntDivision(ir::BinaryOp op, ir::DType t, const std::string& x,
                                  const std::string& y, const ir::Expr& divisor, const ir::Expr& e);
   // The start of `index` checked against `extent` (dimension `dim`): the caller appends the
