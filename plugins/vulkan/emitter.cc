@@ -732,6 +732,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
             "}\n";
       }
     }
+    // C's % by a constant other than 0 and -1 (SignedRemainder): GLSL's % on a negative
+    // operand is undefined (glslang writes OpSMod, the sign of the divisor), its / truncates.
+    if (helpers_.count("rem_i32"))
+      helpers += "int bp_rem_i32(int a, int b) { return a - (a / b) * b; }\n";
+    if (helpers_.count("rem_i64"))
+      helpers += "int64_t bp_rem_i64(int64_t a, int64_t b) { return a - (a / b) * b; }\n";
     if (uses_fdiv_) helpers += kFdivGlsl;
     if (uses_fminmax_) {
       helpers += kFminMaxGlsl;
@@ -930,11 +936,6 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     const bool wide = layout.uses_int64;
     const std::string t = wide ? "int64_t" : "int";  // the details' type
     std::string p = "const int bp_fault = 0;  // the record is bp_status\n";
-    // C's % by a constant other than 0 and -1 (SignedRemainder): GLSL's % on a negative
-    // operand is undefined (glslang writes OpSMod, the sign of the divisor), its / truncates.
-    if (helpers_.count("rem_i32")) p += "int bp_rem_i32(int a, int b) { return a - (a / b) * b; }\n";
-    if (helpers_.count("rem_i64"))
-      p += "int64_t bp_rem_i64(int64_t a, int64_t b) { return a - (a / b) * b; }\n";
     if (fault_sites().empty()) return p;  // main records no note (EmitFunction)
     p += "uint bp_f_code = 0u;\nint bp_f_site = 0;\n" + t + " bp_f_a = " + t +
          "(0), bp_f_b = " + t + "(0), bp_f_c = " + t + "(0);\n";
