@@ -241,8 +241,8 @@ inline std::mutex& AtomicLock() {
   return m;
 }
 
-// `a` = `a` op `v` on one element of an int32, int64 or float32 buffer (the verifier allows no
-// other), computed as the IR's binary + / min / max of that type.
+// `a` = `a` op `v` on one element of an int32, int64, float32 or float64 buffer (the verifier
+// allows no other), computed as the IR's binary + / min / max of that type.
 template <Elem K>
 Fn MakeAtomic(Access a, Fn fv, int rv, AtomicOp op) {
   return [a = std::move(a), fv = std::move(fv), rv, op](Frame& f) {
