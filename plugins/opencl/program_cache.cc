@@ -150,8 +150,9 @@ cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& sou
       (" " + Info(d.id, CL_DEVICE_EXTENSIONS) + " ").find(" cl_khr_int64_base_atomics ") ==
           std::string::npos) {
     throw Error(BP_ERR_UNSUPPORTED,
-                "opencl: " + what + " uses 64-bit atomics (int64 or float64 atomic_add, "
-                "atomic_min or atomic_max), which need cl_khr_int64_base_atomics; " +
+                "opencl: " + what +
+                    " uses 64-bit atomics (int64 or float64 atomic_add, "
+                    "atomic_min or atomic_max), which need cl_khr_int64_base_atomics; " +
                     Info(d.id, CL_DEVICE_NAME) +
                     " lacks it: accumulate in int32 or float32, or per thread and then reduce");
   }

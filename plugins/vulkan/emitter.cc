@@ -462,14 +462,14 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   }
   std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override {
     if (!SharedBits(buffer)) return element;
-    return (buffer.dtype().bits == 64 ? "uint64BitsToDouble(" : "uintBitsToFloat(") + element +
-           ")";
+    return (buffer.dtype().bits == 64 ? "uint64BitsToDouble(" : "uintBitsToFloat(") + element + ")";
   }
   std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
                            const std::string& value) override {
     if (!SharedBits(buffer)) return element + " = " + value;
-    return element + (buffer.dtype().bits == 64 ? " = doubleBitsToUint64(" : " = floatBitsToUint(") +
-           value + ")";
+    return element +
+           (buffer.dtype().bits == 64 ? " = doubleBitsToUint64(" : " = floatBitsToUint(") + value +
+           ")";
   }
   // Float atomics done by compare-and-swap on the element's bits: min and max, and every
   // float64 atomic (64-bit integer atomics are a wider feature than float64 add).

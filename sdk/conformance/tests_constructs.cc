@@ -579,8 +579,8 @@ const std::vector<Construct>& Operators() {
 // constant (the code generators' unchecked form; GLSL's own % differs on negative operands).
 const std::vector<Construct>& IntegerOperators() {
   static const std::vector<Construct> kOps = {
-      {"mod", "a % b (C's remainder: the sign of a, b != 0)", "a[i] % b[i]", "",
-       Inputs::kNonzeroB, false},
+      {"mod", "a % b (C's remainder: the sign of a, b != 0)", "a[i] % b[i]", "", Inputs::kNonzeroB,
+       false},
       {"mod.minus_one", "a % -1 (0 for every a, INT_MIN too; the divisor computed at run time)",
        "a[i] % (b[i] - b[i] - 1)", "", Inputs::kAny, false},
       {"mod.constant", "a % 7 and a % 6 (constant divisors)", "a[i] % 7 + a[i] % 6", "",
@@ -1277,7 +1277,8 @@ void AddConstructTests(std::vector<TestCase>* out) {
   out->push_back({"codegen.construct.fault.mod",
                   "a remainder (%) by zero fails the call (or the next synchronization) with "
                   "the IR interpreter's message, as a division by zero",
-                  "", needs, [](Context& ctx) { RunModFault(ctx, "codegen.construct.fault.mod"); }});
+                  "", needs,
+                  [](Context& ctx) { RunModFault(ctx, "codegen.construct.fault.mod"); }});
   out->push_back({"codegen.construct.fault.store_order",
                   "a store evaluates its value, then its indices: with a division by zero in "
                   "both, the value's is the fault reported, as by the IR interpreter",

@@ -48,8 +48,11 @@ void CheckModOn(const std::string& dtype, unsigned seed) {
   const IRModule m = Parse(text);
   Verify(m);
   std::mt19937_64 rng(seed);
-  const T edges[] = {std::numeric_limits<T>::min(), std::numeric_limits<T>::max(),
-                     static_cast<T>(-1), static_cast<T>(1), static_cast<T>(7),
+  const T edges[] = {std::numeric_limits<T>::min(),
+                     std::numeric_limits<T>::max(),
+                     static_cast<T>(-1),
+                     static_cast<T>(1),
+                     static_cast<T>(7),
                      static_cast<T>(-7)};
   Tensor<T> a({256}), b({256}), c({256});
   for (size_t k = 0; k < 256; ++k) {
@@ -92,12 +95,14 @@ TEST(IrCForms, ModIsCsRemainderOnEveryIntegerType) {
 }
 
 TEST(IrCForms, ModByZeroIsTheDivisionError) {
-  const IRModule m = Parse("func f(a: buffer<int32>[2], c: buffer<int32>[1]) {\n"
-                           "  c[0] = a[0] % a[1]\n}\n");
+  const IRModule m = Parse(
+      "func f(a: buffer<int32>[2], c: buffer<int32>[1]) {\n"
+      "  c[0] = a[0] % a[1]\n}\n");
   Tensor<int32_t> a({2}), c({1});
   a.data = {5, 0};
-  EXPECT_NE(ErrorOf([&] { Interpreter(m).Run("f", {a.View(), c.View()}); })
-                .find("integer division by zero in `a[0] % a[1]`"),
+  EXPECT_NE(ErrorOf([&] {
+              Interpreter(m).Run("f", {a.View(), c.View()});
+            }).find("integer division by zero in `a[0] % a[1]`"),
             std::string::npos);
   // A shape's arithmetic (EvalIntExpr) too.
   const IRModule s = Parse("func g(n: int32, d: int32, x: buffer<float32>[n % d + 1]) {\n}\n");
@@ -105,8 +110,9 @@ TEST(IrCForms, ModByZeroIsTheDivisionError) {
   const Expr shape = g.params[2].buffer()->shape[0];
   EXPECT_EQ(EvalIntExpr(g, shape, {IntArg(-7), IntArg(3), IntArg(0)}), 0);
   EXPECT_EQ(EvalIntExpr(g, shape, {IntArg(INT32_MIN), IntArg(-1), IntArg(0)}), 1);
-  EXPECT_NE(ErrorOf([&] { EvalIntExpr(g, shape, {IntArg(7), IntArg(0), IntArg(0)}); })
-                .find("integer division by zero"),
+  EXPECT_NE(ErrorOf([&] {
+              EvalIntExpr(g, shape, {IntArg(7), IntArg(0), IntArg(0)});
+            }).find("integer division by zero"),
             std::string::npos);
 }
 
@@ -180,9 +186,8 @@ TEST(IrCForms, IntegerLiteralsTakeAFloatContextExactly) {
   Interpreter(m).Run("f", {x.View(), y.View(), d.View()});
   for (size_t k = 0; k < 64; ++k) {
     const float v = x[k];
-    const float want = v > 0 ? 1.0f - v * v + std::fmax(v, 0.0f) * 3.0f + std::pow(v, 2.0f) +
-                                   -16777216.0f
-                             : 0.0f;
+    const float want =
+        v > 0 ? 1.0f - v * v + std::fmax(v, 0.0f) * 3.0f + std::pow(v, 2.0f) + -16777216.0f : 0.0f;
     EXPECT_EQ(y[k], want) << k;
     EXPECT_EQ(d[k], (v < -1 ? 2.0 : static_cast<double>(v)) + 4097.0) << k;
   }
@@ -214,8 +219,9 @@ TEST(IrCForms, AnInexactIntegerLiteralNamesItsNeighbours) {
   // an int32 converted, as before).
   const std::string msg = ErrorOf([&] { Parse(cases[0].text); }, ErrorKind::kParse);
   EXPECT_NE(msg.find("or float32(16777217) to round it on purpose"), std::string::npos) << msg;
-  const IRModule m = Parse("func f(y: buffer<float32>[2]) {\n  y[0] = float32(16777217)\n"
-                           "  y[1] = 16777216\n}\n");
+  const IRModule m = Parse(
+      "func f(y: buffer<float32>[2]) {\n  y[0] = float32(16777217)\n"
+      "  y[1] = 16777216\n}\n");
   Tensor<float> y({2});
   Interpreter(m).Run("f", {y.View()});
   EXPECT_EQ(y.data, (std::vector<float>{16777216.0f, 16777216.0f}));
@@ -226,8 +232,7 @@ TEST(IrCForms, BuilderTypesCxxIntsWhereAFloatIsWanted) {
   Buffer x("x", Float32(), {64}), y("y", Float32(), {64});
   const Stmt body = LetStmt(
       w, 3,
-      Seq({Store(y, {i}, 0),
-           Store(y, {i}, Select(x[i] > 0, 1 - x[i] * x[i] + Max(x[i], 0) * w, 2)),
+      Seq({Store(y, {i}, 0), Store(y, {i}, Select(x[i] > 0, 1 - x[i] * x[i] + Max(x[i], 0) * w, 2)),
            Store(y, {i}, Call("pow", {y[i], 2}) + Binary(BinaryOp::kSub, y[i], 1))}));
   IRModule built;
   built.Add(PrimFunc("f", {x, y}, For(i, 0, 64, ForKind::kSerial, body)));
@@ -303,8 +308,8 @@ TEST(IrCForms, RangeLoopsAreTheTreeForRangeBuilds) {
   const auto& seq = m.functions()[0].body.As<SeqNode>()->seq;
   Var n("n"), i("i"), j("j", Int64());
   Buffer a("a", Float32(), {n});
-  EXPECT_TRUE(StructuralEqual(seq[0], ForRange(i, 1, n, 2, ForKind::kSerial,
-                                               Store(a, {i}, FloatImm(Float32(), 0)))));
+  EXPECT_TRUE(StructuralEqual(
+      seq[0], ForRange(i, 1, n, 2, ForKind::kSerial, Store(a, {i}, FloatImm(Float32(), 0)))));
   // The printer writes the count: text that older libraries read.
   const std::string printed = Print(m);
   EXPECT_NE(printed.find("for i in serial(1, (n - 1 + 1) / 2, 2)"), std::string::npos) << printed;

@@ -292,12 +292,12 @@ Expr::Expr(int value) {
   n->from_cxx_int = true;
   node_ = std::move(n);
 }
+Expr::Expr(double value) : Expr(FloatImm(Float32(), value)) {}
 
 namespace detail {
 
 bool ExactFloat(bool negative, uint64_t mag, DType t, std::string* why) {
   const int precision = t.bits == 16 ? 11 : t.bits == 32 ? 24 : 53;  // significand bits
-  const std::string sign = negative && mag != 0 ? "-" : "";
   if (t.bits == 16 && mag > 65504) {
     *why = "is out of float16's range: expected a magnitude of at most 65504";
     return false;
@@ -337,8 +337,8 @@ Expr Typed(const Expr& e, DType t) {
   std::string why;
   if (!detail::ExactFloat(v < 0, mag, t, &why))
     throw Error(ErrorKind::kValue, "integer literal " + std::to_string(v) + " " + why +
-                                       ": write one of those as a float, or Cast(" +
-                                       ToString(t) + "(), ...) to round it on purpose");
+                                       ": write one of those as a float, or Cast(" + ToString(t) +
+                                       "(), ...) to round it on purpose");
   return FloatImm(t, static_cast<double>(v));
 }
 
@@ -352,7 +352,6 @@ void TypedPair(Expr* a, Expr* b) {
 }
 
 }  // namespace
-Expr::Expr(double value) : Expr(FloatImm(Float32(), value)) {}
 
 Var::Var(std::string name, DType dtype) {
   detail::CheckName("variable", name);

@@ -606,7 +606,8 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
                                        CastText("int64_t", "(" + y + ")") + ")") +
              ")";
     case BinaryOp::kMod:
-      if (!operand.is_integer()) Fail("operator % on " + ir::ToString(operand) + " in " + ir::Print(e));
+      if (!operand.is_integer())
+        Fail("operator % on " + ir::ToString(operand) + " in " + ir::Print(e));
       return wrap(UncheckedRemainder(x, y, operand));
     case BinaryOp::kMin:
       if (operand.is_float()) return FloatMinMax(false, x, y, operand);
@@ -1348,7 +1349,8 @@ std::string CFamilyEmitter::CheckedIntDivision(BinaryOp op, DType t, const std::
   const bool safe = c != nullptr && c->value != 0 && !(t.is_int() && c->value == -1);
   const std::string width = t.bits <= 32 ? "32" : "64";
   if (safe) {
-    if (op == BinaryOp::kMod) return t.is_uint() ? "(" + x + " % " + y + ")" : SignedRemainder(x, y, t);
+    if (op == BinaryOp::kMod)
+      return t.is_uint() ? "(" + x + " % " + y + ")" : SignedRemainder(x, y, t);
     if (op == BinaryOp::kDiv || t.is_uint()) {
       return "(" + x + (op == BinaryOp::kFloorMod ? " % " : " / ") + y + ")";
     }
@@ -1702,12 +1704,14 @@ std::string CEmitter::AtomicStatement(ir::AtomicOp op, DType t, const std::strin
       update = o + " + " + value;
       break;
     case ir::AtomicOp::kMin:
-      update = t.is_float() ? std::string(t.bits == 64 ? "fmin(" : "fminf(") + o + ", " + value + ")"
-                            : "(" + value + " < " + o + " ? " + value + " : " + o + ")";
+      update = t.is_float()
+                   ? std::string(t.bits == 64 ? "fmin(" : "fminf(") + o + ", " + value + ")"
+                   : "(" + value + " < " + o + " ? " + value + " : " + o + ")";
       break;
     case ir::AtomicOp::kMax:
-      update = t.is_float() ? std::string(t.bits == 64 ? "fmax(" : "fmaxf(") + o + ", " + value + ")"
-                            : "(" + value + " > " + o + " ? " + value + " : " + o + ")";
+      update = t.is_float()
+                   ? std::string(t.bits == 64 ? "fmax(" : "fmaxf(") + o + ", " + value + ")"
+                   : "(" + value + " > " + o + " ? " + value + " : " + o + ")";
       break;
   }
   return "{ " + type + "* " + p + " = &" + element + "; " + type + " " + o + ", " + n +

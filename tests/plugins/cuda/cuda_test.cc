@@ -394,7 +394,8 @@ func f(n: int32, d: int32, a: buffer<int32>[n], q: buffer<int32>[n, 3]) {
 // The PTX must pass ptxas; running it needs a GPU (cuda_gpu_test).
 TEST(CudaCodegenTest, CFormsBuildToPtxThatPtxasAccepts) {
   LoadCuda();
-  const std::string ir = R"(func f(n: int32, a: buffer<int32>[n], q: buffer<int32>[n, 2], s: buffer<float64>[4]) {
+  const std::string ir =
+      R"(func f(n: int32, a: buffer<int32>[n], q: buffer<int32>[n, 2], s: buffer<float64>[4]) {
   for bx in thread(blockIdx.x, 0, (n + 63) / 64) {
     for tx in thread(threadIdx.x, 0 .. 64) {
       let i: int32 = bx * 64 + tx
@@ -432,14 +433,15 @@ TEST(CudaCodegenTest, CFormsBuildToPtxThatPtxasAccepts) {
     EXPECT_NE(ptx.find("atom.global.add.f64"), std::string::npos) << ptx;
     EXPECT_NE(ptx.find("atom.shared.add.f64"), std::string::npos) << ptx;
     EXPECT_NE(ptx.find("atom.global.cas.b64"), std::string::npos) << ptx;
-    const std::string arch = std::string(target).find("sm_75") != std::string::npos ? "sm_75" : "sm_90";
+    const std::string arch =
+        std::string(target).find("sm_75") != std::string::npos ? "sm_75" : "sm_90";
     const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/c_forms_" + arch + ".ptx";
     std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
     std::ofstream(path) << ptx;
     std::string out;
-    const int rc = RunCommand(
-        std::string(BACKPLANE_CUDA_PTXAS) + " -arch=" + arch + " " + path + " -o " + path + ".cubin",
-        &out);
+    const int rc = RunCommand(std::string(BACKPLANE_CUDA_PTXAS) + " -arch=" + arch + " " + path +
+                                  " -o " + path + ".cubin",
+                              &out);
     EXPECT_EQ(rc, 0) << "ptxas refused the PTX:\n" << out;
   }
 }

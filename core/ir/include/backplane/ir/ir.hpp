@@ -538,8 +538,8 @@ struct AssignNode : StmtNode {
 // atomic statement on the same element, from any thread or parallel iteration: how many threads
 // accumulate into one output. op is +, or min / max as the IR's (fmin / fmax on floats). The
 // element is a scalar of int32, int64, float32 or float64 in a param buffer (global memory) or
-// a shared allocation; the order of the updates is unspecified (float additions may round differently
-// from run to run, on a device).
+// a shared allocation; the order of the updates is unspecified (float additions may round
+// differently from run to run, on a device).
 struct AtomicNode : StmtNode {
   AtomicNode() : StmtNode(StmtKind::kAtomic) {}
   AtomicOp op = AtomicOp::kAdd;

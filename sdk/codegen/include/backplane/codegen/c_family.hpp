@@ -169,8 +169,8 @@ class CFamilyEmitter {
   // The statement (one line; a block `{ ... }` where it needs several) that makes
   // `element` = `element` op `value` indivisible against every other atomic on that element.
   // `element` is an lvalue of dtype `t` (int32, int64, float32 or float64; the verifier allows
-  // no other), in shared memory when `shared` (a `shared` allocation), else in global memory (a param
-  // buffer) or, on a CPU, an allocation of the function; `value` is a name, evaluated once.
+  // no other), in shared memory when `shared` (a `shared` allocation), else in global memory (a
+  // param buffer) or, on a CPU, an allocation of the function; `value` is a name, evaluated once.
   // op is + or the IR's min / max (fmin / fmax on floats). The base refuses atomics.
   virtual std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                                       const std::string& value, bool shared);
