@@ -124,6 +124,7 @@ TEST(IrCForms, ModParsesWithMulPrecedenceAndRoundTrips) {
       "  o[0] = a + b % c * 2\n"
       "  o[1] = (a + b) % c\n"
       "  o[2] = a % (b % c)\n"
+      "  o[2] %= 5\n"
       "}\n";
   const IRModule m = Parse(text);
   Verify(m);

@@ -687,7 +687,7 @@ class Parser {
     return IsKeyword("var") && Next().kind == Tok::kIdent && !Next().bol;
   }
 
-  // `+=`, `-=`, `*=`, `/=` at the current token (the operator and '=' written together).
+  // `+=`, `-=`, `*=`, `/=`, `%=` at the current token (the operator and '=' written together).
   bool CompoundOperator(BinaryOp* op) const {
     const Token& t = Cur();
     if (t.kind != Tok::kPunct || t.text.size() != 1) return false;
@@ -705,6 +705,9 @@ class Parser {
         return true;
       case '/':
         *op = BinaryOp::kDiv;
+        return true;
+      case '%':
+        *op = BinaryOp::kMod;
         return true;
       default:
         return false;
