@@ -27,6 +27,23 @@ std::string CUDAEmitter::Prelude() {
   p += VectorDefinitions();
   p += FaultHelpers();
   p += NumericHelpers();
+  if (uses_f64_atomic_add_) {
+    // atomicAdd(double*) is sm_60's; before it, a compare-and-swap loop on the bits.
+    p += "\nstatic __device__ __forceinline__ void bp_atomic_add_f64(double* p, double v) {\n"
+         "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 600\n"
+         "  atomicAdd(p, v);\n"
+         "#else\n"
+         "  unsigned long long* b = (unsigned long long*)p;\n"
+         "  unsigned long long o = *b;\n"
+         "  for (;;) {\n"
+         "    const unsigned long long seen = atomicCAS(b, o, (unsigned long long)"
+         "__double_as_longlong(__longlong_as_double((long long)o) + v));\n"
+         "    if (seen == o) break;\n"
+         "    o = seen;\n"
+         "  }\n"
+         "#endif\n"
+         "}\n";
+  }
   if (uses_floordiv_) {
     p += "\n__device__ __forceinline__ int64_t bp_floordiv(int64_t a, int64_t b) {\n"
          "  int64_t q = a / b;\n"
@@ -285,9 +302,9 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   kernels_.push_back(std::move(k));
 }
 
-// CUDA's atomicAdd (int32, int64 as unsigned long long: the same bits, float), atomicMin and
-// atomicMax (int32, int64 as long long, sm_35 and later); float min and max: a compare-and-swap
-// loop on the element's bits.
+// CUDA's atomicAdd (int32, int64 as unsigned long long: the same bits, float32, float64 on
+// sm_60 and later), atomicMin and atomicMax (int32, int64 as long long, sm_35 and later); float
+// min and max: a compare-and-swap loop on the element's bits (atomicCAS of 32 or 64 bits).
 std::string CUDAEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                                          const std::string& value, bool) {
   const char* name = op == ir::AtomicOp::kAdd   ? "atomicAdd"
@@ -298,7 +315,20 @@ std::string CUDAEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std
     const std::string type = op == ir::AtomicOp::kAdd ? "unsigned long long" : "long long";
     return std::string(name) + "((" + type + "*)&" + element + ", (" + type + ")" + value + ");";
   }
+  if (op == ir::AtomicOp::kAdd && t.bits == 64) {
+    uses_f64_atomic_add_ = true;
+    return "bp_atomic_add_f64(&" + element + ", " + value + ");";
+  }
   if (op == ir::AtomicOp::kAdd) return "atomicAdd(&" + element + ", " + value + ");";
+  if (t.bits == 64) {  // float64 min and max: the same loop on the 64 bits
+    const std::string p = Temp(), o = Temp(), seen = Temp();
+    const std::string update = std::string(op == ir::AtomicOp::kMin ? "fmin" : "fmax") +
+                               "(__longlong_as_double((long long)" + o + "), " + value + ")";
+    return "{ unsigned long long* " + p + " = (unsigned long long*)&" + element +
+           "; unsigned long long " + o + " = *" + p + "; for (;;) { const unsigned long long " +
+           seen + " = atomicCAS(" + p + ", " + o + ", (unsigned long long)__double_as_longlong(" +
+           update + ")); if (" + seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
+  }
   const std::string p = Temp(), o = Temp(), seen = Temp();
   const std::string update = std::string(op == ir::AtomicOp::kMin ? "fminf" : "fmaxf") +
                              "(__uint_as_float(" + o + "), " + value + ")";

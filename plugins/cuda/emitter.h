@@ -82,6 +82,7 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   // Where each shared array of the kernel being emitted starts in bp_shared (launch.hpp's
   // layout): a number, or for one sized at launch the name of the offset computed at the top.
   std::map<const ir::AllocateNode*, std::string> shared_at_;
+  bool uses_f64_atomic_add_ = false;  // bp_atomic_add_f64 in the prelude
 };
 
 }  // namespace cuda

@@ -112,7 +112,8 @@ std::string OpenCLEmitter::FaultClaim(const std::string& record, const std::stri
 }
 
 // int32: OpenCL 1.1's atomic_add/min/max (global and local); int64: the cl_khr_int64 atomics
-// (atom_*); float32: a compare-and-swap loop on the element's bits with atomic_cmpxchg.
+// (atom_*); float32: a compare-and-swap loop on the element's bits with atomic_cmpxchg;
+// float64: the same on 64 bits with cl_khr_int64_base_atomics' atom_cmpxchg.
 std::string OpenCLEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                                            const std::string& value, bool shared) {
   const char* name = op == ir::AtomicOp::kAdd ? "add" : op == ir::AtomicOp::kMin ? "min" : "max";
@@ -123,6 +124,17 @@ std::string OpenCLEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const s
   }
   const std::string space = shared ? "__local" : "__global";
   const std::string p = Temp(), o = Temp(), seen = Temp();
+  if (t.bits == 64) {  // float64: the loop on 64 bits, cl_khr_int64_base_atomics' atom_cmpxchg
+    uses_int64_atomics_ = true;
+    const std::string old = "as_double(" + o + ")";
+    const std::string update = op == ir::AtomicOp::kAdd   ? old + " + " + value
+                               : op == ir::AtomicOp::kMin ? "fmin(" + old + ", " + value + ")"
+                                                          : "fmax(" + old + ", " + value + ")";
+    return "{ volatile " + space + " ulong* " + p + " = (volatile " + space + " ulong*)&" +
+           element + "; ulong " + o + " = *" + p + "; for (;;) { const ulong " + seen +
+           " = atom_cmpxchg(" + p + ", " + o + ", as_ulong(" + update + ")); if (" + seen +
+           " == " + o + ") break; " + o + " = " + seen + "; } }";
+  }
   const std::string old = "as_float(" + o + ")";
   const std::string update = op == ir::AtomicOp::kAdd   ? old + " + " + value
                              : op == ir::AtomicOp::kMin ? "fmin(" + old + ", " + value + ")"

@@ -144,6 +144,18 @@ cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& sou
       }
     }
   }
+  // 64-bit atomics (int64, float64) are an extension: refuse them by name, not by a build log.
+  if (source.find("#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable") !=
+          std::string::npos &&
+      (" " + Info(d.id, CL_DEVICE_EXTENSIONS) + " ").find(" cl_khr_int64_base_atomics ") ==
+          std::string::npos) {
+    throw Error(BP_ERR_UNSUPPORTED,
+                "opencl: " + what +
+                    " uses 64-bit atomics (int64 or float64 atomic_add, "
+                    "atomic_min or atomic_max), which need cl_khr_int64_base_atomics; " +
+                    Info(d.id, CL_DEVICE_NAME) +
+                    " lacks it: accumulate in int32 or float32, or per thread and then reduce");
+  }
   const char* text = source.c_str();
   const size_t length = source.size();
   cl_int err = CL_SUCCESS;

@@ -523,12 +523,20 @@ class GlslEmitter : public codegen::CFamilyEmitter {
            shared_bits_.count(Name(buffer.name())) != 0;
   }
   std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override {
-    return SharedBits(buffer) ? "uintBitsToFloat(" + element + ")" : element;
+    if (!SharedBits(buffer)) return element;
+    return (buffer.dtype().bits == 64 ? "uint64BitsToDouble(" : "uintBitsToFloat(") + element + ")";
   }
   std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
                            const std::string& value) override {
-    return SharedBits(buffer) ? element + " = floatBitsToUint(" + value + ")"
-                              : element + " = " + value;
+    if (!SharedBits(buffer)) return element + " = " + value;
+    return element +
+           (buffer.dtype().bits == 64 ? " = doubleBitsToUint64(" : " = floatBitsToUint(") + value +
+           ")";
+  }
+  // Float atomics done by compare-and-swap on the element's bits: min and max, and every
+  // float64 atomic (64-bit integer atomics are a wider feature than float64 add).
+  static bool CasAtomic(ir::AtomicOp op, ir::DType t) {
+    return t.is_float() && (op != ir::AtomicOp::kAdd || t.bits == 64);
   }
 
   // ---- Bounds checking (-bounds-check; docs/vulkan.md) ----
@@ -566,6 +574,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // (bp_bits_<name>), on shared memory on the array itself, declared uint (SharedBits). It
   // runs on every device (NVIDIA's has no VK_EXT_shader_atomic_float2) and computes the IR's
   // fmin/fmax (a NaN operand gives the other), which the extension's need not.
+  std::string SignedRemainder(const std::string& x, const std::string& y, ir::DType t) override {
+    const std::string w = t.bits <= 32 ? "32" : "64";
+    helpers_.insert("rem_i" + w);
+    return "bp_rem_i" + w + "(" + x + ", " + y + ")";
+  }
+
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                               const std::string& value, bool shared) override {
     if (t.bits == 64) layout.atomics |= kAtomicInt64;
@@ -573,21 +587,26 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     // A compare-and-swap loop on the uint `bits` holding the float element: op(old, value).
     auto cas = [&](const std::string& bits) {
       uses_fminmax_ = true;
-      const std::string o = Temp(), seen = Temp(), old = "uintBitsToFloat(" + o + ")";
+      const bool wide = t.bits == 64;  // float64: uint64_t bits (GL_EXT_shader_atomic_int64)
+      if (wide) layout.uses_int64 = true;
+      const std::string u = wide ? "uint64_t" : "uint";
+      const std::string o = Temp(), seen = Temp(),
+                        old = (wide ? "uint64BitsToDouble(" : "uintBitsToFloat(") + o + ")";
       const std::string update =
           op == ir::AtomicOp::kAdd ? "(" + old + " + " + value + ")"
                                    : std::string(op == ir::AtomicOp::kMin ? "bp_fmin" : "bp_fmax") +
                                          "(" + old + ", " + value + ")";
-      return "{ uint " + o + " = " + bits + "; for (;;) { const uint " + seen +
-             " = atomicCompSwap(" + bits + ", " + o + ", floatBitsToUint(" + update + ")); if (" +
-             seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
+      return "{ " + u + " " + o + " = " + bits + "; for (;;) { const " + u + " " + seen +
+             " = atomicCompSwap(" + bits + ", " + o + ", " +
+             (wide ? "doubleBitsToUint64(" : "floatBitsToUint(") + update + ")); if (" + seen +
+             " == " + o + ") break; " + o + " = " + seen + "; } }";
     };
-    // A shared float array with float min/max is uint (SharedBits): every float atomic on it
-    // is a compare-and-swap on the element itself.
+    // A shared float array with float min/max (or any float64 atomic) is uint (SharedBits):
+    // every float atomic on it is a compare-and-swap on the element itself.
     if (shared && t.is_float() && shared_bits_.count(element.substr(0, open)) != 0) {
       return cas(element);
     }
-    if (t.is_float() && op != ir::AtomicOp::kAdd && !shared) {
+    if (CasAtomic(op, t) && !shared) {
       const std::string name = element.substr(0, open);
       cas_buffers_.insert(name);
       return cas("bp_bits_" + name + element.substr(open));
@@ -771,8 +790,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
                std::to_string(i) + " { " + TypeName(b.dtype()) + " " + Name(b.name()) + "[]; };\n";
       if (cas_buffers_.count(Name(b.name())) != 0) {  // its float min/max: AtomicStatement
         decls += "layout(std430, set = 0, binding = " + std::to_string(i) +
-                 ") buffer bp_buffer_bits_" + std::to_string(i) + " { uint bp_bits_" +
-                 Name(b.name()) + "[]; };\n";
+                 ") buffer bp_buffer_bits_" + std::to_string(i) + " { " +
+                 (b.dtype().bits == 64 ? "uint64_t" : "uint") + " bp_bits_" + Name(b.name()) +
+                 "[]; };\n";
       }
     }
     if (!layout.push.empty()) {
@@ -849,6 +869,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
             "}\n";
       }
     }
+    // C's % by a constant other than 0 and -1 (SignedRemainder): GLSL's % on a negative
+    // operand is undefined (glslang writes OpSMod, the sign of the divisor), its / truncates.
+    if (helpers_.count("rem_i32"))
+      helpers += "int bp_rem_i32(int a, int b) { return a - (a / b) * b; }\n";
+    if (helpers_.count("rem_i64"))
+      helpers += "int64_t bp_rem_i64(int64_t a, int64_t b) { return a - (a / b) * b; }\n";
     if (uses_fdiv_) helpers += std::string(kFdivGlsl) + kFdivVectorGlsl;
     if (uses_fminmax_) {
       helpers += kFminMaxGlsl;
@@ -963,8 +989,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       if (const auto* a = s.As<ir::AllocateNode>()) {
         if (a->scope == ir::StorageScope::kShared) shared_allocs.insert(a->buffer.get());
       } else if (const auto* t = s.As<ir::AtomicNode>()) {
-        if (t->op != ir::AtomicOp::kAdd && t->buffer.dtype().is_float() &&
-            shared_allocs.count(t->buffer.get()) != 0) {
+        if (CasAtomic(t->op, t->buffer.dtype()) && shared_allocs.count(t->buffer.get()) != 0) {
           shared_bits_.insert(Name(t->buffer.name()));
         }
       }
@@ -995,9 +1020,10 @@ class GlslEmitter : public codegen::CFamilyEmitter {
         if (a->scope != ir::StorageScope::kShared) return;
         const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/false);
         const std::string name = Name(a->buffer.name());
-        const std::string type = a->buffer.dtype().is_float() && shared_bits_.count(name) != 0
-                                     ? std::string("uint")
-                                     : TypeName(a->buffer.dtype());
+        const std::string type =
+            a->buffer.dtype().is_float() && shared_bits_.count(name) != 0
+                ? std::string(a->buffer.dtype().bits == 64 ? "uint64_t" : "uint")
+                : TypeName(a->buffer.dtype());
         std::string decl = "shared " + type + " " + name + "[" + std::to_string(count) + "];";
         if (count < 0) {
           // Sized at launch: the length is a specialization constant, id = the launch kit's
@@ -1087,6 +1113,11 @@ class GlslEmitter : public codegen::CFamilyEmitter {
              " r = a - q * d;\n  q = (r != " + z + " && ((r < " + z + ") != (d < " + z +
              "))) ? q - " + one + " : q;\n  return b == " + z + " ? " + z + " : (b == -" + one +
              " ? " + neg + " : q);\n}\n";
+      }
+      if (helpers_.count("mod_i" + w)) {
+        // C's %: a - (a / d) * d (GLSL's % on negative operands is undefined); 0 by 0 or -1.
+        p += ty + " bp_mod_i" + w + "(int" + head + note(z) + d + "  return (b == " + z +
+             " || b == -" + one + ") ? " + z + " : a - (a / d) * d;\n}\n";
       }
       if (helpers_.count("floormod_chk")) {
         // GLSL leaves % on negative operands undefined: a - (a / d) * d.

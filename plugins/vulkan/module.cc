@@ -476,8 +476,9 @@ class VulkanModule : public sdk::KernelModule {
       if (const uint32_t missing = l.atomics & ~s.atomics()) {
         throw Error(BP_ERR_UNSUPPORTED,
                     "vulkan kernel '" + l.name + "' uses " +
-                        ((missing & kAtomicInt64) ? "int64 atomics (shaderBufferInt64Atomics "
-                                                    "and shaderSharedInt64Atomics)"
+                        ((missing & kAtomicInt64) ? "64-bit atomics (int64 or float64, both "
+                                                    "through shaderBufferInt64Atomics and "
+                                                    "shaderSharedInt64Atomics)"
                                                   : "float32 atomic add "
                                                     "(VK_EXT_shader_atomic_float)") +
                         ", which " + s.properties().deviceName +

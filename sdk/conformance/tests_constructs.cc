@@ -651,6 +651,21 @@ const std::vector<Construct>& Operators() {
   return kOps;
 }
 
+// The operators of integers only: C's remainder `%` (docs/ir.md, "Interpreter"), by values
+// that cover the range, by -1 computed at run time (INT_MIN % -1 is 0, no trap) and by a
+// constant (the code generators' unchecked form; GLSL's own % differs on negative operands).
+const std::vector<Construct>& IntegerOperators() {
+  static const std::vector<Construct> kOps = {
+      {"mod", "a % b (C's remainder: the sign of a, b != 0)", "a[i] % b[i]", "", Inputs::kNonzeroB,
+       false},
+      {"mod.minus_one", "a % -1 (0 for every a, INT_MIN too; the divisor computed at run time)",
+       "a[i] % (b[i] - b[i] - 1)", "", Inputs::kAny, false},
+      {"mod.constant", "a % 7 and a % 6 (constant divisors)", "a[i] % 7 + a[i] % 6", "",
+       Inputs::kAny, false},
+  };
+  return kOps;
+}
+
 const std::vector<Construct>& ExactIntrinsics() {
   static const std::vector<Construct> kFns = {
       {"fabs", "fabs(a)", "fabs(a[i])", "", Inputs::kAny, false},
@@ -837,6 +852,32 @@ const std::vector<Structural>& Structurals() {
        "",
        "",
        {{"a", 'a'}, {"c", '0'}}},
+      {"loop.range",
+       "loops by their end, C's for (j = 2; j < 7; ++j) and for (k = 9; k > 0; k -= 3), "
+       "written serial(2 .. 7) and serial(9 .. 0, -3)",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "var s: float32 = 0.0\n      for j in serial(2 .. 7) {\n"
+       "        s += a[floormod(i + j, " +
+           n +
+           ")]\n      }\n"
+           "      for k in serial(9 .. 0, -3) {\n"
+           "        s = s * 0.5 + a[floormod(i * 3 + k, " +
+           n + ")]\n      }\n      c[i] = s",
+       "",
+       "",
+       "",
+       {{"a", 'a'}, {"c", '0'}}},
+      {"literal.int_as_float",
+       "integer literals where a float is wanted: the float they are exactly (y[i] = 0, "
+       "1 - a*a, max(x, 0), a float let = 2, x < -7, x / 1024)",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "let w: float32 = 2\n"
+       "      c[i] = 1 - a[i] * a[i] + max(a[i], 0) * w + a[i] / 1024\n"
+       "      if (a[i] < -7) {\n        c[i] = 0\n      }",
+       "",
+       "",
+       "",
+       {{"a", 'a'}, {"c", '0'}}},
       {"loop.unrolled",
        "an unrolled loop",
        "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
@@ -966,9 +1007,10 @@ const std::vector<Structural>& Structurals() {
 // The atomics: op x dtype, accumulating 512 values into 16 elements from every thread.
 Structural Atomic(const std::string& op, const std::string& dtype) {
   const std::string n = std::to_string(kElements);
-  const std::string value = dtype == "int32"   ? "k[i]"
-                            : dtype == "int64" ? "int64(k[i]) * 3000000i64"
-                                               : "x[i]";
+  const std::string value = dtype == "int32"     ? "k[i]"
+                            : dtype == "int64"   ? "int64(k[i]) * 3000000i64"
+                            : dtype == "float64" ? "float64(k[i]) * 4096"
+                                                 : "x[i]";
   Structural s;
   s.name = "atomic." + op + "." + dtype;
   s.what = "atomic_" + op + " on " + dtype +
@@ -987,9 +1029,10 @@ Structural Atomic(const std::string& op, const std::string& dtype) {
 Structural SharedAtomic(const std::string& op, const std::string& dtype) {
   Structural s = Atomic(op, dtype);
   const std::string zero = dtype == "int32" ? "0" : dtype == "int64" ? "0i64" : "0.0";
-  const std::string value = dtype == "int32"   ? "k[i]"
-                            : dtype == "int64" ? "int64(k[i]) * 3000000i64"
-                                               : "x[i]";
+  const std::string value = dtype == "int32"     ? "k[i]"
+                            : dtype == "int64"   ? "int64(k[i]) * 3000000i64"
+                            : dtype == "float64" ? "float64(k[i]) * 4096"
+                                                 : "x[i]";
   s.name = "atomic.shared." + op + "." + dtype;
   s.what = "atomic_" + op + " on " + dtype +
            " from every thread of a block into 16 elements of a shared array, then into a "
@@ -1239,6 +1282,17 @@ void RunDivisionFault(Context& ctx, const std::string& clause) {
             Filled("c", "int32", kElements, 0)});
 }
 
+// C's remainder by zero: the same fault as a division's.
+void RunModFault(Context& ctx, const std::string& clause) {
+  const std::string n = std::to_string(kElements);
+  const uint64_t seed = SeedOf(clause);
+  RunFault(ctx, clause,
+           "a: buffer<int32>[" + n + "], b: buffer<int32>[" + n + "], c: buffer<int32>[" + n + "]",
+           "c[i] = a[i] % b[i] + 1",
+           {Buffer("a", "int32", SmallI32(seed)), Buffer("b", "int32", DivisorsZeroAt37(seed + 1)),
+            Filled("c", "int32", kElements, 0)});
+}
+
 // A store evaluates its value, then its indices (docs/ir.md, "Interpreter"): where both fault,
 // the value's fault is the one reported.
 void RunStoreOrderFault(Context& ctx, const std::string& clause) {
@@ -1260,6 +1314,20 @@ void AddConstructTests(std::vector<TestCase>* out) {
   every.insert(every.end(), std::begin(kMoreDtypes), std::end(kMoreDtypes));
   for (const Construct& c : Operators()) {
     for (Dt t : every) {
+      const std::string name = "codegen.construct." + c.name + "." + IrName(t);
+      out->push_back({name,
+                      std::string(c.what) + " on " + IrName(t) +
+                          " matches the IR interpreter bit for bit on random inputs over the "
+                          "dtype's range" +
+                          (OptionalDtype(t) ? " (a device or code generator may lack the dtype: "
+                                              "its refusal skips)"
+                                            : ""),
+                      "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
+    }
+  }
+  for (const Construct& c : IntegerOperators()) {
+    for (Dt t : every) {
+      if (IsFloat(t)) continue;
       const std::string name = "codegen.construct." + c.name + "." + IrName(t);
       out->push_back({name,
                       std::string(c.what) + " on " + IrName(t) +
@@ -1311,7 +1379,7 @@ void AddConstructTests(std::vector<TestCase>* out) {
          [shift, name](Context& ctx) { RunStructural(ctx, VectorViews(), name, shift); }});
   }
   for (const char* op : {"add", "min", "max"}) {
-    for (const char* dtype : {"int32", "int64", "float32"}) {
+    for (const char* dtype : {"int32", "int64", "float32", "float64"}) {
       for (const Structural& st : {Atomic(op, dtype), SharedAtomic(op, dtype)}) {
         const std::string name = "codegen.construct." + st.name;
         out->push_back({name,
@@ -1342,6 +1410,11 @@ void AddConstructTests(std::vector<TestCase>* out) {
                   "interpreter's",
                   "", needs,
                   [](Context& ctx) { RunDivisionFault(ctx, "codegen.construct.fault.division"); }});
+  out->push_back({"codegen.construct.fault.mod",
+                  "a remainder (%) by zero fails the call (or the next synchronization) with "
+                  "the IR interpreter's message, as a division by zero",
+                  "", needs,
+                  [](Context& ctx) { RunModFault(ctx, "codegen.construct.fault.mod"); }});
   out->push_back({"codegen.construct.fault.store_order",
                   "a store evaluates its value, then its indices: with a division by zero in "
                   "both, the value's is the fault reported, as by the IR interpreter",

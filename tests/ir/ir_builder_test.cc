@@ -137,7 +137,7 @@ class RandomExpr {
       case 2:
         return buf_[vars_[Pick(vars_.size())]];
       case 3:
-        return Binary(kIntOps[Pick(8)], Int(depth - 1), Int(depth - 1));
+        return Binary(kIntOps[Pick(9)], Int(depth - 1), Int(depth - 1));
       case 4:
         return Select(Bool(depth - 1), Int(depth - 1), Int(depth - 1));
       case 5:
@@ -145,7 +145,7 @@ class RandomExpr {
       case 6:
         return Cast(Int32(), IntImm(Int64(), Range(-5, 5)));
       case 7:
-        return Binary(kIntOps[Pick(8)], Int(depth - 1), IntImm(Int32(), Range(-3, 3)));
+        return Binary(kIntOps[Pick(9)], Int(depth - 1), IntImm(Int32(), Range(-3, 3)));
       default:
         return Binary(BinaryOp::kSub, Int(depth - 1), Int(depth - 1));
     }
@@ -188,9 +188,9 @@ class RandomExpr {
   size_t Pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
   int Range(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
 
-  static constexpr BinaryOp kIntOps[8] = {BinaryOp::kAdd, BinaryOp::kSub,      BinaryOp::kMul,
+  static constexpr BinaryOp kIntOps[9] = {BinaryOp::kAdd, BinaryOp::kSub,      BinaryOp::kMul,
                                           BinaryOp::kDiv, BinaryOp::kFloorDiv, BinaryOp::kFloorMod,
-                                          BinaryOp::kMin, BinaryOp::kMax};
+                                          BinaryOp::kMin, BinaryOp::kMax,      BinaryOp::kMod};
   static constexpr BinaryOp kFloatOps[6] = {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul,
                                             BinaryOp::kDiv, BinaryOp::kMin, BinaryOp::kMax};
   static constexpr BinaryOp kCmpOps[6] = {BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt,

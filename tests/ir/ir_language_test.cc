@@ -85,8 +85,8 @@ TEST(IrLanguage, OldModulesKeepVersion1AndItsMeaning) {
 
 TEST(IrLanguage, UnsupportedVersionsAreRefused) {
   const std::string msg =
-      ErrorOf([] { Parse("# backplane-ir 3\nfunc f() {\n}\n"); }, ErrorKind::kParse);
-  EXPECT_NE(msg.find("unsupported backplane-ir version '3': this library reads versions 1 to 2"),
+      ErrorOf([] { Parse("# backplane-ir 4\nfunc f() {\n}\n"); }, ErrorKind::kParse);
+  EXPECT_NE(msg.find("unsupported backplane-ir version '4': this library reads versions 1 to 3"),
             std::string::npos)
       << msg;
 }
@@ -386,7 +386,8 @@ const Refused kRefused[] = {
     {"AssignAnExpression", "func f(n: int32) {\n  n + 1 = 2\n}\n",
      "expected a variable or a buffer element (name[indices]) on the left of '='"},
     {"AtomicOnFloat16", "func f(a: buffer<float16>[4]) {\n  atomic_add(a[0], 1.0f16)\n}\n",
-     "atomic_add on buffer 'a' of float16: atomics take int32, int64 or float32 elements"},
+     "atomic_add on buffer 'a' of float16: atomics take int32, int64, float32 or float64 "
+     "elements"},
     {"AtomicValueType", "func f(a: buffer<int32>[4]) {\n  atomic_max(a[0], 1i64)\n}\n",
      "type mismatch: atomic_max on buffer 'a' of int32 with a value of int64: cast the value"},
     {"AtomicOnAVectorIndex",

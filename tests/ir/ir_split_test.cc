@@ -274,7 +274,7 @@ TEST(IrSplit, Errors) {
             "memory; pass the extent as a scalar param in `for b in thread(blockIdx.x, 0, "
             "sizes[0]) { ... }`");
   // The input must verify.
-  EXPECT_EQ(error("func f(a: buffer<float32>[1]) {\n  a[0] = 1\n}\n"),
+  EXPECT_EQ(error("func f(a: buffer<float32>[1]) {\n  a[0] = 1i32\n}\n"),
             "in function 'f': type mismatch: storing int32 into buffer 'a' of float32: cast the "
             "value in `a[0] = 1`");
 }

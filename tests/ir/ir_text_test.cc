@@ -238,10 +238,10 @@ const BadText kBadTexts[] = {
      "$"},
     {"UnterminatedString", "func f() {\n  call_packed(\"abc)\n}",
      "2:15: unterminated string: expected a closing '\"' on the same line", "\"abc"},
-    {"Version", "# backplane-ir 3\nfunc f() {\n}",
-     "1:16: unsupported backplane-ir version '3': this library reads versions 1 to 2; print the "
+    {"Version", "# backplane-ir 4\nfunc f() {\n}",
+     "1:16: unsupported backplane-ir version '4': this library reads versions 1 to 3; print the "
      "module again with a matching library",
-     "3"},
+     "4"},
     {"StorageScope", "func f() {\n  alloc t: float32[4] texture\n}",
      "2:23: expected the storage scope (global, shared or local) of 't', got 'texture'", "texture"},
     {"Strides", "func f(a: buffer<float32>[4, 4] strides [1]) {\n}",

@@ -54,7 +54,7 @@ TEST(IrVerify, TypeMismatchInStore) {
 }
 
 TEST(IrVerify, TypeMismatchInLetAndLoop) {
-  EXPECT_EQ(ErrorsOf("func f(n: int64) {\n  for i in serial(0, n) {\n    let x: float32 = 1\n  "
+  EXPECT_EQ(ErrorsOf("func f(n: int64) {\n  for i in serial(0, n) {\n    let x: float32 = 1i32\n  "
                      "}\n}\n"),
             (Msgs{"in function 'f': type mismatch: loop variable 'i' is int32 but a bound is "
                   "int64 in `for i in serial(0, n) { ... }`",

@@ -378,6 +378,54 @@ TEST_P(IrFeatures, AtomicsAccumulateFromEveryThread) {
   ExpectTheInterpretersResults(kind, text, Case{"atomics", AtomicArgs(), " -bounds-check"});
 }
 
+// The C forms of issue 40 (docs/ir.md): C's % (by a divisor that varies, -1 among them, of
+// dividends that cover int32, INT_MIN too), a loop by its end, integer literals where a float
+// is wanted, and float64 atomic_add, atomic_min and atomic_max from 65,536 iterations (CPU: a
+// parallel loop big enough to start the OpenMP threads; GPU: 256 blocks of 256 threads) into
+// 4 and 2 elements. The float64 addends are integers, so every order gives the same sum and
+// the results compare bit for bit with the interpreter's.
+std::string CFormsText(const std::string& kind) {
+  const std::string body =
+      "    let d: int32 = select(floormod(i, 7) == 3, -1, floormod(i, 11) - 20)\n"
+      "    r[i] = k[i] % d + i % 9\n"
+      "    var t: float32 = 0\n"
+      "    for j in serial(i % 5 .. 9, 2) {\n"
+      "      t += float32(j)\n"
+      "    }\n"
+      "    y[i] = 1 - t * 2 + max(float32(r[i]), 0)\n"
+      "    atomic_add(s[floormod(k[i], 4)], float64(k[i] % 1000))\n"
+      "    atomic_min(e[0], float64(k[i]))\n"
+      "    atomic_max(e[1], float64(k[i]) * 2)\n";
+  const std::string head =
+      "func cforms(k: buffer<int32>[65536], r: buffer<int32>[65536], y: buffer<float32>[65536], "
+      "s: buffer<float64>[4], e: buffer<float64>[2]) {\n";
+  if (kind == "c") return head + "  for i in parallel(0 .. 65536) {\n" + body + "  }\n}\n";
+  return head +
+         "  for b in thread(blockIdx.x, 0, 256) {\n"
+         "  for tx in thread(threadIdx.x, 0 .. 256) {\n"
+         "    let i: int32 = b * 256 + tx\n" +
+         body + "  }\n  }\n}\n";
+}
+
+TEST_P(IrFeatures, CFormsRunAsTheInterpreter) {
+  const std::string kind = GetParam();
+  const std::string text = CFormsText(kind);
+  if (kind == "cuda") ExpectPtxasAccepts(text, "cforms");
+  if (!Runs(kind)) return;
+  std::mt19937 rng(40);
+  std::vector<int32_t> k(65536);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = i % 3 == 0 ? static_cast<int32_t>(rng()) : static_cast<int32_t>(rng() % 20001) - 10000;
+  }
+  k[5] = INT32_MIN;  // by -1 at i = 3, 10, 17, ...: 5 is by floormod(5, 11) - 20 = -15
+  k[3] = INT32_MIN;  // INT_MIN % -1 is 0, no trap
+  const std::vector<Buf> args = {Ints(k), Ints(std::vector<int32_t>(65536, 0)),
+                                 Floats(std::vector<float>(65536, 0.0f)),
+                                 Doubles({0.0, 0.0, 0.0, 0.0}), Doubles({1e300, -1e300})};
+  ExpectTheInterpretersResults(kind, text, Case{"cforms", args, ""});
+  ExpectTheInterpretersResults(kind, text, Case{"cforms", args, " -bounds-check"});
+}
+
 // An atomic whose index is out of bounds, with -bounds-check: the call fails with the
 // interpreter's message and no element is updated out of bounds.
 TEST_P(IrFeatures, AnAtomicOutOfBoundsIsAnError) {

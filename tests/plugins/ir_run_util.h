@@ -42,13 +42,15 @@ inline void UseScratchCache() {
 
 // ---- Running them -------------------------------------------------------------------------
 
-// A buffer argument: its dtype and elements (float32, int32 or int64), read back after a call.
+// A buffer argument: its dtype and elements (float32, float64, int32 or int64), read back after
+// a call.
 struct Buf {
   DLDataType dtype;
   std::vector<uint32_t> bits;  // the elements' bits (two words an int64)
   int64_t Elements() const { return static_cast<int64_t>(bits.size() * 32 / dtype.bits); }
   ir::DType IrType() const {
-    return dtype.code == kDLFloat ? ir::Float32() : dtype.bits == 64 ? ir::Int64() : ir::Int32();
+    if (dtype.code == kDLFloat) return dtype.bits == 64 ? ir::Float64() : ir::Float32();
+    return dtype.bits == 64 ? ir::Int64() : ir::Int32();
   }
 };
 inline Buf Floats(const std::vector<float>& v) {
@@ -59,6 +61,11 @@ inline Buf Floats(const std::vector<float>& v) {
 inline Buf Ints(const std::vector<int32_t>& v) {
   Buf b{kI32, std::vector<uint32_t>(v.size())};
   std::memcpy(b.bits.data(), v.data(), v.size() * 4);
+  return b;
+}
+inline Buf Doubles(const std::vector<double>& v) {
+  Buf b{DLDataType{kDLFloat, 64, 1}, std::vector<uint32_t>(v.size() * 2)};
+  std::memcpy(b.bits.data(), v.data(), v.size() * 8);
   return b;
 }
 inline Buf Longs(const std::vector<int64_t>& v) {

@@ -503,9 +503,11 @@ class Compiler {
         return MakeAtomic<Elem::kI64>(std::move(a), std::move(v.fn), v.reg, n.op);
       case Elem::kF32:
         return MakeAtomic<Elem::kF32>(std::move(a), std::move(v.fn), v.reg, n.op);
+      case Elem::kF64:
+        return MakeAtomic<Elem::kF64>(std::move(a), std::move(v.fn), v.reg, n.op);
       default:
         Fail("an atomic update of buffer '" + n.buffer.name() + "' of " +
-             ToString(n.buffer.dtype()) + " (atomics take int32, int64 or float32)");
+             ToString(n.buffer.dtype()) + " (atomics take int32, int64, float32 or float64)");
     }
   }
 

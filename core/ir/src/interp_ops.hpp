@@ -241,8 +241,8 @@ inline std::mutex& AtomicLock() {
   return m;
 }
 
-// `a` = `a` op `v` on one element of an int32, int64 or float32 buffer (the verifier allows no
-// other), computed as the IR's binary + / min / max of that type.
+// `a` = `a` op `v` on one element of an int32, int64, float32 or float64 buffer (the verifier
+// allows no other), computed as the IR's binary + / min / max of that type.
 template <Elem K>
 Fn MakeAtomic(Access a, Fn fv, int rv, AtomicOp op) {
   return [a = std::move(a), fv = std::move(fv), rv, op](Frame& f) {
@@ -256,6 +256,11 @@ Fn MakeAtomic(Access a, Fn fv, int rv, AtomicOp op) {
     Val r;
     if constexpr (K == Elem::kF32) {
       const float x = static_cast<float>(old.f), y = static_cast<float>(v.f);
+      r = F(op == AtomicOp::kAdd   ? x + y
+            : op == AtomicOp::kMin ? std::fmin(x, y)
+                                   : std::fmax(x, y));
+    } else if constexpr (K == Elem::kF64) {
+      const double x = old.f, y = v.f;
       r = F(op == AtomicOp::kAdd   ? x + y
             : op == AtomicOp::kMin ? std::fmin(x, y)
                                    : std::fmax(x, y));
@@ -325,6 +330,11 @@ inline Fn IntBinary(BinaryOp op, DType t, CE& a, CE& b, int out, const Expr& e) 
       return Lanes2(a, b, out, [t, u, e](Frame& f, Val x, Val y) {
         if (y.i == 0) ThrowDivZero(f, e);
         return I(WrapInt(U(FloorModInt(x.i, y.i, u)), t));
+      });
+    case BinaryOp::kMod:  // C's %: the sign of x; INT_MIN % -1 is 0
+      return Lanes2(a, b, out, [t, u, e](Frame& f, Val x, Val y) {
+        if (y.i == 0) ThrowDivZero(f, e);
+        return I(WrapInt(U(ModTrunc(x.i, y.i, u)), t));
       });
     case BinaryOp::kMin:
       return Lanes2(a, b, out, [u](Frame&, Val x, Val y) {

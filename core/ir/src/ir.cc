@@ -4,10 +4,12 @@
 #include <backplane/ir/ir.hpp>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 #include <vector>
 
+#include "literal.hpp"
 #include "names.hpp"
 #include "quote.hpp"
 
@@ -111,6 +113,8 @@ const char* ToString(BinaryOp op) {
       return "&&";
     case BinaryOp::kOr:
       return "||";
+    case BinaryOp::kMod:
+      return "%";
   }
   return "?";
 }
@@ -283,8 +287,71 @@ void Need(const Stmt& s, const char* what) {
 }
 }  // namespace
 
-Expr::Expr(int value) : Expr(IntImm(Int32(), value)) {}
+Expr::Expr(int value) {
+  auto n = std::make_shared<IntImmNode>(Int32(), value);
+  n->from_cxx_int = true;
+  node_ = std::move(n);
+}
 Expr::Expr(double value) : Expr(FloatImm(Float32(), value)) {}
+
+namespace detail {
+
+bool ExactFloat(bool negative, uint64_t mag, DType t, std::string* why) {
+  const int precision = t.bits == 16 ? 11 : t.bits == 32 ? 24 : 53;  // significand bits
+  if (t.bits == 16 && mag > 65504) {
+    *why = "is out of float16's range: expected a magnitude of at most 65504";
+    return false;
+  }
+  int top = 63;
+  while (top > 0 && ((mag >> top) & 1u) == 0) --top;
+  if (mag == 0 || top < precision) return true;  // fewer significant bits than the type has
+  const uint64_t ulp = uint64_t{1} << (top - precision + 1);
+  const uint64_t low = mag & ~(ulp - 1);
+  if (low == mag) return true;
+  // The neighbours, in increasing order; the upper one may be 2^64.
+  auto text = [](long double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.0Lf", v);
+    return std::string(buf);
+  };
+  const long double lo = static_cast<long double>(low);
+  const long double hi = lo + static_cast<long double>(ulp);
+  const std::string a = negative ? "-" + text(hi) : text(lo);
+  const std::string b = negative ? "-" + text(lo) : text(hi);
+  *why = "is not exactly a " + ToString(t) + ": its neighbours in " + ToString(t) + " are " + a +
+         " and " + b;
+  return false;
+}
+
+}  // namespace detail
+
+namespace {
+
+// `e` as the builder types it where it wants `t`: a C++ int (Expr(int)) becomes the float
+// constant of a float `t` if it converts exactly; anything else is left as it is.
+Expr Typed(const Expr& e, DType t) {
+  const auto* imm = e ? e.As<IntImmNode>() : nullptr;
+  if (imm == nullptr || !imm->from_cxx_int || !t.is_float() || !t.is_scalar()) return e;
+  const int64_t v = imm->value;
+  const uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  std::string why;
+  if (!detail::ExactFloat(v < 0, mag, t, &why))
+    throw Error(ErrorKind::kValue, "integer literal " + std::to_string(v) + " " + why +
+                                       ": write one of those as a float, or Cast(" + ToString(t) +
+                                       "(), ...) to round it on purpose");
+  return FloatImm(t, static_cast<double>(v));
+}
+
+// Two operands: a C++ int takes the other's float type.
+void TypedPair(Expr* a, Expr* b) {
+  const auto* ia = *a ? a->As<IntImmNode>() : nullptr;
+  const auto* ib = *b ? b->As<IntImmNode>() : nullptr;
+  const bool la = ia != nullptr && ia->from_cxx_int, lb = ib != nullptr && ib->from_cxx_int;
+  if (la && !lb && *b) *a = Typed(*a, b->dtype());
+  if (lb && !la && *a) *b = Typed(*b, a->dtype());
+}
+
+}  // namespace
 
 Var::Var(std::string name, DType dtype) {
   detail::CheckName("variable", name);
@@ -338,6 +405,7 @@ Expr Const(DType t, double v) {
 Expr Binary(BinaryOp op, Expr a, Expr b) {
   Need(a, ToString(op));
   Need(b, ToString(op));
+  TypedPair(&a, &b);
   DType t = a.dtype();
   if (IsComparison(op) || IsLogical(op)) t = Bool(t.lanes);
   return Expr(std::make_shared<BinaryNode>(t, op, std::move(a), std::move(b)));
@@ -357,6 +425,7 @@ Expr Select(Expr cond, Expr a, Expr b) {
   Need(cond, "select");
   Need(a, "select");
   Need(b, "select");
+  TypedPair(&a, &b);
   DType t = a.dtype();
   return Expr(std::make_shared<SelectNode>(t, std::move(cond), std::move(a), std::move(b)));
 }
@@ -381,6 +450,14 @@ Expr Call(const std::string& name, std::vector<Expr> args) {
     throw Error(ErrorKind::kValue, "intrinsic '" + name + "' takes " + std::to_string(in->arity) +
                                        " argument(s), got " + std::to_string(args.size()));
   for (const auto& a : args) Need(a, name.c_str());
+  // C++ ints take the type of the first argument that is not one (pow(x, 2)).
+  for (const Expr& typed : args) {
+    const auto* imm = typed.As<IntImmNode>();
+    if (imm != nullptr && imm->from_cxx_int) continue;
+    const DType want = typed.dtype();
+    for (Expr& a : args) a = Typed(a, want);
+    break;
+  }
   DType t = args[0].dtype();
   return Expr(std::make_shared<CallNode>(t, name, std::move(args)));
 }
@@ -411,21 +488,33 @@ Expr Ref(Buffer buffer) {
 }
 Expr FloorDiv(Expr a, Expr b) { return Binary(BinaryOp::kFloorDiv, std::move(a), std::move(b)); }
 Expr FloorMod(Expr a, Expr b) { return Binary(BinaryOp::kFloorMod, std::move(a), std::move(b)); }
+Expr Mod(Expr a, Expr b) { return Binary(BinaryOp::kMod, std::move(a), std::move(b)); }
 Expr Min(Expr a, Expr b) { return Binary(BinaryOp::kMin, std::move(a), std::move(b)); }
 Expr Max(Expr a, Expr b) { return Binary(BinaryOp::kMax, std::move(a), std::move(b)); }
 Expr Eq(Expr a, Expr b) { return Binary(BinaryOp::kEq, std::move(a), std::move(b)); }
 Expr Ne(Expr a, Expr b) { return Binary(BinaryOp::kNe, std::move(a), std::move(b)); }
 
+namespace {
+// A C++ int beside an operand of type `t`: Const, or for a float type the exact float (Typed).
+Expr IntConst(DType t, int v) {
+  if (t.is_float()) {
+    Expr e = Typed(Expr(v), t.Element());
+    return t.lanes == 1 ? e : Broadcast(e, t.lanes);
+  }
+  return Const(t, v);
+}
+}  // namespace
+
 #define BACKPLANE_IR_DEFINE_OP(sym, code)                                                \
   Expr operator sym(Expr a, Expr b) { return Binary(code, std::move(a), std::move(b)); } \
   Expr operator sym(Expr a, int b) {                                                     \
     Need(a, #sym);                                                                       \
-    Expr c = Const(a.dtype(), b);                                                        \
+    Expr c = IntConst(a.dtype(), b);                                                     \
     return Binary(code, std::move(a), std::move(c));                                     \
   }                                                                                      \
   Expr operator sym(int a, Expr b) {                                                     \
     Need(b, #sym);                                                                       \
-    Expr c = Const(b.dtype(), a); /* before b is moved from */                           \
+    Expr c = IntConst(b.dtype(), a); /* before b is moved from */                        \
     return Binary(code, std::move(c), std::move(b));                                     \
   }                                                                                      \
   Expr operator sym(Expr a, double b) {                                                  \
@@ -442,6 +531,7 @@ BACKPLANE_IR_DEFINE_OP(+, BinaryOp::kAdd)
 BACKPLANE_IR_DEFINE_OP(-, BinaryOp::kSub)
 BACKPLANE_IR_DEFINE_OP(*, BinaryOp::kMul)
 BACKPLANE_IR_DEFINE_OP(/, BinaryOp::kDiv)
+BACKPLANE_IR_DEFINE_OP(%, BinaryOp::kMod)
 BACKPLANE_IR_DEFINE_OP(<, BinaryOp::kLt)
 BACKPLANE_IR_DEFINE_OP(<=, BinaryOp::kLe)
 BACKPLANE_IR_DEFINE_OP(>, BinaryOp::kGt)
@@ -538,8 +628,8 @@ Stmt LetStmt(Var var, Expr value, Stmt body) {
   Need(value, "let");
   Need(body, "let");
   auto n = std::make_shared<LetStmtNode>();
+  n->value = Typed(value, var.dtype());
   n->var = std::move(var);
-  n->value = std::move(value);
   n->body = std::move(body);
   return Stmt(std::move(n));
 }
@@ -559,8 +649,8 @@ Stmt Assign(Var var, Expr value) {
   Need(var, "assignment");
   Need(value, "assignment");
   auto n = std::make_shared<AssignNode>();
+  n->value = Typed(value, var.dtype());
   n->var = std::move(var);
-  n->value = std::move(value);
   return Stmt(std::move(n));
 }
 Stmt Atomic(AtomicOp op, Buffer buffer, std::vector<Expr> indices, Expr value) {
@@ -569,9 +659,9 @@ Stmt Atomic(AtomicOp op, Buffer buffer, std::vector<Expr> indices, Expr value) {
   Need(value, ToString(op));
   auto n = std::make_shared<AtomicNode>();
   n->op = op;
+  n->value = Typed(value, buffer.dtype());
   n->buffer = std::move(buffer);
   n->indices = std::move(indices);
-  n->value = std::move(value);
   return Stmt(std::move(n));
 }
 Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value) {
@@ -579,9 +669,9 @@ Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value) {
   for (const auto& i : indices) Need(i, "Store");
   Need(value, "Store");
   auto n = std::make_shared<StoreNode>();
+  n->value = Typed(value, buffer.dtype());
   n->buffer = std::move(buffer);
   n->indices = std::move(indices);
-  n->value = std::move(value);
   return Stmt(std::move(n));
 }
 Stmt Allocate(Buffer buffer, StorageScope scope, Stmt body) {

@@ -370,6 +370,7 @@ bool CallsPacked(const Expr& e) {
 }  // namespace detail
 
 int TextVersion(const IRModule& m) {
+  int version = 1;
   std::vector<Item> todo, kids;
   std::unordered_set<const void*> seen;
   for (const PrimFunc& f : m.functions()) {
@@ -386,20 +387,25 @@ int TextVersion(const IRModule& m) {
     if (!seen.insert(it.node).second) continue;
     if (it.is_stmt) {
       const auto* n = static_cast<const StmtNode*>(it.node);
-      if (n->kind == StmtKind::kAssign || n->kind == StmtKind::kAtomic) return 2;
-      if (n->kind == StmtKind::kLetStmt && static_cast<const LetStmtNode*>(n)->assignable) return 2;
+      if (n->kind == StmtKind::kAssign || n->kind == StmtKind::kAtomic) version = 2;
+      if (n->kind == StmtKind::kLetStmt && static_cast<const LetStmtNode*>(n)->assignable)
+        version = 2;
       if (n->kind == StmtKind::kFor) {
         const auto* f = static_cast<const ForNode*>(n);
-        if (f->step || f->schedule != ScheduleKind::kDefault || f->chunk != 0) return 2;
+        if (f->step || f->schedule != ScheduleKind::kDefault || f->chunk != 0) version = 2;
       }
-    } else if (static_cast<const ExprNode*>(it.node)->kind == ExprKind::kNeg) {
-      return 2;
+    } else {
+      const auto* n = static_cast<const ExprNode*>(it.node);
+      if (n->kind == ExprKind::kNeg) version = 2;
+      // C's remainder `%` (version 3): the newest there is.
+      if (n->kind == ExprKind::kBinary && static_cast<const BinaryNode*>(n)->op == BinaryOp::kMod)
+        return 3;
     }
     kids.clear();
     Children(it, &kids);
     todo.insert(todo.end(), kids.begin(), kids.end());
   }
-  return 1;
+  return version;
 }
 
 // ---- stack ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "deep.hpp"
+#include "literal.hpp"
 #include "names.hpp"
 #include "quote.hpp"
 
@@ -128,14 +129,14 @@ class Lexer {
         continue;
       } else {
         t.kind = Tok::kPunct;
-        static const char* const kTwo[] = {"==", "!=", "<=", ">=", "&&", "||"};
+        static const char* const kTwo[] = {"==", "!=", "<=", ">=", "&&", "||", ".."};
         bool two = false;
         for (const char* p : kTwo)
           if (c == p[0] && Peek(1) == p[1]) two = true;
         if (two) {
           Advance();
           Advance();
-        } else if (std::string("(){}[],:=+-*/<>!.").find(c) != std::string::npos) {
+        } else if (std::string("(){}[],:=+-*/%<>!.").find(c) != std::string::npos) {
           Advance();
         } else {
           std::string shown = std::isprint(static_cast<unsigned char>(c))
@@ -199,7 +200,7 @@ class Lexer {
     };
     digits();
     Tok kind = Tok::kInt;
-    if (Peek(0) == '.') {
+    if (Peek(0) == '.' && Peek(1) != '.') {  // `0..n` is 0, `..`, n (a loop's range)
       Advance();
       if (!digits()) err_.Throw(pos_, "expected digits after '.' in a number");
       kind = Tok::kFloat;
@@ -686,7 +687,7 @@ class Parser {
     return IsKeyword("var") && Next().kind == Tok::kIdent && !Next().bol;
   }
 
-  // `+=`, `-=`, `*=`, `/=` at the current token (the operator and '=' written together).
+  // `+=`, `-=`, `*=`, `/=`, `%=` at the current token (the operator and '=' written together).
   bool CompoundOperator(BinaryOp* op) const {
     const Token& t = Cur();
     if (t.kind != Tok::kPunct || t.text.size() != 1) return false;
@@ -704,6 +705,9 @@ class Parser {
         return true;
       case '/':
         *op = BinaryOp::kDiv;
+        return true;
+      case '%':
+        *op = BinaryOp::kMod;
         return true;
       default:
         return false;
@@ -741,11 +745,35 @@ class Parser {
       Expect(",", "after the thread axis");
     }
     Expr min = TypeLiteral(Expression(), t);
-    Expect(",", "after the loop's start");
-    Expr extent = TypeLiteral(Expression(), t);
-    Expr step;
-    if (TakePunct(",")) step = TypeLiteral(Expression(), t);
-    Expect(")", step ? "after the loop's step" : "after the loop's extent (its trip count)");
+    // `begin .. end[, step]`: C's loop by its end (ForRange), else `start, count[, step]`.
+    Expr end;
+    int64_t range_step = 1;
+    Expr extent, step;
+    if (TakePunct("..")) {
+      end = TypeLiteral(Expression(), t);
+      if (TakePunct(",")) {
+        const Token& step_at = Cur();
+        Expr e = TypeLiteral(Expression(), t);
+        const auto* imm = e.As<IntImmNode>();
+        if (imm == nullptr || imm->value == 0 || !t.is_integer())
+          err_.Throw(step_at.offset,
+                     "the step of a loop over a range (begin .. end, step) is a nonzero integer "
+                     "constant, got '" +
+                         Q(Print(e)) +
+                         "': write a number (-1 counts down), or use the form (start, count, "
+                         "step) for a step computed at run time");
+        range_step = imm->value;
+        if (*kind == ForKind::kThreadBinding)
+          err_.Throw(step_at.offset,
+                     "a thread-bound loop takes no step: write thread(axis, begin .. end)");
+      }
+      Expect(")", "after the loop's range (begin .. end[, step])");
+    } else {
+      Expect(",", "after the loop's start (or '..' and its end)");
+      extent = TypeLiteral(Expression(), t);
+      if (TakePunct(",")) step = TypeLiteral(Expression(), t);
+      Expect(")", step ? "after the loop's step" : "after the loop's extent (its trip count)");
+    }
     --nest_;
     ScheduleKind schedule = ScheduleKind::kDefault;
     int64_t chunk = 0;
@@ -756,11 +784,13 @@ class Parser {
     Stmt body = Block();
     PopScope();
     if (tag != ThreadTag::kNone) {
-      Stmt s = ThreadFor(v, tag, min, extent, body);
+      Stmt s = ThreadFor(v, tag, min, end ? end - min : extent, body);
       if (!step) return s;
       return WithStep(s, step);
     }
-    Stmt s = step ? For(v, min, extent, step, *kind, body) : For(v, min, extent, *kind, body);
+    Stmt s = end    ? ForRange(v, min, end, range_step, *kind, body)
+             : step ? For(v, min, extent, step, *kind, body)
+                    : For(v, min, extent, *kind, body);
     if (schedule == ScheduleKind::kDefault && chunk == 0) return s;
     auto n = std::make_shared<ForNode>(*s.As<ForNode>());
     n->schedule = schedule;
@@ -895,7 +925,8 @@ class Parser {
     } kOps[] = {{"||", BinaryOp::kOr, 1}, {"&&", BinaryOp::kAnd, 2}, {"==", BinaryOp::kEq, 3},
                 {"!=", BinaryOp::kNe, 3}, {"<", BinaryOp::kLt, 4},   {"<=", BinaryOp::kLe, 4},
                 {">", BinaryOp::kGt, 4},  {">=", BinaryOp::kGe, 4},  {"+", BinaryOp::kAdd, 5},
-                {"-", BinaryOp::kSub, 5}, {"*", BinaryOp::kMul, 6},  {"/", BinaryOp::kDiv, 6}};
+                {"-", BinaryOp::kSub, 5}, {"*", BinaryOp::kMul, 6},  {"/", BinaryOp::kDiv, 6},
+                {"%", BinaryOp::kMod, 6}};
     for (const auto& o : kOps) {
       if (s == o.text) {
         *op = o.op;
@@ -1203,8 +1234,9 @@ class Parser {
 
   // `e` typed as `t` if it is a literal without a suffix that can take that type; else `e`.
   // A float literal takes a float type; an integer literal an integer type, and one that does
-  // not fit it is an error. An explicit cast types only float literals (float64(0.2) is the
-  // float64 0.2); an integer in a cast stays int32 and converts as docs/ir.md says.
+  // not fit it is an error, or a float type if it converts exactly, and one that does not is an
+  // error naming its neighbours. An explicit cast types only float literals (float64(0.2) is
+  // the float64 0.2); an integer in a cast stays int32 and converts as docs/ir.md says.
   Expr TypeLiteral(const Expr& e, DType t, bool cast = false) {
     auto it = untyped_.find(e.get());
     if (it == untyped_.end() || t.lanes != 1 || e.dtype() == t) return e;
@@ -1215,7 +1247,20 @@ class Parser {
         untyped_.erase(it);
         return FloatImm(t, lit.negative ? -lit.value : lit.value);
       }
-      return e;  // an integer where a float is wanted: the verifier asks for a cast
+      // An integer where a float is wanted (`y[i] = 0`, `1 - x`, `max(x, 0)`): that float, if
+      // it converts exactly. Inside an explicit cast it stays int32 and converts as the cast
+      // says (float32(16777217) rounds on purpose).
+      if (cast) return e;
+      std::string why;
+      const std::string shown = (lit.negative ? "-" : "") + Q(lit.text);
+      if (!detail::ExactFloat(lit.negative, lit.mag, t, &why))
+        err_.Throw(lit.offset, "integer literal " + shown + ", where its context wants a " +
+                                   ToString(t) + ", " + why +
+                                   ": write one of them (as a float literal), or " + ToString(t) +
+                                   "(" + shown + ") to round it on purpose");
+      untyped_.erase(it);
+      const double v = static_cast<double>(lit.mag);  // exact; -0 is the integer 0: +0.0
+      return FloatImm(t, lit.negative && lit.mag != 0 ? -v : v);
     }
     if (!t.is_integer() || is_float_lit || cast) return e;
     const unsigned long long max_pos =

@@ -41,6 +41,7 @@ int Precedence(BinaryOp op) {
       return kPrecAdd;
     case BinaryOp::kMul:
     case BinaryOp::kDiv:
+    case BinaryOp::kMod:
       return kPrecMul;
     default:
       return kPrecPrimary;  // floordiv(a, b), min(a, b), ...
@@ -601,14 +602,14 @@ class Printer {
     }
     out += '\n';
   }
-  // `value` as `x op v` with op one of + - * / and `is_target(x)`: what compound assignment
+  // `value` as `x op v` with op one of + - * / % and `is_target(x)`: what compound assignment
   // reads back to (version 2); else nullptr.
   template <typename F>
   static const BinaryNode* Compound(const Expr& value, F is_target) {
     const auto* b = value.As<BinaryNode>();
     if (b == nullptr || !b->a || !b->b) return nullptr;
     if (b->op != BinaryOp::kAdd && b->op != BinaryOp::kSub && b->op != BinaryOp::kMul &&
-        b->op != BinaryOp::kDiv)
+        b->op != BinaryOp::kDiv && b->op != BinaryOp::kMod)
       return nullptr;
     return is_target(b->a) ? b : nullptr;
   }

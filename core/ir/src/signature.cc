@@ -94,10 +94,12 @@ class IntEvaluator {
         return detail::WrapInt(ua * ub, t);
       case BinaryOp::kDiv:
       case BinaryOp::kFloorDiv:
-      case BinaryOp::kFloorMod: {
+      case BinaryOp::kFloorMod:
+      case BinaryOp::kMod: {
         if (b == 0) Fail("integer division by zero in `" + detail::Quote(e) + "`");
         int64_t r = n.op == BinaryOp::kDiv        ? detail::DivTrunc(a, b, u)
                     : n.op == BinaryOp::kFloorDiv ? detail::FloorDivInt(a, b, u)
+                    : n.op == BinaryOp::kMod      ? detail::ModTrunc(a, b, u)
                                                   : detail::FloorModInt(a, b, u);
         return detail::WrapInt(static_cast<uint64_t>(r), t);
       }

@@ -165,6 +165,13 @@ class Verifier {
           }
           Report("type mismatch: " + ToString(n->a.dtype()) + " " + ToString(n->op) + " " +
                  ToString(n->b.dtype()) + " in " + Text(e) + ": " + fix);
+        } else if (n->op == BinaryOp::kMod && !n->a.dtype().is_integer()) {
+          Report("operator % takes integer operands, got " + ToString(n->a.dtype()) + " in " +
+                 Text(e) +
+                 (n->a.dtype().is_float()
+                      ? ": for floats write floormod(a, b) (the remainder with the sign of b) or "
+                        "a - trunc(a / b) * b (the sign of a, as C's fmod where a / b is exact)"
+                      : ": cast the operands to an integer type"));
         } else if (IsLogical(n->op) && !n->a.dtype().is_bool()) {
           Report(std::string("operator ") + ToString(n->op) + " takes bool operands, got " +
                  ToString(n->a.dtype()) + " in " + Text(e));
@@ -340,10 +347,10 @@ class Verifier {
         const DType t = n->buffer.dtype();
         const std::string what =
             std::string(ToString(n->op)) + " on buffer '" + n->buffer.name() + "'";
-        if (!(t == Int32() || t == Int64() || t == Float32()))
+        if (!(t == Int32() || t == Int64() || t == Float32() || t == Float64()))
           Report(what + " of " + ToString(t) +
-                 ": atomics take int32, int64 or float32 elements; keep such a sum in one of those "
-                 "types and convert after");
+                 ": atomics take int32, int64, float32 or float64 elements; keep such a sum in "
+                 "one of those types and convert after");
         for (const Expr& i : n->indices)
           if (i && !i.dtype().is_scalar())
             Report(what + ": an atomic updates one element; index it with scalars");

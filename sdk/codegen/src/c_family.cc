@@ -540,12 +540,26 @@ std::string CFamilyEmitter::FloatFloorDivMod(bool mod, const std::string& x, con
   return mod ? "(" + a + " - " + q + " * " + b + ")" : q;
 }
 
+std::string CFamilyEmitter::UncheckedRemainder(const std::string& x, const std::string& y,
+                                               DType t) {
+  // C's %, where nothing checks the divisor (cuda, opencl): by -1 it is x % 1, 0, as the IR
+  // says, where INT_MIN % -1 would be undefined (x86 traps on it). The caller made y's text
+  // safe to write twice (EmitInOrder's `duplicated`).
+  if (t.Element().is_uint()) return "(" + x + " % " + y + ")";
+  return "(" + x + " % (" + y + " == -1 ? 1 : " + y + "))";
+}
+
+std::string CFamilyEmitter::SignedRemainder(const std::string& x, const std::string& y, DType) {
+  return "(" + x + " % " + y + ")";
+}
+
 std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& e) {
   const DType t = b.dtype;  // result type (bool for comparisons)
   const DType operand = b.a.dtype();
   // min, max and a float floormod write their operands twice.
   const bool duplicated = b.op == BinaryOp::kMin || b.op == BinaryOp::kMax ||
-                          (b.op == BinaryOp::kFloorMod && operand.is_float());
+                          (b.op == BinaryOp::kFloorMod && operand.is_float()) ||
+                          (b.op == BinaryOp::kMod && operand.is_int() && !HasFaultRecord());
   const std::vector<std::string> ops = EmitInOrder({b.a, b.b}, duplicated);
   const std::string &x = ops[0], &y = ops[1];
   auto wrap = [&](const std::string& text) {
@@ -557,8 +571,8 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
     }
     return text;
   };
-  const bool division =
-      b.op == BinaryOp::kDiv || b.op == BinaryOp::kFloorDiv || b.op == BinaryOp::kFloorMod;
+  const bool division = b.op == BinaryOp::kDiv || b.op == BinaryOp::kFloorDiv ||
+                        b.op == BinaryOp::kFloorMod || b.op == BinaryOp::kMod;
   if (division && operand.is_integer() && HasFaultRecord()) {
     return "(" +
            CastText(TypeName(t), "(" + CheckedIntDivision(b.op, operand, x, y, b.b, e) + ")") + ")";
@@ -589,6 +603,10 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
              CastText(TypeName(t), "bp_floormod(" + CastText("int64_t", "(" + x + ")") + ", " +
                                        CastText("int64_t", "(" + y + ")") + ")") +
              ")";
+    case BinaryOp::kMod:
+      if (!operand.is_integer())
+        Fail("operator % on " + ir::ToString(operand) + " in " + ir::Print(e));
+      return wrap(UncheckedRemainder(x, y, operand));
     case BinaryOp::kMin:
       if (operand.is_float()) return FloatMinMax(false, x, y, operand);
       return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
@@ -718,6 +736,10 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
           uses_floordiv_ = true;
           lane = ot.is_float() ? FloatFloorDivMod(true, x, y, ot)
                                : "bp_floormod(" + x + ", " + y + ")";
+          break;
+        case BinaryOp::kMod:
+          lane = HasFaultRecord() ? CheckedIntDivision(b.op, ot, x, y, b.b, e)
+                                  : UncheckedRemainder(x, y, ot);
           break;
         case BinaryOp::kAnd:
           lane = "(" + x + " && " + y + ")";
@@ -1358,6 +1380,8 @@ std::string CFamilyEmitter::CheckedIntDivision(BinaryOp op, DType t, const std::
   const bool safe = c != nullptr && c->value != 0 && !(t.is_int() && c->value == -1);
   const std::string width = t.bits <= 32 ? "32" : "64";
   if (safe) {
+    if (op == BinaryOp::kMod)
+      return t.is_uint() ? "(" + x + " % " + y + ")" : SignedRemainder(x, y, t);
     if (op == BinaryOp::kDiv || t.is_uint()) {
       return "(" + x + (op == BinaryOp::kFloorMod ? " % " : " / ") + y + ")";
     }
@@ -1370,9 +1394,11 @@ std::string CFamilyEmitter::CheckedIntDivision(BinaryOp op, DType t, const std::
   ++effects_;  // a fault noted: kept in the IR's order with the other operands
   std::string helper;
   if (t.is_uint()) {
-    helper = (op == BinaryOp::kFloorMod ? "mod_u" : "div_u") + width;
+    helper = (op == BinaryOp::kFloorMod || op == BinaryOp::kMod ? "mod_u" : "div_u") + width;
   } else if (op == BinaryOp::kDiv) {
     helper = "div_i" + width;
+  } else if (op == BinaryOp::kMod) {
+    helper = "mod_i" + width;
   } else {
     helper = op == BinaryOp::kFloorDiv ? "floordiv_chk" : "floormod_chk";
   }
@@ -1443,6 +1469,19 @@ std::string CFamilyEmitter::FaultHelpers() {
            ")a);\n"
            "  }\n"
            "  return a / b;\n"
+           "}\n";
+    }
+    if (helpers_.count(std::string("mod_i") + w)) {
+      // C's %: by -1 it is 0 (INT_MIN % -1 would trap), by 0 a fault.
+      p += q + it + " bp_mod_i" + w + "(" + r + " f, int32_t site, " + it + " a, " + it +
+           " b) {\n"
+           "  if ((" +
+           ut +
+           ")b + 1u <= 1u) {\n"
+           "    if (b == 0) bp_fault_set(f, site, 0, 0, 0);\n"
+           "    return 0;\n"
+           "  }\n"
+           "  return a % b;\n"
            "}\n";
     }
     for (const char* op : {"div", "mod"}) {
@@ -1696,12 +1735,14 @@ std::string CEmitter::AtomicStatement(ir::AtomicOp op, DType t, const std::strin
       update = o + " + " + value;
       break;
     case ir::AtomicOp::kMin:
-      update = t.is_float() ? "fminf(" + o + ", " + value + ")"
-                            : "(" + value + " < " + o + " ? " + value + " : " + o + ")";
+      update = t.is_float()
+                   ? std::string(t.bits == 64 ? "fmin(" : "fminf(") + o + ", " + value + ")"
+                   : "(" + value + " < " + o + " ? " + value + " : " + o + ")";
       break;
     case ir::AtomicOp::kMax:
-      update = t.is_float() ? "fmaxf(" + o + ", " + value + ")"
-                            : "(" + value + " > " + o + " ? " + value + " : " + o + ")";
+      update = t.is_float()
+                   ? std::string(t.bits == 64 ? "fmax(" : "fmaxf(") + o + ", " + value + ")"
+                   : "(" + value + " > " + o + " ? " + value + " : " + o + ")";
       break;
   }
   return "{ " + type + "* " + p + " = &" + element + "; " + type + " " + o + ", " + n +

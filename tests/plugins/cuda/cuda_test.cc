@@ -403,3 +403,61 @@ func f(n: int32, d: int32, a: buffer<int32>[n], q: buffer<int32>[n, 3]) {
           .InspectSource("cuda");
   EXPECT_EQ(plain.find("bp_fault_t* bp_fault"), std::string::npos) << plain;
 }
+
+// The C forms of issue 40 (docs/ir.md): C's % (checked: by 0 a fault, by -1 zero; by a constant
+// plain), float64 atomic add (atomicAdd(double), sm_60 and later) and min/max (a CAS loop on
+// the 64 bits) in global and shared memory, a loop by its end and integer literals as floats.
+// The PTX must pass ptxas; running it needs a GPU (cuda_gpu_test).
+TEST(CudaCodegenTest, CFormsBuildToPtxThatPtxasAccepts) {
+  LoadCuda();
+  const std::string ir =
+      R"(func f(n: int32, a: buffer<int32>[n], q: buffer<int32>[n, 2], s: buffer<float64>[4]) {
+  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {
+    for tx in thread(threadIdx.x, 0 .. 64) {
+      let i: int32 = bx * 64 + tx
+      alloc sh: float64[4] shared
+      if (tx < 4) {
+        sh[tx] = 0
+      }
+      barrier
+      if (i < n) {
+        q[i, 0] = a[i] % a[n - 1 - i]
+        q[i, 1] = a[i] % 7
+        atomic_add(s[a[i] % 2 + 2], float64(a[i]))
+        atomic_min(s[0], float64(a[i]) * 2)
+        atomic_max(sh[1], float64(a[i]))
+        atomic_add(sh[0], 1)
+      }
+      barrier
+      if (tx < 2) {
+        atomic_max(s[1], sh[tx])
+      }
+    }
+  }
+}
+)";
+  for (const char* target : {"cuda -arch=sm_90", "cuda -arch=sm_75 -bounds-check"}) {
+    SCOPED_TRACE(target);
+    Module m = backplane::Build(ir, Target::Parse(target));
+    Module dev = m.Imports()[0];
+    const std::string src = dev.InspectSource("cuda");
+    for (const char* want : {"bp_mod_i32(bp_fault, ", "bp_atomic_add_f64(&",
+                             "__double_as_longlong(fmin(", "__double_as_longlong(fmax("}) {
+      EXPECT_NE(src.find(want), std::string::npos) << "no '" << want << "' in\n" << src;
+    }
+    const std::string ptx = dev.InspectSource("ptx");
+    EXPECT_NE(ptx.find("atom.global.add.f64"), std::string::npos) << ptx;
+    EXPECT_NE(ptx.find("atom.shared.add.f64"), std::string::npos) << ptx;
+    EXPECT_NE(ptx.find("atom.global.cas.b64"), std::string::npos) << ptx;
+    const std::string arch =
+        std::string(target).find("sm_75") != std::string::npos ? "sm_75" : "sm_90";
+    const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/c_forms_" + arch + ".ptx";
+    std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+    std::ofstream(path) << ptx;
+    std::string out;
+    const int rc = RunCommand(std::string(BACKPLANE_CUDA_PTXAS) + " -arch=" + arch + " " + path +
+                                  " -o " + path + ".cubin",
+                              &out);
+    EXPECT_EQ(rc, 0) << "ptxas refused the PTX:\n" << out;
+  }
+}

@@ -118,8 +118,9 @@ enum class BinaryOp : uint8_t {
   kGe,
   kAnd,
   kOr,
+  kMod,  // a % b: C's remainder, truncated (the sign of a); integers only (text form version 3)
 };
-// "+", "floordiv", "==", ... (the text spelling).
+// "+", "floordiv", "==", "%", ... (the text spelling).
 const char* ToString(BinaryOp op);
 bool IsComparison(BinaryOp op);
 bool IsLogical(BinaryOp op);
@@ -134,7 +135,10 @@ class Expr {
  public:
   Expr() = default;
   explicit Expr(std::shared_ptr<const ExprNode> node) : node_(std::move(node)) {}
-  // C++ literals: an int32 or a float32 constant.
+  // C++ literals: an int32 or a float32 constant. An int where the builder wants a float
+  // (Store to a float buffer, LetStmt of a float variable, Select, Min, Max, Binary and Call
+  // with a float operand) becomes that float if it converts exactly, else Error(kValue) names
+  // its neighbours in that type.
   Expr(int value);     // NOLINT(google-explicit-constructor)
   Expr(double value);  // NOLINT(google-explicit-constructor)
 
@@ -201,6 +205,10 @@ struct ExprNode {
 struct IntImmNode : ExprNode {
   IntImmNode(DType t, int64_t v) : ExprNode(ExprKind::kIntImm, t), value(v) {}
   int64_t value;
+  // Made by Expr(int) from a C++ int: where the builder wants a float (a float operand on the
+  // other side, a float buffer, variable or intrinsic) it becomes that float constant if it
+  // converts exactly (docs/ir.md, "Literals without a suffix"). Not part of the IR's structure.
+  bool from_cxx_int = false;
 };
 struct FloatImmNode : ExprNode {
   FloatImmNode(DType t, double v) : ExprNode(ExprKind::kFloatImm, t), value(v) {}
@@ -339,12 +347,15 @@ Expr Broadcast(Expr value, int lanes);
 Expr Ref(Buffer buffer);
 Expr FloorDiv(Expr a, Expr b);
 Expr FloorMod(Expr a, Expr b);
+// a % b on integers: C's remainder, a - (a / b) * b with `/` truncating, so it has the sign of
+// a (floormod has the sign of b); INT_MIN % -1 is 0 and a remainder by 0 is an error, as `/`'s.
+Expr Mod(Expr a, Expr b);
 Expr Min(Expr a, Expr b);
 Expr Max(Expr a, Expr b);
 Expr Eq(Expr a, Expr b);
 Expr Ne(Expr a, Expr b);
 
-// Operators. A C++ number on one side becomes a constant of the other side's dtype.
+// Operators. A C++ number on one side becomes a constant of the other side's dtype. `%` is Mod.
 #define BACKPLANE_IR_DECLARE_OP(op)   \
   Expr operator op(Expr a, Expr b);   \
   Expr operator op(Expr a, int b);    \
@@ -355,6 +366,7 @@ BACKPLANE_IR_DECLARE_OP(+)
 BACKPLANE_IR_DECLARE_OP(-)
 BACKPLANE_IR_DECLARE_OP(*)
 BACKPLANE_IR_DECLARE_OP(/)
+BACKPLANE_IR_DECLARE_OP(%)
 BACKPLANE_IR_DECLARE_OP(<)
 BACKPLANE_IR_DECLARE_OP(<=)
 BACKPLANE_IR_DECLARE_OP(>)
@@ -525,9 +537,9 @@ struct AssignNode : StmtNode {
 // buffer[indices] = buffer[indices] op value as one indivisible step with respect to every other
 // atomic statement on the same element, from any thread or parallel iteration: how many threads
 // accumulate into one output. op is +, or min / max as the IR's (fmin / fmax on floats). The
-// element is a scalar of int32, int64 or float32 in a param buffer (global memory) or a shared
-// allocation; the order of the updates is unspecified (float additions may round differently
-// from run to run, on a device).
+// element is a scalar of int32, int64, float32 or float64 in a param buffer (global memory) or
+// a shared allocation; the order of the updates is unspecified (float additions may round
+// differently from run to run, on a device).
 struct AtomicNode : StmtNode {
   AtomicNode() : StmtNode(StmtKind::kAtomic) {}
   AtomicOp op = AtomicOp::kAdd;

@@ -15,11 +15,12 @@ namespace ir {
 
 // The newest version of the text form; Parse reads versions 1 to kTextFormatVersion and refuses
 // a header with another. Version 2 added loop steps and schedules, assignable variables and
-// negation (docs/ir.md, "Versions").
-constexpr int kTextFormatVersion = 2;
+// negation; version 3 C's remainder `%` (docs/ir.md, "Versions").
+constexpr int kTextFormatVersion = 3;
 
 // The version Print(module) writes: the oldest that has everything `module` uses (1 unless it
-// uses a construct of version 2), so that a library that reads only version 1 still loads it.
+// uses a construct of a later version), so that a library that reads only older versions still
+// loads it.
 int TextVersion(const IRModule& module);
 
 // The whole module, header line first, functions separated by a blank line.

@@ -183,9 +183,9 @@ class CFamilyEmitter {
   // ---- Atomics (docs/codegen-guide.md, "Atomics") ----
   // The statement (one line; a block `{ ... }` where it needs several) that makes
   // `element` = `element` op `value` indivisible against every other atomic on that element.
-  // `element` is an lvalue of dtype `t` (int32, int64 or float32; the verifier allows no other),
-  // in shared memory when `shared` (a `shared` allocation), else in global memory (a param
-  // buffer) or, on a CPU, an allocation of the function; `value` is a name, evaluated once.
+  // `element` is an lvalue of dtype `t` (int32, int64, float32 or float64; the verifier allows
+  // no other), in shared memory when `shared` (a `shared` allocation), else in global memory (a
+  // param buffer) or, on a CPU, an allocation of the function; `value` is a name, evaluated once.
   // op is + or the IR's min / max (fmin / fmax on floats). The base refuses atomics.
   virtual std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                                       const std::string& value, bool shared);
@@ -279,6 +279,12 @@ class CFamilyEmitter {
   // floor(x / y) (or, with `mod`, x - floor(x / y) * y) on float operands of type `t`, as the
   // interpreter computes it (float16 in float, rounded once by the caller).
   std::string FloatFloorDivMod(bool mod, const std::string& x, const std::string& y, ir::DType t);
+  // x % y (BinaryOp::kMod) on integers of type `t` where no fault record checks the divisor:
+  // a divisor of -1 gives 0 (INT_MIN % -1 does not trap); y's text is written twice.
+  std::string UncheckedRemainder(const std::string& x, const std::string& y, ir::DType t);
+  // x % y on signed integers, y a constant other than 0 and -1: C's `(x % y)`. A dialect whose
+  // `%` is not C's on negative operands (GLSL) overrides it.
+  virtual std::string SignedRemainder(const std::string& x, const std::string& y, ir::DType t);
   // The same message, as ir::Error(kUnsupported): valid IR the dialect cannot express (a dtype
   // its language or target lacks), BP_ERR_UNSUPPORTED to the caller of bp_build.
   [[noreturn]] void Unsupported(const std::string& what) const;
@@ -345,8 +351,9 @@ class CFamilyEmitter {
   std::string CheckedFlat(const ir::Buffer& buffer, const std::vector<std::string>& idx);
   std::string EmitBinary(const ir::BinaryNode& b, const ir::Expr& e);
   std::string EmitCall(const ir::CallNode& call);
-  // An integer division (`op` kDiv, kFloorDiv or kFloorMod) of x by y of operand type `t`,
-  // checked for a zero divisor and wrapping INT_MIN / -1 (site: the text of the expression).
+  // An integer division (`op` kDiv, kFloorDiv, kFloorMod or kMod) of x by y of operand type
+  // `t`, checked for a zero divisor and wrapping INT_MIN / -1 (INT_MIN % -1 is 0; site: the
+  // text of the expression).
   std::string CheckedIntDivision(ir::BinaryOp op, ir::DType t, const std::string& x,
                                  const std::string& y, const ir::Expr& divisor, const ir::Expr& e);
   // The start of `index` checked against `extent` (dimension `dim`): the caller appends the
