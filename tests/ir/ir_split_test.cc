@@ -233,15 +233,174 @@ TEST(IrSplit, CpuDevicesLetHostCodeTouchBuffers) {
   ExpectWellFormed(r);
 }
 
+// A grid-wide sum: kernel 0 sums a strided slice per block into the workspace `part`, kernel 1
+// sums the parts. The workspace is sized by a host let over a param.
+const char* kGridSum =
+    "func grid_sum(n: int32, nb: int32, a: buffer<float32>[n], out: buffer<float32>[1]) {\n"
+    "  let parts: int32 = nb + 1\n"
+    "  alloc part: float32[parts] global\n"
+    "  for bx in thread(blockIdx.x, 0, parts) {\n"
+    "    var s: float32 = 0.0\n"
+    "    for i in serial(0, (n + parts - 1) / parts) {\n"
+    "      let j: int32 = i * parts + bx\n"
+    "      if (j < n) {\n"
+    "        s += a[j]\n"
+    "      }\n"
+    "    }\n"
+    "    part[bx] = s\n"
+    "  }\n"
+    "  for t in thread(threadIdx.x, 0, 1) {\n"
+    "    var s: float32 = 0.0\n"
+    "    for k in serial(0, parts) {\n"
+    "      s += part[k]\n"
+    "    }\n"
+    "    out[0] = s\n"
+    "  }\n"
+    "}\n";
+
+TEST(IrSplit, AGlobalAllocationOfHostCodeIsAWorkspaceOfItsKernels) {
+  const IRModule m = Parse(kGridSum);
+  const SplitResult r = SplitHostDevice(m, false);
+  EXPECT_EQ(Print(r.host),
+            "# backplane-ir 1\n\n"
+            "func grid_sum(n: int32, nb: int32, a: buffer<float32>[n], out: buffer<float32>[1]) "
+            "{\n"
+            "  let parts: int32 = nb + 1\n"
+            "  alloc part: float32[parts] global\n"
+            "  call_packed(\"grid_sum_kernel0\", n, parts, a, part, int64(parts))\n"
+            "  call_packed(\"grid_sum_kernel1\", parts, out, part, int64(1))\n"
+            "}\n");
+  const std::string device = Print(r.device);
+  EXPECT_NE(device.find("func grid_sum_kernel0(n: int32, parts: int32, a: buffer<float32>[n], "
+                        "part: buffer<float32>[parts]) attrs"),
+            std::string::npos)
+      << device;
+  EXPECT_NE(device.find("func grid_sum_kernel1(parts: int32, out: buffer<float32>[1], "
+                        "part: buffer<float32>[parts]) attrs"),
+            std::string::npos)
+      << device;
+  ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
+  for (int64_t n : {1, 7, 1000}) {
+    Tensor<float> a({n}), whole({1}), split({1});
+    a.Random(static_cast<unsigned>(n));
+    Interpreter(m).Run("grid_sum", {IntArg(n), IntArg(3), a.View(), whole.View()});
+    RunSplit(r, "grid_sum", {IntArg(n), IntArg(3), a.View(), split.View()});
+    EXPECT_EQ(split[0], whole[0]);
+    double want = 0;
+    for (float x : a.data) want += x;
+    EXPECT_TRUE(Near(split[0], want, 1e-5));
+  }
+}
+
+// The host part's interpreter takes the workspace's memory from a WorkspaceAlloc (the core's
+// gives device memory), passes it to each kernel with its `user`, and releases it when the
+// function returns, also when a launch fails.
+TEST(IrSplit, TheHostPartGetsItsWorkspacesFromTheCallerAndReleasesThem) {
+  const SplitResult r = SplitHostDevice(Parse(kGridSum), false);
+  const Interpreter host(r.host), device(r.device);
+  int token = 0;
+  std::vector<std::string> allocs;
+  int live = 0;
+  std::vector<float> memory;
+  WorkspaceAlloc alloc = [&](const std::string& name, DType dtype, int ndim, const int64_t* shape,
+                             uint64_t bytes) {
+    allocs.push_back(name + " " + ToString(dtype) + " [" + std::to_string(ndim == 1 ? shape[0] : -1) +
+                     "] " + std::to_string(bytes));
+    memory.assign(static_cast<size_t>(bytes / 4), -1.0f);  // not zero-filled, as a device's
+    ++live;
+    Workspace w;
+    w.data = memory.data();
+    w.user = &token;
+    w.release = [&] { --live; };
+    return w;
+  };
+  std::vector<void*> users;
+  PackedCall launch = [&](const std::string& name, const std::vector<ArgView>& a) -> int64_t {
+    users.push_back(a[a.size() - 2].user);  // the workspace comes last among the params
+    device.Run(name, a);
+    return 0;
+  };
+  Tensor<float> a({100}), out({1});
+  a.Random(1);
+  host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, launch,
+           Interpreter::Args::kCheck, alloc);
+  EXPECT_EQ(allocs, std::vector<std::string>{"part float32 [5] 20"});
+  EXPECT_EQ(users, (std::vector<void*>{&token, &token}));
+  EXPECT_EQ(live, 0);
+  double want = 0;
+  for (float x : a.data) want += x;
+  EXPECT_TRUE(Near(out[0], want, 1e-5));
+  // A launch that fails: the workspace is released all the same.
+  PackedCall failing = [&](const std::string&, const std::vector<ArgView>&) -> int64_t {
+    throw Error(ErrorKind::kValue, "the device is gone");
+  };
+  EXPECT_EQ(ErrorOf([&] {
+              host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, failing,
+                       Interpreter::Args::kCheck, alloc);
+            }, ErrorKind::kValue),
+            "the device is gone");
+  EXPECT_EQ(live, 0);
+  // A size the caller refuses, and sizes the interpreter refuses before asking: nothing is
+  // allocated and nothing leaks.
+  allocs.clear();
+  WorkspaceAlloc refusing = [&](const std::string& name, DType, int, const int64_t*,
+                                uint64_t bytes) -> Workspace {
+    throw Error(ErrorKind::kValue, "no room for " + name + " (" + std::to_string(bytes) + ")");
+  };
+  EXPECT_EQ(ErrorOf([&] {
+              host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, launch,
+                       Interpreter::Args::kCheck, refusing);
+            }, ErrorKind::kValue),
+            "no room for part (20)");
+  EXPECT_EQ(ErrorOf([&] {
+              host.Run("grid_sum", {IntArg(100), IntArg(-5), a.View(), out.View()}, launch,
+                       Interpreter::Args::kCheck, alloc);
+            }, ErrorKind::kValue),
+            "grid_sum: cannot allocate 'part': its extent `parts` is -4, negative; size it with "
+            "a value >= 0");
+  const IRModule huge = SplitHostDevice(
+      Parse("func f(n: int64, a: buffer<float32>[1]) {\n"
+            "  alloc w: float32[n, n] global\n"
+            "  for t in thread(threadIdx.x, 0, 1) {\n    w[0, 0] = a[0]\n  }\n}\n"),
+      false).host;
+  for (int64_t n : {int64_t{1} << 20, int64_t{1} << 32}) {
+    const std::string e = ErrorOf([&] {
+      Interpreter(huge).Run("f", {IntArg(n), BufferArg(out.data.data(), Float32(), 1, out.shape.data())},
+                            launch, Interpreter::Args::kCheck, alloc);
+    }, ErrorKind::kValue);
+    EXPECT_NE(e.find("f: cannot allocate 'w': it is too large (more than "), std::string::npos) << e;
+  }
+  EXPECT_EQ(allocs, std::vector<std::string>{});
+  EXPECT_EQ(live, 0);
+}
+
 TEST(IrSplit, Errors) {
   auto error = [](const std::string& text) {
     return ErrorOf([&] { SplitHostDevice(Parse(text), false); }, ErrorKind::kVerify);
   };
   EXPECT_EQ(error("func f(a: buffer<float32>[4]) {\n"
-                  "  alloc t: float32[4] global\n"
+                  "  alloc t: float32[4] local\n"
                   "  for tx in thread(threadIdx.x, 0, 4) {\n    t[tx] = 1.0\n  }\n}\n"),
-            "in function 'f': buffer 't' is allocated outside the kernel and used inside it: "
-            "allocate it inside the thread-bound loops in `t[tx] = 1.0`");
+            "in function 'f': buffer 't' is allocated `local` outside the kernel and used inside "
+            "it: a buffer that kernels share is a `global` allocation of host code (a device "
+            "workspace); allocate it `global` outside the thread-bound loops, or inside them in "
+            "`t[tx] = 1.0`");
+  // Host code cannot touch a workspace: it lives in device memory.
+  EXPECT_EQ(error("func f(a: buffer<float32>[4]) {\n"
+                  "  alloc t: float32[4] global\n"
+                  "  t[0] = 2.0\n"
+                  "  for tx in thread(threadIdx.x, 0, 4) {\n    a[tx] = t[tx]\n  }\n}\n"),
+            "in function 'f': host code accesses buffer 't', a workspace that kernels use, which "
+            "lives in device memory: host code cannot touch device memory; use it only inside "
+            "the thread-bound loops (or allocate a separate buffer for the host) in `t[0] = 2.0`");
+  EXPECT_EQ(error("func f(n: int32, a: buffer<float32>[4]) {\n"
+                  "  alloc h: int32[1] global\n"
+                  "  h[0] = n\n"
+                  "  alloc t: float32[h[0]] global\n"
+                  "  for tx in thread(threadIdx.x, 0, 4) {\n    a[tx] = t[tx]\n  }\n}\n"),
+            "in function 'f': the shape of workspace 't' (`h[0]`) loads from memory: the kernels "
+            "take the shape from scalar params; compute it into a `let` first in `a[tx] = t[tx]`");
   EXPECT_EQ(error("func f(a: buffer<float32>[8]) {\n"
                   "  for b in thread(blockIdx.x, 0, 1) {\n"
                   "    for t in thread(threadIdx.x, 0, 4) {\n      a[t] = 1.0\n    }\n"
@@ -299,6 +458,42 @@ TEST(IrSplit, WhatItMakesPassesSplitErrors) {
     const IRModule host = Parse(Print(r.host)), device = Parse(Print(r.device));
     EXPECT_EQ(SplitErrors(host, Kernels(device)), std::vector<std::string>{}) << func;
   }
+}
+
+TEST(IrSplit, SplitErrorsChecksWorkspaces) {
+  const SplitResult r = SplitHostDevice(Parse(kGridSum), false);
+  const std::string host = Print(r.host), device = Print(r.device);
+  auto errors = [&](const std::string& h) {
+    const IRModule kernels = Parse(device);
+    return SplitErrors(Parse(h), Kernels(kernels));
+  };
+  auto replace = [](std::string text, const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+  };
+  EXPECT_EQ(errors(host), std::vector<std::string>{});
+  // Host code reads or writes the workspace, which lives in device memory.
+  EXPECT_EQ(errors(replace(host, "  call_packed(\"grid_sum_kernel1\"",
+                           "  let x: float32 = part[0]\n  call_packed(\"grid_sum_kernel1\"")),
+            std::vector<std::string>{
+                "in function 'grid_sum': host code loads from buffer 'part', a workspace it "
+                "passes to call_packed, which lives in device memory; host code never touches "
+                "device memory (only the kernels it launches do) in `let x: float32 = part[0] ... }`"});
+  // A workspace that is not a compact global allocation.
+  std::vector<std::string> e = errors(replace(host, "float32[parts] global", "float32[parts] local"));
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_NE(e[0].find("argument 3 is buffer 'part', allocated `local` by host code; a workspace "
+                      "for the kernel's buffer 'part' is a compact `global` allocation"),
+            std::string::npos)
+      << e[0];
+  // A host allocation of another dtype for the kernel's buffer.
+  e = errors(replace(host, "alloc part: float32[parts]", "alloc part: int32[parts]"));
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_NE(e[0].find("argument 3 is buffer 'part' (int32, rank 1) but the kernel's 'part' is "
+                      "float32"),
+            std::string::npos)
+      << e[0];
 }
 
 TEST(IrSplit, SplitErrorsFindsEveryTampering) {
