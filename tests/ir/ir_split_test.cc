@@ -375,6 +375,69 @@ TEST(IrSplit, TheHostPartGetsItsWorkspacesFromTheCallerAndReleasesThem) {
   EXPECT_EQ(live, 0);
 }
 
+// A `local` array sized by a param: a zero-filled slice a thread of a workspace that host code
+// allocates around the launch; the split function computes what the whole one does, bit for bit.
+TEST(IrSplit, RuntimeSizedLocalArraysAreASliceAThreadOfAWorkspace) {
+  const IRModule m = Parse(
+      "func f(n: int32, m: int32, x: buffer<float32>[m * 4 * n], y: buffer<float32>[m * 4]) {\n"
+      "  for b in thread(blockIdx.x, 0, m) {\n"
+      "    for t in thread(threadIdx.x, 0, 4) {\n"
+      "      alloc p: float32[2, n + 1] local\n"
+      "      for i in serial(0, n) {\n"
+      "        p[0, i] = x[(b * 4 + t) * n + i]\n"
+      "        p[1, n - i] = p[0, i] * 0.5\n"
+      "      }\n"
+      "      var s: float32 = p[0, n]\n"
+      "      for i in serial(0, n + 1) {\n"
+      "        s = s * 0.75 + p[1, i]\n"
+      "      }\n"
+      "      y[b * 4 + t] = s\n"
+      "    }\n"
+      "  }\n"
+      "}\n");
+  const SplitResult r = SplitHostDevice(m, false);
+  const std::string host = Print(r.host), device = Print(r.device);
+  EXPECT_NE(host.find("  alloc p: float32[int64(m) * 4i64 * (2i64 * int64(n + 1))] global\n"
+                      "  call_packed(\"f_kernel\", n, m, x, y, p, int64(m), int64(4))\n"),
+            std::string::npos)
+      << host;
+  EXPECT_NE(device.find("p[(int64(b) * 4i64 + int64(t)) * (2i64 * int64(n + 1)) + (0i64 * "
+                        "int64(n + 1) + int64(i))] = x["),
+            std::string::npos)
+      << device;
+  ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
+  for (int64_t n : {0, 3, 17}) {
+    Tensor<float> x({3 * 4 * n}), whole({3 * 4}, -1), split({3 * 4}, -1);
+    x.Random(static_cast<unsigned>(n + 1));
+    Interpreter(m).Run("f", {IntArg(n), IntArg(3), x.View(), whole.View()});
+    RunSplit(r, "f", {IntArg(n), IntArg(3), x.View(), split.View()});
+    EXPECT_EQ(split.data, whole.data) << "n = " << n;
+  }
+  auto error = [](const std::string& text) {
+    return ErrorOf([&] { SplitHostDevice(Parse(text), false); }, ErrorKind::kVerify);
+  };
+  EXPECT_EQ(error("func f(a: buffer<float32>[4]) {\n"
+                  "  for t in thread(threadIdx.x, 0, 4) {\n"
+                  "    alloc p: float32[t + 1] local\n"
+                  "    p[t] = a[t]\n"
+                  "    a[t] = p[t]\n  }\n}\n"),
+            "in function 'f': local allocation of 'p' is sized by variable 't', defined inside "
+            "its region: a runtime-sized local array of device code is a slice a thread of a "
+            "workspace the host allocates before the threads start; size it with params or "
+            "variables of host code in `alloc p: float32[t + 1] local ... }`");
+  EXPECT_EQ(error("func f(n: int32, a: buffer<float32>[4]) {\n"
+                  "  for b in thread(blockIdx.x, 0, 2) {\n"
+                  "    alloc p: float32[n] local\n"
+                  "    for t in thread(threadIdx.x, 0, 4) {\n"
+                  "      p[0] = a[t]\n"
+                  "      a[t] = p[0]\n    }\n  }\n}\n"),
+            "in function 'f': local allocation of 'p' is sized at run time and made outside the "
+            "loop over threadIdx.x of its kernel: a thread's slice of the workspace is found "
+            "from its index on every axis; allocate it inside every thread-bound loop in `alloc "
+            "p: float32[n] local ... }`");
+}
+
 TEST(IrSplit, Errors) {
   auto error = [](const std::string& text) {
     return ErrorOf([&] { SplitHostDevice(Parse(text), false); }, ErrorKind::kVerify);

@@ -320,6 +320,13 @@ class LocalLowering {
                                         detail::StmtHead(at) + "`");
   }
 
+  // `e` as int64: a constant as an int64 constant, an int64 expression as it is.
+  static Expr I64(const Expr& e) {
+    if (e.dtype() == Int64()) return e;
+    if (e.kind() == ExprKind::kIntImm) return IntImm(Int64(), e.As<IntImmNode>()->value);
+    return Cast(Int64(), e);
+  }
+
   static bool Constant(const Buffer& b) {
     for (const Expr& e : b->shape)
       if (e.kind() != ExprKind::kIntImm) return false;
@@ -364,14 +371,16 @@ class LocalLowering {
                  " of its kernel: a thread's slice of the workspace is found from its index on "
                  "every axis; allocate it inside every thread-bound loop",
              at);
-      const Expr ext = Cast(Int64(), uses_.extent[a]);
-      const Expr idx = Cast(Int64(), loop->var - loop->min);
+      const Expr ext = I64(uses_.extent[a]);
+      const bool from_zero =
+          loop->min.kind() == ExprKind::kIntImm && loop->min.As<IntImmNode>()->value == 0;
+      const Expr idx = I64(from_zero ? Expr(loop->var) : loop->var - loop->min);
       tid = tid ? tid * ext + idx : idx;
       total = total ? total * ext : ext;
     }
     Slice sl;
     for (const Expr& e : b->shape) {
-      sl.dims.push_back(e.dtype() == Int64() ? e : Cast(Int64(), e));
+      sl.dims.push_back(I64(e));
       sl.elems = sl.elems ? sl.elems * sl.dims.back() : sl.dims.back();
     }
     sl.ws = Buffer(b.name(), b.dtype(), {total * sl.elems});
@@ -379,11 +388,28 @@ class LocalLowering {
     workspaces_->push_back(sl.ws);
     slices_.emplace(b.get(), sl);
     // Zero-filled where it was allocated, as a local array is.
-    Var z(b.name() + "_zero", Int64());
+    Var z(FreshName(b.name() + "_zero"), Int64());
     Stmt zero = For(z, IntImm(Int64(), 0), sl.elems, ForKind::kSerial,
                     Store(sl.ws, {sl.base + z}, Const(b.dtype(), 0)));
     Stmt body = S(n.body);
     return Seq({zero, body});
+  }
+
+  // `base`, or base with a number, that no variable or buffer of the function is named.
+  std::string FreshName(const std::string& base) {
+    if (names_.empty()) {
+      names_.insert("");
+      for (const Param& p : func_.params) names_.insert(p.is_buffer() ? p.buffer().name() : p.var().name());
+      ForEachStmt(func_.body, [&](const Stmt& st) {
+        if (st.kind() == StmtKind::kFor) names_.insert(st.As<ForNode>()->var.name());
+        if (st.kind() == StmtKind::kLetStmt) names_.insert(st.As<LetStmtNode>()->var.name());
+        if (st.kind() == StmtKind::kAllocate) names_.insert(st.As<AllocateNode>()->buffer.name());
+      });
+    }
+    std::string name = base;
+    for (int k = 1; names_.count(name) != 0; ++k) name = base + std::to_string(k);
+    names_.insert(name);
+    return name;
   }
 
   // The index into the workspace of an access to the local array.
@@ -394,8 +420,7 @@ class LocalLowering {
         Fail("a vector access of local array '" + sl.ws.name() +
                  "', which is sized at run time; access it one element at a time",
              at);
-      const Expr i = E(indices[d], at);
-      const Expr i64 = i.dtype() == Int64() ? i : Cast(Int64(), i);
+      const Expr i64 = I64(E(indices[d], at));
       lin = lin ? lin * sl.dims[d] + i64 : i64;
     }
     return sl.base + lin;
@@ -560,6 +585,7 @@ class LocalLowering {
   std::vector<Buffer>* workspaces_ = nullptr;
   std::vector<const ForNode*> bound_;  // enclosing thread-bound loops, outermost first
   std::unordered_map<const BufferNode*, Slice> slices_;
+  std::set<std::string> names_;  // of the function's variables and buffers, once needed
 };
 
 class Splitter {
