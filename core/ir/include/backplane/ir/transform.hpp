@@ -32,7 +32,10 @@ struct SplitResult {
 //     mention are params in 1 or 2 (docs/ir.md, "Device workspaces").
 // Its attrs: "kernel" = "1" and "launch_params" = the thread tags used inside it, comma-
 // separated, in the order blockIdx.x,blockIdx.y,blockIdx.z,threadIdx.x,threadIdx.y,threadIdx.z
-// (e.g. "blockIdx.x,threadIdx.x"). Its body is the region, unchanged.
+// (e.g. "blockIdx.x,threadIdx.x"). Its body is the region, unchanged, except for `local`
+// arrays whose shape is not constant: each becomes a workspace of host code around the launch,
+// of (threads of the grid) x (its elements), each thread indexing its own zero-filled slice
+// (docs/ir.md, "Local arrays sized at run time").
 //
 // The host function keeps its params and attrs; the region is replaced by
 //   Evaluate(CallPacked("<kernel>", {the kernel's params: Var exprs, then Ref(buffer)...,
@@ -49,6 +52,8 @@ struct SplitResult {
 //    `local` allocation), a workspace with strides or whose shape loads memory, and (when
 //    device_is_cpu is false) host code that loads or stores a workspace;
 //  * a thread axis bound twice in one region with different extents;
+//  * a runtime-sized `local` array sized by a variable of its region or a load, made outside
+//    the loop of one of its kernel's axes, with strides, or accessed with a vector index;
 //  * a thread extent that uses a variable defined inside its region (the host computes it);
 //  * a kernel name that another function of the module already has.
 // A function with no thread-bound loop stays whole in `host`. Both results pass Verify.
