@@ -190,8 +190,61 @@ void CallHost(const HostFunction& fn, const bp_value_t* args, int32_t n) {
     if (r.type == BP_VALUE_OBJECT) bp_object_release(r.u.v_obj);
     return static_cast<int64_t>(r.type == BP_VALUE_INT ? r.u.v_int64 : 0);
   };
+  // A workspace of the kernels (docs/ir.md, "Device workspaces") lives on the device of the
+  // function's tensors, from the device's workspace pool, for as long as its statement runs.
+  ir::WorkspaceAlloc workspace = [&](const std::string& wname, ir::DType dtype, int ndim,
+                                     const int64_t* shape, uint64_t bytes) {
+    const DLTensor* on = nullptr;
+    for (const ir::ArgView& a : views) {
+      if (a.kind == ir::ArgView::Kind::kBuffer) {
+        on = static_cast<const DLTensor*>(a.user);
+        break;
+      }
+    }
+    const std::string what = "host function '" + fn.name + "': workspace '" + wname + "'";
+    if (on == nullptr)
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           what + " has no device to live on: the function has no tensor argument; pass its "
+                  "kernels at least one tensor of the device to run on");
+    if (bytes > static_cast<uint64_t>(SIZE_MAX))
+      Fail(BP_ERR_OUT_OF_MEMORY, what + " takes " + std::to_string(bytes) +
+                                     " bytes, more than this process can address");
+    struct Held {
+      DLTensor t{};
+      std::vector<int64_t> shape;
+    };
+    auto held = std::make_shared<Held>();
+    held->shape.assign(shape, shape + ndim);
+    held->t.device = on->device;
+    held->t.ndim = ndim;
+    held->t.dtype = DLDataType{static_cast<uint8_t>(dtype.code), static_cast<uint8_t>(dtype.bits),
+                               static_cast<uint16_t>(dtype.lanes)};
+    held->t.shape = held->shape.data();
+    void* data = nullptr;
+    // An empty workspace still gets a block, so the kernels get a valid pointer.
+    const bp_status_t st = bp_device_alloc_workspace(
+        on->device, static_cast<size_t>(std::max<uint64_t>(bytes, 1)), held->t.dtype, &data);
+    if (st != BP_OK) {
+      const char* msg = nullptr;
+      bp_error_last(nullptr, &msg);
+      const std::string why = msg != nullptr ? msg : "unknown error";
+      bp_error_clear();
+      Fail(st, what + " (" + std::to_string(bytes) +
+                                     " bytes) could not be allocated on the device: " + why);
+    }
+    held->t.data = data;
+    ir::Workspace w;
+    w.data = data;
+    w.user = &held->t;
+    w.release = [held, data] {
+      // Launches are ordered on the device's stream, so the pool hands the block out again
+      // only after the kernels that use it; a failure here has no one to report to.
+      if (bp_device_free_workspace(held->t.device, data) != BP_OK) bp_error_clear();
+    };
+    return w;
+  };
   try {
-    fn.impl->interp.Run(fn.name, views, call, ir::Interpreter::Args::kAlreadyChecked);
+    fn.impl->interp.Run(fn.name, views, call, ir::Interpreter::Args::kAlreadyChecked, workspace);
   } catch (const ir::Error& e) {
     Fail(BP_ERR_INVALID_ARGUMENT, std::string("host function '") + fn.name + "': " + e.what());
   }

@@ -1000,6 +1000,48 @@ const std::vector<Structural>& Structurals() {
            "      c[bx * 64 + tx] = s\n"
            "    }\n  }\n",
        {{"w", 'n', "int32", 5}, {"a", 'a'}, {"c", '0'}}},
+      {"local.sized_at_run_time",
+       "a local array sized by a scalar argument, w + 1 elements a thread, zero-filled where it "
+       "is allocated (docs/ir.md, \"Local arrays sized at run time\"; GPU code)",
+       "w: int32, a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "",
+       "gpu",
+       "",
+       "  for bx in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+           ") {\n"
+           "    for tx in thread(threadIdx.x, 0, 64) {\n"
+           "      alloc p: float32[w + 1] local\n"
+           "      for r in serial(0, w) {\n"
+           "        p[r] = a[floormod(bx * 64 + tx + r * 7, " + n + ")] * float32(r + 1)\n"
+           "      }\n"
+           "      var s: float32 = p[w]\n"
+           "      for r2 in serial(0, w) {\n"
+           "        s = s * 0.5 + p[w - 1 - r2]\n"
+           "      }\n"
+           "      c[bx * 64 + tx] = s\n"
+           "    }\n  }\n",
+       {{"w", 'n', "int32", 5}, {"a", 'a'}, {"c", '0'}}},
+      {"workspace.across_kernels",
+       "a global allocation of host code that two kernels share: the first writes it, the "
+       "second reads what other blocks of the first wrote (docs/ir.md, \"Device workspaces\"; "
+       "GPU code)",
+       "a: buffer<float32>[" + n + "], c: buffer<float32>[" + n + "]",
+       "",
+       "gpu",
+       "",
+       "  alloc ws: float32[" + n + "] global\n"
+       "  for bx in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+           ") {\n"
+           "    for tx in thread(threadIdx.x, 0, 64) {\n"
+           "      ws[bx * 64 + tx] = a[bx * 64 + tx] * 0.75\n"
+           "    }\n  }\n"
+           "  for by in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+           ") {\n"
+           "    for ty in thread(threadIdx.x, 0, 64) {\n"
+           "      c[by * 64 + ty] = ws[" + std::to_string(kElements - 1) +
+           " - (by * 64 + ty)] - ws[by * 64 + ty]\n"
+           "    }\n  }\n",
+       {{"a", 'a'}, {"c", '0'}}},
   };
   return kAll;
 }

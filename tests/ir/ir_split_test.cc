@@ -233,15 +233,237 @@ TEST(IrSplit, CpuDevicesLetHostCodeTouchBuffers) {
   ExpectWellFormed(r);
 }
 
+// A grid-wide sum: kernel 0 sums a strided slice per block into the workspace `part`, kernel 1
+// sums the parts. The workspace is sized by a host let over a param.
+const char* kGridSum =
+    "func grid_sum(n: int32, nb: int32, a: buffer<float32>[n], out: buffer<float32>[1]) {\n"
+    "  let parts: int32 = nb + 1\n"
+    "  alloc part: float32[parts] global\n"
+    "  for bx in thread(blockIdx.x, 0, parts) {\n"
+    "    var s: float32 = 0.0\n"
+    "    for i in serial(0, (n + parts - 1) / parts) {\n"
+    "      let j: int32 = i * parts + bx\n"
+    "      if (j < n) {\n"
+    "        s += a[j]\n"
+    "      }\n"
+    "    }\n"
+    "    part[bx] = s\n"
+    "  }\n"
+    "  for t in thread(threadIdx.x, 0, 1) {\n"
+    "    var s: float32 = 0.0\n"
+    "    for k in serial(0, parts) {\n"
+    "      s += part[k]\n"
+    "    }\n"
+    "    out[0] = s\n"
+    "  }\n"
+    "}\n";
+
+TEST(IrSplit, AGlobalAllocationOfHostCodeIsAWorkspaceOfItsKernels) {
+  const IRModule m = Parse(kGridSum);
+  const SplitResult r = SplitHostDevice(m, false);
+  EXPECT_EQ(Print(r.host),
+            "# backplane-ir 1\n\n"
+            "func grid_sum(n: int32, nb: int32, a: buffer<float32>[n], out: buffer<float32>[1]) "
+            "{\n"
+            "  let parts: int32 = nb + 1\n"
+            "  alloc part: float32[parts] global\n"
+            "  call_packed(\"grid_sum_kernel0\", n, parts, a, part, int64(parts))\n"
+            "  call_packed(\"grid_sum_kernel1\", parts, out, part, int64(1))\n"
+            "}\n");
+  const std::string device = Print(r.device);
+  EXPECT_NE(device.find("func grid_sum_kernel0(n: int32, parts: int32, a: buffer<float32>[n], "
+                        "part: buffer<float32>[parts]) attrs"),
+            std::string::npos)
+      << device;
+  EXPECT_NE(device.find("func grid_sum_kernel1(parts: int32, out: buffer<float32>[1], "
+                        "part: buffer<float32>[parts]) attrs"),
+            std::string::npos)
+      << device;
+  ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
+  for (int64_t n : {1, 7, 1000}) {
+    Tensor<float> a({n}), whole({1}), split({1});
+    a.Random(static_cast<unsigned>(n));
+    Interpreter(m).Run("grid_sum", {IntArg(n), IntArg(3), a.View(), whole.View()});
+    RunSplit(r, "grid_sum", {IntArg(n), IntArg(3), a.View(), split.View()});
+    EXPECT_EQ(split[0], whole[0]);
+    double want = 0;
+    for (float x : a.data) want += x;
+    EXPECT_TRUE(Near(split[0], want, 1e-5));
+  }
+}
+
+// The host part's interpreter takes the workspace's memory from a WorkspaceAlloc (the core's
+// gives device memory), passes it to each kernel with its `user`, and releases it when the
+// function returns, also when a launch fails.
+TEST(IrSplit, TheHostPartGetsItsWorkspacesFromTheCallerAndReleasesThem) {
+  const SplitResult r = SplitHostDevice(Parse(kGridSum), false);
+  const Interpreter host(r.host), device(r.device);
+  int token = 0;
+  std::vector<std::string> allocs;
+  int live = 0;
+  std::vector<float> memory;
+  WorkspaceAlloc alloc = [&](const std::string& name, DType dtype, int ndim, const int64_t* shape,
+                             uint64_t bytes) {
+    allocs.push_back(name + " " + ToString(dtype) + " [" + std::to_string(ndim == 1 ? shape[0] : -1) +
+                     "] " + std::to_string(bytes));
+    memory.assign(static_cast<size_t>(bytes / 4), -1.0f);  // not zero-filled, as a device's
+    ++live;
+    Workspace w;
+    w.data = memory.data();
+    w.user = &token;
+    w.release = [&] { --live; };
+    return w;
+  };
+  std::vector<void*> users;
+  PackedCall launch = [&](const std::string& name, const std::vector<ArgView>& a) -> int64_t {
+    users.push_back(a[a.size() - 2].user);  // the workspace comes last among the params
+    device.Run(name, a);
+    return 0;
+  };
+  Tensor<float> a({100}), out({1});
+  a.Random(1);
+  host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, launch,
+           Interpreter::Args::kCheck, alloc);
+  EXPECT_EQ(allocs, std::vector<std::string>{"part float32 [5] 20"});
+  EXPECT_EQ(users, (std::vector<void*>{&token, &token}));
+  EXPECT_EQ(live, 0);
+  double want = 0;
+  for (float x : a.data) want += x;
+  EXPECT_TRUE(Near(out[0], want, 1e-5));
+  // A launch that fails: the workspace is released all the same.
+  PackedCall failing = [&](const std::string&, const std::vector<ArgView>&) -> int64_t {
+    throw Error(ErrorKind::kValue, "the device is gone");
+  };
+  EXPECT_EQ(ErrorOf([&] {
+              host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, failing,
+                       Interpreter::Args::kCheck, alloc);
+            }, ErrorKind::kValue),
+            "the device is gone");
+  EXPECT_EQ(live, 0);
+  // A size the caller refuses, and sizes the interpreter refuses before asking: nothing is
+  // allocated and nothing leaks.
+  allocs.clear();
+  WorkspaceAlloc refusing = [&](const std::string& name, DType, int, const int64_t*,
+                                uint64_t bytes) -> Workspace {
+    throw Error(ErrorKind::kValue, "no room for " + name + " (" + std::to_string(bytes) + ")");
+  };
+  EXPECT_EQ(ErrorOf([&] {
+              host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, launch,
+                       Interpreter::Args::kCheck, refusing);
+            }, ErrorKind::kValue),
+            "no room for part (20)");
+  EXPECT_EQ(ErrorOf([&] {
+              host.Run("grid_sum", {IntArg(100), IntArg(-5), a.View(), out.View()}, launch,
+                       Interpreter::Args::kCheck, alloc);
+            }, ErrorKind::kValue),
+            "grid_sum: cannot allocate 'part': its extent `parts` is -4, negative; size it with "
+            "a value >= 0");
+  const IRModule huge = SplitHostDevice(
+      Parse("func f(n: int64, a: buffer<float32>[1]) {\n"
+            "  alloc w: float32[n, n] global\n"
+            "  for t in thread(threadIdx.x, 0, 1) {\n    w[0, 0] = a[0]\n  }\n}\n"),
+      false).host;
+  for (int64_t n : {int64_t{1} << 20, int64_t{1} << 32}) {
+    const std::string e = ErrorOf([&] {
+      Interpreter(huge).Run("f", {IntArg(n), BufferArg(out.data.data(), Float32(), 1, out.shape.data())},
+                            launch, Interpreter::Args::kCheck, alloc);
+    }, ErrorKind::kValue);
+    EXPECT_NE(e.find("f: cannot allocate 'w': it is too large (more than "), std::string::npos) << e;
+  }
+  EXPECT_EQ(allocs, std::vector<std::string>{});
+  EXPECT_EQ(live, 0);
+}
+
+// A `local` array sized by a param: a zero-filled slice a thread of a workspace that host code
+// allocates around the launch; the split function computes what the whole one does, bit for bit.
+TEST(IrSplit, RuntimeSizedLocalArraysAreASliceAThreadOfAWorkspace) {
+  const IRModule m = Parse(
+      "func f(n: int32, m: int32, x: buffer<float32>[m * 4 * n], y: buffer<float32>[m * 4]) {\n"
+      "  for b in thread(blockIdx.x, 0, m) {\n"
+      "    for t in thread(threadIdx.x, 0, 4) {\n"
+      "      alloc p: float32[2, n + 1] local\n"
+      "      for i in serial(0, n) {\n"
+      "        p[0, i] = x[(b * 4 + t) * n + i]\n"
+      "        p[1, n - i] = p[0, i] * 0.5\n"
+      "      }\n"
+      "      var s: float32 = p[0, n]\n"
+      "      for i in serial(0, n + 1) {\n"
+      "        s = s * 0.75 + p[1, i]\n"
+      "      }\n"
+      "      y[b * 4 + t] = s\n"
+      "    }\n"
+      "  }\n"
+      "}\n");
+  const SplitResult r = SplitHostDevice(m, false);
+  const std::string host = Print(r.host), device = Print(r.device);
+  EXPECT_NE(host.find("  alloc p: float32[int64(m) * 4i64 * (2i64 * int64(n + 1))] global\n"
+                      "  call_packed(\"f_kernel\", n, m, x, y, p, int64(m), int64(4))\n"),
+            std::string::npos)
+      << host;
+  EXPECT_NE(device.find("p[(int64(b) * 4i64 + int64(t)) * (2i64 * int64(n + 1)) + (0i64 * "
+                        "int64(n + 1) + int64(i))] = x["),
+            std::string::npos)
+      << device;
+  ExpectWellFormed(r);
+  ExpectPassesSplitErrors(r);
+  for (int64_t n : {0, 3, 17}) {
+    Tensor<float> x({3 * 4 * n}), whole({3 * 4}, -1), split({3 * 4}, -1);
+    x.Random(static_cast<unsigned>(n + 1));
+    Interpreter(m).Run("f", {IntArg(n), IntArg(3), x.View(), whole.View()});
+    RunSplit(r, "f", {IntArg(n), IntArg(3), x.View(), split.View()});
+    EXPECT_EQ(split.data, whole.data) << "n = " << n;
+  }
+  auto error = [](const std::string& text) {
+    return ErrorOf([&] { SplitHostDevice(Parse(text), false); }, ErrorKind::kVerify);
+  };
+  EXPECT_EQ(error("func f(a: buffer<float32>[4]) {\n"
+                  "  for t in thread(threadIdx.x, 0, 4) {\n"
+                  "    alloc p: float32[t + 1] local\n"
+                  "    p[t] = a[t]\n"
+                  "    a[t] = p[t]\n  }\n}\n"),
+            "in function 'f': local allocation of 'p' is sized by variable 't', defined inside "
+            "its region: a runtime-sized local array of device code is a slice a thread of a "
+            "workspace the host allocates before the threads start; size it with params or "
+            "variables of host code in `alloc p: float32[t + 1] local ... }`");
+  EXPECT_EQ(error("func f(n: int32, a: buffer<float32>[4]) {\n"
+                  "  for b in thread(blockIdx.x, 0, 2) {\n"
+                  "    alloc p: float32[n] local\n"
+                  "    for t in thread(threadIdx.x, 0, 4) {\n"
+                  "      p[0] = a[t]\n"
+                  "      a[t] = p[0]\n    }\n  }\n}\n"),
+            "in function 'f': local allocation of 'p' is sized at run time and made outside the "
+            "loop over threadIdx.x of its kernel: a thread's slice of the workspace is found "
+            "from its index on every axis; allocate it inside every thread-bound loop in `alloc "
+            "p: float32[n] local ... }`");
+}
+
 TEST(IrSplit, Errors) {
   auto error = [](const std::string& text) {
     return ErrorOf([&] { SplitHostDevice(Parse(text), false); }, ErrorKind::kVerify);
   };
   EXPECT_EQ(error("func f(a: buffer<float32>[4]) {\n"
-                  "  alloc t: float32[4] global\n"
+                  "  alloc t: float32[4] local\n"
                   "  for tx in thread(threadIdx.x, 0, 4) {\n    t[tx] = 1.0\n  }\n}\n"),
-            "in function 'f': buffer 't' is allocated outside the kernel and used inside it: "
-            "allocate it inside the thread-bound loops in `t[tx] = 1.0`");
+            "in function 'f': buffer 't' is allocated `local` outside the kernel and used inside "
+            "it: a buffer that kernels share is a `global` allocation of host code (a device "
+            "workspace); allocate it `global` outside the thread-bound loops, or inside them in "
+            "`t[tx] = 1.0`");
+  // Host code cannot touch a workspace: it lives in device memory.
+  EXPECT_EQ(error("func f(a: buffer<float32>[4]) {\n"
+                  "  alloc t: float32[4] global\n"
+                  "  t[0] = 2.0\n"
+                  "  for tx in thread(threadIdx.x, 0, 4) {\n    a[tx] = t[tx]\n  }\n}\n"),
+            "in function 'f': host code accesses buffer 't', a workspace that kernels use, which "
+            "lives in device memory: host code cannot touch device memory; use it only inside "
+            "the thread-bound loops (or allocate a separate buffer for the host) in `t[0] = 2.0`");
+  EXPECT_EQ(error("func f(n: int32, a: buffer<float32>[4]) {\n"
+                  "  alloc h: int32[1] global\n"
+                  "  h[0] = n\n"
+                  "  alloc t: float32[h[0]] global\n"
+                  "  for tx in thread(threadIdx.x, 0, 4) {\n    a[tx] = t[tx]\n  }\n}\n"),
+            "in function 'f': the shape of workspace 't' (`h[0]`) loads from memory: the kernels "
+            "take the shape from scalar params; compute it into a `let` first in `a[tx] = t[tx]`");
   EXPECT_EQ(error("func f(a: buffer<float32>[8]) {\n"
                   "  for b in thread(blockIdx.x, 0, 1) {\n"
                   "    for t in thread(threadIdx.x, 0, 4) {\n      a[t] = 1.0\n    }\n"
@@ -299,6 +521,42 @@ TEST(IrSplit, WhatItMakesPassesSplitErrors) {
     const IRModule host = Parse(Print(r.host)), device = Parse(Print(r.device));
     EXPECT_EQ(SplitErrors(host, Kernels(device)), std::vector<std::string>{}) << func;
   }
+}
+
+TEST(IrSplit, SplitErrorsChecksWorkspaces) {
+  const SplitResult r = SplitHostDevice(Parse(kGridSum), false);
+  const std::string host = Print(r.host), device = Print(r.device);
+  auto errors = [&](const std::string& h) {
+    const IRModule kernels = Parse(device);
+    return SplitErrors(Parse(h), Kernels(kernels));
+  };
+  auto replace = [](std::string text, const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+  };
+  EXPECT_EQ(errors(host), std::vector<std::string>{});
+  // Host code reads or writes the workspace, which lives in device memory.
+  EXPECT_EQ(errors(replace(host, "  call_packed(\"grid_sum_kernel1\"",
+                           "  let x: float32 = part[0]\n  call_packed(\"grid_sum_kernel1\"")),
+            std::vector<std::string>{
+                "in function 'grid_sum': host code loads from buffer 'part', a workspace it "
+                "passes to call_packed, which lives in device memory; host code never touches "
+                "device memory (only the kernels it launches do) in `let x: float32 = part[0] ... }`"});
+  // A workspace that is not a compact global allocation.
+  std::vector<std::string> e = errors(replace(host, "float32[parts] global", "float32[parts] local"));
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_NE(e[0].find("argument 3 is buffer 'part', allocated `local` by host code; a workspace "
+                      "for the kernel's buffer 'part' is a compact `global` allocation"),
+            std::string::npos)
+      << e[0];
+  // A host allocation of another dtype for the kernel's buffer.
+  e = errors(replace(host, "alloc part: float32[parts]", "alloc part: int32[parts]"));
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_NE(e[0].find("argument 3 is buffer 'part' (int32, rank 1) but the kernel's 'part' is "
+                      "float32"),
+            std::string::npos)
+      << e[0];
 }
 
 TEST(IrSplit, SplitErrorsFindsEveryTampering) {

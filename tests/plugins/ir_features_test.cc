@@ -630,6 +630,183 @@ TEST_P(IrFeatures, SharedMemorySizedAtLaunchIsCheckedAgainstTheDevice) {
   }
 }
 
+// A device workspace (docs/ir.md, "Device workspaces"): a `global` allocation of host code that
+// two kernels share. The first sums a strided slice a thread into part, the second sums part;
+// the host part allocates part on the device for the call, sized by the call's `nb`. Three
+// calls of two sizes, with and without bounds checks, from a saved and reloaded module, bit
+// for bit against the interpreter running the unsplit function.
+constexpr const char* kWorkspace =
+    "func grid_sum(n: int32, nb: int32, a: buffer<float32>[n], out: buffer<float32>[2]) {\n"
+    "  alloc part: float32[nb * 4] global\n"
+    "  for bx in thread(blockIdx.x, 0, nb) {\n"
+    "    for tx in thread(threadIdx.x, 0, 4) {\n"
+    "      let g: int32 = bx * 4 + tx\n"
+    "      var s: float32 = 0.0\n"
+    "      for i in serial(0, n / (nb * 4) + select(g < floormod(n, nb * 4), 1, 0)) {\n"
+    "        s += a[g + i * (nb * 4)]\n"
+    "      }\n"
+    "      part[g] = s\n"
+    "    }\n"
+    "  }\n"
+    "  for t in thread(threadIdx.x, 0, 1) {\n"
+    "    var s: float32 = 0.0\n"
+    "    for k in serial(0, nb * 4) {\n"
+    "      s += part[k]\n"
+    "    }\n"
+    "    out[0] = s\n"
+    "    out[1] = part[nb * 4 - 1]\n"
+    "  }\n"
+    "}\n";
+
+TEST_P(IrFeatures, AWorkspaceOfHostCodeIsSharedByItsKernels) {
+  const std::string kind = GetParam();
+  if (kind == "c") GTEST_SKIP() << "CPU code is not split into kernels";
+  if (kind == "cuda") ExpectPtxasAccepts(kWorkspace, "grid_sum");
+  Device dev(DLDevice{kDLCPU, 0});
+  if (!Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
+  const ir::IRModule reference = ir::Parse(kWorkspace);
+  for (const char* options : {"", " -bounds-check"}) {
+    SCOPED_TRACE(kind + options);
+    const Module built = backplane::Build(kWorkspace, Target::Parse(kind + options));
+    const Module m = Module::LoadFromBytes(built.SaveToBytes());
+    std::mt19937 rng(8);
+    std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+    for (const auto& [n, nb] : std::vector<std::pair<int64_t, int64_t>>{{1000, 3}, {77, 40}, {1000, 3}}) {
+      SCOPED_TRACE("n = " + std::to_string(n) + ", nb = " + std::to_string(nb));
+      std::vector<float> a(static_cast<size_t>(n));
+      for (float& v : a) v = dist(rng);
+      const std::vector<Buf> args = {Floats(a), Floats(std::vector<float>(2, -1.0f))};
+      const std::vector<Buf> got = Call(m, "grid_sum", dev, args, {n, nb});
+      const std::vector<Buf> want = InterpreterRun(reference, "grid_sum", {n, nb}, args);
+      EXPECT_EQ(got[1].bits, want[1].bits) << "out differs from the interpreter's";
+      double sum = 0;
+      for (float v : a) sum += v;
+      float out0;
+      std::memcpy(&out0, got[1].bits.data(), sizeof(out0));
+      EXPECT_NEAR(out0, sum, 1e-3);
+    }
+  }
+}
+
+// A workspace sized by an argument: a negative or overflowing size is refused with a message
+// that names it, a size past what the interpreter allows too, before anything is allocated; a
+// function without tensors has no device for one. The module runs again afterwards.
+TEST_P(IrFeatures, AWorkspaceOfABadSizeIsRefused) {
+  const std::string kind = GetParam();
+  Device dev(DLDevice{kDLCPU, 0});
+  if (kind == "c" || !Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
+  const Module m = backplane::Build(kWorkspace, Target::Parse(kind));
+  auto message = [&](int64_t nb) {
+    return bptest::CaptureError([&] {
+             Call(m, "grid_sum", dev, {Floats(std::vector<float>(10, 1.0f)),
+                                       Floats(std::vector<float>(2, 0.0f))}, {10, nb});
+           }).message;
+  };
+  std::string e = message(-3);
+  EXPECT_NE(e.find("host function 'grid_sum': grid_sum: cannot allocate 'part': its extent "
+                   "`nb * 4` is -12, negative; size it with a value >= 0"),
+            std::string::npos)
+      << e;
+  e = message(int64_t{1} << 29);  // nb * 4 wraps in int32 to -2^31
+  EXPECT_NE(e.find("cannot allocate 'part': its extent `nb * 4` is -2147483648, negative"),
+            std::string::npos)
+      << e;
+  const std::string wide =
+      "func wide(m: int64, a: buffer<float32>[1]) {\n"
+      "  alloc w: float32[m, m] global\n"
+      "  for t in thread(threadIdx.x, 0, 1) {\n    w[0, 0] = a[0]\n    a[0] = w[0, 0]\n  }\n}\n"
+      "\n"
+      "func none(m: int32) {\n"
+      "  alloc w: float32[m] global\n"
+      "  for t in thread(threadIdx.x, 0, 1) {\n    w[0] = 1.0\n  }\n}\n";
+  const Module w = backplane::Build(wide, Target::Parse(kind));
+  e = bptest::CaptureError([&] {
+        Call(w, "wide", dev, {Floats(std::vector<float>(1, 1.0f))}, {int64_t{1} << 21});
+      }).message;
+  EXPECT_NE(e.find("cannot allocate 'w': it is too large (more than 1099511627776 bytes)"),
+            std::string::npos)
+      << e;
+  e = bptest::CaptureError([&] { Call(w, "none", dev, {}, {4}); }).message;
+  EXPECT_NE(e.find("host function 'none': workspace 'w' has no device to live on: the function "
+                   "has no tensor argument"),
+            std::string::npos)
+      << e;
+  // And it still runs: the wide one with m = 2, the sum with a good size.
+  const std::vector<Buf> got = Call(w, "wide", dev, {Floats(std::vector<float>(1, 2.5f))}, {2});
+  float y;
+  std::memcpy(&y, got[0].bits.data(), sizeof(y));
+  EXPECT_EQ(y, 2.5f);
+  const std::vector<Buf> sum = Call(m, "grid_sum", dev, {Floats(std::vector<float>(10, 1.0f)),
+                                                         Floats(std::vector<float>(2, 0.0f))},
+                                    {10, 2});
+  std::memcpy(&y, sum[1].bits.data(), sizeof(y));
+  EXPECT_EQ(y, 10.0f);
+}
+
+// A `local` array of device code sized by a param (docs/ir.md, "Local arrays sized at run
+// time"): each thread's slice of a workspace the host part allocates, zero-filled where the
+// array is allocated (p[n] is never written and must read 0). Two sizes and the first again,
+// with and without bounds checks, from a saved and reloaded module, bit for bit against the
+// interpreter, which runs the unsplit function with a real local array a thread.
+constexpr const char* kLocalAtRunTime =
+    "func scratch(n: int32, m: int32, x: buffer<float32>[m * 8 * n], y: buffer<float32>[m * 8]) {\n"
+    "  for b in thread(blockIdx.x, 0, m) {\n"
+    "    for t in thread(threadIdx.x, 0, 8) {\n"
+    "      alloc p: float32[n + 1] local\n"
+    "      let base: int32 = (b * 8 + t) * n\n"
+    "      for i in serial(0, n) {\n"
+    "        p[i] = x[base + i] * 2.0\n"
+    "      }\n"
+    "      var s: float32 = p[n]\n"
+    "      for i in serial(0, n) {\n"
+    "        s += p[n - 1 - i] * float32(i + 1)\n"
+    "      }\n"
+    "      y[b * 8 + t] = s\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+TEST_P(IrFeatures, LocalArraysSizedAtRunTime) {
+  const std::string kind = GetParam();
+  if (kind == "c") GTEST_SKIP() << "CPU code has no thread-bound loops (its local arrays of any "
+                                   "size: cpu/codegen_test.cc)";
+  if (kind == "cuda") ExpectPtxasAccepts(kLocalAtRunTime, "scratch");
+  Device dev(DLDevice{kDLCPU, 0});
+  if (!Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
+  const ir::IRModule reference = ir::Parse(kLocalAtRunTime);
+  for (const char* options : {"", " -bounds-check"}) {
+    SCOPED_TRACE(kind + options);
+    const Module built = backplane::Build(kLocalAtRunTime, Target::Parse(kind + options));
+    const Module m = Module::LoadFromBytes(built.SaveToBytes());
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+    for (const auto& [n, mm] : std::vector<std::pair<int64_t, int64_t>>{{5, 3}, {33, 2}, {5, 3}}) {
+      SCOPED_TRACE("n = " + std::to_string(n) + ", m = " + std::to_string(mm));
+      std::vector<float> x(static_cast<size_t>(mm * 8 * n));
+      for (float& v : x) v = dist(rng);
+      const std::vector<Buf> args = {Floats(x), Floats(std::vector<float>(static_cast<size_t>(mm * 8), -1.0f))};
+      const std::vector<Buf> got = Call(m, "scratch", dev, args, {n, mm});
+      const std::vector<Buf> want = InterpreterRun(reference, "scratch", {n, mm}, args);
+      EXPECT_EQ(got[1].bits, want[1].bits) << "y differs from the interpreter's";
+    }
+  }
+  // A size a thread computes for itself cannot be allocated before the threads start.
+  const std::string message = bptest::CaptureError([&] {
+                                backplane::Build(
+                                    "func f(a: buffer<float32>[4]) {\n"
+                                    "  for t in thread(threadIdx.x, 0, 4) {\n"
+                                    "    alloc p: float32[t + 1] local\n"
+                                    "    p[t] = a[t]\n"
+                                    "    a[t] = p[t]\n  }\n}\n",
+                                    Target::Parse(kind));
+                              }).message;
+  EXPECT_NE(message.find("local allocation of 'p' is sized by variable 't', defined inside its "
+                         "region: a runtime-sized local array of device code is a slice a thread "
+                         "of a workspace the host allocates before the threads start"),
+            std::string::npos)
+      << message;
+}
+
 // A workgroup sized at launch (issue 21, item 13): threadIdx.x's extent is a scalar argument,
 // so a caller sizes the block to the device (its warp or SIMD width) with one kernel text.
 // Each block sums two 32-element halves of a row, `w` threads each, through a shared array of

@@ -301,6 +301,38 @@ TEST_F(RemoteServer, UploadedHostCodeCallsOnlyItsOwnKernels) {
   std::vector<float> b(n);
   std::memcpy(b.data(), out.data(), out.size());
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(b[i], 2 * a[i]) << i;
+
+  // Host code with a device workspace that its two kernels share (docs/ir.md, "Device
+  // workspaces"): the server's core allocates it on the server's device for the call.
+  const Module shared = Build(
+      "func via(n: int32, a: buffer<float32>[n], b: buffer<float32>[n]) {\n"
+      "  alloc w: float32[n] global\n"
+      "  for bx in thread(blockIdx.x, 0, (n + 63) / 64) {\n"
+      "    for tx in thread(threadIdx.x, 0, 64) {\n"
+      "      if (bx * 64 + tx < n) {\n"
+      "        w[n - 1 - (bx * 64 + tx)] = a[bx * 64 + tx] * 3.0\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "  for by in thread(blockIdx.x, 0, (n + 63) / 64) {\n"
+      "    for ty in thread(threadIdx.x, 0, 64) {\n"
+      "      if (by * 64 + ty < n) {\n"
+      "        b[by * 64 + ty] = w[by * 64 + ty] + 1.0\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n",
+      Target::Parse(target_kind));
+  pb::Reply loaded_via = session.LoadModule(shared.SaveToBytes(), 4096);
+  ASSERT_EQ(loaded_via.code(), 0) << loaded_via.message() << "\n" << server.Log();
+  call.mutable_call()->set_module(loaded_via.handle());
+  call.mutable_call()->set_function("via");
+  pb::Reply ran_via = session.Do(call);
+  ASSERT_EQ(ran_via.code(), 0) << ran_via.message();
+  const std::string out_via = session.Read(hb, 0, raw.size(), &error);
+  ASSERT_EQ(out_via.size(), raw.size()) << error.message();
+  std::memcpy(b.data(), out_via.data(), out_via.size());
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(b[i], a[n - 1 - i] * 3.0f + 1.0f) << i;
   EXPECT_TRUE(session.Finish().ok());
 }
 

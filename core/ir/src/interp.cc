@@ -191,11 +191,19 @@ void Interpreter::Run(const std::string& func, const std::vector<ArgView>& args,
 
 void Interpreter::Run(const std::string& func, const std::vector<ArgView>& args,
                       const PackedCall& call, Args args_state) const {
-  detail::Deep(impl_->depth, [&] { RunDeep(func, args, call, args_state); });
+  detail::Deep(impl_->depth, [&] { RunDeep(func, args, call, args_state, nullptr); });
+}
+
+void Interpreter::Run(const std::string& func, const std::vector<ArgView>& args,
+                      const PackedCall& call, Args args_state,
+                      const WorkspaceAlloc& workspace) const {
+  const WorkspaceAlloc* w = workspace ? &workspace : nullptr;
+  detail::Deep(impl_->depth, [&] { RunDeep(func, args, call, args_state, w); });
 }
 
 void Interpreter::RunDeep(const std::string& func, const std::vector<ArgView>& args,
-                          const PackedCall& call, Args args_state) const {
+                          const PackedCall& call, Args args_state,
+                          const WorkspaceAlloc* workspace) const {
   const detail::CompiledFunc* cf = nullptr;
   for (size_t k = 0; k < impl_->module.functions().size(); ++k)
     if (impl_->module.functions()[k].name == func) cf = impl_->funcs[k].get();
@@ -213,6 +221,7 @@ void Interpreter::RunDeep(const std::string& func, const std::vector<ArgView>& a
   run.func = &pf;
   run.args = &args;
   run.call = &call;
+  run.workspace = workspace;
   run.stack_bytes = StackBytesForDepth(impl_->depth);
   // A kernel's trailing launch extents.
   std::vector<ArgView> own;
@@ -243,6 +252,7 @@ void Interpreter::RunDeep(const std::string& func, const std::vector<ArgView>& a
   f.regs = cf->init_regs;
   f.dims.assign(cf->ndims, 0);
   f.data.assign(cf->bufs.size(), nullptr);
+  f.user.assign(cf->bufs.size(), nullptr);
   f.shared_gen.assign(cf->nshared, 0);
   f.occ_ext.assign(cf->nocc, 0);
   f.run = &run;

@@ -22,6 +22,7 @@ using namespace interp;  // NOLINT(google-build-using-namespace)
 
 // Allocation sizes beyond this are refused (as an error rather than an exhausted machine).
 constexpr uint64_t kMaxAllocBytes = uint64_t{1} << 40;
+constexpr const char* kTooLarge = "it is too large (more than 1099511627776 bytes); size it smaller";
 
 // ---- the compiler -----------------------------------------------------------------------------
 
@@ -326,6 +327,11 @@ class Compiler {
       if (const auto* ref = a.As<BufferRefNode>()) {
         const int slot = BufferSlot(ref->buffer);
         const int param = out_->bufs[static_cast<size_t>(slot)].param;
+        // A global allocation of host code passed to a packed call may be a device workspace
+        // (verify refuses call_packed inside a region).
+        if (param < 0 && !in_region_ && alloc_scope_.count(slot) != 0 &&
+            alloc_scope_[slot] == StorageScope::kGlobal)
+          out_->bufs[static_cast<size_t>(slot)].workspace = true;
         args.push_back({param >= 0 ? Arg::kParam : Arg::kAlloc, param >= 0 ? param : slot});
         continue;
       }
@@ -356,6 +362,7 @@ class Compiler {
                     const int64_t* dims = f.dims.data() + s.dims_off;
                     views.push_back(BufferArg(f.data[static_cast<size_t>(a.index)], s.dtype, s.ndim,
                                               dims, dims + s.ndim));
+                    views.back().user = f.user[static_cast<size_t>(a.index)];
                     break;
                   }
                 }
@@ -650,6 +657,7 @@ class Compiler {
     for (const Expr& e : b->strides) strides.push_back(E(e));
     const int slot = NewSlot(b, -1);
     buffers_.emplace_back(b.get(), slot);
+    alloc_scope_[slot] = n.scope;
     Fn body = S(n.body);
     buffers_.pop_back();
     const bool shared = n.scope == StorageScope::kShared && in_region_;
@@ -665,7 +673,9 @@ class Compiler {
       stride_regs.push_back(c.reg);
     }
     const BufSlot info = out_->bufs[static_cast<size_t>(slot)];
-    return [fns = std::move(fns), shape_regs, stride_regs, info, slot, sid,
+    std::vector<std::string> shape_text;
+    for (const Expr& e : b->shape) shape_text.push_back(Quote(e));
+    return [fns = std::move(fns), shape_regs, stride_regs, info, slot, sid, shape_text,
             body = std::move(body)](Frame& f) {
       for (const Fn& g : fns) g(f);
       const int nd = info.ndim;
@@ -677,14 +687,16 @@ class Compiler {
       bool empty = false;
       for (int d = 0; d < nd; ++d) {
         dims[d] = f.regs[static_cast<size_t>(shape_regs[static_cast<size_t>(d)])].i;
-        if (dims[d] < 0) fail("extent " + std::to_string(dims[d]) + " is negative");
+        if (dims[d] < 0)
+          fail("its extent `" + shape_text[static_cast<size_t>(d)] + "` is " +
+               std::to_string(dims[d]) + ", negative; size it with a value >= 0");
         empty = empty || dims[d] == 0;
       }
       uint64_t span = 1;  // elements from the first to one past the last
       if (stride_regs.empty()) {
         for (int d = nd - 1; d >= 0; --d) {
           dims[nd + d] = static_cast<int64_t>(span);
-          if (__builtin_mul_overflow(span, U(dims[d]), &span)) fail("it is too large");
+          if (__builtin_mul_overflow(span, U(dims[d]), &span)) fail(kTooLarge);
         }
       } else {
         for (int d = 0; d < nd; ++d) {
@@ -694,17 +706,34 @@ class Compiler {
           uint64_t reach;
           if (!empty && (__builtin_mul_overflow(U(dims[d] - 1), U(st), &reach) ||
                          __builtin_add_overflow(span, reach, &span)))
-            fail("it is too large");
+            fail(kTooLarge);
         }
         if (empty) span = 0;
       }
       uint64_t bytes;
       if (__builtin_mul_overflow(span, ElemSize(info.elem), &bytes) || bytes > kMaxAllocBytes)
-        fail("it is too large");
+        fail(kTooLarge);
       if (sid >= 0 && f.block != nullptr) {
         const uint32_t gen = f.shared_gen[static_cast<size_t>(sid)]++;
         f.data[static_cast<size_t>(slot)] = f.block->Shared(sid, gen, bytes, info.name);
         body(f);
+        return;
+      }
+      if (info.workspace && f.run->workspace != nullptr) {
+        // A device workspace: its memory comes from the caller and goes back when the
+        // statement ends, however it ends.
+        Workspace w = (*f.run->workspace)(info.name, info.dtype, nd, dims, bytes);
+        struct Release {
+          std::function<void()> fn;
+          ~Release() {
+            if (fn) fn();
+          }
+        } release{std::move(w.release)};
+        f.data[static_cast<size_t>(slot)] = static_cast<char*>(w.data);
+        f.user[static_cast<size_t>(slot)] = w.user;
+        body(f);
+        f.data[static_cast<size_t>(slot)] = nullptr;
+        f.user[static_cast<size_t>(slot)] = nullptr;
         return;
       }
       std::unique_ptr<uint64_t[]> mem(new (std::nothrow) uint64_t[(bytes + 7) / 8]());
@@ -721,6 +750,7 @@ class Compiler {
   std::vector<std::pair<const BufferNode*, int>> buffers_;  // in scope
   std::map<const ForNode*, int> occurrence_;
   bool in_region_ = false;
+  std::map<int, StorageScope> alloc_scope_;  // per allocation's buffer slot
   int next_barrier_ = 0;
 };
 

@@ -110,6 +110,7 @@ struct RunCtx {
   const PrimFunc* func = nullptr;
   const std::vector<ArgView>* args = nullptr;
   const PackedCall* call = nullptr;
+  const WorkspaceAlloc* workspace = nullptr;  // null: workspaces are host memory
   size_t stack_bytes = 0;  // what a thread running this function needs (limits.hpp)
   bool has_launch = false;
   int64_t launch[6] = {-1, -1, -1, -1, -1, -1};  // by ThreadTag - 1; -1: not given
@@ -119,6 +120,7 @@ struct Frame {
   std::vector<Val> regs;
   std::vector<int64_t> dims;  // per buffer slot: its extents, then its strides
   std::vector<char*> data;    // per buffer slot
+  std::vector<void*> user;    // per buffer slot: a device workspace's Workspace::user
   std::vector<uint32_t> shared_gen;
   std::vector<int64_t> occ_ext;  // per thread-bound loop: its extent, set at region entry
   int64_t tidx[6] = {0, 0, 0, 0, 0, 0};
@@ -136,6 +138,7 @@ struct BufSlot {
   int ndim = 0;
   int dims_off = 0;
   int param = -1;  // the index of the param, -1 for an allocation
+  bool workspace = false;  // a global allocation of host code passed to call_packed
 };
 
 // A compiled function.

@@ -7,6 +7,7 @@
 #include <backplane/ir/limits.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -21,6 +22,48 @@
 namespace backplane {
 namespace ir {
 namespace {
+
+// Calls `fn` on each expression that statement `s` holds itself (not those of nested
+// statements).
+void ForEachOwnExpr(const Stmt& s, const std::function<void(const Expr&)>& fn) {
+  auto each = [&](const std::vector<Expr>& v) {
+    for (const Expr& e : v)
+      if (e) fn(e);
+  };
+  switch (s.kind()) {
+    case StmtKind::kFor: {
+      const auto* n = s.As<ForNode>();
+      each({n->min, n->extent, n->step});
+      return;
+    }
+    case StmtKind::kIfThenElse:
+      fn(s.As<IfThenElseNode>()->cond);
+      return;
+    case StmtKind::kLetStmt:
+      fn(s.As<LetStmtNode>()->value);
+      return;
+    case StmtKind::kStore:
+      each(s.As<StoreNode>()->indices);
+      fn(s.As<StoreNode>()->value);
+      return;
+    case StmtKind::kAtomic:
+      each(s.As<AtomicNode>()->indices);
+      fn(s.As<AtomicNode>()->value);
+      return;
+    case StmtKind::kAllocate:
+      each(s.As<AllocateNode>()->buffer->shape);
+      each(s.As<AllocateNode>()->buffer->strides);
+      return;
+    case StmtKind::kEvaluate:
+      fn(s.As<EvaluateNode>()->value);
+      return;
+    case StmtKind::kAssign:
+      fn(s.As<AssignNode>()->value);
+      return;
+    default:
+      return;
+  }
+}
 
 constexpr ThreadTag kTags[6] = {ThreadTag::kBlockIdxX,  ThreadTag::kBlockIdxY,
                                 ThreadTag::kBlockIdxZ,  ThreadTag::kThreadIdxX,
@@ -176,6 +219,18 @@ class HostChecker {
     for (const Param& p : f.params) {
       if (p.is_buffer()) param_buffers_.insert(p.buffer().get());
     }
+    // The allocations host code passes to call_packed are device workspaces (the core's host
+    // part allocates them on the device): host code never touches them either.
+    passed_.clear();
+    ForEachStmt(f.body, [&](const Stmt& st) {
+      ForEachOwnExpr(st, [&](const Expr& e) {
+        AnyExpr(e, [&](const Expr& x) {
+          if (x.kind() == ExprKind::kBufferRef)
+            passed_.insert(x.As<BufferRefNode>()->buffer.get());
+          return false;
+        });
+      });
+    });
     S(f.body);
   }
 
@@ -227,7 +282,9 @@ class HostChecker {
         const auto* n = s.As<AllocateNode>();
         for (const Expr& e : n->buffer->shape) E(e);
         for (const Expr& e : n->buffer->strides) E(e);
+        allocs_.push_back(n);
         S(n->body);
+        allocs_.pop_back();
         break;
       }
       case StmtKind::kEvaluate:
@@ -250,6 +307,11 @@ class HostChecker {
   }
 
   void Access(const Buffer& b, const char* verb) {
+    if (passed_.count(b.get()) != 0 && param_buffers_.count(b.get()) == 0) {
+      Report(std::string("host code ") + verb + " buffer '" + b.name() +
+             "', a workspace it passes to call_packed, which lives in device memory; host code "
+             "never touches device memory (only the kernels it launches do)");
+    }
     if (param_buffers_.count(b.get()) != 0) {
       Report(std::string("host code ") + verb + " buffer '" + b.name() +
              "', a parameter, which lives in device memory; host code never touches device "
@@ -353,8 +415,21 @@ class HostChecker {
         continue;
       }
       const auto* ref = arg.As<BufferRefNode>();
-      if (ref == nullptr || param_buffers_.count(ref->buffer.get()) == 0) {
-        Report(at + " must be one of the host function's buffer params, for the kernel's buffer '" +
+      const AllocateNode* alloc = nullptr;
+      if (ref != nullptr) {
+        for (const AllocateNode* a : allocs_)
+          if (a->buffer.get() == ref->buffer.get()) alloc = a;
+      }
+      if (alloc != nullptr &&
+          (alloc->scope != StorageScope::kGlobal || !alloc->buffer->strides.empty())) {
+        Report(at + " is buffer '" + ref->buffer.name() + "', allocated `" +
+               ToString(alloc->scope) + "`" +
+               (alloc->buffer->strides.empty() ? "" : " with strides") +
+               " by host code; a workspace for the kernel's buffer '" + p.buffer().name() +
+               "' is a compact `global` allocation");
+      } else if (ref == nullptr || (alloc == nullptr && param_buffers_.count(ref->buffer.get()) == 0)) {
+        Report(at + " must be one of the host function's buffer params or a `global` allocation "
+               "of host code (a workspace), for the kernel's buffer '" +
                p.buffer().name() + "'");
       } else if (ref->buffer.dtype() != p.buffer().dtype() ||
                  ref->buffer->shape.size() != p.buffer()->shape.size()) {
@@ -388,6 +463,8 @@ class HostChecker {
   std::map<const PrimFunc*, Grid> grids_;
   const PrimFunc* func_ = nullptr;
   std::unordered_set<const BufferNode*> param_buffers_;
+  std::unordered_set<const BufferNode*> passed_;  // passed to call_packed by the function
+  std::vector<const AllocateNode*> allocs_;       // in scope, outermost first
   Stmt stmt_;
   detail::Quoter quoter_;  // the line of stmt_, printed once for all its problems
 };

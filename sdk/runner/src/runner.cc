@@ -93,6 +93,14 @@ void DeviceArgs::Download(std::vector<kernels::Arg>* args) const {
 }
 
 kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims dims) {
+  if (!c.grid_param.empty() && dims.count(c.grid_param) == 0) {
+    // Blocks for a grid-wide kernel (Case::grid_param): several a multiprocessor.
+    const Any warp = DeviceAPI::Get(dev).GetAttr(BP_ATTR_WARP_SIZE);
+    const Any units = DeviceAPI::Get(dev).GetAttr(BP_ATTR_MULTI_PROCESSOR_COUNT);
+    const bool gpu = !warp.is_none() && warp.AsInt() >= 32;
+    const int64_t n = units.is_none() ? 0 : std::min<int64_t>(units.AsInt(), 1 << 16);
+    dims[c.grid_param] = gpu ? (n > 0 ? 8 * n : 1024) : (n > 0 ? n : 64);
+  }
   if (c.block_param.empty() || dims.count(c.block_param) != 0) return dims;
   int64_t block = kernels::kDefaultBlock;
   const Any warp = DeviceAPI::Get(dev).GetAttr(BP_ATTR_WARP_SIZE);

@@ -687,6 +687,11 @@ TEST(CudaMockDriverTest, CatalogBlocksAreWarpsOfTheDevice) {
   EXPECT_EQ(backplane::runner::DimsForDevice(*softmax, Device(kGpu), {}).at("threads"), 32);
   EXPECT_EQ(backplane::runner::DimsForDevice(*tiled, Device(kGpu), {{"threads", 7}}).at("threads"),
             7);
+  // sum_gpu's grid (Case::grid_param): 8 blocks on each of the mock's 132 multiprocessors.
+  const bk::Case* sum = bk::Find("sum_gpu");
+  ASSERT_NE(sum, nullptr);
+  EXPECT_EQ(backplane::runner::DimsForDevice(*sum, Device(kGpu), {}).at("blocks"), 1056);
+  EXPECT_EQ(backplane::runner::DimsForDevice(*sum, Device(kGpu), {{"blocks", 5}}).at("blocks"), 5);
 }
 
 namespace {

@@ -30,6 +30,22 @@ namespace ir {
 using PackedCall =
     std::function<int64_t(const std::string& name, const std::vector<ArgView>& args)>;
 
+// A device workspace (docs/ir.md, "Device workspaces"): the memory of a `global` allocation
+// that host code (outside every thread-bound region) passes to call_packed, allocated by the
+// caller of Run instead of in host memory. The interpreter never reads or writes `data`; it
+// passes the buffer to call_packed as an ArgView of `data` with `user`, and calls `release`
+// (if set) when the allocation's statement ends, also by an exception.
+struct Workspace {
+  void* data = nullptr;
+  void* user = nullptr;
+  std::function<void()> release;
+};
+// Allocates the workspace `name` of `dtype` with the given extents (compact row-major) and
+// `bytes` bytes (checked: no extent is negative and the size does not overflow). Throws to
+// refuse; the exception leaves Run as it is.
+using WorkspaceAlloc = std::function<Workspace(const std::string& name, DType dtype, int ndim,
+                                               const int64_t* shape, uint64_t bytes)>;
+
 // Runs the functions of one module. Compiles every function once, at construction, into
 // closures over a frame of registers; Run only executes. An Interpreter may be copied (the
 // copies share the compiled code) and Run may be called from several threads at once.
@@ -58,10 +74,15 @@ class Interpreter {
   enum class Args { kCheck, kAlreadyChecked };
   void Run(const std::string& func, const std::vector<ArgView>& args, const PackedCall& call,
            Args args_state) const;
+  // With `workspace` given, each `global` allocation of host code that host code passes to
+  // call_packed gets its memory from it (a split module's host part: the kernels' device
+  // workspaces); without it, such an allocation is zero-filled host memory as any other.
+  void Run(const std::string& func, const std::vector<ArgView>& args, const PackedCall& call,
+           Args args_state, const WorkspaceAlloc& workspace) const;
 
  private:
   void RunDeep(const std::string& func, const std::vector<ArgView>& args, const PackedCall& call,
-               Args args_state) const;
+               Args args_state, const WorkspaceAlloc* workspace) const;
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };

@@ -26,10 +26,16 @@ struct SplitResult {
 //     buffers it uses mention, in the order of <func>'s params;
 //  2. the other free scalar vars it uses (host loop vars, let vars), as scalar params of their
 //     dtype, outermost first;
-//  3. the param buffers it uses, in the order of <func>'s params.
+//  3. the param buffers it uses, in the order of <func>'s params;
+//  4. the device workspaces it uses, outermost first: `global` allocations of host code
+//     (outside every region), which stay in the host function; the scalars their shapes
+//     mention are params in 1 or 2 (docs/ir.md, "Device workspaces").
 // Its attrs: "kernel" = "1" and "launch_params" = the thread tags used inside it, comma-
 // separated, in the order blockIdx.x,blockIdx.y,blockIdx.z,threadIdx.x,threadIdx.y,threadIdx.z
-// (e.g. "blockIdx.x,threadIdx.x"). Its body is the region, unchanged.
+// (e.g. "blockIdx.x,threadIdx.x"). Its body is the region, unchanged, except for `local`
+// arrays whose shape is not constant: each becomes a workspace of host code around the launch,
+// of (threads of the grid) x (its elements), each thread indexing its own zero-filled slice
+// (docs/ir.md, "Local arrays sized at run time").
 //
 // The host function keeps its params and attrs; the region is replaced by
 //   Evaluate(CallPacked("<kernel>", {the kernel's params: Var exprs, then Ref(buffer)...,
@@ -42,8 +48,12 @@ struct SplitResult {
 //  * when device_is_cpu is false: a load or store of a param buffer outside every region, or
 //    in the extent of a thread-bound loop, which the host computes (host code cannot touch
 //    device memory);
-//  * a buffer allocated outside a region and used inside one;
+//  * a buffer allocated outside a region and used inside one that is not a workspace (a
+//    `local` allocation), a workspace with strides or whose shape loads memory, and (when
+//    device_is_cpu is false) host code that loads or stores a workspace;
 //  * a thread axis bound twice in one region with different extents;
+//  * a runtime-sized `local` array sized by a variable of its region or a load, made outside
+//    the loop of one of its kernel's axes, with strides, or accessed with a vector index;
 //  * a thread extent that uses a variable defined inside its region (the host computes it);
 //  * a kernel name that another function of the module already has.
 // A function with no thread-bound loop stays whole in `host`. Both results pass Verify.
@@ -57,14 +67,15 @@ SplitResult SplitHostDevice(const IRModule& module, bool device_is_cpu);
 // <problem> in `<statement>`" (a kernel's: "in kernel 'k': ..."):
 //  * `host` does not pass Verify (then nothing else is checked);
 //  * host code binds a loop to a thread axis (it runs no grid);
-//  * host code loads or stores one of its param buffers: they live in device memory, which host
-//    code never touches;
+//  * host code loads or stores one of its param buffers, or a buffer it passes to call_packed
+//    (a workspace): they live in device memory, which host code never touches;
 //  * a kernel has no "launch_params" attr, lists an axis it does not bind or leaves out one it
 //    binds, lists them out of the canonical order (blockIdx.x ... threadIdx.z), or binds an axis
 //    with two extents;
 //  * a launch is not the one SplitHostDevice writes: the kernel's params in order (a scalar
-//    expression of the param's dtype for a scalar param; a param buffer of the host function, of
-//    the same dtype and rank, for a buffer param), then for each launch param int64(extent),
+//    expression of the param's dtype for a scalar param; a param buffer of the host function or
+//    a compact `global` allocation of its host code, of the same dtype and rank, for a buffer
+//    param), then for each launch param int64(extent),
 //    where extent is the kernel's extent for that axis with its params replaced by the call's
 //    arguments, so the grid is the one the kernel's loops assume.
 std::vector<std::string> SplitErrors(const IRModule& host,

@@ -80,6 +80,14 @@ struct Case {
   // on an H200 under CUDA, blocks of 128 threads ran 1.28 times as fast as blocks of 32
   // (docs/performance.md); on PoCL blocks of 32 ran at 0.75 of blocks of 8.
   int64_t block_warps = 1;
+  // A GPU kernel whose number of blocks is a parameter names it here ("blocks" for sum_gpu,
+  // a grid-wide reduction; empty for the others). runner::RunCase gives it, when `dims` lack
+  // it, 8 blocks a multiprocessor on a GPU (BP_ATTR_WARP_SIZE of 32 or more; 1056 on an H200,
+  // 1024 when the count is unknown) and one a compute unit on a CPU device (PoCL: its cores;
+  // 64 where the device reports none, as lavapipe), where a block is a workgroup that one core
+  // runs and more of them cost more than they gain (docs/performance.md, "sum_gpu, grid-wide").
+  // small gives a few blocks; demo 1024.
+  std::string grid_param;
   Dims small;  // odd sizes for tests, exercising every path of the kernel
   Dims demo;   // a size that runs ~5-50 ms on one CPU core with a decent kernel
   // The arguments for sizes `dims` (a param missing from `dims` takes its value from

@@ -41,7 +41,10 @@ struct Result {
 
 // `dims` with the case's Case::block_param, where `dims` lack it, set to the device's warp
 // (SIMD) width, BP_ATTR_WARP_SIZE (kernels::kDefaultBlock where the device reports none), times
-// Case::block_warps where that warp is 32 lanes or more, at most BP_ATTR_MAX_THREADS_PER_BLOCK.
+// Case::block_warps where that warp is 32 lanes or more, at most BP_ATTR_MAX_THREADS_PER_BLOCK;
+// and its Case::grid_param, where `dims` lack it, set to 8 blocks a multiprocessor
+// (BP_ATTR_MULTI_PROCESSOR_COUNT; 1024 where the device reports none) on a device whose warp is
+// 32 lanes or more, else one a compute unit (64 where the device reports none).
 kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims dims);
 
 // Runs `c` from module `m` on `dev` with DimsForDevice(c, dev, dims) (missing ones from
