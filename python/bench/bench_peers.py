@@ -19,9 +19,10 @@ softmax over 4096x1024, vector_add and saxpy over 2^22 elements, sum of 2^22 ele
 transpose of 2048x2048, conv2d of 1x64x56x56 by 64x64x3x3 with padding 1; --only picks some):
   backplane  the catalog's kernels (CPU: matmul and matmul_tiled, softmax, ...; GPU: their _gpu
              twins, with the block the tools give where the block is a parameter: the device's
-             warp width, 8 threads on lavapipe), built for Target.from_device (on a CPU with
-             fast-math-contract, as IREE fuses a * b + c too; --target sets another); the first
-             call's result is checked against NumPy in float64, then --repeat calls are timed
+             warp width, 8 threads on lavapipe), built for Target.from_device as the catalog
+             ships it (no fast-math flag: a kernel that wants a fused a * b + c writes fma, as
+             matmul_tiled does; --target sets another; --no-naive leaves out the naive
+             matmuls); the first call's result is checked against NumPy in float64, then --repeat calls are timed
              with events (the median);
   iree       the same computation as linalg in MLIR, compiled by IREE for the device
              (llvm-cpu for cpu:0 with the host's CPU features, vulkan-spirv for vulkan:0), run
@@ -334,12 +335,11 @@ CONV_PAD = 1
 
 
 def backplane_target(o):
+    """--target, else the catalog's Target for the device as it ships (Target.from_device): no
+    fast-math flag is added, so a * b + c is fused only where a kernel writes fma."""
     if o.target:
         return bp.Target(o.target)
-    attrs = json.loads(str(bp.Target.from_device(bp.Device(o.device))))
-    if attrs["kind"] == "c":
-        attrs["fast-math-contract"] = True
-    return bp.Target(json.dumps(attrs))
+    return bp.Target.from_device(bp.Device(o.device))
 
 
 PROBLEMS = ["matmul", "softmax", "vector_add", "saxpy", "sum", "transpose", "conv2d"]
@@ -428,7 +428,8 @@ def run_backplane(o):
             a, b = inputs
             m, k = a.shape
             n = b.shape[1]
-            for name in ["matmul_gpu", "matmul_tiled_gpu"] if gpu else ["matmul", "matmul_tiled"]:
+            names = ["matmul_gpu", "matmul_tiled_gpu"] if gpu else ["matmul", "matmul_tiled"]
+            for name in names[1:] if o.no_naive else names:
                 block = [warp * 4 if warp >= 32 else warp] if name == "matmul_tiled_gpu" else []
                 c = poisoned((m, n))
                 args = [m, n, k] + block + [on_device(a), on_device(b), c]
@@ -491,7 +492,10 @@ def main():
                         ")")
     p.add_argument("--target", default=None,
                    help="the Target to build for (default: Target.from_device of --device, "
-                        "with fast-math-contract on a CPU, as IREE contracts a * b + c to fma)")
+                        "the catalog's Target as it ships)")
+    p.add_argument("--no-naive", action="store_true",
+                   help="leave out the naive matmul and matmul_gpu (the catalog's reference "
+                        "kernels: seconds a call at 1024^3)")
     p.add_argument("--rounds", type=int, default=3,
                    help="rounds of (peer, Backplane) processes; the ratio reported is the median "
                         "of the rounds' ratios")

@@ -143,7 +143,7 @@ void twin_matmul_tiled(int32_t m, int32_t n, int32_t k, const float* restrict a,
             for (int ii = 0; ii < 8; ++ii) {
               const float av = a[(int64_t)(i0 + ii) * k + k0 + p];
 #pragma omp simd
-              for (int jj = 0; jj < 32; ++jj) acc[ii][jj] += av * bp[p][jj];
+              for (int jj = 0; jj < 32; ++jj) acc[ii][jj] = fmaf(av, bp[p][jj], acc[ii][jj]);
             }
           }
           for (int ic = 0; ic < 8; ++ic) {
@@ -161,7 +161,7 @@ void twin_matmul_tiled(int32_t m, int32_t n, int32_t k, const float* restrict a,
           for (int32_t pe = 0; pe < kl; ++pe) {
             const float ae = a[(int64_t)ie * k + k0 + pe];
 #pragma omp simd
-            for (int jv = 0; jv < 32; ++jv) acc1[jv] += ae * bp[pe][jv];
+            for (int jv = 0; jv < 32; ++jv) acc1[jv] = fmaf(ae, bp[pe][jv], acc1[jv]);
           }
           for (int64_t jw = 0; jw < 32; ++jw) c[(int64_t)ie * n + j0 + jw] = acc1[jw];
         }
@@ -180,15 +180,21 @@ void twin_matmul_tiled(int32_t m, int32_t n, int32_t k, const float* restrict a,
 }
 
 void twin_transpose(int32_t m, int32_t n, const float* restrict a, float* restrict b) {
-#pragma omp parallel for schedule(static)
-  for (int32_t ib = 0; ib < (n + 15) / 16; ++ib) {
-    for (int32_t jb = 0; jb < (m + 15) / 16; ++jb) {
+#pragma omp parallel for schedule(dynamic)
+  for (int32_t ib = 0; ib < n / 16 + (n % 16 > 0); ++ib) {
+    float t[16][16];
+    for (int32_t jb = 0; jb < m / 16 + (m % 16 > 0); ++jb) {
       if (ib < n / 16 && jb < m / 16) {
-        // A row of b in a whole block: 16 elements down a column of a (the IR's vectorized loop).
-        for (int32_t i = ib * 16; i < ib * 16 + 16; ++i) {
+        // A whole block: its rows of a into the tile, then each row of b a column of the tile
+        // (the interleaved loads that gcc turns into an in-register transpose).
+        for (int32_t r = 0; r < 16; ++r) {
 #pragma omp simd
-          for (int32_t l = 0; l < 16; ++l)
-            b[(int64_t)i * m + jb * 16 + l] = a[(int64_t)(jb * 16 + l) * n + i];
+          for (int32_t c = 0; c < 16; ++c) t[r][c] = a[(int64_t)(jb * 16 + r) * n + ib * 16 + c];
+        }
+#pragma omp simd
+        for (int32_t l = 0; l < 16; ++l) {
+#pragma GCC unroll 16
+          for (int32_t i = 0; i < 16; ++i) b[(int64_t)(ib * 16 + i) * m + jb * 16 + l] = t[l][i];
         }
       } else {
         const int32_t iw = 16 < n - ib * 16 ? 16 : n - ib * 16;
