@@ -277,6 +277,55 @@ def tvm_softmax(r, cols, cores):
     return tvm_function(sch.mod, cores)
 
 
+def tvm_transpose(m, n, cores):
+    """topi.transpose of an m x n matrix with the schedule of TVM's CPU tutorials: the output
+    split into 16 x 16 tiles, the rows of tiles in parallel, a tile's rows vectorized."""
+    import tvm
+    from tvm import s_tir, te, topi
+    a_t = te.placeholder((m, n), "float32", name="A")
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(
+        [a_t, topi.transpose(a_t, (1, 0))])}))
+    i, j = sch.get_loops(sch.get_sblock("T_transpose"))
+    io, ii = sch.split(i, [None, 16])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, ii, ji)
+    sch.parallel(io)
+    sch.vectorize(ji)
+    return tvm_function(sch.mod, cores)
+
+
+def tvm_conv2d(x_shape, f_shape, pad, cores):
+    """topi.nn.conv2d_nchw (stride 1, zero padding `pad`) with the schedule of TVM's GEMM
+    tutorial carried over: a block of 16 output channels by vw columns of a row accumulated in a
+    write cache (channels unrolled, columns vectorized), the input channels and taps outside
+    it, (batch, channel block, row) in parallel; the padded input a stage of its own, its
+    (batch, channel) planes in parallel."""
+    import tvm
+    from tvm import s_tir, te, topi
+    x_t = te.placeholder(x_shape, "float32", name="X")
+    f_t = te.placeholder(f_shape, "float32", name="F")
+    y_t = topi.nn.conv2d_nchw(x_t, f_t, 1, pad, 1)
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x_t, f_t, y_t])}))
+    conv = sch.get_sblock(y_t.op.name)
+    cache = sch.cache_write(conv, 0, "global")
+    b, co, oh, ow, rc, ry, rx = sch.get_loops(conv)
+    w = x_shape[3]
+    vw = 16 if w % 16 == 0 else 8 if w % 8 == 0 else 1
+    coo, coi = sch.split(co, [None, 16])
+    owo, owi = sch.split(ow, [None, vw])
+    sch.reorder(b, coo, oh, owo, rc, ry, rx, coi, owi)
+    sch.reverse_compute_at(cache, owo)
+    sch.unroll(coi)
+    sch.vectorize(owi)
+    sch.parallel(sch.fuse(b, coo, oh))
+    sch.decompose_reduction(conv, rc)
+    sch.vectorize(sch.get_loops(cache)[-1])
+    pad_stage = y_t.op.input_tensors[0].op.name
+    pb, pc, _ph, _pw = sch.get_loops(sch.get_sblock(pad_stage))
+    sch.parallel(sch.fuse(pb, pc))
+    return tvm_function(sch.mod, cores)
+
+
 def tvm_function(mod, cores):
     """Builds `mod` for this CPU; returns a function of numpy inputs and the output's shape that
     gives (call, result): call runs it once and waits, result reads the output."""
@@ -386,10 +435,16 @@ def run_peer(o):
     for problem, (inputs, want) in problems(o).items():
         shape = want.shape
         if o.peer == "tvm":
-            if problem not in ("matmul", "softmax"):
+            if problem == "matmul":
+                make = tvm_matmul(shape[0], cores)
+            elif problem == "softmax":
+                make = tvm_softmax(shape[0], shape[1], cores)
+            elif problem == "transpose":
+                make = tvm_transpose(inputs[0].shape[0], inputs[0].shape[1], cores)
+            elif problem == "conv2d":
+                make = tvm_conv2d(inputs[0].shape, inputs[1].shape, CONV_PAD, cores)
+            else:
                 continue  # no tutorial schedule to take (the table shows "-")
-            make = tvm_matmul(shape[0], cores) if problem == "matmul" else tvm_softmax(
-                shape[0], shape[1], cores)
             ms, got = time_tvm(make, list(inputs), shape, o.repeat)
         else:
             fn, config = iree_function(iree_mlir(problem, inputs), problem, o.device)
