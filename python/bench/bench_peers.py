@@ -31,12 +31,17 @@ transpose of 2048x2048, conv2d of 1x64x56x56 by 64x64x3x3 with padding 1; --only
              which returns when the result is computed (the median of --repeat calls); the first
              call's result is read back and checked. (Before 2026-11-27 IREE's time included
              importing the inputs and reading the result back.)
-  tvm        (CPU only; matmul and softmax) the same computation in TVM's tensor expressions with the hand
-             schedules of TVM's own tutorials, untuned: matmul as "How to optimize GEMM on CPU"
-             ends (b packed in 64-column panels, 64 x 64 blocks of c in parallel, k split by 4
-             and unrolled, the block's columns vectorized, c through a write cache), softmax
-             as topi.nn.softmax with its four stages computed per row, rows in parallel, the
-             elementwise stages vectorized; built by tvm.compile for llvm with the host's CPU
+  tvm        (CPU only; matmul, softmax, transpose and conv2d) the same computation in TVM's
+             tensor expressions with the hand schedules of TVM's own tutorials, untuned: matmul
+             as "How to optimize GEMM on CPU" ends (b packed in 64-column panels, 64 x 64 blocks
+             of c in parallel, k split by 4 and unrolled, the block's columns vectorized, c
+             through a write cache), softmax as topi.nn.softmax with its four stages computed
+             per row, rows in parallel, the elementwise stages vectorized; transpose as
+             topi.transpose in 16 x 16 tiles, rows of tiles in parallel, a tile's rows
+             vectorized; conv2d as topi.nn.conv2d_nchw with the GEMM schedule carried over (16
+             output channels by 8 or 16 columns of a row in a write cache, channels unrolled,
+             columns vectorized, (batch, channel block, row) in parallel, the padded input a
+             parallel stage of its own); built by tvm.compile for llvm with the host's CPU
              (llvm_get_system_cpu) and the device's cores, timed around the call and a sync.
 The ratio printed is the peer's time over Backplane's: above 1, Backplane is faster.
 
