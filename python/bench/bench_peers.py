@@ -31,12 +31,17 @@ transpose of 2048x2048, conv2d of 1x64x56x56 by 64x64x3x3 with padding 1; --only
              which returns when the result is computed (the median of --repeat calls); the first
              call's result is read back and checked. (Before 2026-11-27 IREE's time included
              importing the inputs and reading the result back.)
-  tvm        (CPU only; matmul and softmax) the same computation in TVM's tensor expressions with the hand
-             schedules of TVM's own tutorials, untuned: matmul as "How to optimize GEMM on CPU"
-             ends (b packed in 64-column panels, 64 x 64 blocks of c in parallel, k split by 4
-             and unrolled, the block's columns vectorized, c through a write cache), softmax
-             as topi.nn.softmax with its four stages computed per row, rows in parallel, the
-             elementwise stages vectorized; built by tvm.compile for llvm with the host's CPU
+  tvm        (CPU only; matmul, softmax, transpose and conv2d) the same computation in TVM's
+             tensor expressions with the hand schedules of TVM's own tutorials, untuned: matmul
+             as "How to optimize GEMM on CPU" ends (b packed in 64-column panels, 64 x 64 blocks
+             of c in parallel, k split by 4 and unrolled, the block's columns vectorized, c
+             through a write cache), softmax as topi.nn.softmax with its four stages computed
+             per row, rows in parallel, the elementwise stages vectorized; transpose as
+             topi.transpose in 16 x 16 tiles, rows of tiles in parallel, a tile's rows
+             vectorized; conv2d as topi.nn.conv2d_nchw with the GEMM schedule carried over (16
+             output channels by 8 or 16 columns of a row in a write cache, channels unrolled,
+             columns vectorized, (batch, channel block, row) in parallel, the padded input a
+             parallel stage of its own); built by tvm.compile for llvm with the host's CPU
              (llvm_get_system_cpu) and the device's cores, timed around the call and a sync.
 The ratio printed is the peer's time over Backplane's: above 1, Backplane is faster.
 
@@ -277,6 +282,55 @@ def tvm_softmax(r, cols, cores):
     return tvm_function(sch.mod, cores)
 
 
+def tvm_transpose(m, n, cores):
+    """topi.transpose of an m x n matrix with the schedule of TVM's CPU tutorials: the output
+    split into 16 x 16 tiles, the rows of tiles in parallel, a tile's rows vectorized."""
+    import tvm
+    from tvm import s_tir, te, topi
+    a_t = te.placeholder((m, n), "float32", name="A")
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func(
+        [a_t, topi.transpose(a_t, (1, 0))])}))
+    i, j = sch.get_loops(sch.get_sblock("T_transpose"))
+    io, ii = sch.split(i, [None, 16])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, ii, ji)
+    sch.parallel(io)
+    sch.vectorize(ji)
+    return tvm_function(sch.mod, cores)
+
+
+def tvm_conv2d(x_shape, f_shape, pad, cores):
+    """topi.nn.conv2d_nchw (stride 1, zero padding `pad`) with the schedule of TVM's GEMM
+    tutorial carried over: a block of 16 output channels by vw columns of a row accumulated in a
+    write cache (channels unrolled, columns vectorized), the input channels and taps outside
+    it, (batch, channel block, row) in parallel; the padded input a stage of its own, its
+    (batch, channel) planes in parallel."""
+    import tvm
+    from tvm import s_tir, te, topi
+    x_t = te.placeholder(x_shape, "float32", name="X")
+    f_t = te.placeholder(f_shape, "float32", name="F")
+    y_t = topi.nn.conv2d_nchw(x_t, f_t, 1, pad, 1)
+    sch = s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([x_t, f_t, y_t])}))
+    conv = sch.get_sblock(y_t.op.name)
+    cache = sch.cache_write(conv, 0, "global")
+    b, co, oh, ow, rc, ry, rx = sch.get_loops(conv)
+    w = x_shape[3]
+    vw = 16 if w % 16 == 0 else 8 if w % 8 == 0 else 1
+    coo, coi = sch.split(co, [None, 16])
+    owo, owi = sch.split(ow, [None, vw])
+    sch.reorder(b, coo, oh, owo, rc, ry, rx, coi, owi)
+    sch.reverse_compute_at(cache, owo)
+    sch.unroll(coi)
+    sch.vectorize(owi)
+    sch.parallel(sch.fuse(b, coo, oh))
+    sch.decompose_reduction(conv, rc)
+    sch.vectorize(sch.get_loops(cache)[-1])
+    pad_stage = y_t.op.input_tensors[0].op.name
+    pb, pc, _ph, _pw = sch.get_loops(sch.get_sblock(pad_stage))
+    sch.parallel(sch.fuse(pb, pc))
+    return tvm_function(sch.mod, cores)
+
+
 def tvm_function(mod, cores):
     """Builds `mod` for this CPU; returns a function of numpy inputs and the output's shape that
     gives (call, result): call runs it once and waits, result reads the output."""
@@ -386,10 +440,16 @@ def run_peer(o):
     for problem, (inputs, want) in problems(o).items():
         shape = want.shape
         if o.peer == "tvm":
-            if problem not in ("matmul", "softmax"):
+            if problem == "matmul":
+                make = tvm_matmul(shape[0], cores)
+            elif problem == "softmax":
+                make = tvm_softmax(shape[0], shape[1], cores)
+            elif problem == "transpose":
+                make = tvm_transpose(inputs[0].shape[0], inputs[0].shape[1], cores)
+            elif problem == "conv2d":
+                make = tvm_conv2d(inputs[0].shape, inputs[1].shape, CONV_PAD, cores)
+            else:
                 continue  # no tutorial schedule to take (the table shows "-")
-            make = tvm_matmul(shape[0], cores) if problem == "matmul" else tvm_softmax(
-                shape[0], shape[1], cores)
             ms, got = time_tvm(make, list(inputs), shape, o.repeat)
         else:
             fn, config = iree_function(iree_mlir(problem, inputs), problem, o.device)
