@@ -147,7 +147,7 @@ std::vector<Case> MakeCatalog() {
        {{"n", 2093}}, {{"n", 1 << 22}}, detail::VectorAdd, 1e-6, MemoryBound,
        Bytes({"a", "b", "c"}));
   // 2093 = two full blocks of 1024 and a last block of 45: 11 vectors and a tail of 1.
-  add("vector_add.bpir", "vector_add_vec4_gpu", true,
+  add("vector_add.bpir", "vector_add4_gpu", true,
       {Dim("n"), In("a", {"n"}), In("b", {"n"}), Out("c", {"n"})}, {{"n", 2093}},
       {{"n", 1 << 22}}, detail::VectorAdd, 1e-6, MemoryBound, Bytes({"a", "b", "c"}));
   both("saxpy.bpir", "saxpy",
@@ -267,7 +267,7 @@ std::vector<Case> MakeCatalog() {
     }
   };
   variants("vector_add_gpu",
-           {Variant{"vec4", "vector_add_vec4_gpu", "device type cuda", on_cuda}});
+           {Variant{"vec4", "vector_add4_gpu", "device type cuda", on_cuda}});
   variants("matmul_tiled_gpu", {Variant{"smem", "matmul_smem_gpu", "device type cuda", on_cuda}});
   return cases;
 }

@@ -20,7 +20,7 @@
 // loops to GPU thread axes (Case::needs_threads) and runs only on GPU-like targets.
 //
 // Variants. One GPU kernel can have several functions that compute the same thing in forms
-// that suit different devices: vector_add_gpu (one element a thread) and vector_add_vec4_gpu
+// that suit different devices: vector_add_gpu (one element a thread) and vector_add4_gpu
 // (four through float32x4 accesses, a gather on a CPU device), matmul_tiled_gpu and
 // matmul_smem_gpu (shared-memory tiles). Each is a Case of its own, listed once and tested
 // like any other on every backend; the first, the base, lists them all in Case::variants with
@@ -80,7 +80,7 @@ struct DeviceTraits {
 // One variant of a GPU kernel (see "Variants" above).
 struct Variant {
   std::string name;  // short, for --variant: "base", "vec4", "smem"
-  std::string func;  // its function (a Case of the catalog), e.g. "vector_add_vec4_gpu"
+  std::string func;  // its function (a Case of the catalog), e.g. "vector_add4_gpu"
   std::string when;  // the property that selects it, in words: "device type cuda"
   // Whether a device with these traits takes it. The base variant's is empty: it is taken
   // where no other variant's is true.
