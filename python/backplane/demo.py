@@ -3,7 +3,9 @@
 
 For each device here, each kernel of the catalog (share/backplane/kernels/*.bpir) is built for
 the device's Target (the CPU variants for a CPU target, the ``_gpu`` ones for the others), run
-on random inputs and compared with a float64 NumPy reference; the table shows the time of one
+on random inputs and compared with a float64 NumPy reference (a kernel with variants runs the
+one the catalog chooses for the device, as ``backplane demo`` does: docs/host-guide.md,
+"Variants of a GPU kernel"); the table shows the function that ran and the time of one
 call (the median of ``--repeat`` calls, timed with events) and whether it matched. The exit
 status is 1 when a kernel failed, 0 otherwise.
 """
@@ -79,6 +81,22 @@ _FILES = {"vector_add": "vector_add", "saxpy": "saxpy", "matmul_tiled": "matmul"
           "softmax": "softmax", "transpose": "transpose", "sum": "sum"}
 
 
+# The catalog's variants (sdk/kernels/src/catalog.cc, kernels::Case::variants): GPU function ->
+# (variant function, whether a device takes it), the first that a device takes replacing it.
+_VARIANTS = {
+    "vector_add_gpu": [("vector_add4_gpu", lambda dev: dev.type == "cuda")],
+    "matmul_tiled_gpu": [("matmul_smem_gpu", lambda dev: dev.type == "cuda")],
+}
+
+
+def choose_variant(name: str, dev: bp.Device) -> str:
+    """The function the catalog runs for kernel function `name` on `dev`."""
+    for func, selects in _VARIANTS.get(name, []):
+        if selects(dev):
+            return func
+    return name
+
+
 def run(devices: List[bp.Device], kernels: List[str], small: bool, repeat: int,
         out=sys.stdout) -> int:
     rng = np.random.default_rng(1901)
@@ -89,7 +107,7 @@ def run(devices: List[bp.Device], kernels: List[str], small: bool, repeat: int,
         target = bp.Target.from_device(dev)
         gpu = target.kind != "c"
         for kernel in kernels:
-            name = kernel + ("_gpu" if gpu else "")
+            name = choose_variant(kernel + ("_gpu" if gpu else ""), dev)
             with open(os.path.join(kernel_dir(), _FILES[kernel] + ".bpir"), encoding="utf-8") as f:
                 funcs = split_functions(f.read())
             args, reference, out_index, tol = _cases(rng, small)[kernel]

@@ -9,11 +9,12 @@
 //             BACKPLANE_CUDA_LAUNCH_PHASES=1, the plugin's phases (issue 39)
 //   copies:   256 MiB pinned host <-> device through copy_data_from_to vs raw
 //             cuMemcpyHtoDAsync/DtoHAsync (goal >= 95%)
-//   vector_add: bytes/s of the generated kernel vs a device-to-device copy (goal >= 95%), and
-//             of the same sum with four elements a thread through float32x4 accesses
-//             (kVectorAddFloat4: 16-byte loads and stores)
-//   matmul:   matmul_tiled_gpu vs cuBLAS sgemm at 4096 (goal >= 0.6), and kMatmulSmem (tiles
-//             of a and b in shared memory, float32x4 loads) next to it
+//   vector_add: bytes/s of the catalog's vector_add_gpu variant for cuda:0 (runner::
+//             ChooseVariant: vector_add4_gpu, float32x4 accesses) vs a device-to-device
+//             copy (goal >= 95%), and of the base vector_add_gpu next to it
+//   matmul:   the catalog's matmul_tiled_gpu variant for cuda:0 (matmul_smem_gpu, shared-memory
+//             tiles) vs cuBLAS sgemm at 4096 (goal >= 0.6), and the base matmul_tiled_gpu
+//             next to it; each benchmark's label names the function it ran
 // Every benchmark skips with the reason where there is no CUDA device (or no cuBLAS).
 // Run: build/release/bin/bench_cuda (tests/plugins/cuda/gpu_checks.sh does).
 #include <benchmark/benchmark.h>
@@ -270,60 +271,35 @@ void BM_CopyH2D_RawDriver(benchmark::State& s) { CopyPinned(s, true, true); }
 void BM_CopyD2H_Backplane(benchmark::State& s) { CopyPinned(s, false, false); }
 void BM_CopyD2H_RawDriver(benchmark::State& s) { CopyPinned(s, true, false); }
 
-void BM_VectorAdd_Backplane(benchmark::State& state) {
+// The catalog kernel `func`'s variant for cuda:0 (runner::ChooseVariant, as `backplane run`
+// and `demo` pick it; kernels::Case::variants), or `func` itself with `base`.
+const backplane::kernels::Case& Variant(const std::string& func, bool base) {
+  const backplane::kernels::Case* c = backplane::kernels::Find(func);
+  return base ? *c : *backplane::runner::ChooseVariant(*c, Device(Gpu()));
+}
+
+// c = a + b on 64 Mi elements with the catalog's vector_add_gpu (base) or the variant chosen
+// for the GPU (vector_add4_gpu: four elements a thread through float32x4 accesses); the
+// label names the function.
+void VectorAdd(benchmark::State& state, bool base) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
-  Module m = BuildKernel("vector_add_gpu");
-  backplane::Function f = m.GetFunction("vector_add_gpu");
+  const backplane::kernels::Case& c = Variant("vector_add_gpu", base);
+  state.SetLabel(c.func);
+  Module m = BuildKernel(c.func);
+  backplane::Function f = m.GetFunction(c.func);
   Tensor a = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
   Tensor b = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
-  Tensor c = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
-  f(kVectorElems, a.dl(), b.dl(), c.dl());
+  Tensor out = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
+  f(kVectorElems, a.dl(), b.dl(), out.dl());
   Sync();
   for (auto _ : state) {
-    f(kVectorElems, a.dl(), b.dl(), c.dl());
+    f(kVectorElems, a.dl(), b.dl(), out.dl());
     Sync();
   }
   state.SetBytesProcessed(state.iterations() * kVectorElems * 4 * 3);
 }
-
-// c = a + b with four consecutive elements a thread through one float32x4 access (an aligned
-// ld.global.v4 / st.global.v4, docs/codegen-guide.md "Vector accesses"), blocks of 256 threads,
-// the tail scalar. Measured next to the catalog's vector_add_gpu (one element a thread), which
-// keeps its form because this one ran 5x slower on lavapipe (docs/performance.md).
-const char* const kVectorAddFloat4 = R"(
-func vector_add_float4(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n]) {
-  for bx in thread(blockIdx.x, 0, n / 1024 + min(n - n / 1024 * 1024, 1)) {
-    for tx in thread(threadIdx.x, 0, 256) {
-      let rest: int32 = min(n - bx * 1024, 1024)
-      let o: int32 = tx * 4
-      if (o + 4 <= rest) {
-        let at: int32 = bx * 1024 + o
-        c[ramp(at, 1, 4)] = a[ramp(at, 1, 4)] + b[ramp(at, 1, 4)]
-      } else if (o < rest) {
-        for t in serial(o, rest - o) {
-          c[bx * 1024 + t] = a[bx * 1024 + t] + b[bx * 1024 + t]
-        }
-      }
-    }
-  }
-}
-)";
-
-void BM_VectorAddFloat4_Backplane(benchmark::State& state) {
-  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
-  Module m = backplane::Build(kVectorAddFloat4, backplane::Target::FromDevice(Device(Gpu())));
-  backplane::Function f = m.GetFunction("vector_add_float4");
-  Tensor a = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
-  Tensor b = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
-  Tensor c = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
-  f(kVectorElems, a.dl(), b.dl(), c.dl());
-  Sync();
-  for (auto _ : state) {
-    f(kVectorElems, a.dl(), b.dl(), c.dl());
-    Sync();
-  }
-  state.SetBytesProcessed(state.iterations() * kVectorElems * 4 * 3);
-}
+void BM_VectorAdd_Backplane(benchmark::State& s) { VectorAdd(s, false); }
+void BM_VectorAddBase_Backplane(benchmark::State& s) { VectorAdd(s, true); }
 
 void BM_DeviceCopy_RawDriver(benchmark::State& state) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
@@ -338,117 +314,42 @@ void BM_DeviceCopy_RawDriver(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kVectorElems * 4 * 2);  // read + write
 }
 
-void BM_Matmul_Backplane(benchmark::State& state) {
+// c = a b at 4096 with the catalog's matmul_tiled_gpu (base; its block as the tools give it,
+// runner::DimsForDevice: 4 warps on a GPU) or the variant chosen for the GPU (matmul_smem_gpu:
+// 64 x 64 tiles through shared memory, 4 x 4 a thread in registers); the label names it.
+void Matmul(benchmark::State& state, bool base) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
-  Module m = BuildKernel("matmul_tiled_gpu");
-  backplane::Function f = m.GetFunction("matmul_tiled_gpu");
+  const backplane::kernels::Case& c = Variant("matmul_tiled_gpu", base);
+  state.SetLabel(c.func);
+  Module m = BuildKernel(c.func);
+  backplane::Function f = m.GetFunction(c.func);
   const int64_t s = kMatmulSide;
   Tensor a = Tensor::Empty({s, s}, F32(), Device(Gpu()));
   Tensor b = Tensor::Empty({s, s}, F32(), Device(Gpu()));
-  Tensor c = Tensor::Empty({s, s}, F32(), Device(Gpu()));
-  // The block the tools give it on this device (runner::DimsForDevice: 4 warps on a GPU).
-  const int64_t threads = backplane::runner::DimsForDevice(
-                              *backplane::kernels::Find("matmul_tiled_gpu"), Device(Gpu()), {})
-                              .at("threads");
-  state.counters["threads"] = static_cast<double>(threads);
-  for (auto _ : state) {
-    f(s, s, s, threads, a.dl(), b.dl(), c.dl());
-    Sync();
+  Tensor out = Tensor::Empty({s, s}, F32(), Device(Gpu()));
+  int64_t threads = 0;
+  if (!c.block_param.empty()) {
+    threads = backplane::runner::DimsForDevice(c, Device(Gpu()), {}).at(c.block_param);
+    state.counters["threads"] = static_cast<double>(threads);
   }
-  state.counters["flops"] =
-      benchmark::Counter(2.0 * s * s * s * state.iterations(), benchmark::Counter::kIsRate);
-}
-
-// c = a b with 64 x 64 tiles of c a block of 16 x 16 threads, each thread 4 x 4 of them in
-// registers; a 64 x 16 tile of a and a 16 x 64 tile of b go through shared memory at each step
-// of k, loaded with float32x4 accesses (aligned 16-byte loads where the address is, checked in
-// the kernel) and with guarded scalars at the edges. Right for every size (checked against the
-// interpreter on PoCL and lavapipe at 11 x 71 x 131, 64 x 64 x 16 and 130 x 67 x 37); 1.6 to 2
-// times slower than matmul_tiled_gpu there at 512, so it is measured here, on the GPU, next to
-// the catalog's kernel (docs/performance.md, "Vector loads on PoCL and lavapipe").
-const char* const kMatmulSmem = R"(
-func matmul_smem(m: int32, n: int32, k: int32, a: buffer<float32>[m, k], b: buffer<float32>[k, n], c: buffer<float32>[m, n]) {
-  for by in thread(blockIdx.y, 0, (m + 63) / 64) {
-    for bx in thread(blockIdx.x, 0, (n + 63) / 64) {
-      for ty in thread(threadIdx.y, 0, 16) {
-        for tx in thread(threadIdx.x, 0, 16) {
-          alloc as: float32[64, 16] shared
-          alloc bs: float32[16, 64] shared
-          alloc acc: float32[4, 4] local
-          alloc bv: float32[4] local
-          for r0 in unrolled(0, 4) {
-            for q0 in unrolled(0, 4) {
-              acc[r0, q0] = 0.0
-            }
-          }
-          let i0: int32 = by * 64
-          let j0: int32 = bx * 64
-          let t: int32 = ty * 16 + tx
-          let ar: int32 = t / 4
-          let aq: int32 = (t - ar * 4) * 4
-          for k0 in serial(0, (k + 15) / 16) {
-            let kb: int32 = k0 * 16
-            if (i0 + ar < m && kb + aq + 4 <= k) {
-              as[ar, ramp(aq, 1, 4)] = a[i0 + ar, ramp(kb + aq, 1, 4)]
-            } else {
-              for l in unrolled(0, 4) {
-                let ina: bool = i0 + ar < m && kb + aq + l < k
-                as[ar, aq + l] = select(ina, a[i0 + ar, kb + aq + l], 0.0)
-              }
-            }
-            if (kb + ty < k && j0 + tx * 4 + 4 <= n) {
-              bs[ty, ramp(tx * 4, 1, 4)] = b[kb + ty, ramp(j0 + tx * 4, 1, 4)]
-            } else {
-              for l2 in unrolled(0, 4) {
-                let inb: bool = kb + ty < k && j0 + tx * 4 + l2 < n
-                bs[ty, tx * 4 + l2] = select(inb, b[kb + ty, j0 + tx * 4 + l2], 0.0)
-              }
-            }
-            barrier
-            for kk in unrolled(0, 16) {
-              for q1 in unrolled(0, 4) {
-                bv[q1] = bs[kk, tx * 4 + q1]
-              }
-              for r in unrolled(0, 4) {
-                let av: float32 = as[ty * 4 + r, kk]
-                for q in unrolled(0, 4) {
-                  acc[r, q] += av * bv[q]
-                }
-              }
-            }
-            barrier
-          }
-          for r2 in unrolled(0, 4) {
-            for q2 in unrolled(0, 4) {
-              if (i0 + ty * 4 + r2 < m && j0 + tx * 4 + q2 < n) {
-                c[i0 + ty * 4 + r2, j0 + tx * 4 + q2] = acc[r2, q2]
-              }
-            }
-          }
-        }
-      }
+  auto call = [&] {
+    if (c.block_param.empty()) {
+      f(s, s, s, a.dl(), b.dl(), out.dl());
+    } else {
+      f(s, s, s, threads, a.dl(), b.dl(), out.dl());
     }
-  }
-}
-)";
-
-void BM_MatmulSmem_Backplane(benchmark::State& state) {
-  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
-  Module m = backplane::Build(kMatmulSmem, backplane::Target::FromDevice(Device(Gpu())));
-  backplane::Function f = m.GetFunction("matmul_smem");
-  const int64_t s = kMatmulSide;
-  Tensor a = Tensor::Empty({s, s}, F32(), Device(Gpu()));
-  Tensor b = Tensor::Empty({s, s}, F32(), Device(Gpu()));
-  Tensor c = Tensor::Empty({s, s}, F32(), Device(Gpu()));
-  f(s, s, s, a.dl(), b.dl(), c.dl());
+  };
+  call();
   Sync();
   for (auto _ : state) {
-    f(s, s, s, a.dl(), b.dl(), c.dl());
+    call();
     Sync();
   }
   state.counters["flops"] =
       benchmark::Counter(2.0 * s * s * s * state.iterations(), benchmark::Counter::kIsRate);
 }
+void BM_Matmul_Backplane(benchmark::State& s) { Matmul(s, false); }
+void BM_MatmulBase_Backplane(benchmark::State& s) { Matmul(s, true); }
 
 void BM_Matmul_cuBLAS(benchmark::State& state) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
@@ -498,10 +399,10 @@ BENCHMARK(BM_CopyH2D_RawDriver)->UseRealTime();
 BENCHMARK(BM_CopyD2H_Backplane)->UseRealTime();
 BENCHMARK(BM_CopyD2H_RawDriver)->UseRealTime();
 BENCHMARK(BM_VectorAdd_Backplane)->UseRealTime();
-BENCHMARK(BM_VectorAddFloat4_Backplane)->UseRealTime();
+BENCHMARK(BM_VectorAddBase_Backplane)->UseRealTime();
 BENCHMARK(BM_DeviceCopy_RawDriver)->UseRealTime();
 BENCHMARK(BM_Matmul_Backplane)->UseRealTime();
-BENCHMARK(BM_MatmulSmem_Backplane)->UseRealTime();
+BENCHMARK(BM_MatmulBase_Backplane)->UseRealTime();
 BENCHMARK(BM_Matmul_cuBLAS)->UseRealTime();
 
 }  // namespace

@@ -193,6 +193,106 @@ TEST(KernelCatalog, ListsEveryFunctionOfEveryFileOnce) {
   EXPECT_EQ(bk::Find("no_such_kernel"), nullptr);
 }
 
+// ---- variants --------------------------------------------------------------------------------
+
+// Every kernel with variants lists itself first as "base" and then GPU functions of the same
+// file whose `base` names it, which take the same buffers (names and shapes at the small
+// sizes) and compute the same reference; the CUDA variants are chosen for device type cuda
+// only.
+TEST(KernelCatalog, VariantsComputeTheSameAsTheirBase) {
+  int with_variants = 0;
+  for (const bk::Case& c : bk::Catalog()) {
+    if (c.variants.empty()) continue;
+    ++with_variants;
+    EXPECT_TRUE(c.base.empty()) << c.func;
+    EXPECT_TRUE(c.needs_threads) << c.func;
+    ASSERT_GE(c.variants.size(), 2u) << c.func;
+    EXPECT_EQ(c.variants[0].name, "base");
+    EXPECT_EQ(c.variants[0].func, c.func);
+    EXPECT_FALSE(c.variants[0].selects) << c.func;
+    std::set<std::string> names;
+    for (const bk::Variant& v : c.variants) {
+      EXPECT_TRUE(names.insert(v.name).second) << c.func << ": variant " << v.name << " twice";
+      EXPECT_FALSE(v.when.empty()) << v.func;
+      const bk::Case* vc = bk::Find(v.func);
+      ASSERT_NE(vc, nullptr) << v.func;
+      EXPECT_EQ(vc->file, c.file) << v.func;
+      EXPECT_TRUE(vc->needs_threads) << v.func;
+      if (vc != &c) {
+        EXPECT_TRUE(vc->variants.empty()) << v.func;
+        EXPECT_EQ(vc->base, c.func) << v.func;
+        EXPECT_TRUE(v.selects) << v.func;
+      }
+      EXPECT_EQ(bk::VariantName(*vc), v.name);
+      // The same buffers, and the same reference outputs from the same inputs.
+      std::vector<bk::Arg> want = c.make_args(c.small, 7);
+      std::vector<bk::Arg> got = vc->make_args(c.small, 7);
+      c.reference(want);
+      vc->reference(got);
+      std::vector<const bk::Arg*> wb, gb;
+      for (const bk::Arg& a : want) {
+        if (a.is_buffer) wb.push_back(&a);
+      }
+      for (const bk::Arg& a : got) {
+        if (a.is_buffer) gb.push_back(&a);
+      }
+      ASSERT_EQ(wb.size(), gb.size()) << v.func;
+      for (size_t i = 0; i < wb.size(); ++i) {
+        EXPECT_EQ(wb[i]->name, gb[i]->name) << v.func;
+        EXPECT_EQ(wb[i]->shape, gb[i]->shape) << v.func;
+        EXPECT_EQ(wb[i]->is_output, gb[i]->is_output) << v.func;
+        if (wb[i]->is_output) {
+          EXPECT_EQ(bk::RelativeError(*gb[i], *wb[i]), 0) << v.func;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(with_variants, 2);
+}
+
+TEST(KernelCatalog, ChoosesAVariantByTheDevicesProperties) {
+  const bk::Case* va = bk::Find("vector_add_gpu");
+  const bk::Case* mm = bk::Find("matmul_tiled_gpu");
+  ASSERT_NE(va, nullptr);
+  ASSERT_NE(mm, nullptr);
+  const bk::DeviceTraits cuda{"cuda", "gpu", 32};
+  // PoCL and lavapipe as they report themselves here, and a discrete GPU under Vulkan: the base.
+  for (const bk::DeviceTraits& other : {bk::DeviceTraits{"opencl", "cpu", 8},
+                                        bk::DeviceTraits{"vulkan", "cpu", 8},
+                                        bk::DeviceTraits{"vulkan", "gpu", 32},
+                                        bk::DeviceTraits{"", "", 0}}) {
+    EXPECT_EQ(bk::ChooseVariant(*va, other), va) << other.type;
+    EXPECT_EQ(bk::ChooseVariant(*mm, other), mm) << other.type;
+  }
+  EXPECT_EQ(bk::ChooseVariant(*va, cuda)->func, "vector_add4_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*mm, cuda)->func, "matmul_smem_gpu");
+  // A variant's own function, or a kernel without variants: itself on any device.
+  const bk::Case* vec4 = bk::Find("vector_add4_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*vec4, bk::DeviceTraits{"opencl", "cpu", 8}), vec4);
+  const bk::Case* sm = bk::Find("softmax_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*sm, cuda), sm);
+}
+
+TEST(KernelCatalog, FindsAVariantByItsNameOrFunction) {
+  const bk::Case* va = bk::Find("vector_add_gpu");
+  const bk::Case* vec4 = bk::Find("vector_add4_gpu");
+  EXPECT_EQ(bk::FindVariant(*va, "vec4"), vec4);
+  EXPECT_EQ(bk::FindVariant(*va, "vector_add4_gpu"), vec4);
+  EXPECT_EQ(bk::FindVariant(*va, "base"), va);
+  EXPECT_EQ(bk::FindVariant(*vec4, "base"), va);  // from a variant, among its base's
+  EXPECT_EQ(bk::FindVariant(*vec4, "vec4"), vec4);
+  EXPECT_EQ(bk::FindVariant(*va, "smem"), nullptr);
+  EXPECT_EQ(bk::FindVariant(*bk::Find("matmul_tiled_gpu"), "smem"), bk::Find("matmul_smem_gpu"));
+  const bk::Case* sm = bk::Find("softmax_gpu");
+  EXPECT_EQ(bk::FindVariant(*sm, "base"), sm);
+  EXPECT_EQ(bk::FindVariant(*sm, "softmax_gpu"), sm);
+  EXPECT_EQ(bk::FindVariant(*sm, "vec4"), nullptr);
+  EXPECT_EQ(bk::VariantNames(*va), "base (vector_add_gpu), vec4 (vector_add4_gpu)");
+  EXPECT_EQ(bk::VariantNames(*sm), "base");
+  EXPECT_EQ(bk::VariantName(*sm), "base");
+  EXPECT_EQ(bk::VariantName(*vec4), "vec4");
+}
+
 // ---- make_args ------------------------------------------------------------------------------
 
 class KernelCase : public ::testing::TestWithParam<std::string> {

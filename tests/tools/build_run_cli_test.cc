@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <utility>
@@ -366,6 +367,58 @@ TEST_F(BuildRunCli, TheDeviceComesFromTheModuleKind) {
   if (r.exit_code != 0 && Contains(r.err, "no device")) GTEST_SKIP() << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
   EXPECT_TRUE(Contains(r.out, "vector_add_gpu on opencl:0: ok")) << r.out << r.err;
+}
+
+// A catalog kernel with variants (docs/kernels.md, "Variants") runs the one chosen for the
+// device (the base on PoCL), or the one --variant or -f names; `--json` says which and why.
+// A --variant the kernel lacks, or whose function the module lacks, is a usage error.
+TEST_F(BuildRunCli, RunSaysWhichVariantRanAndTakesVariant) {
+  sp::Result b = Cli({"build", KernelFile("vector_add.bpir"), "-t", "opencl", "-o", Path("all.bpmod")});
+  if (b.exit_code != 0) GTEST_SKIP() << "no opencl code generator here: " << b.err;
+  if (!Contains(Cli({"info"}).out, "opencl:0")) GTEST_SKIP() << "no opencl device here";
+  struct Want {
+    std::vector<std::string> extra;
+    std::string function, variant, chosen_by;
+  };
+  for (const Want& w : {Want{{"-f", "vector_add_gpu"}, "vector_add_gpu", "base", "every other device"},
+                        Want{{"-f", "vector_add_gpu", "--variant", "vec4"}, "vector_add4_gpu",
+                             "vec4", "--variant"},
+                        Want{{"-f", "vector_add4_gpu"}, "vector_add4_gpu", "vec4", "named"},
+                        Want{{"-f", "vector_add4_gpu", "--variant", "base"}, "vector_add_gpu",
+                             "base", "--variant"}}) {
+    std::vector<std::string> args = {"run", Path("all.bpmod"), "--dim", "n=2093", "--repeat", "1",
+                                     "--json"};
+    args.insert(args.end(), w.extra.begin(), w.extra.end());
+    sp::Result r = Cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
+    const nlohmann::json doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["function"], w.function) << r.out;
+    EXPECT_EQ(doc["kernel"], "vector_add_gpu") << r.out;
+    EXPECT_EQ(doc["variant"], w.variant) << r.out;
+    EXPECT_EQ(doc["variant_chosen_by"], w.chosen_by) << r.out;
+    EXPECT_EQ(doc["ok"], true) << r.out;
+    EXPECT_EQ(doc["check"], "reference") << r.out;
+  }
+  // The text line ends with the variant.
+  sp::Result t = Cli({"run", Path("all.bpmod"), "-f", "vector_add_gpu", "--variant", "vec4",
+                      "--dim", "n=1000", "--repeat", "1"});
+  EXPECT_EQ(t.exit_code, 0) << t.Describe() << "\n" << t.out << t.err;
+  EXPECT_TRUE(Contains(t.out, "vector_add4_gpu on opencl:0: ok")) << t.out;
+  EXPECT_TRUE(Contains(t.out, "; variant vec4 of vector_add_gpu, by --variant")) << t.out;
+  sp::Result bad = Cli({"run", Path("all.bpmod"), "-f", "vector_add_gpu", "--variant", "smem"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.Describe() << "\n" << bad.out << bad.err;
+  EXPECT_TRUE(Contains(bad.err, "--variant smem: kernel 'vector_add_gpu' has no variant 'smem'; "
+                                "its variants are: base (vector_add_gpu), vec4 "
+                                "(vector_add4_gpu)"))
+      << bad.err;
+  ASSERT_EQ(Cli({"build", KernelFile("vector_add.bpir"), "-t", "opencl", "-f", "vector_add_gpu",
+                 "-o", Path("one.bpmod")})
+                .exit_code,
+            0);
+  sp::Result lacks = Cli({"run", Path("one.bpmod"), "-f", "vector_add_gpu", "--variant", "vec4"});
+  EXPECT_EQ(lacks.exit_code, 2) << lacks.Describe() << "\n" << lacks.out << lacks.err;
+  EXPECT_TRUE(Contains(lacks.err, "has no function 'vector_add4_gpu' (that variant's)"))
+      << lacks.err;
 }
 
 // A catalog kernel whose threads a block are a parameter (matmul_tiled_gpu's `threads`) runs

@@ -188,8 +188,10 @@ TEST_F(CliConventions, BuildAndRunJsonHaveASchemaVersionAndArrays) {
   EXPECT_EQ(built["functions"], Json::array({"vector_add"}));
   EXPECT_EQ(built["module_kinds"], Json::array({"c"}));
   EXPECT_EQ(built["target"]["kind"], "c");
-  ASSERT_EQ(built["left_out"].size(), 1u) << built.dump(2);
+  // The GPU kernel and its variant (vector_add4_gpu, docs/host-guide.md "Variants").
+  ASSERT_EQ(built["left_out"].size(), 2u) << built.dump(2);
   EXPECT_EQ(built["left_out"][0]["function"], "vector_add_gpu");
+  EXPECT_EQ(built["left_out"][1]["function"], "vector_add4_gpu");
   EXPECT_TRUE(Contains(built["left_out"][0]["reason"], "GPU thread axes"));
   EXPECT_GT(built["bytes"].get<int64_t>(), 0);
 

@@ -146,6 +146,10 @@ std::vector<Case> MakeCatalog() {
   both("vector_add.bpir", "vector_add", {Dim("n"), In("a", {"n"}), In("b", {"n"}), Out("c", {"n"})},
        {{"n", 2093}}, {{"n", 1 << 22}}, detail::VectorAdd, 1e-6, MemoryBound,
        Bytes({"a", "b", "c"}));
+  // 2093 = two full blocks of 1024 and a last block of 45: 11 vectors and a tail of 1.
+  add("vector_add.bpir", "vector_add4_gpu", true,
+      {Dim("n"), In("a", {"n"}), In("b", {"n"}), Out("c", {"n"})}, {{"n", 2093}},
+      {{"n", 1 << 22}}, detail::VectorAdd, 1e-6, MemoryBound, Bytes({"a", "b", "c"}));
   both("saxpy.bpir", "saxpy",
        {Dim("n"), ParamSpec{ParamSpec::kFloatScalar, "alpha", {}, 0.5, 2.0}, In("x", {"n"}),
         InOut("y", {"n"})},
@@ -201,6 +205,10 @@ std::vector<Case> MakeCatalog() {
       mm_tiled_demo, detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
   cases.back().block_param = "threads";
   cases.back().block_warps = 4;
+  // 11 x 71 x 131: one row of 64 x 64 tiles, the second partial in columns, a partial tile of
+  // a in rows, and a last step of k of 3 (131 = 8 * 16 + 3), so every edge path runs.
+  add("matmul.bpir", "matmul_smem_gpu", true, mm, mm_small, mm_tiled_demo, detail::Matmul, 1e-4,
+      mm_flops, Bytes({"a", "b", "c"}));
 
   // 37 x 45: full and edge blocks of 16 (CPU and GPU), not square.
   both("transpose.bpir", "transpose",
@@ -240,6 +248,27 @@ std::vector<Case> MakeCatalog() {
                Scalar(a, "c_in") * Scalar(a, "kh") * Scalar(a, "kw");
       },
       Bytes({"x", "f", "y"}));
+
+  // Variants (catalog.hpp, "Variants"): the float32x4 vector_add and the shared-memory matmul
+  // on CUDA devices, where they move fewer instructions a byte and reuse each load 16 times
+  // (tests/plugins/cuda/gpu_checks.sh measures them); the base kernels elsewhere, as the
+  // others run 1.0-7x slower on PoCL and lavapipe (docs/performance.md).
+  auto on_cuda = [](const DeviceTraits& t) { return t.type == "cuda"; };
+  auto variants = [&](const std::string& base, std::vector<Variant> others) {
+    Case* b = nullptr;
+    for (Case& c : cases) b = c.func == base ? &c : b;
+    if (b == nullptr) throw std::logic_error("kernel catalog: no function '" + base + "'");
+    b->variants.push_back(Variant{"base", base, "every other device", nullptr});
+    for (Variant& v : others) {
+      for (Case& c : cases) {
+        if (c.func == v.func) c.base = base;
+      }
+      b->variants.push_back(std::move(v));
+    }
+  };
+  variants("vector_add_gpu",
+           {Variant{"vec4", "vector_add4_gpu", "device type cuda", on_cuda}});
+  variants("matmul_tiled_gpu", {Variant{"smem", "matmul_smem_gpu", "device type cuda", on_cuda}});
   return cases;
 }
 
@@ -255,6 +284,45 @@ const Case* Find(const std::string& func) {
     if (c.func == func) return &c;
   }
   return nullptr;
+}
+
+const Case* ChooseVariant(const Case& c, const DeviceTraits& traits) {
+  for (const Variant& v : c.variants) {
+    if (v.selects && v.selects(traits)) {
+      if (const Case* chosen = Find(v.func)) return chosen;
+    }
+  }
+  return &c;
+}
+
+const Case* FindVariant(const Case& c, const std::string& name) {
+  const Case* base = c.base.empty() ? &c : Find(c.base);
+  if (base == nullptr) return nullptr;
+  if (base->variants.empty()) return name == "base" || name == c.func ? &c : nullptr;
+  for (const Variant& v : base->variants) {
+    if (v.name == name || v.func == name) return Find(v.func);
+  }
+  return nullptr;
+}
+
+std::string VariantNames(const Case& c) {
+  const Case* base = c.base.empty() ? &c : Find(c.base);
+  if (base == nullptr || base->variants.empty()) return "base";
+  std::string names;
+  for (const Variant& v : base->variants) {
+    names += (names.empty() ? "" : ", ") + v.name + " (" + v.func + ")";
+  }
+  return names;
+}
+
+std::string VariantName(const Case& c) {
+  const Case* base = c.base.empty() ? &c : Find(c.base);
+  if (base != nullptr) {
+    for (const Variant& v : base->variants) {
+      if (v.func == c.func) return v.name;
+    }
+  }
+  return "base";
 }
 
 namespace {

@@ -92,6 +92,31 @@ void DeviceArgs::Download(std::vector<kernels::Arg>* args) const {
   }
 }
 
+kernels::DeviceTraits DeviceTraitsOf(Device dev) {
+  kernels::DeviceTraits t;
+  t.type = dev.TypeName();
+  // An attribute the device cannot answer (or answers with another type) stays unknown: the
+  // choice then falls to the base variant rather than failing the run.
+  try {
+    const Any kind = DeviceAPI::Get(dev).GetAttr(BP_ATTR_DEVICE_KIND);
+    if (!kind.is_none()) t.kind = kind.AsString();
+  } catch (const Error&) {
+    bp_error_clear();
+  }
+  try {
+    const Any warp = DeviceAPI::Get(dev).GetAttr(BP_ATTR_WARP_SIZE);
+    if (!warp.is_none()) t.warp = warp.AsInt();
+  } catch (const Error&) {
+    bp_error_clear();
+  }
+  return t;
+}
+
+const kernels::Case* ChooseVariant(const kernels::Case& c, Device dev) {
+  if (c.variants.empty()) return &c;
+  return kernels::ChooseVariant(c, DeviceTraitsOf(dev));
+}
+
 kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims dims) {
   if (!c.grid_param.empty() && dims.count(c.grid_param) == 0) {
     // Blocks for a grid-wide kernel (Case::grid_param): several a multiprocessor.

@@ -127,7 +127,9 @@ int RunDemo(const DemoOptions& o) {
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
   std::vector<const kernels::Case*> cases;
   for (const kernels::Case& c : kernels::Catalog()) {
-    if (o.kernels.empty() ||
+    // A variant (kernels::Case::base) runs in place of its base on the devices that choose
+    // it; it runs on every GPU device only when named.
+    if ((o.kernels.empty() && c.base.empty()) ||
         std::find(o.kernels.begin(), o.kernels.end(), c.func) != o.kernels.end()) {
       cases.push_back(&c);
     }
@@ -147,7 +149,13 @@ int RunDemo(const DemoOptions& o) {
   std::vector<Device> devices = Devices();
   size_t kernel_width = 0;
   size_t device_width = 0;
-  for (const kernels::Case* c : cases) kernel_width = std::max(kernel_width, c->func.size());
+  // The names of the functions that will run: a kernel's variant for each device.
+  for (const kernels::Case* c : cases) {
+    kernel_width = std::max(kernel_width, c->func.size());
+    for (Device d : devices) {
+      kernel_width = std::max(kernel_width, runner::ChooseVariant(*c, d)->func.size());
+    }
+  }
   for (Device d : devices) device_width = std::max(device_width, DeviceName(d).size());
   const DemoTable table(kernel_width, device_width);
   if (!o.json) {
@@ -187,8 +195,9 @@ int RunDemo(const DemoOptions& o) {
     const bool cpu =
         dev.dl.device_type == kDLCPU || std::find(keys.begin(), keys.end(), "cpu") != keys.end();
     for (const kernels::Case* cp : cases) {
-      const kernels::Case& c = *cp;
-      if (c.needs_threads == cpu) continue;  // GPU kernels for GPU targets only
+      if (cp->needs_threads == cpu) continue;  // GPU kernels for GPU targets only
+      // The variant this device takes (the kernel itself where it has none).
+      const kernels::Case& c = *runner::ChooseVariant(*cp, dev);
       runner::Result r;
       double build_s = 0;
       try {
@@ -204,7 +213,9 @@ int RunDemo(const DemoOptions& o) {
         r.error = e.what();
       }
       progress.Done();
-      OrderedJson row = {{"kernel", c.func},
+      OrderedJson row = {{"kernel", cp->func},
+                         {"function", c.func},
+                         {"variant", kernels::VariantName(c)},
                          {"device", where},
                          {"ok", r.ok},
                          {"build_seconds", build_s},

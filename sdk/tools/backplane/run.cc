@@ -67,6 +67,7 @@ std::string ModuleKinds(const Module& m) {
 struct RunOptions {
   std::string module;
   std::string func;
+  std::string variant;               // --variant NAME: a catalog kernel's variant ("" = chosen)
   std::string device;                // "" = from the module's kind
   std::vector<std::string> dims;     // NAME=VALUE for scalar params
   std::vector<std::string> inputs;   // NAME=FILE.npy: a buffer's contents
@@ -130,6 +131,18 @@ std::vector<std::string> ParamNames(const ir::PrimFunc& f, bool buffers) {
       names.push_back(p.is_buffer() ? p.buffer().name() : p.var()->name);
   }
   return names;
+}
+
+// "; variant vec4 of vector_add_gpu, for device type cuda", "" without variants: the end of
+// the report's line.
+std::string VariantText(const kernels::Case* c, const std::string& why) {
+  if (c == nullptr || why.empty()) return "";
+  std::string how = "for " + why;
+  if (why == "--variant") how = "by --variant";
+  if (why == "named") how = "named";
+  if (why.rfind("the module lacks", 0) == 0) how = why;
+  return "; variant " + kernels::VariantName(*c) + " of " + (c->base.empty() ? c->func : c->base) +
+         ", " + how;
 }
 
 // What the command reports: the text line on stdout, or (--json) the document. A failure's
@@ -215,7 +228,7 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
                std::map<std::string, std::string> values,
                const std::map<std::string, std::string>& inputs,
                const std::map<std::string, std::string>& outputs, const RunOptions& o,
-               Report& report) {
+               const std::string& variant_why, Report& report) {
   std::optional<runner::Oracle> oracle;
   if (!o.ir_file.empty()) {
     std::string text;
@@ -367,7 +380,7 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
   report.doc()["seconds"] = Median(times);
   return report.Ok(o.func + " on " + dev.ToString() + ": " + verdict + ", " +
                    runner::FormatSeconds(Median(times)) + " median of " +
-                   std::to_string(times.size()));
+                   std::to_string(times.size()) + VariantText(kernels::Find(o.func), variant_why));
 }
 
 // The device ids of `type` that exist here: "cpu:0", "opencl:0, opencl:1".
@@ -385,7 +398,59 @@ std::string DevicesOfType(const Device& d) {
   return names;
 }
 
-int RunRun(const RunOptions& o) {
+// The function that runs for `o.func` on `dev`: a catalog kernel with variants
+// (kernels::Case::variants) runs the one --variant names, else the one chosen for the device
+// (runner::ChooseVariant), where the module has it. Sets `why` to how it was chosen ("" for a
+// function without variants; "--variant"; "named" for a variant's own function; the chosen
+// variant's Variant::when) and returns "" or a usage message.
+std::string PickVariant(const RunOptions& o, const Module& m, Device dev, std::string* func,
+                        std::string* why) {
+  *func = o.func;
+  const kernels::Case* c = kernels::Find(o.func);
+  if (c == nullptr) {
+    if (o.variant.empty()) return "";
+    return "--variant " + o.variant + ": function '" + o.func +
+           "' is not a reference kernel, so it has no variants; leave --variant out";
+  }
+  const std::vector<std::string> functions = m.ListFunctions();
+  auto in_module = [&](const std::string& f) {
+    return std::find(functions.begin(), functions.end(), f) != functions.end();
+  };
+  if (!o.variant.empty()) {
+    const kernels::Case* v = kernels::FindVariant(*c, o.variant);
+    if (v == nullptr) {
+      return "--variant " + o.variant + ": kernel '" + o.func + "' has no variant '" + o.variant +
+             "'; its variants are: " + kernels::VariantNames(*c);
+    }
+    if (!in_module(v->func)) {
+      return "--variant " + o.variant + ": " + o.module + " has no function '" + v->func +
+             "' (that variant's); build the module from the whole kernel file (" + v->file +
+             "), or leave --variant out";
+    }
+    *func = v->func;
+    *why = "--variant";
+    return "";
+  }
+  if (!c->base.empty()) {
+    *why = "named";  // a variant's own function
+    return "";
+  }
+  if (c->variants.empty()) return "";
+  const kernels::Case* chosen = runner::ChooseVariant(*c, dev);
+  if (chosen != c && in_module(chosen->func)) {
+    *func = chosen->func;
+    for (const kernels::Variant& v : c->variants) {
+      if (v.func == chosen->func) *why = v.when;
+    }
+  } else {
+    // The base: chosen for this device, or the module lacks the chosen variant's function.
+    *why = chosen == c ? c->variants.front().when : "the module lacks " + chosen->func;
+  }
+  return "";
+}
+
+int RunRun(const RunOptions& options) {
+  RunOptions o = options;
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
   std::map<std::string, std::string> values;
   std::string bad;
@@ -455,12 +520,23 @@ int RunRun(const RunOptions& o) {
               << " ('backplane info' lists every device)\n";
     return kExitUsage;
   }
+  std::string variant_why;
+  if (std::string e = PickVariant(o, m, dev, &o.func, &variant_why); !e.empty()) {
+    std::cerr << "backplane run: " << e << "\n";
+    return kExitUsage;
+  }
   Report report(o, device_text);
   const kernels::Case* c = kernels::Find(o.func);
+  if (c != nullptr && !variant_why.empty()) {
+    // Which variant ran and why: the device's property, --variant, or its function named.
+    report.doc()["kernel"] = c->base.empty() ? c->func : c->base;
+    report.doc()["variant"] = kernels::VariantName(*c);
+    report.doc()["variant_chosen_by"] = variant_why;
+  }
   kernels::Dims dims;
   if (c == nullptr || o.check || !o.ir_file.empty() || !AsDims(values, &dims) || !inputs.empty() ||
       !outputs.empty()) {
-    return RunGeneric(m, c, dev, values, inputs, outputs, o, report);
+    return RunGeneric(m, c, dev, values, inputs, outputs, o, variant_why, report);
   }
   // A reference kernel: every size given must be one of its scalar params, and at least 0.
   std::vector<std::string> scalars;
@@ -513,7 +589,8 @@ int RunRun(const RunOptions& o) {
   std::snprintf(err, sizeof(err), "%.2g", r.max_error);
   return report.Ok(o.func + " on " + device_text + ": ok (max relative error " + err +
                    " vs the float64 reference), " + runner::FormatSeconds(r.seconds) +
-                   " median of " + std::to_string(o.repeat) + ", " + rate);
+                   " median of " + std::to_string(o.repeat) + ", " + rate +
+                   VariantText(c, variant_why));
 }
 
 }  // namespace
@@ -524,6 +601,11 @@ Command AddRunCommand(CLI::App& parent) {
       "run", "Run a function of a saved module on random inputs, check it, and time it");
   app->add_option("MODULE", o->module, "A module file written by 'backplane build'")->required();
   app->add_option("--func,-f", o->func, "The function to run")->required();
+  app->add_option("--variant", o->variant,
+                  "For a reference kernel with variants (docs/kernels.md, \"Variants\"): run "
+                  "this one (a name such as vec4 or base, or its function name) instead of the "
+                  "one chosen for the device; the module must hold its function")
+      ->type_name("NAME");
   app->add_option(
       "--device,-d", o->device,
       "The device, e.g. cpu:0, opencl:1; by default device 0 of the type the module's code "

@@ -50,9 +50,10 @@
 #                float64 reference, the IR's constructs (loop steps, var, negation, atomics)
 #                against the interpreter; skipped with a note where the machine has no NVIDIA ICD
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
-#                (one element a thread, and four through float32x4) vs a device copy, matmul
-#                (matmul_tiled_gpu, and shared-memory tiles) vs cuBLAS; no benchmark may
-#                report an error;
+#                (the catalog's variant for cuda:0, vector_add4_gpu, and the base
+#                vector_add_gpu) vs a device copy, matmul (the variant for cuda:0,
+#                matmul_smem_gpu, and the base matmul_tiled_gpu) vs cuBLAS; each ratio's
+#                line names the function that ran; no benchmark may report an error;
 #                the ratios go to summary.txt
 #   launch_phases
 #                bench_cuda's launch pair again with BACKPLANE_CUDA_LAUNCH_PHASES=1: where
@@ -554,8 +555,13 @@ step_begin demo 180
 if [ "${#kernel_args[@]}" -eq 0 ]; then
   step_fail "no catalog GPU kernel is known (cuda_gpu_test lists none)"
 elif run "$bin/backplane" demo --size small --repeat 1 "${kernel_args[@]}"; then
+  # A kernel with a variant for CUDA devices runs that variant on cuda:0, and the row names the
+  # function that ran (docs/host-guide.md, "Variants of a GPU kernel"; the variants of
+  # sdk/kernels/src/catalog.cc); cuda_gpu_test runs the base kernels themselves.
+  declare -A cuda_variant=([vector_add_gpu]=vector_add4_gpu [matmul_tiled_gpu]=matmul_smem_gpu)
   for k in "${gpu_kernels[@]}"; do
-    expect "^$k +cuda:0 +ok" "the demo did not pass $k on cuda:0"
+    ran="${cuda_variant[$k]:-$k}"
+    expect "^$ran +cuda:0 +ok" "the demo did not pass $k ($ran) on cuda:0"
   done
   expect " passed, 0 failed" "the demo reported failures"
 fi
@@ -663,19 +669,20 @@ rows = [("launch: Backplane / raw cuLaunchKernel, time (goal <= 1.1)", "BM_Launc
          "BM_CopyH2D_RawDriver", "bytes_per_second"),
         ("D2H 256 MiB pinned: Backplane / raw, bytes/s (goal >= 0.95)", "BM_CopyD2H_Backplane",
          "BM_CopyD2H_RawDriver", "bytes_per_second"),
-        ("vector_add / device copy, bytes/s (goal >= 0.95)", "BM_VectorAdd_Backplane",
-         "BM_DeviceCopy_RawDriver", "bytes_per_second"),
-        ("vector_add, float32x4 a thread / device copy, bytes/s", "BM_VectorAddFloat4_Backplane",
-         "BM_DeviceCopy_RawDriver", "bytes_per_second"),
-        ("matmul 4096: matmul_tiled_gpu / cuBLAS sgemm, flop/s (goal >= 0.6)",
+        ("vector_add, variant for cuda / device copy, bytes/s (goal >= 0.95)",
+         "BM_VectorAdd_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
+        ("vector_add, base vector_add_gpu / device copy, bytes/s",
+         "BM_VectorAddBase_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
+        ("matmul 4096, variant for cuda / cuBLAS sgemm, flop/s (goal >= 0.6)",
          "BM_Matmul_Backplane", "BM_Matmul_cuBLAS", "flops"),
-        ("matmul 4096: shared-memory tiles, float32x4 / cuBLAS sgemm, flop/s",
-         "BM_MatmulSmem_Backplane", "BM_Matmul_cuBLAS", "flops")]
+        ("matmul 4096, base matmul_tiled_gpu / cuBLAS sgemm, flop/s",
+         "BM_MatmulBase_Backplane", "BM_Matmul_cuBLAS", "flops")]
 print("bench_cuda ratios")
 for what, ours, base, key in rows:
     a, b = get(ours, key), get(base, key)
     ratio = "n/a" if not a or not b else "%.3f" % (a / b)
-    print("  %-62s %s  (%s vs %s)" % (what, ratio, a, b))
+    label = (runs.get(ours) or {}).get("label", "")
+    print("  %-62s %s  (%s vs %s)%s" % (what, ratio, a, b, "  [" + label + "]" if label else ""))
 pair = runs.get("BM_LaunchPair")
 if pair is not None and pair.get("ratio"):
     print("  %-62s %.3f  (p10 %.3f, p90 %.3f; %.1f vs %.1f ns)" % (

@@ -694,6 +694,25 @@ TEST(CudaMockDriverTest, CatalogBlocksAreWarpsOfTheDevice) {
   EXPECT_EQ(backplane::runner::DimsForDevice(*sum, Device(kGpu), {{"blocks", 5}}).at("blocks"), 5);
 }
 
+// The variant of a catalog kernel the tools run on a CUDA device (runner::ChooseVariant, from
+// the device's own attributes): the float32x4 vector_add and the shared-memory matmul; a
+// variant's own function and a kernel without variants are themselves.
+TEST(CudaMockDriverTest, CatalogVariantsForACudaDevice) {
+  UseMock();
+  namespace bk = backplane::kernels;
+  const bk::DeviceTraits t = backplane::runner::DeviceTraitsOf(Device(kGpu));
+  EXPECT_EQ(t.type, "cuda");
+  EXPECT_EQ(t.warp, 32);
+  EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("vector_add_gpu"), Device(kGpu))->func,
+            "vector_add4_gpu");
+  EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("matmul_tiled_gpu"), Device(kGpu))->func,
+            "matmul_smem_gpu");
+  EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("softmax_gpu"), Device(kGpu))->func,
+            "softmax_gpu");
+  EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("matmul_smem_gpu"), Device(kGpu))->func,
+            "matmul_smem_gpu");
+}
+
 namespace {
 
 // A kernel with a run-time check (the integer division), for the fault record's path.

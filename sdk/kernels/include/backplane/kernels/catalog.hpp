@@ -19,6 +19,15 @@
 // parameters, so one function runs at any size. A function whose name ends in `_gpu` binds
 // loops to GPU thread axes (Case::needs_threads) and runs only on GPU-like targets.
 //
+// Variants. One GPU kernel can have several functions that compute the same thing in forms
+// that suit different devices: vector_add_gpu (one element a thread) and vector_add4_gpu
+// (four through float32x4 accesses, a gather on a CPU device), matmul_tiled_gpu and
+// matmul_smem_gpu (shared-memory tiles). Each is a Case of its own, listed once and tested
+// like any other on every backend; the first, the base, lists them all in Case::variants with
+// the device property that selects each. ChooseVariant picks one for a device's properties
+// (runner::ChooseVariant reads them off a device), once per device; the tools say which ran
+// and take --variant NAME (or the variant's own function name) to override it.
+//
 // Where the files are (KernelDir()), first match wins:
 //   1. $BACKPLANE_KERNEL_DIR, if set and not empty (ignored in setuid programs);
 //   2. beside the libbackplane loaded in the process (found at run time through its symbol
@@ -60,6 +69,24 @@ struct Arg {
 // the sizes, and for conv2d also `pad`.
 using Dims = std::map<std::string, int64_t>;
 
+// What a variant's choice looks at: properties of the device it will run on (the device
+// attributes, BP_ATTR_*, read by runner::DeviceTraitsOf).
+struct DeviceTraits {
+  std::string type;  // the device type name: "cuda", "opencl", "vulkan", "cpu", ...
+  std::string kind;  // BP_ATTR_DEVICE_KIND: "cpu", "gpu", "accelerator", "other"; "" unknown
+  int64_t warp = 0;  // BP_ATTR_WARP_SIZE; 0 where the device reports none
+};
+
+// One variant of a GPU kernel (see "Variants" above).
+struct Variant {
+  std::string name;  // short, for --variant: "base", "vec4", "smem"
+  std::string func;  // its function (a Case of the catalog), e.g. "vector_add4_gpu"
+  std::string when;  // the property that selects it, in words: "device type cuda"
+  // Whether a device with these traits takes it. The base variant's is empty: it is taken
+  // where no other variant's is true.
+  std::function<bool(const DeviceTraits&)> selects;
+};
+
 // The threads a block make_args gives a Case::block_param that its dims leave out.
 constexpr int64_t kDefaultBlock = 32;
 
@@ -88,6 +115,11 @@ struct Case {
   // runs and more of them cost more than they gain (docs/performance.md, "sum_gpu, grid-wide").
   // small gives a few blocks; demo 1024.
   std::string grid_param;
+  // On the base function of a kernel with variants: every variant, the base first (named
+  // "base", selecting nothing), then the others, the first whose `selects` is true chosen.
+  // Empty on the other functions; `base` names the base function on a variant ("" elsewhere).
+  std::vector<Variant> variants;
+  std::string base;
   Dims small;  // odd sizes for tests, exercising every path of the kernel
   Dims demo;   // a size that runs ~5-50 ms on one CPU core with a decent kernel
   // The arguments for sizes `dims` (a param missing from `dims` takes its value from
@@ -117,6 +149,23 @@ const std::vector<Case>& Catalog();
 // The case of the kernel function `func`, or nullptr if there is none. The pointer stays
 // valid for the whole program.
 const Case* Find(const std::string& func);
+
+// The variant of `c` that a device with `traits` takes: c itself where c has no variants
+// (and for a variant's own function: naming it chooses it), else the first of c.variants
+// after the base whose `selects` is true, else the base. Never null.
+const Case* ChooseVariant(const Case& c, const DeviceTraits& traits);
+
+// The variant of `c` named `name` (a Variant::name such as "vec4", or its function name), or
+// nullptr if c has none of that name. On a variant's own function it looks among its base's
+// variants. Without variants only "base" or c's own name match (c itself).
+const Case* FindVariant(const Case& c, const std::string& name);
+
+// "base, vec4" (the variant names of c, or "base" without variants), for messages.
+std::string VariantNames(const Case& c);
+
+// The variant name of `c`: its Variant::name in its base's list, "base" for a function
+// without variants.
+std::string VariantName(const Case& c);
 
 // max |got - ref| / max(max |ref|, 1e-30) over the elements of two buffers. An element equal
 // in both (including the same infinity) counts 0, and one that is NaN in both is skipped.

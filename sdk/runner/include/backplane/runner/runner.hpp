@@ -47,6 +47,15 @@ struct Result {
 // 32 lanes or more, else one a compute unit (64 where the device reports none).
 kernels::Dims DimsForDevice(const kernels::Case& c, Device dev, kernels::Dims dims);
 
+// The properties of `dev` that choose a kernel's variant (kernels::DeviceTraits): its device
+// type name, BP_ATTR_DEVICE_KIND and BP_ATTR_WARP_SIZE (each empty or 0 where the device
+// reports none).
+kernels::DeviceTraits DeviceTraitsOf(Device dev);
+
+// The variant of `c` for `dev`: kernels::ChooseVariant(c, DeviceTraitsOf(dev)). `c` itself
+// for a function without variants or a variant's own function. Never null.
+const kernels::Case* ChooseVariant(const kernels::Case& c, Device dev);
+
 // Runs `c` from module `m` on `dev` with DimsForDevice(c, dev, dims) (missing ones from
 // c.demo): one checked
 // call, then `repeats` timed calls (at least one). Errors of the call become !ok with the
