@@ -15,6 +15,7 @@
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/kernels/catalog.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -178,19 +179,30 @@ TEST(Sizes, SumAddsItsLastChunkNear2To31) {
       for (int64_t i = 63 * cs; i < n; ++i) want += x[i];
       EXPECT_EQ(out, static_cast<float>(want)) << n << ": " << n - 63 * cs << " elements";
     }
-    // GPU: the last 2 passes of 256 elements of each thread's loop.
-    {
+    // GPU: the last 2 passes of 256 elements of each thread's loop, in every block: 2 blocks
+    // (chunks of 2^30, the largest; the last pass of the last one stops at n, past which it
+    // reads nothing) and 3 (a last chunk too short to reach its last 2 passes, which then add
+    // nothing). The chunk and the grid as sum_gpu computes them.
+    for (const int64_t blocks : {2, 3}) {
       const ir::Interpreter interp = Restricted(Catalog("sum.bpir"), "sum_gpu", {{"i", 2}});
       Sparse x(n);
       float out = kNaN;
       const int64_t one = 1;
-      const int64_t passes = (n + 255) / 256;
-      Fill(x, (passes - 2) * 256, n, 4, 0.25f, 1.0f);
-      interp.Run("sum_gpu", {ir::IntArg(n), ir::BufferArg(x.data(), ir::Float32(), 1, &n),
-                             ir::BufferArg(&out, ir::Float32(), 1, &one)});
+      const int64_t tiles = (n + 1023) / 1024;
+      const int64_t chunk = (tiles + blocks - 1) / blocks * 1024;
+      const int64_t grid = (n + chunk - 1) / chunk;
+      ASSERT_EQ(grid, blocks) << n;
       double want = 0;
-      for (int64_t i = (passes - 2) * 256; i < n; ++i) want += x[i];
-      EXPECT_NEAR(out, want, 1e-5 * want) << n;
+      for (int64_t b = 0; b < grid; ++b) {
+        const int64_t lo = b * chunk, len = std::min(chunk, n - lo);
+        const int64_t first = lo + (chunk / 256 - 2) * 256;
+        Fill(x, first, lo + len, static_cast<uint64_t>(4 + b), 0.25f, 1.0f);
+        for (int64_t i = first; i < lo + len; ++i) want += x[i];
+      }
+      interp.Run("sum_gpu", {ir::IntArg(n), ir::IntArg(blocks),
+                             ir::BufferArg(x.data(), ir::Float32(), 1, &n),
+                             ir::BufferArg(&out, ir::Float32(), 1, &one)});
+      EXPECT_NEAR(out, want, 1e-5 * want) << n << ", " << blocks << " blocks";
     }
   }
 }
