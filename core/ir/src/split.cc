@@ -12,53 +12,12 @@
 #include <vector>
 
 #include "deep.hpp"
+#include "own_exprs.hpp"
 #include "quote.hpp"
 
 namespace backplane {
 namespace ir {
 namespace {
-
-// Calls `fn` on each expression that statement `s` holds itself (not those of nested
-// statements).
-void ForEachOwnExpr(const Stmt& s, const std::function<void(const Expr&)>& fn) {
-  auto each = [&](const std::vector<Expr>& v) {
-    for (const Expr& e : v)
-      if (e) fn(e);
-  };
-  switch (s.kind()) {
-    case StmtKind::kFor: {
-      const auto* n = s.As<ForNode>();
-      each({n->min, n->extent, n->step});
-      return;
-    }
-    case StmtKind::kIfThenElse:
-      fn(s.As<IfThenElseNode>()->cond);
-      return;
-    case StmtKind::kLetStmt:
-      fn(s.As<LetStmtNode>()->value);
-      return;
-    case StmtKind::kStore:
-      each(s.As<StoreNode>()->indices);
-      fn(s.As<StoreNode>()->value);
-      return;
-    case StmtKind::kAtomic:
-      each(s.As<AtomicNode>()->indices);
-      fn(s.As<AtomicNode>()->value);
-      return;
-    case StmtKind::kAllocate:
-      each(s.As<AllocateNode>()->buffer->shape);
-      each(s.As<AllocateNode>()->buffer->strides);
-      return;
-    case StmtKind::kEvaluate:
-      fn(s.As<EvaluateNode>()->value);
-      return;
-    case StmtKind::kAssign:
-      fn(s.As<AssignNode>()->value);
-      return;
-    default:
-      return;
-  }
-}
 
 // What a region uses: variables and buffers defined outside it, and its thread axes.
 class RegionUses {
@@ -355,7 +314,8 @@ class LocalLowering {
              at);
     }
     if (!b->strides.empty())
-      Fail("local allocation of '" + b.name() + "' has strides and a size known only at run "
+      Fail("local allocation of '" + b.name() +
+               "' has strides and a size known only at run "
                "time; allocate it without strides",
            at);
     // The thread's linear index in the grid, and the grid's thread count, in int64.
@@ -366,8 +326,10 @@ class LocalLowering {
       for (const ForNode* l : bound_)
         if (static_cast<int>(l->thread) - 1 == a) loop = l;
       if (loop == nullptr)
-        Fail("local allocation of '" + b.name() + "' is sized at run time and made outside the "
-                 "loop over " + ToString(static_cast<ThreadTag>(a + 1)) +
+        Fail("local allocation of '" + b.name() +
+                 "' is sized at run time and made outside the "
+                 "loop over " +
+                 ToString(static_cast<ThreadTag>(a + 1)) +
                  " of its kernel: a thread's slice of the workspace is found from its index on "
                  "every axis; allocate it inside every thread-bound loop",
              at);
@@ -399,7 +361,8 @@ class LocalLowering {
   std::string FreshName(const std::string& base) {
     if (names_.empty()) {
       names_.insert("");
-      for (const Param& p : func_.params) names_.insert(p.is_buffer() ? p.buffer().name() : p.var().name());
+      for (const Param& p : func_.params)
+        names_.insert(p.is_buffer() ? p.buffer().name() : p.var().name());
       ForEachStmt(func_.body, [&](const Stmt& st) {
         if (st.kind() == StmtKind::kFor) names_.insert(st.As<ForNode>()->var.name());
         if (st.kind() == StmtKind::kLetStmt) names_.insert(st.As<LetStmtNode>()->var.name());
@@ -515,8 +478,7 @@ class LocalLowering {
         Stmt body = S(n->body);
         if (bound) bound_.pop_back();
         Expr mn = E(n->min, s), ext = E(n->extent, s), st = n->step ? E(n->step, s) : n->step;
-        if (mn.get() != n->min.get() || ext.get() != n->extent.get() ||
-            st.get() != n->step.get()) {
+        if (mn.get() != n->min.get() || ext.get() != n->extent.get() || st.get() != n->step.get()) {
           // A loop bound that reads a lowered array (a thread's own value): rebuild it.
           Stmt loop = st ? For(n->var, mn, ext, st, n->for_kind, body)
                          : For(n->var, mn, ext, n->for_kind, body);
@@ -643,7 +605,7 @@ class Splitter {
         RegionUses uses(func_, st);
         for (const Buffer& b : uses.buffers) device_buffers_.insert(b.get());
       }
-      ForEachOwnExpr(st, [&](const Expr& e) {
+      detail::ForEachOwnExpr(st, [&](const Expr& e) {
         AnyExpr(e, [&](const Expr& x) {
           if (x.kind() == ExprKind::kBufferRef)
             device_buffers_.insert(x.As<BufferRefNode>()->buffer.get());
@@ -888,7 +850,8 @@ class Splitter {
         name, params, lowered,
         std::map<std::string, std::string>{{"kernel", "1"}, {"launch_params", launch}});
     Stmt call = Evaluate(CallPacked(name, args));
-    for (size_t k = local_ws.size(); k-- > 0;) call = Allocate(local_ws[k], StorageScope::kGlobal, call);
+    for (size_t k = local_ws.size(); k-- > 0;)
+      call = Allocate(local_ws[k], StorageScope::kGlobal, call);
     return call;
   }
 
@@ -898,9 +861,9 @@ class Splitter {
     const AllocateNode* alloc = HostAlloc(b.get());
     if (alloc == nullptr || alloc->scope != StorageScope::kGlobal)
       Fail("buffer '" + b.name() + "' is allocated " +
-               (alloc == nullptr ? std::string("outside the kernel")
-                                 : "`" + std::string(ToString(alloc->scope)) +
-                                       "` outside the kernel") +
+               (alloc == nullptr
+                    ? std::string("outside the kernel")
+                    : "`" + std::string(ToString(alloc->scope)) + "` outside the kernel") +
                " and used inside it: a buffer that kernels share is a `global` allocation of " +
                "host code (a device workspace); allocate it `global` outside the thread-bound " +
                "loops, or inside them",
@@ -991,8 +954,8 @@ class Splitter {
   const bool device_is_cpu_;
   const std::set<std::string>& taken_;
   std::unordered_set<const BufferNode*> param_buffers_;
-  std::vector<Var> host_vars_;  // in scope, outermost first
-  std::vector<const AllocateNode*> host_allocs_;  // in scope, outermost first
+  std::vector<Var> host_vars_;                            // in scope, outermost first
+  std::vector<const AllocateNode*> host_allocs_;          // in scope, outermost first
   std::unordered_set<const BufferNode*> device_buffers_;  // used by a region or call_packed
   int regions_ = 0;
   int next_ = 0;

@@ -17,53 +17,12 @@
 #include <vector>
 
 #include "deep.hpp"
+#include "own_exprs.hpp"
 #include "quote.hpp"
 
 namespace backplane {
 namespace ir {
 namespace {
-
-// Calls `fn` on each expression that statement `s` holds itself (not those of nested
-// statements).
-void ForEachOwnExpr(const Stmt& s, const std::function<void(const Expr&)>& fn) {
-  auto each = [&](const std::vector<Expr>& v) {
-    for (const Expr& e : v)
-      if (e) fn(e);
-  };
-  switch (s.kind()) {
-    case StmtKind::kFor: {
-      const auto* n = s.As<ForNode>();
-      each({n->min, n->extent, n->step});
-      return;
-    }
-    case StmtKind::kIfThenElse:
-      fn(s.As<IfThenElseNode>()->cond);
-      return;
-    case StmtKind::kLetStmt:
-      fn(s.As<LetStmtNode>()->value);
-      return;
-    case StmtKind::kStore:
-      each(s.As<StoreNode>()->indices);
-      fn(s.As<StoreNode>()->value);
-      return;
-    case StmtKind::kAtomic:
-      each(s.As<AtomicNode>()->indices);
-      fn(s.As<AtomicNode>()->value);
-      return;
-    case StmtKind::kAllocate:
-      each(s.As<AllocateNode>()->buffer->shape);
-      each(s.As<AllocateNode>()->buffer->strides);
-      return;
-    case StmtKind::kEvaluate:
-      fn(s.As<EvaluateNode>()->value);
-      return;
-    case StmtKind::kAssign:
-      fn(s.As<AssignNode>()->value);
-      return;
-    default:
-      return;
-  }
-}
 
 constexpr ThreadTag kTags[6] = {ThreadTag::kBlockIdxX,  ThreadTag::kBlockIdxY,
                                 ThreadTag::kBlockIdxZ,  ThreadTag::kThreadIdxX,
@@ -223,10 +182,9 @@ class HostChecker {
     // part allocates them on the device): host code never touches them either.
     passed_.clear();
     ForEachStmt(f.body, [&](const Stmt& st) {
-      ForEachOwnExpr(st, [&](const Expr& e) {
+      detail::ForEachOwnExpr(st, [&](const Expr& e) {
         AnyExpr(e, [&](const Expr& x) {
-          if (x.kind() == ExprKind::kBufferRef)
-            passed_.insert(x.As<BufferRefNode>()->buffer.get());
+          if (x.kind() == ExprKind::kBufferRef) passed_.insert(x.As<BufferRefNode>()->buffer.get());
           return false;
         });
       });
@@ -427,8 +385,10 @@ class HostChecker {
                (alloc->buffer->strides.empty() ? "" : " with strides") +
                " by host code; a workspace for the kernel's buffer '" + p.buffer().name() +
                "' is a compact `global` allocation");
-      } else if (ref == nullptr || (alloc == nullptr && param_buffers_.count(ref->buffer.get()) == 0)) {
-        Report(at + " must be one of the host function's buffer params or a `global` allocation "
+      } else if (ref == nullptr ||
+                 (alloc == nullptr && param_buffers_.count(ref->buffer.get()) == 0)) {
+        Report(at +
+               " must be one of the host function's buffer params or a `global` allocation "
                "of host code (a workspace), for the kernel's buffer '" +
                p.buffer().name() + "'");
       } else if (ref->buffer.dtype() != p.buffer().dtype() ||
