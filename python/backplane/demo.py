@@ -97,6 +97,18 @@ def choose_variant(name: str, dev: bp.Device) -> str:
     return name
 
 
+def grid_blocks(dev: bp.Device) -> int:
+    """The blocks of a grid-wide kernel (sum_gpu's `blocks`, Case::grid_param), as
+    runner::DimsForDevice gives them: 8 a multiprocessor on a GPU (a warp of 32 lanes or
+    more; 1024 where it reports no count), one a compute unit on another device (64 where
+    it reports none)."""
+    warp = dev.attr("warp_size") or 0
+    units = min(dev.attr("multi_processor_count") or 0, 1 << 16)
+    if warp >= 32:
+        return 8 * units if units > 0 else 1024
+    return units if units > 0 else 64
+
+
 def run(devices: List[bp.Device], kernels: List[str], small: bool, repeat: int,
         out=sys.stdout) -> int:
     rng = np.random.default_rng(1901)
@@ -127,6 +139,9 @@ def run(devices: List[bp.Device], kernels: List[str], small: bool, repeat: int,
                     if name == "matmul_tiled_gpu" and block >= 32:
                         block *= 4
                     tensors.insert(block_param_at, block)
+                    at += 1
+                if name == "sum_gpu":
+                    tensors.insert(1, grid_blocks(dev))
                     at += 1
                 times = []
                 for _ in range(repeat):

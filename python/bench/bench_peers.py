@@ -63,7 +63,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS)
 
 import backplane as bp  # noqa: E402
-from backplane.demo import kernel_dir, split_functions  # noqa: E402
+from backplane.demo import grid_blocks, kernel_dir, split_functions  # noqa: E402
 
 MATMUL_MLIR = """
 func.func @matmul(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
@@ -516,7 +516,7 @@ def run_backplane(o):
         elif problem == "sum":
             (x,) = inputs
             total = poisoned((1,))
-            args = [x.size, on_device(x), total]
+            args = [x.size] + ([grid_blocks(dev)] if gpu else []) + [on_device(x), total]
             what, result = f"{name} {x.size}", total.numpy
         elif problem == "transpose":
             (a,) = inputs
