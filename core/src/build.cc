@@ -13,6 +13,7 @@
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -30,6 +31,37 @@
 
 namespace backplane::core {
 namespace {
+
+// Zeroes `bytes` bytes at `data` on `dev`: host memory in place, device memory by copies from
+// calloc's zero pages (8 MiB at a time, pages that reading never dirties), then a sync of the
+// device's stream, so whatever runs next on the device sees zeros.
+bp_status_t ZeroDeviceBytes(DLDevice dev, void* data, uint64_t bytes) {
+  if (bytes == 0) return BP_OK;
+  if (dev.device_type == kDLCPU) {
+    std::memset(data, 0, static_cast<size_t>(bytes));
+    return BP_OK;
+  }
+  constexpr uint64_t kChunk = uint64_t{8} << 20;
+  static const char* zeros = static_cast<const char*>(std::calloc(kChunk, 1));
+  if (zeros == nullptr) return BP_ERR_OUT_OF_MEMORY;
+  for (uint64_t done = 0; done < bytes;) {
+    int64_t n = static_cast<int64_t>(std::min(kChunk, bytes - done));
+    DLTensor src{};
+    src.data = const_cast<char*>(zeros);
+    src.device = DLDevice{kDLCPU, 0};
+    src.ndim = 1;
+    src.dtype = DLDataType{kDLUInt, 8, 1};
+    src.shape = &n;
+    DLTensor dst = src;
+    dst.data = data;
+    dst.device = dev;
+    dst.byte_offset = done;
+    const bp_status_t st = bp_device_copy_data_from_to(&src, &dst, nullptr);
+    if (st != BP_OK) return st;
+    done += static_cast<uint64_t>(n);
+  }
+  return bp_device_stream_sync(dev, nullptr);
+}
 
 constexpr const char* kHostKind = "ir_host";
 
@@ -233,6 +265,19 @@ void CallHost(const HostFunction& fn, const bp_value_t* args, int32_t n) {
                                      " bytes) could not be allocated on the device: " + why);
     }
     held->t.data = data;
+    // The block may come from the device's workspace pool, holding what another caller left
+    // there (on a served device, another session's data): zeroed, as the interpreter's
+    // allocation is, a kernel that reads before it writes sees zeros, never anyone's bytes.
+    const bp_status_t zeroed = ZeroDeviceBytes(on->device, data, bytes);
+    if (zeroed != BP_OK) {
+      const char* msg = nullptr;
+      bp_error_last(nullptr, &msg);
+      const std::string why = msg != nullptr ? msg : "unknown error";
+      bp_error_clear();
+      if (bp_device_free_workspace(on->device, data) != BP_OK) bp_error_clear();
+      Fail(zeroed, what + " (" + std::to_string(bytes) +
+                       " bytes) could not be zeroed on the device: " + why);
+    }
     ir::Workspace w;
     w.data = data;
     w.user = &held->t;
