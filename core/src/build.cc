@@ -236,11 +236,12 @@ void CallHost(const HostFunction& fn, const bp_value_t* args, int32_t n) {
     const std::string what = "host function '" + fn.name + "': workspace '" + wname + "'";
     if (on == nullptr)
       Fail(BP_ERR_INVALID_ARGUMENT,
-           what + " has no device to live on: the function has no tensor argument; pass its "
-                  "kernels at least one tensor of the device to run on");
+           what +
+               " has no device to live on: the function has no tensor argument; pass its "
+               "kernels at least one tensor of the device to run on");
     if (bytes > static_cast<uint64_t>(SIZE_MAX))
-      Fail(BP_ERR_OUT_OF_MEMORY, what + " takes " + std::to_string(bytes) +
-                                     " bytes, more than this process can address");
+      Fail(BP_ERR_OUT_OF_MEMORY,
+           what + " takes " + std::to_string(bytes) + " bytes, more than this process can address");
     struct Held {
       DLTensor t{};
       std::vector<int64_t> shape;
@@ -262,7 +263,7 @@ void CallHost(const HostFunction& fn, const bp_value_t* args, int32_t n) {
       const std::string why = msg != nullptr ? msg : "unknown error";
       bp_error_clear();
       Fail(st, what + " (" + std::to_string(bytes) +
-                                     " bytes) could not be allocated on the device: " + why);
+                   " bytes) could not be allocated on the device: " + why);
     }
     held->t.data = data;
     // The block may come from the device's workspace pool, holding what another caller left

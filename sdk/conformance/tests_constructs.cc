@@ -1021,7 +1021,9 @@ const std::vector<Structural>& Structurals() {
            "    for tx in thread(threadIdx.x, 0, 64) {\n"
            "      alloc p: float32[w + 1] local\n"
            "      for r in serial(0, w) {\n"
-           "        p[r] = a[floormod(bx * 64 + tx + r * 7, " + n + ")] * float32(r + 1)\n"
+           "        p[r] = a[floormod(bx * 64 + tx + r * 7, " +
+           n +
+           ")] * float32(r + 1)\n"
            "      }\n"
            "      var s: float32 = p[w]\n"
            "      for r2 in serial(0, w) {\n"
@@ -1038,16 +1040,20 @@ const std::vector<Structural>& Structurals() {
        "",
        "gpu",
        "",
-       "  alloc ws: float32[" + n + "] global\n"
-       "  for bx in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+       "  alloc ws: float32[" + n +
+           "] global\n"
+           "  for bx in thread(blockIdx.x, 0, " +
+           std::to_string(kElements / 64) +
            ") {\n"
            "    for tx in thread(threadIdx.x, 0, 64) {\n"
            "      ws[bx * 64 + tx] = a[bx * 64 + tx] * 0.75\n"
            "    }\n  }\n"
-           "  for by in thread(blockIdx.x, 0, " + std::to_string(kElements / 64) +
+           "  for by in thread(blockIdx.x, 0, " +
+           std::to_string(kElements / 64) +
            ") {\n"
            "    for ty in thread(threadIdx.x, 0, 64) {\n"
-           "      c[by * 64 + ty] = ws[" + std::to_string(kElements - 1) +
+           "      c[by * 64 + ty] = ws[" +
+           std::to_string(kElements - 1) +
            " - (by * 64 + ty)] - ws[by * 64 + ty]\n"
            "    }\n  }\n",
        {{"a", 'a'}, {"c", '0'}}},

@@ -305,8 +305,8 @@ TEST(IrSplit, TheHostPartGetsItsWorkspacesFromTheCallerAndReleasesThem) {
   std::vector<float> memory;
   WorkspaceAlloc alloc = [&](const std::string& name, DType dtype, int ndim, const int64_t* shape,
                              uint64_t bytes) {
-    allocs.push_back(name + " " + ToString(dtype) + " [" + std::to_string(ndim == 1 ? shape[0] : -1) +
-                     "] " + std::to_string(bytes));
+    allocs.push_back(name + " " + ToString(dtype) + " [" +
+                     std::to_string(ndim == 1 ? shape[0] : -1) + "] " + std::to_string(bytes));
     memory.assign(static_cast<size_t>(bytes / 4), -1.0f);  // not zero-filled, as a device's
     ++live;
     Workspace w;
@@ -335,10 +335,12 @@ TEST(IrSplit, TheHostPartGetsItsWorkspacesFromTheCallerAndReleasesThem) {
   PackedCall failing = [&](const std::string&, const std::vector<ArgView>&) -> int64_t {
     throw Error(ErrorKind::kValue, "the device is gone");
   };
-  EXPECT_EQ(ErrorOf([&] {
-              host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, failing,
-                       Interpreter::Args::kCheck, alloc);
-            }, ErrorKind::kValue),
+  EXPECT_EQ(ErrorOf(
+                [&] {
+                  host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, failing,
+                           Interpreter::Args::kCheck, alloc);
+                },
+                ErrorKind::kValue),
             "the device is gone");
   EXPECT_EQ(live, 0);
   // A size the caller refuses, and sizes the interpreter refuses before asking: nothing is
@@ -348,28 +350,37 @@ TEST(IrSplit, TheHostPartGetsItsWorkspacesFromTheCallerAndReleasesThem) {
                                 uint64_t bytes) -> Workspace {
     throw Error(ErrorKind::kValue, "no room for " + name + " (" + std::to_string(bytes) + ")");
   };
-  EXPECT_EQ(ErrorOf([&] {
-              host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, launch,
-                       Interpreter::Args::kCheck, refusing);
-            }, ErrorKind::kValue),
+  EXPECT_EQ(ErrorOf(
+                [&] {
+                  host.Run("grid_sum", {IntArg(100), IntArg(4), a.View(), out.View()}, launch,
+                           Interpreter::Args::kCheck, refusing);
+                },
+                ErrorKind::kValue),
             "no room for part (20)");
-  EXPECT_EQ(ErrorOf([&] {
-              host.Run("grid_sum", {IntArg(100), IntArg(-5), a.View(), out.View()}, launch,
-                       Interpreter::Args::kCheck, alloc);
-            }, ErrorKind::kValue),
+  EXPECT_EQ(ErrorOf(
+                [&] {
+                  host.Run("grid_sum", {IntArg(100), IntArg(-5), a.View(), out.View()}, launch,
+                           Interpreter::Args::kCheck, alloc);
+                },
+                ErrorKind::kValue),
             "grid_sum: cannot allocate 'part': its extent `parts` is -4, negative; size it with "
             "a value >= 0");
-  const IRModule huge = SplitHostDevice(
-      Parse("func f(n: int64, a: buffer<float32>[1]) {\n"
-            "  alloc w: float32[n, n] global\n"
-            "  for t in thread(threadIdx.x, 0, 1) {\n    w[0, 0] = a[0]\n  }\n}\n"),
-      false).host;
+  const IRModule huge =
+      SplitHostDevice(Parse("func f(n: int64, a: buffer<float32>[1]) {\n"
+                            "  alloc w: float32[n, n] global\n"
+                            "  for t in thread(threadIdx.x, 0, 1) {\n    w[0, 0] = a[0]\n  }\n}\n"),
+                      false)
+          .host;
   for (int64_t n : {int64_t{1} << 20, int64_t{1} << 32}) {
-    const std::string e = ErrorOf([&] {
-      Interpreter(huge).Run("f", {IntArg(n), BufferArg(out.data.data(), Float32(), 1, out.shape.data())},
-                            launch, Interpreter::Args::kCheck, alloc);
-    }, ErrorKind::kValue);
-    EXPECT_NE(e.find("f: cannot allocate 'w': it is too large (more than "), std::string::npos) << e;
+    const std::string e = ErrorOf(
+        [&] {
+          Interpreter(huge).Run(
+              "f", {IntArg(n), BufferArg(out.data.data(), Float32(), 1, out.shape.data())}, launch,
+              Interpreter::Args::kCheck, alloc);
+        },
+        ErrorKind::kValue);
+    EXPECT_NE(e.find("f: cannot allocate 'w': it is too large (more than "), std::string::npos)
+        << e;
   }
   EXPECT_EQ(allocs, std::vector<std::string>{});
   EXPECT_EQ(live, 0);
@@ -537,14 +548,16 @@ TEST(IrSplit, SplitErrorsChecksWorkspaces) {
   };
   EXPECT_EQ(errors(host), std::vector<std::string>{});
   // Host code reads or writes the workspace, which lives in device memory.
-  EXPECT_EQ(errors(replace(host, "  call_packed(\"grid_sum_kernel1\"",
-                           "  let x: float32 = part[0]\n  call_packed(\"grid_sum_kernel1\"")),
-            std::vector<std::string>{
-                "in function 'grid_sum': host code loads from buffer 'part', a workspace it "
-                "passes to call_packed, which lives in device memory; host code never touches "
-                "device memory (only the kernels it launches do) in `let x: float32 = part[0] ... }`"});
+  EXPECT_EQ(
+      errors(replace(host, "  call_packed(\"grid_sum_kernel1\"",
+                     "  let x: float32 = part[0]\n  call_packed(\"grid_sum_kernel1\"")),
+      std::vector<std::string>{
+          "in function 'grid_sum': host code loads from buffer 'part', a workspace it "
+          "passes to call_packed, which lives in device memory; host code never touches "
+          "device memory (only the kernels it launches do) in `let x: float32 = part[0] ... }`"});
   // A workspace that is not a compact global allocation.
-  std::vector<std::string> e = errors(replace(host, "float32[parts] global", "float32[parts] local"));
+  std::vector<std::string> e =
+      errors(replace(host, "float32[parts] global", "float32[parts] local"));
   ASSERT_EQ(e.size(), 2u);
   EXPECT_NE(e[0].find("argument 3 is buffer 'part', allocated `local` by host code; a workspace "
                       "for the kernel's buffer 'part' is a compact `global` allocation"),

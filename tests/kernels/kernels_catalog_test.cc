@@ -257,10 +257,9 @@ TEST(KernelCatalog, ChoosesAVariantByTheDevicesProperties) {
   ASSERT_NE(mm, nullptr);
   const bk::DeviceTraits cuda{"cuda", "gpu", 32};
   // PoCL and lavapipe as they report themselves here, and a discrete GPU under Vulkan: the base.
-  for (const bk::DeviceTraits& other : {bk::DeviceTraits{"opencl", "cpu", 8},
-                                        bk::DeviceTraits{"vulkan", "cpu", 8},
-                                        bk::DeviceTraits{"vulkan", "gpu", 32},
-                                        bk::DeviceTraits{"", "", 0}}) {
+  for (const bk::DeviceTraits& other :
+       {bk::DeviceTraits{"opencl", "cpu", 8}, bk::DeviceTraits{"vulkan", "cpu", 8},
+        bk::DeviceTraits{"vulkan", "gpu", 32}, bk::DeviceTraits{"", "", 0}}) {
     EXPECT_EQ(bk::ChooseVariant(*va, other), va) << other.type;
     EXPECT_EQ(bk::ChooseVariant(*mm, other), mm) << other.type;
   }

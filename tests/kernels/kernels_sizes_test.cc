@@ -10,12 +10,12 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/interp.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/kernels/catalog.hpp>
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -199,9 +199,9 @@ TEST(Sizes, SumAddsItsLastChunkNear2To31) {
         Fill(x, first, lo + len, static_cast<uint64_t>(4 + b), 0.25f, 1.0f);
         for (int64_t i = first; i < lo + len; ++i) want += x[i];
       }
-      interp.Run("sum_gpu", {ir::IntArg(n), ir::IntArg(blocks),
-                             ir::BufferArg(x.data(), ir::Float32(), 1, &n),
-                             ir::BufferArg(&out, ir::Float32(), 1, &one)});
+      interp.Run("sum_gpu",
+                 {ir::IntArg(n), ir::IntArg(blocks), ir::BufferArg(x.data(), ir::Float32(), 1, &n),
+                  ir::BufferArg(&out, ir::Float32(), 1, &one)});
       EXPECT_NEAR(out, want, 1e-5 * want) << n << ", " << blocks << " blocks";
     }
   }

@@ -671,7 +671,8 @@ TEST_P(IrFeatures, AWorkspaceOfHostCodeIsSharedByItsKernels) {
     const Module m = Module::LoadFromBytes(built.SaveToBytes());
     std::mt19937 rng(8);
     std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
-    for (const auto& [n, nb] : std::vector<std::pair<int64_t, int64_t>>{{1000, 3}, {77, 40}, {1000, 3}}) {
+    for (const auto& [n, nb] :
+         std::vector<std::pair<int64_t, int64_t>>{{1000, 3}, {77, 40}, {1000, 3}}) {
       SCOPED_TRACE("n = " + std::to_string(n) + ", nb = " + std::to_string(nb));
       std::vector<float> a(static_cast<size_t>(n));
       for (float& v : a) v = dist(rng);
@@ -698,9 +699,11 @@ TEST_P(IrFeatures, AWorkspaceOfABadSizeIsRefused) {
   const Module m = backplane::Build(kWorkspace, Target::Parse(kind));
   auto message = [&](int64_t nb) {
     return bptest::CaptureError([&] {
-             Call(m, "grid_sum", dev, {Floats(std::vector<float>(10, 1.0f)),
-                                       Floats(std::vector<float>(2, 0.0f))}, {10, nb});
-           }).message;
+             Call(m, "grid_sum", dev,
+                  {Floats(std::vector<float>(10, 1.0f)), Floats(std::vector<float>(2, 0.0f))},
+                  {10, nb});
+           })
+        .message;
   };
   std::string e = message(-3);
   EXPECT_NE(e.find("host function 'grid_sum': grid_sum: cannot allocate 'part': its extent "
@@ -736,9 +739,9 @@ TEST_P(IrFeatures, AWorkspaceOfABadSizeIsRefused) {
   float y;
   std::memcpy(&y, got[0].bits.data(), sizeof(y));
   EXPECT_EQ(y, 2.5f);
-  const std::vector<Buf> sum = Call(m, "grid_sum", dev, {Floats(std::vector<float>(10, 1.0f)),
-                                                         Floats(std::vector<float>(2, 0.0f))},
-                                    {10, 2});
+  const std::vector<Buf> sum =
+      Call(m, "grid_sum", dev,
+           {Floats(std::vector<float>(10, 1.0f)), Floats(std::vector<float>(2, 0.0f))}, {10, 2});
   std::memcpy(&y, sum[1].bits.data(), sizeof(y));
   EXPECT_EQ(y, 10.0f);
 }
@@ -768,8 +771,9 @@ constexpr const char* kLocalAtRunTime =
 
 TEST_P(IrFeatures, LocalArraysSizedAtRunTime) {
   const std::string kind = GetParam();
-  if (kind == "c") GTEST_SKIP() << "CPU code has no thread-bound loops (its local arrays of any "
-                                   "size: cpu/codegen_test.cc)";
+  if (kind == "c")
+    GTEST_SKIP() << "CPU code has no thread-bound loops (its local arrays of any "
+                    "size: cpu/codegen_test.cc)";
   if (kind == "cuda") ExpectPtxasAccepts(kLocalAtRunTime, "scratch");
   Device dev(DLDevice{kDLCPU, 0});
   if (!Runs(kind) || !HasKind(kind) || !DeviceOf(kind, &dev)) GTEST_SKIP() << kind;
@@ -784,7 +788,8 @@ TEST_P(IrFeatures, LocalArraysSizedAtRunTime) {
       SCOPED_TRACE("n = " + std::to_string(n) + ", m = " + std::to_string(mm));
       std::vector<float> x(static_cast<size_t>(mm * 8 * n));
       for (float& v : x) v = dist(rng);
-      const std::vector<Buf> args = {Floats(x), Floats(std::vector<float>(static_cast<size_t>(mm * 8), -1.0f))};
+      const std::vector<Buf> args = {
+          Floats(x), Floats(std::vector<float>(static_cast<size_t>(mm * 8), -1.0f))};
       const std::vector<Buf> got = Call(m, "scratch", dev, args, {n, mm});
       const std::vector<Buf> want = InterpreterRun(reference, "scratch", {n, mm}, args);
       EXPECT_EQ(got[1].bits, want[1].bits) << "y differs from the interpreter's";

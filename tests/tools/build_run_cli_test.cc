@@ -373,21 +373,24 @@ TEST_F(BuildRunCli, TheDeviceComesFromTheModuleKind) {
 // device (the base on PoCL), or the one --variant or -f names; `--json` says which and why.
 // A --variant the kernel lacks, or whose function the module lacks, is a usage error.
 TEST_F(BuildRunCli, RunSaysWhichVariantRanAndTakesVariant) {
-  sp::Result b = Cli({"build", KernelFile("vector_add.bpir"), "-t", "opencl", "-o", Path("all.bpmod")});
+  sp::Result b =
+      Cli({"build", KernelFile("vector_add.bpir"), "-t", "opencl", "-o", Path("all.bpmod")});
   if (b.exit_code != 0) GTEST_SKIP() << "no opencl code generator here: " << b.err;
   if (!Contains(Cli({"info"}).out, "opencl:0")) GTEST_SKIP() << "no opencl device here";
   struct Want {
     std::vector<std::string> extra;
     std::string function, variant, chosen_by;
   };
-  for (const Want& w : {Want{{"-f", "vector_add_gpu"}, "vector_add_gpu", "base", "every other device"},
-                        Want{{"-f", "vector_add_gpu", "--variant", "vec4"}, "vector_add4_gpu",
-                             "vec4", "--variant"},
-                        Want{{"-f", "vector_add4_gpu"}, "vector_add4_gpu", "vec4", "named"},
-                        Want{{"-f", "vector_add4_gpu", "--variant", "base"}, "vector_add_gpu",
-                             "base", "--variant"}}) {
-    std::vector<std::string> args = {"run", Path("all.bpmod"), "--dim", "n=2093", "--repeat", "1",
-                                     "--json"};
+  for (const Want& w :
+       {Want{{"-f", "vector_add_gpu"}, "vector_add_gpu", "base", "every other device"},
+        Want{{"-f", "vector_add_gpu", "--variant", "vec4"}, "vector_add4_gpu", "vec4", "--variant"},
+        Want{{"-f", "vector_add4_gpu"}, "vector_add4_gpu", "vec4", "named"},
+        Want{{"-f", "vector_add4_gpu", "--variant", "base"},
+             "vector_add_gpu",
+             "base",
+             "--variant"}}) {
+    std::vector<std::string> args = {"run", Path("all.bpmod"), "--dim", "n=2093", "--repeat",
+                                     "1",   "--json"};
     args.insert(args.end(), w.extra.begin(), w.extra.end());
     sp::Result r = Cli(args);
     ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
@@ -407,9 +410,10 @@ TEST_F(BuildRunCli, RunSaysWhichVariantRanAndTakesVariant) {
   EXPECT_TRUE(Contains(t.out, "; variant vec4 of vector_add_gpu, by --variant")) << t.out;
   sp::Result bad = Cli({"run", Path("all.bpmod"), "-f", "vector_add_gpu", "--variant", "smem"});
   EXPECT_EQ(bad.exit_code, 2) << bad.Describe() << "\n" << bad.out << bad.err;
-  EXPECT_TRUE(Contains(bad.err, "--variant smem: kernel 'vector_add_gpu' has no variant 'smem'; "
-                                "its variants are: base (vector_add_gpu), vec4 "
-                                "(vector_add4_gpu)"))
+  EXPECT_TRUE(Contains(bad.err,
+                       "--variant smem: kernel 'vector_add_gpu' has no variant 'smem'; "
+                       "its variants are: base (vector_add_gpu), vec4 "
+                       "(vector_add4_gpu)"))
       << bad.err;
   ASSERT_EQ(Cli({"build", KernelFile("vector_add.bpir"), "-t", "opencl", "-f", "vector_add_gpu",
                  "-o", Path("one.bpmod")})

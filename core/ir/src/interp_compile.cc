@@ -22,7 +22,8 @@ using namespace interp;  // NOLINT(google-build-using-namespace)
 
 // Allocation sizes beyond this are refused (as an error rather than an exhausted machine).
 constexpr uint64_t kMaxAllocBytes = uint64_t{1} << 40;
-constexpr const char* kTooLarge = "it is too large (more than 1099511627776 bytes); size it smaller";
+constexpr const char* kTooLarge =
+    "it is too large (more than 1099511627776 bytes); size it smaller";
 
 // ---- the compiler -----------------------------------------------------------------------------
 

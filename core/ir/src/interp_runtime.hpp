@@ -137,7 +137,7 @@ struct BufSlot {
   Elem elem = Elem::kF32;
   int ndim = 0;
   int dims_off = 0;
-  int param = -1;  // the index of the param, -1 for an allocation
+  int param = -1;          // the index of the param, -1 for an allocation
   bool workspace = false;  // a global allocation of host code passed to call_packed
 };
 

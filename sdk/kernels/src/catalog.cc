@@ -148,8 +148,8 @@ std::vector<Case> MakeCatalog() {
        Bytes({"a", "b", "c"}));
   // 2093 = two full blocks of 1024 and a last block of 45: 11 vectors and a tail of 1.
   add("vector_add.bpir", "vector_add4_gpu", true,
-      {Dim("n"), In("a", {"n"}), In("b", {"n"}), Out("c", {"n"})}, {{"n", 2093}},
-      {{"n", 1 << 22}}, detail::VectorAdd, 1e-6, MemoryBound, Bytes({"a", "b", "c"}));
+      {Dim("n"), In("a", {"n"}), In("b", {"n"}), Out("c", {"n"})}, {{"n", 2093}}, {{"n", 1 << 22}},
+      detail::VectorAdd, 1e-6, MemoryBound, Bytes({"a", "b", "c"}));
   both("saxpy.bpir", "saxpy",
        {Dim("n"), ParamSpec{ParamSpec::kFloatScalar, "alpha", {}, 0.5, 2.0}, In("x", {"n"}),
         InOut("y", {"n"})},
@@ -266,8 +266,7 @@ std::vector<Case> MakeCatalog() {
       b->variants.push_back(std::move(v));
     }
   };
-  variants("vector_add_gpu",
-           {Variant{"vec4", "vector_add4_gpu", "device type cuda", on_cuda}});
+  variants("vector_add_gpu", {Variant{"vec4", "vector_add4_gpu", "device type cuda", on_cuda}});
   variants("matmul_tiled_gpu", {Variant{"smem", "matmul_smem_gpu", "device type cuda", on_cuda}});
   return cases;
 }

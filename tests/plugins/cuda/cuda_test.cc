@@ -131,10 +131,10 @@ TEST_P(CudaKernelBuildTest, CompilesToPtxThatPtxasAcceptsAndSaves) {
   Module dev = m.Imports()[0];
   EXPECT_EQ(dev.Kind(), "cuda");
   // sum_gpu's grid-wide reduction is two kernels sharing a workspace (docs/ir.md).
-  EXPECT_EQ(dev.ListFunctions(),
-            (c->func == "sum_gpu"
-                 ? std::vector<std::string>{c->func + "_kernel0", c->func + "_kernel1"}
-                 : std::vector<std::string>{c->func + "_kernel"}));
+  EXPECT_EQ(
+      dev.ListFunctions(),
+      (c->func == "sum_gpu" ? std::vector<std::string>{c->func + "_kernel0", c->func + "_kernel1"}
+                            : std::vector<std::string>{c->func + "_kernel"}));
   const std::string ptx = dev.InspectSource("ptx");
   EXPECT_NE(ptx.find(".target sm_90"), std::string::npos) << ptx.substr(0, 400);
   EXPECT_NE(ptx.find(".entry " + c->func + "_kernel"), std::string::npos);

@@ -125,8 +125,7 @@ TEST(VulkanSpirv, EveryGeneratedModulePassesSpirvVal) {
       std::string output;
       char buf[512];
       while (fgets(buf, sizeof(buf), p) != nullptr) output += buf;
-      EXPECT_EQ(pclose(p), 0) << name << " module " << k << ": spirv-val: " << output
-                              << "\nGLSL:\n"
+      EXPECT_EQ(pclose(p), 0) << name << " module " << k << ": spirv-val: " << output << "\nGLSL:\n"
                               << m.Imports()[0].InspectSource("glsl");
     }
     ++checked;
