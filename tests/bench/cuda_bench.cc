@@ -12,6 +12,10 @@
 //   vector_add: bytes/s of the catalog's vector_add_gpu variant for cuda:0 (runner::
 //             ChooseVariant: vector_add4_gpu, float32x4 accesses) vs a device-to-device
 //             copy (goal >= 95%), and of the base vector_add_gpu next to it
+//   sum:      bytes/s of the catalog's sum_gpu (grid-wide: a block a part of x, 8 blocks a
+//             multiprocessor as runner::DimsForDevice gives them, then one block over the
+//             parts) on 64 Mi floats vs the device-to-device copy (goal >= 0.9 of its
+//             bandwidth: the copy reads and writes, so the sum's reads alone are compared)
 //   matmul:   the catalog's matmul_tiled_gpu variant for cuda:0 (matmul_smem_gpu, shared-memory
 //             tiles) vs cuBLAS sgemm at 4096 (goal >= 0.6), and the base matmul_tiled_gpu
 //             next to it; each benchmark's label names the function it ran
@@ -314,6 +318,26 @@ void BM_DeviceCopy_RawDriver(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kVectorElems * 4 * 2);  // read + write
 }
 
+// out = sum(x) over 64 Mi floats with the catalog's sum_gpu, its block count from
+// runner::DimsForDevice (8 a multiprocessor); the bytes are those read, 4 an element.
+void BM_Sum_Backplane(benchmark::State& state) {
+  if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
+  const backplane::kernels::Case& c = *backplane::kernels::Find("sum_gpu");
+  Module m = BuildKernel(c.func);
+  backplane::Function f = m.GetFunction(c.func);
+  const int64_t blocks = backplane::runner::DimsForDevice(c, Device(Gpu()), {}).at(c.grid_param);
+  state.counters["blocks"] = static_cast<double>(blocks);
+  Tensor x = Tensor::Empty({kVectorElems}, F32(), Device(Gpu()));
+  Tensor out = Tensor::Empty({1}, F32(), Device(Gpu()));
+  f(kVectorElems, blocks, x.dl(), out.dl());
+  Sync();
+  for (auto _ : state) {
+    f(kVectorElems, blocks, x.dl(), out.dl());
+    Sync();
+  }
+  state.SetBytesProcessed(state.iterations() * kVectorElems * 4);
+}
+
 // c = a b at 4096 with the catalog's matmul_tiled_gpu (base; its block as the tools give it,
 // runner::DimsForDevice: 4 warps on a GPU) or the variant chosen for the GPU (matmul_smem_gpu:
 // 64 x 64 tiles through shared memory, 4 x 4 a thread in registers); the label names it.
@@ -401,6 +425,7 @@ BENCHMARK(BM_CopyD2H_RawDriver)->UseRealTime();
 BENCHMARK(BM_VectorAdd_Backplane)->UseRealTime();
 BENCHMARK(BM_VectorAddBase_Backplane)->UseRealTime();
 BENCHMARK(BM_DeviceCopy_RawDriver)->UseRealTime();
+BENCHMARK(BM_Sum_Backplane)->UseRealTime();
 BENCHMARK(BM_Matmul_Backplane)->UseRealTime();
 BENCHMARK(BM_MatmulBase_Backplane)->UseRealTime();
 BENCHMARK(BM_Matmul_cuBLAS)->UseRealTime();

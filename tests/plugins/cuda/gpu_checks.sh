@@ -51,7 +51,8 @@
 #                against the interpreter; skipped with a note where the machine has no NVIDIA ICD
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
 #                (the catalog's variant for cuda:0, vector_add4_gpu, and the base
-#                vector_add_gpu) vs a device copy, matmul (the variant for cuda:0,
+#                vector_add_gpu) vs a device copy, sum_gpu (grid-wide) vs the device
+#                copy's bandwidth, matmul (the variant for cuda:0,
 #                matmul_smem_gpu, and the base matmul_tiled_gpu) vs cuBLAS; each ratio's
 #                line names the function that ran; no benchmark may report an error;
 #                the ratios go to summary.txt
@@ -673,6 +674,8 @@ rows = [("launch: Backplane / raw cuLaunchKernel, time (goal <= 1.1)", "BM_Launc
          "BM_VectorAdd_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
         ("vector_add, base vector_add_gpu / device copy, bytes/s",
          "BM_VectorAddBase_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
+        ("sum_gpu, bytes read / device copy, bytes/s (goal >= 0.9)",
+         "BM_Sum_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
         ("matmul 4096, variant for cuda / cuBLAS sgemm, flop/s (goal >= 0.6)",
          "BM_Matmul_Backplane", "BM_Matmul_cuBLAS", "flops"),
         ("matmul 4096, base matmul_tiled_gpu / cuBLAS sgemm, flop/s",
