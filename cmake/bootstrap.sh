@@ -94,7 +94,17 @@ build() {
 }
 
 if [ "$mode" = demo ]; then
-  build release
+  # Only what the demo runs: the CLI, libbackplane, the plugins and the kernel files (the
+  # target backplane_demo_deps, about a quarter of the build's steps), not the tests and
+  # benchmarks. It is the release build folder the test mode uses, so `bootstrap.sh test`
+  # afterwards builds only the rest.
+  echo "==> configuring the 'release' preset"
+  cmake --preset release >/dev/null
+  # The configure writes each plugin's manifest: the plugins whose SDK was found here.
+  plugins="$(cd build/release/lib/backplane/plugins && ls -- *.bpplugin.json | sed 's/\.bpplugin\.json$//' | tr '\n' ' ')"
+  echo "==> building what the demo needs (target backplane_demo_deps): the backplane CLI," \
+    "libbackplane, the plugins (${plugins% }) and the reference kernels; no tests or benchmarks"
+  cmake --build --preset release -j "$jobs" --target backplane_demo_deps
   echo "==> build/release/bin/backplane demo"
   exec build/release/bin/backplane demo
 fi
