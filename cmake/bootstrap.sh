@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Sets up a Debian 12 machine for Backplane and runs the main job or the tests.
-#   bash cmake/bootstrap.sh demo   install what is missing, build (release), run the demo
+#   bash cmake/bootstrap.sh demo   install what is missing, build what the demo needs (the
+#                                  release preset's target backplane_demo_deps), run the demo
 #   bash cmake/bootstrap.sh test   install what is missing, build and run every test
 #                                  (release, the Python package's pytest, then the asan
 #                                  preset: ASan + UBSan + LSan, then the concurrency tests
@@ -101,7 +102,8 @@ if [ "$mode" = demo ]; then
   echo "==> configuring the 'release' preset"
   cmake --preset release >/dev/null
   # The configure writes each plugin's manifest: the plugins whose SDK was found here.
-  plugins="$(cd build/release/lib/backplane/plugins && ls -- *.bpplugin.json | sed 's/\.bpplugin\.json$//' | tr '\n' ' ')"
+  plugins="$(cd build/release/lib/backplane/plugins 2>/dev/null && ls -- *.bpplugin.json 2>/dev/null |
+    sed 's/\.bpplugin\.json$//' | tr '\n' ' ' || true)"
   echo "==> building what the demo needs (target backplane_demo_deps): the backplane CLI," \
     "libbackplane, the plugins (${plugins% }) and the reference kernels; no tests or benchmarks"
   cmake --build --preset release -j "$jobs" --target backplane_demo_deps
