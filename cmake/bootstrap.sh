@@ -102,8 +102,12 @@ if [ "$mode" = demo ]; then
   echo "==> configuring the 'release' preset"
   cmake --preset release >/dev/null
   # The configure writes each plugin's manifest: the plugins whose SDK was found here.
-  plugins="$(cd build/release/lib/backplane/plugins 2>/dev/null && ls -- *.bpplugin.json 2>/dev/null |
-    sed 's/\.bpplugin\.json$//' | tr '\n' ' ' || true)"
+  plugins=""
+  for manifest in build/release/lib/backplane/plugins/*.bpplugin.json; do
+    [ -e "$manifest" ] || continue
+    manifest="${manifest##*/}"
+    plugins+="${manifest%.bpplugin.json} "
+  done
   echo "==> building what the demo needs (target backplane_demo_deps): the backplane CLI," \
     "libbackplane, the plugins (${plugins% }) and the reference kernels; no tests or benchmarks"
   cmake --build --preset release -j "$jobs" --target backplane_demo_deps

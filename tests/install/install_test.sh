@@ -42,6 +42,7 @@ if [ -n "${SKIP_REASON:-}" ]; then
 fi
 
 prefix="$SCRATCH/prefix"  # the moved install tree
+PLUGINS="${PLUGINS:-}"
 # Only the moved tree may be used: no plugin or kernel folder from the environment.
 unset BACKPLANE_PLUGIN_PATH BACKPLANE_KERNEL_DIR
 
