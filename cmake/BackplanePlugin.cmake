@@ -42,6 +42,11 @@ endif()
 set(BACKPLANE_ABI_VERSION "${_bp_abi_major}.${_bp_abi_minor}")
 # A change to the header re-runs the configure, and so the manifests.
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_bp_c_api_h}")
+# Included in the caller's scope (by BackplaneConfig.cmake too): leave no helper variables.
+unset(_bp_c_api_h)
+unset(_bp_abi_lines)
+unset(_bp_abi_major)
+unset(_bp_abi_minor)
 
 function(backplane_add_plugin name)
   cmake_parse_arguments(ARG "ALLOW_UNDEFINED" "VERSION;VENDOR;OUTPUT_DIR"

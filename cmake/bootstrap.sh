@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Sets up a Debian 12 machine for Backplane and runs the main job or the tests.
-#   bash cmake/bootstrap.sh demo   install what is missing, build (release), run the demo
+#   bash cmake/bootstrap.sh demo   install what is missing, build what the demo needs (the
+#                                  release preset's target backplane_demo_deps), run the demo
 #   bash cmake/bootstrap.sh test   install what is missing, build and run every test
 #                                  (release, the Python package's pytest, then the asan
 #                                  preset: ASan + UBSan + LSan, then the concurrency tests
@@ -94,7 +95,22 @@ build() {
 }
 
 if [ "$mode" = demo ]; then
-  build release
+  # Only what the demo runs: the CLI, libbackplane, the plugins and the kernel files (the
+  # target backplane_demo_deps, about a quarter of the build's steps), not the tests and
+  # benchmarks. It is the release build folder the test mode uses, so `bootstrap.sh test`
+  # afterwards builds only the rest.
+  echo "==> configuring the 'release' preset"
+  cmake --preset release >/dev/null
+  # The configure writes each plugin's manifest: the plugins whose SDK was found here.
+  plugins=""
+  for manifest in build/release/lib/backplane/plugins/*.bpplugin.json; do
+    [ -e "$manifest" ] || continue
+    manifest="${manifest##*/}"
+    plugins+="${manifest%.bpplugin.json} "
+  done
+  echo "==> building what the demo needs (target backplane_demo_deps): the backplane CLI," \
+    "libbackplane, the plugins (${plugins% }) and the reference kernels; no tests or benchmarks"
+  cmake --build --preset release -j "$jobs" --target backplane_demo_deps
   echo "==> build/release/bin/backplane demo"
   exec build/release/bin/backplane demo
 fi

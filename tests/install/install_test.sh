@@ -17,19 +17,32 @@
 #             CPU kernel on cpu:0, and a module saved by one process runs in another.
 #   host_app  the same for sdk/examples/host_app, then runs it for a CPU Target and for
 #             simaccel.
+#   files     every file and link of the install matches a line of expected_files.txt (the
+#             README's table of the install) and every line matches a file; each one that
+#             does not is named.
+#   components  find_package(Backplane COMPONENTS ...) from tests/install/components (a
+#             project of its own, against the moved prefix): every library and every
+#             installed plugin as a required component, with its imported target; optional
+#             components this install lacks leave Backplane_<c>_FOUND false and fail
+#             nothing; probe.cc, linked with the library components, runs vector_add on
+#             cpu:0. Then a required component that is unknown, and a plugin that is not
+#             installed (a copy of the prefix without the remote plugin's manifest), must
+#             each fail the configure with a message naming it and saying what to do.
 #
 # usage: install_test.sh STEP   with these variables set (CMakeLists.txt passes them):
 #   SOURCE_DIR BUILD_DIR SCRATCH CMAKE GENERATOR MAKE_PROGRAM CXX CC
+#   PLUGINS      the plugins under plugins/ that this build has, space-separated
 #   SKIP_REASON  when not empty, print it and exit 77 (ctest: skipped)
 set -euo pipefail
 
-step="${1:?usage: install_test.sh package|simaccel|host_app}"
+step="${1:?usage: install_test.sh package|simaccel|host_app|files|components}"
 if [ -n "${SKIP_REASON:-}" ]; then
   echo "install.$step skipped: $SKIP_REASON"
   exit 77
 fi
 
 prefix="$SCRATCH/prefix"  # the moved install tree
+PLUGINS="${PLUGINS:-}"
 # Only the moved tree may be used: no plugin or kernel folder from the environment.
 unset BACKPLANE_PLUGIN_PATH BACKPLANE_KERNEL_DIR
 
@@ -178,6 +191,135 @@ case "$step" in
     expect host_app-simaccel "^  simaccel:0 " "host_app did not list simaccel:0"
     expect host_app-simaccel "^softmax_gpu on simaccel:0: ok" \
       "host_app did not pass softmax_gpu on simaccel:0"
+    ;;
+
+  files)
+    list="$SOURCE_DIR/tests/install/expected_files.txt"
+    patterns=()
+    while IFS= read -r line; do
+      line="${line%%#*}"
+      line="${line%"${line##*[! ]}"}"
+      [ -n "$line" ] || continue
+      if [[ "$line" == *"{plugin}"* ]]; then
+        for p in $PLUGINS; do patterns+=("${line//\{plugin\}/$p}"); done
+      else
+        patterns+=("$line")
+      fi
+    done <"$list"
+    mapfile -t files < <(cd "$prefix" && find . -mindepth 1 ! -type d | sed 's|^\./||' | LC_ALL=C sort)
+    [ "${#files[@]}" -gt 0 ] || fail "the install in $prefix is empty; run install.package"
+    errors=0
+    declare -A used=()
+    for f in "${files[@]}"; do
+      hit=""
+      for pat in "${patterns[@]}"; do
+        # shellcheck disable=SC2053  # $pat is a pattern on purpose
+        if [[ "$f" == $pat ]]; then
+          hit=1
+          used["$pat"]=1
+        fi
+      done
+      if [ -z "$hit" ]; then
+        echo "unexpected: $f" >&2
+        errors=$((errors + 1))
+      fi
+    done
+    for pat in "${patterns[@]}"; do
+      if [ -z "${used[$pat]:-}" ]; then
+        echo "missing: nothing in the install matches '$pat'" >&2
+        errors=$((errors + 1))
+      fi
+    done
+    if [ "$errors" -gt 0 ]; then
+      fail "$errors difference(s) between the default install and $list (above). A file that
+belongs in the install goes into that list and into the README's table (\"Installing\"); one
+that does not (a test program, a helper) needs COMPONENT <name> EXCLUDE_FROM_ALL on its
+install() rule before any artifact kind, as tests/install/CMakeLists.txt does for the GPU
+bundle. A missing one: its install() rule was lost, or the list names what is no longer built."
+    fi
+    echo "${#files[@]} files, each listed in $list"
+    ;;
+
+  components)
+    src="$SOURCE_DIR/tests/install/components"
+    build="$SCRATCH/components-build"
+    # Every plugin kind of this tree that this build lacks: asked for as optional.
+    absent=(nosuchplugin)
+    for p in cpu opencl vulkan cuda remote; do
+      [[ " $PLUGINS " == *" $p "* ]] || absent+=("$p")
+    done
+    required="backplane;sdk;ir;codegen;launch;kernels;runner;cli;${PLUGINS// /;}"
+    optional="$(IFS=';' && echo "${absent[*]}")"
+    configure() {  # configure NAME PREFIX CMAKE_ARGS...
+      local name="$1" at="$2"
+      shift 2
+      rm -rf "$build"
+      "$CMAKE" -S "$src" -B "$build" -G "$GENERATOR" -DCMAKE_MAKE_PROGRAM="$MAKE_PROGRAM" \
+        -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=None -DCMAKE_PREFIX_PATH="$at" "$@" \
+        >"$SCRATCH/$name.log" 2>&1
+    }
+    echo "==> components: required $required; optional $optional"
+    configure components-configure "$prefix" -DREQUIRED_COMPONENTS="$required" \
+      -DOPTIONAL="$optional" -DEXPECT_MISSING="$optional" ||
+      { cat "$SCRATCH/components-configure.log"; fail "find_package with every component failed"; }
+    cat "$SCRATCH/components-configure.log"
+    expect components-configure "component runner: found \(Backplane::runner\)" \
+      "the runner component was not reported found"
+    expect components-configure "component cpu: found \(Backplane::plugin_cpu\)" \
+      "the cpu plugin's component was not reported found"
+    expect components-configure "component nosuchplugin: not found, as expected" \
+      "an optional component that is not there was not reported missing"
+    run components-build "$CMAKE" --build "$build" -j 2
+    run components-probe "$build/components_probe"
+    expect components-probe "^components probe: ok$" "the probe did not pass"
+
+    # A required component that does not exist: the configure fails, naming it.
+    echo "==> components: required ir;bogus (must fail)"
+    if configure components-bogus "$prefix" -DREQUIRED_COMPONENTS="ir;bogus"; then
+      cat "$SCRATCH/components-bogus.log"
+      fail "find_package(Backplane REQUIRED COMPONENTS ir bogus) succeeded"
+    fi
+    cat "$SCRATCH/components-bogus.log"
+    expect components-bogus "Required components are missing:" "no message for the missing component"
+    expect components-bogus "'bogus': no such component" "the message does not name 'bogus'"
+    expect components-bogus "Fix the name in find_package" "the message does not say what to do"
+    expect components-bogus "This install has: backplane sdk ir codegen launch kernels runner cli" \
+      "the message does not list the components there are"
+
+    # A plugin that was not built: one of this tree's optional plugins that the build lacks,
+    # or else a copy of the prefix (links) without the cuda plugin's manifest.
+    at="$prefix" missing=""
+    for p in cuda opencl vulkan remote; do
+      if [[ " $PLUGINS " != *" $p "* ]]; then
+        missing="$p"
+        break
+      fi
+    done
+    if [ -z "$missing" ]; then
+      missing=cuda at="$SCRATCH/prefix-without-cuda"
+      rm -rf "$at"
+      cp -as "$prefix" "$at"
+      rm "$at/lib/backplane/plugins/cuda.bpplugin.json"
+    fi
+    echo "==> components: required ir;$missing where the $missing plugin is not installed (must fail)"
+    if configure components-noplugin "$at" -DREQUIRED_COMPONENTS="ir;$missing"; then
+      cat "$SCRATCH/components-noplugin.log"
+      fail "find_package(Backplane REQUIRED COMPONENTS $missing) succeeded without the plugin"
+    fi
+    cat "$SCRATCH/components-noplugin.log"
+    expect components-noplugin "'$missing': the $missing plugin is not installed here" \
+      "the message does not name the $missing plugin"
+    expect components-noplugin "Install that SDK, rebuild and reinstall Backplane, or ask for it with OPTIONAL_COMPONENTS" \
+      "the message does not say what to do"
+    # As optional, the same component only reads not found.
+    configure components-noplugin-optional "$at" -DREQUIRED_COMPONENTS="ir" \
+      -DOPTIONAL="$missing" -DEXPECT_MISSING="$missing" || {
+      cat "$SCRATCH/components-noplugin-optional.log"
+      fail "an optional missing plugin failed find_package"
+    }
+    expect components-noplugin-optional "component $missing: not found, as expected" \
+      "the optional missing plugin was not reported missing"
+    [ "$at" = "$prefix" ] || rm -rf "$at"
     ;;
 
   *)
