@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the installed package carries: the catalog's kernels, found relative to the package."""
 import os
+import re
 import subprocess
 import sys
 
@@ -49,3 +50,13 @@ def test_backplane_kernel_dir_overrides(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [str(tmp_path)] * 2
+
+
+def test_the_package_readme_example_runs():
+    with open(os.path.join(REPO, "python", "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Using it"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [repr(bp.devices())], r.stdout

@@ -4,7 +4,8 @@
 # The package users get: makes the sdist at the repository root, builds the wheel from the
 # unpacked sdist, removes that build, installs the wheel into two new venvs and, in each, with
 # no LD_LIBRARY_PATH, no BACKPLANE_* variable and the repository out of the way:
-#   - runs the README's Python example (every device prints True; cpu:0 is one of them),
+#   - runs the README's Python example (every device prints True; cpu:0 is one of them) and
+#     python/README.md's,
 #   - checks that the plugins come from that venv's site-packages and from nowhere else
 #     (BACKPLANE_DEBUG=loader names every folder searched and every library found), so one
 #     install never sees another's plugins, the build tree or the source tree,
@@ -75,12 +76,14 @@ echo "    $(basename "$wheel"): $(grep -c "/plugins/lib" "$work/wheel.txt") plug
   "$(grep -o "plugins/[a-z]*\.bpplugin\.json" "$work/wheel.txt" | sed 's|plugins/||;s|\..*||' |
     tr '\n' ' ')"
 
-# The README's Python example, as a file.
-"$py" - "$root/README.md" "$work/example.py" <<'EOF'
+# The Python examples of README.md ("Python") and python/README.md ("Using it"), as files.
+"$py" - "$root" "$work" <<'EOF'
 import re, sys
-text = open(sys.argv[1], encoding="utf-8").read()
-code = re.search(r"```python\n(.*?)```", text[text.index("## Python"):], re.S).group(1)
-open(sys.argv[2], "w", encoding="utf-8").write(code)
+for readme, section, out in (("README.md", "## Python", "example.py"),
+                             ("python/README.md", "## Using it", "package_example.py")):
+    text = open(f"{sys.argv[1]}/{readme}", encoding="utf-8").read()
+    code = re.search(r"```python\n(.*?)```", text[text.index(section):], re.S).group(1)
+    open(f"{sys.argv[2]}/{out}", "w", encoding="utf-8").write(code)
 EOF
 
 for v in a b; do
@@ -111,6 +114,8 @@ for v in a b; do
       *) fail "venv $v: the loader looked outside its package ($pkg): $p" ;;
     esac
   done <"$work/paths-$v.txt"
+  (cd "$work/run-$v" && "${run[@]}" "$work/package_example.py") >"$work/pkg-out-$v.txt" \
+    2>&1 || fail "python/README.md's example in venv $v: $(tail -5 "$work/pkg-out-$v.txt")"
   echo "    plugins from $pkg/lib/backplane/plugins only:" \
     "$(grep -c "discovered: library" "$work/err-$v.txt") discovered"
   kdir="$(cd "$work/run-$v" && "${run[@]}" -c "import backplane; print(backplane.kernel_dir())")"
