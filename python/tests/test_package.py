@@ -60,3 +60,17 @@ def test_the_package_readme_example_runs():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [repr(bp.devices())], r.stdout
+
+
+def test_the_package_version_is_the_projects():
+    import importlib.metadata
+
+    with open(os.path.join(REPO, "CMakeLists.txt"), encoding="utf-8") as f:
+        version = re.search(r"project\(Backplane VERSION ([0-9.]+)", f.read()).group(1)
+    for pyproject in ("pyproject.toml", os.path.join("python", "pyproject.toml")):
+        with open(os.path.join(REPO, pyproject), encoding="utf-8") as f:
+            text = f.read()
+        assert re.search(r'(?m)^name = "backplane-runtime"$', text), pyproject
+        assert re.search(r'(?m)^version = "([0-9.]+)"$', text).group(1) == version, (
+            f"{pyproject}'s version differs from CMakeLists.txt's project VERSION {version}")
+    assert importlib.metadata.version("backplane-runtime") == version
