@@ -106,7 +106,8 @@ fi
 # presets' -Werror and CMake's own compilers (cc, c++: scikit-build-core would take Python's
 # gcc, g++, which ccache tells apart), so that the compile commands are the release build's;
 # CCACHE_NOHASHDIR: libbackplane's objects (-g) hit too, although their build folder differs
-# (the wheel strips the debug information that names it).
+# (the wheel strips the debug information that names it). An empty Backplane_DIR: the
+# self-contained build even where the build folder was configured over an install before.
 python_package() {
   local py="${BACKPLANE_PYTHON:-python3}"
   if [ ! -x .venv/bin/python ]; then
@@ -120,7 +121,8 @@ python_package() {
     .venv/bin/python -m pip uninstall -q -y backplane
   fi
   CC="${CC:-cc}" CXX="${CXX:-c++}" CCACHE_NOHASHDIR=1 .venv/bin/python -m pip install -q \
-    --disable-pip-version-check --no-build-isolation ./python -C cmake.define.BACKPLANE_WERROR=ON
+    --disable-pip-version-check --no-build-isolation ./python -C cmake.define.BACKPLANE_WERROR=ON \
+    -C cmake.define.Backplane_DIR=
 }
 
 if [ "$mode" = python ]; then
