@@ -8,9 +8,10 @@
 #                                  (release, the Python package's pytest, then the asan
 #                                  preset: ASan + UBSan + LSan, then the concurrency tests
 #                                  under the tsan preset)
-#   bash cmake/bootstrap.sh python install what is missing, build (release), install it into
-#                                  build/install, create the venv .venv with the Python
-#                                  package (python/) and run `python -m backplane demo`
+#   bash cmake/bootstrap.sh python install what is missing, create the venv .venv with the
+#                                  Python package (pip install ./python: it builds the core
+#                                  and the plugins itself, in build/wheel-*) and run
+#                                  `python -m backplane demo`
 # Safe to run again: installs only what is missing and rebuilds incrementally.
 set -euo pipefail
 
@@ -115,10 +116,15 @@ if [ "$mode" = demo ]; then
   exec build/release/bin/backplane demo
 fi
 
-# The Python package in .venv, over the release build installed into build/install.
+# The Python package in .venv, as users get it: `pip install ./python` builds libbackplane and
+# the plugins itself (in build/wheel-<tag>/, beside build/release, through ccache: the objects
+# the release build made hit) and puts them inside the package (python/README.md). With the
+# presets' -Werror and CMake's own compilers (cc, c++: scikit-build-core would take Python's
+# gcc, g++, which ccache tells apart), so that the compile commands are the release build's;
+# CCACHE_NOHASHDIR: libbackplane's objects (-g) hit too, although their build folder differs
+# (the wheel strips the debug information that names it). An empty Backplane_DIR: the
+# self-contained build even where the build folder was configured over an install before.
 python_package() {
-  echo "==> installing the release build into build/install"
-  cmake --install build/release --prefix "$root/build/install" >/dev/null
   local py="${BACKPLANE_PYTHON:-python3}"
   if [ ! -x .venv/bin/python ]; then
     echo "==> creating the venv .venv ($("$py" --version))"
@@ -126,12 +132,16 @@ python_package() {
   fi
   echo "==> .venv: the Python requirements (python/requirements.txt) and the package"
   .venv/bin/python -m pip install -q --disable-pip-version-check -r python/requirements.txt
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation ./python \
-    -C cmake.define.Backplane_DIR="$root/build/install/lib/cmake/Backplane"
+  # A venv made before the package was named backplane-runtime holds it as "backplane".
+  if .venv/bin/python -m pip show -q backplane >/dev/null 2>&1; then
+    .venv/bin/python -m pip uninstall -q -y backplane
+  fi
+  CC="${CC:-cc}" CXX="${CXX:-c++}" CCACHE_NOHASHDIR=1 .venv/bin/python -m pip install -q \
+    --disable-pip-version-check --no-build-isolation ./python -C cmake.define.BACKPLANE_WERROR=ON \
+    -C cmake.define.Backplane_DIR=
 }
 
 if [ "$mode" = python ]; then
-  build release
   python_package
   echo "==> .venv/bin/python -m backplane demo"
   exec .venv/bin/python -m backplane demo

@@ -15,6 +15,7 @@ whole guide.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Optional, Tuple, Union
 
 from . import _backplane
@@ -49,11 +50,34 @@ from ._backplane import (  # noqa: F401  (re-exported)
 __all__ = [
     "Device", "Event", "Function", "Module", "Stream", "Target", "Tensor",
     "abi_version", "build", "devices", "empty", "from_dlpack", "from_numpy", "get_function",
-    "list_functions", "load_module", "native_handle", "register_function", "remove_function",
+    "kernel_dir", "list_functions", "load_module", "native_handle", "register_function",
+    "remove_function",
     "Error", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError", "OutOfMemoryError",
     "UnsupportedError", "VersionMismatchError", "PluginError", "DeviceError", "TypeError_",
     "InternalError",
 ]
+
+
+def kernel_dir() -> str:
+    """The folder of the reference kernels (the catalog's ``*.bpir`` files).
+
+    ``$BACKPLANE_KERNEL_DIR`` when it is set; else the package's own copy
+    (``backplane/share/backplane/kernels``, what a wheel carries); else, for a package built over
+    an installed Backplane (``Backplane_DIR``), that install's ``share/backplane/kernels``.
+    """
+    env = os.environ.get("BACKPLANE_KERNEL_DIR")
+    if env:
+        return env
+    package = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.join(package, "share", "backplane", "kernels")
+    if os.path.isdir(here):
+        return here
+    if _backplane._install_kernel_dir:
+        return _backplane._install_kernel_dir
+    raise FileNotFoundError(
+        f"backplane.kernel_dir(): the package has no kernel folder ({here} is missing) and was "
+        "not built over an installed Backplane; reinstall the package (pip install "
+        "backplane-runtime or ./python), or set BACKPLANE_KERNEL_DIR to a folder of *.bpir files")
 
 
 # ---- errors: one class per bp_error_kind_t --------------------------------------------------

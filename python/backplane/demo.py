@@ -24,8 +24,8 @@ import backplane as bp
 
 
 def kernel_dir() -> str:
-    """Where the reference kernels are: $BACKPLANE_KERNEL_DIR, else the install's."""
-    return os.environ.get("BACKPLANE_KERNEL_DIR") or bp._backplane._install_kernel_dir
+    """Where the reference kernels are: ``backplane.kernel_dir()``."""
+    return bp.kernel_dir()
 
 
 def split_functions(ir_text: str) -> Dict[str, str]:

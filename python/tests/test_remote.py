@@ -14,7 +14,11 @@ import backplane as bp
 from conftest import SCALE_ADD_CPU
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLI = os.environ.get("BACKPLANE_CLI", os.path.join(ROOT, "build", "install", "bin", "backplane"))
+# The server: $BACKPLANE_CLI, else the release build's program (bash cmake/bootstrap.sh test
+# builds it), else an install's in build/install.
+CLI = os.environ.get("BACKPLANE_CLI") or next(
+    (p for p in (os.path.join(ROOT, "build", d, "bin", "backplane") for d in ("release", "install"))
+     if os.path.exists(p)), os.path.join(ROOT, "build", "release", "bin", "backplane"))
 
 
 @pytest.fixture
