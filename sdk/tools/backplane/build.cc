@@ -112,7 +112,7 @@ int RunBuild(const BuildOptions& o) {
   auto parse = [](const char* flag, const std::string& text, Target* out, bool* device) {
     const std::string e = ParseTargetOrDevice(text, out, device);
     if (e.empty()) return true;
-    std::cerr << "backplane build: " << flag << " " << text << ": " << e
+    std::cerr << "backplane build: " << flag << ": " << e
               << (LooksLikeDevice(text) ? ""
                                         : " ('backplane target --list' shows the kinds and tags, "
                                           "'backplane info -l' the devices)")

@@ -402,9 +402,22 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
       return kExitUsage;
     }
   } else {
+    std::string no_ir;
     try {
       oracle.emplace(runner::Oracle::FromModule(m));
     } catch (const Error& e) {
+      no_ir = e.what();
+    }
+    // A module that keeps no IR (a remote one): a reference kernel's signature is its kernel
+    // file's, and its check is the float64 reference.
+    if (!oracle && c != nullptr && !o.check) {
+      try {
+        oracle.emplace(ir::Parse(runner::KernelSource(*c), c->file));
+      } catch (const std::exception&) {
+        oracle.reset();
+      }
+    }
+    if (!oracle) {
       // What needed the IR: the check, the inputs or outputs (their params), or the signature
       // of a function that is not a reference kernel.
       std::string why =
@@ -413,8 +426,7 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
         why = "--input/--output/--print need the function's IR: ";
       }
       if (o.check) why = "--check: ";
-      std::cerr << "backplane run: " << why << o.module << ": " << e.what()
-                << " (give the kernel file it was built from with --ir FILE)\n";
+      std::cerr << "backplane run: " << why << o.module << ": " << no_ir << "\n";
       return kExitUsage;
     }
   }
@@ -480,8 +492,9 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
       if (!has(buffers, name)) {
         std::cerr << "backplane run: " << (files == &input_texts ? "--input " : "--output ") << name
                   << "=" << file << ": function '" << o.func << "' has no "
-                  << (files == &input_texts ? "parameter" : "buffer parameter") << " '" << name
-                  << "'; its buffers are: " << Join(buffers)
+                  << "buffer parameter '" << name
+                  << (files == &input_texts ? "' (nor a scalar one)" : "'")
+                  << "; its buffers are: " << Join(buffers)
                   << (files == &input_texts && !scalars.empty() ? "; its scalars: " + Join(scalars)
                                                                 : "")
                   << "\n";
@@ -757,6 +770,15 @@ int ListFunctions(const Module& m, const RunOptions& o) {
       }
     }
     const kernels::Case* c = kernels::Find(name);
+    std::optional<ir::IRModule> source;  // a reference kernel's file, where the module keeps no IR
+    if (f == nullptr && c != nullptr) {
+      try {
+        source = ir::Parse(runner::KernelSource(*c), c->file);
+        f = source->Find(name);
+      } catch (const std::exception&) {
+        f = nullptr;
+      }
+    }
     OrderedJson item = {{"name", name}};
     text += "  " + (f != nullptr ? Signature(*f) : name);
     if (f != nullptr) {
@@ -989,13 +1011,14 @@ Command AddRunCommand(CLI::App& parent) {
                   "sizes not given with --dim are read off the shapes")
       ->type_name("NAME=FILE.npy|VALUES");
   app->add_option("--output,-o", o->outputs,
-                  "Save buffer NAME after one call as a NumPy .npy file (repeat)")
+                  "Save buffer NAME after the checked call as a NumPy .npy file (repeat); the "
+                  "line after the result names each file written")
       ->type_name("NAME=FILE.npy");
   app->add_flag("--print,-p", o->print,
                 "Print the buffers the function writes, after the checked call: up to 16 "
                 "elements in full, larger ones as their first and last elements with min, max "
                 "and mean");
-  app->add_flag("--print-full", o->print_full, "With --print: every element, however many");
+  app->add_flag("--print-full", o->print_full, "--print with every element, however many");
   app->add_option("--repeat,-r", o->repeat,
                   "Timed runs after the checked one (default 5); their min, mean, median and "
                   "standard deviation are printed")
@@ -1020,7 +1043,7 @@ Command AddRunCommand(CLI::App& parent) {
       "  backplane run va_gpu.bpmod -f vector_add_gpu -i a=a.npy -i b=b.npy -o c=c.npy\n"
       "  backplane run sx.bpmod -f saxpy_gpu --arg alpha=1.5 --check --json\n"
       "  backplane run va.bpmod --list\n"
-      "  backplane run va_gpu.bpmod -f vector_add_gpu -i a=1,2,3,4 -i b=4xf32=0.5 --print\n"
+      "  backplane run va.bpmod -f vector_add_gpu -i a=1,2,3,4 -i b=4xf32=0.5 -p\n"
       "Exit codes: 0 ok, 1 the run or the check failed, 2 a usage error (bad option, file, "
       "device or value).\n"
       "Environment: BACKPLANE_PLUGIN_PATH (plugin folders searched first), XDG_CACHE_HOME (the "
