@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -140,6 +141,48 @@ TEST_F(RunParityCli, BuildForADeviceUsesTheDevicesOwnTargetAndRunsThere) {
     ++built;
   }
   if (built == 0) GTEST_SKIP() << "no device with a code generator here";
+}
+
+// The same for a device of another machine: `build -t remote:0` takes the Target the remote
+// plugin reads off it (the server's device's own, wrapped), and the module runs there with
+// inline inputs and printed outputs. ctest runs it against a loopback `backplane serve` of
+// opencl devices (cli.remote_device_build_run, tests/tools/CMakeLists.txt); elsewhere it skips.
+TEST_F(RunParityCli, BuildForARemoteDeviceAndRunThere) {
+  const char* remote = std::getenv("BACKPLANE_REMOTE");
+  if (remote == nullptr || *remote == '\0') GTEST_SKIP() << "BACKPLANE_REMOTE is not set";
+  ASSERT_TRUE(HasDevice("remote:0")) << Cli({"info", "-l"}).out;
+  sp::Result t = Cli({"target", "remote:0", "--json"});
+  ASSERT_EQ(t.exit_code, 0) << Show(t);
+  const Json target = JsonOf(t);
+  EXPECT_EQ(target.value("kind", ""), "remote") << t.out;
+  EXPECT_EQ(target.value("server", ""), remote) << t.out;
+  ASSERT_TRUE(target.contains("target")) << t.out;
+  // The inner Target is the server's device's own, as `backplane target` prints it there.
+  sp::Result local =
+      Cli({"target", target.value("device", ""), "--json"}, {{"BACKPLANE_REMOTE", ""}});
+  ASSERT_EQ(local.exit_code, 0) << Show(local);
+  EXPECT_EQ(target["target"], JsonOf(local)) << t.out << local.out;
+
+  sp::Result b = Cli(
+      {"build", KernelFile("vector_add.bpir"), "-t", "remote:0", "-o", Path("vr.bpmod"), "--json"});
+  ASSERT_EQ(b.exit_code, 0) << Show(b);
+  EXPECT_EQ(JsonOf(b)["target"], target);
+  // The module keeps no IR: the listing takes the reference kernel's signature from its file.
+  sp::Result list = Cli({"run", Path("vr.bpmod"), "--list"});
+  ASSERT_EQ(list.exit_code, 0) << Show(list);
+  EXPECT_TRUE(Contains(list.out, "vector_add_gpu(n: int32, a: buffer<float32>[n]")) << list.out;
+
+  const std::vector<float> a = RandomFloats(9, 71);
+  const std::vector<float> bv = RandomFloats(9, 72);
+  sp::Result r = Cli({"run", Path("vr.bpmod"), "-f", "vector_add_gpu", "-i", "a=" + Inline(a), "-i",
+                      "b=" + Inline(bv), "--print", "--json", "-r", "2"});
+  ASSERT_EQ(r.exit_code, 0) << Show(r);
+  const Json doc = JsonOf(r);
+  EXPECT_EQ(doc["device"], "remote:0");
+  EXPECT_EQ(doc["check"], "reference");
+  const Json& c = doc["printed"][0]["values"];
+  ASSERT_EQ(c.size(), 9u) << doc.dump(2);
+  for (size_t i = 0; i < 9; ++i) EXPECT_EQ(c[i].get<double>(), a[i] + bv[i]) << i;
 }
 
 TEST_F(RunParityCli, ADeviceThatDoesNotExistIsNamedWithTheDevicesThereAre) {
