@@ -130,7 +130,7 @@ TEST_F(RunParityCli, BuildForADeviceUsesTheDevicesOwnTargetAndRunsThere) {
     EXPECT_EQ(doc["target_from_device"], device) << doc.dump(2);
     sp::Result text = Cli({"build", KernelFile("vector_add.bpir"), "-t", device, "-o", module});
     ASSERT_EQ(text.exit_code, 0) << Show(text);
-    EXPECT_TRUE(Contains(text.out, "(the Target of " + device + ")")) << text.out;
+    EXPECT_TRUE(Contains(text.out, " for " + kind + " from " + device + " (module ")) << text.out;
 
     const std::string func = cpu ? "vector_add" : "vector_add_gpu";
     std::vector<std::string> run = {"run", module, "-f", func, "--dim", "n=4099", "-r", "2"};

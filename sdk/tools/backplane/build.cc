@@ -237,9 +237,9 @@ int RunBuild(const BuildOptions& o) {
     return PrintJson("build", doc) ? kExitOk : kExitFailure;
   }
   std::cout << "built " << names << " for " << target.Kind()
-            << (from_device ? " (the Target of " + o.target + ")" : "") << " (module " << kinds
-            << ") in " << static_cast<int>(ms + 0.5) << " ms; saved " << bytes.size()
-            << " bytes to " << o.output << "\n";
+            << (from_device ? " from " + o.target : "") << " (module " << kinds << ") in "
+            << static_cast<int>(ms + 0.5) << " ms; saved " << bytes.size() << " bytes to "
+            << o.output << "\n";
   return kExitOk;
 }
 
