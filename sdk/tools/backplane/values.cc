@@ -333,7 +333,9 @@ std::string ParseInlineArray(const std::string& func, const std::string& name, i
       has_dtype ? prefix.substr(prefix.rfind('x') == std::string::npos ? 0 : prefix.rfind('x') + 1)
                 : ir::ToString(given);
   out->shape = dims;
-  out->bytes.assign(count * width, 0);
+  // Room for every value given, even for a shape of no elements (whose one value is parsed,
+  // for its errors, and dropped).
+  out->bytes.assign(std::max(count, tokens.size()) * width, 0);
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (std::string e = StoreElement(tokens[i], given, out->bytes.data() + i * width); !e.empty()) {
       return "element " + std::to_string(i) + ": " + e;
@@ -344,6 +346,7 @@ std::string ParseInlineArray(const std::string& func, const std::string& name, i
       std::memcpy(out->bytes.data() + i * width, out->bytes.data(), width);
     }
   }
+  out->bytes.resize(count * width);
   return "";
 }
 
