@@ -308,7 +308,14 @@ TEST_F(RunParityCli, InlineInputsAndPrintedOutputsOnRandomData) {
       Cli({"run", Path("ax.bpmod"), "-f", "axpb", "-i", "a=-3,0,2147483,7", "-i", "s=i32=-5", "-i",
            "b=4xi32=0", "--print", "--check", "-r", "1", "--allow-native"});
   ASSERT_EQ(ints.exit_code, 0) << Show(ints);
-  EXPECT_TRUE(Contains(ints.out, "b: int32 (4,) = [16, 1, -10737414, -34]")) << ints.out;
+  EXPECT_TRUE(Contains(ints.out, "\nb: int32 (4,) = [16, 1, -10737414, -34]\n")) << ints.out;
+  EXPECT_FALSE(Contains(ints.out, "\na: ")) << "only the buffers it writes: " << ints.out;
+
+  // A shape of no elements: its one value fills nothing.
+  sp::Result empty = Cli({"run", Path("va.bpmod"), "-f", "vector_add", "-i", "a=0xf32=1", "-i",
+                          "b=0=2", "--print", "-r", "1", "--allow-native"});
+  ASSERT_EQ(empty.exit_code, 0) << Show(empty);
+  EXPECT_TRUE(Contains(empty.out, "\nc: float32 (0,) = []\n")) << empty.out;
 }
 
 TEST_F(RunParityCli, InlineInputsThatDoNotFitAreRefusedNamingTheElement) {
