@@ -183,6 +183,7 @@ Result RunCase(const kernels::Case& c, const Module& m, Device dev, const kernel
       auto t1 = std::chrono::steady_clock::now();
       times.push_back(std::chrono::duration<double>(t1 - t0).count());
     }
+    r.times = times;
     std::sort(times.begin(), times.end());
     r.seconds = times[times.size() / 2];
     if (r.seconds > 0) {

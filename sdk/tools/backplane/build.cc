@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "device_target.h"
 #include "input.h"
 #include "output.h"
 
@@ -104,16 +105,22 @@ int RunBuild(const BuildOptions& o) {
               << "(docs/ir.md); give such a file\n";
     return kExitUsage;
   }
+  // A device (-t opencl:0) gives its own Target, read off the device (Target::FromDevice).
   Target target;
   Target host;
-  try {
-    target = Target::Parse(o.target);
-    if (!o.host.empty()) host = Target::Parse(o.host);
-  } catch (const Error& e) {
-    std::cerr << "backplane build: " << (o.host.empty() ? "--target" : "--target/--host") << ": "
-              << e.what() << " ('backplane target --list' shows the kinds and tags)\n";
-    return kExitUsage;
-  }
+  bool from_device = false;
+  auto parse = [](const char* flag, const std::string& text, Target* out, bool* device) {
+    const std::string e = ParseTargetOrDevice(text, out, device);
+    if (e.empty()) return true;
+    std::cerr << "backplane build: " << flag << ": " << e
+              << (LooksLikeDevice(text) ? ""
+                                        : " ('backplane target --list' shows the kinds and tags, "
+                                          "'backplane info -l' the devices)")
+              << "\n";
+    return false;
+  };
+  if (!parse("--target", o.target, &target, &from_device)) return kExitUsage;
+  if (!o.host.empty() && !parse("--host", o.host, &host, nullptr)) return kExitUsage;
   const std::string kind = target.Kind();
   std::vector<std::pair<std::string, std::string>> left_out;  // function, why
   if (!o.functions.empty()) {
@@ -218,6 +225,7 @@ int RunBuild(const BuildOptions& o) {
     doc["input"] = o.input;
     doc["output"] = o.output;
     doc["target"] = OrderedJson::parse(target.ToJson());
+    doc["target_from_device"] = from_device ? OrderedJson(o.target) : OrderedJson();
     doc["module_kinds"] = kind_list;
     doc["functions"] = module.ListFunctions();
     OrderedJson left = OrderedJson::array();
@@ -228,7 +236,8 @@ int RunBuild(const BuildOptions& o) {
     doc["build_seconds"] = ms / 1000;
     return PrintJson("build", doc) ? kExitOk : kExitFailure;
   }
-  std::cout << "built " << names << " for " << target.Kind() << " (module " << kinds << ") in "
+  std::cout << "built " << names << " for " << target.Kind()
+            << (from_device ? " from " + o.target : "") << " (module " << kinds << ") in "
             << static_cast<int>(ms + 0.5) << " ms; saved " << bytes.size() << " bytes to "
             << o.output << "\n";
   return kExitOk;
@@ -245,7 +254,9 @@ Command AddBuildCommand(CLI::App& parent) {
                   "matmul.bpir")
       ->required();
   app->add_option("--target,-t", o->target,
-                  "The Target: 'c', 'c -mcpu=skylake -num-cores=4', a tag or JSON")
+                  "The Target: 'c', 'c -mcpu=skylake -num-cores=4', a tag, JSON, or a device "
+                  "(opencl:0, remote:1): that device's own Target, as 'backplane target "
+                  "opencl:0' prints it")
       ->required();
   app->add_option("--host", o->host, "The host Target for host code (a CPU kind; optional)");
   app->add_option("--output,-o", o->output, "Where to save the module")->required();
@@ -268,6 +279,7 @@ Command AddBuildCommand(CLI::App& parent) {
       "Examples:\n"
       "  backplane build vector_add.bpir -t c -o va.bpmod\n"
       "  backplane build vector_add.bpir -t opencl -o va_gpu.bpmod --json\n"
+      "  backplane build vector_add.bpir -t opencl:0 -o va_gpu.bpmod\n"
       "  backplane build matmul.bpir -t 'c -num-cores=4' -f matmul_tiled -o mm.bpmod\n"
       "Exit codes: 0 built and saved, 1 the build or the write failed, 2 a usage error (bad "
       "option, kernel file or Target).\n"

@@ -14,6 +14,7 @@
 #include <backplane/runner/check.hpp>
 #include <backplane/runner/runner.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -28,6 +29,7 @@
 #include "input.h"
 #include "npy.h"
 #include "output.h"
+#include "values.h"
 
 namespace backplane::cli {
 
@@ -70,7 +72,7 @@ struct RunOptions {
   std::string variant;               // --variant NAME: a catalog kernel's variant ("" = chosen)
   std::string device;                // "" = from the module's kind
   std::vector<std::string> dims;     // NAME=VALUE for scalar params
-  std::vector<std::string> inputs;   // NAME=FILE.npy: a buffer's contents
+  std::vector<std::string> inputs;   // NAME=FILE.npy or NAME=VALUES: a buffer's contents
   std::vector<std::string> outputs;  // NAME=FILE.npy: where a buffer goes after the call
   bool check = false;                // compare with the IR interpreter
   std::string ir_file;               // the IR to compare with, instead of the module's own
@@ -81,7 +83,13 @@ struct RunOptions {
   bool verbose = false;
   std::vector<std::string> plugin_paths;
   bool allow_native = false;  // load modules that carry native code (a c module's library)
+  bool list = false;          // list the module's functions with their signatures
+  bool print = false;         // print the buffers the call wrote
+  bool print_full = false;    // ... every element, however many
 };
+
+// Buffers of up to this many elements are printed in full by --print.
+constexpr size_t kPrintInFull = 16;
 
 // "n=4096", "alpha=-1.5" pairs; the values are parsed against the function's signature later.
 bool ParseValues(const std::vector<std::string>& items, std::map<std::string, std::string>* out,
@@ -112,9 +120,42 @@ bool AsDims(const std::map<std::string, std::string>& values, kernels::Dims* dim
   return true;
 }
 
-double Median(std::vector<double> times) {
+// The statistics of the timed calls: min, mean, median (the middle one; the mean of the two
+// middle ones for an even count) and the sample standard deviation (0 for one call).
+struct TimeStats {
+  double min = 0, mean = 0, median = 0, stddev = 0;
+};
+
+TimeStats Stats(std::vector<double> times) {
+  TimeStats s;
+  if (times.empty()) return s;
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  const size_t n = times.size();
+  s.min = times.front();
+  s.median = n % 2 == 1 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+  double sum = 0;
+  for (double t : times) sum += t;
+  s.mean = sum / static_cast<double>(n);
+  double sq = 0;
+  for (double t : times) sq += (t - s.mean) * (t - s.mean);
+  s.stddev = n > 1 ? std::sqrt(sq / static_cast<double>(n - 1)) : 0;
+  return s;
+}
+
+// "1.23 ms median of 5 (min 1.20 ms, mean 1.25 ms, stddev 31.0 us)", and the figures in the
+// document: "seconds" (the median) and "timing".
+std::string TimingText(const std::vector<double>& times, OrderedJson* doc) {
+  const TimeStats s = Stats(times);
+  (*doc)["repeat"] = times.size();
+  (*doc)["seconds"] = s.median;
+  (*doc)["timing"] = {{"min", s.min},
+                      {"mean", s.mean},
+                      {"median", s.median},
+                      {"stddev", s.stddev},
+                      {"times", times}};
+  return runner::FormatSeconds(s.median) + " median of " + std::to_string(times.size()) + " (min " +
+         runner::FormatSeconds(s.min) + ", mean " + runner::FormatSeconds(s.mean) + ", stddev " +
+         runner::FormatSeconds(s.stddev) + ")";
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -160,11 +201,14 @@ class Report {
   // Says what runs now (the first call of a GPU module includes the driver's compile, which
   // can take seconds).
   void Step(const std::string& what) { progress_.Step(what); }
+  // A line printed after the result line (an output's path, a printed buffer).
+  void AddLine(const std::string& line) { lines_.push_back(line); }
   int Ok(const std::string& line) {
     progress_.Done();
     doc_["ok"] = true;
     if (o_.json) return PrintJson("run", doc_) ? kExitOk : kExitFailure;
     std::cout << line << "\n";
+    for (const std::string& l : lines_) std::cout << l << "\n";
     return kExitOk;
   }
   int Failed(const std::string& message) {
@@ -180,12 +224,29 @@ class Report {
   const RunOptions& o_;
   OrderedJson doc_;
   Progress progress_;
+  std::vector<std::string> lines_;
 };
 
-// Reads --input files into the buffers of `args`, after checking each file's dtype and shape
-// against the parameter. Returns "" or the message.
+// What --input gave for one parameter: a file (`NAME=FILE.npy`, `NAME=@FILE`) or values typed
+// inline (`NAME=1,2,3`, `NAME=4xf32=0`), as text after `NAME=`.
+struct InputValue {
+  std::string text;  // as given
+  bool is_inline = false;
+  std::string file;  // the path, for a file
+};
+
+std::string InputText(const std::string& name, const InputValue& v) {
+  return "--input " + name + "=" + v.text;
+}
+
+// Where each size came from, for messages: "--dim n=1000", "the shape (999,) of --input a=a.npy".
+using SizeOrigins = std::map<std::string, std::string>;
+
+// Puts the --input arrays into the buffers of `args`, after checking each one's dtype and shape
+// against the parameter. A shape that differs names where each of its sizes came from (another
+// input's shape, or --dim). Returns "" or the message.
 std::string LoadInputs(const ir::PrimFunc& f, const std::map<std::string, NpyArray>& arrays,
-                       const std::map<std::string, std::string>& files,
+                       const std::map<std::string, InputValue>& inputs, const SizeOrigins& origins,
                        std::vector<runner::CheckArg>* args) {
   for (const auto& [name, a] : arrays) {
     runner::CheckArg* arg = nullptr;
@@ -193,21 +254,51 @@ std::string LoadInputs(const ir::PrimFunc& f, const std::map<std::string, NpyArr
       if (c.name == name && c.is_buffer) arg = &c;
     }
     if (arg == nullptr) continue;  // checked before: every name is a buffer param
-    if (a.dtype != arg->dtype || a.shape != arg->shape) {
-      return "--input " + name + "=" + files.at(name) + ": parameter '" + name + "' of function '" +
-             f.name + "' is " + ir::ToString(arg->dtype) + " ('" + NpyDescr(arg->dtype) +
-             "') of shape " + NpyShapeText(arg->shape) + ", but the file holds " +
-             ir::ToString(a.dtype) + " ('" + a.descr + "') of shape " + NpyShapeText(a.shape) +
-             "; save an array of that dtype and shape, or give the sizes with --dim";
+    if (a.dtype == arg->dtype && a.shape == arg->shape) {
+      arg->bytes = a.bytes;
+      continue;
     }
-    arg->bytes = a.bytes;
+    const InputValue& in = inputs.at(name);
+    std::string message =
+        InputText(name, in) + ": parameter '" + name + "' of function '" + f.name + "' is " +
+        ir::ToString(arg->dtype) + " ('" + NpyDescr(arg->dtype) + "') of shape " +
+        NpyShapeText(arg->shape) + ", but " +
+        (in.is_inline ? "the value is " + ir::ToString(a.dtype)
+                      : "the file holds " + ir::ToString(a.dtype) + " ('" + a.descr + "')") +
+        " of shape " + NpyShapeText(a.shape);
+    if (a.shape != arg->shape) {
+      // Which size made the parameter's shape, and where it came from: another input's shape
+      // (the inputs disagree) or --dim.
+      for (const ir::Param& p : f.params) {
+        if (!p.is_buffer() || p.buffer().name() != name) continue;
+        for (size_t d = 0; d < p.buffer()->shape.size(); ++d) {
+          const auto* v = p.buffer()->shape[d].As<ir::VarNode>();
+          if (v == nullptr || !origins.count(v->name)) continue;
+          const std::string& from = origins.at(v->name);
+          if (from.find(InputText(name, in)) != std::string::npos) continue;
+          message += "; " + v->name + " = " + std::to_string(arg->shape[d]) + " comes from " + from;
+        }
+      }
+    }
+    message += in.is_inline
+                   ? "; give values of that dtype and shape (e.g. " + name + "=" +
+                         [&] {
+                           std::string sh;
+                           for (int64_t d : arg->shape)
+                             sh += (sh.empty() ? "" : "x") + std::to_string(d);
+                           return sh + "x" + ir::ToString(arg->dtype);
+                         }() +
+                         "=0 fills it), or give the sizes with --dim"
+                   : "; save an array of that dtype and shape, or give the sizes with --dim";
+    return message;
   }
   return "";
 }
 
 // Writes the --output buffers of `args`. Returns "" or the message.
 std::string SaveOutputs(const std::map<std::string, std::string>& outputs,
-                        const std::vector<runner::CheckArg>& args, OrderedJson* list) {
+                        const std::vector<runner::CheckArg>& args, OrderedJson* list,
+                        Report* report) {
   for (const auto& [name, file] : outputs) {
     for (const runner::CheckArg& a : args) {
       if (a.name != name || !a.is_buffer) continue;
@@ -216,17 +307,84 @@ std::string SaveOutputs(const std::map<std::string, std::string>& outputs,
       }
       list->push_back(
           {{"name", name}, {"file", file}, {"dtype", ir::ToString(a.dtype)}, {"shape", a.shape}});
+      report->AddLine("wrote " + name + " (" + ir::ToString(a.dtype) + " " + NpyShapeText(a.shape) +
+                      ") to " + file);
     }
   }
   return "";
 }
 
+// The buffers `f` writes, in the order of its params: a reference kernel's outputs, else those
+// its IR stores to (or passes to a packed call, which may write them).
+std::vector<std::string> WrittenBufferNames(const ir::PrimFunc& f, const kernels::Case* c) {
+  std::vector<std::string> names;
+  if (c != nullptr) {
+    for (const kernels::Arg& a : c->make_args(c->small, 1)) {
+      if (a.is_buffer && a.is_output) names.push_back(a.name);
+    }
+    return names;
+  }
+  const std::vector<const ir::BufferNode*> written = ir::WrittenBuffers(f.body);
+  for (const ir::Param& p : f.params) {
+    if (!p.is_buffer()) continue;
+    for (const ir::BufferNode* b : written) {
+      if (b->name == p.buffer().name()) {
+        names.push_back(b->name);
+        break;
+      }
+    }
+  }
+  return names;
+}
+
+// "vector_add(n: int32, a: buffer<float32>[n], ...)".
+std::string Signature(const ir::PrimFunc& f) {
+  std::string s = f.name + "(";
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const ir::Param& p = f.params[i];
+    s += i ? ", " : "";
+    if (p.is_buffer()) {
+      s += p.buffer().name() + ": buffer<" + ir::ToString(p.buffer().dtype()) + ">[";
+      for (size_t d = 0; d < p.buffer()->shape.size(); ++d) {
+        s += (d ? ", " : "") + ir::Print(p.buffer()->shape[d]);
+      }
+      s += "]";
+    } else {
+      s += p.var()->name + ": " + ir::ToString(p.var().dtype());
+    }
+  }
+  return s + ")";
+}
+
+// The arguments as the catalog's reference takes them (float64 elements), outputs marked.
+std::vector<kernels::Arg> ToKernelArgs(const std::vector<runner::CheckArg>& args,
+                                       const std::vector<std::string>& outputs) {
+  std::vector<kernels::Arg> out;
+  for (const runner::CheckArg& a : args) {
+    kernels::Arg k;
+    k.name = a.name;
+    k.is_buffer = a.is_buffer;
+    k.dtype = a.dtype;
+    if (a.is_buffer) {
+      k.shape = a.shape;
+      k.data.resize(a.count());
+      for (size_t i = 0; i < k.data.size(); ++i) k.data[i] = a.Element(i);
+      k.is_output = std::find(outputs.begin(), outputs.end(), a.name) != outputs.end();
+    } else {
+      k.scalar = a.dtype.is_float() ? a.f : static_cast<double>(a.i);
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 // Any function, its arguments from its signature (the IR the module keeps, or --ir), random
-// or read from --input files: checked against the IR interpreter with --check, else only run
-// and timed; --output files get the buffers after one call.
+// or from --input (files or inline values): a reference kernel checked against its float64
+// reference on those inputs, any function against the IR interpreter with --check, else only
+// run; --output files get the buffers after the checked call, --print shows them; then timed.
 int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
                std::map<std::string, std::string> values,
-               const std::map<std::string, std::string>& inputs,
+               const std::map<std::string, std::string>& input_texts,
                const std::map<std::string, std::string>& outputs, const RunOptions& o,
                const std::string& variant_why, Report& report) {
   std::optional<runner::Oracle> oracle;
@@ -244,16 +402,31 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
       return kExitUsage;
     }
   } else {
+    std::string no_ir;
     try {
       oracle.emplace(runner::Oracle::FromModule(m));
     } catch (const Error& e) {
-      // What needed the IR: the check, the .npy files (their params), or the signature of a
-      // function that is not a reference kernel.
+      no_ir = e.what();
+    }
+    // A module that keeps no IR (a remote one): a reference kernel's signature is its kernel
+    // file's, and its check is the float64 reference.
+    if (!oracle && c != nullptr && !o.check) {
+      try {
+        oracle.emplace(ir::Parse(runner::KernelSource(*c), c->file));
+      } catch (const std::exception&) {
+        oracle.reset();
+      }
+    }
+    if (!oracle) {
+      // What needed the IR: the check, the inputs or outputs (their params), or the signature
+      // of a function that is not a reference kernel.
       std::string why =
           "'" + o.func + "' is not a reference kernel, so its arguments come " + "from its IR: ";
-      if (!inputs.empty() || !outputs.empty()) why = "--input/--output need the function's IR: ";
+      if (!input_texts.empty() || !outputs.empty() || o.print) {
+        why = "--input/--output/--print need the function's IR: ";
+      }
       if (o.check) why = "--check: ";
-      std::cerr << "backplane run: " << why << o.module << ": " << e.what() << "\n";
+      std::cerr << "backplane run: " << why << o.module << ": " << no_ir << "\n";
       return kExitUsage;
     }
   }
@@ -273,32 +446,85 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     }
   }
   const std::vector<std::string> buffers = ParamNames(*f, true);
-  for (const auto* files : {&inputs, &outputs}) {
+  const std::vector<std::string> scalars = ParamNames(*f, false);
+  auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  SizeOrigins origins;
+  for (const auto& [name, v] : values) origins[name] = "--dim " + name + "=" + v;
+  // --input of a scalar parameter is the same as --arg (iree-run-module takes scalars that way).
+  std::map<std::string, InputValue> inputs;
+  for (const auto& [name, text] : input_texts) {
+    if (has(scalars, name)) {
+      std::string value;
+      ir::DType dtype;
+      bool has_dtype = false;
+      const ir::Var* var = nullptr;
+      for (const ir::Param& p : f->params) {
+        if (!p.is_buffer() && p.var()->name == name) var = &p.var();
+      }
+      if (!InlineScalarText(text, &value, &dtype, &has_dtype) ||
+          (has_dtype && dtype != var->dtype())) {
+        std::cerr << "backplane run: --input " << name << "=" << text << ": parameter '" << name
+                  << "' of function '" << o.func << "' is a scalar of "
+                  << ir::ToString(var->dtype()) << "; give one value, e.g. --input " << name << "="
+                  << (var->dtype().is_float() ? "1.5" : "4") << "\n";
+        return kExitUsage;
+      }
+      if (values.count(name)) {
+        std::cerr << "backplane run: --input " << name << "=" << text << ": '" << name
+                  << "' is given twice (also " << origins[name] << "); give it once\n";
+        return kExitUsage;
+      }
+      values[name] = value;
+      origins[name] = "--input " + name + "=" + text;
+      continue;
+    }
+    InputValue in;
+    in.text = text;
+    in.is_inline = IsInlineValue(text);
+    in.file = !text.empty() && text[0] == '@' ? text.substr(1) : text;
+    inputs[name] = in;
+  }
+  for (const auto* files : {&input_texts, &outputs}) {
     for (const auto& [name, file] : *files) {
-      if (std::find(buffers.begin(), buffers.end(), name) == buffers.end()) {
-        std::cerr << "backplane run: " << (files == &inputs ? "--input " : "--output ") << name
-                  << "=" << file << ": function '" << o.func << "' has no buffer parameter '"
-                  << name << "'; its buffers are: " << Join(buffers) << "\n";
+      if (files == &input_texts && has(scalars, name)) continue;
+      if (!has(buffers, name)) {
+        std::cerr << "backplane run: " << (files == &input_texts ? "--input " : "--output ") << name
+                  << "=" << file << ": function '" << o.func << "' has no "
+                  << "buffer parameter '" << name
+                  << (files == &input_texts ? "' (nor a scalar one)" : "'")
+                  << "; its buffers are: " << Join(buffers)
+                  << (files == &input_texts && !scalars.empty() ? "; its scalars: " + Join(scalars)
+                                                                : "")
+                  << "\n";
         return kExitUsage;
       }
     }
   }
   std::map<std::string, NpyArray> arrays;
-  for (const auto& [name, file] : inputs) {
+  for (const auto& [name, in] : inputs) {
     NpyArray a;
-    if (std::string e = ReadNpy(file, &a); !e.empty()) {
-      std::cerr << "backplane run: --input " << name << "=" << file << ": " << e << "\n";
+    const ir::Param* param = nullptr;
+    for (const ir::Param& p : f->params) {
+      if (p.is_buffer() && p.buffer().name() == name) param = &p;
+    }
+    const std::string e = in.is_inline
+                              ? ParseInlineArray(o.func, name, param->buffer().dtype(),
+                                                 param->buffer()->shape.size(), in.text, &a)
+                              : ReadNpy(in.file, &a);
+    if (!e.empty()) {
+      std::cerr << "backplane run: " << InputText(name, in) << ": " << e << "\n";
       return kExitUsage;
     }
     // A size the user did not give is read off the shape of an input whose extent is that
     // size (buffer<float32>[n] and a file of shape (1000,) give n = 1000).
-    for (const ir::Param& p : f->params) {
-      if (!p.is_buffer() || p.buffer().name() != name) continue;
-      const std::vector<ir::Expr>& shape = p.buffer()->shape;
-      if (shape.size() != a.shape.size()) continue;
+    const std::vector<ir::Expr>& shape = param->buffer()->shape;
+    if (shape.size() == a.shape.size()) {
       for (size_t d = 0; d < shape.size(); ++d) {
         if (const auto* v = shape[d].As<ir::VarNode>(); v != nullptr && !values.count(v->name)) {
           values[v->name] = std::to_string(a.shape[d]);
+          origins[v->name] = "the shape " + NpyShapeText(a.shape) + " of " + InputText(name, in);
         }
       }
     }
@@ -324,18 +550,26 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     std::cerr << "backplane run: " << e.what() << "\n";
     return kExitUsage;
   }
-  if (std::string e = LoadInputs(*f, arrays, inputs, &args); !e.empty()) {
+  if (std::string e = LoadInputs(*f, arrays, inputs, origins, &args); !e.empty()) {
     std::cerr << "backplane run: " << e << "\n";
     return kExitUsage;
   }
   OrderedJson input_list = OrderedJson::array();
-  for (const auto& [name, file] : inputs) input_list.push_back({{"name", name}, {"file", file}});
+  for (const auto& [name, in] : inputs) {
+    if (in.is_inline) {
+      input_list.push_back({{"name", name}, {"value", in.text}});
+    } else {
+      input_list.push_back({{"name", name}, {"file", in.file}});
+    }
+  }
   report.doc()["inputs"] = input_list;
   std::string verdict = "ran (not checked; --check compares it with the IR interpreter)";
-  std::vector<runner::CheckArg> after;  // the buffers after one call, for --output
+  std::vector<runner::CheckArg> after;  // the buffers after the checked call
   report.Step("running " + o.func + " on " + dev.ToString() +
               (o.check ? " and on the IR interpreter" : "") +
               " (the first call includes the driver's compile)");
+  Function fn = m.GetFunction(o.func);
+  double max_error = -1;  // against the float64 reference, for a reference kernel
   if (o.check) {
     runner::CheckOptions options;
     options.rtol = o.rtol;
@@ -351,24 +585,56 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
         std::string("ok (matches the IR interpreter; largest error ") + buf + " of the tolerance)";
     after = std::move(r.got);
   } else {
-    report.doc()["check"] = "none";
-    if (!outputs.empty()) {
-      runner::CheckDeviceArgs once(args, dev);
-      Function fn = m.GetFunction(o.func);
-      fn.CallPacked(once.values().data(), static_cast<int32_t>(once.values().size()));
-      Check(bp_device_stream_sync(dev.dl, nullptr));
-      after = args;
-      once.Download(&after);
+    runner::CheckDeviceArgs once(args, dev);
+    fn.CallPacked(once.values().data(), static_cast<int32_t>(once.values().size()));
+    Check(bp_device_stream_sync(dev.dl, nullptr));
+    after = args;
+    once.Download(&after);
+    if (c != nullptr) {
+      // A reference kernel: its float64 reference on the same inputs (random or the user's).
+      const std::vector<std::string> outs = WrittenBufferNames(*f, c);
+      std::vector<kernels::Arg> want = ToKernelArgs(args, outs);
+      const std::vector<kernels::Arg> got = ToKernelArgs(after, outs);
+      c->reference(want);
+      max_error = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (!got[i].is_output) continue;
+        const double e = kernels::RelativeError(got[i], want[i]);
+        max_error = std::max(max_error, std::isnan(e) ? INFINITY : e);
+      }
+      report.doc()["check"] = "reference";
+      report.doc()["max_error"] = max_error;
+      char err[96];
+      if (!(max_error <= c->tolerance)) {
+        std::snprintf(err, sizeof(err), "relative error %.3g exceeds the tolerance %.3g", max_error,
+                      c->tolerance);
+        return report.Failed(o.func + " on " + dev.ToString() + ": FAILED: " + err);
+      }
+      std::snprintf(err, sizeof(err), "%.2g", max_error);
+      verdict = std::string("ok (max relative error ") + err + " vs the float64 reference)";
+    } else {
+      report.doc()["check"] = "none";
     }
   }
   OrderedJson output_list = OrderedJson::array();
-  if (std::string e = SaveOutputs(outputs, after, &output_list); !e.empty()) {
+  if (std::string e = SaveOutputs(outputs, after, &output_list, &report); !e.empty()) {
     std::cerr << "backplane run: " << e << "\n";
     return kExitFailure;
   }
   report.doc()["outputs"] = output_list;
+  if (o.print) {
+    OrderedJson printed = OrderedJson::array();
+    for (const std::string& name : WrittenBufferNames(*f, c)) {
+      for (const runner::CheckArg& a : after) {
+        if (a.name != name || !a.is_buffer) continue;
+        OrderedJson item;
+        report.AddLine(FormatBuffer(a, kPrintInFull, o.print_full, &item));
+        printed.push_back(item);
+      }
+    }
+    report.doc()["printed"] = printed;
+  }
   runner::CheckDeviceArgs device_args(args, dev);
-  Function fn = m.GetFunction(o.func);
   std::vector<double> times;
   for (int i = 0; i < o.repeat; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -376,11 +642,23 @@ int RunGeneric(const Module& m, const kernels::Case* c, Device dev,
     Check(bp_device_stream_sync(dev.dl, nullptr));
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  report.doc()["repeat"] = o.repeat;
-  report.doc()["seconds"] = Median(times);
-  return report.Ok(o.func + " on " + dev.ToString() + ": " + verdict + ", " +
-                   runner::FormatSeconds(Median(times)) + " median of " +
-                   std::to_string(times.size()) + VariantText(kernels::Find(o.func), variant_why));
+  const std::string timing = TimingText(times, &report.doc());
+  std::string rate;
+  if (c != nullptr && report.doc()["seconds"].get<double>() > 0) {
+    // The rate of a reference kernel, as without --input/--output.
+    const std::vector<kernels::Arg> got = ToKernelArgs(after, WrittenBufferNames(*f, c));
+    const double seconds = report.doc()["seconds"].get<double>();
+    const double gflops = c->flops ? c->flops(got) / seconds / 1e9 : 0;
+    const double gbytes = c->bytes ? c->bytes(got) / seconds / 1e9 : 0;
+    report.doc()["gflops"] = gflops;
+    report.doc()["gbytes_per_s"] = gbytes;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), gflops > 0 ? ", %.2f GFLOP/s" : ", %.2f GB/s",
+                  gflops > 0 ? gflops : gbytes);
+    rate = buf;
+  }
+  return report.Ok(o.func + " on " + dev.ToString() + ": " + verdict + ", " + timing + rate +
+                   VariantText(kernels::Find(o.func), variant_why));
 }
 
 // The device ids of `type` that exist here: "cpu:0", "opencl:0, opencl:1".
@@ -449,8 +727,95 @@ std::string PickVariant(const RunOptions& o, const Module& m, Device dev, std::s
   return "";
 }
 
+// `run MODULE --list` (stdout, exit 0) or `run MODULE` without -f (stderr, exit 2): the
+// module's functions with their signatures (from the IR the module keeps, or --ir), the
+// buffers each writes, and whether it is a reference kernel.
+int ListFunctions(const Module& m, const RunOptions& o) {
+  std::optional<runner::Oracle> oracle;
+  std::string no_ir;
+  try {
+    if (!o.ir_file.empty()) {
+      std::string text;
+      if (std::string problem = ReadInputFile(o.ir_file, kKernelFile, &text); !problem.empty()) {
+        std::cerr << "backplane run: --ir: " << problem << "\n";
+        return kExitUsage;
+      }
+      oracle.emplace(ir::Parse(text, o.ir_file));
+    } else {
+      oracle.emplace(runner::Oracle::FromModule(m));
+    }
+  } catch (const std::exception& e) {
+    if (!o.ir_file.empty()) {
+      std::cerr << "backplane run: --ir: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    no_ir = e.what();
+  }
+  OrderedJson doc = JsonDocument("run");
+  doc["module"] = o.module;
+  doc["module_kinds"] = OrderedJson::array({m.Kind()});
+  for (const Module& imp : m.Imports()) doc["module_kinds"].push_back(imp.Kind());
+  OrderedJson list = OrderedJson::array();
+  const std::vector<std::string> functions = m.ListFunctions();
+  std::string text = o.module + " (module " + ModuleKinds(m) + ") holds " +
+                     std::to_string(functions.size()) +
+                     (functions.size() == 1 ? " function" : " functions") + ":\n";
+  for (const std::string& name : functions) {
+    const ir::PrimFunc* f = nullptr;
+    if (oracle) {
+      try {
+        f = &oracle->Function(name);
+      } catch (const Error&) {
+        f = nullptr;
+      }
+    }
+    const kernels::Case* c = kernels::Find(name);
+    std::optional<ir::IRModule> source;  // a reference kernel's file, where the module keeps no IR
+    if (f == nullptr && c != nullptr) {
+      try {
+        source = ir::Parse(runner::KernelSource(*c), c->file);
+        f = source->Find(name);
+      } catch (const std::exception&) {
+        f = nullptr;
+      }
+    }
+    OrderedJson item = {{"name", name}};
+    text += "  " + (f != nullptr ? Signature(*f) : name);
+    if (f != nullptr) {
+      const std::vector<std::string> writes = WrittenBufferNames(*f, c);
+      item["signature"] = Signature(*f);
+      item["writes"] = writes;
+      if (!writes.empty()) text += "  writes " + Join(writes);
+    } else {
+      item["signature"] = nullptr;
+      item["writes"] = nullptr;
+    }
+    item["reference_kernel"] = c != nullptr;
+    if (c != nullptr) text += "  [reference kernel]";
+    text += "\n";
+    list.push_back(item);
+  }
+  doc["functions"] = list;
+  if (!no_ir.empty()) {
+    doc["signatures_error"] = no_ir;
+    text += "(no signatures: " + no_ir + "; --ir FILE gives the kernel file it was built from)\n";
+  }
+  if (!o.list) {
+    std::cerr << "backplane run: no function given; give one with -f NAME (e.g. backplane run "
+              << o.module << " -f " << (functions.empty() ? "NAME" : functions.front())
+              << "), or --list to print this list on stdout:\n"
+              << text;
+    return kExitUsage;
+  }
+  if (o.json) return PrintJson("run", doc) ? kExitOk : kExitFailure;
+  std::cout << text;
+  std::cout.flush();
+  return std::cout ? kExitOk : kExitFailure;
+}
+
 int RunRun(const RunOptions& options) {
   RunOptions o = options;
+  if (o.print_full) o.print = true;
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
   std::map<std::string, std::string> values;
   std::string bad;
@@ -484,10 +849,18 @@ int RunRun(const RunOptions& options) {
     std::cerr << "backplane run: " << o.module << ": " << e.what() << "\n";
     return kExitUsage;
   }
+  if (o.list || o.func.empty()) {
+    if (o.list && !o.func.empty()) {
+      std::cerr << "backplane run: give either --list or -f " << o.func << ", not both\n";
+      return kExitUsage;
+    }
+    return ListFunctions(m, o);
+  }
   const std::vector<std::string> functions = m.ListFunctions();
   if (std::find(functions.begin(), functions.end(), o.func) == functions.end()) {
     std::cerr << "backplane run: " << o.module << " has no function '" << o.func
-              << "'; it has: " << Join(functions) << " (give one with --func)\n";
+              << "'; it has: " << Join(functions)
+              << " (give one with --func; --list shows their signatures)\n";
     return kExitUsage;
   }
   const std::string module_device = ModuleDeviceType(m);
@@ -535,7 +908,7 @@ int RunRun(const RunOptions& options) {
   }
   kernels::Dims dims;
   if (c == nullptr || o.check || !o.ir_file.empty() || !AsDims(values, &dims) || !inputs.empty() ||
-      !outputs.empty()) {
+      !outputs.empty() || o.print) {
     return RunGeneric(m, c, dev, values, inputs, outputs, o, variant_why, report);
   }
   // A reference kernel: every size given must be one of its scalar params, and at least 0.
@@ -575,8 +948,7 @@ int RunRun(const RunOptions& options) {
   report.doc()["outputs"] = OrderedJson::array();
   report.doc()["max_error"] = r.max_error;
   if (!r.ok) return report.Failed(o.func + " on " + device_text + ": FAILED: " + r.error);
-  report.doc()["repeat"] = o.repeat;
-  report.doc()["seconds"] = r.seconds;
+  const std::string timing = TimingText(r.times, &report.doc());
   report.doc()["gflops"] = r.gflops;
   report.doc()["gbytes_per_s"] = r.gbytes_per_s;
   char rate[64];
@@ -588,8 +960,7 @@ int RunRun(const RunOptions& options) {
   char err[32];
   std::snprintf(err, sizeof(err), "%.2g", r.max_error);
   return report.Ok(o.func + " on " + device_text + ": ok (max relative error " + err +
-                   " vs the float64 reference), " + runner::FormatSeconds(r.seconds) +
-                   " median of " + std::to_string(o.repeat) + ", " + rate +
+                   " vs the float64 reference), " + timing + ", " + rate +
                    VariantText(c, variant_why));
 }
 
@@ -600,7 +971,12 @@ Command AddRunCommand(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "run", "Run a function of a saved module on random inputs, check it, and time it");
   app->add_option("MODULE", o->module, "A module file written by 'backplane build'")->required();
-  app->add_option("--func,-f", o->func, "The function to run")->required();
+  app->add_option("--func,-f", o->func,
+                  "The function to run; without it (or with --list) the module's functions are "
+                  "listed with their signatures");
+  app->add_flag("--list", o->list,
+                "List the module's functions with their signatures and the buffers each writes "
+                "(on stdout; --json for a document), and run nothing");
   app->add_option("--variant", o->variant,
                   "For a reference kernel with variants (docs/kernels.md, \"Variants\"): run "
                   "this one (a name such as vec4 or base, or its function name) instead of the "
@@ -628,14 +1004,24 @@ Command AddRunCommand(CLI::App& parent) {
                   "With --check: the relative tolerance for float buffers instead of the "
                   "dtype's (1e-2 float16, 1e-4 float32, 1e-10 float64)");
   app->add_option("--input,-i", o->inputs,
-                  "Fill buffer NAME from a NumPy .npy file instead of random values (repeat; "
-                  "dtype and shape must match the parameter; sizes not given with --dim are "
-                  "read off the file's shape)")
-      ->type_name("NAME=FILE.npy");
+                  "Fill buffer NAME from a NumPy .npy file (NAME=FILE.npy or NAME=@FILE), or "
+                  "from values typed here: NAME=1,2,3,4 (one dimension), NAME=2x3=1,2,3,4,5,6, "
+                  "NAME=4xf32=0 (one value fills the shape), as iree-run-module's --input; a "
+                  "scalar NAME=1.5 is --arg. Repeat; dtype and shape must match the parameter; "
+                  "sizes not given with --dim are read off the shapes")
+      ->type_name("NAME=FILE.npy|VALUES");
   app->add_option("--output,-o", o->outputs,
-                  "Save buffer NAME after one call as a NumPy .npy file (repeat)")
+                  "Save buffer NAME after the checked call as a NumPy .npy file (repeat); the "
+                  "line after the result names each file written")
       ->type_name("NAME=FILE.npy");
-  app->add_option("--repeat,-r", o->repeat, "Timed runs after the checked one (default 5)")
+  app->add_flag("--print,-p", o->print,
+                "Print the buffers the function writes, after the checked call: up to 16 "
+                "elements in full, larger ones as their first and last elements with min, max "
+                "and mean");
+  app->add_flag("--print-full", o->print_full, "--print with every element, however many");
+  app->add_option("--repeat,-r", o->repeat,
+                  "Timed runs after the checked one (default 5); their min, mean, median and "
+                  "standard deviation are printed")
       ->check(CLI::Range(1, 1000000));
   app->add_flag("--json", o->json,
                 "Print the result as one JSON document (schema_version 1, docs/cli.md) instead "
@@ -656,6 +1042,8 @@ Command AddRunCommand(CLI::App& parent) {
       "  backplane run va.bpmod -f vector_add --dim n=1000000 --allow-native\n"
       "  backplane run va_gpu.bpmod -f vector_add_gpu -i a=a.npy -i b=b.npy -o c=c.npy\n"
       "  backplane run sx.bpmod -f saxpy_gpu --arg alpha=1.5 --check --json\n"
+      "  backplane run va.bpmod --list\n"
+      "  backplane run va.bpmod -f vector_add_gpu -i a=1,2,3,4 -i b=4xf32=0.5 -p\n"
       "Exit codes: 0 ok, 1 the run or the check failed, 2 a usage error (bad option, file, "
       "device or value).\n"
       "Environment: BACKPLANE_PLUGIN_PATH (plugin folders searched first), XDG_CACHE_HOME (the "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "device_target.h"
 #include "output.h"
 #include "table.h"
 
@@ -193,7 +194,17 @@ int RunTarget(TargetOptions options) {
       PrintList(doc, std::cout);
     }
   } else {
-    const std::string canonical = Target::Parse(options.text).ToJson();
+    // A device (opencl:0) gives its own Target (Target::FromDevice), as `build -t` takes it.
+    Target target;
+    if (LooksLikeDevice(options.text)) {
+      if (std::string e = ParseTargetOrDevice(options.text, &target); !e.empty()) {
+        std::cerr << "backplane target: " << options.text << ": " << e << "\n";
+        return e.rfind("device ", 0) == 0 ? kExitUsage : kExitFailure;
+      }
+    } else {
+      target = Target::Parse(options.text);
+    }
+    const std::string canonical = target.ToJson();
     if (options.json) {
       std::cout << canonical << '\n';
     } else {
@@ -219,7 +230,8 @@ Command AddTargetCommand(CLI::App& parent) {
       "canonical JSON with the defaults; or list the target kinds and tags");
   app->add_option("TARGET", options->text,
                   "The Target, quoted as one word: 'c', 'c -mcpu=skylake -num-cores=4 "
-                  "-fast-math', '{\"kind\": \"c\"}' or a tag such as raspberry-pi/4b-aarch64");
+                  "-fast-math', '{\"kind\": \"c\"}', a tag such as raspberry-pi/4b-aarch64, "
+                  "or a device (opencl:0): the Target read off that device");
   app->add_flag("--list", options->list,
                 "List every target kind (device type, keys, attributes with type, default and "
                 "doc) and every tag");
@@ -242,6 +254,7 @@ Command AddTargetCommand(CLI::App& parent) {
       "  backplane target c\n"
       "  backplane target 'c -mcpu=skylake -num-cores=4'\n"
       "  backplane target raspberry-pi/4b-aarch64 --json\n"
+      "  backplane target opencl:0\n"
       "  backplane target --list\n"
       "Exit codes: 0 ok, 1 the Target does not parse, 2 a usage error.\n"
       "Environment: BACKPLANE_PLUGIN_PATH (plugins, whose kinds and tags are listed); "

@@ -28,10 +28,11 @@ class DeviceArgs {
 };
 
 struct Result {
-  bool ok = false;       // ran and every output is within the tolerance
-  std::string error;     // why not, when !ok
-  double max_error = 0;  // the largest RelativeError over the outputs
-  double seconds = 0;    // the median time of one call (call + device sync)
+  bool ok = false;            // ran and every output is within the tolerance
+  std::string error;          // why not, when !ok
+  double max_error = 0;       // the largest RelativeError over the outputs
+  double seconds = 0;         // the median time of one call (call + device sync)
+  std::vector<double> times;  // each timed call's time, in the order they ran
   // The first call (function lookup, call, device sync), which is checked: it includes what a
   // driver compiles at first launch (OpenCL's and Vulkan's JIT), which `seconds` leaves out.
   double first_call_seconds = 0;
