@@ -50,6 +50,10 @@ struct DeviceTypeInfo {
   // generator in the test's process: their code is generated there, by another plugin, which
   // the parent adds to the tests (main.cc, AddCodegenPlugins).
   std::vector<std::vector<std::string>> foreign_kinds;
+  // Per id: the device loads no native code (a remote device whose server runs without
+  // --allow-native-modules: its property server_native_modules is 0), so a kind whose modules
+  // are native code (its plugin provides runtime.module.native_code.<kind>) cannot run there.
+  std::vector<bool> refuses_native;
   bool streams = false;  // create_stream gives streams other than null
   std::string refused;   // why the core refused its DeviceAPI table, if it did
 };

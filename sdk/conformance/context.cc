@@ -60,6 +60,7 @@ nlohmann::json PluginInfo::ToJson() const {
                      {"device_names", t.device_names},
                      {"cpu_code", t.cpu_code},
                      {"foreign_kinds", t.foreign_kinds},
+                     {"refuses_native", t.refuses_native},
                      {"streams", t.streams},
                      {"refused", t.refused}});
   }
@@ -111,6 +112,7 @@ PluginInfo PluginInfo::FromJson(const nlohmann::json& j) {
       if (t.contains("cpu_code")) {
         for (const auto& c : t["cpu_code"]) d.cpu_code.push_back(c.get<bool>());
       }
+      for (const auto& r : Member(t, "refuses_native")) d.refuses_native.push_back(r == true);
       for (const auto& per_id : Member(t, "foreign_kinds")) {
         d.foreign_kinds.emplace_back();
         for (const auto& k : per_id) {
@@ -331,6 +333,23 @@ std::vector<std::string> ForeignKinds(DLDevice dev) {
   return out;
 }
 
+namespace {
+
+// Whether `dev` says it loads no native code: its property server_native_modules (a remote
+// device's: its server's --allow-native-modules) is the int 0.
+bool RefusesNative(DLDevice dev) {
+  bp_value_t v;
+  if (bp_device_get_property(dev, "server_native_modules", &v) != BP_OK) {
+    bp_error_clear();
+    return false;
+  }
+  const bool refuses = v.type == BP_VALUE_INT && v.u.v_int64 == 0;
+  if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
+  return refuses;
+}
+
+}  // namespace
+
 void Context::Survey() {
   for (DeviceTypeInfo& t : info.device_types) {
     if (t.id < 0) continue;
@@ -346,6 +365,7 @@ void Context::Survey() {
           AttrString(DLDevice{static_cast<DLDeviceType>(t.id), id}, BP_ATTR_DEVICE_NAME));
       t.cpu_code.push_back(RunsCpuCode(DLDevice{static_cast<DLDeviceType>(t.id), id}));
       t.foreign_kinds.push_back(ForeignKinds(DLDevice{static_cast<DLDeviceType>(t.id), id}));
+      t.refuses_native.push_back(RefusesNative(DLDevice{static_cast<DLDeviceType>(t.id), id}));
     }
     if (table->create_stream != nullptr && t.count > 0) {
       DLDevice d{static_cast<DLDeviceType>(t.id), 0};

@@ -235,6 +235,7 @@ std::string PluginFiles(const Options& o, const std::string& library) {
 // Discovery reads manifests only.
 struct AddedPlugin {
   std::string kind, name, library;
+  bool native = false;  // its modules for the kind are native code (runtime.module.native_code.*)
 };
 std::vector<AddedPlugin> FindCodegenPlugins(const Options& o, const std::vector<std::string>& kinds,
                                             const std::vector<std::string>& in_tests,
@@ -279,9 +280,12 @@ std::vector<AddedPlugin> FindCodegenPlugins(const Options& o, const std::vector<
         continue;
       }
       const std::string lib = Absolute((*found)["library"].get<std::string>());
+      bool native = false;
+      for (const auto& n : Member(*found, "provides"))
+        native = native || n == "runtime.module.native_code." + kind;
       if (std::find(have.begin(), have.end(), lib) != have.end()) continue;
       have.push_back(lib);
-      added.push_back(AddedPlugin{kind, found->value("name", ""), lib});
+      added.push_back(AddedPlugin{kind, found->value("name", ""), lib, native});
     }
   }
   return added;
@@ -522,6 +526,7 @@ int Run(const Options& o) {
   // has its code generated here by the plugin of that kind, which the tests then load too, as
   // if it were named with --with; the kit says so. When none is found, the tests that build
   // code would all fail on it: the kit stops, naming the --with to add.
+  std::string no_codegen;  // why the code generation tests cannot run on the device, if so
   if (type != nullptr && static_cast<size_t>(device_id) < type->foreign_kinds.size() &&
       !type->foreign_kinds[static_cast<size_t>(device_id)].empty()) {
     const std::vector<std::string>& kinds = type->foreign_kinds[static_cast<size_t>(device_id)];
@@ -542,6 +547,18 @@ int Run(const Options& o) {
                                a.name + "' (" + a.library + "), as --with " + a.library + " would";
       report.notes.push_back(note);
       std::fprintf(console, "note: %s\n", note.c_str());
+      if (a.native && static_cast<size_t>(device_id) < type->refuses_native.size() &&
+          type->refuses_native[static_cast<size_t>(device_id)]) {
+        const std::string native =
+            "code for target kind '" + a.kind + "' is native code (plugin '" + a.name +
+            "' provides runtime.module.native_code." + a.kind + "), and the server of " +
+            report.device +
+            " loads none (its property server_native_modules is 0); serve the device with "
+            "`backplane serve --allow-native-modules` to run the code generation tests";
+        no_codegen = "not run: " + native;
+        report.notes.push_back(native);
+        std::fprintf(console, "note: %s\n", native.c_str());
+      }
     }
     iso.env = {{"BACKPLANE_PLUGIN_FILES", plugin_files}};
     bool builds = false;
@@ -608,6 +625,9 @@ int Run(const Options& o) {
     } else if (!loaded) {
       out.status = "skipped";
       out.result.message = "not run: the plugin did not load (see plugin.load)";
+    } else if ((t->needs & kNeedsCodegen) != 0 && !no_codegen.empty()) {
+      out.status = "skipped";
+      out.result.message = no_codegen;
     } else if (std::string why = NotApplicable(*t, info, type, device_id); !why.empty()) {
       out.status = "skipped";
       out.result.message = why;

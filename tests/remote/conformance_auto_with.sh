@@ -11,7 +11,9 @@
 # 2. with the cpu plugin disabled here (BACKPLANE_DISABLE_PLUGINS, the kit's process only), it
 #    exits 2 before running a test, naming the kind, target.build.c, why the plugin is not used
 #    and the --with to add;
-# 3. the same without code generation tests runs them: nothing is missing for them.
+# 3. the same without code generation tests runs them: nothing is missing for them;
+# 4. against a server without --allow-native-modules (code for kind 'c' is native), it skips
+#    the code generation tests, saying so and naming that option, and passes the rest.
 set -euo pipefail
 
 cli="$1"
@@ -68,4 +70,19 @@ if grep -q "PASS\|FAIL" "$work/missing.txt"; then fail "the refused run ran test
 grep -q "CONFORMANT" "$work/copies.txt" || fail "device.copy.* did not report CONFORMANT"
 grep -q "^note: .*no plugin found here provides it; no code generation test is selected" \
   "$work/copies.txt" || fail "device.copy.* did not note the kind it went without"
+# 4. A server that loads no native code.
+bash "$with_server" "$cli" --devices cpu -- bash -c '
+  "$KIT" remote -j 2 -t "device.copy.host_to_device" -t "codegen.kernel.vector_add" \
+      -t "codegen.construct.add.*" >"$WORK/native.txt" 2>&1
+  echo $? >"$WORK/native.rc"
+  exit 0
+' || fail "the second server did not run the kit"
+[ "$(cat "$work/native.rc")" = 0 ] ||
+  fail "against a server without native code the kit exited $(cat "$work/native.rc"), not 0"
+grep -q "^note: code for target kind 'c' is native code .*server_native_modules is 0.*--allow-native-modules" \
+  "$work/native.txt" || fail "the kit did not say why the code generation tests do not run"
+grep -q "SKIP  codegen.kernel.vector_add" "$work/native.txt" || fail "codegen.kernel.vector_add was not skipped"
+grep -q "PASS  device.copy.host_to_device" "$work/native.txt" || fail "device.copy.host_to_device did not pass"
+if grep -q "FAIL" "$work/native.txt"; then fail "a test failed against the server without native code"; fi
+
 echo "conformance_auto_with.sh: the kit added the cpu plugin by itself, and named --with when it could not"
