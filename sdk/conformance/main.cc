@@ -713,7 +713,8 @@ int main(int argc, char** argv) {
   app.add_option("--with", o.with,
                  "Also load PLUGIN in every test: one the plugin under test builds on, such as "
                  "the plugin whose target kind its code generator serves (repeatable). Every "
-                 "other plugin is kept out")
+                 "other plugin is kept out, but for those of the kinds a device's Target names "
+                 "inside itself (a remote device's), which the kit adds and names")
       ->type_name("PLUGIN")
       ->allow_extra_args(false);
   app.add_option("--device", o.device,
