@@ -107,6 +107,8 @@ Any RemoteDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   if (key == "server") return sdk::StringValue(ref.server->address());
   if (key == "remote_device") return sdk::StringValue(ref.RemoteName());
   if (key == "server_host") return sdk::StringValue(ref.server->Info().host());
+  if (key == "server_native_modules")  // 1 when the server loads native code (its option)
+    return sdk::IntValue(ref.server->Info().allows_native_modules() ? 1 : 0);
   std::shared_ptr<Session> s = ref.server->GetSession();
   v1::Command cmd;
   cmd.mutable_get_property()->set_device(ref.index);
@@ -118,7 +120,7 @@ Any RemoteDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
 std::vector<std::string> RemoteDeviceAPI::ListProperties(DLDevice dev) {
   if (!Fleet::Get().Attached(dev.device_id)) return {};
   const DeviceRef ref = Device(dev);
-  std::vector<std::string> keys{"server", "remote_device", "server_host"};
+  std::vector<std::string> keys{"server", "remote_device", "server_host", "server_native_modules"};
   std::shared_ptr<Session> s = ref.server->GetSession();
   v1::Command cmd;
   cmd.mutable_list_properties()->set_device(ref.index);

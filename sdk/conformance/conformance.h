@@ -45,6 +45,15 @@ struct DeviceTypeInfo {
   // Per id: its code is CPU code (a cpu device, or a Target from it with the key "cpu", such as
   // a remote plugin's view of a server's cpu:0), so it gets the catalog's CPU kernels.
   std::vector<bool> cpu_code;
+  // Per id: the target kinds its Target (FromDevice) names inside itself, such as the server's
+  // Target {"kind": "c", ...} in a remote plugin's Target, that have no kind or no code
+  // generator in the test's process: their code is generated there, by another plugin, which
+  // the parent adds to the tests (main.cc, AddCodegenPlugins).
+  std::vector<std::vector<std::string>> foreign_kinds;
+  // Per id: the device loads no native code (a remote device whose server runs without
+  // --allow-native-modules: its property server_native_modules is 0), so a kind whose modules
+  // are native code (its plugin provides runtime.module.native_code.<kind>) cannot run there.
+  std::vector<bool> refuses_native;
   bool streams = false;  // create_stream gives streams other than null
   std::string refused;   // why the core refused its DeviceAPI table, if it did
 };
@@ -74,6 +83,9 @@ struct PluginInfo {
 
 // Whether `dev` runs CPU code: a cpu device, or one whose Target (FromDevice) has the key "cpu".
 bool RunsCpuCode(DLDevice dev);
+// The target kinds that `dev`'s Target (FromDevice) names in Targets nested inside it, which
+// this process has no kind or no code generator (`target.build.<kind>`) for, in order, once.
+std::vector<std::string> ForeignKinds(DLDevice dev);
 
 // What a test runs with, in its own process.
 class Context {

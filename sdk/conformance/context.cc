@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The test context: loading the plugin, reading what it provides, choosing the device.
+#include <algorithm>
 #include <atomic>
 #include <backplane/backplane.hpp>
 #include <cstdio>
@@ -58,6 +59,8 @@ nlohmann::json PluginInfo::ToJson() const {
                      {"count", t.count},
                      {"device_names", t.device_names},
                      {"cpu_code", t.cpu_code},
+                     {"foreign_kinds", t.foreign_kinds},
+                     {"refuses_native", t.refuses_native},
                      {"streams", t.streams},
                      {"refused", t.refused}});
   }
@@ -108,6 +111,13 @@ PluginInfo PluginInfo::FromJson(const nlohmann::json& j) {
       }
       if (t.contains("cpu_code")) {
         for (const auto& c : t["cpu_code"]) d.cpu_code.push_back(c.get<bool>());
+      }
+      for (const auto& r : Member(t, "refuses_native")) d.refuses_native.push_back(r == true);
+      for (const auto& per_id : Member(t, "foreign_kinds")) {
+        d.foreign_kinds.emplace_back();
+        for (const auto& k : per_id) {
+          if (k.is_string()) d.foreign_kinds.back().push_back(k.get<std::string>());
+        }
       }
       p.device_types.push_back(d);
     }
@@ -276,6 +286,70 @@ bool RunsCpuCode(DLDevice dev) {
   return false;
 }
 
+namespace {
+
+// The "kind" of every object nested in `j` (not `j`'s own), depth first, once each.
+void NestedKinds(const nlohmann::json& j, bool top, std::vector<std::string>* out) {
+  if (j.is_object()) {
+    auto it = j.find("kind");
+    if (!top && it != j.end() && it->is_string() &&
+        std::find(out->begin(), out->end(), it->get<std::string>()) == out->end()) {
+      out->push_back(it->get<std::string>());
+    }
+    for (const auto& [key, value] : j.items()) NestedKinds(value, false, out);
+  } else if (j.is_array()) {
+    for (const auto& value : j) NestedKinds(value, false, out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> ForeignKinds(DLDevice dev) {
+  std::vector<std::string> named;
+  try {
+    NestedKinds(nlohmann::json::parse(Target::FromDevice(Device(dev)).ToJson()), true, &named);
+  } catch (const std::exception&) {
+    bp_error_clear();  // no Target: nothing it names
+    return {};
+  }
+  std::set<std::string> kinds;  // the kinds registered in this process
+  bp_object_t* described = nullptr;
+  if (bp_target_kinds_describe(&described) == BP_OK) {
+    const char* text = nullptr;
+    bp_string_get(described, &text, nullptr);
+    const nlohmann::json all = nlohmann::json::parse(text != nullptr ? text : "{}", nullptr, false);
+    bp_object_release(described);
+    for (const auto& k : Member(all, "kinds")) kinds.insert(StringOr(k, "name"));
+  }
+  bp_error_clear();
+  std::vector<std::string> out;
+  for (const std::string& k : named) {
+    bp_object_t* build = nullptr;
+    const bool codegen = bp_registry_get(("target.build." + k).c_str(), &build) == BP_OK;
+    if (build != nullptr) bp_object_release(build);
+    bp_error_clear();
+    if (kinds.count(k) == 0 || !codegen) out.push_back(k);
+  }
+  return out;
+}
+
+namespace {
+
+// Whether `dev` says it loads no native code: its property server_native_modules (a remote
+// device's: its server's --allow-native-modules) is the int 0.
+bool RefusesNative(DLDevice dev) {
+  bp_value_t v;
+  if (bp_device_get_property(dev, "server_native_modules", &v) != BP_OK) {
+    bp_error_clear();
+    return false;
+  }
+  const bool refuses = v.type == BP_VALUE_INT && v.u.v_int64 == 0;
+  if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
+  return refuses;
+}
+
+}  // namespace
+
 void Context::Survey() {
   for (DeviceTypeInfo& t : info.device_types) {
     if (t.id < 0) continue;
@@ -290,6 +364,8 @@ void Context::Survey() {
       t.device_names.push_back(
           AttrString(DLDevice{static_cast<DLDeviceType>(t.id), id}, BP_ATTR_DEVICE_NAME));
       t.cpu_code.push_back(RunsCpuCode(DLDevice{static_cast<DLDeviceType>(t.id), id}));
+      t.foreign_kinds.push_back(ForeignKinds(DLDevice{static_cast<DLDeviceType>(t.id), id}));
+      t.refuses_native.push_back(RefusesNative(DLDevice{static_cast<DLDeviceType>(t.id), id}));
     }
     if (table->create_stream != nullptr && t.count > 0) {
       DLDevice d{static_cast<DLDeviceType>(t.id), 0};

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <backplane/backplane.hpp>
 #include <cerrno>
 #include <chrono>
@@ -223,6 +224,73 @@ std::string PluginFiles(const Options& o, const std::string& library) {
   return files;
 }
 
+// The plugins that generate code for `kinds` (kinds a device's Target names inside itself: a
+// remote device's Target carries the server's, {"kind": "c", ...}, and the code for it is
+// generated in the test's process): for each kind, the first plugin on the search path that is
+// not skipped and provides target.kind.<kind>, and the first that provides target.build.<kind>
+// (one plugin, as a rule), as a host would load them. `in_tests` holds the libraries the tests
+// load already (the plugin under test, the --with plugins), which are not added again. What no
+// plugin provides goes to `missing` ("target.build.c"), a plugin that provides it but is
+// skipped to `why` (with its reason), and the folders discovery looked in to `searched`.
+// Discovery reads manifests only.
+struct AddedPlugin {
+  std::string kind, name, library;
+  bool native = false;  // its modules for the kind are native code (runtime.module.native_code.*)
+};
+std::vector<AddedPlugin> FindCodegenPlugins(const Options& o, const std::vector<std::string>& kinds,
+                                            const std::vector<std::string>& in_tests,
+                                            std::vector<std::string>* missing,
+                                            std::vector<std::string>* why, std::string* searched) {
+  for (const std::string& p : o.plugin_paths) bp_plugin_path_add(Absolute(p).c_str());
+  std::vector<AddedPlugin> added;
+  bp_object_t* list = nullptr;
+  nlohmann::json all;
+  if (bp_plugins_discover() == BP_OK && bp_plugins_list(&list) == BP_OK) {
+    all = nlohmann::json::parse(backplane::GetString(list), nullptr, false);
+    bp_object_release(list);
+  }
+  bp_error_clear();
+  for (const auto& dir : Member(all, "search_path")) {
+    const nlohmann::json& path = Member(dir, "path");
+    if (path.is_string()) *searched += (searched->empty() ? "" : ", ") + path.get<std::string>();
+  }
+  std::vector<std::string> have;
+  for (const std::string& l : in_tests) have.push_back(Absolute(l));
+  for (const std::string& kind : kinds) {
+    for (const std::string& need : {"target.kind." + kind, "target.build." + kind}) {
+      const nlohmann::json* found = nullptr;
+      for (const auto& p : Member(all, "plugins")) {
+        bool provides = false;
+        for (const auto& n : Member(p, "provides")) provides = provides || n == need;
+        if (!provides) continue;
+        if (p["state"] != "skipped" && p["library"].is_string()) {
+          found = &p;
+          break;
+        }
+        const nlohmann::json& file = p["library"].is_string() ? p["library"] : p["manifest"];
+        const std::string line =
+            "plugin '" + p.value("name", "") + "'" +
+            (file.is_string() ? " (" + file.get<std::string>() + ")" : std::string()) +
+            " provides it but is skipped: " +
+            (p["reason"].is_string() ? p["reason"].get<std::string>() : "no reason recorded");
+        if (std::find(why->begin(), why->end(), line) == why->end()) why->push_back(line);
+      }
+      if (found == nullptr) {
+        missing->push_back(need);
+        continue;
+      }
+      const std::string lib = Absolute((*found)["library"].get<std::string>());
+      bool native = false;
+      for (const auto& n : Member(*found, "provides"))
+        native = native || n == "runtime.module.native_code." + kind;
+      if (std::find(have.begin(), have.end(), lib) != have.end()) continue;
+      have.push_back(lib);
+      added.push_back(AddedPlugin{kind, found->value("name", ""), lib, native});
+    }
+  }
+  return added;
+}
+
 bool Selected(const Options& o, const std::string& name) {
   bool in = o.tests.empty();
   for (const std::string& g : o.tests) in = in || fnmatch(g.c_str(), name.c_str(), 0) == 0;
@@ -361,8 +429,10 @@ int Run(const Options& o) {
   // Each test discovers the plugin under test and nothing else: not BACKPLANE_PLUGIN_PATH,
   // not --plugin-path, not the install's folder, so that another plugin there can neither
   // shadow it nor stand in for it, and the verdict does not depend on the environment.
+  std::string plugin_files;
   try {
-    iso.env = {{"BACKPLANE_PLUGIN_FILES", PluginFiles(o, library)}};
+    plugin_files = PluginFiles(o, library);
+    iso.env = {{"BACKPLANE_PLUGIN_FILES", plugin_files}};
   } catch (const std::exception& e) {
     std::fprintf(stderr, "backplane-conformance: --with: %s\n", e.what());
     return kExitUsage;
@@ -452,6 +522,72 @@ int Run(const Options& o) {
     base_args.insert(base_args.end() - 1, {"--device", report.device});
   }
 
+  // A device whose Target names another kind inside it (a remote device: the server's Target)
+  // has its code generated here by the plugin of that kind, which the tests then load too, as
+  // if it were named with --with; the kit says so. When none is found, the tests that build
+  // code would all fail on it: the kit stops, naming the --with to add.
+  std::string no_codegen;  // why the code generation tests cannot run on the device, if so
+  if (type != nullptr && static_cast<size_t>(device_id) < type->foreign_kinds.size() &&
+      !type->foreign_kinds[static_cast<size_t>(device_id)].empty()) {
+    const std::vector<std::string>& kinds = type->foreign_kinds[static_cast<size_t>(device_id)];
+    std::vector<std::string> in_tests;  // the libraries the tests load already
+    for (size_t start = 0, end = 0; end != std::string::npos; start = end + 1) {
+      end = plugin_files.find(':', start);
+      in_tests.push_back(plugin_files.substr(start, end == std::string::npos ? end : end - start));
+    }
+    std::vector<std::string> missing;
+    std::vector<std::string> why;
+    std::string searched;
+    std::string named;
+    for (const std::string& k : kinds) named += (named.empty() ? "'" : ", '") + k + "'";
+    for (const AddedPlugin& a : FindCodegenPlugins(o, kinds, in_tests, &missing, &why, &searched)) {
+      plugin_files += ":" + a.library;
+      const std::string note = "the Target of " + report.device + " names target kind '" + a.kind +
+                               "', whose code is generated here: the tests also load plugin '" +
+                               a.name + "' (" + a.library + "), as --with " + a.library + " would";
+      report.notes.push_back(note);
+      std::fprintf(console, "note: %s\n", note.c_str());
+      if (a.native && static_cast<size_t>(device_id) < type->refuses_native.size() &&
+          type->refuses_native[static_cast<size_t>(device_id)]) {
+        const std::string native =
+            "code for target kind '" + a.kind + "' is native code (plugin '" + a.name +
+            "' provides runtime.module.native_code." + a.kind + "), and the server of " +
+            report.device +
+            " loads none (its property server_native_modules is 0); serve the device with "
+            "`backplane serve --allow-native-modules` to run the code generation tests";
+        no_codegen = "not run: " + native;
+        report.notes.push_back(native);
+        std::fprintf(console, "note: %s\n", native.c_str());
+      }
+    }
+    iso.env = {{"BACKPLANE_PLUGIN_FILES", plugin_files}};
+    bool builds = false;
+    for (const TestCase* t : all_selected) builds = builds || (t->needs & kNeedsCodegen) != 0;
+    if (!missing.empty() && builds) {
+      std::string lacking;
+      for (const std::string& m : missing) lacking += (lacking.empty() ? "" : " and ") + m;
+      std::string reasons;
+      for (const std::string& w : why) reasons += "; " + w;
+      std::fprintf(stderr,
+                   "backplane-conformance: the Target of %s names target kind %s, whose code is "
+                   "generated on this host, and no plugin found here provides %s (searched: %s%s); "
+                   "add --with PLUGIN, PLUGIN being the library, manifest or name of the plugin "
+                   "that provides it (the plugin of the remote device's kind), or --plugin-path "
+                   "DIR with its folder, or leave the code generation tests out with -x "
+                   "'codegen.*'\n",
+                   report.device.c_str(), named.c_str(), lacking.c_str(),
+                   searched.empty() ? "no folder" : searched.c_str(), reasons.c_str());
+      return kExitUsage;
+    }
+    if (!missing.empty()) {
+      const std::string note = "the Target of " + report.device + " names target kind " + named +
+                               ", whose code is generated here, and no plugin found here "
+                               "provides it; no code generation test is selected, so none needs it";
+      report.notes.push_back(note);
+      std::fprintf(console, "note: %s\n", note.c_str());
+    }
+  }
+
   auto apply = [&](const TestCase* t, TestResult r) {
     Outcome out;
     out.test = t;
@@ -489,6 +625,9 @@ int Run(const Options& o) {
     } else if (!loaded) {
       out.status = "skipped";
       out.result.message = "not run: the plugin did not load (see plugin.load)";
+    } else if ((t->needs & kNeedsCodegen) != 0 && !no_codegen.empty()) {
+      out.status = "skipped";
+      out.result.message = no_codegen;
     } else if (std::string why = NotApplicable(*t, info, type, device_id); !why.empty()) {
       out.status = "skipped";
       out.result.message = why;
@@ -574,7 +713,8 @@ int main(int argc, char** argv) {
   app.add_option("--with", o.with,
                  "Also load PLUGIN in every test: one the plugin under test builds on, such as "
                  "the plugin whose target kind its code generator serves (repeatable). Every "
-                 "other plugin is kept out")
+                 "other plugin is kept out, but for those of the kinds a device's Target names "
+                 "inside itself (a remote device's), which the kit adds and names")
       ->type_name("PLUGIN")
       ->allow_extra_args(false);
   app.add_option("--device", o.device,
