@@ -261,6 +261,16 @@ std::string OpenCLEmitter::TypeName(DType t) {
       scalar = t.bits == 8 ? "uchar" : t.bits == 16 ? "ushort" : t.bits == 32 ? "uint" : "ulong";
       break;
     case ir::DTypeCode::kFloat:
+      if (t.bits == 16 && !options_.float16) {
+        // OpenCL C has no half variables or arithmetic without cl_khr_fp16 (the driver would
+        // refuse the program when it is loaded): refused here, up front.
+        Unsupported(
+            "float16 is not supported by this opencl Target: OpenCL C computes in float16 only "
+            "on a device with cl_khr_fp16, and this Target does not say its device has it "
+            "(supports_float16 is false; `backplane info --prop supports_fp16` shows which "
+            "devices have it). Compute in float32, or build for the Target of a device with "
+            "cl_khr_fp16 (Target::FromDevice sets supports_float16 from it)");
+      }
       if (t.bits == 16) uses_fp16_ = true;
       if (t.bits == 64) uses_fp64_ = true;
       scalar = t.bits == 16 ? "half" : t.bits == 32 ? "float" : "double";

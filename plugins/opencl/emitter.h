@@ -44,6 +44,9 @@ struct OpenCLEmitOptions {
   // FP_CONTRACT ON (the OpenCL default: a*b+c may become one FMA) instead of OFF (the IR's
   // two roundings); Target attribute fast-math-contract.
   bool fp_contract = false;
+  // float16 values (`half`) are allowed: the Target's supports_float16, the device's
+  // cl_khr_fp16. Without it a float16 type is refused (kUnsupported), naming the extension.
+  bool float16 = false;
 };
 
 class OpenCLEmitter : public codegen::CFamilyEmitter {

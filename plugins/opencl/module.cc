@@ -319,6 +319,7 @@ OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options) {
   for (const ir::PrimFunc& f : m.functions()) launch::KernelSignature(f, "opencl");  // kernels only
   OpenCLEmitOptions emit;
   emit.fp_contract = options.fp_contract;
+  emit.float16 = options.float16;
   OpenCLEmitter emitter(emit);
   codegen::CheckOptions checks;
   checks.bounds_check = options.bounds_check;
@@ -367,6 +368,9 @@ Module LoadOpenCLModule(const std::string& bytes) {
     sites_json = header.at("fault_sites").get<std::string>();
     options.fp_contract = header.at("fp_contract").get<bool>();
     options.bounds_check = header.at("bounds_check").get<bool>();
+    // A saved module with float16 was built for a Target that allowed it; the device it loads
+    // on is checked for cl_khr_fp16 when its program is built (BuildProgram), by name.
+    options.float16 = true;
   } catch (const Json::exception& e) {
     throw bad(std::string("is damaged (its header lacks a field or has a wrong type: ") + e.what() +
               ")");

@@ -23,6 +23,10 @@ namespace opencl {
 struct OpenCLCodeOptions {
   bool fp_contract = false;   // fast-math-contract
   bool bounds_check = false;  // bounds-check
+  // supports_float16: the device has cl_khr_fp16, without which OpenCL C computes in no
+  // float16 (a float16 kernel is refused when building, naming it). Not saved with a module:
+  // a loaded one allows it, and building its program checks the device's extensions.
+  bool float16 = false;
 };
 
 // The OpenCL C of the kernels of `m` and its run-time checks (OpenCLEmitter::fault_sites).

@@ -206,6 +206,13 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       layout.uses_float64 = true;
       return "double";
     }
+    if (t.is_float() && t.bits == 16) {
+      Unsupported(
+          "type float16 is not supported by the vulkan code generator, on any device (the "
+          "attribute supports_fp16 is 0 on every vulkan device for that reason; the property "
+          "supports_float16 is the device's shaderFloat16); compute in float32, or build for "
+          "a kind that runs float16 (c, or opencl on a device with cl_khr_fp16)");
+    }
     Unsupported("type " + ir::ToString(t) +
                 " is not supported by the vulkan target (8- and 16-bit types need device features "
                 "it does not ask for); use int32, int64, float32 or float64");

@@ -44,6 +44,12 @@ enum StatusCode : uint32_t {
   kStatusOutOfBounds = 3,
 };
 
+// Whether the code generator emits float16 (it refuses it today: the C-family emitter's float16
+// casts are C's, and the device would need shaderFloat16 and 16-bit storage enabled). The
+// attribute supports_fp16 reports 0 while this is false, so it never claims what the build
+// refuses.
+constexpr bool kCodegenComputesInFloat16 = false;
+
 // Atomics a kernel uses beyond int32 add/min/max (core GLSL), each a device feature in both
 // storage buffers and shared memory (KernelLayout::atomics; a launch on a device without one is
 // refused, docs/vulkan.md).
