@@ -542,6 +542,21 @@ class Context {
     }
     if (d.float_controls_extension)
       extensions.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+    // float16 kernels (KernelLayout::uses_float16), where the device has what they need.
+    VkPhysicalDeviceShaderFloat16Int8Features f16{};
+    f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    VkPhysicalDevice16BitStorageFeatures s16{};
+    s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+    if (d.float16 && d.buffer16) {
+      f16.shaderFloat16 = VK_TRUE;
+      s16.storageBuffer16BitAccess = VK_TRUE;
+      prepend(f16);
+      prepend(s16);
+      if (UsableVersion(d) < VK_API_VERSION_1_2)
+        extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+      if (UsableVersion(d) < VK_API_VERSION_1_1)
+        extensions.push_back(VK_KHR_16BIT_STORAGE_EXTENSION_NAME);
+    }
     ci.pNext = head;
     ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
     ci.ppEnabledExtensionNames = extensions.empty() ? nullptr : extensions.data();
@@ -707,6 +722,7 @@ VkDevice DeviceScope::device() const { return d_->device; }
 const VkPhysicalDeviceProperties& DeviceScope::properties() const { return d_->props; }
 bool DeviceScope::shader_int64() const { return d_->features.shaderInt64 == VK_TRUE; }
 bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == VK_TRUE; }
+bool DeviceScope::float16() const { return d_->float16 && d_->buffer16; }
 uint32_t DeviceScope::atomics() const { return d_->atomics; }
 bool DeviceScope::denorm_preserve32() const { return d_->denorm_preserve32; }
 bool DeviceScope::denorm_preserve64() const { return d_->denorm_preserve64; }
@@ -971,10 +987,10 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     case BP_ATTR_SUPPORTS_FP64:
       return sdk::IntValue(d.features.shaderFloat64 == VK_TRUE ? 1 : 0);
     case BP_ATTR_SUPPORTS_FP16:
-      // "Kernels can compute in float16": not through Backplane yet, whatever shaderFloat16
-      // says, since the code generator refuses float16 (emitter.cc). The device's feature is
-      // the property supports_float16 (what the Target reads).
-      return sdk::IntValue(kCodegenComputesInFloat16 && d.float16 ? 1 : 0);
+      // "Kernels can compute in float16": float16 kernels need shaderFloat16 and 16-bit
+      // storage buffers (a launch without both is refused); shaderFloat16 alone is the
+      // property supports_float16 (what the Target reads).
+      return sdk::IntValue(kCodegenComputesInFloat16 && d.float16 && d.buffer16 ? 1 : 0);
     case BP_ATTR_SUBGROUP_SIZES: {
       // Every power of two from the smallest to the largest size the device may pick; the
       // one it always uses without VK_EXT_subgroup_size_control.

@@ -692,14 +692,15 @@ TEST(AttributeTruth, VulkanMatchesVulkaninfo) {
               props["VkPhysicalDeviceMaintenance3Properties"]["maxMemoryAllocationSize"]);
     EXPECT_EQ(a.Int(BP_ATTR_SUPPORTS_FP64),
               features["VkPhysicalDeviceFeatures"]["shaderFloat64"].get<bool>() ? 1 : 0);
-    bool fp16 = false;
+    bool fp16 = false, buffer16 = false;
     for (const auto& [name, feature] : features.items()) {
       fp16 = fp16 || feature.value("shaderFloat16", false);
+      buffer16 = buffer16 || feature.value("storageBuffer16BitAccess", false);
     }
     // The device's feature is the property the Target reads; the attribute says whether
-    // kernels compute in float16, and the vulkan code generator refuses float16 (issue 41).
+    // kernels compute in float16, which needs 16-bit storage buffers too (issue 41).
     EXPECT_EQ(Property(a.api(), "supports_float16"), fp16 ? 1 : 0);
-    EXPECT_EQ(a.Int(BP_ATTR_SUPPORTS_FP16), 0) << "the vulkan code generator refuses float16";
+    EXPECT_EQ(a.Int(BP_ATTR_SUPPORTS_FP16), fp16 && buffer16 ? 1 : 0);
     const Json& core_features = features["VkPhysicalDeviceFeatures"];
     EXPECT_EQ(Property(a.api(), "supports_int16"),
               core_features["shaderInt16"].get<bool>() ? 1 : 0);

@@ -343,9 +343,11 @@ TEST(InfoCli, UnknownPropIsAUsageErrorListingCloseNames) {
 }
 
 // supports_fp16 never claims what the code generator refuses (issue 41, item 10): for every
-// opencl and vulkan device, a float16 kernel built for a Target with what the device has
-// (opencl: cl_khr_fp16 as supports_float16, which Target::FromDevice reads from the attribute)
-// builds where the attribute is 1 and is refused, naming float16, where it is 0.
+// opencl device, a float16 kernel built for a Target with what the device has (cl_khr_fp16 as
+// supports_float16, which Target::FromDevice reads from the attribute) builds where the
+// attribute is 1 and is refused, naming float16 and the extension, where it is 0; for every
+// vulkan device whose attribute is 1 the kernel builds (a launch on one without shaderFloat16
+// and 16-bit storage is refused, vulkan_codegen_test).
 TEST(InfoCli, Fp16AttributeAgreesWithWhatABuildForTheDeviceDoes) {
   char dir_template[] = "/tmp/bp_info_fp16_XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
@@ -373,6 +375,7 @@ TEST(InfoCli, Fp16AttributeAgreesWithWhatABuildForTheDeviceDoes) {
                                    ? "vulkan"
                                    : std::string(R"({"kind": "opencl", "supports_float16": )") +
                                          (fp16 ? "true" : "false") + "}";
+    if (type == "vulkan" && !fp16) continue;
     sp::Result r = RunCli({"build", kernel, "-t", target, "-o", dir + "/half.bpmod"});
     if (fp16) {
       EXPECT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
@@ -380,7 +383,7 @@ TEST(InfoCli, Fp16AttributeAgreesWithWhatABuildForTheDeviceDoes) {
       EXPECT_EQ(r.exit_code, 1) << r.Describe();
       EXPECT_EQ(r.out, "");
       EXPECT_TRUE(Contains(r.err, "float16 is not supported")) << r.err;
-      EXPECT_TRUE(Contains(r.err, type == "opencl" ? "cl_khr_fp16" : "supports_fp16")) << r.err;
+      EXPECT_TRUE(Contains(r.err, "cl_khr_fp16")) << r.err;
     }
     ++checked;
   }
