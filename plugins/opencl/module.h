@@ -23,9 +23,9 @@ namespace opencl {
 struct OpenCLCodeOptions {
   bool fp_contract = false;   // fast-math-contract
   bool bounds_check = false;  // bounds-check
-  // supports_float16: the device has cl_khr_fp16, without which OpenCL C computes in no
-  // float16 (a float16 kernel is refused when building, naming it). Not saved with a module:
-  // a loaded one allows it, and building its program checks the device's extensions.
+  // supports_float16: float16 is OpenCL's half (the device needs cl_khr_fp16, checked by name
+  // when the program is built); without it a float rounded to half after every operation, in
+  // memory through vload_half / vstore_half_rte. Saved with the module ("float16").
   bool float16 = false;
 };
 
