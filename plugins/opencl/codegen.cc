@@ -17,6 +17,7 @@ Module BuildOpenCL(const std::string& ir_text, const Target& target) {
   OpenCLCodeOptions options;
   options.fp_contract = target.GetAttr<bool>("fast-math-contract").value_or(false);
   options.bounds_check = target.GetAttr<bool>("bounds-check").value_or(false);
+  options.float16 = target.GetAttr<bool>("supports_float16").value_or(false);
   OpenCLCode code = EmitOpenCL(m, options);
   return MakeOpenCLModule(std::move(m), std::move(code), options);
 }

@@ -382,6 +382,24 @@ Any OpenCLDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   if (key == "global_mem_cacheline_size_bytes") {
     return sdk::IntValue(DeviceInfo<cl_uint>(id, CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE));
   }
+  if (key == "profiling_timer_resolution_ns") {
+    return sdk::IntValue(
+        static_cast<int64_t>(DeviceInfo<size_t>(id, CL_DEVICE_PROFILING_TIMER_RESOLUTION)));
+  }
+  if (key == "address_bits") return sdk::IntValue(DeviceInfo<cl_uint>(id, CL_DEVICE_ADDRESS_BITS));
+  if (key == "svm_capabilities") {
+    // OpenCL 2.0 and later; an older device has no such query (none, and not listed).
+    cl_device_svm_capabilities svm = 0;
+    if (clGetDeviceInfo(id, CL_DEVICE_SVM_CAPABILITIES, sizeof(svm), &svm, nullptr) != CL_SUCCESS) {
+      return sdk::NoneValue();
+    }
+    std::vector<std::string> names;
+    if (svm & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) names.push_back("COARSE_GRAIN_BUFFER");
+    if (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) names.push_back("FINE_GRAIN_BUFFER");
+    if (svm & CL_DEVICE_SVM_FINE_GRAIN_SYSTEM) names.push_back("FINE_GRAIN_SYSTEM");
+    if (svm & CL_DEVICE_SVM_ATOMICS) names.push_back("ATOMICS");
+    return sdk::StringArrayValue(names);
+  }
   if (key == "platform_name") {
     size_t n = 0;
     const cl_platform_id p = devices_[dev.device_id].platform;
@@ -398,13 +416,14 @@ std::vector<std::string> OpenCLDeviceAPI::ListProperties(DLDevice dev) {
   if (dev.device_type != device_type() || dev.device_id < 0 || dev.device_id >= DeviceCount()) {
     return {};
   }
-  return {"vendor",
-          "opencl_c_version",
-          "workspace_cached_bytes",
-          "max_mem_alloc_size",
-          "global_mem_cache_size_bytes",
-          "global_mem_cacheline_size_bytes",
-          "platform_name"};
+  std::vector<std::string> keys;
+  for (const char* key :
+       {"vendor", "opencl_c_version", "workspace_cached_bytes", "max_mem_alloc_size",
+        "global_mem_cache_size_bytes", "global_mem_cacheline_size_bytes",
+        "profiling_timer_resolution_ns", "address_bits", "svm_capabilities", "platform_name"}) {
+    if (!GetProperty(dev, key).is_none()) keys.push_back(key);
+  }
+  return keys;
 }
 
 void OpenCLDeviceAPI::SetDevice(DLDevice dev) { CheckDevice(dev); }

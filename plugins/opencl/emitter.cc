@@ -117,6 +117,9 @@ std::string OpenCLEmitter::FaultClaim(const std::string& record, const std::stri
 std::string OpenCLEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                                            const std::string& value, bool shared) {
   const char* name = op == ir::AtomicOp::kAdd ? "add" : op == ir::AtomicOp::kMin ? "min" : "max";
+  if (t.is_float() && t.bits == 16) {
+    Unsupported("float16 atomics are not supported by the opencl target; accumulate in float32");
+  }
   if (t.is_integer()) {
     if (t.bits == 64) uses_int64_atomics_ = true;
     return std::string(t.bits == 64 ? "atom_" : "atomic_") + name + "(&" + element + ", " + value +
@@ -167,6 +170,23 @@ std::string OpenCLEmitter::Prelude() {
        "typedef ulong uint64_t;\n"
        // Contiguous vector loads and stores are spelled as memcpy by the base.
        "#define memcpy __builtin_memcpy\n";
+  if (uses_half_storage_) {
+    // float16 without cl_khr_fp16: a float rounded to half (round to nearest even) through a
+    // 16-bit temporary, as the interpreter rounds every float16 operation. A NaN is the
+    // interpreter's (its sign, quiet, no payload): PoCL's vstore_half makes every NaN 0x7fff.
+    p += "typedef float bp_half_t;\n"
+         "static inline float __attribute__((overloadable)) bp_round_half(float x) {\n"
+         "  if (isnan(x)) return as_float((as_uint(x) & 0x80000000u) | 0x7fc00000u);\n"
+         "  ushort u; vstore_half_rte(x, 0, (half*)&u); return vload_half(0, (const half*)&u);\n"
+         "}\n";
+    if (uses_fp64_) {
+      p += "static inline float __attribute__((overloadable)) bp_round_half(double x) {\n"
+           "  if (isnan(x)) return as_float((uint)(as_ulong(x) >> 32 & 0x80000000u) | "
+           "0x7fc00000u);\n"
+           "  ushort u; vstore_half_rte(x, 0, (half*)&u); return vload_half(0, (const half*)&u);\n"
+           "}\n";
+    }
+  }
   p += FaultHelpers();
   p += NumericHelpers();
   if (uses_floordiv_) {
@@ -189,7 +209,11 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
     if (!params.empty()) params += ", ";
     if (p.is_buffer()) {
       const std::string name = Name(p.buffer().name());
-      const std::string type = TypeName(StorageType(p.buffer().dtype()));
+      std::string type = TypeName(StorageType(p.buffer().dtype()));
+      if (type == "bp_half_t") {  // halves in memory, read and written through vload_half
+        type = "half";
+        half_buffers_.insert(p.buffer().get());
+      }
       params += "__global " + type + "* restrict bp_p_" + name + ", const long bp_o_" + name;
       unpack.push_back("__global " + type + "* restrict " + name + " = (__global " + type +
                        "*)((__global char*)bp_p_" + name + " + bp_o_" + name + ");");
@@ -200,8 +224,9 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
     if (t.is_bool() || (t.is_float() && t.bits == 16)) {
       // No bool or half kernel arguments: a byte or a float, converted here.
       params += std::string(t.is_bool() ? "const uchar" : "const float") + " bp_s_" + name;
-      unpack.push_back("const " + TypeName(t) + " " + name + " = " +
-                       (t.is_bool() ? "bp_s_" + name + " != 0;" : "(half)bp_s_" + name + ";"));
+      unpack.push_back(
+          "const " + TypeName(t) + " " + name + " = " +
+          (t.is_bool() ? "bp_s_" + name + " != 0;" : CastText(TypeName(t), "bp_s_" + name) + ";"));
       continue;
     }
     params += "const " + TypeName(t) + " " + name;
@@ -226,7 +251,11 @@ void OpenCLEmitter::EmitFunction(const ir::PrimFunc& func) {
            "'; OpenCL declares them all at the kernel's top, so give them distinct names");
     }
     const int64_t count = ConstantElements(a->buffer, /*must_be_constant=*/false);
-    const std::string type = TypeName(StorageType(a->buffer.dtype()));
+    std::string type = TypeName(StorageType(a->buffer.dtype()));
+    if (type == "bp_half_t") {  // OpenCL C declares no half array without cl_khr_fp16
+      type = "ushort";
+      half_buffers_.insert(a->buffer.get());
+    }
     if (count < 0) {
       // Sized at launch: a __local pointer argument after the params, in the launch kit's
       // order (SharedArray::launch_index), whose size the launch sets (clSetKernelArg).
@@ -261,6 +290,18 @@ std::string OpenCLEmitter::TypeName(DType t) {
       scalar = t.bits == 8 ? "uchar" : t.bits == 16 ? "ushort" : t.bits == 32 ? "uint" : "ulong";
       break;
     case ir::DTypeCode::kFloat:
+      if (t.bits == 16 && !options_.float16) {
+        // No cl_khr_fp16 (OpenCL C then has no half variables or arithmetic): a float16 value
+        // is a float rounded to half after every operation (CastText), and float16 buffers
+        // are read and written with vload_half / vstore_half_rte (ElementRead/ElementWrite).
+        if (t.lanes != 1) {
+          Unsupported("vector type " + ir::ToString(t) +
+                      " needs cl_khr_fp16 (supports_float16 in the Target): without it float16 "
+                      "is computed one element at a time; use scalar float16 or float32 vectors");
+        }
+        uses_half_storage_ = true;
+        return "bp_half_t";
+      }
       if (t.bits == 16) uses_fp16_ = true;
       if (t.bits == 64) uses_fp64_ = true;
       scalar = t.bits == 16 ? "half" : t.bits == 32 ? "float" : "double";
@@ -334,6 +375,37 @@ void OpenCLEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string&) 
     Line("#pragma unroll " + std::to_string(extent->value));
     Line("#endif");
   }
+}
+
+std::string OpenCLEmitter::CastText(const std::string& type, const std::string& operand) {
+  if (type == "bp_half_t") return "bp_round_half(" + operand + ")";
+  return CFamilyEmitter::CastText(type, operand);
+}
+
+std::string OpenCLEmitter::FloatLiteral(double v, DType t) {
+  if (t.bits == 16 && !options_.float16) {
+    return CastText("bp_half_t", CFamilyEmitter::FloatLiteral(v, ir::Float32()));
+  }
+  return CFamilyEmitter::FloatLiteral(v, t);
+}
+
+// A float16 element of a buffer held as halves (a parameter, or a shared array of ushort):
+// its address as vload_half/vstore_half_rte take it.
+std::string OpenCLEmitter::HalfAddress(const ir::Buffer& buffer, const std::string& element) {
+  return IsShared(buffer) ? "(__local half*)&" + element : "&" + element;
+}
+
+std::string OpenCLEmitter::ElementRead(const ir::Buffer& buffer, const std::string& element) {
+  if (half_buffers_.count(buffer.get()) == 0) return CFamilyEmitter::ElementRead(buffer, element);
+  return "vload_half(0, " + HalfAddress(buffer, element) + ")";
+}
+
+std::string OpenCLEmitter::ElementWrite(const ir::Buffer& buffer, const std::string& element,
+                                        const std::string& value) {
+  if (half_buffers_.count(buffer.get()) == 0) {
+    return CFamilyEmitter::ElementWrite(buffer, element, value);
+  }
+  return "vstore_half_rte(" + value + ", 0, " + HalfAddress(buffer, element) + ")";
 }
 
 std::string OpenCLEmitter::IntrinsicName(const std::string& name, DType) {

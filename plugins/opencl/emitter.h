@@ -17,6 +17,7 @@
 
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/ir.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct OpenCLEmitOptions {
   // FP_CONTRACT ON (the OpenCL default: a*b+c may become one FMA) instead of OFF (the IR's
   // two roundings); Target attribute fast-math-contract.
   bool fp_contract = false;
+  // float16 values are OpenCL's `half`: the Target's supports_float16, the device's
+  // cl_khr_fp16. Without it a float16 value is a float rounded to half after every operation
+  // and float16 memory is read and written with vload_half / vstore_half_rte.
+  bool float16 = false;
 };
 
 class OpenCLEmitter : public codegen::CFamilyEmitter {
@@ -75,10 +80,20 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   bool HasFaultRecord() const override { return true; }
   std::string FaultRecordType() override { return "__global bp_fault_t*"; }
   std::string FaultClaim(const std::string& record, const std::string& site) override;
+  // float16 without cl_khr_fp16 (OpenCLEmitOptions::float16 false): bp_half_t is float, a cast
+  // to it rounds to half, and buffers of halves go through vload_half / vstore_half_rte.
+  std::string CastText(const std::string& type, const std::string& operand) override;
+  std::string FloatLiteral(double v, ir::DType t) override;
+  std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override;
+  std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
+                           const std::string& value) override;
 
  private:
+  std::string HalfAddress(const ir::Buffer& buffer, const std::string& element);
   OpenCLEmitOptions options_;
   bool uses_fp16_ = false;
+  bool uses_half_storage_ = false;                // float16 without cl_khr_fp16
+  std::set<const ir::BufferNode*> half_buffers_;  // float16 buffers held as halves
   bool uses_fp64_ = false;
   bool uses_int64_atomics_ = false;
 };

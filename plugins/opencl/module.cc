@@ -113,7 +113,8 @@ class OpenCLModule : public sdk::KernelModule {
                          {"kernels", kernels},
                          {"fault_sites", codegen::FaultSitesToJson(sites_)},
                          {"fp_contract", options_.fp_contract},
-                         {"bounds_check", options_.bounds_check}};
+                         {"bounds_check", options_.bounds_check},
+                         {"float16", options_.float16}};
     return std::string(kMagic) + header.dump();
   }
   std::optional<std::string> InspectSource(const std::string& format) override {
@@ -319,6 +320,7 @@ OpenCLCode EmitOpenCL(const ir::IRModule& m, const OpenCLCodeOptions& options) {
   for (const ir::PrimFunc& f : m.functions()) launch::KernelSignature(f, "opencl");  // kernels only
   OpenCLEmitOptions emit;
   emit.fp_contract = options.fp_contract;
+  emit.float16 = options.float16;
   OpenCLEmitter emitter(emit);
   codegen::CheckOptions checks;
   checks.bounds_check = options.bounds_check;
@@ -367,6 +369,10 @@ Module LoadOpenCLModule(const std::string& bytes) {
     sites_json = header.at("fault_sites").get<std::string>();
     options.fp_contract = header.at("fp_contract").get<bool>();
     options.bounds_check = header.at("bounds_check").get<bool>();
+    // Whether float16 is OpenCL's half (cl_khr_fp16, checked by name when the program is built
+    // for a device) or a float rounded to half; a module saved before the key existed had no
+    // float16 code this Backplane emits, so false.
+    options.float16 = header.contains("float16") && header.at("float16").get<bool>();
   } catch (const Json::exception& e) {
     throw bad(std::string("is damaged (its header lacks a field or has a wrong type: ") + e.what() +
               ")");

@@ -23,6 +23,10 @@ namespace opencl {
 struct OpenCLCodeOptions {
   bool fp_contract = false;   // fast-math-contract
   bool bounds_check = false;  // bounds-check
+  // supports_float16: float16 is OpenCL's half (the device needs cl_khr_fp16, checked by name
+  // when the program is built); without it a float rounded to half after every operation, in
+  // memory through vload_half / vstore_half_rte. Saved with the module ("float16").
+  bool float16 = false;
 };
 
 // The OpenCL C of the kernels of `m` and its run-time checks (OpenCLEmitter::fault_sites).

@@ -156,6 +156,20 @@ cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& sou
                     Info(d.id, CL_DEVICE_NAME) +
                     " lacks it: accumulate in int32 or float32, or per thread and then reduce");
   }
+  // float16 as OpenCL's half needs cl_khr_fp16 (a module built for a Target that claimed it,
+  // loaded on a device without it): refused by name too.
+  if (source.find("#pragma OPENCL EXTENSION cl_khr_fp16 : enable") != std::string::npos &&
+      (" " + Info(d.id, CL_DEVICE_EXTENSIONS) + " ").find(" cl_khr_fp16 ") == std::string::npos) {
+    throw Error(BP_ERR_UNSUPPORTED,
+                "opencl: " + what +
+                    " computes in OpenCL's half, which needs cl_khr_fp16 (its Target had "
+                    "supports_float16 = true); " +
+                    Info(d.id, CL_DEVICE_NAME) +
+                    " lacks it: build the module for this device's own Target "
+                    "(Target::FromDevice), where float16 is computed in float and rounded to "
+                    "half after every operation, or run it on a device with cl_khr_fp16 "
+                    "(`backplane info --prop supports_fp16`)");
+  }
   const char* text = source.c_str();
   const size_t length = source.size();
   cl_int err = CL_SUCCESS;

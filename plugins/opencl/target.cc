@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `opencl` TargetKind: TVM's attributes for kind opencl, with its defaults. FromDevice
 // fills the limits the DeviceAPI reports from clGetDeviceInfo (work-group size, local
-// memory, device name); thread_warp_size is 1 as OpenCL C promises no
-// lockstep execution (the device's warp_size attribute is only its preferred multiple).
+// memory, device name, cl_khr_fp16 as supports_float16); thread_warp_size is 1 as OpenCL C promises
+// no lockstep execution (the device's warp_size attribute is only its preferred multiple).
 #include "target.h"
 
 #include <backplane/sdk/target.hpp>
@@ -28,6 +28,10 @@ void RegisterTargetKind() {
       .Attr<int64_t>("texture_spatial_limit", int64_t{16384}, "largest image width/height")
       .Attr<int64_t>("image_base_address_alignment", int64_t{64}, "bytes")
       .Attr<std::string>("device_name", std::string(), BP_ATTR_DEVICE_NAME, "CL_DEVICE_NAME")
+      // False unless the device says so: OpenCL C has float16 only with cl_khr_fp16, an
+      // optional extension, so a Target that names no device promises none.
+      .Attr<bool>("supports_float16", false, BP_ATTR_SUPPORTS_FP16,
+                  "cl_khr_fp16: kernels may compute in float16 (else float16 is refused)")
       .Attr<bool>("fast-math-contract", false,
                   "allow fusing, e.g. a*b+c into an FMA (otherwise #pragma OPENCL FP_CONTRACT "
                   "OFF keeps the IR's separate roundings)")

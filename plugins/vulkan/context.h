@@ -120,7 +120,10 @@ struct Device {
   uint64_t max_allocation = 0;                  // Maintenance3 (1.1); 0: not reported
   uint32_t min_subgroup = 0, max_subgroup = 0;  // VK_EXT_subgroup_size_control; 0: not
   std::string driver_name, driver_info;         // VkPhysicalDeviceDriverProperties (1.2)
-  launch::DeviceLimits launch_limits;           // props.limits, as the launch kit reads them
+  bool has_conformance = false;                 // the same struct's conformanceVersion
+  VkConformanceVersion conformance{};
+  std::vector<VkQueueFamilyProperties> queue_families;  // every family, in the driver's order
+  launch::DeviceLimits launch_limits;  // props.limits, as the launch kit reads them
   // Created on first use, under mu.
   std::mutex mu;
   VkDevice device = VK_NULL_HANDLE;

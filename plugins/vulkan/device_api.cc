@@ -15,9 +15,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "context.h"
@@ -214,6 +216,8 @@ void QueryIdentity(Device& d) {
   if (has_driver) {
     d.driver_name = driver.driverName;
     d.driver_info = driver.driverInfo;
+    d.has_conformance = true;
+    d.conformance = driver.conformanceVersion;
   }
   if (d.has_pci) {
     d.pci_domain = pci.pciDomain;
@@ -225,6 +229,24 @@ void QueryIdentity(Device& d) {
     d.min_subgroup = sizes.minSubgroupSize;
     d.max_subgroup = sizes.maxSubgroupSize;
   }
+}
+
+// The names of the bits set in `bits`, joined by '|' as vulkaninfo lists them (without the
+// VK_ prefix and _BIT suffix); "none" for no bit, and the hex value of bits not named here.
+std::string FlagNames(uint32_t bits,
+                      std::initializer_list<std::pair<uint32_t, const char*>> names) {
+  std::string out;
+  for (const auto& [bit, name] : names) {
+    if ((bits & bit) == 0) continue;
+    out += (out.empty() ? "" : "|") + std::string(name);
+    bits &= ~bit;
+  }
+  if (bits != 0) {
+    char rest[16];
+    std::snprintf(rest, sizeof(rest), "0x%x", bits);
+    out += (out.empty() ? "" : "|") + std::string(rest);
+  }
+  return out.empty() ? "none" : out;
 }
 
 // The driver version as its vendor encodes it: NVIDIA packs 10.8.8.6 bits, everyone else
@@ -373,6 +395,7 @@ class Context {
       d->instance = instance_;
       d->queue_family = static_cast<uint32_t>(family);
       d->timestamp_bits = qs[static_cast<size_t>(family)].timestampValidBits;
+      d->queue_families = qs;
       VkPhysicalDeviceSubgroupProperties sub{};
       sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
       VkPhysicalDeviceProperties2 p2{};
@@ -519,6 +542,21 @@ class Context {
     }
     if (d.float_controls_extension)
       extensions.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+    // float16 kernels (KernelLayout::uses_float16), where the device has what they need.
+    VkPhysicalDeviceShaderFloat16Int8Features f16{};
+    f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    VkPhysicalDevice16BitStorageFeatures s16{};
+    s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+    if (d.float16 && d.buffer16) {
+      f16.shaderFloat16 = VK_TRUE;
+      s16.storageBuffer16BitAccess = VK_TRUE;
+      prepend(f16);
+      prepend(s16);
+      if (UsableVersion(d) < VK_API_VERSION_1_2)
+        extensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+      if (UsableVersion(d) < VK_API_VERSION_1_1)
+        extensions.push_back(VK_KHR_16BIT_STORAGE_EXTENSION_NAME);
+    }
     ci.pNext = head;
     ci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
     ci.ppEnabledExtensionNames = extensions.empty() ? nullptr : extensions.data();
@@ -684,6 +722,7 @@ VkDevice DeviceScope::device() const { return d_->device; }
 const VkPhysicalDeviceProperties& DeviceScope::properties() const { return d_->props; }
 bool DeviceScope::shader_int64() const { return d_->features.shaderInt64 == VK_TRUE; }
 bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == VK_TRUE; }
+bool DeviceScope::float16() const { return d_->float16 && d_->buffer16; }
 uint32_t DeviceScope::atomics() const { return d_->atomics; }
 bool DeviceScope::denorm_preserve32() const { return d_->denorm_preserve32; }
 bool DeviceScope::denorm_preserve64() const { return d_->denorm_preserve64; }
@@ -948,7 +987,10 @@ Any VulkanDeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     case BP_ATTR_SUPPORTS_FP64:
       return sdk::IntValue(d.features.shaderFloat64 == VK_TRUE ? 1 : 0);
     case BP_ATTR_SUPPORTS_FP16:
-      return sdk::IntValue(d.float16 ? 1 : 0);
+      // "Kernels can compute in float16": float16 kernels need shaderFloat16 and 16-bit
+      // storage buffers (a launch without both is refused); shaderFloat16 alone is the
+      // property supports_float16 (what the Target reads).
+      return sdk::IntValue(kCodegenComputesInFloat16 && d.float16 && d.buffer16 ? 1 : 0);
     case BP_ATTR_SUBGROUP_SIZES: {
       // Every power of two from the smallest to the largest size the device may pick; the
       // one it always uses without VK_EXT_subgroup_size_control.
@@ -1056,6 +1098,65 @@ Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
   if (key == "driver_name") {
     return d.driver_name.empty() ? sdk::NoneValue() : sdk::StringValue(d.driver_name);
   }
+  // What vulkaninfo shows beyond the target kind's flags: memory heaps and types, queue
+  // families (each a list, one entry per heap, type or family, in the driver's order), the
+  // dispatch limits, the timestamp period and the conformance version.
+  if (key == "memory_heap_sizes" || key == "memory_heap_flags") {
+    std::vector<int64_t> sizes;
+    std::vector<std::string> flags;
+    for (uint32_t i = 0; i < d.mem.memoryHeapCount; ++i) {
+      const VkMemoryHeap& heap = d.mem.memoryHeaps[i];
+      sizes.push_back(static_cast<int64_t>(heap.size));
+      flags.push_back(
+          FlagNames(heap.flags, {{VK_MEMORY_HEAP_DEVICE_LOCAL_BIT, "DEVICE_LOCAL"},
+                                 {VK_MEMORY_HEAP_MULTI_INSTANCE_BIT, "MULTI_INSTANCE"}}));
+    }
+    return key == "memory_heap_sizes" ? sdk::IntArrayValue(sizes) : sdk::StringArrayValue(flags);
+  }
+  if (key == "memory_type_heaps" || key == "memory_type_flags") {
+    std::vector<int64_t> heaps;
+    std::vector<std::string> flags;
+    for (uint32_t i = 0; i < d.mem.memoryTypeCount; ++i) {
+      const VkMemoryType& type = d.mem.memoryTypes[i];
+      heaps.push_back(type.heapIndex);
+      flags.push_back(FlagNames(type.propertyFlags,
+                                {{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "DEVICE_LOCAL"},
+                                 {VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, "HOST_VISIBLE"},
+                                 {VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, "HOST_COHERENT"},
+                                 {VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "HOST_CACHED"},
+                                 {VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT, "LAZILY_ALLOCATED"},
+                                 {VK_MEMORY_PROPERTY_PROTECTED_BIT, "PROTECTED"}}));
+    }
+    return key == "memory_type_heaps" ? sdk::IntArrayValue(heaps) : sdk::StringArrayValue(flags);
+  }
+  if (key == "queue_family_flags" || key == "queue_family_queue_counts" ||
+      key == "queue_family_timestamp_valid_bits") {
+    std::vector<int64_t> counts, bits;
+    std::vector<std::string> flags;
+    for (const VkQueueFamilyProperties& q : d.queue_families) {
+      counts.push_back(q.queueCount);
+      bits.push_back(q.timestampValidBits);
+      flags.push_back(FlagNames(q.queueFlags, {{VK_QUEUE_GRAPHICS_BIT, "GRAPHICS"},
+                                               {VK_QUEUE_COMPUTE_BIT, "COMPUTE"},
+                                               {VK_QUEUE_TRANSFER_BIT, "TRANSFER"},
+                                               {VK_QUEUE_SPARSE_BINDING_BIT, "SPARSE_BINDING"},
+                                               {VK_QUEUE_PROTECTED_BIT, "PROTECTED"}}));
+    }
+    if (key == "queue_family_flags") return sdk::StringArrayValue(flags);
+    return sdk::IntArrayValue(key == "queue_family_queue_counts" ? counts : bits);
+  }
+  if (key == "queue_family") return sdk::IntValue(d.queue_family);
+  if (key == "max_compute_work_group_count") {
+    return sdk::IntArrayValue({lim.maxComputeWorkGroupCount[0], lim.maxComputeWorkGroupCount[1],
+                               lim.maxComputeWorkGroupCount[2]});
+  }
+  if (key == "timestamp_period_ns") return sdk::FloatValue(lim.timestampPeriod);
+  if (key == "conformance_version") {
+    if (!d.has_conformance) return sdk::NoneValue();
+    const VkConformanceVersion& c = d.conformance;
+    return sdk::StringValue(std::to_string(c.major) + "." + std::to_string(c.minor) + "." +
+                            std::to_string(c.subminor) + "." + std::to_string(c.patch));
+  }
   return sdk::NoneValue();
 }
 
@@ -1093,7 +1194,18 @@ std::vector<std::string> VulkanDeviceAPI::ListProperties(DLDevice dev) {
                           "supports_cooperative_matrix",
                           "denorm_preserve_float32",
                           "denorm_preserve_float64",
-                          "driver_name"}) {
+                          "driver_name",
+                          "memory_heap_sizes",
+                          "memory_heap_flags",
+                          "memory_type_heaps",
+                          "memory_type_flags",
+                          "queue_family_flags",
+                          "queue_family_queue_counts",
+                          "queue_family_timestamp_valid_bits",
+                          "queue_family",
+                          "max_compute_work_group_count",
+                          "timestamp_period_ns",
+                          "conformance_version"}) {
     if (!GetProperty(dev, key).is_none()) keys.push_back(key);
   }
   return keys;

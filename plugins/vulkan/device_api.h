@@ -31,6 +31,8 @@ class DeviceScope {
   const VkPhysicalDeviceProperties& properties() const;
   bool shader_int64() const;
   bool shader_float64() const;
+  // shaderFloat16 and storageBuffer16BitAccess, both enabled (what float16 kernels need).
+  bool float16() const;
   // The KernelLayout::atomics bits the device has (and were enabled).
   uint32_t atomics() const;
   // Whether shaders may keep subnormal 32-bit (64-bit) floats (shaderDenormPreserveFloat32).

@@ -102,6 +102,12 @@ const char* const kFminMaxGlsl =
 const char* const kFminMaxGlsl64 =
     "double bp_fmin(double a, double b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); }\n"
     "double bp_fmax(double a, double b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }\n";
+// The same on float16_t (exact: min and max do not round).
+const char* const kFminMaxGlsl16 =
+    "float16_t bp_fmin(float16_t a, float16_t b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); "
+    "}\n"
+    "float16_t bp_fmax(float16_t a, float16_t b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); "
+    "}\n";
 
 // bp_fdiv on vectors, lane by lane.
 const char* const kFdivVectorGlsl =
@@ -188,6 +194,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       if (t.is_bool()) return "bvec" + n;
       const std::string scalar = TypeName(t.Element());  // refuses the types the target lacks
       if (scalar == "float") return "vec" + n;
+      if (scalar == "float16_t") return "f16vec" + n;
       if (scalar == "double") return "dvec" + n;
       if (scalar == "int") return "ivec" + n;
       if (scalar == "uint") return "uvec" + n;
@@ -206,9 +213,16 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       layout.uses_float64 = true;
       return "double";
     }
+    if (t.is_float() && t.bits == 16) {
+      // GL_EXT_shader_explicit_arithmetic_types_float16 and GL_EXT_shader_16bit_storage: the
+      // device needs shaderFloat16 and storageBuffer16BitAccess (a launch without them is
+      // refused, naming them; the attribute supports_fp16 says whether it has both).
+      layout.uses_float16 = true;
+      return "float16_t";
+    }
     Unsupported("type " + ir::ToString(t) +
-                " is not supported by the vulkan target (8- and 16-bit types need device features "
-                "it does not ask for); use int32, int64, float32 or float64");
+                " is not supported by the vulkan target (8- and 16-bit integer types need device "
+                "features it does not ask for); use int32, int64, float16, float32 or float64");
   }
 
   std::string ThreadIndex(ir::ThreadTag tag) override {
@@ -240,7 +254,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     return scope == ir::StorageScope::kShared ? "// shared, declared at global scope: " : "";
   }
   // Indices in int32, as GLSL indexes (int64 needs shaderInt64): every index of an access in
-  // bounds is under 2^30 (a binding spans at most 2^32 bytes of 4- or 8-byte elements), where
+  // bounds is under 2^31 (a binding spans at most 2^32 bytes of 2-, 4- or 8-byte elements), where
   // int32 arithmetic gives the IR's int64 result (docs/vulkan.md, "Index arithmetic").
   bool WideIndices() override { return false; }
   void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string&,
@@ -254,6 +268,12 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // (NVIDIA's driver is: on an H200 a third of `a / 3.0` differed from the interpreter's), so
   // bp_fdiv divides the significands in integers (kFdivGlsl). float64 and float16 keep `/`.
   std::string FloatDivision(const std::string& x, const std::string& y, ir::DType t) override {
+    if (t.bits == 16 && t.lanes == 1) {
+      // Vulkan lets a float16 OpFDiv be 2.5 ulp off: bp_fdiv in float32, then one rounding to
+      // half (float32 holds a half quotient's correctly rounded value: 24 >= 2 * 11 + 2).
+      uses_fdiv_ = true;
+      return "float16_t(bp_fdiv(float(" + x + "), float(" + y + ")))";
+    }
     if (t.bits != 32) return "(" + x + " / " + y + ")";
     uses_fdiv_ = true;
     return "bp_fdiv(" + x + ", " + y + ")";
@@ -311,9 +331,11 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       if (text.find_first_of(".en") == std::string::npos) text += ".0";
       if (t.bits == 64) text += "lf";
       if (v < 0) text = "(" + text + ")";
-      return text;
+      // A float16 literal: the float32 text converted (GLSL has no implicit narrowing).
+      return t.bits == 16 ? "float16_t(" + text + ")" : text;
     }
     if (t.bits == 64) return "double(" + text + ")";
+    if (t.bits == 16) return "float16_t(" + text + ")";
     return text;
   }
 
@@ -493,6 +515,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       const std::string name = Name(v.name());
       if (v.dtype().is_bool()) {
         Line("const bool " + name + " = bp_push." + name + " != 0;");
+      } else if (v.dtype().is_float() && v.dtype().bits == 16) {
+        // Passed as a float32 push constant (no 16-bit push constants needed), rounded here.
+        Line("const float16_t " + name + " = float16_t(bp_push." + name + ");");
       } else {
         Line("const " + TypeName(v.dtype()) + " " + name + " = bp_push." + name + ";");
       }
@@ -582,6 +607,9 @@ class GlslEmitter : public codegen::CFamilyEmitter {
 
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                               const std::string& value, bool shared) override {
+    if (t.is_float() && t.bits == 16) {
+      Unsupported("float16 atomics are not supported by the vulkan target; accumulate in float32");
+    }
     if (t.bits == 64) layout.atomics |= kAtomicInt64;
     const size_t open = element.find('[');
     // A compare-and-swap loop on the uint `bits` holding the float element: op(old, value).
@@ -799,7 +827,10 @@ class GlslEmitter : public codegen::CFamilyEmitter {
       decls += "layout(push_constant) uniform bp_push_block {\n";
       for (const PushField& f : layout.push) {
         const ir::Var& v = func.params[f.param].var();
-        const std::string type = v.dtype().is_bool() ? "int" : TypeName(v.dtype());
+        const std::string type = v.dtype().is_bool() ? "int"
+                                 : v.dtype().is_float() && v.dtype().bits == 16
+                                     ? "float"
+                                     : TypeName(v.dtype());
         decls += "  layout(offset = " + std::to_string(f.offset) + ") " + type + " " +
                  Name(v.name()) + ";\n";
       }
@@ -879,6 +910,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
     if (uses_fminmax_) {
       helpers += kFminMaxGlsl;
       if (layout.uses_float64) helpers += kFminMaxGlsl64;
+      if (layout.uses_float16) helpers += kFminMaxGlsl16;
     }
     helpers += NumericHelpers();
     if (!f64_math_.empty()) helpers += Float64MathGlsl(f64_math_);
@@ -928,6 +960,11 @@ class GlslEmitter : public codegen::CFamilyEmitter {
                            "the SPIR-V: a*b+c rounds twice (docs/ir.md).\n";
     if (layout.uses_int64) {
       head += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    }
+    if (layout.uses_float16) {
+      head +=
+          "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+          "#extension GL_EXT_shader_16bit_storage : require\n";
     }
     if (layout.atomics & kAtomicInt64) head += "#extension GL_EXT_shader_atomic_int64 : require\n";
     if (layout.atomics & kAtomicFloatAdd)

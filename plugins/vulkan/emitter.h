@@ -44,6 +44,11 @@ enum StatusCode : uint32_t {
   kStatusOutOfBounds = 3,
 };
 
+// Whether the code generator emits float16 (GLSL's float16_t: shaderFloat16 and 16-bit storage).
+// The attribute supports_fp16 is 1 only where this holds and the device has both features, so it
+// never claims what the build or the launch refuses.
+constexpr bool kCodegenComputesInFloat16 = true;
+
 // Atomics a kernel uses beyond int32 add/min/max (core GLSL), each a device feature in both
 // storage buffers and shared memory (KernelLayout::atomics; a launch on a device without one is
 // refused, docs/vulkan.md).
@@ -73,6 +78,7 @@ struct KernelLayout {
   std::vector<std::string> launch_params;  // "blockIdx.x", ... (the launch_params attr)
   bool uses_int64 = false;                 // needs shaderInt64
   bool uses_float64 = false;               // needs shaderFloat64
+  bool uses_float16 = false;               // needs shaderFloat16, storageBuffer16BitAccess
   uint32_t atomics = 0;                    // kAtomic* bits: the atomics beyond int32 it uses
   // The checks the shader makes; when there are any (of either list), the error buffer is one
   // more storage buffer at binding bindings.size() (kStatusBufferWords uint32 words).
@@ -101,7 +107,8 @@ struct GlslOptions {
 // Emits `func` (a kernel: attrs kernel = "1" and launch_params) as a GLSL compute shader.
 // Throws ir::Error(kValue) naming the function for what the target cannot express: a
 // threadIdx extent that is not a constant, more than `max_threads` invocations a workgroup,
-// 8- or 16-bit types, vectors, a push-constant block over `max_push_constants` bytes.
+// 8-bit and 16-bit integer types, float16 atomics, vectors, a push-constant block over
+// `max_push_constants` bytes.
 GlslKernel EmitGlslKernel(const ir::PrimFunc& func, const GlslOptions& options);
 
 }  // namespace vulkan

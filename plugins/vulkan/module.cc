@@ -102,6 +102,7 @@ std::string LayoutText(const KernelLayout& l) {
   o << "launch";
   for (const std::string& p : l.launch_params) o << " " << p;
   o << "\nuses " << l.uses_int64 << " " << l.uses_float64 << "\n";
+  if (l.uses_float16) o << "float16 1\n";
   if (l.atomics != 0) o << "atomics " << l.atomics << "\n";
   for (const StatusSite& site : l.sites) o << "site " << site.code << " " << site.what << "\n";
   if (!l.faults.empty()) o << "faults " << codegen::FaultSitesToJson(l.faults) << "\n";
@@ -472,6 +473,14 @@ class VulkanModule : public sdk::KernelModule {
                 ", which " + s.properties().deviceName +
                 " lacks; use 32-bit types in the kernel (floordiv/floormod on ints use "
                 "int64; a float32 fma computes in float64 to round once)");
+      }
+      if (l.uses_float16 && !s.float16()) {
+        throw Error(BP_ERR_UNSUPPORTED,
+                    "vulkan kernel '" + l.name +
+                        "' uses float16, which needs shaderFloat16 and "
+                        "storageBuffer16BitAccess; " +
+                        s.properties().deviceName +
+                        " lacks one (its supports_fp16 attribute is 0): compute in float32");
       }
       if (const uint32_t missing = l.atomics & ~s.atomics()) {
         throw Error(BP_ERR_UNSUPPORTED,

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every attribute of every device here against what the system's own tools say (issue 15,
 // item 11): cpu:0 against lscpu, /proc and /sys; every opencl:N against clinfo --raw; every
-// vulkan:N against vulkaninfo (its JSON profile and its text). Each test also checks that it
+// vulkan:N against vulkaninfo (its JSON profile and its text), and the properties users look up
+// there (issue 41: timer resolution, address bits, SVM; memory heaps and types, queue families,
+// dispatch limits, timestamp period, conformance version). Each test also checks that it
 // compared every attribute kind (a kind added later without a comparison fails here) and that
 // every property a device lists answers. Values that drift while the machine runs (available
 // memory; PoCL's global memory, which it derives from free memory) are compared within a
@@ -167,6 +169,61 @@ class Attributes {
   bp::DeviceAPI api_;
   std::set<bp_device_attr_kind_t> checked_;
 };
+
+// A property's value as JSON: numbers, strings and lists (arrays of ints or strings); null
+// for none.
+Json Property(bp::DeviceAPI& api, const std::string& key) {
+  const bp::Any v = api.GetProperty(key);
+  switch (v.type()) {
+    case BP_VALUE_NONE:
+      return nullptr;
+    case BP_VALUE_INT:
+      return v.AsInt();
+    case BP_VALUE_FLOAT:
+      return v.raw().u.v_float64;
+    default:
+      break;
+  }
+  int32_t type = 0;
+  bp::Check(bp_object_type(v.raw().u.v_obj, &type));
+  if (type == BP_OBJECT_STRING) return bp::GetString(v.raw().u.v_obj);
+  Json out = Json::array();
+  size_t n = 0;
+  bp::Check(bp_array_size(v.raw().u.v_obj, &n));
+  for (size_t i = 0; i < n; ++i) {
+    bp_value_t e;
+    bp::Check(bp_array_get(v.raw().u.v_obj, i, &e));
+    if (e.type == BP_VALUE_INT) {
+      out.push_back(e.u.v_int64);
+    } else {
+      out.push_back(bp::GetString(e.u.v_obj));
+    }
+  }
+  return out;
+}
+
+// "A|B|C" (a flags property) as a set; "none" is the empty set.
+std::set<std::string> FlagSet(const std::string& text) {
+  std::set<std::string> out;
+  if (text == "none") return out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t bar = text.find('|', start);
+    out.insert(text.substr(start, bar == std::string::npos ? std::string::npos : bar - start));
+    if (bar == std::string::npos) break;
+    start = bar + 1;
+  }
+  return out;
+}
+
+// `name` without `prefix` and a trailing "_BIT" (vulkaninfo's "MEMORY_HEAP_DEVICE_LOCAL_BIT"
+// is the flag "DEVICE_LOCAL").
+std::string BitName(std::string name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "_BIT") == 0)
+    name.resize(name.size() - 4);
+  return name;
+}
 
 // Loads the plugin `name` from the build; false (with the reason in *why) when it was not built.
 bool LoadPlugin(const std::string& name, std::string* why) {
@@ -441,6 +498,25 @@ TEST(AttributeTruth, OpenCLMatchesClinfo) {
     EXPECT_TRUE(a.IsNone(BP_ATTR_L2_CACHE_SIZE_BYTES));
     EXPECT_EQ(a.api().GetProperty("global_mem_cache_size_bytes").AsInt(),
               number("CL_DEVICE_GLOBAL_MEM_CACHE_SIZE"));
+    // What clinfo shows beyond the attributes (docs/device-attributes.md, "Properties").
+    EXPECT_EQ(Property(a.api(), "profiling_timer_resolution_ns").get<int64_t>(),
+              number("CL_DEVICE_PROFILING_TIMER_RESOLUTION"));
+    EXPECT_EQ(Property(a.api(), "address_bits").get<int64_t>(), number("CL_DEVICE_ADDRESS_BITS"));
+    const std::string svm = field("CL_DEVICE_SVM_CAPABILITIES");
+    if (std::stod(version_number) >= 2.0) {
+      // "CL_DEVICE_SVM_COARSE_GRAIN_BUFFER | CL_DEVICE_SVM_ATOMICS" (or no name: none).
+      std::set<std::string> want;
+      for (const std::string& w : SortedWords(svm)) {
+        if (w.rfind("CL_DEVICE_SVM_", 0) == 0) want.insert(w.substr(14));
+      }
+      const Json got = Property(a.api(), "svm_capabilities");
+      ASSERT_TRUE(got.is_array()) << got;
+      std::set<std::string> names;
+      for (const Json& n : got) names.insert(n.get<std::string>());
+      EXPECT_EQ(names, want) << svm;
+    } else {
+      EXPECT_TRUE(Property(a.api(), "svm_capabilities").is_null()) << "no SVM before 2.0";
+    }
     for (bp_device_attr_kind_t none :
          {BP_ATTR_MAX_REGISTERS_PER_BLOCK, BP_ATTR_GCN_ARCH, BP_ATTR_AVAILABLE_GLOBAL_MEMORY,
           BP_ATTR_IMAGE_PITCH_ALIGNMENT, BP_ATTR_ISA_FLAGS}) {
@@ -487,6 +563,43 @@ int64_t DeviceLocalHeaps(const std::string& text, int32_t gpu) {
     }
   }
   return total;
+}
+
+// GPU N's memory heaps and types as vulkaninfo's text lists them.
+struct VulkanMemory {
+  std::vector<int64_t> heap_sizes, type_heaps;
+  std::vector<std::set<std::string>> heap_flags, type_flags;
+};
+VulkanMemory VulkanMemoryOf(const std::string& text, int32_t gpu) {
+  VulkanMemory m;
+  bool in_gpu = false;
+  bool in_types = false;
+  for (const std::string& raw : Lines(text)) {
+    const std::string line = Trim(raw);
+    if (raw.rfind("GPU", 0) == 0 && raw.back() == ':')
+      in_gpu = raw == "GPU" + std::to_string(gpu) + ":";
+    if (!in_gpu) continue;
+    auto value = [&line] { return Trim(line.substr(line.find('=') + 1)); };
+    if (line.rfind("memoryHeaps[", 0) == 0) {
+      in_types = false;
+      m.heap_sizes.push_back(-1);
+      m.heap_flags.emplace_back();
+    } else if (line.rfind("memoryTypes[", 0) == 0) {
+      in_types = true;
+      m.type_heaps.push_back(-1);
+      m.type_flags.emplace_back();
+    } else if (!in_types && !m.heap_sizes.empty() && line.rfind("size", 0) == 0 &&
+               line.find('=') != std::string::npos) {
+      m.heap_sizes.back() = std::stoll(value());
+    } else if (!in_types && !m.heap_flags.empty() && line.rfind("MEMORY_HEAP_", 0) == 0) {
+      m.heap_flags.back().insert(BitName(line, "MEMORY_HEAP_"));
+    } else if (in_types && line.rfind("heapIndex", 0) == 0) {
+      m.type_heaps.back() = std::stoll(value());
+    } else if (in_types && line.rfind("MEMORY_PROPERTY_", 0) == 0) {
+      m.type_flags.back().insert(BitName(line, "MEMORY_PROPERTY_"));
+    }
+  }
+  return m;
 }
 
 TEST(AttributeTruth, VulkanMatchesVulkaninfo) {
@@ -579,11 +692,67 @@ TEST(AttributeTruth, VulkanMatchesVulkaninfo) {
               props["VkPhysicalDeviceMaintenance3Properties"]["maxMemoryAllocationSize"]);
     EXPECT_EQ(a.Int(BP_ATTR_SUPPORTS_FP64),
               features["VkPhysicalDeviceFeatures"]["shaderFloat64"].get<bool>() ? 1 : 0);
-    bool fp16 = false;
+    bool fp16 = false, buffer16 = false;
     for (const auto& [name, feature] : features.items()) {
       fp16 = fp16 || feature.value("shaderFloat16", false);
+      buffer16 = buffer16 || feature.value("storageBuffer16BitAccess", false);
     }
-    EXPECT_EQ(a.Int(BP_ATTR_SUPPORTS_FP16), fp16 ? 1 : 0);
+    // The device's feature is the property the Target reads; the attribute says whether
+    // kernels compute in float16, which needs 16-bit storage buffers too (issue 41).
+    EXPECT_EQ(Property(a.api(), "supports_float16"), fp16 ? 1 : 0);
+    EXPECT_EQ(a.Int(BP_ATTR_SUPPORTS_FP16), fp16 && buffer16 ? 1 : 0);
+    const Json& core_features = features["VkPhysicalDeviceFeatures"];
+    EXPECT_EQ(Property(a.api(), "supports_int16"),
+              core_features["shaderInt16"].get<bool>() ? 1 : 0);
+    EXPECT_EQ(Property(a.api(), "supports_int64"),
+              core_features["shaderInt64"].get<bool>() ? 1 : 0);
+
+    // What vulkaninfo shows beyond the attributes (docs/device-attributes.md, "Properties").
+    EXPECT_EQ(Property(a.api(), "max_compute_work_group_count"),
+              limits["maxComputeWorkGroupCount"]);
+    EXPECT_DOUBLE_EQ(Property(a.api(), "timestamp_period_ns").get<double>(),
+                     limits["timestampPeriod"].get<double>());
+    if (props.contains("VkPhysicalDeviceDriverProperties")) {
+      const Json& c = props["VkPhysicalDeviceDriverProperties"]["conformanceVersion"];
+      EXPECT_EQ(Property(a.api(), "conformance_version"),
+                c["major"].dump() + "." + c["minor"].dump() + "." + c["subminor"].dump() + "." +
+                    c["patch"].dump());
+    } else {
+      EXPECT_TRUE(Property(a.api(), "conformance_version").is_null());
+    }
+    const Json families = device["queueFamiliesProperties"];
+    const Json family_flags = Property(a.api(), "queue_family_flags");
+    const Json family_counts = Property(a.api(), "queue_family_queue_counts");
+    const Json family_bits = Property(a.api(), "queue_family_timestamp_valid_bits");
+    ASSERT_TRUE(families.is_array());
+    ASSERT_EQ(family_flags.size(), families.size());
+    ASSERT_EQ(family_counts.size(), families.size());
+    ASSERT_EQ(family_bits.size(), families.size());
+    for (size_t f = 0; f < families.size(); ++f) {
+      const Json& q = families[f]["VkQueueFamilyProperties"];
+      std::set<std::string> want;
+      for (const Json& name : q["queueFlags"])
+        want.insert(BitName(name.get<std::string>(), "VK_QUEUE_"));
+      EXPECT_EQ(FlagSet(family_flags[f].get<std::string>()), want) << "queue family " << f;
+      EXPECT_EQ(family_counts[f], q["queueCount"]) << "queue family " << f;
+      EXPECT_EQ(family_bits[f], q["timestampValidBits"]) << "queue family " << f;
+    }
+    const VulkanMemory memory = VulkanMemoryOf(text, id);
+    ASSERT_FALSE(memory.heap_sizes.empty()) << "no memory heaps in vulkaninfo's text";
+    EXPECT_EQ(Property(a.api(), "memory_heap_sizes"), Json(memory.heap_sizes));
+    EXPECT_EQ(Property(a.api(), "memory_type_heaps"), Json(memory.type_heaps));
+    const Json heap_flags = Property(a.api(), "memory_heap_flags");
+    const Json type_flags = Property(a.api(), "memory_type_flags");
+    ASSERT_EQ(heap_flags.size(), memory.heap_flags.size());
+    ASSERT_EQ(type_flags.size(), memory.type_flags.size());
+    for (size_t h = 0; h < heap_flags.size(); ++h) {
+      EXPECT_EQ(FlagSet(heap_flags[h].get<std::string>()), memory.heap_flags[h])
+          << "memory heap " << h;
+    }
+    for (size_t t = 0; t < type_flags.size(); ++t) {
+      EXPECT_EQ(FlagSet(type_flags[t].get<std::string>()), memory.type_flags[t])
+          << "memory type " << t;
+    }
     const int64_t subgroup = props["VkPhysicalDeviceSubgroupProperties"]["subgroupSize"];
     EXPECT_EQ(a.Int(BP_ATTR_WARP_SIZE), subgroup);
     std::vector<int64_t> sizes;

@@ -533,8 +533,8 @@ std::string CFamilyEmitter::FloatFloorDivMod(bool mod, const std::string& x, con
   std::string a = x, b = y;
   if (c.bits == 16) {
     c = ir::Float32();
-    a = "((" + TypeName(c) + ")" + x + ")";
-    b = "((" + TypeName(c) + ")" + y + ")";
+    a = "(" + CastText(TypeName(c), x) + ")";
+    b = "(" + CastText(TypeName(c), y) + ")";
   }
   const std::string q = IntrinsicName("floor", c) + "(" + FloatDivision(a, b, c) + ")";
   return mod ? "(" + a + " - " + q + " * " + b + ")" : q;
@@ -567,7 +567,7 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
     // every operation to half, where C may keep a half expression in float (GCC does, for
     // _Float16): a cast rounds it.
     if ((t.is_integer() || t.is_float()) && t.bits < 32) {
-      return "((" + TypeName(t) + ")" + text + ")";
+      return "(" + CastText(TypeName(t), text) + ")";
     }
     return text;
   };
@@ -642,7 +642,7 @@ std::string CFamilyEmitter::EmitCall(const ir::CallNode& call) {
   const DType math = t.bits == 16 ? ir::Float32() : t;
   std::vector<std::string> args = EmitInOrder(call.args);
   for (std::string& a : args) {
-    if (t.bits == 16) a = "(float)(" + a + ")";
+    if (t.bits == 16) a = CastText(TypeName(ir::Float32()), "(" + a + ")");
   }
   std::string text;
   if (call.name == "rsqrt") {
@@ -656,7 +656,7 @@ std::string CFamilyEmitter::EmitCall(const ir::CallNode& call) {
     for (size_t i = 0; i < args.size(); ++i) text += (i ? ", " : "") + args[i];
     text += ")";
   }
-  return t.bits == 16 ? "((" + TypeName(t) + ")" + text + ")" : text;
+  return t.bits == 16 ? "(" + CastText(TypeName(t), text) + ")" : text;
 }
 
 // A vector expression the language has no operator for, lane by lane:
@@ -774,8 +774,11 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
       const ir::Expr& value = e.As<ir::CastNode>()->value;
       const DType from = value.dtype().Element();
       if (from.is_float() && st.is_integer()) {
-        lane = from.bits == 16 ? FloatToInt("((float)(" + operand(value) + "))", ir::Float32(), st)
-                               : FloatToInt(operand(value), from, st);
+        lane = from.bits == 16
+                   ? FloatToInt(
+                         "(" + CastText(TypeName(ir::Float32()), "(" + operand(value) + ")") + ")",
+                         ir::Float32(), st)
+                   : FloatToInt(operand(value), from, st);
       } else {
         lane = CastText(TypeName(st), "(" + operand(value) + ")");
       }

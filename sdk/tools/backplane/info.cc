@@ -4,7 +4,8 @@
 // kept out), then loads them all and reports the search path, the plugins (loaded, or skipped
 // and why), the device types, every device with every attribute and property and the
 // registered global functions, as tables or (--json) as one JSON document. `-l` lists the
-// devices one a line and `-d TYPE:INDEX` shows one device, as clinfo's -l and -d do.
+// devices one a line and `-d TYPE:INDEX` shows one device, as clinfo's -l and -d do; `--prop
+// NAME` shows one attribute or property on every device, as clinfo's --prop does.
 //
 // JSON output starts with "schema_version" (kSchemaVersion), raised when a field changes
 // meaning or is removed; lists are JSON arrays, never JSON text inside a string.
@@ -76,6 +77,7 @@ struct InfoOptions {
   bool json = false;
   bool list = false;   // -l: the devices, one a line
   std::string device;  // -d TYPE:INDEX: one device
+  std::string prop;    // --prop NAME: one attribute or property on every device
   std::vector<std::string> plugin_paths;
   bool no_probe = false;      // load in this process only (for a debugger)
   double probe_timeout = 10;  // seconds a plugin may take to load in its probe
@@ -674,6 +676,117 @@ int ShowOneDevice(const InfoOptions& options) {
   });
 }
 
+// The edit distance between `a` and `b` (insertions, deletions, substitutions).
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The names in `known` close to `name`: those that hold it or that it holds, and those a few
+// edits away, nearest first, at most eight.
+std::vector<std::string> CloseNames(const std::string& name, const std::set<std::string>& known) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  const size_t limit = std::max<size_t>(2, name.size() / 3);
+  for (const std::string& k : known) {
+    const size_t distance = EditDistance(name, k);
+    const bool part = name.size() >= 3 &&
+                      (k.find(name) != std::string::npos || name.find(k) != std::string::npos);
+    if (distance <= limit || part) scored.emplace_back(part ? 0 : distance, k);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < scored.size() && i < 8; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+// `info --prop NAME`: one attribute (a bp_device_attr_name) or property on every device (or on
+// the one -d names), one line a device; a device without it shows none. A name that is neither
+// an attribute nor a property of any device here is a usage error listing the close names.
+int ShowOneProperty(const InfoOptions& options) {
+  const std::string& name = options.prop;
+  bool is_attr = false;
+  bp_device_attr_kind_t kind = BP_ATTR_EXIST;
+  std::set<std::string> known;
+  for (int32_t k = 0; k < BP_ATTR_COUNT; ++k) {
+    const std::string attr_name = bp_device_attr_name(k);
+    known.insert(attr_name);
+    if (attr_name == name) {
+      is_attr = true;
+      kind = static_cast<bp_device_attr_kind_t>(k);
+    }
+  }
+  std::vector<DeviceEntry> entries = ListDevices();
+  if (!options.device.empty()) {
+    std::vector<DeviceEntry> chosen;
+    for (const DeviceEntry& e : entries) {
+      if (e.device.ToString() == options.device) chosen.push_back(e);
+    }
+    if (chosen.empty()) {
+      std::cerr << "backplane info: -d " << options.device
+                << ": no such device here. Run 'backplane info -l' to list the devices.\n";
+      return kExitUsage;
+    }
+    entries = chosen;
+  }
+  Json devices = Json::array();
+  bool found = is_attr;
+  for (const DeviceEntry& e : entries) {
+    Json value = nullptr;
+    Json error = nullptr;
+    try {
+      const DeviceAPI api = DeviceAPI::Get(e.device);
+      if (is_attr) {
+        value = AttributeToJson(name, api.GetAttr(kind));
+      } else {
+        const std::vector<std::string> keys = api.ListProperties();
+        known.insert(keys.begin(), keys.end());
+        if (std::find(keys.begin(), keys.end(), name) != keys.end()) {
+          found = true;
+          value = ValueToJson(api.GetProperty(name));
+        }
+      }
+    } catch (const std::exception& ex) {
+      error = ex.what();
+    }
+    Json entry{{"device", e.device.ToString()}, {"value", std::move(value)}};
+    if (!error.is_null()) entry["error"] = std::move(error);
+    devices.push_back(std::move(entry));
+  }
+  if (!found) {
+    const std::vector<std::string> close = CloseNames(name, known);
+    std::string list;
+    for (const std::string& c : close) list += (list.empty() ? "" : ", ") + c;
+    std::cerr << "backplane info: --prop " << name << ": no device here has an attribute or "
+              << "property of that name"
+              << (close.empty() ? std::string(".") : "; close names: " + list + ".")
+              << " Run 'backplane info -d TYPE:INDEX' to see every name a device answers.\n";
+    return kExitUsage;
+  }
+  Json doc{{"schema_version", kSchemaVersion},
+           {"name", name},
+           {"kind", is_attr ? "attribute" : "property"},
+           {"devices", devices}};
+  return Emit(options, doc, [&](std::ostream& out) {
+    Table table({"DEVICE", name});
+    for (const Json& d : devices) {
+      table.AddRow(
+          {Text(d["device"]), is_attr ? AttributeText(name, d["value"]) : Text(d["value"])});
+      if (d.contains("error")) table.AddNote("error: " + Text(d["error"]));
+    }
+    table.Print(out, 0, OutputWidth());
+  });
+}
+
 int RunInfo(const InfoOptions& options) {
   if (!options.probe_one.empty()) ProbeOne(options.probe_one, options.plugin_paths);
   for (const std::string& folder : options.plugin_paths) {
@@ -697,6 +810,7 @@ int RunInfo(const InfoOptions& options) {
     return rc == kExitOk && !unreachable.empty() ? kExitFailure : rc;
   };
   if (options.list) return unless_unreachable(ListDeviceLines(options));
+  if (!options.prop.empty()) return unless_unreachable(ShowOneProperty(options));
   if (!options.device.empty()) return ShowOneDevice(options);
   Json report = CollectReport();
   for (Json& p : report["plugins"]) {
@@ -722,6 +836,11 @@ Command AddInfoCommand(CLI::App& parent) {
   app->add_option("-d,--device", options->device,
                   "Show one device's attributes and properties, e.g. -d opencl:0")
       ->type_name("TYPE:INDEX")
+      ->excludes(list);
+  app->add_option("--prop", options->prop,
+                  "Show one attribute or property on every device (or on the one -d names), "
+                  "one line a device, e.g. --prop supports_fp16")
+      ->type_name("NAME")
       ->excludes(list);
   app->add_option("--plugin-path", options->plugin_paths,
                   "Search DIR for plugins before BACKPLANE_PLUGIN_PATH and the install's "
