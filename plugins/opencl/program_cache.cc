@@ -166,7 +166,8 @@ cl_program BuildProgram(const OpenCLDeviceAPI::Device& d, const std::string& sou
                     "supports_float16 = true); " +
                     Info(d.id, CL_DEVICE_NAME) +
                     " lacks it: build the module for this device's own Target "
-                    "(Target::FromDevice), where float16 is computed in float and rounded to "
+                    "(Target::FromDevice; `backplane build -t opencl:N`), where float16 is "
+                    "computed in float and rounded to "
                     "half after every operation, or run it on a device with cl_khr_fp16 "
                     "(`backplane info --prop supports_fp16`)");
   }
