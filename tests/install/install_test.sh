@@ -14,7 +14,9 @@
 #             path into this tree), build and
 #             install it, put it on BACKPLANE_PLUGIN_PATH: `backplane info` lists simaccel:0,
 #             `backplane demo --size small` passes every GPU kernel on simaccel:0 and every
-#             CPU kernel on cpu:0, and a module saved by one process runs in another.
+#             CPU kernel on cpu:0, a module saved by one process runs in another, and the
+#             example's own host-side test (tests/streams_events_test.cc: streams, events
+#             and the stream registry through the host API) passes under its ctest.
 #   host_app  the same for sdk/examples/host_app, then runs it for a CPU Target and for
 #             simaccel.
 #   files     every file and link of the install matches a line of expected_files.txt (the
@@ -30,7 +32,7 @@
 #             each fail the configure with a message naming it and saying what to do.
 #
 # usage: install_test.sh STEP   with these variables set (CMakeLists.txt passes them):
-#   SOURCE_DIR BUILD_DIR SCRATCH CMAKE GENERATOR MAKE_PROGRAM CXX CC
+#   SOURCE_DIR BUILD_DIR SCRATCH CMAKE CTEST GENERATOR MAKE_PROGRAM CXX CC
 #   PLUGINS      the plugins under plugins/ that this build has, space-separated
 #   SKIP_REASON  when not empty, print it and exit 77 (ctest: skipped)
 set -euo pipefail
@@ -170,6 +172,11 @@ case "$step" in
       --dim m=40 --dim n=24 --dim k=33 --repeat 1
     expect simaccel-run-module "matmul_tiled_gpu on simaccel:1: ok" \
       "the saved module did not run on simaccel:1"
+
+    # The example's host-side test, as a vendor runs it: ctest in the plugin's build folder.
+    run simaccel-streams-events "$CTEST" --test-dir "$SCRATCH/simaccel-build" --verbose
+    expect simaccel-streams-events "simaccel streams and events: ok" \
+      "the example's streams and events test did not pass"
     ;;
 
   host_app)

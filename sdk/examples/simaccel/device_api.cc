@@ -2,6 +2,7 @@
 #include "device_api.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -17,12 +18,9 @@ namespace {
 // Stream handle layout, as for data space (memory.cc): tag | device id | serial number.
 constexpr uint64_t kStreamTag = 0x5Eull << 56;
 
-// SetDevice and SetStream are per thread (CUDA's rule): what this thread made active.
-struct ThreadState {
-  int32_t device_id = 0;
-  bp_stream_t stream[SimAccelDeviceAPI::kMaxDevices] = {};
-};
-thread_local ThreadState t_state;
+// SetDevice is per thread (CUDA's rule): the device this thread made active. The active
+// stream per device is the registry's (SetStream).
+thread_local int32_t t_device_id = 0;
 
 int32_t DeviceCountFromEnvironment() {
   const char* env = std::getenv("SIMACCEL_DEVICES");
@@ -45,9 +43,13 @@ SimAccelDeviceAPI* SimAccelDeviceAPI::Global() {
 }
 
 SimAccelDeviceAPI::SimAccelDeviceAPI()
-    // Every optional entry but workspace: AllocWorkspace falls back to data space in the core.
-    : sdk::DeviceAPI(Entries{
-          .property = true, .workspace = false, .streams = true, .sync_stream_from_to = true}),
+    // Every optional entry but workspace (AllocWorkspace falls back to data space in the core)
+    // and native handles (a simulation has no vendor objects to hand out).
+    : sdk::DeviceAPI(Entries{.property = true,
+                             .workspace = false,
+                             .streams = true,
+                             .sync_stream_from_to = true,
+                             .events = true}),
       num_devices_(DeviceCountFromEnvironment()) {
   for (int32_t i = 0; i < num_devices_; ++i) {
     devices_[i].memory = std::make_unique<DeviceMemory>(i, kMemoryBytes);
@@ -69,23 +71,22 @@ SimAccelDeviceAPI::Device& SimAccelDeviceAPI::CheckDevice(DLDevice dev) {
 
 std::shared_ptr<Stream> SimAccelDeviceAPI::GetStream(DLDevice dev, bp_stream_t handle) {
   Device& d = CheckDevice(dev);
-  std::lock_guard<std::mutex> lock(mu_);
   if (handle == nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
     if (!d.default_stream) {
       d.default_stream =
           std::make_shared<Stream>(dev.device_id, DeviceName(dev.device_id) + " null stream");
     }
     return d.default_stream;
   }
-  auto it = streams_.find(reinterpret_cast<uintptr_t>(handle));
+  registry_.Check(dev, handle);  // a live stream of `dev`, or the SDK's message
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(handle);
+  // Freed by another thread since the check: say so as the registry does.
   BACKPLANE_REQUIRE(it != streams_.end(), BP_ERR_INVALID_ARGUMENT,
                     sdk::PointerString(handle) +
-                        " is not a live simaccel stream (freed already, or made by another "
-                        "backend); pass a stream from create_stream, or the null stream");
-  BACKPLANE_REQUIRE(it->second->device_id() == dev.device_id, BP_ERR_INVALID_ARGUMENT,
-                    it->second->name() + " belongs to " + DeviceName(it->second->device_id()) +
-                        ", not " + sdk::DeviceString(dev) +
-                        "; use a stream of the device the work is on");
+                        " is not a live simaccel stream (freed already); pass a stream from "
+                        "create_stream or the null stream");
   return it->second;
 }
 
@@ -145,11 +146,11 @@ std::vector<std::string> SimAccelDeviceAPI::ListProperties(DLDevice dev) {
 
 void SimAccelDeviceAPI::SetDevice(DLDevice dev) {
   CheckDevice(dev);
-  t_state.device_id = dev.device_id;
+  t_device_id = dev.device_id;
 }
 
 DLDevice SimAccelDeviceAPI::ActiveDevice() const {
-  return DLDevice{static_cast<DLDeviceType>(device_type()), t_state.device_id};
+  return DLDevice{static_cast<DLDeviceType>(device_type()), t_device_id};
 }
 
 // ---- memory -----------------------------------------------------------------------------
@@ -232,13 +233,17 @@ void SimAccelDeviceAPI::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
 
 bp_stream_t SimAccelDeviceAPI::CreateStream(DLDevice dev) {
   CheckDevice(dev);
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t id = kStreamTag | (static_cast<uint64_t>(dev.device_id & 0xFF) << 48) |
-                      (next_stream_serial_++ & ((1ull << 48) - 1));
-  auto handle = reinterpret_cast<bp_stream_t>(static_cast<uintptr_t>(id));
-  streams_.emplace(
-      id, std::make_shared<Stream>(
-              dev.device_id, DeviceName(dev.device_id) + " stream " + sdk::PointerString(handle)));
+  bp_stream_t handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t id = kStreamTag | (static_cast<uint64_t>(dev.device_id & 0xFF) << 48) |
+                        (next_stream_serial_++ & ((1ull << 48) - 1));
+    handle = reinterpret_cast<bp_stream_t>(static_cast<uintptr_t>(id));
+    streams_.emplace(
+        handle, std::make_shared<Stream>(dev.device_id, DeviceName(dev.device_id) + " stream " +
+                                                            sdk::PointerString(handle)));
+  }
+  registry_.Add(handle, dev);
   return handle;
 }
 
@@ -247,18 +252,20 @@ void SimAccelDeviceAPI::FreeStream(DLDevice dev, bp_stream_t stream) {
                     "the null stream of " + sdk::DeviceString(dev) +
                         " belongs to the device and cannot be freed");
   std::shared_ptr<Stream> s = GetStream(dev, stream);
+  // The registry first: from here on the handle is refused, and a thread that has it active
+  // gets an error at its next launch instead of queuing on a stream nobody owns.
+  registry_.Remove(stream);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    streams_.erase(reinterpret_cast<uintptr_t>(stream));
+    streams_.erase(stream);
   }
-  if (t_state.stream[dev.device_id] == stream) t_state.stream[dev.device_id] = nullptr;
   // The last reference may be here: destroying the stream runs its queued work first, so
   // streams waiting on its events see them complete.
 }
 
 void SimAccelDeviceAPI::SetStream(DLDevice dev, bp_stream_t stream) {
-  GetStream(dev, stream);  // validates
-  t_state.stream[dev.device_id] = stream;
+  CheckDevice(dev);
+  registry_.SetActive(dev, stream);  // checks the handle
 }
 
 void SimAccelDeviceAPI::StreamSync(DLDevice dev, bp_stream_t stream) {
@@ -273,7 +280,74 @@ void SimAccelDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_strea
 }
 
 void SimAccelDeviceAPI::Launch(DLDevice dev, std::function<void()> work) {
-  GetStream(dev, t_state.stream[dev.device_id])->Submit(std::move(work));
+  GetStream(dev, registry_.Active(dev))->Submit(std::move(work));
+}
+
+// ---- events -----------------------------------------------------------------------------
+// An event is a mark in a stream (Stream::Record): the stream's worker signals it when it gets
+// there and notes the time. Recording again makes a new mark, so a stream already waiting for
+// the old one is not held back by the new one.
+
+std::shared_ptr<Event> SimAccelDeviceAPI::MarkOf(DLDevice dev, void* event, const char* what) {
+  CheckDevice(dev);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = events_.find(event);
+  BACKPLANE_REQUIRE(it != events_.end() && it->second->device_id == dev.device_id,
+                    BP_ERR_INVALID_ARGUMENT,
+                    std::string("simaccel ") + what + ": " + sdk::PointerString(event) +
+                        " is not a live event of " + sdk::DeviceString(dev) +
+                        " (freed already, made up, or another device's); pass one from "
+                        "bp_event_create on that device");
+  return it->second->mark;
+}
+
+void* SimAccelDeviceAPI::CreateEvent(DLDevice dev) {
+  CheckDevice(dev);
+  auto event = std::make_unique<HostEvent>(HostEvent{dev.device_id, nullptr});
+  void* handle = event.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.emplace(handle, std::move(event));
+  return handle;
+}
+
+void SimAccelDeviceAPI::FreeEvent(DLDevice dev, void* event) {
+  MarkOf(dev, event, "FreeEvent");
+  // Streams waiting for its mark hold the mark itself, so they go on as recorded.
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.erase(event);
+}
+
+void SimAccelDeviceAPI::RecordEvent(DLDevice dev, void* event, bp_stream_t stream) {
+  MarkOf(dev, event, "RecordEvent");
+  std::shared_ptr<Event> mark = GetStream(dev, stream)->Record();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = events_.find(event);
+  if (it != events_.end()) it->second->mark = std::move(mark);
+}
+
+void SimAccelDeviceAPI::StreamWaitEvent(DLDevice dev, bp_stream_t stream, void* event) {
+  std::shared_ptr<Event> mark = MarkOf(dev, event, "StreamWaitEvent");
+  std::shared_ptr<Stream> s = GetStream(dev, stream);
+  if (mark) s->WaitFor(std::move(mark));  // never recorded: nothing to wait for
+}
+
+bool SimAccelDeviceAPI::EventDone(DLDevice dev, void* event) {
+  std::shared_ptr<Event> mark = MarkOf(dev, event, "EventDone");
+  return !mark || mark->Done();
+}
+
+void SimAccelDeviceAPI::SyncEvent(DLDevice dev, void* event) {
+  std::shared_ptr<Event> mark = MarkOf(dev, event, "SyncEvent");
+  if (mark) mark->Wait();
+}
+
+double SimAccelDeviceAPI::EventElapsedMs(DLDevice dev, void* start, void* end) {
+  std::shared_ptr<Event> from = MarkOf(dev, start, "EventElapsedMs");
+  std::shared_ptr<Event> to = MarkOf(dev, end, "EventElapsedMs");
+  BACKPLANE_REQUIRE(from && to, BP_ERR_INVALID_ARGUMENT,
+                    "simaccel EventElapsedMs: an event on " + sdk::DeviceString(dev) +
+                        " was never recorded; record both with bp_event_record first");
+  return std::chrono::duration<double, std::milli>(to->Time() - from->Time()).count();
 }
 
 }  // namespace simaccel

@@ -9,14 +9,24 @@
 //   host-to-device copy reads the host buffer before it returns (BP-PLUGIN-7); a
 //   device-to-host copy writes the host buffer when its stream gets to it, so the caller
 //   synchronises the stream before reading.
+// - Which stream handles are live, on which device, and each thread's active stream per
+//   device (SetStream) are the SDK's StreamRegistry's to keep (backplane/sdk/stream_registry.hpp):
+//   it checks every handle a caller passes with the SDK's messages, and a stream that one
+//   thread frees while another has it active is an error at that thread's next launch, not
+//   work on a dead queue. This class keeps only the Stream object behind each handle.
 // - SetDevice and SetStream are per calling thread, as in CUDA: kernels the code generator
 //   made run on the thread's active stream of their device (the null stream unless
 //   SetStream chose another).
+// - Events (ABI 1.6, Entries::events): an event is a mark recorded in a stream's work
+//   (Stream::Record); other streams wait for it on their worker threads, the host waits with
+//   SyncEvent, and its time is when the stream's worker reached it, so EventElapsedMs times
+//   the work between two marks as the device ran it.
 // - No workspace entries: the core falls back to data space (docs/abi.md, "The DeviceAPI table").
 #ifndef SIMACCEL_DEVICE_API_H_
 #define SIMACCEL_DEVICE_API_H_
 
 #include <backplane/sdk/device_api.hpp>
+#include <backplane/sdk/stream_registry.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -59,6 +69,15 @@ class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
   void SetStream(DLDevice dev, bp_stream_t stream) override;
   void StreamSync(DLDevice dev, bp_stream_t stream) override;
   void SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_t dst) override;
+  // Events: a handle is a HostEvent of this class; the core checks that both events of
+  // EventElapsedMs are recorded and of one device before it asks.
+  void* CreateEvent(DLDevice dev) override;
+  void FreeEvent(DLDevice dev, void* event) override;
+  void RecordEvent(DLDevice dev, void* event, bp_stream_t stream) override;
+  void StreamWaitEvent(DLDevice dev, bp_stream_t stream, void* event) override;
+  bool EventDone(DLDevice dev, void* event) override;
+  void SyncEvent(DLDevice dev, void* event) override;
+  double EventElapsedMs(DLDevice dev, void* start, void* end) override;
 
   // ---- for the code generator's modules (module.cc) -------------------------------------
   // The device the calling thread made active with SetDevice (simaccel:0 by default).
@@ -77,21 +96,33 @@ class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
     std::unique_ptr<DeviceMemory> memory;
     std::shared_ptr<Stream> default_stream;  // the null stream, started on first use
   };
+  // What bp_event_create hands out: the mark of the event's latest record (null until the
+  // first; recording again replaces it, so waiters of the old mark are not disturbed).
+  struct HostEvent {
+    int32_t device_id;
+    std::shared_ptr<Event> mark;
+  };
 
   SimAccelDeviceAPI();
   bool Exists(DLDevice dev) const;
   // `dev`, or BP_ERR_NOT_FOUND naming the devices there are.
   Device& CheckDevice(DLDevice dev);
   // The stream behind `handle` on `dev` (null: the device's default stream), or
-  // BP_ERR_INVALID_ARGUMENT for a handle that is not a live stream of `dev`.
+  // BP_ERR_INVALID_ARGUMENT for a handle that is not a live stream of `dev` (the registry's
+  // check and message).
   std::shared_ptr<Stream> GetStream(DLDevice dev, bp_stream_t handle);
+  // The mark of `event` (null: never recorded), or BP_ERR_INVALID_ARGUMENT naming `what` for
+  // a handle that is not a live event of `dev`.
+  std::shared_ptr<Event> MarkOf(DLDevice dev, void* event, const char* what);
   std::string DeviceName(int32_t id) const { return "simaccel:" + std::to_string(id); }
 
   const int32_t num_devices_;
   Device devices_[kMaxDevices];
-  std::mutex mu_;  // default streams and the stream table
+  backplane::sdk::StreamRegistry registry_{"simaccel"};  // live handles, active per thread
+  std::mutex mu_;  // default streams, the stream objects and the events
   uint64_t next_stream_serial_ = 1;
-  std::unordered_map<uintptr_t, std::shared_ptr<Stream>> streams_;
+  std::unordered_map<bp_stream_t, std::shared_ptr<Stream>> streams_;  // behind each handle
+  std::unordered_map<void*, std::unique_ptr<HostEvent>> events_;
 };
 
 }  // namespace simaccel

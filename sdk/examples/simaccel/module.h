@@ -31,6 +31,8 @@ struct KernelLimits {
 
 class SimAccelModule : public backplane::sdk::KernelModule {
  public:
+  // The module kind: sdk::MakeModule needs it (a static_assert says so where it is missing);
+  // saved modules carry it, and runtime.module.load_from_bytes.simaccel reads them back.
   static constexpr const char* kKind = "simaccel";
 
   // `kernels` holds only kernels (functions with the attribute launch_params), as

@@ -8,8 +8,10 @@
 namespace simaccel {
 
 void Event::Signal() {
+  const Clock::time_point now = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    time_ = now;
     done_ = true;
   }
   cv_.notify_all();
@@ -18,6 +20,12 @@ void Event::Signal() {
 void Event::Wait() const {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return done_; });
+}
+
+Event::Clock::time_point Event::Time() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_; });
+  return time_;
 }
 
 bool Event::Done() const {

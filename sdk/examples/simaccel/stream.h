@@ -6,10 +6,12 @@
 // everything queued before it has run. With the two, the DeviceAPI's stream operations are short:
 //   StreamSync(s)            s.Record()->Wait()        the caller waits for s's work so far
 //   SyncStreamFromTo(a, b)   b.WaitFor(a.Record())     b's later work waits for a's work so far
-// which is how CUDA spells them too (cudaEventRecord, cudaStreamWaitEvent).
+// which is how CUDA spells them too (cudaEventRecord, cudaStreamWaitEvent). The events a host
+// makes (bp_event_create) are marks of this kind: device_api.cc, "events".
 #ifndef SIMACCEL_STREAM_H_
 #define SIMACCEL_STREAM_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -21,17 +23,24 @@
 
 namespace simaccel {
 
-// A one-shot completion flag: Signal once, Wait any number of times from any thread.
+// A one-shot completion flag: Signal once, Wait any number of times from any thread. It keeps
+// the time it was signalled, which for a mark in a stream (Stream::Record) is when the stream's
+// worker got there: the device's clock, as a GPU's event timestamp is.
 class Event {
  public:
+  using Clock = std::chrono::steady_clock;
+
   void Signal();
   void Wait() const;
   bool Done() const;
+  // When Signal ran; waits for it first.
+  Clock::time_point Time() const;
 
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool done_ = false;
+  Clock::time_point time_;
 };
 
 class Stream {

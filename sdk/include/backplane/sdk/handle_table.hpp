@@ -16,7 +16,8 @@
 //
 // `Info` is what the plugin keeps with each handle (its buffer object, the address the driver
 // returned); lookups return a copy of the entry, taken under the table's lock. Thread-safe.
-// Needs Backplane::backplane (backplane/sdk/plugin.hpp).
+// Header-only, in Backplane::sdk (it includes backplane/sdk/plugin.hpp): it calls the core
+// through the host table, and a plugin never links libbackplane (docs/plugin-guide.md).
 #ifndef BACKPLANE_SDK_HANDLE_TABLE_HPP_
 #define BACKPLANE_SDK_HANDLE_TABLE_HPP_
 

@@ -11,6 +11,10 @@
 //   };
 //   backplane::Module m = backplane::sdk::MakeModule(std::make_shared<FooModule>(...));
 //
+// kKind is required: it names the module's kind ([a-z0-9_]+), which the saved bytes carry
+// and which picks the loader ("runtime.module.load_from_bytes.<kind>") that reads them back.
+// A class without it fails MakeModule's static_assert, whose message says what to add.
+//
 // The module object holds a std::shared_ptr to the implementation, so functions handed out
 // by GetFunction may capture shared_from_this() and outlive the module object safely.
 #ifndef BACKPLANE_SDK_MODULE_HPP_
@@ -20,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -69,6 +74,24 @@ class KernelModule : public ModuleBase {
 
 namespace detail {
 
+// Whether T declares `static constexpr const char* kKind`, the kind MakeModule<T> needs.
+template <typename T, typename = void>
+struct HasModuleKind : std::false_type {};
+template <typename T>
+struct HasModuleKind<T, std::void_t<decltype(T::kKind)>>
+    : std::is_convertible<decltype(T::kKind), const char*> {};
+
+// T::kKind, or null where T lacks it (MakeModule's static_assert reports that; this keeps the
+// compiler from adding errors of its own about the missing member).
+template <typename T>
+constexpr const char* ModuleKind() {
+  if constexpr (HasModuleKind<T>::value) {
+    return T::kKind;
+  } else {
+    return nullptr;
+  }
+}
+
 template <typename T>
 struct ModuleAdapter {
   static std::shared_ptr<T>& Self(void* self) { return *static_cast<std::shared_ptr<T>*>(self); }
@@ -99,7 +122,7 @@ struct ModuleAdapter {
       std::optional<std::string> bytes = Self(self)->SaveToBytes();
       if (!bytes) {
         throw Error(BP_ERR_UNSUPPORTED,
-                    std::string("a module of kind '") + T::kKind + "' cannot be saved");
+                    std::string("a module of kind '") + ModuleKind<T>() + "' cannot be saved");
       }
       Check(::backplane::detail::Api()->bytes_create(bytes->data(), bytes->size(), out));
     });
@@ -116,13 +139,24 @@ struct ModuleAdapter {
 
 }  // namespace detail
 
-// Wraps `impl` as a module object of kind T::kKind (a static string, [a-z0-9_]+).
+// Wraps `impl` as a module object of kind T::kKind. T derives from ModuleBase and declares
+//   static constexpr const char* kKind = "foo";  // [a-z0-9_]+, the loader's <kind>
+// (a compile error names what is missing otherwise).
 template <typename T>
 Module MakeModule(std::shared_ptr<T> impl) {
+  static_assert(std::is_base_of_v<ModuleBase, T>,
+                "backplane::sdk::MakeModule<T>: T must derive from backplane::sdk::ModuleBase "
+                "(or KernelModule); see backplane/sdk/module.hpp");
+  static_assert(detail::HasModuleKind<T>::value,
+                "backplane::sdk::MakeModule<T>: the module class T has no kind. Add "
+                "`static constexpr const char* kKind = \"yourkind\";` to it: [a-z0-9_]+, the "
+                "name saved modules carry and that the loader "
+                "runtime.module.load_from_bytes.yourkind is registered under (see "
+                "backplane/sdk/module.hpp and docs/plugin-guide.md)");
   static const bp_module_vtable_t kTable = [] {
     bp_module_vtable_t t{};
     t.struct_size = sizeof(bp_module_vtable_t);
-    t.kind = T::kKind;
+    t.kind = detail::ModuleKind<T>();
     t.get_function = detail::ModuleAdapter<T>::GetFunction;
     t.list_functions = detail::ModuleAdapter<T>::ListFunctions;
     t.save_to_bytes = detail::ModuleAdapter<T>::Save;

@@ -15,7 +15,8 @@
 // A plugin whose streams are objects of its own (the vulkan plugin's) keeps no list of them
 // beside the registry: ForEach visits a device's live streams.
 //
-// Thread-safe. Needs Backplane::backplane (backplane/sdk/plugin.hpp).
+// Thread-safe. Header-only, in Backplane::sdk (it includes backplane/sdk/plugin.hpp): it calls
+// the core through the host table, and a plugin never links libbackplane (docs/plugin-guide.md).
 #ifndef BACKPLANE_SDK_STREAM_REGISTRY_HPP_
 #define BACKPLANE_SDK_STREAM_REGISTRY_HPP_
 
