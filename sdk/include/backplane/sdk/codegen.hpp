@@ -2,8 +2,9 @@
 // Plugin-author helpers for code generators: one line registers `target.build.<kind>`, one
 // line its module loader `runtime.module.load_from_bytes.<kind>`.
 //
-//   // IR text in (the serialized form, "# backplane-ir 1"), a Target of kind foo in,
-//   // a Module out. Reads the Target only, never a device.
+//   // IR text in (the serialized form, first line "# backplane-ir N": N the oldest text
+//   // version that has what the kernel uses, docs/ir.md), a Target of kind foo in, a Module
+//   // out. Reads the Target only, never a device.
 //   backplane::Module BuildFoo(const std::string& ir_text, const backplane::Target& target);
 //   // What a FooModule's SaveToBytes wrote, back into a Module.
 //   backplane::Module LoadFoo(const std::string& bytes);
