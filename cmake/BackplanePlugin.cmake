@@ -9,7 +9,8 @@
 #   [ALLOW_UNDEFINED])                 # test-only: skip -z defs
 #
 # Builds lib backplane_<name> (target backplane_<name>, file libbackplane_<name>.so) as a
-# shared module with hidden visibility (only the entry point bp_plugin_init is exported) and
+# shared module with hidden visibility and a version script that exports bp_plugin_* alone
+# (the entry point bp_plugin_init; docs/abi.md, "Exported symbols"), with
 # -z defs (an undefined symbol fails the link, not the load), compiled against the SDK
 # headers only -- a plugin never links libbackplane -- and writes the manifest
 # <name>.bpplugin.json beside it so the core can list the plugin without loading it. Unless
@@ -89,6 +90,21 @@ function(backplane_add_plugin name)
   # Static libraries linked in (Backplane::ir, codegen, a vendor's own) export nothing: two
   # plugins carrying different versions of one library never bind to each other's copy.
   target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL)
+  # Nor do the template instances of libstdc++ (and any other library's headers) that hidden
+  # visibility leaves visible: the version script exports the entry point alone. No version
+  # node: nothing links a plugin, the loader finds its entry point with dlsym.
+  set(map ${CMAKE_BINARY_DIR}/backplane/plugin.map)
+  file(CONFIGURE OUTPUT ${map} CONTENT
+"/* Written by backplane_add_plugin (BackplanePlugin.cmake): a plugin exports bp_plugin_*. */
+{
+  global:
+    bp_plugin_*;
+  local:
+    *;
+};
+")
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${map})
   if(NOT ARG_ALLOW_UNDEFINED AND NOT BACKPLANE_SANITIZE)
     target_link_options(${target} PRIVATE -Wl,-z,defs)
   endif()

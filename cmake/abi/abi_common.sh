@@ -52,21 +52,53 @@ abi_declarations() {
     END { flush() }'
 }
 
+# The symbols libbackplane exports, as c_api.h declares them: the name of every BP_EXPORT
+# function, one per line, sorted. The one list of the C ABI's symbols: the version script
+# (cmake/libbackplane.map) exports bp_* and tests/abi/exported_symbols_test.sh holds the built
+# library to exactly this list; abi_describe describes exactly these functions.
+abi_exported_symbols() {
+  abi_declarations "$1" | sed -n 's/^BP_EXPORT \([^(]*\)(.*/\1/p' | sed 's/.*[ *]//' | LC_ALL=C sort
+}
+
+# The symbols a plugin exports, as c_api.h declares them: its entry point
+# (BP_PLUGIN_ENTRY_SYMBOL, "bp_plugin_init"), one per line.
+abi_plugin_symbols() {
+  sed -n 's/^#define BP_PLUGIN_ENTRY_SYMBOL "\([A-Za-z0-9_]*\)".*/\1/p' "$1"
+}
+
+# The version node libbackplane's symbols carry (cmake/libbackplane.map): BACKPLANE_<major>.
+abi_version_node() {
+  echo "BACKPLANE_$(abi_header_version "$1" | cut -d. -f1)"
+}
+
 # abi_describe <libbackplane.so> <out.abi> <repository root>: abidw's description of the
-# exported C ABI. abidw runs in the header's folder and is told the header by its base name,
-# which matches however the build recorded the path (absolute, or relative under ccache's
-# CCACHE_BASEDIR), so the types of c_api.h are public and every other type opaque. The output
-# carries no path, location or DT_NEEDED entry, so it does not depend on where or how the
-# library was built (release and asan describe the same ABI).
+# exported C ABI. abidw reads the functions to describe from a symbol list made of
+# abi_exported_symbols (its --kmi-whitelist option, which takes any ELF file's list), so the
+# description holds the C ABI alone whatever else the library might export. abidw runs in the
+# header's folder and is told the header by its base name, which matches however the build
+# recorded the path (absolute, or relative under ccache's CCACHE_BASEDIR), so the types of
+# c_api.h are public and every other type opaque. The output carries no path, location or
+# DT_NEEDED entry, so it does not depend on where or how the library was built (release and
+# asan describe the same ABI).
 abi_describe() {
-  local lib out root
+  local lib out root list
   lib="$(realpath "$1")"
   out="$(realpath -m "$2")"
   root="$(realpath "$3")"
+  list="$(mktemp)"
+  {
+    echo "[abi_whitelist]"
+    abi_exported_symbols "$root/core/include/backplane/c_api.h" | sed 's/^/  /'
+  } >"$list"
   (cd "$root/core/include/backplane" &&
     abidw --header-file c_api.h --drop-private-types --exported-interfaces-only \
       --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed --type-id-style hash \
-      --suppressions "$root/cmake/abi/describe.abignore" --out-file "$out" "$lib")
+      --kmi-whitelist "$list" --suppressions "$root/cmake/abi/describe.abignore" \
+      --out-file "$out" "$lib") || {
+    rm -f "$list"
+    return 1
+  }
+  rm -f "$list"
 }
 
 # abi_compare <old.abi> <new.abi> <growable struct tags, space-separated> <report file>

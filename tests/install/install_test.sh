@@ -12,7 +12,9 @@
 #   simaccel  configure sdk/examples/simaccel (the copy the package installs) as a separate
 #             CMake project against the moved prefix only (CMAKE_PREFIX_PATH; no include
 #             path into this tree), build and
-#             install it, put it on BACKPLANE_PLUGIN_PATH: `backplane info` lists simaccel:0,
+#             install it; it exports bp_plugin_init alone and the installed libbackplane the
+#             C ABI alone (tests/abi/exported_symbols_test.sh); put it on
+#             BACKPLANE_PLUGIN_PATH: `backplane info` lists simaccel:0,
 #             `backplane demo --size small` passes every GPU kernel on simaccel:0 and every
 #             CPU kernel on cpu:0, a module saved by one process runs in another, and the
 #             example's own host-side test (tests/streams_events_test.cc: streams, events
@@ -149,6 +151,10 @@ case "$step" in
       --prefix "$SCRATCH/simaccel-prefix"
     plugins="$SCRATCH/simaccel-prefix/lib/backplane/plugins"
     [ -f "$plugins/simaccel.bpplugin.json" ] || fail "the plugin's install lacks its manifest"
+    # A vendor's plugin, built with the installed backplane_add_plugin, exports its entry point
+    # alone, and the installed libbackplane the C ABI alone (docs/abi.md, "Exported symbols").
+    run simaccel-symbols bash "$SOURCE_DIR/tests/abi/exported_symbols_test.sh" \
+      "$prefix/include/backplane/c_api.h" "$prefix/lib/libbackplane.so" "$plugins"
     export BACKPLANE_PLUGIN_PATH="$plugins"
 
     run simaccel-info "$prefix/bin/backplane" info
