@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <utility>
@@ -371,12 +372,48 @@ Ref MakeHostModule(ir::IRModule host, std::string host_target, bool imports_only
   return Ref::Adopt(out);
 }
 
-// Calls "target.build.<kind>" with the IR text and the Target. `depth` is the IR's TreeDepth: every
-// code generator recurses over the tree, so it runs with the stack a tree that deep needs
-// (docs/ir.md, "Limits"), on another thread if this one has too little; this covers every code
-// generator, the SDK's and third parties'.
-Ref CallCodegen(const std::string& kind, const std::string& text, const bp_object_t* target,
-                int64_t depth) {
+// "plugin 'x' 1.2.0" for the registry's owner "plugin 'x'" (its version from the plugin list).
+std::string OwnerWithVersion(const std::string& owner) {
+  const std::string prefix = "plugin '";
+  if (owner.rfind(prefix, 0) != 0 || owner.size() <= prefix.size() + 1) return owner;
+  const std::string name = owner.substr(prefix.size(), owner.size() - prefix.size() - 1);
+  try {
+    const nlohmann::json list = nlohmann::json::parse(Runtime::Get().loader.ToJson());
+    for (const nlohmann::json& p : list.at("plugins")) {
+      if (p.value("name", "") == name && p.value("state", "") == "loaded" &&
+          p.contains("version") && p["version"].is_string()) {
+        return owner + " " + p["version"].get<std::string>();
+      }
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  return owner;
+}
+
+// The IR text versions a code generator reads: what its function declares with
+// BP_FUNCTION_READS_IR, else version 1 only (c_api.h).
+std::pair<int, int> ReadsIR(const bp_object_t* codegen) {
+  const auto* f = static_cast<const FunctionObject*>(codegen);
+  if (f->reads_ir_oldest == 0) return {1, 1};
+  return {f->reads_ir_oldest, f->reads_ir_newest};
+}
+
+// The number N in "... which needs IR text version N" of ir::LowerToVersion's refusal, else 0.
+int NeededVersion(const std::string& message) {
+  const std::string key = "needs IR text version ";
+  const size_t at = message.find(key);
+  if (at == std::string::npos) return 0;
+  return std::atoi(message.c_str() + at + key.size());
+}
+
+// Calls "target.build.<kind>" with `module` as text and the Target. The text is in a version the
+// code generator reads (ReadsIR): the oldest that has what the module uses, or the module lowered
+// to the newest it reads (ir::LowerToVersion) when it uses more; a module that cannot be lowered
+// is refused, naming the construct, the version it needs and the plugin. Every code generator
+// recurses over the tree, so it runs with the stack a tree that deep needs (docs/ir.md,
+// "Limits"), on another thread if this one has too little; this covers every code generator, the
+// SDK's and third parties'.
+Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_object_t* target) {
   const std::string name = "target.build." + kind;
   std::string looked_at;
   Ref codegen = Runtime::Get().FindOrLoad(name, &looked_at);
@@ -386,6 +423,38 @@ Ref CallCodegen(const std::string& kind, const std::string& text, const bp_objec
                                ". Install the plugin that provides it (backplane info lists "
                                "the loaded plugins)");
   }
+  const auto [oldest, newest] = ReadsIR(codegen.get());
+  auto reader = [&] {
+    return "the code generator " + name + " (" +
+           OwnerWithVersion(Runtime::Get().registry.OwnerOf(name)) + ") reads IR text versions " +
+           std::to_string(oldest) + " to " + std::to_string(newest);
+  };
+  if (oldest > ir::kTextFormatVersion) {
+    Fail(BP_ERR_VERSION_MISMATCH,
+         "bp_build for target kind '" + kind + "': " + reader() +
+             ", all newer than this Backplane writes (1 to " +
+             std::to_string(ir::kTextFormatVersion) +
+             "): upgrade libbackplane, or use a build of the plugin that reads older versions");
+  }
+  ir::IRModule lowered = module;
+  if (ir::TextVersion(module) > newest) {
+    try {
+      lowered = ir::LowerToVersion(module, newest);
+    } catch (const ir::Error& e) {
+      if (e.kind() != ir::ErrorKind::kUnsupported) throw;
+      const std::string what = e.what();
+      const int needed = NeededVersion(what);
+      const std::string owner = Runtime::Get().registry.OwnerOf(name);
+      Fail(BP_ERR_UNSUPPORTED, "bp_build for target kind '" + kind + "': " + what + "; " +
+                                   reader() + ": use a build of " +
+                                   (owner.rfind("plugin '", 0) == 0 ? owner : "its plugin") +
+                                   " that reads version " +
+                                   (needed > 0 ? std::to_string(needed) : "it") +
+                                   ", or write the kernel without it");
+    }
+  }
+  const std::string text =
+      ir::Print(lowered, std::max(ir::TextVersion(lowered), std::min(oldest, newest)));
   bp_value_t args[2];
   args[0].type = BP_VALUE_STR;
   args[0].reserved0 = 0;
@@ -394,7 +463,8 @@ Ref CallCodegen(const std::string& kind, const std::string& text, const bp_objec
   args[1].reserved0 = 0;
   args[1].u.v_obj = const_cast<bp_object_t*>(target);
   bp_value_t r{};
-  ir::RunForDepth(depth, [&] { r = CallFunction(codegen.get(), args, 2, name); });
+  ir::RunForDepth(ir::TreeDepth(lowered),
+                  [&] { r = CallFunction(codegen.get(), args, 2, name); });
   Ref result = r.type == BP_VALUE_OBJECT ? Ref::Adopt(r.u.v_obj) : Ref();
   if (!result || result.get()->type() != BP_OBJECT_MODULE) {
     Fail(BP_ERR_PLUGIN, name +
@@ -551,7 +621,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
   const std::string codegen = "target.build." + kind;
   if ((t.kind->flags & BP_TARGET_KIND_WHOLE_IR) != 0) {
     // The kind builds for another Target, which verifies and splits (c_api.h).
-    Ref built = CallCodegen(kind, ir::Print(module), target, ir::TreeDepth(module));
+    Ref built = CallCodegen(kind, module, target);
     CheckReachable(built, module, codegen);
     return built;
   }
@@ -566,7 +636,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
          "bp_build for target kind '" + kind + "': the IR does not verify:" + all);
   }
   if (cpu) {
-    Ref built = CallCodegen(kind, ir::Print(module), target, ir::TreeDepth(module));
+    Ref built = CallCodegen(kind, module, target);
     CheckReachable(built, module, codegen);
     return built;
   }
@@ -579,7 +649,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
   }
   Ref device;
   if (!split.device.functions().empty()) {
-    device = CallCodegen(kind, ir::Print(split.device), target, ir::TreeDepth(split.device));
+    device = CallCodegen(kind, split.device, target);
     CheckReachable(device, split.device, codegen);
   }
   Ref host_module = MakeHostModule(std::move(split.host), host_json, /*imports_only=*/false);

@@ -258,15 +258,25 @@ BP_EXPORT bp_status_t bp_function_create_with_flags(bp_packed_fn_t body, void* r
   BP_API_BEGIN
   BP_REQUIRE_ARG(body != nullptr, "body is null");
   BP_REQUIRE_ARG(out_func != nullptr, "out_func is null");
-  const uint32_t unknown = flags & ~uint32_t{BP_FUNCTION_CONTAINED};
+  const uint32_t unknown = flags & ~(uint32_t{BP_FUNCTION_CONTAINED} | BP_FUNCTION_READS_IR_MASK);
   if (unknown != 0) {
-    Fail(BP_ERR_INVALID_ARGUMENT, "bp_function_create_with_flags: unknown flag bits " +
-                                      std::to_string(unknown) +
-                                      "; this Backplane knows BP_FUNCTION_CONTAINED (1) only: "
-                                      "leave the other bits out, or upgrade Backplane");
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "bp_function_create_with_flags: unknown flag bits " + std::to_string(unknown) +
+             "; this Backplane knows BP_FUNCTION_CONTAINED (1) and BP_FUNCTION_READS_IR (bits 8 "
+             "to 23) only: leave the other bits out, or upgrade Backplane");
   }
-  *out_func =
-      new FunctionObject(body, resource, resource_deleter, (flags & BP_FUNCTION_CONTAINED) != 0);
+  const uint32_t oldest = BP_FUNCTION_READS_IR_OLDEST(flags);
+  const uint32_t newest = BP_FUNCTION_READS_IR_NEWEST(flags);
+  if ((oldest != 0 || newest != 0) && (oldest < 1 || oldest > newest)) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         "bp_function_create_with_flags: BP_FUNCTION_READS_IR(" + std::to_string(oldest) + ", " +
+             std::to_string(newest) +
+             ") is not a range of IR text versions; give 1 <= oldest <= newest (the versions the "
+             "code generator's parser reads, docs/ir.md \"Versions\")");
+  }
+  *out_func = new FunctionObject(body, resource, resource_deleter,
+                                 (flags & BP_FUNCTION_CONTAINED) != 0, static_cast<uint8_t>(oldest),
+                                 static_cast<uint8_t>(newest));
   BP_API_END
 }
 

@@ -49,13 +49,23 @@ struct ArrayObject final : bp_object {
 };
 
 struct FunctionObject final : bp_object {
-  FunctionObject(bp_packed_fn_t b, void* r, void (*d)(void*), bool c)
-      : bp_object(BP_OBJECT_FUNCTION), body(b), resource(r), deleter(d), contained(c) {}
+  FunctionObject(bp_packed_fn_t b, void* r, void (*d)(void*), bool c, uint8_t ir_oldest = 0,
+                 uint8_t ir_newest = 0)
+      : bp_object(BP_OBJECT_FUNCTION),
+        body(b),
+        resource(r),
+        deleter(d),
+        contained(c),
+        reads_ir_oldest(ir_oldest),
+        reads_ir_newest(ir_newest) {}
   ~FunctionObject() override;
   const bp_packed_fn_t body;
   void* const resource;
   void (*const deleter)(void*);
   const bool contained;  // BP_FUNCTION_CONTAINED: bp_function_call tail-calls the body
+  // BP_FUNCTION_READS_IR: the IR text versions a code generator reads; 0 and 0 when undeclared.
+  const uint8_t reads_ir_oldest;
+  const uint8_t reads_ir_newest;
 };
 
 // Runs plugin code that frees something from a destructor: an exception it lets out is

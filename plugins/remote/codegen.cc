@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codegen.h"
 
+#include <algorithm>
+#include <backplane/ir/error.hpp>
+#include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
 #include <backplane/sdk/codegen.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +17,28 @@
 namespace backplane::remote {
 
 namespace {
+
+// `ir_text` in a version the server reads: the module it uploads holds IR (the host code, and
+// the kernels of some kinds) that the server's Backplane parses, so what uses a construct newer
+// than the server reads is lowered to the server's newest version (ir::LowerToVersion), or
+// refused naming the construct and the server.
+std::string ForServer(const std::string& ir_text, RemoteServer& remote, const std::string& name) {
+  const v1::ServerInfo info = remote.Info();
+  const int newest = info.ir_version_newest() == 0 ? 1 : static_cast<int>(info.ir_version_newest());
+  if (newest >= ir::kTextFormatVersion) return ir_text;
+  ir::IRModule module = ir::Parse(ir_text, "bp_build input");
+  if (ir::TextVersion(module) <= newest) return ir_text;
+  try {
+    module = ir::LowerToVersion(module, newest);
+  } catch (const ir::Error& e) {
+    if (e.kind() != ir::ErrorKind::kUnsupported) throw;
+    throw Error(BP_ERR_UNSUPPORTED,
+                std::string(e.what()) + "; remote server " + name + " (Backplane " +
+                    info.version() + ") reads IR text versions 1 to " + std::to_string(newest) +
+                    ": upgrade the server's Backplane, or write the kernel without it");
+  }
+  return ir::Print(module, std::max(ir::TextVersion(module), 1));
+}
 
 Module BuildRemote(const std::string& ir_text, const Target& target) {
   const nlohmann::json j = nlohmann::json::parse(target.ToJson());
@@ -33,16 +59,17 @@ Module BuildRemote(const std::string& ir_text, const Target& target) {
                               " (the code is generated on this host: install the plugin of the "
                               "remote device's kind here)");
   }
-  Module built = Build(ir_text, inner);
+  std::shared_ptr<RemoteServer> attached = Fleet::Get().Find(server);
+  Module built = Build(attached ? ForServer(ir_text, *attached, server) : ir_text, inner);
   std::string bytes = built.SaveToBytes();
   auto m = std::make_shared<RemoteModule>(server, device, inner.ToJson(), std::move(bytes),
                                           built.ListFunctions());
   // Uploaded now when the server is attached, so what the server refuses (native code it does
   // not load) is an error of the build; a module built for a server not attached here uploads
   // on its first call.
-  if (std::shared_ptr<RemoteServer> s = Fleet::Get().Find(server)) {
-    std::shared_ptr<Session> session = s->GetSession();
-    m->Upload(*s, *session);
+  if (attached) {
+    std::shared_ptr<Session> session = attached->GetSession();
+    m->Upload(*attached, *session);
   }
   return sdk::MakeModule(m);
 }

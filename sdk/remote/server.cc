@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <backplane/backplane.hpp>
+#include <backplane/ir/version.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -627,6 +628,8 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
   shared.info.set_version(kServerVersion);
   shared.info.set_host(HostName());
   shared.info.set_allows_native_modules(options.allow_native_modules);
+  shared.info.set_ir_version_oldest(1);
+  shared.info.set_ir_version_newest(ir::kTextFormatVersion);
   for (const std::string& name : options.expose) {
     bp_object_t* f = nullptr;
     if (bp_registry_get(name.c_str(), &f) != BP_OK) {

@@ -370,9 +370,10 @@ class Function {
   explicit Function(ObjectRef obj) : obj_(std::move(obj)) {}
 
   // Wraps a C++ callable `Any(PackedArgs)` as a function object; exceptions it throws
-  // become statuses at the C edge.
+  // become statuses at the C edge. `flags`: more bp_function_create_with_flags bits, such as a
+  // code generator's BP_FUNCTION_READS_IR (dropped on a host older than 1.8, which reads none).
   template <typename Callable>
-  static Function FromCallable(Callable callable) {
+  static Function FromCallable(Callable callable, uint32_t flags = 0) {
     using Holder = std::function<Any(PackedArgs)>;
     auto* holder = new Holder(std::move(callable));
     bp_object_t* out = nullptr;
@@ -383,7 +384,7 @@ class Function {
             *out_result = result.release();
           });
         },
-        holder, [](void* resource) { delete static_cast<Holder*>(resource); }, &out);
+        holder, [](void* resource) { delete static_cast<Holder*>(resource); }, &out, flags);
     if (st != BP_OK) {
       delete holder;
       Check(st);
@@ -395,10 +396,13 @@ class Function {
   // failure (one wrapped in CatchAtEdge): BP_FUNCTION_CONTAINED where the host knows it (1.7),
   // so a call needs no guard of the core's; a plain function on an older host.
   static bp_status_t CreateContained(bp_packed_fn_t body, void* resource,
-                                     void (*deleter)(void* resource), bp_object_t** out) {
+                                     void (*deleter)(void* resource), bp_object_t** out,
+                                     uint32_t flags = 0) {
     const bp_host_api_t* api = detail::Api();
     if (detail::HostHas(BACKPLANE_HOST_ENTRY_END(function_create_with_flags))) {
-      return api->function_create_with_flags(body, resource, deleter, BP_FUNCTION_CONTAINED, out);
+      if (api->abi_minor < 8) flags &= ~BP_FUNCTION_READS_IR_MASK;
+      return api->function_create_with_flags(body, resource, deleter,
+                                             BP_FUNCTION_CONTAINED | flags, out);
     }
     return api->function_create(body, resource, deleter, out);
   }

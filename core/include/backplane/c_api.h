@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 7
+#define BP_ABI_VERSION_MINOR 8
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -192,7 +192,22 @@ typedef enum {
   BP_FUNCTION_CONTAINED = 0x1
 } bp_function_flag_t;
 
-/* Since 1.7. bp_function_create with `flags`, a set of bp_function_flag_t bits; an unknown bit
+/* Since 1.8: the IR text versions a code generator reads (docs/ir.md, "Versions"), or'ed into
+ * the flags of the function a plugin registers as "target.build.<kind>":
+ * BP_FUNCTION_READS_IR(oldest, newest), 1 <= oldest <= newest <= 255. bp_build writes the
+ * kernels it hands that code generator in a version of that range, lowering what a newer
+ * version added where an older one can say the same (loops with a step, assignable variables,
+ * negation), and refuses a kernel that needs more with BP_ERR_UNSUPPORTED, naming the construct,
+ * the version it needs and the plugin. A code generator without these bits reads version 1 only.
+ * The bits mean nothing on other functions. */
+#define BP_FUNCTION_READS_IR(oldest, newest) \
+  ((((uint32_t)(oldest)&0xffu) << 16) | (((uint32_t)(newest)&0xffu) << 8))
+#define BP_FUNCTION_READS_IR_MASK 0x00ffff00u
+#define BP_FUNCTION_READS_IR_OLDEST(flags) (((uint32_t)(flags) >> 16) & 0xffu)
+#define BP_FUNCTION_READS_IR_NEWEST(flags) (((uint32_t)(flags) >> 8) & 0xffu)
+
+/* Since 1.7. bp_function_create with `flags`, a set of bp_function_flag_t bits (and, since 1.8,
+ * BP_FUNCTION_READS_IR); an unknown bit, or a READS_IR range that is not 1 <= oldest <= newest,
  * is BP_ERR_INVALID_ARGUMENT. */
 BP_EXPORT bp_status_t bp_function_create_with_flags(bp_packed_fn_t body, void* resource,
                                                     void (*resource_deleter)(void* resource),

@@ -26,6 +26,7 @@
 #define BACKPLANE_SDK_CODEGEN_HPP_
 
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/version.hpp>
 #include <backplane/sdk/module.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <string>
@@ -89,8 +90,18 @@ Any ModuleResult(const std::string& fn, Body&& body) {
 // SplitHostDevice made (docs/codegen-guide.md) -- and a Target of this kind; the wrapper
 // refuses a Target of another kind with BP_ERR_INVALID_ARGUMENT. Declare
 // target.build.<kind> in the manifest (backplane_add_plugin PROVIDES).
+//
+// `reads`: the IR text versions `build` reads (docs/ir.md, "Versions"), declared to the core
+// with BP_FUNCTION_READS_IR. The default is what the SDK's IR library parses (1 to
+// ir::kTextFormatVersion of the headers the plugin is built with), right for a code generator
+// that reads its input with ir::Parse; bp_build then hands it kernels in those versions only,
+// lowered where an older version can say the same, and refuses the rest by name.
+struct IRVersions {
+  int oldest = 1;
+  int newest = ir::kTextFormatVersion;
+};
 template <typename Build>
-void RegisterCodegen(const std::string& kind, Build build) {
+void RegisterCodegen(const std::string& kind, Build build, IRVersions reads = {}) {
   static_assert(std::is_invocable_r_v<Module, Build&, const std::string&, const Target&>,
                 "RegisterCodegen: the code generator must be callable as "
                 "Module(const std::string& ir_text, const Target& target)");
@@ -111,7 +122,7 @@ void RegisterCodegen(const std::string& kind, Build build) {
                                                "target.build.<the Target's kind>");
     }
     return detail::ModuleResult(fn, [&] { return build(ir_text, target); });
-  });
+  }, BP_FUNCTION_READS_IR(reads.oldest, reads.newest));
 }
 
 // What the saved bytes of a module kind carry, for the core's rule on native code

@@ -97,9 +97,10 @@ inline Any StringArrayValue(const std::vector<std::string>& items) {
 
 // Registers `callable` (Any(PackedArgs)) as the global function `name`. A taken name is
 // BP_ERR_ALREADY_EXISTS; during bp_plugin_init the core records the name as this plugin's.
+// `flags`: more bp_function_create_with_flags bits (Function::FromCallable).
 template <typename Callable>
-void RegisterFunction(const std::string& name, Callable callable) {
-  Registry::Set(name, Function::FromCallable(std::move(callable)));
+void RegisterFunction(const std::string& name, Callable callable, uint32_t flags = 0) {
+  Registry::Set(name, Function::FromCallable(std::move(callable), flags));
 }
 
 // The id of the device type `name`, registering a fresh one (>= BP_DEVICE_TYPE_FIRST_DYNAMIC)

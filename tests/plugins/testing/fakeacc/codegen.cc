@@ -161,7 +161,9 @@ void RegisterCodegen(FakeAccDeviceAPI* api) {
     } catch (const ir::Error& e) {
       throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.fakeacc: ") + e.what());
     }
-  });
+    // It reads what its IR library parses (a code generator registered without
+    // sdk::RegisterCodegen declares it itself).
+  }, BP_FUNCTION_READS_IR(1, ir::kTextFormatVersion));
   sdk::RegisterFunction("runtime.module.load_from_bytes.fakeacc", [api](PackedArgs args) {
     const void* data = nullptr;
     size_t size = 0;
