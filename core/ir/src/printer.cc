@@ -848,10 +848,12 @@ std::string Print(const PrimFunc& func) {
   });
 }
 
-std::string Print(const IRModule& module) {
+namespace {
+
+// The module as text of `version`, which has everything the module uses.
+std::string PrintVersion(const IRModule& module, int version) {
   return detail::Deep(TreeDepth(module), [&] {
     Printer p;
-    const int version = TextVersion(module);
     p.v1 = version == 1;
     p.out = "# backplane-ir " + std::to_string(version) + "\n";
     for (const auto& f : module.functions()) {
@@ -860,6 +862,29 @@ std::string Print(const IRModule& module) {
     }
     return std::move(p.out);
   });
+}
+
+}  // namespace
+
+std::string Print(const IRModule& module) { return PrintVersion(module, TextVersion(module)); }
+
+std::string Print(const IRModule& module, int version) {
+  const std::string range = "1 to " + std::to_string(kTextFormatVersion);
+  if (version < 1 || version > kTextFormatVersion)
+    throw Error(ErrorKind::kValue, "Print: there is no IR text version " + std::to_string(version) +
+                                       ": expected a version from " + range +
+                                       " (this library writes those)");
+  const int needs = TextVersion(module);
+  if (version < needs)
+    throw Error(ErrorKind::kValue,
+                "Print: the module needs IR text version " + std::to_string(needs) +
+                    " (TextVersion), so it cannot be written as version " +
+                    std::to_string(version) + ": expected a version from " + std::to_string(needs) +
+                    " to " + std::to_string(kTextFormatVersion) + "; to write version " +
+                    std::to_string(version) +
+                    ", lower the module first with LowerToVersion(module, " +
+                    std::to_string(version) + ")");
+  return PrintVersion(module, version);
 }
 
 }  // namespace ir

@@ -7,24 +7,29 @@
 #define BACKPLANE_IR_TEXT_HPP_
 
 #include <backplane/ir/ir.hpp>
+#include <backplane/ir/version.hpp>  // kTextFormatVersion
 #include <string>
 #include <string_view>
 
 namespace backplane {
 namespace ir {
 
-// The newest version of the text form; Parse reads versions 1 to kTextFormatVersion and refuses
-// a header with another. Version 2 added loop steps and schedules, assignable variables and
-// negation; version 3 C's remainder `%` (docs/ir.md, "Versions").
-constexpr int kTextFormatVersion = 3;
-
 // The version Print(module) writes: the oldest that has everything `module` uses (1 unless it
 // uses a construct of a later version), so that a library that reads only older versions still
 // loads it.
 int TextVersion(const IRModule& module);
 
-// The whole module, header line first, functions separated by a blank line.
+// The whole module, header line first, functions separated by a blank line: the text of
+// version TextVersion(module), Print(module, TextVersion(module)).
 std::string Print(const IRModule& module);
+// The module as text of `version`, with the header line "# backplane-ir <version>", for a reader
+// that reads only that version: in version 1 a subtraction from zero `0 - x` is written `-x`
+// (which that version reads as `0 - x`), in versions 2 and 3 `-x` is a negation (NegNode) and
+// `0 - x` is written as it is. Parse(Print(module, version)) is structurally equal to `module`
+// (for a module that passes Verify). Throws Error(kValue), naming both versions, unless
+// TextVersion(module) <= version <= kTextFormatVersion: a module that uses a construct of a
+// later version is first lowered with LowerToVersion (transform.hpp).
+std::string Print(const IRModule& module, int version);
 std::string Print(const PrimFunc& func);
 // A statement at the given indentation (two spaces a level), ending with a newline.
 std::string Print(const Stmt& stmt, int indent = 0);

@@ -104,6 +104,34 @@ std::vector<std::string> CallsOutside(const IRModule& host, const std::set<std::
 // are, and so is a module without such loops (the same nodes).
 IRModule LowerLoopSteps(const IRModule& module);
 
+// The module as one that a reader of IR text `version` reads (docs/ir.md, "Versions"): the
+// same functions, names, params and attrs, with TextVersion(result) <= version, computing the
+// same results for every input, the faults the interpreter reports included. `module` itself
+// (the same nodes) when TextVersion(module) <= version already. For version 1 (the constructs
+// of version 2 that have a version-1 form):
+//  * loops with a step: as LowerLoopSteps;
+//  * schedules of parallel loops: dropped (the default schedule; only how the iterations are
+//    shared among threads changes);
+//  * an assignable variable `var s: T = v` becomes `alloc s: T[1] local` (the rest of its block),
+//    a store of v to s[0], a store for each assignment and a load for each read; reads inside a
+//    parallel, vectorized or thread-bound loop of a variable declared outside it (which the
+//    loop cannot assign) read a `let` bound to s[0] right before the loop, so that a kernel of
+//    SplitHostDevice takes the value as a scalar param;
+//  * a negation `-x`: of a literal, the negated literal (wrapping); of an integer, `0 - x`
+//    (which version 1 writes `-x`); of a float, `x * -1.0` in x's type (the same value for
+//    every x, zeros and infinities included; a NaN's sign bit may differ).
+// Each new name (the let before a loop, LowerLoopSteps's) is one the function does not use.
+// Throws Error(kUnsupported) for the first construct that has no form in `version`, in the
+// order of the functions and of their text (parameters first): atomics for version 1 (which
+// need version 2) and C's remainder `%` for versions 1 and 2 (which needs version 3), with the
+// message "function 'F' uses CONSTRUCT (`TEXT`), which needs IR text version N", e.g.
+// "function 'hist' uses atomic_add (`atomic_add(h[b], 1)`), which needs IR text version 2"
+// (CONSTRUCT: "atomic_add", "atomic_min", "atomic_max" or "C's remainder %"; TEXT quoted as
+// QuoteText does). Throws Error(kValue) for a version outside 1 to kTextFormatVersion, and for
+// an assignment to a variable that is not an assignable variable in scope (a module that does
+// not pass Verify). Runs with the stack the module's depth needs (limits.hpp).
+IRModule LowerToVersion(const IRModule& module, int version);
+
 // An index as the IR computes it (docs/ir.md, "Index arithmetic"): the integer +, - and * and
 // the negations that form a scalar index of a load, store or atomic are computed in int64,
 // their operands narrower than 64 bits converted by value, so `a[base + i]` with int32 `base`
