@@ -15,9 +15,10 @@
 #      simaccel is never in the build's plugin folder, and BACKPLANE_PLUGIN_PATH is unset);
 #      the conformance kit ends CONFORMANT, its clauses whose kernels need a newer IR text
 #      version skipped with the host's refusal as the reason, and old_codegen.xfail lists
-#      the defects of that commit's IR interpreter (--verify-xfails: a fixed one fails the
-#      run); old_codegen_catalog runs every GPU function of the kernel catalog on simaccel:0
-#      against the float64 reference: each passes or is refused by the message contract.
+#      what that simaccel and its IR interpreter do otherwise than today's contract
+#      (--verify-xfails: one that passes fails the run); old_codegen_catalog runs every GPU
+#      function of the kernel catalog on simaccel:0 against the float64 reference: each
+#      passes, is refused by the message contract, or fails as a known defect says.
 #
 # When this clone has no commit d35e781 (a source archive, a shallow clone) the test is skipped
 # (exit 77) with what to do; CI clones the whole history.
