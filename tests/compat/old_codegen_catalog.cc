@@ -13,7 +13,7 @@
 // conformance kit's --verify-xfails does. Two probes that need more than version 1 and have no
 // lowering (C's `%`, version 3; an atomic, version 2) must be refused by that contract.
 //
-// usage: old_codegen_catalog --plugin-path DIR --device TYPE:ID
+// usage: old_codegen_catalog --plugin LIBRARY --device TYPE:ID
 //          [--must-pass FUNC]... [--known-defect FUNC=TEXT]...
 // Exit 0 when all holds, 1 otherwise, 2 for a usage error. One line a function on stdout.
 #include <backplane/backplane.hpp>
@@ -31,7 +31,7 @@ namespace {
 using backplane::Error;
 
 struct Options {
-  std::string plugin_path;
+  std::string plugin;  // the library, loaded alone (bp_plugin_load)
   std::string device;
   std::set<std::string> must_pass;
   std::map<std::string, std::string> known_defects;  // function -> text its error holds
@@ -39,7 +39,7 @@ struct Options {
 
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
-               "old_codegen_catalog: %s\nusage: old_codegen_catalog --plugin-path DIR --device "
+               "old_codegen_catalog: %s\nusage: old_codegen_catalog --plugin LIBRARY --device "
                "TYPE:ID [--must-pass FUNC]... [--known-defect FUNC=TEXT]...\n",
                why.c_str());
   std::exit(2);
@@ -51,8 +51,8 @@ Options ParseOptions(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) Usage("option " + a + " needs a value");
     const std::string v = argv[++i];
-    if (a == "--plugin-path") {
-      o.plugin_path = v;
+    if (a == "--plugin") {
+      o.plugin = v;
     } else if (a == "--device") {
       o.device = v;
     } else if (a == "--must-pass") {
@@ -66,7 +66,7 @@ Options ParseOptions(int argc, char** argv) {
       Usage("unknown option '" + a + "'");
     }
   }
-  if (o.plugin_path.empty() || o.device.empty()) Usage("--plugin-path and --device are required");
+  if (o.plugin.empty() || o.device.empty()) Usage("--plugin and --device are required");
   std::set<std::string> named = o.must_pass;
   for (const auto& [f, text] : o.known_defects) {
     if (o.must_pass.count(f) != 0) Usage("'" + f + "' is given as a known defect and must pass");
@@ -116,13 +116,12 @@ int main(int argc, char** argv) {
   backplane::Device dev;
   backplane::Target target;
   try {
-    backplane::Check(bp_plugin_path_add(o.plugin_path.c_str()));
-    backplane::Check(bp_plugins_load_all());
+    backplane::Check(bp_plugin_load(o.plugin.c_str()));
     dev = backplane::Device::Parse(o.device);
     target = backplane::Target::FromDevice(dev);
   } catch (const Error& e) {
     std::fprintf(stderr, "old_codegen_catalog: FAILED: no device %s with a Target from %s: %s\n",
-                 o.device.c_str(), o.plugin_path.c_str(), e.what());
+                 o.device.c_str(), o.plugin.c_str(), e.what());
     return 1;
   }
   const std::string kind = target.Kind();

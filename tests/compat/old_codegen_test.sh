@@ -134,5 +134,5 @@ if [ -n "${KNOWN_DEFECTS:-}" ]; then
 fi
 must=()
 for f in $MUST_PASS; do must+=(--must-pass "$f"); done
-run catalog "$CATALOG" --plugin-path "$plugins" --device simaccel:0 "${must[@]}" "${defects[@]}"
+run catalog "$CATALOG" --plugin "$library" --device simaccel:0 "${must[@]}" "${defects[@]}"
 echo "$name: ok"
