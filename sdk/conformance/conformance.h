@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+namespace backplane {
+class Error;  // backplane/backplane.hpp
+}  // namespace backplane
+
 namespace backplane::conformance {
 
 // What a test needs. Every test loads the plugin itself (Context::Load), when it is ready
@@ -162,6 +166,13 @@ class TestSkip : public std::runtime_error {
 void SetFailureObserver(void (*observer)(const std::string& message));
 // Skips the running test: the plugin does not have what it checks.
 [[noreturn]] void Skip(const std::string& reason);
+// Skips the running test, with "<where>: <the error's message>" as the reason, when `e` (from
+// building a clause's kernel, or running it) is a refusal the contract allows: one by bp_build
+// of a kernel whose IR needs a newer IR text version than the code generator reads
+// (BP_ERR_UNSUPPORTED and "which needs IR text version" in the message; docs/conformance.md,
+// "Old code generators"), and, when `optional` (a dtype, atomic or vector type a device may
+// lack), any BP_ERR_UNSUPPORTED. Returns otherwise, for the caller to fail the test.
+void SkipIfRefused(const Error& e, const std::string& where, bool optional = false);
 // The message in this thread's error slot for a failed status ("<kind>: <message>"), and
 // clears the slot.
 std::string TakeError(bp_status_t status);

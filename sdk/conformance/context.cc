@@ -462,6 +462,13 @@ void Fail(const std::string& message) {
 }
 void Skip(const std::string& reason) { throw TestSkip(reason); }
 
+void SkipIfRefused(const Error& e, const std::string& where, bool optional) {
+  if (e.kind() != BP_ERR_UNSUPPORTED) return;
+  const std::string message = e.what();
+  if (optional || message.find("which needs IR text version") != std::string::npos)
+    Skip(where + ": " + message);
+}
+
 std::string TakeError(bp_status_t status) {
   const char* message = nullptr;
   bp_status_t kind = status;

@@ -35,10 +35,12 @@ std::optional<Target> BoundsChecked(const Target& t) {
   return Target::Parse(j.dump());
 }
 
+// A refusal of a kernel newer than the code generator reads skips (SkipIfRefused).
 Module BuildFor(const std::string& ir, const Target& target, const std::string& what) {
   try {
     return Build(ir, target);
   } catch (const Error& e) {
+    SkipIfRefused(e, "building " + what + " for Target " + target.ToJson());
     Fail("building " + what + " for Target " + target.ToJson() + " failed: " + e.what());
   }
 }

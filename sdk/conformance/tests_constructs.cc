@@ -465,9 +465,10 @@ void CallWithShiftedViews(Context& ctx, const std::string& clause, const Module&
 // on the interpreter, and compares every buffer bit for bit (or, with `ulp_bound`, floats within
 // it). Where the clause is `optional` (a dtype or atomic a device may lack), a refusal
 // (BP_ERR_UNSUPPORTED from the build or the launch) skips, with the refusal as the reason;
-// otherwise it fails. With `view_shift` > 0 every buffer is passed as a view that starts
-// `view_shift` elements into a larger tensor (DLTensor::byte_offset), whose elements before the
-// view must come back untouched.
+// otherwise it fails, but for bp_build's refusal of a kernel whose IR text version is newer
+// than the code generator reads, which skips every clause (SkipIfRefused). With `view_shift` > 0
+// every buffer is passed as a view that starts `view_shift` elements into a larger tensor
+// (DLTensor::byte_offset), whose elements before the view must come back untouched.
 void RunExact(
     Context& ctx, const std::string& clause, const std::function<std::string(bool gpu)>& text_for,
     const std::vector<runner::CheckArg>& args, bool zero_sign_free, bool optional,
@@ -507,10 +508,9 @@ void RunExact(
       }
     } catch (const Error& e) {
       // Only a feature a device may lack (int64, float64, atomics beyond int32, vector types)
-      // may be refused;
-      // int32 and float32 arithmetic, loops and shared memory are every code generator's.
-      if (e.kind() == BP_ERR_UNSUPPORTED && optional)
-        Skip(kind + " on " + DeviceString(ctx.dev) + ": " + e.what());
+      // may be refused, and a kernel whose IR is newer than the code generator reads; int32
+      // and float32 arithmetic, loops and shared memory are every code generator's.
+      SkipIfRefused(e, kind + " on " + DeviceString(ctx.dev), optional);
       Fail(clause + " built by target.build." + kind + " failed on " + DeviceString(ctx.dev) +
            ": " + e.what() + "\nthe kernel:\n" + text);
     }
@@ -1280,6 +1280,7 @@ void RunFault(Context& ctx, const std::string& clause, const std::string& params
     try {
       m = Build(text, target);
     } catch (const Error& e) {
+      SkipIfRefused(e, kind + " on " + DeviceString(ctx.dev));
       Fail(clause + " built by target.build." + kind + " failed: " + e.what() + "\nthe kernel:\n" +
            text);
     }

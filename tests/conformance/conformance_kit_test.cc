@@ -551,6 +551,43 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(param.param.plugin) + "_" + std::to_string(param.index);
     });
 
+// A kernel that needs a newer IR text version than the code generator reads is refused by
+// bp_build (BP_ERR_UNSUPPORTED, "... which needs IR text version N; ..."): the clause is
+// skipped with the refusal as its reason, whichever way it builds (RunExact, RunFault). Any
+// other BP_ERR_UNSUPPORTED skips only a clause a device may lack (int64 here) and fails the
+// others. simoldir (broken/old_ir.cc) refuses kernels with floormod the first way and with
+// min the second.
+TEST(ConformanceKit, AKernelNewerThanTheCodeGeneratorReadsIsSkipped) {
+  const KitRun run =
+      RunKit({Broken("simoldir"), "-t", "codegen.construct.floormod.*", "-t",
+              "codegen.construct.fault.store_order", "-t", "codegen.construct.add.int32", "-t",
+              "codegen.construct.min.int32", "-t", "codegen.construct.min.int64"},
+             "simoldir");
+  EXPECT_EQ(run.process.exit_code, 1) << run.Explain();
+  int refused = 0;
+  for (const auto& t : run.json["tests"]) {
+    const std::string name = t["name"];
+    if (name.rfind("codegen.construct.floormod.", 0) != 0 &&
+        name != "codegen.construct.fault.store_order")
+      continue;
+    ++refused;
+    const std::string message = t["message"];
+    EXPECT_EQ(t["status"], "skipped") << name << ": " << message;
+    EXPECT_NE(message.find("which needs IR text version 9; the code generator "
+                           "target.build.simoldir"),
+              std::string::npos)
+        << name << ": " << message;
+  }
+  EXPECT_GT(refused, 10);  // every dtype of floormod, and the fault clause
+  EXPECT_EQ(run.Status("codegen.construct.add.int32"), "passed");
+  EXPECT_EQ(run.Status("codegen.construct.min.int32"), "failed");
+  EXPECT_NE(run.Message("codegen.construct.min.int32").find("does not support `min(`"),
+            std::string::npos)
+      << run.Message("codegen.construct.min.int32");
+  EXPECT_EQ(run.Status("codegen.construct.min.int64"), "skipped");
+  EXPECT_EQ(run.json["summary"]["failed"], 1) << run.Explain();
+}
+
 TEST(ConformanceKit, ACrashFailsOnlyItsTest) {
   const KitRun run = RunKit({Broken("brokencrash"), "--test", "device.attr.types", "--test",
                              "device.copy.host_to_device", "--test", "device.attr.repeatable"},

@@ -24,6 +24,12 @@ struct CodegenOptions {
   bool wrong_results = false;  // add 1 to the first element of each kernel's last buffer
   bool clobber_input = false;  // add 1 to the first element of each kernel's first buffer
   bool refuse_load = false;    // runtime.module.load_from_bytes fails
+  // target.build refuses a kernel whose text holds this (when not empty) with
+  // BP_ERR_UNSUPPORTED and the message bp_build gives when a kernel needs a newer IR text
+  // version than a code generator reads (docs/abi.md, "Old code generators")...
+  std::string refuse_as_newer_ir;
+  // ... and one whose text holds this with BP_ERR_UNSUPPORTED and a message without it.
+  std::string refuse_unsupported;
 };
 
 // `Kind` holds the module kind: struct K { static constexpr const char* kKind = "..."; }.
@@ -152,10 +158,26 @@ template <typename Kind>
 void RegisterSimCodegen(SimDeviceAPI* api, CodegenOptions options) {
   const std::string name = api->name();
   sdk::TargetKindBuilder(name, name).Keys({name, "gpu"}).Register();
-  sdk::RegisterFunction("target.build." + name, [api, options](PackedArgs args) {
+  sdk::RegisterFunction("target.build." + name, [api, options, name](PackedArgs args) {
+    const std::string text = args.String(0);
+    const auto holds = [&](const std::string& what) {
+      return !what.empty() && text.find(what) != std::string::npos;
+    };
+    if (holds(options.refuse_as_newer_ir)) {
+      throw Error(BP_ERR_UNSUPPORTED,
+                  "bp_build for target kind '" + name + "': function 'construct' uses `" +
+                      options.refuse_as_newer_ir +
+                      "`, which needs IR text version 9; the code generator target.build." + name +
+                      " (plugin '" + name + "' 1.0.0) reads IR text versions 1 to 8: use " +
+                      "a build of plugin '" + name +
+                      "' that reads version 9, or write the kernel without it");
+    }
+    if (holds(options.refuse_unsupported)) {
+      throw Error(BP_ERR_UNSUPPORTED, "target.build." + name + " does not support `" +
+                                          options.refuse_unsupported + "`");
+    }
     try {
-      return SimModuleValue<Kind>(api, ir::Print(ir::Parse(args.String(0), "target.build input")),
-                                  options);
+      return SimModuleValue<Kind>(api, ir::Print(ir::Parse(text, "target.build input")), options);
     } catch (const ir::Error& e) {
       throw Error(BP_ERR_INVALID_ARGUMENT, e.what());
     }
