@@ -413,7 +413,28 @@ int NeededVersion(const std::string& message) {
 // recurses over the tree, so it runs with the stack a tree that deep needs (docs/ir.md,
 // "Limits"), on another thread if this one has too little; this covers every code generator, the
 // SDK's and third parties'.
-Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_object_t* target) {
+// " (a kernel SplitHostDevice made of function 'f')" when `message` names a function of `kernels`
+// made from a function of `source` (named f_kernel or f_kernelN), else "".
+std::string KernelOrigin(const std::string& message, const ir::IRModule* source) {
+  const std::string key = "function '";
+  const size_t at = message.find(key);
+  if (source == nullptr || at == std::string::npos) return "";
+  const size_t end = message.find('\'', at + key.size());
+  if (end == std::string::npos) return "";
+  const std::string kernel = message.substr(at + key.size(), end - at - key.size());
+  for (const ir::PrimFunc& f : source->functions()) {
+    const std::string stem = f.name + "_kernel";
+    if (kernel.rfind(stem, 0) == 0 &&
+        kernel.find_first_not_of("0123456789", stem.size()) == std::string::npos) {
+      return " (a kernel SplitHostDevice made of function '" + f.name + "')";
+    }
+  }
+  return "";
+}
+
+// `source`: the module the kernels were split from, for messages (null: `module` is the input).
+Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_object_t* target,
+                const ir::IRModule* source = nullptr) {
   const std::string name = "target.build." + kind;
   std::string looked_at;
   Ref codegen = Runtime::Get().FindOrLoad(name, &looked_at);
@@ -445,12 +466,11 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
       const std::string what = e.what();
       const int needed = NeededVersion(what);
       const std::string owner = Runtime::Get().registry.OwnerOf(name);
-      Fail(BP_ERR_UNSUPPORTED, "bp_build for target kind '" + kind + "': " + what + "; " +
-                                   reader() + ": use a build of " +
-                                   (owner.rfind("plugin '", 0) == 0 ? owner : "its plugin") +
-                                   " that reads version " +
-                                   (needed > 0 ? std::to_string(needed) : "it") +
-                                   ", or write the kernel without it");
+      Fail(BP_ERR_UNSUPPORTED,
+           "bp_build for target kind '" + kind + "': " + what + KernelOrigin(what, source) + "; " +
+               reader() + ": use a build of " +
+               (owner.rfind("plugin '", 0) == 0 ? owner : "its plugin") + " that reads version " +
+               (needed > 0 ? std::to_string(needed) : "it") + ", or write the kernel without it");
     }
   }
   const std::string text =
@@ -463,8 +483,7 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
   args[1].reserved0 = 0;
   args[1].u.v_obj = const_cast<bp_object_t*>(target);
   bp_value_t r{};
-  ir::RunForDepth(ir::TreeDepth(lowered),
-                  [&] { r = CallFunction(codegen.get(), args, 2, name); });
+  ir::RunForDepth(ir::TreeDepth(lowered), [&] { r = CallFunction(codegen.get(), args, 2, name); });
   Ref result = r.type == BP_VALUE_OBJECT ? Ref::Adopt(r.u.v_obj) : Ref();
   if (!result || result.get()->type() != BP_OBJECT_MODULE) {
     Fail(BP_ERR_PLUGIN, name +
@@ -649,7 +668,7 @@ Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t*
   }
   Ref device;
   if (!split.device.functions().empty()) {
-    device = CallCodegen(kind, split.device, target);
+    device = CallCodegen(kind, split.device, target, &module);
     CheckReachable(device, split.device, codegen);
   }
   Ref host_module = MakeHostModule(std::move(split.host), host_json, /*imports_only=*/false);

@@ -274,9 +274,9 @@ BP_EXPORT bp_status_t bp_function_create_with_flags(bp_packed_fn_t body, void* r
              ") is not a range of IR text versions; give 1 <= oldest <= newest (the versions the "
              "code generator's parser reads, docs/ir.md \"Versions\")");
   }
-  *out_func = new FunctionObject(body, resource, resource_deleter,
-                                 (flags & BP_FUNCTION_CONTAINED) != 0, static_cast<uint8_t>(oldest),
-                                 static_cast<uint8_t>(newest));
+  *out_func =
+      new FunctionObject(body, resource, resource_deleter, (flags & BP_FUNCTION_CONTAINED) != 0,
+                         static_cast<uint8_t>(oldest), static_cast<uint8_t>(newest));
   BP_API_END
 }
 

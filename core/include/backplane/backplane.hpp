@@ -401,8 +401,8 @@ class Function {
     const bp_host_api_t* api = detail::Api();
     if (detail::HostHas(BACKPLANE_HOST_ENTRY_END(function_create_with_flags))) {
       if (api->abi_minor < 8) flags &= ~BP_FUNCTION_READS_IR_MASK;
-      return api->function_create_with_flags(body, resource, deleter,
-                                             BP_FUNCTION_CONTAINED | flags, out);
+      return api->function_create_with_flags(body, resource, deleter, BP_FUNCTION_CONTAINED | flags,
+                                             out);
     }
     return api->function_create(body, resource, deleter, out);
   }

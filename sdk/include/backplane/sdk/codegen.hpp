@@ -106,23 +106,26 @@ void RegisterCodegen(const std::string& kind, Build build, IRVersions reads = {}
                 "RegisterCodegen: the code generator must be callable as "
                 "Module(const std::string& ir_text, const Target& target)");
   const std::string fn = "target.build." + kind;
-  RegisterFunction(fn, [fn, kind, build = std::move(build)](PackedArgs args) mutable {
-    if (args.size() != 2) {
-      throw Error(
-          BP_ERR_INVALID_ARGUMENT,
-          fn + " takes 2 arguments (the IR text and a Target), got " + std::to_string(args.size()));
-    }
-    const std::string ir_text = args.String(0);
-    const Target target(
-        ObjectRef::Borrow(detail::ObjectArg(args, 1, BP_OBJECT_TARGET, fn, "a Target object")));
-    if (target.Kind() != kind) {
-      throw Error(BP_ERR_INVALID_ARGUMENT, fn + " got a Target of kind '" + target.Kind() +
-                                               "'; it builds for kind '" + kind +
-                                               "' only; build through bp_build, which calls "
-                                               "target.build.<the Target's kind>");
-    }
-    return detail::ModuleResult(fn, [&] { return build(ir_text, target); });
-  }, BP_FUNCTION_READS_IR(reads.oldest, reads.newest));
+  RegisterFunction(
+      fn,
+      [fn, kind, build = std::move(build)](PackedArgs args) mutable {
+        if (args.size() != 2) {
+          throw Error(BP_ERR_INVALID_ARGUMENT,
+                      fn + " takes 2 arguments (the IR text and a Target), got " +
+                          std::to_string(args.size()));
+        }
+        const std::string ir_text = args.String(0);
+        const Target target(
+            ObjectRef::Borrow(detail::ObjectArg(args, 1, BP_OBJECT_TARGET, fn, "a Target object")));
+        if (target.Kind() != kind) {
+          throw Error(BP_ERR_INVALID_ARGUMENT, fn + " got a Target of kind '" + target.Kind() +
+                                                   "'; it builds for kind '" + kind +
+                                                   "' only; build through bp_build, which calls "
+                                                   "target.build.<the Target's kind>");
+        }
+        return detail::ModuleResult(fn, [&] { return build(ir_text, target); });
+      },
+      BP_FUNCTION_READS_IR(reads.oldest, reads.newest));
 }
 
 // What the saved bytes of a module kind carry, for the core's rule on native code

@@ -140,30 +140,33 @@ void RegisterCodegen(FakeAccDeviceAPI* api) {
                      "threads a block may have")
       .Attr<int64_t>("thread_warp_size", int64_t{1}, "threads that run in lockstep")
       .Register();
-  sdk::RegisterFunction("target.build.fakeacc", [api](PackedArgs args) {
-    Target target(ObjectRef::Borrow(args[1].u.v_obj));
-    if (target.Kind() != "fakeacc") {
-      throw Error(BP_ERR_INVALID_ARGUMENT,
-                  "target.build.fakeacc got a Target of kind '" + target.Kind() + "'");
-    }
-    const std::string text = args.String(0);
-    try {
-      ir::IRModule m = ir::Parse(text, "target.build.fakeacc input");
-      for (const ir::PrimFunc& f : m.functions()) {
-        if (f.attrs.count("launch_params") == 0) {
+  sdk::RegisterFunction(
+      "target.build.fakeacc",
+      [api](PackedArgs args) {
+        Target target(ObjectRef::Borrow(args[1].u.v_obj));
+        if (target.Kind() != "fakeacc") {
           throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "target.build.fakeacc: function '" + f.name +
-                          "' is not a kernel (no launch_params); build through bp_build, which "
-                          "splits host code from kernels");
+                      "target.build.fakeacc got a Target of kind '" + target.Kind() + "'");
         }
-      }
-      return ModuleValue(sdk::MakeModule(std::make_shared<FakeAccModule>(api, ir::Print(m))));
-    } catch (const ir::Error& e) {
-      throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.fakeacc: ") + e.what());
-    }
-    // It reads what its IR library parses (a code generator registered without
-    // sdk::RegisterCodegen declares it itself).
-  }, BP_FUNCTION_READS_IR(1, ir::kTextFormatVersion));
+        const std::string text = args.String(0);
+        try {
+          ir::IRModule m = ir::Parse(text, "target.build.fakeacc input");
+          for (const ir::PrimFunc& f : m.functions()) {
+            if (f.attrs.count("launch_params") == 0) {
+              throw Error(BP_ERR_INVALID_ARGUMENT,
+                          "target.build.fakeacc: function '" + f.name +
+                              "' is not a kernel (no launch_params); build through bp_build, which "
+                              "splits host code from kernels");
+            }
+          }
+          return ModuleValue(sdk::MakeModule(std::make_shared<FakeAccModule>(api, ir::Print(m))));
+        } catch (const ir::Error& e) {
+          throw Error(BP_ERR_INVALID_ARGUMENT, std::string("target.build.fakeacc: ") + e.what());
+        }
+        // It reads what its IR library parses (a code generator registered without
+        // sdk::RegisterCodegen declares it itself).
+      },
+      BP_FUNCTION_READS_IR(1, ir::kTextFormatVersion));
   sdk::RegisterFunction("runtime.module.load_from_bytes.fakeacc", [api](PackedArgs args) {
     const void* data = nullptr;
     size_t size = 0;
