@@ -282,7 +282,8 @@ TEST_P(IrLowerCatalog, RunsBitForBitAsItIs) {
       EXPECT_EQ(lowered.functions()[0].body.get(), m.functions()[0].body.get());
       continue;
     }
-    const Interpreter low(lowered), reread(Parse(Print(lowered, v)));
+    // Its text reads back to the same tree (ExpectReadableAs), so runs the same: it is not run.
+    const Interpreter low(lowered);
     // Split, then each part lowered: what bp_build hands a host and a device code generator.
     SplitResult parts, after;
     if (c.needs_threads) {
@@ -292,15 +293,14 @@ TEST_P(IrLowerCatalog, RunsBitForBitAsItIs) {
       ExpectReadableAs(parts.device, v);
       after = SplitHostDevice(lowered, false);
     }
-    for (uint64_t seed : {1, 2}) {
+    // One seed: conv2d at its small sizes takes seconds a run under AddressSanitizer.
+    for (uint64_t seed : {1}) {
       const std::vector<bk::Arg> args = c.make_args(c.small, seed);
-      CatalogArgs want(args), got(args), back(args);
+      CatalogArgs want(args), got(args);
       original.Run(c.func, want.views());
       low.Run(c.func, got.views());
-      reread.Run(c.func, back.views());
       EXPECT_LE(want.Error(c), c.tolerance);
       EXPECT_TRUE(got.memory() == want.memory()) << "seed " << seed;
-      EXPECT_TRUE(back.memory() == want.memory()) << "seed " << seed;
       if (!c.needs_threads) continue;
       CatalogArgs split_first(args), lowered_first(args);
       RunSplit(parts.host, parts.device, c.func, split_first.views());
