@@ -315,15 +315,21 @@ class Version1Lowering {
         return Stmt(std::move(out));
       }
       case StmtKind::kAllocate: {
+        // A shape reads variables through lets too: a `global` allocation of host code that a
+        // kernel uses (a device workspace) or a `shared` one is sized by values, never by loads.
         const auto* n = s.As<AllocateNode>();
+        Push();
         Buffer buffer = Rebuilt(n->buffer);
+        const std::vector<std::pair<Var, Expr>> lets = Pop();
         Stmt body = Lower(n->body);
         if (buffer.get() == n->buffer.get() && body.get() == n->body.get()) return s;
-        auto out = std::make_shared<AllocateNode>();
-        out->buffer = std::move(buffer);
-        out->scope = n->scope;
-        out->body = std::move(body);
-        return Stmt(std::move(out));
+        auto alloc = std::make_shared<AllocateNode>();
+        alloc->buffer = std::move(buffer);
+        alloc->scope = n->scope;
+        alloc->body = std::move(body);
+        Stmt out(std::move(alloc));
+        for (size_t k = lets.size(); k-- > 0;) out = Let(lets[k].first, lets[k].second, out);
+        return out;
       }
       case StmtKind::kEvaluate: {
         const auto* n = s.As<EvaluateNode>();

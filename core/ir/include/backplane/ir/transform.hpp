@@ -114,9 +114,10 @@ IRModule LowerLoopSteps(const IRModule& module);
 //    shared among threads changes);
 //  * an assignable variable `var s: T = v` becomes `alloc s: T[1] local` (the rest of its block),
 //    a store of v to s[0], a store for each assignment and a load for each read; reads inside a
-//    parallel, vectorized or thread-bound loop of a variable declared outside it (which the
-//    loop cannot assign) read a `let` bound to s[0] right before the loop, so that a kernel of
-//    SplitHostDevice takes the value as a scalar param;
+//    parallel, vectorized or thread-bound loop (its bounds included) of a variable declared
+//    outside it (which the loop cannot assign), and reads in an allocation's shape, read a
+//    `let` bound to s[0] right before the loop or allocation, so that a kernel of
+//    SplitHostDevice takes the value as a scalar param and a workspace is sized by a value;
 //  * a negation `-x`: of a literal, the negated literal (wrapping); of an integer, `0 - x`
 //    (which version 1 writes `-x`); of a float, `x * -1.0` in x's type (the same value for
 //    every x, zeros and infinities included; a NaN's sign bit may differ).
