@@ -647,6 +647,34 @@ TEST(IrLowerVersion, VariablesOfGpuKernelsAndHostCode) {
       << Print(split.host, 1);
 }
 
+// Shapes are lowered too: a param's with a negation (its buffer rebuilt, every access following),
+// an allocation's sized by a variable.
+TEST(IrLowerVersion, ShapesOfParamsAndAllocations) {
+  const IRModule m = Parse(
+      "# backplane-ir 2\n"
+      "func f(n: int32, x: buffer<int32>[-(0 - n)], y: buffer<int32>[n]) {\n"
+      "  var len: int32 = n / 2\n"
+      "  len += 1\n"
+      "  alloc t: int32[-(-len)] local\n"
+      "  for i in serial(0, len) {\n"
+      "    t[i] = x[i] * 2\n"
+      "  }\n"
+      "  for i in serial(0, len) {\n"
+      "    y[i] = t[len - 1 - i] + -x[i]\n"
+      "  }\n"
+      "}\n");
+  ExpectSameRuns(m, "f", {Scalar(IntArg(13)), Buf(Int32(), {13}, -50, 50), Buf(Int32(), {13})}, {1},
+                 true);
+  const IRModule lowered = LowerToVersion(m, 1);
+  EXPECT_EQ(lowered.functions()[0].params[1].buffer().name(), "x");
+  EXPECT_NE(Print(lowered, 1).find("x: buffer<int32>[--n]"), std::string::npos)
+      << Print(lowered, 1);
+  EXPECT_NE(Print(lowered, 1)
+                .find("  let len_value: int32 = len[0]\n  alloc t: int32[--len_value] local\n"),
+            std::string::npos)
+      << Print(lowered, 1);
+}
+
 // A fault (an index out of bounds, a division by zero) is the same fault after lowering.
 TEST(IrLowerVersion, FaultsAreTheSame) {
   const IRModule m = Parse(
