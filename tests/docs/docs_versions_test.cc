@@ -21,7 +21,7 @@
 #include <backplane/c_api.h>
 #include <gtest/gtest.h>
 
-#include <backplane/ir/text.hpp>
+#include <backplane/ir/version.hpp>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -101,7 +101,7 @@ std::vector<std::string> CheckText(const std::string& file, const std::string& t
         } else if (num.str(1) != want) {
           problems.push_back(where + "says IR text version " + num.str(1) + ", but " + marker +
                              " marks it as the current one, " + want +
-                             " (ir::kTextFormatVersion in core/ir/include/backplane/ir/text.hpp); "
+                             " (ir::kTextFormatVersion in core/ir/include/backplane/ir/version.hpp); "
                              "write " +
                              want);
         }
