@@ -99,11 +99,12 @@ std::vector<std::string> CheckText(const std::string& file, const std::string& t
                              " follows no IR text version; put it right after the number, e.g. '" +
                              want + marker + "'");
         } else if (num.str(1) != want) {
-          problems.push_back(where + "says IR text version " + num.str(1) + ", but " + marker +
-                             " marks it as the current one, " + want +
-                             " (ir::kTextFormatVersion in core/ir/include/backplane/ir/version.hpp); "
-                             "write " +
-                             want);
+          problems.push_back(
+              where + "says IR text version " + num.str(1) + ", but " + marker +
+              " marks it as the current one, " + want +
+              " (ir::kTextFormatVersion in core/ir/include/backplane/ir/version.hpp); "
+              "write " +
+              want);
         }
       }
     }
