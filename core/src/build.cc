@@ -444,7 +444,8 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
                                ". Install the plugin that provides it (backplane info lists "
                                "the loaded plugins)");
   }
-  const auto [oldest, newest] = ReadsIR(codegen.get());
+  const std::pair<int, int> reads = ReadsIR(codegen.get());
+  const int oldest = reads.first, newest = reads.second;
   auto reader = [&] {
     return "the code generator " + name + " (" +
            OwnerWithVersion(Runtime::Get().registry.OwnerOf(name)) + ") reads IR text versions " +
