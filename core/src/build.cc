@@ -413,23 +413,25 @@ int NeededVersion(const std::string& message) {
 // recurses over the tree, so it runs with the stack a tree that deep needs (docs/ir.md,
 // "Limits"), on another thread if this one has too little; this covers every code generator, the
 // SDK's and third parties'.
-// " (a kernel SplitHostDevice made of function 'f')" when `message` names a function of `kernels`
-// made from a function of `source` (named f_kernel or f_kernelN), else "".
-std::string KernelOrigin(const std::string& message, const ir::IRModule* source) {
+// `message` ("function 'f_kernel' uses ...") with " (a kernel SplitHostDevice made of function
+// 'f')" after the function's name when it is a kernel split from a function of `source` (named
+// f_kernel or f_kernelN); else `message` as it is.
+std::string WithKernelOrigin(const std::string& message, const ir::IRModule* source) {
   const std::string key = "function '";
   const size_t at = message.find(key);
-  if (source == nullptr || at == std::string::npos) return "";
+  if (source == nullptr || at == std::string::npos) return message;
   const size_t end = message.find('\'', at + key.size());
-  if (end == std::string::npos) return "";
+  if (end == std::string::npos) return message;
   const std::string kernel = message.substr(at + key.size(), end - at - key.size());
   for (const ir::PrimFunc& f : source->functions()) {
     const std::string stem = f.name + "_kernel";
     if (kernel.rfind(stem, 0) == 0 &&
         kernel.find_first_not_of("0123456789", stem.size()) == std::string::npos) {
-      return " (a kernel SplitHostDevice made of function '" + f.name + "')";
+      return message.substr(0, end + 1) + " (a kernel SplitHostDevice made of function '" + f.name +
+             "')" + message.substr(end + 1);
     }
   }
-  return "";
+  return message;
 }
 
 // `source`: the module the kernels were split from, for messages (null: `module` is the input).
@@ -468,7 +470,7 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
       const int needed = NeededVersion(what);
       const std::string owner = Runtime::Get().registry.OwnerOf(name);
       Fail(BP_ERR_UNSUPPORTED,
-           "bp_build for target kind '" + kind + "': " + what + KernelOrigin(what, source) + "; " +
+           "bp_build for target kind '" + kind + "': " + WithKernelOrigin(what, source) + "; " +
                reader() + ": use a build of " +
                (owner.rfind("plugin '", 0) == 0 ? owner : "its plugin") + " that reads version " +
                (needed > 0 ? std::to_string(needed) : "it") + ", or write the kernel without it");
