@@ -484,6 +484,24 @@ pb::DeviceInfo Describe(const ExportedDevice& d) {
   return info;
 }
 
+// The newest IR text version this server says it reads: ir::kTextFormatVersion, or N from
+// BACKPLANE_SERVE_MOCK_IR_NEWEST=N (1 to kTextFormatVersion). That variable is a mock, for
+// tests only: it plays a server whose Backplane is older, which advertises versions 1 to N and
+// refuses uploads that hold newer IR text as that library would (session_call.cc), so that a
+// client's lowering for older servers is tested against something that would fail without it
+// (tests/remote/older_server_test.sh).
+int MockIRNewest() {
+  const char* v = std::getenv("BACKPLANE_SERVE_MOCK_IR_NEWEST");
+  if (v == nullptr || *v == '\0') return ir::kTextFormatVersion;
+  const int n = std::atoi(v);
+  if (n < 1 || n > ir::kTextFormatVersion) {
+    throw std::invalid_argument("BACKPLANE_SERVE_MOCK_IR_NEWEST=" + std::string(v) +
+                                ": give an IR text version from 1 to " +
+                                std::to_string(ir::kTextFormatVersion) + ", or unset it");
+  }
+  return n;
+}
+
 std::string HostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
@@ -629,7 +647,7 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
   shared.info.set_host(HostName());
   shared.info.set_allows_native_modules(options.allow_native_modules);
   shared.info.set_ir_version_oldest(1);
-  shared.info.set_ir_version_newest(ir::kTextFormatVersion);
+  shared.info.set_ir_version_newest(MockIRNewest());
   for (const std::string& name : options.expose) {
     bp_object_t* f = nullptr;
     if (bp_registry_get(name.c_str(), &f) != BP_OK) {

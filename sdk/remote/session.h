@@ -205,6 +205,7 @@ class ClientSession {
   void CreateStream(const pb::CreateStream& c, pb::Reply* reply);
   void FreeStream(const pb::FreeStream& f);
   Answer LoadModule(const pb::Command& cmd, pb::Reply* reply);
+  void RefuseNewerIR(const std::string& bytes) const;
   void Call(const pb::Call& c, pb::Reply* reply);
   void Close() noexcept;
 

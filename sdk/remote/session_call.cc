@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <backplane/backplane.hpp>
+#include <backplane/ir/version.hpp>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -124,6 +125,28 @@ void ToValue(const bp_value_t& v, pb::Value* out, const std::string& what) {
   }
 }
 
+// Under the mock BACKPLANE_SERVE_MOCK_IR_NEWEST (server.cc), which plays a server that reads IR
+// text versions 1 to ServerInfo.ir_version_newest only: what such a server's library says of an
+// upload that holds newer IR text (its parser refuses the header line). This server's own
+// library reads every version a client writes, and refuses a newer one itself when it parses.
+void ClientSession::RefuseNewerIR(const std::string& bytes) const {
+  const int newest = static_cast<int>(shared_.info.ir_version_newest());
+  if (newest >= ir::kTextFormatVersion) return;
+  const std::string header = "# backplane-ir ";
+  for (size_t at = bytes.find(header); at != std::string::npos;
+       at = bytes.find(header, at + 1)) {
+    const size_t digit = at + header.size();
+    if (digit < bytes.size() && bytes[digit] >= '0' && bytes[digit] <= '9' &&
+        bytes[digit] - '0' > newest) {
+      Fail(BP_ERR_INVALID_ARGUMENT,
+           "loading a module of " + std::to_string(bytes.size()) +
+               " bytes: unsupported backplane-ir version '" + bytes[digit] +
+               "': this server reads IR text versions 1 to " + std::to_string(newest) +
+               "; build the module for this server (its ServerInfo says what it reads)");
+    }
+  }
+}
+
 ClientSession::Answer ClientSession::LoadModule(const pb::Command& cmd, pb::Reply* reply) {
   const pb::LoadModule& m = cmd.load_module();
   if (uploads_.count(m.transfer()) == 0 && uploads_.size() >= kMaxUploads) {
@@ -151,6 +174,7 @@ ClientSession::Answer ClientSession::LoadModule(const pb::Command& cmd, pb::Repl
   upload_bytes_ -= done.bytes.size();
   uploads_.erase(m.transfer());
   if (done.failed) Fail(done.code, done.message);
+  RefuseNewerIR(done.bytes);
   // Host code (ir_host) calls only the module's own kernels: a packed call that reached the
   // registry would call any registered function of this process, --expose or not.
   bp_module_load_options_t options{};
