@@ -832,6 +832,21 @@ std::string PluginLoader::ToJson() {
   auto or_null = [](const std::string& s) {
     return s.empty() ? nlohmann::json() : nlohmann::json(s);
   };
+  // For each code generator a plugin owns (target.build.<kind>), the IR text versions it reads,
+  // [oldest, newest]: what its function declares with BP_FUNCTION_READS_IR, else [1, 1].
+  auto reads_ir = [&](const PluginRecord& p) {
+    nlohmann::json reads = nlohmann::json::object();
+    for (const std::string& n : OwnedNames(p)) {
+      if (n.rfind("target.build.", 0) != 0) continue;
+      Ref f = registry_.Find(n);
+      if (!f || f.get()->type() != BP_OBJECT_FUNCTION) continue;
+      const auto* fo = static_cast<const FunctionObject*>(f.get());
+      reads[n] = fo->reads_ir_oldest == 0
+                     ? nlohmann::json::array({1, 1})
+                     : nlohmann::json::array({fo->reads_ir_oldest, fo->reads_ir_newest});
+    }
+    return reads;
+  };
   for (const auto& p : plugins_) {
     out["plugins"].push_back({{"name", p->name},
                               {"library", or_null(p->library)},
@@ -843,6 +858,7 @@ std::string PluginLoader::ToJson() {
                               {"vendor", or_null(p->vendor)},
                               {"provides", p->provides},
                               {"registered", OwnedNames(*p)},
+                              {"reads_ir", reads_ir(*p)},
                               {"shadowed_by", or_null(p->shadowed_by)},
                               {"device_types", p->device_types}});
   }

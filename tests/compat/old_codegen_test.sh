@@ -105,6 +105,10 @@ grep -qE "^ +simaccel +loaded +1\.6 +0\.1\.0 +$library\$" "$SCRATCH/info.log" ||
   fail "backplane info does not show simaccel (ABI 1.6) loaded from $library"
 [ "$(grep -cE '^ +simaccel ' "$SCRATCH/info.log")" = 1 ] ||
   fail "backplane info lists more than one simaccel plugin; only the old one may be found"
+# It declares no IR versions (it predates BP_FUNCTION_READS_IR): version 1 only.
+grep -A1 -E '^ +target\.build\.simaccel ' "$SCRATCH/info.log" |
+  grep -q 'code generator: reads IR text versions 1 to 1' ||
+  fail "backplane info does not say that target.build.simaccel reads IR text version 1 only"
 
 echo "==> $KIT $library --xfail old_codegen.xfail --verify-xfails"
 if ! "$KIT" "$library" --xfail "$SOURCE_DIR/tests/compat/old_codegen.xfail" --verify-xfails \

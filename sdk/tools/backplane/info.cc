@@ -291,7 +291,14 @@ Json CollectReport() {
 
   Json function_entries = Json::array();
   for (const std::string& name : functions) {
-    function_entries.push_back(Json{{"name", name}, {"plugin", ProviderOf(plugins, name)}});
+    Json entry{{"name", name}, {"plugin", ProviderOf(plugins, name)}};
+    // A code generator: the IR text versions it reads (docs/abi.md, "Code generators are
+    // covered too"), from its plugin's entry of bp_plugins_list.
+    for (const Json& p : plugins) {
+      const Json reads = p.value("reads_ir", Json::object());
+      if (reads.is_object() && reads.contains(name)) entry["reads_ir"] = reads[name];
+    }
+    function_entries.push_back(std::move(entry));
   }
   report["search_path"] = listing.value("search_path", Json::array());
   report["plugins"] = std::move(plugins);
@@ -510,6 +517,10 @@ void PrintReport(const Json& report, std::ostream& out) {
   Table fn_table({"NAME", "PLUGIN"});
   for (const Json& f : functions) {
     fn_table.AddRow({Text(f["name"]), f["plugin"].is_null() ? "(the host)" : Text(f["plugin"])});
+    if (f.contains("reads_ir") && f["reads_ir"].is_array() && f["reads_ir"].size() == 2) {
+      fn_table.AddNote("code generator: reads IR text versions " + Text(f["reads_ir"][0]) + " to " +
+                       Text(f["reads_ir"][1]));
+    }
   }
   if (functions.empty()) {
     out << "  (none)\n";
