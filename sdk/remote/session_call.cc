@@ -133,8 +133,7 @@ void ClientSession::RefuseNewerIR(const std::string& bytes) const {
   const int newest = static_cast<int>(shared_.info.ir_version_newest());
   if (newest >= ir::kTextFormatVersion) return;
   const std::string header = "# backplane-ir ";
-  for (size_t at = bytes.find(header); at != std::string::npos;
-       at = bytes.find(header, at + 1)) {
+  for (size_t at = bytes.find(header); at != std::string::npos; at = bytes.find(header, at + 1)) {
     const size_t digit = at + header.size();
     if (digit < bytes.size() && bytes[digit] >= '0' && bytes[digit] <= '9' &&
         bytes[digit] - '0' > newest) {
