@@ -465,7 +465,13 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
     try {
       lowered = ir::LowerToVersion(module, newest);
     } catch (const ir::Error& e) {
-      if (e.kind() != ir::ErrorKind::kUnsupported) throw;
+      // Another error: a module that does not verify (a WHOLE_IR kind's input is not verified
+      // before its code generator sees it).
+      if (e.kind() != ir::ErrorKind::kUnsupported) {
+        Fail(BP_ERR_INVALID_ARGUMENT, "bp_build for target kind '" + kind +
+                                          "': the IR cannot be written in a version " + name +
+                                          " reads: " + e.what());
+      }
       const std::string what = e.what();
       const int needed = NeededVersion(what);
       const std::string owner = Runtime::Get().registry.OwnerOf(name);
