@@ -406,13 +406,6 @@ int NeededVersion(const std::string& message) {
   return std::atoi(message.c_str() + at + key.size());
 }
 
-// Calls "target.build.<kind>" with `module` as text and the Target. The text is in a version the
-// code generator reads (ReadsIR): the oldest that has what the module uses, or the module lowered
-// to the newest it reads (ir::LowerToVersion) when it uses more; a module that cannot be lowered
-// is refused, naming the construct, the version it needs and the plugin. Every code generator
-// recurses over the tree, so it runs with the stack a tree that deep needs (docs/ir.md,
-// "Limits"), on another thread if this one has too little; this covers every code generator, the
-// SDK's and third parties'.
 // `message` ("function 'f_kernel' uses ...") with " (a kernel SplitHostDevice made of function
 // 'f')" after the function's name when it is a kernel split from a function of `source` (named
 // f_kernel or f_kernelN); else `message` as it is.
@@ -434,6 +427,13 @@ std::string WithKernelOrigin(const std::string& message, const ir::IRModule* sou
   return message;
 }
 
+// Calls "target.build.<kind>" with `module` as text and the Target. The text is in a version the
+// code generator reads (ReadsIR): the oldest that has what the module uses, or the module lowered
+// to the newest it reads (ir::LowerToVersion) when it uses more; a module that cannot be lowered
+// is refused, naming the construct, the version it needs and the plugin. Every code generator
+// recurses over the tree, so it runs with the stack a tree that deep needs (docs/ir.md,
+// "Limits"), on another thread if this one has too little; this covers every code generator, the
+// SDK's and third parties'.
 // `source`: the module the kernels were split from, for messages (null: `module` is the input).
 Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_object_t* target,
                 const ir::IRModule* source = nullptr) {
@@ -482,8 +482,7 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
                (needed > 0 ? std::to_string(needed) : "it") + ", or write the kernel without it");
     }
   }
-  const std::string text =
-      ir::Print(lowered, std::max(ir::TextVersion(lowered), std::min(oldest, newest)));
+  const std::string text = ir::Print(lowered, std::max(ir::TextVersion(lowered), oldest));
   bp_value_t args[2];
   args[0].type = BP_VALUE_STR;
   args[0].reserved0 = 0;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codegen.h"
 
-#include <algorithm>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
@@ -37,7 +36,7 @@ std::string ForServer(const std::string& ir_text, RemoteServer& remote, const st
                     info.version() + ") reads IR text versions 1 to " + std::to_string(newest) +
                     ": upgrade the server's Backplane, or write the kernel without it");
   }
-  return ir::Print(module, std::max(ir::TextVersion(module), 1));
+  return ir::Print(module);
 }
 
 Module BuildRemote(const std::string& ir_text, const Target& target) {
