@@ -5,7 +5,7 @@
 # tree can be moved (tests/install/ moves one and builds against it).
 #
 # The targets themselves join the export set BackplaneTargets where they are defined:
-# core/ (backplane), sdk/ (sdk, ir, codegen, kernels, runner) and sdk/tools (cli).
+# core/ (backplane), sdk/ (sdk, ir, codegen, kernels, runner) and sdk/apps/cli (cli).
 include(CMakePackageConfigHelpers)
 
 set(BACKPLANE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/Backplane)

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client.h"
 
-#include <backplane/remote/channel.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <backplane/remote/channel.hpp>
 #include <cctype>
 #include <cstdlib>
 #include <utility>

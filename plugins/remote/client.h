@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The remote plugin's client side of the protocol (sdk/remote/remote.proto, docs/remote.md):
+// The remote plugin's client side of the protocol (sdk/kit/remote/remote.proto, docs/remote.md):
 //
 // - Session: one bidirectional gRPC stream to a server, which carries this process's commands
 //   in order. Replies come back on a reader thread; a watchdog thread gives every command a
@@ -11,10 +11,10 @@
 #ifndef BACKPLANE_REMOTE_CLIENT_H_
 #define BACKPLANE_REMOTE_CLIENT_H_
 
-#include <backplane/remote/common.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <backplane/remote/common.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <chrono>
 #include <condition_variable>

@@ -81,7 +81,7 @@ _FILES = {"vector_add": "vector_add", "saxpy": "saxpy", "matmul_tiled": "matmul"
           "softmax": "softmax", "transpose": "transpose", "sum": "sum"}
 
 
-# The catalog's variants (sdk/kernels/src/catalog.cc, kernels::Case::variants): GPU function ->
+# The catalog's variants (sdk/apps/kernels/src/catalog.cc, kernels::Case::variants): GPU function ->
 # (variant function, whether a device takes it), the first that a device takes replacing it.
 _VARIANTS = {
     "vector_add_gpu": [("vector_add4_gpu", lambda dev: dev.type == "cuda")],

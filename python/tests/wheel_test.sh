@@ -38,7 +38,7 @@ sdist="$(ls "$work"/dist/backplane_runtime-*.tar.gz)"
 tar -tzf "$sdist" | sed 's|^[^/]*/||' >"$work/sdist.txt"
 for f in pyproject.toml CMakeLists.txt python/CMakeLists.txt python/pyproject.toml \
   python/src/module.cc python/backplane/__init__.py core/CMakeLists.txt plugins/cpu/CMakeLists.txt \
-  sdk/kernels/vector_add.bpir cmake/BackplanePlugin.cmake LICENSE; do
+  sdk/apps/kernels/vector_add.bpir cmake/BackplanePlugin.cmake LICENSE; do
   grep -qx "$f" "$work/sdist.txt" || fail "the sdist $(basename "$sdist") has no $f"
 done
 if grep -q "^tests/\|^build/\|^\.venv/" "$work/sdist.txt"; then
@@ -122,7 +122,7 @@ for v in a b; do
   [ "$(realpath "$kdir")" = "$pkg/share/backplane/kernels" ] ||
     fail "venv $v: kernel_dir() is $kdir, not the package's $pkg/share/backplane/kernels"
   [ "$(ls "$kdir"/*.bpir | wc -l)" = "$(ls "$root"/sdk/kernels/*.bpir | wc -l)" ] ||
-    fail "venv $v: $kdir does not hold every kernel of sdk/kernels"
+    fail "venv $v: $kdir does not hold every kernel of sdk/apps/kernels"
   readelf -d "$pkg"/_backplane.*.so | grep -q 'R.*PATH.*\[\$ORIGIN/lib\]' ||
     fail "venv $v: the extension's RUNPATH is not \$ORIGIN/lib"
   # No library's RUNPATH or constant data, and no text file, names the folder it was built in.

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CPU catalog kernels (the .bpir files of sdk/kernels) as the same loops written in C, compiled
- * by the system compiler at -O3 -march=native -fopenmp -ffp-contract=off -fno-trapping-math (the
- * IR rounds a*b+c twice, as the c target does without -fast-math-contract, and has no floating-
- * point traps): the baseline of c_twins_bench.cc. Each loop, its parallel and simd pragmas, its
- * tile sizes and its float32 exp (the IR's bp_expf, backplane/ir/expf.hpp) are the kernel
- * file's, so the ratio measures the code generator, not the algorithm. */
+/* The CPU catalog kernels (the .bpir files of sdk/apps/kernels) as the same loops written in C,
+ * compiled by the system compiler at -O3 -march=native -fopenmp -ffp-contract=off
+ * -fno-trapping-math (the IR rounds a*b+c twice, as the c target does without -fast-math-contract,
+ * and has no floating-point traps): the baseline of c_twins_bench.cc. Each loop, its parallel and
+ * simd pragmas, its tile sizes and its float32 exp (the IR's bp_expf, backplane/ir/expf.hpp) are
+ * the kernel file's, so the ratio measures the code generator, not the algorithm. */
 #include "c_twins.h"
 
 #include <math.h>

@@ -14,7 +14,6 @@
 //   cpu:0, in one loop; the two parts are also measured alone.
 //
 // Pairs and goals: kRemotePairs in bench_pairs.h; docs/performance.md has the figures.
-#include <backplane/remote/channel.h>
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -26,6 +25,7 @@
 
 #include <backplane/backplane.hpp>
 #include <backplane/remote.hpp>
+#include <backplane/remote/channel.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "backplane/bench/remote_bench.grpc.pb.h"
-#include "backplane/remote/common.h"
+#include "backplane/remote/common.hpp"
 #include "bench_child.h"
 #include "bench_pairs.h"
 

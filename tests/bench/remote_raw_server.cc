@@ -2,7 +2,7 @@
 // bench_remote_raw_server PORT_FILE: the raw gRPC side of the remote-device benchmarks
 // (remote_bench.cc). It serves remote_bench.proto on 127.0.0.1 with a port the system picks,
 // written to PORT_FILE once it listens, with the server arguments `backplane serve` uses
-// (sdk/remote/server.cc: message size limits, keepalive), and stops on SIGTERM or SIGINT.
+// (sdk/apps/serve/server.cc: message size limits, keepalive), and stops on SIGTERM or SIGINT.
 // Push counts what it receives; Pull sends bytes from a buffer filled once.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "backplane/bench/remote_bench.grpc.pb.h"
-#include "backplane/remote/common.h"
+#include "backplane/remote/common.hpp"
 
 namespace {
 
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
-  // What `backplane serve` sets (sdk/remote/server.cc).
+  // What `backplane serve` sets (sdk/apps/serve/server.cc).
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -6,7 +6,7 @@
 // version that introduced it, naming the size. docs/abi.md has the table of every growable
 // struct and where each case is tested: bp_device_api_t's in device_api_test.cc, the host
 // table's and bp_plugin_info_t's (which plugins read) in tests/abi/old_host.cc and
-// tests/plugins/sdk/sdk_test.cc.
+// tests/sdk/kit/sdk_test.cc.
 #include <backplane/c_api.h>
 #include <gtest/gtest.h>
 

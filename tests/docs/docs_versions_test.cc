@@ -9,7 +9,7 @@
 //   1.6<!-- abi:previous -->        the minor before it (1.0 when the minor is 0: none)
 //   1.8<!-- abi:next -->            the minor after it
 //   versions 1 to 3<!-- ir:current -->   the newest IR text version
-//   43<!-- virtuals:sdk/codegen/include/backplane/codegen/c_family.hpp -->
+//   43<!-- virtuals:sdk/kit/codegen/include/backplane/codegen/c_family.hpp -->
 //                                   how many virtual functions (destructors aside) a header
 //                                   declares: the hooks it offers third parties
 //
@@ -341,7 +341,7 @@ TEST(DocsVersions, CheckerCountsVirtualHooks) {
                           "  int H();\n};\n"),
             2);
   const fs::path root = BACKPLANE_SOURCE_DIR;
-  const std::string header = "sdk/codegen/include/backplane/codegen/c_family.hpp";
+  const std::string header = "sdk/kit/codegen/include/backplane/codegen/c_family.hpp";
   const int count = CountVirtuals(ReadFile(root / header));
   EXPECT_GT(count, 0);
   const std::string marker = "<!-- virtuals:" + header + " -->";

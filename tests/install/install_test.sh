@@ -9,7 +9,7 @@
 #             the package files; `backplane info` finds the cpu plugin beside the moved
 #             libbackplane; `backplane demo --size small` passes; a C program builds with
 #             pkg-config alone and runs.
-#   simaccel  configure sdk/examples/simaccel (the copy the package installs) as a separate
+#   simaccel  configure sdk/apps/examples/simaccel (the copy the package installs) as a separate
 #             CMake project against the moved prefix only (CMAKE_PREFIX_PATH; no include
 #             path into this tree), build and
 #             install it; it exports bp_plugin_init alone and the installed libbackplane the
@@ -19,7 +19,7 @@
 #             CPU kernel on cpu:0, a module saved by one process runs in another, and the
 #             example's own host-side test (tests/streams_events_test.cc: streams, events
 #             and the stream registry through the host API) passes under its ctest.
-#   host_app  the same for sdk/examples/host_app, then runs it for a CPU Target and for
+#   host_app  the same for sdk/apps/examples/host_app, then runs it for a CPU Target and for
 #             simaccel.
 #   files     every file and link of the install matches a line of expected_files.txt (the
 #             README's table of the install) and every line matches a file; each one that
@@ -72,13 +72,13 @@ expect() {  # expect LOG REGEX WHAT
 }
 
 # configure_example NAME: configures and builds the example NAME against the moved prefix,
-# from the copy the package installs (share/backplane/examples/NAME, sdk/examples/NAME here),
+# from the copy the package installs (share/backplane/examples/NAME, sdk/apps/examples/NAME here),
 # where a third party starts from.
 configure_example() {
   local name="$1" build="$SCRATCH/$1-build"
   rm -rf "$build"
-  diff -rq "$SOURCE_DIR/sdk/examples/$name" "$prefix/share/backplane/examples/$name" ||
-    fail "the installed example $name differs from sdk/examples/$name; run install.package"
+  diff -rq "$SOURCE_DIR/sdk/apps/examples/$name" "$prefix/share/backplane/examples/$name" ||
+    fail "the installed example $name differs from sdk/apps/examples/$name; run install.package"
   # Lean on purpose: Ninja, two jobs, no optimisation (the code that runs hot, the IR
   # interpreter and the cpu plugin's kernels, comes optimised from the package).
   run "$name-configure" "$CMAKE" -S "$prefix/share/backplane/examples/$name" -B "$build" \

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// `backplane serve` (sdk/remote/) end to end, the protocol itself: the built tool runs as a child
-// process and the tests speak remote.proto to it: devices, the Hello rule, transfers and their
-// bounds, hostile commands, isolation between sessions, cleanup when a client cancels, is killed
-// or the server stops, and the session limit. server_call_test.cc has modules and calls,
+// `backplane serve` (sdk/kit/remote/) end to end, the protocol itself: the built tool runs as a
+// child process and the tests speak remote.proto to it: devices, the Hello rule, transfers and
+// their bounds, hostile commands, isolation between sessions, cleanup when a client cancels, is
+// killed or the server stops, and the session limit. server_call_test.cc has modules and calls,
 // server_security_test.cc the security options.
 //
 // The program is also its own client process: `remote_server_test --hold-session HOST:PORT`

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "backplane/remote/common.h"
+#include "backplane/remote/common.hpp"
 #include "backplane/remote/remote.grpc.pb.h"
 
 #ifndef BACKPLANE_CLI_PATH

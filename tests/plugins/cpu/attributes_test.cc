@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "../f64_math_cases.h"
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Every CPU kernel of the catalog (sdk/kernels), built by bp_build for the `c` Target and run
+// Every CPU kernel of the catalog (sdk/apps/kernels), built by bp_build for the `c` Target and run
 // on cpu:0 with random inputs at the catalog's odd test sizes and at its demo sizes, checked
 // against the float64 reference within the kernel's tolerance.
 #include <backplane/runner/runner.hpp>
 #include <string>
 #include <vector>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 
@@ -64,7 +64,7 @@ TEST_P(CpuKernelTest, MatchesTheReferenceWithBoundsCheck) {
 INSTANTIATE_TEST_SUITE_P(Catalog, CpuKernelTest, ::testing::ValuesIn(CpuKernels()),
                          [](const auto& param_info) { return param_info.param; });
 
-// conv2d's chunks (sdk/kernels/conv2d.bpir): 35 input channels are a chunk of 32 and one of 3,
+// conv2d's chunks (sdk/apps/kernels/conv2d.bpir): 35 input channels are a chunk of 32 and one of 3,
 // the second starting from what the first stored; 71 columns a chunk of 64 and one of 7 (a
 // partial tile); 17 output channels a whole block and a partial one; three images; no input
 // channel at all (one empty chunk stores zeros); and a filter of more than 64 taps (the direct

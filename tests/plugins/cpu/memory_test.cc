@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../../module_file.h"
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

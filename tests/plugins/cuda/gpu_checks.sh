@@ -558,7 +558,7 @@ if [ "${#kernel_args[@]}" -eq 0 ]; then
 elif run "$bin/backplane" demo --size small --repeat 1 "${kernel_args[@]}"; then
   # A kernel with a variant for CUDA devices runs that variant on cuda:0, and the row names the
   # function that ran (docs/host-guide.md, "Variants of a GPU kernel"; the variants of
-  # sdk/kernels/src/catalog.cc); cuda_gpu_test runs the base kernels themselves.
+  # sdk/apps/kernels/src/catalog.cc); cuda_gpu_test runs the base kernels themselves.
   declare -A cuda_variant=([vector_add_gpu]=vector_add4_gpu [matmul_tiled_gpu]=matmul_smem_gpu)
   for k in "${gpu_kernels[@]}"; do
     ran="${cuda_variant[$k]:-$k}"

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

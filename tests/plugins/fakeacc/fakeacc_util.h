@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace bptest {
 

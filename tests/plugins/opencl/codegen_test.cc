@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "../f64_math_cases.h"
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "../test_util.h"
 #include "opencl_fixture.h"
+#include "plugins/test_util.h"
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.h"
 #include "denorm.h"
+#include "plugins/test_util.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 #include "vulkan_fixture.h"
 
 namespace {

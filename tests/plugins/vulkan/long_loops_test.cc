@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace {
 

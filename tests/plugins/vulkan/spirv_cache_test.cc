@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 #include "subprocess.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "../test_util.h"
+#include "plugins/test_util.h"
 
 namespace bptest {
 

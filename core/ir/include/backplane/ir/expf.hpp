@@ -8,10 +8,10 @@
 // accurate: it computes in float64 (x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-9 Taylor
 // polynomial in Estrin's form, whose truncation error is below 2^-36 relative, times 2^n made
 // from the bits), then rounds once to float32: at most 0.5001 ulp from the true value (over every
-// third float32; tests/ir/ir_expf_test.cc sweeps every 61st), and the C library's result for all
-// but about 1 in 25,000 inputs. Special values: NaN gives NaN, -inf and x < -103.97 give +0, +inf
-// and x > 88.73 give +inf; results below 2^-126 are subnormal, correctly rounded from the float64
-// value.
+// third float32; tests/core/ir/ir_expf_test.cc sweeps every 61st), and the C library's result for
+// all but about 1 in 25,000 inputs. Special values: NaN gives NaN, -inf and x < -103.97 give +0,
+// +inf and x > 88.73 give +inf; results below 2^-126 are subnormal, correctly rounded from the
+// float64 value.
 //
 // The function uses no call, no table and no float-to-integer conversion (2^n is made from the
 // bits of the rounding constant's sum), so it has no undefined behaviour on any input. It must
