@@ -263,10 +263,7 @@ Command AddBuildCommand(CLI::App& parent) {
   app->add_option("--func,-f", o->functions,
                   "Build only this function of the file (repeat for several); by default all")
       ->type_name("NAME");
-  app->add_option("--plugin-path", o->plugin_paths, "Search DIR for plugins first")
-      ->type_name("DIR")
-      ->allow_extra_args(false)
-      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  AddPluginPathOption(app, &o->plugin_paths);
   app->add_flag("--json", o->json,
                 "Print the result as one JSON document (schema_version 1, docs/cli.md)");
   app->add_flag("--verbose,-v", o->verbose,

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -26,9 +27,9 @@ struct Command {
   std::function<int()> run;
 };
 
-// A CLI11 check for --plugin-path: the folder must exist and be a folder; a relative path
-// is made absolute in place. Returns the problem as a message, or an empty string.
-std::string CheckPluginFolder(std::string& path);
+// Adds --plugin-path DIR (repeatable) to `app`, filling `paths`: every command that loads plugins
+// has it. The folder must exist and be a folder; a relative path is made absolute.
+void AddPluginPathOption(CLI::App* app, std::vector<std::string>* paths);
 
 // `backplane info`: plugins, device types, devices and their attributes, global functions.
 Command AddInfoCommand(CLI::App& parent);

@@ -284,10 +284,7 @@ Command AddDemoCommand(CLI::App& parent) {
       ->check(CLI::Range(1, 1000000));
   app->add_option("--kernel,-k", o->kernels, "Only this kernel (repeat for several)")
       ->type_name("NAME");
-  app->add_option("--plugin-path", o->plugin_paths, "Search DIR for plugins first")
-      ->type_name("DIR")
-      ->allow_extra_args(false)
-      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  AddPluginPathOption(app, &o->plugin_paths);
   app->add_flag("--json", o->json,
                 "Print the results as one JSON document (schema_version 1, docs/cli.md) "
                 "instead of the table");

@@ -43,7 +43,7 @@ namespace backplane::cli {
 // --plugin-path must name an existing folder; the message says what was expected. A
 // relative folder the user typed is made absolute here: the core searches only absolute
 // folders, so that nothing is ever found relative to the current directory by accident.
-std::string CheckPluginFolder(std::string& path) {
+static std::string CheckPluginFolder(std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     return "folder '" + path +
@@ -57,6 +57,15 @@ std::string CheckPluginFolder(std::string& path) {
   std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   if (!ec) path = absolute.lexically_normal().string();
   return {};
+}
+
+void AddPluginPathOption(CLI::App* app, std::vector<std::string>* paths) {
+  app->add_option("--plugin-path", *paths,
+                  "Search DIR for plugins before BACKPLANE_PLUGIN_PATH and the install's "
+                  "folder (repeat for several folders)")
+      ->type_name("DIR")
+      ->allow_extra_args(false)
+      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
 }
 
 namespace {
@@ -853,12 +862,7 @@ Command AddInfoCommand(CLI::App& parent) {
                   "one line a device, e.g. --prop supports_fp16")
       ->type_name("NAME")
       ->excludes(list);
-  app->add_option("--plugin-path", options->plugin_paths,
-                  "Search DIR for plugins before BACKPLANE_PLUGIN_PATH and the install's "
-                  "folder (repeat for several folders)")
-      ->type_name("DIR")
-      ->allow_extra_args(false)
-      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  AddPluginPathOption(app, &options->plugin_paths);
   app->add_flag("--no-probe", options->no_probe,
                 "Load the plugins in this process only, without loading each in a child "
                 "process first (for a debugger; a plugin that crashes then ends the command)");

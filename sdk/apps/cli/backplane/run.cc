@@ -1033,10 +1033,7 @@ Command AddRunCommand(CLI::App& parent) {
                 "Load the module even if it carries native code (a c module's shared library), "
                 "which runs in this process with your rights: only for a module you built "
                 "yourself or got from a source you trust (docs/security.md)");
-  app->add_option("--plugin-path", o->plugin_paths, "Search DIR for plugins first")
-      ->type_name("DIR")
-      ->allow_extra_args(false)
-      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  AddPluginPathOption(app, &o->plugin_paths);
   app->footer(
       "Examples:\n"
       "  backplane run va.bpmod -f vector_add --dim n=1000000 --allow-native\n"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `backplane serve`: serves this machine's devices to remote clients (the `remote` plugin) over
-// gRPC until SIGINT or SIGTERM (docs/remote.md). The server is sdk/remote/server.cc; a build
+// gRPC until SIGINT or SIGTERM (docs/remote.md). The server is sdk/apps/serve/server.cc; a build
 // without gRPC still has the command, which then says how to get it.
 #include <CLI/CLI.hpp>
 #include <backplane/backplane.hpp>
@@ -104,10 +104,7 @@ Command AddServeCommand(CLI::App& parent) {
   app->add_option("--port-file", o->port_file,
                   "Write the port listened on here once the server accepts connections")
       ->type_name("PATH");
-  app->add_option("--plugin-path", o->plugin_paths, "Search DIR for plugins first")
-      ->type_name("DIR")
-      ->allow_extra_args(false)
-      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  AddPluginPathOption(app, &o->plugin_paths);
   app->footer(
       "Serves until SIGINT or SIGTERM; each session's buffers, streams and modules are freed "
       "when its client leaves, dies or loses its connection.\n"

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "table.h"
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
+
+#include "cli_help.hpp"
 
 namespace backplane::cli {
 
@@ -38,25 +37,11 @@ size_t DisplayWidth(std::string_view text) {
   return width;
 }
 
-bool OutputWidthIsKnown() {
-  winsize ws{};
-  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
-    return true;
-  }
-  const char* columns = std::getenv("COLUMNS");
-  return columns != nullptr && std::strtoul(columns, nullptr, 10) > 0;
-}
+bool OutputWidthIsKnown() { return tools::TerminalColumns() > 0; }
 
 size_t OutputWidth() {
-  size_t width = 0;
-  winsize ws{};
-  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
-    width = ws.ws_col;
-  } else if (const char* columns = std::getenv("COLUMNS"); columns != nullptr) {
-    width = std::strtoul(columns, nullptr, 10);
-  }
-  if (width == 0) width = kDefaultWidth;
-  return std::max(width, kMinWidth);
+  const size_t width = tools::TerminalColumns();
+  return std::max(width == 0 ? kDefaultWidth : width, kMinWidth);
 }
 
 std::vector<std::string> WrapText(std::string_view text, size_t width) {

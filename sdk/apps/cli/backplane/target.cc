@@ -238,12 +238,7 @@ Command AddTargetCommand(CLI::App& parent) {
   app->add_flag("--json", options->json,
                 "Print JSON for machines: the canonical JSON on one line, or with --list the "
                 "whole description");
-  app->add_option("--plugin-path", options->plugin_paths,
-                  "Search DIR for plugins before BACKPLANE_PLUGIN_PATH and the install's "
-                  "folder (repeat for several folders)")
-      ->type_name("DIR")
-      ->allow_extra_args(false)
-      ->transform(CLI::Validator(CheckPluginFolder, "", "existing folder"));
+  AddPluginPathOption(app, &options->plugin_paths);
   // Words after the target that CLI11 does not know ("-mcpu=skylake" left unquoted) are
   // the target's own options: they are joined back to it.
   app->allow_extras();

@@ -41,18 +41,24 @@ inline std::string DocsPath(const std::string& page) {
   return "docs/" + page + " in the Backplane sources";
 }
 
-// The width help is laid out for: the terminal's when stdout is one, else $COLUMNS, else 80;
-// never less than 50 nor more than 120 (long lines read badly even on a wide terminal).
-inline size_t HelpWidth() {
-  size_t width = 0;
+// The terminal's width in columns: the terminal's when stdout is one, else $COLUMNS; 0 when
+// neither says.
+inline size_t TerminalColumns() {
   winsize ws{};
   if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
-    width = ws.ws_col;
-  } else if (const char* columns = std::getenv("COLUMNS"); columns != nullptr) {
-    width = std::strtoul(columns, nullptr, 10);
+    return ws.ws_col;
   }
-  if (width == 0) width = 80;
-  return std::clamp<size_t>(width, 50, 120);
+  if (const char* columns = std::getenv("COLUMNS"); columns != nullptr) {
+    return std::strtoul(columns, nullptr, 10);
+  }
+  return 0;
+}
+
+// The width help is laid out for: TerminalColumns(), else 80; never less than 50 nor more than
+// 120 (long lines read badly even on a wide terminal).
+inline size_t HelpWidth() {
+  const size_t width = TerminalColumns();
+  return std::clamp<size_t>(width == 0 ? 80 : width, 50, 120);
 }
 
 // `text` broken at spaces into lines of at most `width` columns (a longer word keeps a line
