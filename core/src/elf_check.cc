@@ -1,13 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "elf_check.h"
 
-#include <elf.h>
-#include <fcntl.h>
 #include <link.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <backplane/elf_file.hpp>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -43,19 +39,6 @@ constexpr uint16_t kHostMachine = EM_NONE;  // not checked
 // At most this many program headers are read (real libraries have about ten).
 constexpr size_t kMaxProgramHeaders = 4096;
 
-bool ReadAt(int fd, void* out, size_t n, uint64_t offset) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
 std::string SegmentName(uint32_t type) {
   switch (type) {
     case PT_LOAD:
@@ -81,19 +64,16 @@ std::string Damaged(const std::string& path, const std::string& what) {
 }  // namespace
 
 std::string ElfLoadProblem(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return "the library " + path + " cannot be opened: " + std::strerror(errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return "the library " + path + " cannot be examined";
-  if (!S_ISREG(st.st_mode)) return "the library " + path + " is not a regular file";
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const elf::File file(path);
+  if (file.open_errno() != 0) {
+    return "the library " + path + " cannot be opened: " + std::strerror(file.open_errno());
+  }
+  if (!file.examined()) return "the library " + path + " cannot be examined";
+  if (!file.regular()) return "the library " + path + " is not a regular file";
+  const uint64_t size = file.size();
 
   ElfW(Ehdr) eh;
-  if (size < sizeof(eh) || !ReadAt(fd, &eh, sizeof(eh), 0)) {
+  if (size < sizeof(eh) || !file.ReadAt(&eh, sizeof(eh), 0)) {
     return Damaged(path, "it is " + std::to_string(size) + " bytes, shorter than an ELF header");
   }
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
@@ -125,7 +105,7 @@ std::string ElfLoadProblem(const std::string& path) {
                              " bytes)");
   }
   std::vector<ElfW(Phdr)> headers(eh.e_phnum);
-  if (!ReadAt(fd, headers.data(), table_bytes, eh.e_phoff)) {
+  if (!file.ReadAt(headers.data(), table_bytes, eh.e_phoff)) {
     return "the library " + path + " cannot be read: " + std::strerror(errno);
   }
   for (size_t i = 0; i < headers.size(); ++i) {

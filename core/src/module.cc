@@ -12,6 +12,7 @@
 // in its hash, which used a wrong offset basis (1469598103934665603), so files that followed the
 // documented FNV-1a did not load; its files are refused with a message to rebuild them.
 #include <algorithm>
+#include <backplane/hash.hpp>
 #include <backplane/ir/limits.hpp>
 #include <cstdio>
 #include <cstring>
@@ -126,13 +127,6 @@ std::string ToHex(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%x", v);
   return buf;
-}
-
-// FNV-1a, 64-bit: offset basis 14695981039346656037, prime 1099511628211 (docs/abi.md).
-uint64_t Fnv1a(const uint8_t* data, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * 1099511628211ull;
-  return h;
 }
 
 class Writer {
@@ -405,7 +399,7 @@ BP_EXPORT bp_status_t bp_module_save(const bp_object_t* module, bp_object_t** ou
     w.U32(static_cast<uint32_t>(imports.size()));
     for (const Ref& imp : imports) w.U32(index.at(imp.get()));
   }
-  w.U64(Fnv1a(w.data().data(), w.data().size()));
+  w.U64(backplane::Fnv1a64(w.data().data(), w.data().size()));  // docs/abi.md
   *out_bytes = new BytesObject(std::string(w.data().begin(), w.data().end()));
   BP_API_END
 }
@@ -442,7 +436,7 @@ Ref LoadModuleFile(const void* data, size_t size, uint32_t flags) {
   }
   uint64_t stored = 0;
   for (int i = 0; i < 8; ++i) stored |= static_cast<uint64_t>(p[size - 8 + i]) << (8 * i);
-  if (Fnv1a(p, size - 8) != stored) {
+  if (backplane::Fnv1a64(p, size - 8) != stored) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          "module file: the checksum does not match: the file is "
          "truncated or corrupted; build or copy it again");

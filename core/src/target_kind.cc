@@ -2,6 +2,7 @@
 // The TargetKind and tag registries. Kinds and tags that a discovered plugin declares in its
 // manifest ("target.kind.<name>", "target.tag.<name>") load that plugin on first use.
 #include <algorithm>
+#include <backplane/ir/edit_distance.hpp>
 #include <mutex>
 #include <unordered_map>
 
@@ -44,19 +45,6 @@ bool ValidName(const std::string& s, const char* extra) {
     }
   }
   return true;
-}
-
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 }  // namespace
@@ -107,7 +95,7 @@ std::string NearestNames(const std::string& wanted, const std::vector<std::strin
   std::vector<std::pair<size_t, std::string>> scored;
   const size_t limit = std::max<size_t>(2, wanted.size() / 3);
   for (const auto& n : names) {
-    size_t d = EditDistance(wanted, n);
+    size_t d = ir::EditDistance(wanted, n);
     bool prefix = !wanted.empty() && (n.rfind(wanted, 0) == 0 || wanted.rfind(n, 0) == 0);
     if (d <= limit || prefix) scored.emplace_back(prefix ? std::min<size_t>(d, 1) : d, n);
   }

@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "compiler.h"
 
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <spawn.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <backplane/sdk/child_process.hpp>
 #include <backplane/sdk/disk_cache.hpp>
 #include <cerrno>
 #include <cstdint>
@@ -26,8 +24,6 @@
 
 #include "compiler_flags.h"
 #include "target.h"
-
-extern char** environ;
 
 namespace backplane {
 namespace cpu {
@@ -61,44 +57,27 @@ char* const kSecureEnvironment[] = {const_cast<char*>("PATH=/usr/bin:/bin"),
 // is ever interpreted by one, and collects what it prints. In a secure process argv[0] is an
 // absolute path (CompilerProgram) and the environment is kSecureEnvironment.
 RunResult Run(const std::vector<std::string>& argv) {
-  RunResult result;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    result.error = errno;
-    return result;
+  sdk::ChildOptions o;
+  o.argv = argv;
+  o.search_path = true;
+  if (SecureProcess()) {
+    o.env.emplace();
+    for (char* const* e = kSecureEnvironment; *e != nullptr; ++e) o.env->push_back(*e);
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(),
-                        SecureProcess() ? kSecureEnvironment : environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    result.error = rc;
+  o.own_group = false;    // the caller's group: a Ctrl-C at the terminal stops it too
+  o.output_head = 65536;  // the first 64 KiB: enough for any message a person reads
+  o.output_tail = 0;
+  o.result_keep = 0;
+  sdk::ChildProcess child(o);
+  RunResult result;
+  if (!child.started()) {
+    result.error = child.start_errno();
     return result;
   }
   result.started = true;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n > 0) {
-      // Keep the first 64 KiB: enough for any message a person reads.
-      if (result.output.size() < 65536) result.output.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  close(fds[0]);
-  while (waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
-  }
+  child.Wait();
+  result.status = child.status();
+  result.output = child.output_head();
   return result;
 }
 

@@ -4,14 +4,12 @@
 #ifndef BACKPLANE_TESTS_BENCH_BENCH_CHILD_H_
 #define BACKPLANE_TESTS_BENCH_BENCH_CHILD_H_
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <backplane/sdk/child_process.hpp>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -19,8 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace backplane::bench {
 
@@ -31,32 +27,21 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   return s.str();
 }
 
-// Starts `argv` with its output to `log`; the child gets SIGTERM when this process ends, so a
-// benchmark that fails or is interrupted leaves no server behind. Only async-signal-safe calls
-// between fork and exec.
+// Starts `argv` with its output to `log` and without BACKPLANE_REMOTE; the child gets SIGTERM
+// when this process ends, so a benchmark that fails or is interrupted leaves no server behind.
 inline pid_t StartChild(const std::vector<std::string>& argv, const std::string& log) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "BACKPLANE_REMOTE=", 17) != 0) env.push_back(*e);
+  sdk::ChildOptions o;
+  o.argv = argv;
+  o.env = sdk::EnvironmentWith({}, {"BACKPLANE_REMOTE"});
+  o.log_file = log;
+  o.null_stdin = false;
+  o.own_group = false;
+  o.parent_death_signal = SIGTERM;
+  sdk::ChildProcess child(o);
+  if (!child.started()) {
+    throw std::runtime_error("cannot start " + argv[0] + ": " + child.start_error());
   }
-  std::vector<char*> args, envp;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("cannot start " + argv[0] + ": fork failed");
-  if (pid != 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != parent) _exit(1);
-  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd >= 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
-  }
-  execve(args[0], args.data(), envp.data());
-  _exit(127);
+  return child.Detach();  // it runs until this process ends
 }
 
 // Waits for a child to write its port to `port_file`; the port, or throws with its log.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Node constructors, dtypes and the builder's operators.
 #include <algorithm>
+#include <backplane/ir/edit_distance.hpp>
 #include <backplane/ir/ir.hpp>
 #include <cctype>
 #include <cmath>
@@ -223,28 +224,6 @@ void CheckName(const std::string& what, const std::string& name) {
                     "digit, and not a keyword of the text form");
 }
 
-namespace {
-
-// Edits (insert, delete, replace, swap two neighbours) that turn a into b: a typo of a swapped
-// pair (alpah) is one edit from the name meant.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> before(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        cur[j] = std::min(cur[j], before[j - 2] + 1);
-    }
-    std::swap(before, prev);
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-}  // namespace
-
 constexpr size_t kTypoLength = 256;
 
 std::string DidYouMean(const std::string& wanted, const std::vector<std::string>& names) {
@@ -255,7 +234,7 @@ std::string DidYouMean(const std::string& wanted, const std::vector<std::string>
     // The distance costs the product of the lengths: past kTypoLength a name is not measured
     // (a typo of a name that long is not worth the time a megabyte-long one would take).
     const size_t d = wanted.size() <= kTypoLength && n.size() <= kTypoLength
-                         ? EditDistance(wanted, n)
+                         ? EditDistance(wanted, n, Edits::kWithSwaps)
                          : std::max(wanted.size(), n.size());
     const bool prefix =
         wanted.size() >= 2 && n.size() >= 2 && (n.rfind(wanted, 0) == 0 || wanted.rfind(n, 0) == 0);

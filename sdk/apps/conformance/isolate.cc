@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "isolate.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <backplane/sdk/child_process.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -50,109 +49,27 @@ void Track(pid_t pid, bool running) {
   }
 }
 
+// A test running in a child: `self --run-one NAME --result-fd 3 ARGS...`, in its own process
+// group (so a timeout kills whatever it started), output to one pipe, results to fd 3, no
+// stdin, killed when this process dies.
 struct Child {
   size_t index = 0;  // into the tests
-  pid_t pid = -1;
-  int out_fd = -1;     // the child's stdout and stderr
-  int result_fd = -1;  // the child's fd 3
-  std::string head;    // the first bytes the child printed (a sanitizer's report starts there)
-  std::string out;     // the last ones
-  size_t out_total = 0;
-  std::string result;
-  Clock::time_point start, deadline;
-  bool timed_out = false;
-  bool exited = false;  // reaped; `status` holds its wait status
-  int status = 0;
+  sdk::ChildProcess process;
 };
 
-void CloseFd(int* fd) {
-  if (*fd >= 0) close(*fd);
-  *fd = -1;
-}
-
 Child Start(size_t index, const TestCase& test, const IsolationOptions& o) {
-  std::vector<std::string> args = {o.self, "--run-one", test.name, "--result-fd",
-                                   std::to_string(kResultFd)};
-  args.insert(args.end(), o.args.begin(), o.args.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // The child's environment: this one's, with o.env set over it (built before fork).
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const auto& [name, value] : o.env) {
-      replaced = replaced || entry.compare(0, name.size() + 1, name + "=") == 0;
-    }
-    if (!replaced) env.push_back(entry);
-  }
-  for (const auto& [name, value] : o.env) env.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  int out_pipe[2], res_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(res_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  }
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    // The child: its own process group (so a timeout kills whatever it started), output to
-    // the first pipe, results to fd 3, no stdin.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // a killed parent takes its tests with it
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(out_pipe[1], STDERR_FILENO);
-    if (res_pipe[1] == kResultFd) {
-      fcntl(kResultFd, F_SETFD, 0);
-    } else {
-      dup2(res_pipe[1], kResultFd);
-    }
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also here, so the group exists before any kill
-  Track(pid, true);
-  close(out_pipe[1]);
-  close(res_pipe[1]);
-  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  fcntl(res_pipe[0], F_SETFL, O_NONBLOCK);
-  Child c;
-  c.index = index;
-  c.pid = pid;
-  c.out_fd = out_pipe[0];
-  c.result_fd = res_pipe[0];
-  c.start = Clock::now();
-  c.deadline = c.start + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(o.timeout_s));
+  sdk::ChildOptions co;
+  co.argv = {o.self, "--run-one", test.name, "--result-fd", std::to_string(kResultFd)};
+  co.argv.insert(co.argv.end(), o.args.begin(), o.args.end());
+  co.env = sdk::EnvironmentWith(o.env);  // this one's, with o.env set over it
+  co.result_fd = kResultFd;
+  co.parent_death_signal = SIGKILL;  // a killed parent takes its tests with it
+  co.timeout_s = o.timeout_s;
+  co.output_tail = kOutputKept;
+  Child c{index, sdk::ChildProcess(co)};
+  if (!c.process.started()) throw std::runtime_error(c.process.start_error());
+  Track(c.process.pid(), true);
   return c;
-}
-
-// Reads what is there; closes the fd at end of file. With `head`, also keeps the first KiB
-// in it and counts every byte in `total`.
-void Drain(int* fd, std::string* into, size_t keep, std::string* head = nullptr,
-           size_t* total = nullptr) {
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = read(*fd, buf, sizeof(buf));
-    if (n > 0) {
-      if (head != nullptr && head->size() < 1024) {
-        head->append(buf, std::min<size_t>(static_cast<size_t>(n), 1024 - head->size()));
-      }
-      if (total != nullptr) *total += static_cast<size_t>(n);
-      into->append(buf, static_cast<size_t>(n));
-      if (into->size() > 2 * keep) into->erase(0, into->size() - keep);
-      continue;
-    }
-    if (n == 0) CloseFd(fd);
-    if (n < 0 && errno == EINTR) continue;
-    return;  // EAGAIN: nothing more now
-  }
 }
 
 // What a result carries of the output: all of it when short, else its head and its tail.
@@ -161,17 +78,15 @@ std::string Excerpt(const std::string& head, const std::string& tail, size_t tot
   return head.substr(0, 1024) + "\n...\n" + tail.substr(tail.size() - (kOutputReported - 1024));
 }
 
-TestResult Finish(Child& c, const TestCase& test, const IsolationOptions& o) {
-  while (!c.exited && waitpid(c.pid, &c.status, 0) < 0 && errno == EINTR) {
-  }
-  const int status = c.status;
-  kill(-c.pid, SIGKILL);  // anything the test started and left behind
-  Track(c.pid, false);
+// The result of a test whose process is done (reaped, and whatever its group left killed).
+TestResult Finish(const sdk::ChildProcess& c, const TestCase& test, const IsolationOptions& o) {
+  const int status = c.status();
+  Track(c.pid(), false);
   TestResult r;
   r.name = test.name;
-  r.seconds = std::chrono::duration<double>(Clock::now() - c.start).count();
-  r.output = Excerpt(c.head, c.out, c.out_total);
-  if (c.timed_out) {
+  r.seconds = std::chrono::duration<double>(Clock::now() - c.start_time()).count();
+  r.output = Excerpt(c.output_head(), c.output(), c.output_total());
+  if (c.timed_out()) {
     r.status = "failed";
     r.failure = "timeout";
     char buf[64];
@@ -183,11 +98,12 @@ TestResult Finish(Child& c, const TestCase& test, const IsolationOptions& o) {
   // The last whole line that parses: the final result, or the failure the test reported as
   // it happened when the process died after it.
   nlohmann::json j;
-  size_t end = c.result.size();
+  const std::string& result = c.result();
+  size_t end = result.size();
   while (end > 0 && (j.is_null() || j.is_discarded())) {
-    const size_t start = c.result.rfind('\n', end - 1);
+    const size_t start = result.rfind('\n', end - 1);
     const size_t from = start == std::string::npos ? 0 : start + 1;
-    j = nlohmann::json::parse(c.result.substr(from, end - from), nullptr, false);
+    j = nlohmann::json::parse(result.substr(from, end - from), nullptr, false);
     if (!j.is_object()) j = nlohmann::json();
     end = start == std::string::npos ? 0 : start;
   }
@@ -214,8 +130,8 @@ TestResult Finish(Child& c, const TestCase& test, const IsolationOptions& o) {
     r.message = "the test's process exited with code " + std::to_string(code) +
                 " before it reported a result" +
                 (code == 127 ? " (it could not be started)" : ": the plugin ended the process");
-    if (c.out.find("Sanitizer") != std::string::npos ||
-        c.head.find("Sanitizer") != std::string::npos) {
+    if (c.output().find("Sanitizer") != std::string::npos ||
+        c.output_head().find("Sanitizer") != std::string::npos) {
       r.message += " (its output holds a sanitizer's report)";
     }
   }
@@ -224,12 +140,7 @@ TestResult Finish(Child& c, const TestCase& test, const IsolationOptions& o) {
 
 }  // namespace
 
-std::string SignalText(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  const char* text = strsignal(sig);
-  return (abbrev != nullptr ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig)) +
-         (text != nullptr ? " (" + std::string(text) + ")" : "");
-}
+std::string SignalText(int sig) { return sdk::SignalText(sig); }
 
 nlohmann::json ResultToJson(const TestResult& r) {
   nlohmann::json j = {{"name", r.name},       {"status", r.status},   {"message", r.message},
@@ -307,40 +218,19 @@ std::vector<TestResult> RunIsolated(const std::vector<const TestCase*>& tests,
       running.push_back(Start(i, *tests[i], o));
     }
     std::vector<pollfd> fds;
-    Clock::time_point next = Clock::time_point::max();
+    int timeout_ms = 1000;
     for (const Child& c : running) {
-      if (c.out_fd >= 0) fds.push_back({c.out_fd, POLLIN, 0});
-      if (c.result_fd >= 0) fds.push_back({c.result_fd, POLLIN, 0});
-      next = std::min(next, c.deadline);
+      c.process.AddPollFds(&fds);
+      timeout_ms = std::min(timeout_ms, c.process.PollTimeoutMs(1000));
     }
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
-    const int timeout_ms = static_cast<int>(std::clamp<int64_t>(wait.count() + 1, 0, 1000));
     if (!fds.empty() && poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
       throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
     }
     for (size_t k = 0; k < running.size();) {
       Child& c = running[k];
-      if (c.out_fd >= 0) Drain(&c.out_fd, &c.out, kOutputKept, &c.head, &c.out_total);
-      if (c.result_fd >= 0) Drain(&c.result_fd, &c.result, size_t{16} << 20);
-      if (!c.exited && (c.out_fd >= 0 || c.result_fd >= 0) &&
-          waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
-        // It ended, but something it started may hold the pipes: take what is there.
-        c.exited = true;
-        if (c.out_fd >= 0) Drain(&c.out_fd, &c.out, kOutputKept, &c.head, &c.out_total);
-        if (c.result_fd >= 0) Drain(&c.result_fd, &c.result, size_t{16} << 20);
-        CloseFd(&c.out_fd);
-        CloseFd(&c.result_fd);
-      }
-      if ((c.out_fd >= 0 || c.result_fd >= 0) && Clock::now() >= c.deadline) {
-        kill(-c.pid, SIGKILL);
-        kill(c.pid, SIGKILL);
-        c.timed_out = true;
-        CloseFd(&c.out_fd);  // a grandchild may still hold the pipes open
-        CloseFd(&c.result_fd);
-      }
-      if (c.out_fd < 0 && c.result_fd < 0) {
-        TestResult r = Finish(c, *tests[c.index], o);
-        r.started = std::chrono::duration<double>(c.start - run_start).count();
+      if (c.process.Pump()) {
+        TestResult r = Finish(c.process, *tests[c.index], o);
+        r.started = std::chrono::duration<double>(c.process.start_time() - run_start).count();
         if (done) done(r);
         results[c.index] = std::move(r);
         running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <backplane/backplane.hpp>
+#include <backplane/sdk/child_process.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -64,13 +65,7 @@ struct Options {
   int result_fd = -1;
 };
 
-std::string SelfPath() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  buf[n] = '\0';
-  return buf;
-}
+using backplane::sdk::SelfPath;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&

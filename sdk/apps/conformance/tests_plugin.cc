@@ -3,13 +3,12 @@
 // registers (BP-PLUGIN-2), its DeviceAPI table (BP-PLUGIN-4), its target kinds and schemas
 // and its code generators.
 #include <dlfcn.h>
-#include <elf.h>
 
 #include <algorithm>
 #include <backplane/backplane.hpp>
+#include <backplane/elf_file.hpp>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <mutex>
 #include <regex>
@@ -90,68 +89,8 @@ void PluginLoad(Context& ctx) {
 
 // ---- plugin.entry_point ------------------------------------------------------------------
 
-struct ElfExports {
-  std::string error;  // why the file could not be read as 64-bit ELF
-  std::vector<std::string> names;
-  std::vector<std::string> functions;
-};
-
-// The symbols a shared library exports: defined dynamic symbols of global, weak or unique
-// binding and default or protected visibility.
-ElfExports ReadElfExports(const std::string& path) {
-  ElfExports out;
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  std::vector<char> file(in ? static_cast<size_t>(in.tellg()) : 0);
-  in.seekg(0);
-  in.read(file.data(), static_cast<std::streamsize>(file.size()));
-  if (!in) file.clear();
-  if (file.size() < sizeof(Elf64_Ehdr) || std::memcmp(file.data(), ELFMAG, SELFMAG) != 0) {
-    out.error = "not an ELF file";
-    return out;
-  }
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, file.data(), sizeof(eh));
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
-    out.error = "not a 64-bit ELF file";
-    return out;
-  }
-  auto in_file = [&](uint64_t off, uint64_t size) {
-    return off <= file.size() && size <= file.size() - off;
-  };
-  if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
-      !in_file(eh.e_shoff, static_cast<uint64_t>(eh.e_shnum) * sizeof(Elf64_Shdr))) {
-    out.error = "its section headers are out of range";
-    return out;
-  }
-  std::vector<Elf64_Shdr> sections(eh.e_shnum);
-  std::memcpy(sections.data(), file.data() + eh.e_shoff, eh.e_shnum * sizeof(Elf64_Shdr));
-  for (const Elf64_Shdr& sh : sections) {
-    if (sh.sh_type != SHT_DYNSYM || sh.sh_link >= sections.size()) continue;
-    const Elf64_Shdr& strtab = sections[sh.sh_link];
-    if (!in_file(sh.sh_offset, sh.sh_size) || !in_file(strtab.sh_offset, strtab.sh_size)) {
-      out.error = "its dynamic symbol table is out of range";
-      return out;
-    }
-    for (uint64_t i = 1; i < sh.sh_size / sizeof(Elf64_Sym); ++i) {
-      Elf64_Sym sym;
-      std::memcpy(&sym, file.data() + sh.sh_offset + i * sizeof(Elf64_Sym), sizeof(sym));
-      const int bind = ELF64_ST_BIND(sym.st_info);
-      const int vis = ELF64_ST_VISIBILITY(sym.st_other);
-      if (sym.st_shndx == SHN_UNDEF || sym.st_name >= strtab.sh_size) continue;
-      if (bind != STB_GLOBAL && bind != STB_WEAK && bind != STB_GNU_UNIQUE) continue;
-      if (vis != STV_DEFAULT && vis != STV_PROTECTED) continue;
-      const char* name = file.data() + strtab.sh_offset + sym.st_name;
-      const size_t max = strtab.sh_size - sym.st_name;
-      std::string n(name, strnlen(name, max));
-      if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC) out.functions.push_back(n);
-      out.names.push_back(std::move(n));
-    }
-  }
-  return out;
-}
-
 void EntryPoint(Context& ctx) {
-  ElfExports e = ReadElfExports(ctx.library);
+  const elf::Exports e = elf::ReadExports(ctx.library);
   if (!e.error.empty()) Skip(ctx.library + " is " + e.error + "; the export check reads ELF64");
   const bool has_entry = std::find(e.functions.begin(), e.functions.end(),
                                    BP_PLUGIN_ENTRY_SYMBOL) != e.functions.end();

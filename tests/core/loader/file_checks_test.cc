@@ -4,16 +4,17 @@
 // refused instead of killing the host with SIGBUS inside dlopen; a manifest that is a FIFO
 // (which blocked every discovery) or a huge sparse file (which was read whole) is refused
 // before a byte of it is read.
-#include <elf.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <backplane/elf_file.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "plugins/test_util.h"
 
@@ -23,18 +24,16 @@ namespace fs = std::filesystem;
 using bptest::Capture;
 using bptest::ScratchDir;
 
-// Where the last segment of the ELF64 library at `path` ends in the file.
+// Where the last segment of the ELF64 library at `path` ends in the file (read with the
+// reader the loader's check uses).
 uintmax_t SegmentsEnd(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  const backplane::elf::File file(path);
   Elf64_Ehdr eh{};
-  in.read(reinterpret_cast<char*>(&eh), sizeof(eh));
+  std::vector<Elf64_Phdr> headers;
+  EXPECT_TRUE(file.ReadAt(&eh, sizeof(eh), 0) && file.ReadTable(&headers, eh.e_phoff, eh.e_phnum))
+      << path;
   uintmax_t end = 0;
-  for (int i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph{};
-    in.seekg(static_cast<std::streamoff>(eh.e_phoff + i * sizeof(ph)));
-    in.read(reinterpret_cast<char*>(&ph), sizeof(ph));
-    end = std::max<uintmax_t>(end, ph.p_offset + ph.p_filesz);
-  }
+  for (const Elf64_Phdr& ph : headers) end = std::max<uintmax_t>(end, ph.p_offset + ph.p_filesz);
   return end;
 }
 

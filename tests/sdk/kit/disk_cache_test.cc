@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <backplane/sdk/disk_cache.hpp>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -131,6 +133,20 @@ TEST_F(DiskCacheTest, KeysDependOnEveryByte) {
     EXPECT_NE(sdk::CacheKey(changed), key) << "byte " << i;
   }
   EXPECT_NE(sdk::CacheKey(material + "x"), key);
+}
+
+// A key names files already in users' caches: it stays FNV-1a 64 of the material from the
+// standard basis, then from a second one, as 32 hex digits (so existing entries still hit).
+TEST_F(DiskCacheTest, KeysAreTheTwoFnv1aHashesOfTheMaterial) {
+  const std::string material = RandomBytes(1000, 4);
+  auto fnv = [&](uint64_t h) {
+    for (unsigned char c : material) h = (h ^ c) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+    return std::string(hex);
+  };
+  EXPECT_EQ(sdk::CacheKey(material), fnv(0xcbf29ce484222325ull) + fnv(0x84222325cbf29ce4ull));
+  EXPECT_EQ(sdk::CacheKey(""), "cbf29ce48422232584222325cbf29ce4");
 }
 
 TEST_F(DiskCacheTest, AtomicWriteReplacesTheWholeFileAndLeavesNoTemporary) {

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <backplane/backplane.hpp>
+#include <backplane/ir/edit_distance.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -696,29 +697,13 @@ int ShowOneDevice(const InfoOptions& options) {
   });
 }
 
-// The edit distance between `a` and `b` (insertions, deletions, substitutions).
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // The names in `known` close to `name`: those that hold it or that it holds, and those a few
 // edits away, nearest first, at most eight.
 std::vector<std::string> CloseNames(const std::string& name, const std::set<std::string>& known) {
   std::vector<std::pair<size_t, std::string>> scored;
   const size_t limit = std::max<size_t>(2, name.size() / 3);
   for (const std::string& k : known) {
-    const size_t distance = EditDistance(name, k);
+    const size_t distance = ir::EditDistance(name, k);
     const bool part = name.size() >= 3 &&
                       (k.find(name) != std::string::npos || name.find(k) != std::string::npos);
     if (distance <= limit || part) scored.emplace_back(part ? 0 : distance, k);

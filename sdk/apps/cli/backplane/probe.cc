@@ -2,14 +2,13 @@
 #include "probe.h"
 
 #include <backplane/c_api.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <backplane/sdk/child_process.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -19,109 +18,34 @@
 namespace backplane::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr int kResultFd = 3;
 constexpr size_t kMaxRunning = 8;
 constexpr size_t kOutputKept = 8192;
 constexpr const char kReturned[] = "returned\n";
 
-std::string SelfPath() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  buf[n] = '\0';
-  return buf;
-}
+using sdk::ChildProcess;
+using sdk::SelfPath;
+using sdk::SignalText;
 
-std::string SignalText(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  const char* text = strsignal(sig);
-  return (abbrev != nullptr ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig)) +
-         (text != nullptr ? " (" + std::string(text) + ")" : "");
-}
-
+// A probe of one library: `self info --probe-one LIBRARY`, in its own process group (so a
+// hang is stopped with whatever it started), results on fd 3.
 struct Child {
   size_t index = 0;
-  pid_t pid = -1;
-  int out_fd = -1;     // its stdout and stderr
-  int result_fd = -1;  // its fd 3
-  std::string out;
-  std::string result;
-  Clock::time_point deadline;
-  bool timed_out = false;
-  bool done = false;
-  int status = 0;
+  ChildProcess process;
 };
-
-void CloseFd(int* fd) {
-  if (*fd >= 0) close(*fd);
-  *fd = -1;
-}
-
-void Drain(int* fd, std::string* into) {
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(*fd, buf, sizeof(buf));
-    if (n > 0) {
-      into->append(buf, static_cast<size_t>(n));
-      if (into->size() > 2 * kOutputKept) into->erase(0, into->size() - kOutputKept);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) CloseFd(fd);
-    return;  // EAGAIN: nothing more now
-  }
-}
 
 Child Start(size_t index, const std::string& self, const std::string& library,
             const std::vector<std::string>& plugin_paths, double timeout_s) {
-  std::vector<std::string> args = {self, "info", "--probe-one", library};
-  for (const std::string& p : plugin_paths) args.insert(args.end(), {"--plugin-path", p});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int out_pipe[2];
-  int res_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
-  }
-  if (pipe2(res_pipe, O_CLOEXEC) != 0) {
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    throw std::runtime_error("pipe: " + std::string(std::strerror(errno)));
-  }
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork: " + std::string(std::strerror(errno)));
-  if (pid == 0) {
-    // Its own process group, so a hang is stopped with whatever it started.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(out_pipe[1], STDERR_FILENO);
-    if (res_pipe[1] == kResultFd) {
-      fcntl(kResultFd, F_SETFD, 0);
-    } else {
-      dup2(res_pipe[1], kResultFd);
-    }
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  close(out_pipe[1]);
-  close(res_pipe[1]);
-  fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-  fcntl(res_pipe[0], F_SETFL, O_NONBLOCK);
-  Child c;
-  c.index = index;
-  c.pid = pid;
-  c.out_fd = out_pipe[0];
-  c.result_fd = res_pipe[0];
-  c.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(timeout_s));
+  sdk::ChildOptions o;
+  o.argv = {self, "info", "--probe-one", library};
+  for (const std::string& p : plugin_paths) o.argv.insert(o.argv.end(), {"--plugin-path", p});
+  o.result_fd = kResultFd;
+  o.parent_death_signal = SIGKILL;
+  o.timeout_s = timeout_s;
+  o.output_tail = kOutputKept;
+  o.result_keep = kOutputKept;
+  Child c{index, ChildProcess(o)};
+  if (!c.process.started()) throw std::runtime_error(c.process.start_error());
   return c;
 }
 
@@ -144,23 +68,23 @@ std::string LastWords(const std::string& out) {
   return line;
 }
 
-std::string Failure(const Child& c, double timeout_s) {
+std::string Failure(const ChildProcess& c, double timeout_s) {
   const std::string where = "while loading, in a static constructor or in bp_plugin_init";
   std::string text;
-  if (c.timed_out) {
+  if (c.timed_out()) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", timeout_s);
     text =
         std::string("hung for more than ") + seconds + " s " + where + " (its process was stopped)";
-  } else if (WIFSIGNALED(c.status)) {
-    text = "crashed with " + SignalText(WTERMSIG(c.status)) + " " + where;
+  } else if (WIFSIGNALED(c.status())) {
+    text = "crashed with " + SignalText(WTERMSIG(c.status())) + " " + where;
   } else {
-    const int code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : -1;
+    const int code = WIFEXITED(c.status()) ? WEXITSTATUS(c.status()) : -1;
     text = code == 127 ? "could not be probed: the probe process did not start"
                        : "ended the process " + where + " (exit code " + std::to_string(code) +
                              ": it called exit() or a sanitizer stopped it)";
   }
-  const std::string words = LastWords(c.out);
+  const std::string words = LastWords(c.output());
   if (!words.empty()) text += "; its last output: \"" + words + "\"";
   return text;
 }
@@ -182,44 +106,23 @@ std::vector<ProbeResult> ProbePlugins(const std::vector<std::string>& libraries,
       ++next;
     }
     std::vector<pollfd> fds;
-    for (const Child& c : running) {
-      if (c.out_fd >= 0) fds.push_back(pollfd{c.out_fd, POLLIN, 0});
-      if (c.result_fd >= 0) fds.push_back(pollfd{c.result_fd, POLLIN, 0});
-    }
+    for (const Child& c : running) c.process.AddPollFds(&fds);
     // Wake for output, an exit (checked at least every 50 ms) or the nearest deadline.
-    auto wait = std::chrono::milliseconds(50);
-    for (const Child& c : running) {
-      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::max(c.deadline - Clock::now(), Clock::duration::zero())));
-    }
-    if (poll(fds.data(), fds.size(), static_cast<int>(wait.count())) < 0 && errno != EINTR) {
+    int wait_ms = 50;
+    for (const Child& c : running) wait_ms = std::min(wait_ms, c.process.PollTimeoutMs(50));
+    if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) {
       throw std::runtime_error("poll: " + std::string(std::strerror(errno)));
     }
     for (Child& c : running) {
-      if (c.out_fd >= 0) Drain(&c.out_fd, &c.out);
-      if (c.result_fd >= 0) Drain(&c.result_fd, &c.result);
-      if (waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
-        c.done = true;
-      } else if (Clock::now() >= c.deadline) {
-        c.timed_out = true;
-        kill(-c.pid, SIGKILL);
-        while (waitpid(c.pid, &c.status, 0) < 0 && errno == EINTR) {
-        }
-        c.done = true;
-      }
-      if (!c.done) continue;
-      kill(-c.pid, SIGKILL);  // whatever it started and left behind
-      if (c.out_fd >= 0) Drain(&c.out_fd, &c.out);
-      if (c.result_fd >= 0) Drain(&c.result_fd, &c.result);
-      CloseFd(&c.out_fd);
-      CloseFd(&c.result_fd);
+      if (!c.process.Pump()) continue;
       ProbeResult& r = results[c.index];
-      r.survived = !c.timed_out && c.result.find(kReturned) != std::string::npos;
-      if (!r.survived) r.failure = Failure(c, timeout_s);
+      r.survived =
+          !c.process.timed_out() && c.process.result().find(kReturned) != std::string::npos;
+      if (!r.survived) r.failure = Failure(c.process, timeout_s);
     }
-    running.erase(
-        std::remove_if(running.begin(), running.end(), [](const Child& c) { return c.done; }),
-        running.end());
+    running.erase(std::remove_if(running.begin(), running.end(),
+                                 [](const Child& c) { return c.process.done(); }),
+                  running.end());
   }
   return results;
 }

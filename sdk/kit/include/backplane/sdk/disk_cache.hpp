@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <backplane/file_trust.hpp>
+#include <backplane/hash.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -37,14 +38,6 @@ namespace backplane {
 namespace sdk {
 
 namespace detail {
-
-inline uint64_t Fnv1a(const std::string& text, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 inline std::string Hex16(uint64_t v) {
   char buf[17];
@@ -112,8 +105,7 @@ inline std::string CacheFolder(const std::string& name) {
 // A file name stem for `material`: 32 hex digits from two 64-bit FNV-1a hashes with different
 // offsets. Not cryptographic: the cache folder is private, so no one else chooses its files.
 inline std::string CacheKey(const std::string& material) {
-  return detail::Hex16(detail::Fnv1a(material)) +
-         detail::Hex16(detail::Fnv1a(material, 0x84222325cbf29ce4ull));
+  return detail::Hex16(Fnv1a64(material)) + detail::Hex16(Fnv1a64(material, 0x84222325cbf29ce4ull));
 }
 
 // The whole content of `path` into `*out`; false when it cannot be opened or read.
@@ -155,8 +147,8 @@ inline bool WriteFileAtomic(const std::string& path, const std::string& bytes) {
 // truncated or damaged file is rebuilt instead of loaded. (A library that is dlopen'ed by path
 // is written with WriteFileAtomic and checked some other way.)
 inline bool WriteCacheEntry(const std::string& path, const std::string& payload) {
-  return WriteFileAtomic(
-      path, detail::kEntryMagic + detail::Hex16(detail::Fnv1a(payload)) + "\n" + payload);
+  return WriteFileAtomic(path,
+                         detail::kEntryMagic + detail::Hex16(Fnv1a64(payload)) + "\n" + payload);
 }
 
 // The payload of the entry at `path` into `*payload`; false when the file is missing,
@@ -171,7 +163,7 @@ inline bool ReadCacheEntry(const std::string& path, std::string* payload) {
     return false;
   }
   std::string body = all.substr(header);
-  if (all.compare(magic, 16, detail::Hex16(detail::Fnv1a(body))) != 0) return false;
+  if (all.compare(magic, 16, detail::Hex16(Fnv1a64(body))) != 0) return false;
   *payload = std::move(body);
   return true;
 }
