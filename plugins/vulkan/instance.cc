@@ -393,8 +393,7 @@ Context::~Context() {
   if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
 }
 
-void Context::Open(Device& d) {
-  if (d.device != VK_NULL_HANDLE) return;
+void Context::OpenDevice(Device& d) {
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo q{};
   q.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;

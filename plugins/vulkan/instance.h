@@ -51,7 +51,11 @@ class Context {
   }
 
   // The device with its VkDevice created; the caller holds d.mu.
-  void Open(Device& d);
+  void Open(Device& d) {
+    if (d.device == VK_NULL_HANDLE) OpenDevice(d);
+  }
+  // Creates d's VkDevice, queue and command pool (Open).
+  void OpenDevice(Device& d);
 
   // A memory type allowed by `bits` with `want` flags, or -1.
   static int64_t MemoryType(const Device& d, uint32_t bits, VkMemoryPropertyFlags want) {
