@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codegen.h"
 
-#include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
@@ -9,6 +8,7 @@
 #include <backplane/sdk/plugin.hpp>
 #include <string>
 
+#include "c_emitter.h"
 #include "compiler.h"
 #include "module.h"
 

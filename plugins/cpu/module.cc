@@ -3,7 +3,6 @@
 
 #include <dlfcn.h>
 
-#include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
@@ -21,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "c_emitter.h"
 #include "openmp.h"
 #include "target.h"
 

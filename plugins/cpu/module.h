@@ -6,10 +6,10 @@
 #define BACKPLANE_PLUGINS_CPU_MODULE_H_
 
 #include <backplane/backplane.hpp>
-#include <backplane/codegen/c_family.hpp>
 #include <string>
 #include <vector>
 
+#include "c_emitter.h"
 #include "compiler.h"
 
 namespace backplane {

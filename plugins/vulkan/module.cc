@@ -413,6 +413,9 @@ class VulkanModule : public sdk::KernelModule {
     VulkanDeviceAPI* api_;
   };
 
+  // The launch's phases, in order: Bind (the launch kit), CheckLocalSize, PushConstants, then on
+  // the device CheckFeatures, the pipeline (SizedPipeline for the sizes given at launch),
+  // BindBuffers, and Record submitted on the stream.
   void Launch(size_t i, PackedArgs args) override {
     const CompiledKernel& k = kernels_[i];
     const KernelLayout& l = k.layout;
@@ -422,6 +425,32 @@ class VulkanModule : public sdk::KernelModule {
     thread_local launch::BoundLaunch bound;
     LaunchBackend backend(api);
     launch::Bind(sig, args, kDLVulkan, backend, &bound);
+    CheckLocalSize(l, sig, bound);
+    if (bound.empty) return;  // an empty grid: nothing runs
+    // Within the kit's grid limit (UINT32_MAX with vkCmdDispatchBase, else
+    // maxComputeWorkGroupCount): each fits a uint32_t.
+    const uint32_t groups[3] = {static_cast<uint32_t>(bound.grid[0]),
+                                static_cast<uint32_t>(bound.grid[1]),
+                                static_cast<uint32_t>(bound.grid[2])};
+    const DLDevice device = bound.device;
+    const std::string push = PushConstants(l, bound.views);
+    api->WithDevice(device, [&](DeviceScope& s) {
+      CheckFeatures(l, s);
+      s.CheckStatus();  // an earlier kernel's error, found since, is raised before more work
+      std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);
+      if (per_device[i].shader == VK_NULL_HANDLE) per_device[i] = Create(i, s);
+      Pipeline& p = per_device[i];
+      const VkPipeline pipeline =
+          SizedAtLaunch(l, sig) ? SizedPipeline(k, sig, bound, s, p) : p.pipeline;
+      BindBuffers(l, bound, s, p);
+      p.last_use =
+          s.Submit([&](VkCommandBuffer cmd) { Record(cmd, p, pipeline, push, bound, groups); });
+      if (p.status) s.Watch(p.status, p.last_use);
+    });
+  }
+
+  static void CheckLocalSize(const KernelLayout& l, const launch::KernelSignature& sig,
+                             const launch::BoundLaunch& bound) {
     // The shader's workgroup size is fixed when it is built, except on the axes it sizes at
     // launch (local size 0; Bind kept those within the device's limits): the threadIdx extents
     // must be it.
@@ -435,14 +464,10 @@ class VulkanModule : public sdk::KernelModule {
                       ", but the shader was built with local size " +
                       std::to_string(l.local_size[a.dim]) + "; launch it as built");
     }
-    if (bound.empty) return;  // an empty grid: nothing runs
-    // Within the kit's grid limit (UINT32_MAX with vkCmdDispatchBase, else
-    // maxComputeWorkGroupCount): each fits a uint32_t.
-    const uint32_t groups[3] = {static_cast<uint32_t>(bound.grid[0]),
-                                static_cast<uint32_t>(bound.grid[1]),
-                                static_cast<uint32_t>(bound.grid[2])};
-    const DLDevice device = bound.device;
-    const std::vector<ir::ArgView>& views = bound.views;
+  }
+
+  // The push constants of the scalar params, laid out as the shader declares them.
+  static std::string PushConstants(const KernelLayout& l, const std::vector<ir::ArgView>& views) {
     std::string push(l.push_size, '\0');
     for (const PushField& p : l.push) {
       const ir::ArgView& v = views[p.param];
@@ -463,169 +488,182 @@ class VulkanModule : public sdk::KernelModule {
           put(static_cast<int32_t>(v.i));
       }
     }
-    api->WithDevice(device, [&](DeviceScope& s) {
-      const VkPhysicalDeviceLimits& lim = s.properties().limits;
-      if ((l.uses_int64 && !s.shader_int64()) || (l.uses_float64 && !s.shader_float64())) {
-        throw Error(
-            BP_ERR_UNSUPPORTED,
-            "vulkan kernel '" + l.name + "' uses " +
-                (l.uses_int64 ? "64-bit integers (shaderInt64)" : "64-bit floats (shaderFloat64)") +
-                ", which " + s.properties().deviceName +
-                " lacks; use 32-bit types in the kernel (floordiv/floormod on ints use "
-                "int64; a float32 fma computes in float64 to round once)");
+    return push;
+  }
+
+  // Refuses a kernel that uses a feature the device lacks.
+  static void CheckFeatures(const KernelLayout& l, DeviceScope& s) {
+    if ((l.uses_int64 && !s.shader_int64()) || (l.uses_float64 && !s.shader_float64())) {
+      throw Error(
+          BP_ERR_UNSUPPORTED,
+          "vulkan kernel '" + l.name + "' uses " +
+              (l.uses_int64 ? "64-bit integers (shaderInt64)" : "64-bit floats (shaderFloat64)") +
+              ", which " + s.properties().deviceName +
+              " lacks; use 32-bit types in the kernel (floordiv/floormod on ints use "
+              "int64; a float32 fma computes in float64 to round once)");
+    }
+    if (l.uses_float16 && !s.float16()) {
+      throw Error(BP_ERR_UNSUPPORTED,
+                  "vulkan kernel '" + l.name +
+                      "' uses float16, which needs shaderFloat16 and "
+                      "storageBuffer16BitAccess; " +
+                      s.properties().deviceName +
+                      " lacks one (its supports_fp16 attribute is 0): compute in float32");
+    }
+    if (const uint32_t missing = l.atomics & ~s.atomics()) {
+      throw Error(BP_ERR_UNSUPPORTED,
+                  "vulkan kernel '" + l.name + "' uses " +
+                      ((missing & kAtomicInt64) ? "64-bit atomics (int64 or float64, both "
+                                                  "through shaderBufferInt64Atomics and "
+                                                  "shaderSharedInt64Atomics)"
+                                                : "float32 atomic add "
+                                                  "(VK_EXT_shader_atomic_float)") +
+                      ", which " + s.properties().deviceName +
+                      " lacks; accumulate in int32, or per thread and then reduce");
+    }
+  }
+
+  // The pipeline of kernel `k` for the sizes this launch gives (shared arrays and workgroup
+  // axes sized at launch); the caller holds the device's lock.
+  VkPipeline SizedPipeline(const CompiledKernel& k, const launch::KernelSignature& sig,
+                           const launch::BoundLaunch& bound, DeviceScope& s, Pipeline& p) {
+    const KernelLayout& l = k.layout;
+    // The lengths of the shared arrays sized at launch (at least 1: a specialization
+    // constant sizes a GLSL array), then the workgroup's axes sized at launch; one pipeline
+    // per set of sizes, kept.
+    std::vector<uint32_t> lengths(sig.num_launch_sized(), 1);
+    for (int axis = 0; axis < 3; ++axis) {
+      // Bind kept the extent within maxComputeWorkGroupSize: it fits a uint32.
+      if (l.local_size[axis] == 0) {
+        lengths.push_back(static_cast<uint32_t>(std::max<int64_t>(bound.block[axis], 1)));
       }
-      if (l.uses_float16 && !s.float16()) {
-        throw Error(BP_ERR_UNSUPPORTED,
-                    "vulkan kernel '" + l.name +
-                        "' uses float16, which needs shaderFloat16 and "
-                        "storageBuffer16BitAccess; " +
-                        s.properties().deviceName +
-                        " lacks one (its supports_fp16 attribute is 0): compute in float32");
+    }
+    for (size_t j = 0; j < sig.shared().size(); ++j) {
+      const launch::SharedArray& a = sig.shared()[j];
+      if (!a.at_launch()) continue;
+      // Bind kept the array within maxComputeSharedMemorySize bytes, so it fits a uint32;
+      // checked again, as a truncated length would size the array silently wrong.
+      const uint64_t n = std::max<uint64_t>(bound.shared_elements[j], 1);
+      if (n > UINT32_MAX) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "vulkan kernel '" + l.name + "': shared allocation '" + a.alloc->buffer.name() +
+                        "' has " + std::to_string(n) +
+                        " elements at this launch, more than a specialization constant "
+                        "holds; launch it with a smaller size");
       }
-      if (const uint32_t missing = l.atomics & ~s.atomics()) {
-        throw Error(BP_ERR_UNSUPPORTED,
-                    "vulkan kernel '" + l.name + "' uses " +
-                        ((missing & kAtomicInt64) ? "64-bit atomics (int64 or float64, both "
-                                                    "through shaderBufferInt64Atomics and "
-                                                    "shaderSharedInt64Atomics)"
-                                                  : "float32 atomic add "
-                                                    "(VK_EXT_shader_atomic_float)") +
-                        ", which " + s.properties().deviceName +
-                        " lacks; accumulate in int32, or per thread and then reduce");
-      }
-      s.CheckStatus();  // an earlier kernel's error, found since, is raised before more work
-      std::vector<Pipeline>& per_device = PipelinesOf(device.device_id);
-      if (per_device[i].shader == VK_NULL_HANDLE) per_device[i] = Create(i, s);
-      Pipeline& p = per_device[i];
-      VkPipeline pipeline = p.pipeline;
-      if (SizedAtLaunch(l, sig)) {
-        // The lengths of the shared arrays sized at launch (at least 1: a specialization
-        // constant sizes a GLSL array), then the workgroup's axes sized at launch; one pipeline
-        // per set of sizes, kept.
-        std::vector<uint32_t> lengths(sig.num_launch_sized(), 1);
-        for (int axis = 0; axis < 3; ++axis) {
-          // Bind kept the extent within maxComputeWorkGroupSize: it fits a uint32.
-          if (l.local_size[axis] == 0) {
-            lengths.push_back(static_cast<uint32_t>(std::max<int64_t>(bound.block[axis], 1)));
-          }
-        }
-        for (size_t j = 0; j < sig.shared().size(); ++j) {
-          const launch::SharedArray& a = sig.shared()[j];
-          if (!a.at_launch()) continue;
-          // Bind kept the array within maxComputeSharedMemorySize bytes, so it fits a uint32;
-          // checked again, as a truncated length would size the array silently wrong.
-          const uint64_t n = std::max<uint64_t>(bound.shared_elements[j], 1);
-          if (n > UINT32_MAX) {
-            throw Error(BP_ERR_INVALID_ARGUMENT,
-                        "vulkan kernel '" + l.name + "': shared allocation '" +
-                            a.alloc->buffer.name() + "' has " + std::to_string(n) +
-                            " elements at this launch, more than a specialization constant "
-                            "holds; launch it with a smaller size");
-          }
-          lengths[static_cast<size_t>(a.launch_index)] = static_cast<uint32_t>(n);
-        }
-        auto found = p.sized.find(lengths);
-        if (found == p.sized.end() && p.sized.size() >= kMaxSizedPipelines) {
-          // A caller that launches with ever new sizes would otherwise keep a pipeline for each:
-          // past the cap they all go (after the last dispatch that may use one), and the sizes
-          // in use are made again.
-          s.Wait(p.last_use);
-          for (auto& [old_lengths, old] : p.sized) vkDestroyPipeline(s.device(), old, nullptr);
-          p.sized.clear();
-          found = p.sized.end();
-        }
-        if (found == p.sized.end()) {
-          found = p.sized.emplace(lengths, MakePipeline(k, p, s, lengths)).first;
-        }
-        pipeline = found->second;
-      }
-      std::vector<VkDescriptorBufferInfo> infos(l.bindings.size());
-      for (size_t j = 0; j < l.bindings.size(); ++j) {
-        const launch::BufferArg& arg = bound.buffer(static_cast<size_t>(l.bindings[j]));
-        const uint64_t nbytes = arg.span;
-        auto what = [&l, &j] {
-          return "kernel '" + l.name + "' argument " + std::to_string(l.bindings[j]);
-        };
-        if (arg.byte_offset % lim.minStorageBufferOffsetAlignment != 0) {
-          throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "vulkan " + what() + " has byte_offset " + std::to_string(arg.byte_offset) +
-                          ", not a multiple of the device's minStorageBufferOffsetAlignment " +
-                          std::to_string(lim.minStorageBufferOffsetAlignment) +
-                          "; copy it to a tensor of its own");
-        }
-        if (nbytes > lim.maxStorageBufferRange) {
-          throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "vulkan " + what() + " holds " + std::to_string(nbytes) +
-                          " bytes, more than the device's maxStorageBufferRange " +
-                          std::to_string(lim.maxStorageBufferRange) + "; split the work");
-        }
-        // Looked up again under the device's lock: a buffer freed since Bind is refused here.
-        infos[j].buffer = s.Resolve(arg.handle, arg.byte_offset, nbytes, what);
-        infos[j].offset = nbytes == 0 ? 0 : arg.byte_offset;
-        infos[j].range = nbytes == 0 ? VK_WHOLE_SIZE : nbytes;
-      }
-      // The set is rewritten only when the bindings changed or a buffer was freed since (a
-      // freed buffer's handle may now name another), after the dispatch that last read it.
-      auto same = [](const VkDescriptorBufferInfo& x, const VkDescriptorBufferInfo& y) {
-        return x.buffer == y.buffer && x.offset == y.offset && x.range == y.range;
+      lengths[static_cast<size_t>(a.launch_index)] = static_cast<uint32_t>(n);
+    }
+    auto found = p.sized.find(lengths);
+    if (found == p.sized.end() && p.sized.size() >= kMaxSizedPipelines) {
+      // A caller that launches with ever new sizes would otherwise keep a pipeline for each:
+      // past the cap they all go (after the last dispatch that may use one), and the sizes
+      // in use are made again.
+      s.Wait(p.last_use);
+      for (auto& [old_lengths, old] : p.sized) vkDestroyPipeline(s.device(), old, nullptr);
+      p.sized.clear();
+      found = p.sized.end();
+    }
+    if (found == p.sized.end()) {
+      found = p.sized.emplace(lengths, MakePipeline(k, p, s, lengths)).first;
+    }
+    return found->second;
+  }
+
+  // Resolves the buffer arguments under the device's lock and writes them to the pipeline's
+  // descriptor set where they changed.
+  static void BindBuffers(const KernelLayout& l, const launch::BoundLaunch& bound, DeviceScope& s,
+                          Pipeline& p) {
+    const VkPhysicalDeviceLimits& lim = s.properties().limits;
+    std::vector<VkDescriptorBufferInfo> infos(l.bindings.size());
+    for (size_t j = 0; j < l.bindings.size(); ++j) {
+      const launch::BufferArg& arg = bound.buffer(static_cast<size_t>(l.bindings[j]));
+      const uint64_t nbytes = arg.span;
+      auto what = [&l, &j] {
+        return "kernel '" + l.name + "' argument " + std::to_string(l.bindings[j]);
       };
-      const bool current = p.bound.size() == infos.size() && p.bound_freed == s.FreedCount() &&
-                           std::equal(infos.begin(), infos.end(), p.bound.begin(), same);
-      if (!infos.empty() && !current) {
-        s.Wait(p.last_use);  // a queued dispatch may still read the set
-        std::vector<VkWriteDescriptorSet> writes(infos.size());
-        for (size_t b = 0; b < infos.size(); ++b) {
-          writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-          writes[b].dstSet = p.set;
-          writes[b].dstBinding = static_cast<uint32_t>(b);
-          writes[b].descriptorCount = 1;
-          writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-          writes[b].pBufferInfo = &infos[b];
-        }
-        vkUpdateDescriptorSets(s.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
-                               nullptr);
-        p.bound = infos;
-        p.bound_freed = s.FreedCount();
+      if (arg.byte_offset % lim.minStorageBufferOffsetAlignment != 0) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "vulkan " + what() + " has byte_offset " + std::to_string(arg.byte_offset) +
+                        ", not a multiple of the device's minStorageBufferOffsetAlignment " +
+                        std::to_string(lim.minStorageBufferOffsetAlignment) +
+                        "; copy it to a tensor of its own");
       }
-      p.last_use = s.Submit([&](VkCommandBuffer cmd) {
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-        if (p.set != VK_NULL_HANDLE) {
-          vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0,
-                                  nullptr);
-        }
-        if (!push.empty()) {
-          vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                             static_cast<uint32_t>(push.size()), push.data());
-        }
-        if (!bound.split) {
-          vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
-        } else {
-          // Larger than one dispatch may be (the kit allowed it: the device has
-          // vkCmdDispatchBase): the kit's parts, each from its base, so gl_WorkGroupID runs
-          // over the whole grid. Every offset and size fits a uint32_t (the grid does).
-          launch::ForEachGridPart(bound, [cmd](const launch::GridPart& part) {
-            vkCmdDispatchBase(
-                cmd, static_cast<uint32_t>(part.offset[0]), static_cast<uint32_t>(part.offset[1]),
-                static_cast<uint32_t>(part.offset[2]), static_cast<uint32_t>(part.grid[0]),
-                static_cast<uint32_t>(part.grid[1]), static_cast<uint32_t>(part.grid[2]));
-          });
-        }
-        if (p.status) {
-          // The record is read on the host once the dispatch is done.
-          VkBufferMemoryBarrier b{};
-          b.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER;
-          b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-          b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-          b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
-          b.buffer = p.status->buffer.buffer;
-          b.offset = 0;
-          b.size = VK_WHOLE_SIZE;
-          vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                               VK_PIPELINE_STAGE_HOST_BIT, 0, 0, nullptr, 1, &b, 0, nullptr);
-        }
+      if (nbytes > lim.maxStorageBufferRange) {
+        throw Error(BP_ERR_INVALID_ARGUMENT,
+                    "vulkan " + what() + " holds " + std::to_string(nbytes) +
+                        " bytes, more than the device's maxStorageBufferRange " +
+                        std::to_string(lim.maxStorageBufferRange) + "; split the work");
+      }
+      // Looked up again under the device's lock: a buffer freed since Bind is refused here.
+      infos[j].buffer = s.Resolve(arg.handle, arg.byte_offset, nbytes, what);
+      infos[j].offset = nbytes == 0 ? 0 : arg.byte_offset;
+      infos[j].range = nbytes == 0 ? VK_WHOLE_SIZE : nbytes;
+    }
+    // The set is rewritten only when the bindings changed or a buffer was freed since (a
+    // freed buffer's handle may now name another), after the dispatch that last read it.
+    auto same = [](const VkDescriptorBufferInfo& x, const VkDescriptorBufferInfo& y) {
+      return x.buffer == y.buffer && x.offset == y.offset && x.range == y.range;
+    };
+    const bool current = p.bound.size() == infos.size() && p.bound_freed == s.FreedCount() &&
+                         std::equal(infos.begin(), infos.end(), p.bound.begin(), same);
+    if (!infos.empty() && !current) {
+      s.Wait(p.last_use);  // a queued dispatch may still read the set
+      std::vector<VkWriteDescriptorSet> writes(infos.size());
+      for (size_t b = 0; b < infos.size(); ++b) {
+        writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        writes[b].dstSet = p.set;
+        writes[b].dstBinding = static_cast<uint32_t>(b);
+        writes[b].descriptorCount = 1;
+        writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[b].pBufferInfo = &infos[b];
+      }
+      vkUpdateDescriptorSets(s.device(), static_cast<uint32_t>(writes.size()), writes.data(), 0,
+                             nullptr);
+      p.bound = infos;
+      p.bound_freed = s.FreedCount();
+    }
+  }
+
+  // Records the dispatch (in parts where the grid is larger than one dispatch may be), and the
+  // barrier that makes the kernel's status record visible to the host.
+  static void Record(VkCommandBuffer cmd, const Pipeline& p, VkPipeline pipeline,
+                     const std::string& push, const launch::BoundLaunch& bound,
+                     const uint32_t (&groups)[3]) {
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    if (p.set != VK_NULL_HANDLE) {
+      vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0,
+                              nullptr);
+    }
+    if (!push.empty()) {
+      vkCmdPushConstants(cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                         static_cast<uint32_t>(push.size()), push.data());
+    }
+    if (!bound.split) {
+      vkCmdDispatch(cmd, groups[0], groups[1], groups[2]);
+    } else {
+      // Larger than one dispatch may be (the kit allowed it: the device has
+      // vkCmdDispatchBase): the kit's parts, each from its base, so gl_WorkGroupID runs
+      // over the whole grid. Every offset and size fits a uint32_t (the grid does).
+      launch::ForEachGridPart(bound, [cmd](const launch::GridPart& part) {
+        vkCmdDispatchBase(
+            cmd, static_cast<uint32_t>(part.offset[0]), static_cast<uint32_t>(part.offset[1]),
+            static_cast<uint32_t>(part.offset[2]), static_cast<uint32_t>(part.grid[0]),
+            static_cast<uint32_t>(part.grid[1]), static_cast<uint32_t>(part.grid[2]));
       });
-      if (p.status) s.Watch(p.status, p.last_use);
-    });
+    }
+    if (p.status) {
+      // The record is read on the host once the dispatch is done.
+      VkBufferMemoryBarrier b{};
+      b.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER;
+      b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+      b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+      b.buffer = p.status->buffer.buffer;
+      b.offset = 0;
+      b.size = VK_WHOLE_SIZE;
+      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                           0, nullptr, 1, &b, 0, nullptr);
+    }
   }
 
   // The pipelines of device `id` (one slot per kernel); the caller holds the device's lock.

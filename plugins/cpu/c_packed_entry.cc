@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The C dialect's packed entry: the argument check of a call compiled into the kernel library,
 // as TVM's compiled functions bind and check their own packed arguments.
-#include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "c_emitter.h"
 
 namespace backplane {
 namespace codegen {
