@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // backplane._backplane: the Python binding of the C++ host API (backplane/backplane.hpp),
 // built with nanobind. The package backplane/ (__init__.py) re-exports it and adds what is
-// simpler in Python (the error classes, from_dlpack, numpy()). Issue 19, items 4 to 6.
+// simpler in Python (the error classes, from_dlpack, numpy()).
 //
 // The GIL is released around everything that may take long or wait: builds, module loads,
 // copies, syncs and function calls. Errors of Backplane (backplane::Error) become the Python
@@ -267,7 +267,7 @@ nb::object ToCapsule(const Tensor& t, bool versioned) {
 
 // ---- calls -------------------------------------------------------------------------------
 //
-// A call is the hot path (issue 39, item 3: at most twice a nanobind no-op with the same
+// A call is the hot path (its goal: at most twice a nanobind no-op with the same
 // arguments). Function and KernelFunction are called through their type's tp_call slot
 // (SetCallSlot), not through nanobind's dispatcher: no overload resolution, no cast of self.
 // Arguments are told apart by their exact Python type first (a pointer compare), tensors

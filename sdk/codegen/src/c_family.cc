@@ -54,7 +54,7 @@ const ir::IntImmNode* AsIntImm(const ir::Expr& e) { return e.As<ir::IntImmNode>(
 
 std::string FaultMessage(const FaultSite& site, const FaultRecord& r) {
   switch (site.kind) {
-    case FaultSite::Kind::kDivisionByZero:  // quoted again: a module saved before issue 38
+    case FaultSite::Kind::kDivisionByZero:  // quoted again: a module saved by an older build
       return site.func + ": integer division by zero in `" + ir::QuoteText(site.text) + "`";
     case FaultSite::Kind::kOutOfBounds:
       return site.func + ": index " + std::to_string(r.arg[0]) +
