@@ -338,7 +338,7 @@ std::string CompileSharedLibrary(const std::string& source, const CompileOptions
     rename(src.c_str(), kept.c_str());
     unlink(tmp_lib.c_str());
     if (CompilerCrashed(r)) {
-      // Not the caller's mistake: the compiler gave out on valid C (issue 38: gcc 12's cc1
+      // Not the caller's mistake: the compiler gave out on valid C (gcc 12's cc1
       // overflows its 8 MiB stack on a sum of 99,000 loads, which the IR accepts), so it is
       // BP_ERR_INTERNAL, and `backplane build` exits 1 ("the compiler failed"), not 2.
       throw Error(BP_ERR_INTERNAL,

@@ -229,7 +229,7 @@ Any CUDADeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
       return sdk::IntValue(1);  // every compute capability this driver API supports has it
     case BP_ATTR_SUPPORTS_FP16:
       // "Kernels can compute in float16": not through this plugin, whose code generator refuses
-      // float16 (docs/cuda.md), so the attribute does not claim it (issue 41). The hardware's
+      // float16 (docs/cuda.md), so the attribute does not claim it. The hardware's
       // half arithmetic (compute capability 5.3 and later) shows in the properties
       // compute_capability_major and compute_capability_minor.
       return sdk::IntValue(0);

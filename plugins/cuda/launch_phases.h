@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The launch path's per-phase timer (issue 39): where the time of a CUDA launch goes, measured
+// The launch path's per-phase timer: where the time of a CUDA launch goes, measured
 // inside the plugin, on machines where no host profiler runs.
 //
 // Off unless BACKPLANE_CUDA_LAUNCH_PHASES is set (to anything but "" or "0") when the plugin

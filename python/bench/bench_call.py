@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The cost of calling a module function from Python (issues 19 and 39, item 3).
+"""The cost of calling a module function from Python.
 
     .venv/bin/python python/bench/bench_call.py [--rounds 15] [--number 20000]
 

@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The catalog's kernels against a peer (IREE or Apache TVM) on the same device, in one run
-(issue 21, items 12 and 13).
+"""The catalog's kernels against a peer (IREE or Apache TVM) on the same device, in one run.
 
     bash python/bench/run_peers.sh [--peer iree|tvm] [--device cpu:0|vulkan:0] [--repeat 15]
                                    [--rounds 3]

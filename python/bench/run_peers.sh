@@ -4,8 +4,8 @@
 # The catalog's kernels against IREE or Apache TVM on the same device (python/bench/bench_peers.py
 # says what is measured). Sets up what it needs: the Python package's venv (.venv, through
 # `bash cmake/bootstrap.sh python`), and the peer from PyPI (IREE's compiler and runtime into
-# .peers-site, TVM into .peers-site-tvm; git-ignored, about 100 MB each; the versions issue 21
-# measured against), then runs the benchmark with them on the path. Not part of the tests: it
+# .peers-site, TVM into .peers-site-tvm; git-ignored, about 100 MB each; the versions
+# docs/performance.md measured against), then runs the benchmark with them on the path. Not part of the tests: it
 # downloads and takes minutes.
 #
 #   bash python/bench/run_peers.sh [--peer iree|tvm] [--device cpu:0|vulkan:0] [--repeat N]

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Calls of module functions with NumPy arrays and tensors (issue 39, item 3).
+"""Calls of module functions with NumPy arrays and tensors.
 
 A writable numpy.ndarray reaches a kernel through the buffer protocol, read afresh on every
 call; any other DLPack producer, and a read-only array, through a DLPack capsule. Each test

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The benchmark pairs of issue 2: each Backplane path is measured next to a baseline in the
+// The benchmark pairs: each Backplane path is measured next to a baseline in the
 // same run and reported as a ratio, with its goal. bench_main.cc prints the summary.
 #ifndef BACKPLANE_TESTS_BENCH_BENCH_PAIRS_H_
 #define BACKPLANE_TESTS_BENCH_BENCH_PAIRS_H_
@@ -38,7 +38,7 @@ constexpr size_t kCopyBytes = size_t{64} << 20;
 constexpr size_t kVectorBytes = size_t{64} << 20;
 // The side of the square matmul benchmark.
 constexpr size_t kMatmulSide = 1024;
-// The sides of the small and medium naive matmuls, parallel against serial (issue 21, item 9).
+// The sides of the small and medium naive matmuls, parallel against serial.
 constexpr int64_t kMatmulSmallSide = 64;
 constexpr int64_t kMatmulMediumSide = 256;
 // The side of the square matmul benchmark on OpenCL (PoCL on a few cores is slow).
@@ -78,7 +78,7 @@ inline constexpr Pair kPairs[] = {
      Measure::kBandwidth, 0.90, kCopyBytes},
     {"discover + load every plugin (fresh process)", "BM_Plugins_DiscoverLoadAll",
      "BM_Plugins_DlopenOnly", "dlopen of the same files", Measure::kElapsedTime, 20.0, 0},
-    // Issue 4: generated code. Bandwidth counts every byte read and written: vector_add reads
+    // Generated code. Bandwidth counts every byte read and written: vector_add reads
     // two 64 MiB vectors and writes one; memcpy reads 64 MiB and writes 64 MiB.
     {"vector_add c, 1 core, 3 x 64 MiB", "BM_VectorAdd_C_1Core", "BM_Memcpy_64MiB", "memcpy",
      Measure::kBandwidth, 0.80, 3 * kVectorBytes, 2 * kCopyBytes},
@@ -87,11 +87,11 @@ inline constexpr Pair kPairs[] = {
     {"matmul_tiled c 1024^2 f32, all cores", "BM_MatmulTiled_C_AllCores",
      "BM_Sgemm_OpenBLAS_AllThreads", "OpenBLAS sgemm, all threads", Measure::kFlops, 0.50,
      2 * kMatmulSide* kMatmulSide* kMatmulSide},
-    // Issue 18: a module function call of a compiled CPU kernel (16 floats), call + sync. The
-    // goal, 20 ns, is twice Apache TVM 0.27's call of the same module function (issue 18).
+    // A module function call of a compiled CPU kernel (16 floats), call + sync. The
+    // goal, 20 ns, is twice Apache TVM 0.27's call of the same module function.
     {"cpu kernel call, vector_add 16 floats", "BM_CpuKernelCall_Module", "BM_CpuKernelCall_Direct",
      "direct call of the compiled function", Measure::kTimePerCall, 20.0, 0},
-    // Issue 39: the same call and the packed call against Apache tvm-ffi in this process (when
+    // The same call and the packed call against Apache tvm-ffi in this process (when
     // its library is found; tvm_ffi.h): the kernel through a tvm-ffi function whose body runs
     // the same compiled check and kernel (bp_packed_vector_add). The goal: at most tvm-ffi's.
     {"cpu kernel call (no sync) vs tvm-ffi, vector_add 16 floats", "BM_CpuKernelCall_ModuleNoSync",
@@ -101,7 +101,7 @@ inline constexpr Pair kPairs[] = {
      "TVMFFIFunctionCall", Measure::kTimeRatio, 1.0, 0},
     {"packed call, 3 ints, C++ vs tvm-ffi's C ABI", "BM_FunctionCall_Cpp", "BM_FunctionCall_TvmFfi",
      "TVMFFIFunctionCall", Measure::kTimeRatio, 1.0, 0},
-    // Issue 39, item 6: the README's parallel kernel on all cores against 1 core: a small trip
+    // The README's parallel kernel on all cores against 1 core: a small trip
     // count must not pay the OpenMP pool's wake-up (goal: at most twice the serial call).
     {"README kernel 16 floats, all cores vs 1 core", "BM_SmallParallel_C_AllCores/16/real_time",
      "BM_SmallParallel_C_1Core/16/real_time", "the same kernel, 1 core", Measure::kTimeRatio, 2.0,
@@ -112,7 +112,7 @@ inline constexpr Pair kPairs[] = {
     {"README kernel 65536 floats, all cores vs 1 core",
      "BM_SmallParallel_C_AllCores/65536/real_time", "BM_SmallParallel_C_1Core/65536/real_time",
      "the same kernel, 1 core", Measure::kTimeRatio, 2.0, 0},
-    // Issue 21, item 9: the same kernel on every core (OpenMP) against one core, under the
+    // The same kernel on every core (OpenMP) against one core, under the
     // OpenMP settings in effect. The goal: a parallel kernel is never slower than serial.
     {"matmul c 64^2, all cores vs 1 core", "BM_MatmulSmall_C_AllCores", "BM_MatmulSmall_C_1Core",
      "the same kernel, 1 core", Measure::kTimeRatio, 1.0, 0},
@@ -120,7 +120,7 @@ inline constexpr Pair kPairs[] = {
      "the same kernel, 1 core", Measure::kTimeRatio, 1.0, 0},
     {"target.build.c vector_add, cached", "BM_BuildC_Cached", "BM_BuildC_Cold",
      "cold build (the compiler runs)", Measure::kElapsedTime, 5.0, 0},
-    // Issue 6: the OpenCL plugin against raw OpenCL on opencl:0 (tests/bench/opencl_bench.cc).
+    // The OpenCL plugin against raw OpenCL on opencl:0 (tests/bench/opencl_bench.cc).
     {"opencl empty kernel launch + finish", "BM_OpenCL_EmptyKernel", "BM_OpenCL_EmptyKernel_Raw",
      "clEnqueueNDRangeKernel + clFinish", Measure::kTimeRatio, 1.10, 0},
     {"copy host -> opencl:0, 64 MiB", "BM_OpenCL_CopyH2D_64MiB", "BM_OpenCL_CopyH2D_64MiB_Raw",
@@ -135,7 +135,7 @@ inline constexpr Pair kPairs[] = {
     {"opencl workspace alloc+free, 4 KiB", "BM_OpenCL_Workspace_AllocFree",
      "BM_OpenCL_CreateReleaseBuffer_Raw", "clCreateBuffer + clReleaseMemObject",
      Measure::kTimeRatio, 1.0, 0},
-    // Issue 7: the Vulkan plugin against raw Vulkan on vulkan:0 (tests/bench/vulkan_bench.cc).
+    // The Vulkan plugin against raw Vulkan on vulkan:0 (tests/bench/vulkan_bench.cc).
     {"vulkan empty dispatch + wait", "BM_Vulkan_EmptyKernel", "BM_Vulkan_EmptyKernel_Raw",
      "vkCmdDispatch + vkQueueSubmit + vkWaitForFences", Measure::kTimeRatio, 1.10, 0},
     {"copy host -> vulkan:0, 64 MiB", "BM_Vulkan_CopyH2D_64MiB", "BM_Vulkan_CopyH2D_64MiB_Raw",
@@ -144,7 +144,7 @@ inline constexpr Pair kPairs[] = {
      "vkCmdCopyBuffer + memcpy from staging", Measure::kBandwidth, 0.95, kCopyBytes},
     {"vector_add_gpu vulkan, 3 x 64 MiB", "BM_Vulkan_VectorAdd", "BM_Vulkan_VectorAdd_Raw",
      "hand-written GLSL", Measure::kBandwidth, 0.90, 3 * kVulkanVectorElements * sizeof(float)},
-    // Issue 39, item 5: a kernel's first call (module, pipeline through the cache, dispatch)
+    // A kernel's first call (module, pipeline through the cache, dispatch)
     // against the same Vulkan objects made by hand from the same SPIR-V (vulkan_bench.cc).
     {"vulkan first call, vector_add_gpu", "BM_Vulkan_FirstCall/vector_add_gpu",
      "BM_Vulkan_FirstCall_Raw/vector_add_gpu", "the same objects made by hand", Measure::kTimeRatio,
@@ -154,7 +154,7 @@ inline constexpr Pair kPairs[] = {
      1.10, 0},
 };
 
-// Issue 20: remote devices (bench_remote, remote_bench.cc) against raw gRPC on the same loopback
+// Remote devices (bench_remote, remote_bench.cc) against raw gRPC on the same loopback
 // link: a `backplane serve` child with cpu:0 attached as a remote device, and a minimal gRPC
 // service of the benchmark's own (remote_bench.proto) in another child.
 constexpr size_t kRemoteCopyBytes = size_t{256} << 20;

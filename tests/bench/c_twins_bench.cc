@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Issue 21, item 11: each CPU kernel of the catalog built by the c target against the same loops
+// Each CPU kernel of the catalog built by the c target against the same loops
 // written in C (c_twins.c) and compiled by the system compiler at -O3 -march=native, in the same
 // run, on the catalog's demo sizes, all cores. The kernels are built with `c -march=native`
 // (no contraction, as the twins' -ffp-contract=off): the ratio twin time / Backplane time is

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA benchmark pairs (issue 8), each Backplane path next to the raw driver API (or cuBLAS)
+// CUDA benchmark pairs, each Backplane path next to the raw driver API (or cuBLAS)
 // in the same run, on cuda:0:
 //   launch:   vector_add_gpu_kernel on 1 element through the module vs raw cuLaunchKernel of
 //             the same PTX (goal <= 1.1x): BM_Launch_* each in a loop of its own (queued
 //             without a wait: bound by the GPU's rate once the queue fills), and BM_LaunchPair,
 //             the two alternating in one loop, each block of launches timed up to its last
 //             submit: the host's cost of a launch, the ratio with its spread, and, with
-//             BACKPLANE_CUDA_LAUNCH_PHASES=1, the plugin's phases (issue 39)
+//             BACKPLANE_CUDA_LAUNCH_PHASES=1, the plugin's phases
 //   copies:   256 MiB pinned host <-> device through copy_data_from_to vs raw
 //             cuMemcpyHtoDAsync/DtoHAsync (goal >= 95%)
 //   vector_add: bytes/s of the catalog's vector_add_gpu variant for cuda:0 (runner::
@@ -103,7 +103,7 @@ void BM_Launch_RawDriver(benchmark::State& state) {
   d.cuModuleUnload(mod);
 }
 
-// The launch pair (issue 39, item 4): the Backplane launch and the raw cuLaunchKernel of the
+// The launch pair: the Backplane launch and the raw cuLaunchKernel of the
 // same function (the same PTX loaded in the same context, the same arguments, block offset and
 // null stream) alternate in one loop. Each round times a block of kPairBlock launches of each,
 // in ABBA order across rounds, from the first launch to the return of the last; a stream sync

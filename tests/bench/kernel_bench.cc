@@ -90,7 +90,7 @@ void Guarded(benchmark::State& state, Body body) {
   }
 }
 
-// Issue 18: calling a compiled CPU kernel. A 16-element vector_add (one core: no thread pool)
+// Calling a compiled CPU kernel. A 16-element vector_add (one core: no thread pool)
 // through the module's
 // Function, call + sync, against a direct call of the same compiled function: its entry point
 // (bp_func_vector_add, the c target's calling convention: one 8-byte slot per parameter, then
@@ -170,7 +170,7 @@ void BM_CpuKernelCall_Direct(benchmark::State& state) {
 }
 BENCHMARK(BM_CpuKernelCall_Direct);
 
-// The peer (issue 39): TVM's compiled function called through tvm-ffi from C++ takes its
+// The peer: TVM's compiled function called through tvm-ffi from C++ takes its
 // packed arguments and checks them in generated code. Here the tvm-ffi function's body hands
 // its four arguments to the same kernel's packed entry (bp_packed_vector_add: the same
 // generated check and body), so the pair measures the two layers around the same compiled
@@ -245,7 +245,7 @@ const bool kTvmFfiKernelRegistered = backplane::bench::RegisterIfAvailable(
     "BM_CpuKernelCall_TvmFfi", benchwork::tvmffi::Load().error,
     [] { benchmark::RegisterBenchmark("BM_CpuKernelCall_TvmFfi", BM_CpuKernelCall_TvmFfi); });
 
-// Issue 39, item 6: the README's kernel, a parallel loop of a few floats, built for every core
+// The README's kernel, a parallel loop of a few floats, built for every core
 // and for one. A small trip count runs without waking the OpenMP pool (CEmitter's
 // kParallelMinWork), so the parallel build must cost about what the serial one does.
 const char* kReadmeKernel = R"(# backplane-ir 1
@@ -451,7 +451,7 @@ void BM_MatmulTiled_Over_Sgemm_AllCores(benchmark::State& state) {
 BENCHMARK(BM_MatmulTiled_Over_Sgemm_1Core)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulTiled_Over_Sgemm_AllCores)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Issue 21, item 9: a parallel kernel against the same kernel serial, in the same run, under
+// A parallel kernel against the same kernel serial, in the same run, under
 // the OpenMP settings in effect (Backplane's, docs/performance.md "OpenMP: waiting and
 // binding", unless the environment sets them; the label says which). The catalog's naive
 // matmul (rows in parallel) for the default Target `c` (every core, one OpenMP region a call)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Remote devices (issue 20) against raw gRPC over the same loopback link, in the same run. Two
+// Remote devices against raw gRPC over the same loopback link, in the same run. Two
 // children of this process: `backplane serve --devices cpu` (its cpu:0 attached here as a remote
 // device) and bench_remote_raw_server (remote_raw_server.cc), a minimal gRPC service of the
 // benchmark's own (remote_bench.proto) with the server arguments `backplane serve` uses; the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Apache tvm-ffi, the peer the call benchmarks compare against (issue 39), loaded at run time
+// Apache tvm-ffi, the peer the call benchmarks compare against, loaded at run time
 // from the Python package `apache-tvm-ffi` (its libtvm_ffi.so): nothing of it is linked or
 // built, and without it the tvm-ffi benchmarks report why and the pairs show "not run".
 //

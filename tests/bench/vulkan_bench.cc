@@ -462,7 +462,7 @@ void BM_Vulkan_VectorAdd_Raw(benchmark::State& state) {
 }
 BENCHMARK(BM_Vulkan_VectorAdd_Raw)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// ---- A kernel's first call: the pipeline (issue 39 item 5) ---------------------------------
+// ---- A kernel's first call: the pipeline ---------------------------------
 // Each iteration of BM_Vulkan_FirstCall/<kernel> builds the catalog kernel again for `vulkan` (a
 // new module, its SPIR-V from the code generator's cache; untimed) and times its first call
 // with the stream synced (runner::RunCase's first_call_seconds, its small sizes): the shader

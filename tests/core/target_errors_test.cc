@@ -248,7 +248,7 @@ TEST_F(TargetErrorTest, HostsNestedThroughStringsAreBounded) {
   }
 }
 
-// ---- input that readers could take two ways is refused (issue 14, item 6) --------------
+// ---- input that readers could take two ways is refused --------------
 
 TEST_F(TargetErrorTest, DuplicateJsonKeysAreRefusedNamingTheKey) {
   // nlohmann-json keeps the last value, so {"kind": "c", "kind": "cuda"} was a cuda Target

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # The test fuzz.determinism (tests/fuzz/CMakeLists.txt): each fuzz.<name> runs the same inputs
-# every time, so ctest cannot turn red by chance (issue 38: libFuzzer's -seed=1 -runs=1500 kept
+# every time, so ctest cannot turn red by chance (libFuzzer's -seed=1 -runs=1500 alone gives
 # five different input sets in five runs, because coverage depends on addresses).
 #
 #   cmake -DCTEST=<ctest> -DBUILD_DIR=<build> -DFUZZ_DIR=<build>/tests/fuzz -DNAMES=a,b -P this

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # GpuBundle.SelfContained (tests/install/CMakeLists.txt): the GPU bundle that
-# tests/plugins/cuda/make_gpu_bundle.sh makes (issue 16, item 11) runs on another machine
+# tests/plugins/cuda/make_gpu_bundle.sh makes runs on another machine
 # with nothing of this one. From the already-built tree (no configure, no build):
 #   1. make_gpu_bundle.sh --from-build into a scratch folder; it prints the size and the
 #      newest glibc version, which GLIBC_NEEDED records

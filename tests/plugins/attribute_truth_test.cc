@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Every attribute of every device here against what the system's own tools say (issue 15,
-// item 11): cpu:0 against lscpu, /proc and /sys; every opencl:N against clinfo --raw; every
+// Every attribute of every device here against what the system's own tools say:
+// cpu:0 against lscpu, /proc and /sys; every opencl:N against clinfo --raw; every
 // vulkan:N against vulkaninfo (its JSON profile and its text), and the properties users look up
-// there (issue 41: timer resolution, address bits, SVM; memory heaps and types, queue families,
+// there (timer resolution, address bits, SVM; memory heaps and types, queue families,
 // dispatch limits, timestamp period, conformance version). Each test also checks that it
 // compared every attribute kind (a kind added later without a comparison fails here) and that
 // every property a device lists answers. Values that drift while the machine runs (available
@@ -698,7 +698,7 @@ TEST(AttributeTruth, VulkanMatchesVulkaninfo) {
       buffer16 = buffer16 || feature.value("storageBuffer16BitAccess", false);
     }
     // The device's feature is the property the Target reads; the attribute says whether
-    // kernels compute in float16, which needs 16-bit storage buffers too (issue 41).
+    // kernels compute in float16, which needs 16-bit storage buffers too.
     EXPECT_EQ(Property(a.api(), "supports_float16"), fp16 ? 1 : 0);
     EXPECT_EQ(a.Int(BP_ATTR_SUPPORTS_FP16), fp16 && buffer16 ? 1 : 0);
     const Json& core_features = features["VkPhysicalDeviceFeatures"];

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Deep IR through bp_build (issue 13): a generated kernel whose expression is a chain of
+// Deep IR through bp_build: a generated kernel whose expression is a chain of
 // thousands of terms builds on every code generator here and runs with the IR interpreter's
 // result, bit for bit. The C-family emitter never nests an expression deeper than
 // CFamilyEmitter::kMaxExprDepth: deeper parts become temporaries declared before the statement

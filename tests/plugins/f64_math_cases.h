@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// float64 math intrinsics on a device against the IR interpreter (issue 21, item 7), shared by
+// float64 math intrinsics on a device against the IR interpreter, shared by
 // the vulkan, opencl and c tests. For each intrinsic a kernel y[i] = f(a[i], b[i], c[i]) runs
 // on the device and in the interpreter (<cmath> in double) on the same inputs: random inputs
 // over the function's domain (fixed seeds), compared in ulps, and special values (zeros,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The constructs of text form version 2 (issue 21: loops with a step and downward, parallel
+// The constructs of text form version 2 (loops with a step and downward, parallel
 // schedules, assignable variables with compound assignment, negation, atomics) through bp_build
 // on every kind here: c, opencl on PoCL and vulkan on lavapipe run each kernel on random data
 // and give the interpreter's results bit for bit; cuda builds them to PTX that ptxas accepts.
@@ -303,7 +303,7 @@ TEST_P(IrFeatures, RunWithBoundsChecks) {
   }
 }
 
-// Atomics (issue 21, item 5): 256 iterations (CPU: a parallel loop; GPU: 4 blocks of 64
+// Atomics: 256 iterations (CPU: a parallel loop; GPU: 4 blocks of 64
 // threads) accumulate into a few elements with atomic_add, atomic_min and atomic_max on int32,
 // int64 and float32, in global memory and (GPU) shared memory. The float values are multiples
 // of 1/8 below 4 in magnitude, so every order of the additions gives the same sum and the
@@ -378,7 +378,7 @@ TEST_P(IrFeatures, AtomicsAccumulateFromEveryThread) {
   ExpectTheInterpretersResults(kind, text, Case{"atomics", AtomicArgs(), " -bounds-check"});
 }
 
-// The C forms of issue 40 (docs/ir.md): C's % (by a divisor that varies, -1 among them, of
+// The C forms of the IR (docs/ir.md): C's % (by a divisor that varies, -1 among them, of
 // dividends that cover int32, INT_MIN too), a loop by its end, integer literals where a float
 // is wanted, and float64 atomic_add, atomic_min and atomic_max from 65,536 iterations (CPU: a
 // parallel loop big enough to start the OpenMP threads; GPU: 256 blocks of 256 threads) into
@@ -449,8 +449,8 @@ TEST_P(IrFeatures, AnAtomicOutOfBoundsIsAnError) {
 }
 
 // A contiguous vector load or store that runs past a buffer's end, with -bounds-check: the call
-// fails with the interpreter's message, which names the first lane out of bounds (issue 38: the
-// code generators named the last, `i + lanes - 1`). Starts drawn at random, before the buffer
+// fails with the interpreter's message, which names the first lane out of bounds (not the
+// last, `i + lanes - 1`). Starts drawn at random, before the buffer
 // too.
 TEST_P(IrFeatures, AVectorAccessOutOfBoundsNamesTheInterpretersLane) {
   const std::string kind = GetParam();
@@ -509,7 +509,7 @@ std::vector<Buf> InterpreterRun(const ir::IRModule& reference, const std::string
   return args;
 }
 
-// Shared memory sized at launch (issue 21, item 6): a block's arrays `tile` [n, 64] and `cnt`
+// Shared memory sized at launch: a block's arrays `tile` [n, 64] and `cnt`
 // [m] take their sizes from the scalar arguments of each call, after a constant-sized array
 // (`fixed`); the threads exchange values through them across a barrier. Run with two sizes in
 // a row (vulkan: a pipeline per size; opencl: __local arguments of each call's size; cuda:
@@ -812,7 +812,7 @@ TEST_P(IrFeatures, LocalArraysSizedAtRunTime) {
       << message;
 }
 
-// A workgroup sized at launch (issue 21, item 13): threadIdx.x's extent is a scalar argument,
+// A workgroup sized at launch: threadIdx.x's extent is a scalar argument,
 // so a caller sizes the block to the device (its warp or SIMD width) with one kernel text.
 // Each block sums two 32-element halves of a row, `w` threads each, through a shared array of
 // [2, w] sized at the same launch; after one barrier every thread folds the w partials. Several

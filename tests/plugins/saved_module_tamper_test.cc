@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Saved modules rewritten as an attacker would (issue 14, item 1): a module built here, one of its
+// Saved modules rewritten as an attacker would: a module built here, one of its
 // payloads changed, the checksum recomputed (tests/module_file.h). Loading re-checks everything
 // the build established, so each change is a clean error that names the module kind and what is
 // wrong, never a module that corrupts memory when it runs. Before these checks, host code that

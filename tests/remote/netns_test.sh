@@ -95,7 +95,7 @@ n=$(servers BACKPLANE_REMOTE_CA="$c/ca.pem" BACKPLANE_REMOTE_CERT="$c/other_clie
 [ "$n" = 0 ] || fail "a client with another CA's certificate saw $n remote devices"
 n=$(servers)
 [ "$n" = 0 ] || fail "a plaintext client saw $n remote devices"
-# The refusals say why on the client (issue 38, item 4), and the command that listed the devices
+# The refusals say why on the client, and the command that listed the devices
 # fails, naming the server.
 err=$(BACKPLANE_REMOTE="$address" BACKPLANE_REMOTE_TIMEOUT_MS=5000 BACKPLANE_REMOTE_CA="$c/ca.pem" \
   "$cli" info -l 2>&1 >/dev/null) && fail "info -l exited 0 with the server refusing it"

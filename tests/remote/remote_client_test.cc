@@ -599,7 +599,7 @@ class SilentServer final : public pb::Remote::Service {
   std::unique_ptr<grpc::Server> server_;
 };
 
-// Issue 38, item 5: a server that answers Hello and then nothing costs a command one deadline,
+// A server that answers Hello and then nothing costs a command one deadline,
 // not one per request: it is then unreachable (named, with the deadline it let pass), and the
 // commands that were asked for its devices fail saying so.
 TEST_F(RemoteClient, ASilentServerCostsOneDeadlineAndFailsTheCommandsThatNeedIt) {
@@ -646,7 +646,7 @@ TEST_F(RemoteClient, ASilentServerCostsOneDeadlineAndFailsTheCommandsThatNeedIt)
   remote::Detach(silent.target());
 }
 
-// Issue 38, item 5: with nothing listening at an address BACKPLANE_REMOTE names, `backplane demo`
+// With nothing listening at an address BACKPLANE_REMOTE names, `backplane demo`
 // and `info -l` fail and name it (they printed only the local devices before, and exited 0).
 TEST_F(RemoteClient, ADeadServerFailsTheCommandsThatNeedItsDevices) {
   int port = 0;
@@ -674,7 +674,7 @@ TEST_F(RemoteClient, ADeadServerFailsTheCommandsThatNeedItsDevices) {
   EXPECT_TRUE(Contains(r.out, "cpu:0")) << r.out;
 }
 
-// Issue 38, item 6: a process whose first call is an alloc on remote:0 gets it (the server is
+// A process whose first call is an alloc on remote:0 gets it (the server is
 // attached on first use by every entry point, as the local plugins are).
 TEST_F(RemoteClient, AnAllocAsTheFirstCallAttachesTheServer) {
   ServerProcess server(ScratchDir(), {"--devices", "cpu"});

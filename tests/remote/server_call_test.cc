@@ -336,7 +336,7 @@ TEST_F(RemoteServer, UploadedHostCodeCallsOnlyItsOwnKernels) {
   EXPECT_TRUE(session.Finish().ok());
 }
 
-// Issue 38, item 2: a client that uploads a GPU Target's kernels without the host code that
+// A client that uploads a GPU Target's kernels without the host code that
 // launches them cannot call one on a grid of its choosing (100000 x 64 threads over 64 floats
 // corrupted the server's heap); the upload is refused, naming why, and the server goes on.
 TEST_F(RemoteServer, KernelsAloneAreRefusedSoNoClientChoosesTheirGrid) {

@@ -89,7 +89,7 @@ TEST_F(RemoteServer, MutualTlsNeedsACertificateTheCaSigned) {
     auto stub = Connect(server.target(), grpc::InsecureChannelCredentials());
     EXPECT_FALSE(Describe(*stub, &info).ok()) << "plaintext";
   }
-  // Issue 38, item 4: each refusal says why to the client, and the server's log names the peer.
+  // Each refusal says why to the client, and the server's log names the peer.
   {
     auto stub = Connect(server.target(), Tls(certs, ""));
     grpc::Status s = Describe(*stub, &info);

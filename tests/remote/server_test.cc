@@ -449,9 +449,9 @@ TEST_F(RemoteServer, MaxSessionsIsEnforced) {
   EXPECT_TRUE(third.Finish().ok());
 }
 
-// Issue 38, item 1, on the protocol: what another session freed reads as zeros in every way a
-// session can read a buffer it has not written whole: a read, a read past a partial write, the
-// gap before a write at an offset, a copy out of it, and a call that takes it.
+// Isolation between sessions, on the protocol: what another session freed reads as zeros in every
+// way a session can read a buffer it has not written whole: a read, a read past a partial write,
+// the gap before a write at an offset, a copy out of it, and a call that takes it.
 TEST_F(RemoteServer, FreedMemoryOfAnotherSessionReadsAsZeros) {
   START_SERVER(server);
   auto stub = Connect(server.target());
@@ -505,7 +505,7 @@ TEST_F(RemoteServer, FreedMemoryOfAnotherSessionReadsAsZeros) {
   }
 }
 
-// Issue 38, item 3: a connection that never says Hello holds its session slot only until the
+// A connection that never says Hello holds its session slot only until the
 // Hello deadline; then the server ends it (and says so), and the slot is free again.
 TEST_F(RemoteServer, ConnectionsWithoutHelloLoseTheirSlotAtTheDeadline) {
   // 3 s: long enough that a loaded machine sees the three sessions before their deadline.
@@ -538,7 +538,7 @@ TEST_F(RemoteServer, ConnectionsWithoutHelloLoseTheirSlotAtTheDeadline) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
 }
 
-// Issue 38, item 3: a client's name reaches the log escaped and cut: a newline cannot forge a
+// A client's name reaches the log escaped and cut: a newline cannot forge a
 // line, an escape sequence cannot reach the operator's terminal, megabytes are not logged.
 TEST_F(RemoteServer, ClientNamesAreLoggedEscapedAndCut) {
   START_SERVER(server);

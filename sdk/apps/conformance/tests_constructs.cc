@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// One clause per construct of the kernel IR and dtype (issue 21, item 8; docs/conformance.md,
+// One clause per construct of the kernel IR and dtype (docs/conformance.md,
 // "Construct clauses"): every arithmetic operator, negation, comparison, select, cast and
 // exact intrinsic on int32, int64, float32 and float64, the loop kinds, shared memory with a
 // barrier and the atomics, each a small kernel built for the device's Target, run there on

@@ -4,8 +4,8 @@
 // out again (a vendor API or an allocator may: the vulkan plugin's streams were heap objects
 // whose address came back); then A calls generated code. That call must fail with an error:
 // its work may go neither to the freed stream nor to the other thread's new stream, which is
-// where a plugin that keeps each thread's active stream as a bare handle sends it (issue 14,
-// item 18). sdk::StreamRegistry gives a plugin this behaviour.
+// where a plugin that keeps each thread's active stream as a bare handle sends it.
+// sdk::StreamRegistry gives a plugin this behaviour.
 #include <backplane/backplane.hpp>
 #include <backplane/kernels/catalog.hpp>
 #include <backplane/runner/runner.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// C forms the IR lacked (issue 40, item 6: what a port of PolyBench/C needed workarounds for):
+// C forms the IR lacked (what a port of PolyBench/C needed workarounds for):
 // C's remainder `%`, integer literals where a float is wanted, loops written by their end
 // (`serial(begin .. end[, step])`) and float64 atomics. Each in the text form and the builder,
 // round-tripped, refused with a message where it must be, and run on the interpreter against a

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The language of text form version 2 (issue 21, items 1-3 and 9): loops with a step (downward
+// The language of text form version 2: loops with a step (downward
 // too) and parallel schedules, assignable variables with compound assignment, and negation.
 // Each construct round-trips through the text form, verifies (or is refused with a message),
 // runs on the interpreter against a C++ reference on random data, and survives LowerLoopSteps,

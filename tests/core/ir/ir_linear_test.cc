@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Long inputs take time and give text linear in their size (issue 13: a 2.9 KB run of unary
-// operators took 32 s in the IR fuzzer, the verifier printing the whole expression again for
+// Long inputs take time and give text linear in their size (a 2.9 KB run of unary
+// operators once took 32 s in the IR fuzzer, the verifier printing the whole expression again for
 // the problem at each operator). Every stage the fuzzer runs (parse, print, parse back, verify,
 // split, the interpreter) runs on chains as long as the tree-depth limit allows; with the
 // quadratic code each would take many minutes, and ctest's timeout fails the test. No timing is

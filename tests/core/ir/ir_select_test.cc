@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one meaning of `select` (issue 38, item 7; docs/ir.md, "Interpreter"): a scalar select
+// The one meaning of `select` (docs/ir.md, "Interpreter"): a scalar select
 // evaluates its condition and then the chosen arm only, as C's ?: does and as every code
 // generator writes it, so a guarded load or division in the arm not taken never faults; a
 // vector select evaluates both arms, every lane, and picks lane by lane. The verifier refuses a

@@ -586,7 +586,7 @@ TEST(IrSplit, SplitErrorsFindsEveryTampering) {
     return at == std::string::npos ? text : text.replace(at, from.size(), to);
   };
   const std::string launch = "  call_packed(";
-  // Host code writes device memory (issue 14, item 1: "malloc(): invalid size").
+  // Host code writes device memory ("malloc(): invalid size").
   EXPECT_EQ(errors(replace(host, launch, "  c[0] = 1.0\n" + launch), device),
             std::vector<std::string>{
                 "in function 'vector_add_gpu': host code stores to buffer 'c', a parameter, which "

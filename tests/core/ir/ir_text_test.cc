@@ -81,7 +81,7 @@ TEST(IrText, LiteralsRoundTrip) {
 }
 
 // A unary minus reads as 0 - x and prints back as -x (not 0 - x, which put each `-!` of a run
-// inside one more parenthesis than it was written with: issue 13); a run of unary operators
+// inside one more parenthesis than it was written with); a run of unary operators
 // prints as written, and a literal after the minus keeps its parentheses (-(1) is 0 - 1, -1 the
 // literal) unless it prints with its own minus (--1 is 0 - -1).
 TEST(IrText, UnaryOperatorsPrintAsWritten) {
@@ -253,7 +253,7 @@ const BadText kBadTexts[] = {
     {"ElseWithoutIf", "func f() {\n  else {\n  }\n}",
      "2:3: expected a statement ('else' must follow the '}' of an 'if'), got 'else'", "else"},
     {"Keyword", "func for() {\n}", "1:6: 'for' is a keyword: expected the function's name", "for"},
-    // A name that starts with a digit (issue 13, item 10; compound assignment came with
+    // A name that starts with a digit (compound assignment is part of
     // version 2 of the text form: ir_language_test.cc).
     {"FunctionNameStartsWithADigit", "func 2mm(a: buffer<float32>[1]) {\n}",
      "1:6: function name '2mm' starts with a digit: expected a name that starts with a letter "
@@ -286,7 +286,7 @@ INSTANTIATE_TEST_SUITE_P(Errors, ParseError, ::testing::ValuesIn(kBadTexts),
                            return std::string(param_info.param.name);
                          });
 
-// Issue 13, item 6: `float64(0.2)`, `0.2 * x` and `let y: float64 = 0.2` hold the float64
+// `float64(0.2)`, `0.2 * x` and `let y: float64 = 0.2` hold the float64
 // value 0.2, not the float32 value of 0.2 (6e-7 away); integer literals take int64 from their
 // context. Compared exactly.
 TEST(IrText, LiteralsTakeTheirTypeFromTheContext) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Registrations made while a plugin loads belong to that plugin (issue 38, item 10). A static
+// Registrations made while a plugin loads belong to that plugin. A static
 // constructor runs inside dlopen, before bp_plugin_init: what it registers is the plugin's,
 // checked against its manifest and rolled back with it, never credited to the host. A
 // registration refused during the load fails the whole load even when the plugin ignores the

@@ -466,7 +466,7 @@ TEST_F(CodegenTest, CompilerFailureReportsTheCompilersMessage) {
   EXPECT_NE(status.message.find("gcc-999"), std::string::npos) << status.message;
 }
 
-// The cached build's budget: 5 ms (issue 4), or 25 ms in a sanitizer build, where every
+// The cached build's budget: 5 ms, or 25 ms in a sanitizer build, where every
 // allocation and copy is several times slower and ctest runs two tests at once on 2 cores.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr double kCachedBuildBudgetMs = 25.0;
@@ -593,7 +593,7 @@ func matmul_relu(m: int32, n: int32, k: int32, a: buffer<float32>[m, k], b: buff
 
 }  // namespace
 
-// ---- Run-time checks (issue 13 items 3 and 4; docs/codegen-guide.md "Run-time checks") -----
+// ---- Run-time checks (docs/codegen-guide.md "Run-time checks") -----
 
 // Every integer division of the IR (/, floordiv, floormod, signed and unsigned, 8 to 64 bits)
 // by zero is the interpreter's error, never SIGFPE; INT_MIN / -1 wraps.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The OpenMP settings of the c target's kernels (issue 21, item 9; plugins/cpu/openmp.h,
+// The OpenMP settings of the c target's kernels (plugins/cpu/openmp.h,
 // docs/performance.md, "OpenMP: waiting and binding"): Backplane's choice when the environment
 // says nothing, the user's variables when it does, and the host's runtime left alone. Each case
 // runs a real process (openmp_helper.cc) with the variables set or unset, and checks what cpu:0

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The c code generator in a secure process (issue 14, item 5): a set-user-ID program that
+// The c code generator in a secure process: a set-user-ID program that
 // builds a `c` Target must not run a compiler its caller chose through PATH, BACKPLANE_CC or
 // the compiler's own environment (COMPILER_PATH picks the assembler). The test makes that
 // process for real: a copy of secure_cc_helper owned by another user (nobody) with the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A `c` Target is data (issue 14, item 4): parsing or building one never runs a program of its
+// A `c` Target is data: parsing or building one never runs a program of its
 // choosing. Its cflags come from an allowlist, each refused class of flag is named with why and
 // what to do; its cc is a compiler's plain name, never a path or arguments, and mtriple, mcpu,
 // march and mattr cannot smuggle either; the compiler is host configuration (BACKPLANE_CC).

@@ -214,7 +214,7 @@ func f(n: int32, m: int32, a: buffer<int32>[m], b: buffer<int32>[m], q: buffer<i
   EXPECT_EQ(error(n), "no error");
 }
 
-// Issue 16, item 2, on the hardware: cuda <-> cuda_host copies queued on a created
+// On the hardware: cuda <-> cuda_host copies queued on a created
 // (non-blocking) stream are ordered after the work queued there before them.
 TEST_F(CudaGpuTest, CopiesWithCudaHostAreOrderedOnACreatedStream) {
   const int64_t n = 64 << 20;  // long enough that an unordered copy would overtake it
@@ -235,7 +235,7 @@ TEST_F(CudaGpuTest, CopiesWithCudaHostAreOrderedOnACreatedStream) {
   backplane::Check(bp_device_free_data_space(DLDevice{kDLCUDAHost, 0}, pinned));
 }
 
-// Issue 18, item 10, on the hardware: a grid of more than 65,535 blocks on y, or on z (one
+// On the hardware: a grid of more than 65,535 blocks on y, or on z (one
 // cuLaunchKernel's limit), runs as several launches, each kernel adding its part's block
 // offset to blockIdx; every element matches the host's sum of random inputs (one float add:
 // exact), and none is left at its NaN fill. A grid that fits runs as before.
@@ -292,7 +292,7 @@ func add3(n: int32, m: int32, k: int32, x: buffer<float32>[k, m, n], y: buffer<f
   }
 }
 
-// Issue 19, item 2: CUevents. A kernel queued on one stream, then a copy on another stream that
+// CUevents. A kernel queued on one stream, then a copy on another stream that
 // waits for the event recorded after it (no host wait between), reads the kernel's result; the
 // time between two events around the work is positive.
 TEST_F(CudaGpuTest, EventsOrderStreamsAndTimeAKernel) {
@@ -329,7 +329,7 @@ TEST_F(CudaGpuTest, EventsOrderStreamsAndTimeAKernel) {
   backplane::Check(bp_device_stream_set(Gpu(), nullptr));
 }
 
-// Issue 19, item 3: native handles out (the CUstream, the primary context, the CUdevice, a
+// Native handles out (the CUstream, the primary context, the CUdevice, a
 // tensor's CUdeviceptr) and a CUdeviceptr from the application's own cuMemAlloc wrapped as
 // tensors that a kernel reads, without a copy; the release runs when the tensor goes.
 TEST_F(CudaGpuTest, NativeHandlesAndAWrappedCuMemAlloc) {

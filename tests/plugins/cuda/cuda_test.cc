@@ -408,7 +408,7 @@ func f(n: int32, d: int32, a: buffer<int32>[n], q: buffer<int32>[n, 3]) {
   EXPECT_EQ(plain.find("bp_fault_t* bp_fault"), std::string::npos) << plain;
 }
 
-// The C forms of issue 40 (docs/ir.md): C's % (checked: by 0 a fault, by -1 zero; by a constant
+// The C forms of the IR (docs/ir.md): C's % (checked: by 0 a fault, by -1 zero; by a constant
 // plain), float64 atomic add (atomicAdd(double), sm_60 and later) and min/max (a CAS loop on
 // the 64 bits) in global and shared memory, a loop by its end and integer literals as floats.
 // The PTX must pass ptxas; running it needs a GPU (cuda_gpu_test).

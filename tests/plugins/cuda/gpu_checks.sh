@@ -3,7 +3,7 @@
 #
 # The CUDA checks that need a GPU, run from the GPU bundle (tests/plugins/cuda/
 # make_gpu_bundle.sh builds it on a machine with the Debian packages); nothing is built here.
-# Issue 16, item 12; docs/cuda.md, "Running the GPU checks".
+# docs/cuda.md, "Running the GPU checks".
 #
 #   bash tests/plugins/cuda/gpu_checks.sh [--pack] [--budget SECONDS] [BUNDLE_DIR]
 #   bash <bundle>/gpu_checks.sh [--pack] ...          (the bundle's own copy)
@@ -698,7 +698,7 @@ EOF
 fi
 step_end
 
-# --- the launch path's phases (issue 39): the pair again, the plugin's timer on ---
+# --- the launch path's phases: the pair again, the plugin's timer on ---
 step_begin launch_phases 90
 if [ ! -x "$bin/bench_cuda" ]; then
   step_fail "the bundle has no bench_cuda (built with BACKPLANE_BUILD_BENCHMARKS off)"

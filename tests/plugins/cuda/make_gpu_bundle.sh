@@ -3,7 +3,7 @@
 #
 # Builds the GPU bundle: a folder that runs Backplane's CUDA checks on a machine with an
 # NVIDIA GPU, its driver and a CUDA Toolkit, and nothing else of ours (no Debian development
-# packages, no build step there). Issue 16, item 11; docs/cuda.md, "Running the GPU checks".
+# packages, no build step there). docs/cuda.md, "Running the GPU checks".
 #
 #   bash tests/plugins/cuda/make_gpu_bundle.sh [--jobs N] [BUNDLE_DIR]
 #       configures and builds the release preset (only what the bundle takes: the target

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The cuda plugin's memory, copy, stream, module and launch logic, run here without a GPU on
 // the MOCK CUDA driver (tests/plugins/cuda/mock_driver: the Driver API's documented contract
-// on host memory, with deferred streams). Each test is a case of issue 16's review: it failed
+// on host memory, with deferred streams). Each test is a regression case: it failed
 // before the plugin's fix and passes after. Kernels do not run on the mock; launches are
 // checked and counted. Each test runs in a process of its own (gtest_discover_tests), so the
 // mock's environment variables set before the plugin loads reach it.
@@ -339,7 +339,7 @@ TEST(CudaMockDriverTest, PtxNewerThanTheDriverIsRefusedNamingBothVersions) {
 
 // Item 8: block sizes are checked against the device's limits, naming the axis, the size and
 // the limit (the driver says only CUDA_ERROR_INVALID_VALUE); a grid larger than one launch
-// takes runs in parts (issue 18, item 10: AGridLargerThanOneLaunchRunsInParts).
+// takes runs in parts (AGridLargerThanOneLaunchRunsInParts).
 TEST(CudaMockDriverTest, LaunchSizesAreCheckedAgainstTheDevicesLimits) {
   UseMock();
   const Mock mock = Counters();
@@ -396,7 +396,7 @@ std::vector<Logged> LaunchLog(const Mock& mock) {
   return log;
 }
 
-// Issue 18, item 10: a grid larger than one cuLaunchKernel takes (MAX_GRID_DIM_Y/Z: 65,535) is
+// A grid larger than one cuLaunchKernel takes (MAX_GRID_DIM_Y/Z: 65,535) is
 // launched in parts, in order on the stream, each within the device's limits and passing its
 // first block's index per axis (the kernel adds it to blockIdx), so the parts cover every block
 // once; a grid that fits is one launch with offsets 0.
@@ -560,7 +560,7 @@ TEST(CudaMockDriverTest, AModuleUnloadsInItsContextFromAnyThread) {
 
 namespace {
 
-// Issue 19, item 2, on the mock's deferred streams: an event recorded on one stream after a
+// Events, on the mock's deferred streams: an event recorded on one stream after a
 // copy, waited for by another stream, orders the copy before that stream's later work (the
 // mock runs the first stream's work only when something waits for it, so without the wait
 // the read would see nothing); query, sync and timing follow the event.
@@ -596,7 +596,7 @@ TEST(CudaMockDriverTest, EventsOrderStreamsWithoutAHostWait) {
   backplane::Check(bp_device_free_data_space(kPinned, pinned));
 }
 
-// Issue 19, item 3: native handles out, and a buffer from the application's own cuMemAlloc
+// Native handles out, and a buffer from the application's own cuMemAlloc
 // (the mock's, called directly) wrapped as a tensor: Backplane's copies land in that buffer
 // (the mock's device memory is host memory, read here directly), the wrap is checked against
 // the allocation, a refused wrap never runs the release, and the release runs once when the
@@ -728,7 +728,7 @@ func divide(n: int32, d: int32, a: buffer<int32>[n]) {
 }
 )";
 
-// Issue 39, item 4: a warm launch (the module loaded, the context current) of a kernel without
+// A warm launch (the module loaded, the context current) of a kernel without
 // checks on the null stream makes two driver calls, cuCtxGetCurrent and cuLaunchKernel; one with
 // a run-time check adds the record's read and the wait for it. A regression guard for the hot
 // path: a driver call added to every launch fails here.
@@ -793,7 +793,7 @@ nlohmann::json LaunchPhases(const char* what = "json") {
   return nlohmann::json::parse(backplane::Function::Get("cuda.launch_phases")(what).AsString());
 }
 
-// Issue 39, item 4: with BACKPLANE_CUDA_LAUNCH_PHASES set, every phase of every launch is
+// With BACKPLANE_CUDA_LAUNCH_PHASES set, every phase of every launch is
 // counted and timed, and the report names each phase; "reset" starts again from zero.
 TEST(CudaMockDriverTest, TheLaunchPhaseTimerCountsEveryPhaseOfEveryLaunch) {
   UseMock({{"BACKPLANE_CUDA_LAUNCH_PHASES", "1"}});

@@ -192,7 +192,7 @@ TEST_F(FakeAccTest, TensorCopyFromReplacesContents) {
 
 namespace {
 
-// Issue 18, item 3, for any vendor: a plugin with a pinned host type of its own (fakeacc_host
+// For any vendor: a plugin with a pinned host type of its own (fakeacc_host
 // beside fakeacc, as cuda_host is beside cuda) gets the copies between the two, on the
 // caller's stream, instead of the core staging them through unpinned host memory and
 // synchronizing.

@@ -216,7 +216,7 @@ TEST_F(OpenCLCodegenTest, ADamagedCacheEntryIsRebuilt) {
 }
 
 TEST_F(OpenCLCodegenTest, ABuildErrorCarriesTheBuildLog) {
-  // A module whose OpenCL C was edited by hand no longer loads (issue 14, item 1: the loader
+  // A module whose OpenCL C was edited by hand does not load (the loader
   // emits the C again from the IR and compares; saved_module_tamper_test has the cases).
   const kernels::Case* c = kernels::Find("vector_add_gpu");
   const Module built = BuildCase(*c).Imports()[0];
@@ -246,7 +246,7 @@ TEST_F(OpenCLCodegenTest, ABuildErrorCarriesTheBuildLog) {
       << refused;
 }
 
-// float16 with and without cl_khr_fp16 (issue 41, item 10): the device's own Target says
+// float16 with and without cl_khr_fp16: the device's own Target says
 // supports_float16 as its supports_fp16 attribute (cl_khr_fp16) does. With it, float16 is
 // OpenCL's half; without it (PoCL on a CPU has none) a float16 value is a float rounded to half
 // after every operation and float16 memory goes through vload_half / vstore_half_rte, so the
@@ -478,7 +478,7 @@ TEST_F(OpenCLCodegenTest, EachCallUsesItsOwnArgumentsWhenOnlySomeChange) {
   expect("reallocated x", 3.0f, x3, &y2_ref, y2_t, n);
 }
 
-// The same, counted (issue 39 item 5): opencl.kernel_arg_stats says how many arguments were
+// The same, counted: opencl.kernel_arg_stats says how many arguments were
 // set with clSetKernelArg and how many were left as the last launch set them. saxpy_gpu takes
 // six: n, alpha, and a cl_mem and a byte offset for each of x and y.
 TEST_F(OpenCLCodegenTest, ArgumentsAreSetOnlyWhenTheyChanged) {
@@ -519,7 +519,7 @@ TEST_F(OpenCLCodegenTest, ArgumentsAreSetOnlyWhenTheyChanged) {
 
 }  // namespace
 
-// ---- Floating-point contraction (issue 13 item 2) -------------------------------------------
+// ---- Floating-point contraction -------------------------------------------
 
 const char* kMulAdd = R"(# backplane-ir 1
 func muladd(n: int32, a: buffer<float32>[n], b: buffer<float32>[n], c: buffer<float32>[n], d: buffer<float32>[n]) {
@@ -581,7 +581,7 @@ TEST_F(OpenCLCodegenTest, MultiplyAddIsNotContractedUnlessTheTargetAsks) {
   }
 }
 
-// ---- Run-time checks (issue 13 items 3 and 4; docs/codegen-guide.md "Run-time checks") -----
+// ---- Run-time checks (docs/codegen-guide.md "Run-time checks") -----
 
 // `body` inside one thread an element: `i` is the element, below n.
 std::string OneThreadAnElement(const std::string& params, const std::string& body) {

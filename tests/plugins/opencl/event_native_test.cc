@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The opencl plugin's events (ordering two streams, query, sync, timing, recording again) and
 // native handles (the OpenCL objects out, an application's cl_mem wrapped in: copies both ways,
-// a kernel, refused wraps), on the real ICD loader (PoCL in CI). Issue 19, items 2 and 3.
+// a kernel, refused wraps), on the real ICD loader (PoCL in CI).
 // Skipped, with the reason, where no OpenCL device exists.
 #include <CL/cl.h>
 
@@ -22,7 +22,7 @@ namespace {
 using bptest::Capture;
 using bptest::OpenCLTest;
 
-// ---- events and native handles (issue 19, items 2 and 3) ----------------------------------
+// ---- events and native handles ----------------------------------
 
 using backplane::Device;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The vulkan code generator follows docs/ir.md where the IR defines a result (issue 13, items
-// 2 to 4): a*b+c rounds twice unless the Target says -fast-math-contract (every float add,
+// The vulkan code generator follows docs/ir.md where the IR defines a result:
+// a*b+c rounds twice unless the Target says -fast-math-contract (every float add,
 // subtract, multiply and divide of the SPIR-V is decorated NoContraction, so a GPU driver
 // cannot fuse them); an integer division by zero is the interpreter's error, INT_MIN / -1
 // wraps; with -bounds-check the first access out of bounds is the interpreter's error. Runs

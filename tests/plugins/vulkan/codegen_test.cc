@@ -438,10 +438,10 @@ TEST_F(VulkanCodegenTest, KernelsRunOnTheActiveStreamInOrder) {
   backplane::Check(bp_device_stream_free(kDev, a));
 }
 
-// Issue 14, item 18: the plugin kept each thread's active stream as a bare address, so when
-// another thread freed that stream and its next CreateStream got the same address (the heap
-// hands a freed block straight back), this thread's launch ran on the other thread's stream.
-// Now the streams are sdk::StreamRegistry's and the launch is an error.
+// A plugin that keeps each thread's active stream as a bare address, when another thread
+// frees that stream and its next CreateStream gets the same address (the heap hands a freed
+// block straight back), runs this thread's launch on the other thread's stream. The
+// streams are sdk::StreamRegistry's, so the launch is an error.
 TEST_F(VulkanCodegenTest, AnActiveStreamFreedByAnotherThreadIsAnError) {
   const kernels::Case* c = kernels::Find("vector_add_gpu");
   ASSERT_NE(c, nullptr);
@@ -515,7 +515,7 @@ TEST_F(VulkanCodegenTest, ThePipelineCacheIsKeptOnDisk) {
   std::filesystem::remove_all(root);
 }
 
-// float16 runs where the device has shaderFloat16 and 16-bit storage (issue 41, item 10; lavapipe
+// float16 runs where the device has shaderFloat16 and 16-bit storage (lavapipe
 // has both): float16 buffers, a float16 scalar, a shared float16 array across a barrier, and
 // + - * / max, each rounded to half, bit for bit as the interpreter computes them on 64 random
 // halves per seed; the module saved and loaded back runs too. The attribute supports_fp16 says

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// float64 math intrinsics on vulkan:0 (issue 21, item 7). GLSL has no double exp, exp2, log,
+// float64 math intrinsics on vulkan:0. GLSL has no double exp, exp2, log,
 // log2, pow, sin, cos, tanh or erf, and Vulkan's double fma need not be fused (lavapipe's is a
 // multiply and an add): the code generator writes its own in GLSL (plugins/vulkan/f64_math.cc).
 // Each intrinsic runs on random inputs over its domain and on special values against the IR

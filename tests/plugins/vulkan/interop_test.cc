@@ -2,7 +2,7 @@
 // The vulkan plugin's events (ordering streams, timing a kernel, recording again) and native
 // handles (the plugin's own Vulkan objects out; an application's VkBuffer wrapped as a tensor,
 // read and written through vkMapMemory and by a kernel), on the real loader (lavapipe in CI).
-// Issue 19, items 2 and 3. Skips when no Vulkan device exists.
+// Skips when no Vulkan device exists.
 #include <vulkan/vulkan.h>
 
 #include <algorithm>
@@ -28,7 +28,7 @@ using bptest::Capture;
 using bptest::kDev;
 using bptest::VulkanTest;
 
-// ---- events and native handles (issue 19, items 2 and 3) ----------------------------------
+// ---- events and native handles ----------------------------------
 
 constexpr DLDataType kF32{kDLFloat, 32, 1};
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Long-running invocations on the vulkan target (issue 13, item 1). lavapipe (llvmpipe) lets
+// Long-running invocations on the vulkan target. lavapipe (llvmpipe) lets
 // each SIMD group of invocations take 65535 loop back edges over all its loops and then
 // leaves every loop without an error. Each kernel here runs on vulkan:0 and through the IR
 // interpreter on the same random inputs: the results agree, or the launch's error names the

@@ -367,7 +367,7 @@ TEST_F(VulkanSpirvCache, DifferentOptionsAreDifferentEntries) {
   EXPECT_EQ(Describe(InProcessStats()), Describe(Stats{2, 2, 0}));
 }
 
-// ---- The pipeline cache on disk (issue 39, item 5) ------------------------------------------
+// ---- The pipeline cache on disk ------------------------------------------
 
 // What vulkan.pipeline_cache_stats said, less its timing.
 struct PipelineStats {

@@ -121,7 +121,7 @@ std::string EventRounds(int run, int t, int threads, const backplane::Event& min
       .message;
 }
 
-// Events shared between threads (issue 19, item 2): each thread records its own event on its
+// Events shared between threads: each thread records its own event on its
 // own stream after a copy, makes its stream wait for its neighbour's event (recorded again and
 // again meanwhile, its stream freed at the end of a run), queries it, and reads its data back;
 // then two events of freed streams are timed. Every call on an event takes the device's lock,

@@ -24,7 +24,7 @@ namespace codegen {
 
 std::string FaultMessage(const FaultSite& site, const FaultRecord& r) {
   switch (site.kind) {
-    case FaultSite::Kind::kDivisionByZero:  // quoted again: a module saved before issue 38
+    case FaultSite::Kind::kDivisionByZero:  // quoted again: a module saved by an older build
       return site.func + ": integer division by zero in `" + ir::QuoteText(site.text) + "`";
     case FaultSite::Kind::kOutOfBounds:
       return site.func + ": index " + std::to_string(r.arg[0]) +

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A plugin whose static constructor registers its own declared name, then takes
- * device_api.cpu with allow_override, before the host ever calls its entry point (issue 38,
- * item 10: the call succeeded, credited to "the host", and the real cpu plugin was skipped).
- * Now the load is this plugin's from dlopen on: the second registration is refused (the cpu
+ * device_api.cpu with allow_override, before the host ever calls its entry point (were it
+ * credited to "the host", the call would succeed and the real cpu plugin be skipped).
+ * The load is this plugin's from dlopen on: the second registration is refused (the cpu
  * plugin's manifest declares the name), the load fails, the first is rolled back and the
  * library unloaded. */
 #include "reach_core.h"

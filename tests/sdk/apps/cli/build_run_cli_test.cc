@@ -110,7 +110,7 @@ TEST_F(BuildRunCli, AFunctionWithoutAReferenceRunsUnchecked) {
 
 TEST_F(BuildRunCli, ErrorsSayWhatToDo) {
   // A file with CPU and GPU variants builds the CPU ones for a CPU Target and names each GPU
-  // one it left out (issue 15, item 7; before, the whole file was refused).
+  // one it left out, instead of refusing the whole file.
   sp::Result gpu_on_cpu = Cli({"build", KernelFile("matmul.bpir"), "-t", "c", "-o", Path("x")});
   EXPECT_EQ(gpu_on_cpu.exit_code, 0) << gpu_on_cpu.err;
   EXPECT_TRUE(Contains(gpu_on_cpu.err, "left out matmul_tiled_gpu")) << gpu_on_cpu.err;
@@ -149,7 +149,7 @@ TEST_F(BuildRunCli, DemoRunsEveryCpuKernelAndPrintsATable) {
   EXPECT_FALSE(Contains(d.out, "FAILED")) << d.out;
 }
 
-// Issue 13, item 8: nothing that is not a kernel file or a module builds or runs; every
+// Nothing that is not a kernel file or a module builds or runs; every
 // input is read under a cap (never until the memory runs out), and the message names the
 // file, what was expected and what to do.
 TEST_F(BuildRunCli, EmptyDirectoryDeviceAndFifoInputsAreRefused) {
@@ -216,7 +216,7 @@ TEST_F(BuildRunCli, EmptyDirectoryDeviceAndFifoInputsAreRefused) {
   }
 }
 
-// Issue 13, item 10: a parse error names the file, line and column, with one exit code,
+// A parse error names the file, line and column, with one exit code,
 // whether or not --func picks functions.
 TEST_F(BuildRunCli, ParseErrorsNameTheFileWithOrWithoutFunc) {
   {
@@ -245,7 +245,7 @@ TEST_F(BuildRunCli, ParseErrorsNameTheFileWithOrWithoutFunc) {
   EXPECT_TRUE(Contains(v.err, "does not verify")) << v.err;
 }
 
-// Issue 38, item 7: `run --check` on a kernel that guards its loads with a select. The
+// `run --check` on a kernel that guards its loads with a select. The
 // interpreter evaluated both arms and faulted on x[64]; every device runs only the chosen one
 // (docs/ir.md, "Interpreter"), and so does the interpreter now: the check passes, on random
 // inputs of several sizes, for c, and for opencl and vulkan where their devices are.
@@ -280,7 +280,7 @@ TEST_F(BuildRunCli, RunCheckPassesAKernelGuardedBySelect) {
   }
 }
 
-// Issue 38, item 8: a C compiler that crashes on the generated source (gcc 12's cc1 does, with
+// A C compiler that crashes on the generated source (gcc 12's cc1 does, with
 // its default stack, on a sum of 99,000 loads, which the IR accepts) is a compiler failure:
 // `backplane build` exits 1 as docs/cli.md says (it exited 2, a usage error), says the compiler
 // crashed and keeps the source. A compiler that refuses what it was given (the Target's flags)
@@ -328,7 +328,7 @@ TEST_F(BuildRunCli, ACompilerThatCrashesIsAFailureNotAUsageError) {
   }
 }
 
-// Issue 13, item 10: an error a code generator reports with its own name is not prefixed
+// An error a code generator reports with its own name is not prefixed
 // with that name a second time by the core ("target.build.c: target.build.c: ...").
 TEST_F(BuildRunCli, CodeGeneratorErrorsAreNotPrefixedTwice) {
   {
@@ -350,7 +350,7 @@ TEST_F(BuildRunCli, CodeGeneratorErrorsAreNotPrefixedTwice) {
   EXPECT_FALSE(Contains(cu.err, "target.build.cuda: target.build.cuda")) << cu.err;
 }
 
-// Issue 13, item 10: a module for another device type runs on that type's device 0 by
+// A module for another device type runs on that type's device 0 by
 // default; a --device of the wrong type says which one to give.
 TEST_F(BuildRunCli, TheDeviceComesFromTheModuleKind) {
   sp::Result b = Cli({"build", KernelFile("vector_add.bpir"), "-t", "opencl", "-f",
@@ -445,7 +445,7 @@ TEST_F(BuildRunCli, ABlockSizeParamComesFromTheDevice) {
   }
 }
 
-// Issue 13, item 8, in the core: bp_build itself refuses IR with no function (empty text,
+// In the core: bp_build itself refuses IR with no function (empty text,
 // only comments) and IR text over its 16 MiB cap, whoever calls it.
 TEST(BuildDriver, RefusesIRWithoutFunctionsAndTextOverTheCap) {
   const backplane::Target c = backplane::Target::Parse("c");
@@ -469,7 +469,7 @@ TEST(BuildDriver, RefusesIRWithoutFunctionsAndTextOverTheCap) {
   }
 }
 
-// Issue 13, item 10, in the core: a C or C++ caller names its input, and parse errors say
+// In the core: a C or C++ caller names its input, and parse errors say
 // "NAME:LINE:COL" (ABI 1.4's bp_build_with_options); without a name they say "bp_build input".
 TEST(BuildDriver, ParseErrorsNameTheCallersSource) {
   const backplane::Target c = backplane::Target::Parse("c");
@@ -540,7 +540,7 @@ TEST(BuildDriver, ParseErrorsNameTheCallersSource) {
   }
 }
 
-// Issue 13, item 5: any kernel, not only the catalog's, checked against the IR interpreter on
+// Any kernel, not only the catalog's, checked against the IR interpreter on
 // the same inputs; a module whose code differs from the IR given with --ir is a mismatch
 // that names function, buffer, index, got, expected and tolerance; scalars of any dtype.
 TEST_F(BuildRunCli, CheckComparesAnyKernelWithTheInterpreter) {
@@ -575,7 +575,7 @@ TEST_F(BuildRunCli, CheckComparesAnyKernelWithTheInterpreter) {
   wrong.insert(wrong.end(), {"--ir", Path("other.bpir")});
   sp::Result bad = Cli(wrong);
   EXPECT_EQ(bad.exit_code, 1) << bad.Describe() << "\n" << bad.out << bad.err;
-  // Errors go to stderr (issue 15, item 1).
+  // Errors go to stderr.
   EXPECT_TRUE(Contains(bad.err,
                        "FAILED against the IR interpreter: function 'affine', buffer "
                        "'b': first difference at index 0 of 777"))

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Issue 15, "Conventions every subcommand follows": errors on stderr; exit codes 0 success,
+// docs/cli.md, "Conventions every subcommand follows": errors on stderr; exit codes 0 success,
 // 1 failure, 2 usage; bad input refused, never ignored; help that fits an 80-column terminal
 // with examples and the environment; `backplane help [COMMAND]`; --json with schema_version;
 // `build` on a file with CPU and GPU variants; progress and the first call in `demo`.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the CLI tests of issue 15 share: running `backplane` and `backplane-conformance` with
+// What the CLI tests share: running `backplane` and `backplane-conformance` with
 // a private compile cache and an 80-column "terminal", a scratch folder per test, and the
 // reference kernel files of the build tree.
 #ifndef BACKPLANE_TESTS_TOOLS_CLI_HELPERS_H_

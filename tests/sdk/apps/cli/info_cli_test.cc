@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `backplane info -l`, `-d TYPE:INDEX`, `--prop NAME` and `--json` run as a user runs them
-// (issue 15, items 8-10; issue 41, items 9-10): what goes to stdout and stderr, the exit codes
+// `backplane info -l`, `-d TYPE:INDEX`, `--prop NAME` and `--json` run as a user runs them:
+// what goes to stdout and stderr, the exit codes
 // (0 success, 1 failure, 2 usage), the JSON's schema_version and lists as arrays, tables that
 // fit a narrow terminal, and a supports_fp16 that agrees with what a build for the device does.
 #include <backplane/c_api.h>
@@ -350,7 +350,7 @@ TEST(InfoCli, UnknownPropIsAUsageErrorListingCloseNames) {
   EXPECT_TRUE(Contains(r.err, "excludes")) << r.err;
 }
 
-// supports_fp16 never claims what the code generator refuses (issue 41, item 10): a float16
+// supports_fp16 never claims what the code generator refuses: a float16
 // kernel builds for the Target of every opencl device (with cl_khr_fp16 as OpenCL's half, which
 // Target::FromDevice reads from the attribute; without it in float rounded to half, as
 // opencl_codegen_test runs it) and of every vulkan device whose attribute is 1 (a launch on one

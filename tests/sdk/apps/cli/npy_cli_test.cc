@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Issue 15, item 6: `backplane run --input NAME=FILE.npy --output NAME=FILE.npy` on real data.
+// `backplane run --input NAME=FILE.npy --output NAME=FILE.npy` on real data.
 // The test writes .npy files itself (its own writer, not the tool's), runs vector_add and
 // saxpy on cpu:0 and opencl:0, reads the outputs back and compares them with a reference it
 // computes; mismatched dtype, shape, byte order and order are refused naming the parameter,

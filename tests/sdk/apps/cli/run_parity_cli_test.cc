@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Issue 41, items 7 and 8: `backplane build -t DEVICE` builds for the device's own Target, and
+// `backplane build -t DEVICE` builds for the device's own Target, and
 // `backplane run` does what users of iree-run-module and iree-benchmark-module expect: it lists
 // a module's functions, takes inline inputs, prints outputs, reports min/mean/median/stddev of
 // the repeats, checks a run whose outputs it writes, and names where a mismatched size came

@@ -518,7 +518,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "device.stream.sync_stream_from_to",
                    "did not wait for the work queued on stream 1",
                    "device.stream.sync_waits"},
-        // Issue 14, item 18: a freed stream's handle comes back for another thread's stream.
+        // A freed stream's handle comes back for another thread's stream.
         BrokenCase{"brokenstreamreuse",
                    {"--test", "codegen.active_stream_freed", "--test", "codegen.set_stream_routes"},
                    "codegen.active_stream_freed",
@@ -534,7 +534,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "codegen.kernel.vector_add_gpu",
                    "did not match the float64 reference",
                    ""},
-        // Issue 13, item 5: outputs right, an input overwritten; only the comparison with
+        // Outputs right, an input overwritten; only the comparison with
         // the IR interpreter (every buffer) sees it.
         BrokenCase{"brokeninputs",
                    {"--test", "codegen.kernel.vector_add*"},

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The IR interpreter as the oracle for any kernel (runner/check.hpp, issue 13 item 5): a user
+// The IR interpreter as the oracle for any kernel (runner/check.hpp): a user
 // kernel that is not in the catalog is checked on the c target (and OpenCL where a device is
 // here); a module whose code does something other than the IR it is checked against, or a
 // tampered result, is a mismatch naming function, buffer, index, got, expected and the

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Broken on purpose (BP-PLUGIN-8): create_stream hands a freed stream's handle out again, as a
 // vendor API may hand out a freed queue's address, while each thread keeps its active stream as
-// a bare handle (the vulkan plugin's bug, issue 14, item 18). A thread whose active stream
+// a bare handle (the vulkan plugin's bug). A thread whose active stream
 // another thread freed then launches onto that thread's new stream. The kit fails
 // codegen.active_stream_freed.
 #include <cstdint>
