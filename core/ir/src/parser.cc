@@ -27,6 +27,10 @@ enum class Tok { kIdent, kInt, kFloat, kString, kPunct, kEnd };
 // name or a number may be megabytes long, and the line is shown under the message anyway).
 std::string Q(std::string_view text) { return detail::Elide(text); }
 
+constexpr ThreadTag kThreadTags[] = {ThreadTag::kBlockIdxX,  ThreadTag::kBlockIdxY,
+                                     ThreadTag::kBlockIdxZ,  ThreadTag::kThreadIdxX,
+                                     ThreadTag::kThreadIdxY, ThreadTag::kThreadIdxZ};
+
 struct Token {
   Tok kind = Tok::kEnd;
   std::string text;   // as written (kString: the decoded value)
@@ -432,10 +436,14 @@ class Parser {
           Take();
           Expect(":", "after the attribute name");
           if (Cur().kind != Tok::kString) Fail("expected the attribute's value as a string");
-          if (f.attrs.count(key))
+          if (f.attrs.count(key) || (key == "launch_params" && f.launch_axes))
             err_.Throw(key_tok.offset,
                        "attribute '" + key + "' is given twice: give each attribute once");
-          f.attrs[key] = Cur().text;
+          if (key == "launch_params") {
+            f.launch_axes = LaunchAxes(Cur());
+          } else {
+            f.attrs[key] = Cur().text;
+          }
           Take();
         } while (TakePunct(","));
       }
@@ -836,6 +844,31 @@ class Parser {
     Expect(")", "after the schedule");
   }
 
+  // The value of attribute "launch_params": thread axes separated by commas ("" for none).
+  std::vector<ThreadTag> LaunchAxes(const Token& value) {
+    std::vector<ThreadTag> axes;
+    const std::string& list = value.text;
+    for (size_t start = 0; !list.empty() && start <= list.size();) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      const std::string name = list.substr(start, comma - start);
+      ThreadTag tag = ThreadTag::kNone;
+      if (!ParseThreadTag(name, &tag)) {
+        std::vector<std::string> names;
+        for (ThreadTag t : kThreadTags) names.push_back(ToString(t));
+        std::string all;
+        for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+        err_.Throw(value.offset,
+                   "attribute 'launch_params' lists '" + Q(name) + "', which is no thread axis" +
+                       detail::DidYouMean(name, names) +
+                       ": expected thread axes separated by commas, each one of " + all);
+      }
+      axes.push_back(tag);
+      start = comma + 1;
+    }
+    return axes;
+  }
+
   ThreadTag Thread() {
     const Token& at = Cur();
     std::string s;
@@ -848,11 +881,8 @@ class Parser {
         Take();
       }
     }
-    static const ThreadTag kTags[] = {ThreadTag::kBlockIdxX,  ThreadTag::kBlockIdxY,
-                                      ThreadTag::kBlockIdxZ,  ThreadTag::kThreadIdxX,
-                                      ThreadTag::kThreadIdxY, ThreadTag::kThreadIdxZ};
-    for (ThreadTag t : kTags)
-      if (s == ToString(t)) return t;
+    ThreadTag tag = ThreadTag::kNone;
+    if (ParseThreadTag(s, &tag)) return tag;
     err_.Throw(at.offset,
                "expected a thread axis (blockIdx.x/y/z or threadIdx.x/y/z), got " + Describe(at));
   }

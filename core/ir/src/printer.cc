@@ -510,10 +510,13 @@ class Printer {
       }
     }
     out += ')';
-    if (!f.attrs.empty()) {
+    // The launch axes are the attribute "launch_params", in its sorted place among the rest.
+    std::map<std::string, std::string> attrs = f.attrs;
+    if (f.launch_axes) attrs["launch_params"] = ToString(*f.launch_axes);
+    if (!attrs.empty()) {
       out += " attrs(";
       bool first = true;
-      for (const auto& kv : f.attrs) {
+      for (const auto& kv : attrs) {
         if (!first) out += ", ";
         out += Quote(kv.first);
         out += ": ";
@@ -821,6 +824,15 @@ std::string Quoter::Slice(const Expr& part) const {
 }
 
 }  // namespace detail
+
+std::string ToString(const std::vector<ThreadTag>& axes) {
+  std::string out;
+  for (ThreadTag t : axes) {
+    if (!out.empty()) out += ',';
+    out += ToString(t);
+  }
+  return out;
+}
 
 std::string QuoteText(std::string_view text) { return detail::Elide(text); }
 

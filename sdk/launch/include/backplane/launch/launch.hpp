@@ -299,6 +299,41 @@ void ForEachGridPart(const BoundLaunch& b, Visit&& visit) {
   }
 }
 
+// The bytes one buffer argument covers, for the written-buffer check below: [begin, end) inside
+// the memory `memory` names (one id per allocation; host memory: nullptr, with addresses).
+// begin == end: it covers nothing.
+struct ByteRange {
+  const void* memory = nullptr;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// Throws Error (BP_ERR_INVALID_ARGUMENT) naming both arguments: written buffer `written` of
+// `func` overlaps buffer argument `other`. `who` and `noun` name the function as messages do
+// ("cuda", "kernel": "cuda kernel 'f'").
+[[noreturn]] void FailOverlap(const char* who, const char* noun, const ir::PrimFunc& func,
+                              uint32_t written, uint32_t other);
+
+// The check every backend makes of a call's buffers: generated code takes them as restrict
+// (non-aliasing) pointers, so no buffer the function writes may overlap another buffer
+// argument. `written` and `buffers` are param indices (KernelSignature's written_params and
+// buffer_params); `range(i)` is param i's ByteRange. Throws as FailOverlap.
+template <typename RangeOf>
+void CheckWrittenApart(const char* who, const char* noun, const ir::PrimFunc& func,
+                       const std::vector<uint32_t>& written, const std::vector<uint32_t>& buffers,
+                       RangeOf&& range) {
+  for (const uint32_t i : written) {
+    const ByteRange a = range(i);
+    if (a.begin == a.end) continue;
+    for (const uint32_t j : buffers) {
+      if (j == i) continue;
+      const ByteRange b = range(j);
+      if (b.begin == b.end || b.memory != a.memory) continue;
+      if (a.begin < b.end && b.begin < a.end) FailOverlap(who, noun, func, i, j);
+    }
+  }
+}
+
 // The bytes a tensor spans from its data + byte_offset: its elements and the gaps its strides
 // leave (0 when an extent is 0). Throws Error (BP_ERR_INVALID_ARGUMENT) when that overflows.
 uint64_t SpanBytes(const DLTensor& t);
