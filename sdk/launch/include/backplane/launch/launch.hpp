@@ -109,10 +109,11 @@ struct SharedArray {
 };
 
 // What a launch needs of one kernel, made once: the parameters' kinds, the launch axes (the
-// function's attribute launch_params), which buffers it writes, and what checking a call
-// costs, its shared arrays. `who` names the backend in messages ("cuda"). Throws ir::Error
-// (kValue) when `func` is not a kernel (no launch_params, an unknown axis, a parameter type no
-// kernel can take, a shared array sized by anything but its scalar parameters).
+// function's launch_axes, the text form's attribute launch_params), which buffers it writes,
+// and what checking a call costs, its shared arrays. `who` names the backend in messages
+// ("cuda"). Throws ir::Error (kValue) when `func` is not a kernel (no launch_axes, an axis
+// listed twice, a parameter type no kernel can take, a shared array sized by anything but its
+// scalar parameters).
 class KernelSignature {
  public:
   KernelSignature(const ir::PrimFunc& func, std::string who);
