@@ -6,6 +6,7 @@
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/module.hpp>
 #include <cstddef>
@@ -205,8 +206,8 @@ struct CKernel {
   const ir::PrimFunc* func;
   EntryFn entry;
   PackedFn packed = nullptr;          // null: every call takes Call's check
-  std::vector<bool> written;          // per param: may the function write this buffer?
-  bool writes_buffers = false;        // any of `written`
+  std::vector<uint32_t> buffers;      // the buffer params' indices
+  std::vector<uint32_t> written;      // those the function may write
   std::optional<ir::ArgCheck> check;  // every call's argument check, prepared once
 
   void Call(const bp_value_t* args, int32_t num_args) const;
@@ -300,10 +301,8 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
   const size_t n = views.size();
   // Buffers are restrict pointers in the generated code: a written buffer must not overlap
   // another buffer argument.
-  if (writes_buffers) {
-    for (size_t i = 0; i < n; ++i) {
-      if (written[i]) sdk::CheckWritable(*func, args[i], i, "c");
-    }
+  if (!written.empty()) {
+    for (const uint32_t i : written) sdk::CheckWritable(*func, args[i], i, "c");
     std::vector<std::pair<uintptr_t, uintptr_t>>& spans = level.spans;
     spans.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -317,21 +316,9 @@ void CKernel::Call(const bp_value_t* args, int32_t num_args) const {
                         "memory it has");
       }
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (views[i].kind != ir::ArgView::Kind::kBuffer || !written[i]) continue;
-      for (size_t j = 0; j < n; ++j) {
-        if (j == i || views[j].kind != ir::ArgView::Kind::kBuffer) continue;
-        if (spans[i].first < spans[j].second && spans[j].first < spans[i].second) {
-          throw Error(BP_ERR_INVALID_ARGUMENT,
-                      "c function '" + func->name + "': arguments " + std::to_string(i) + " '" +
-                          func->params[i].buffer().name() + "' and " + std::to_string(j) + " '" +
-                          func->params[j].buffer().name() +
-                          "' overlap in memory and the function writes '" +
-                          func->params[i].buffer().name() +
-                          "'; pass separate tensors (the c target compiles buffers as restrict)");
-        }
-      }
-    }
+    launch::CheckWrittenApart("c", "function", *func, written, buffers, [&spans](uint32_t i) {
+      return launch::ByteRange{nullptr, spans[i].first, spans[i].second};
+    });
   }
   c_args.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -381,11 +368,16 @@ Function CModule::GetFunction(const std::string& name) {
   kernel->packed = reinterpret_cast<PackedFn>(
       dlsym(Handle(), (std::string(CEmitter::kPackedPrefix) + name).c_str()));
   const std::vector<const ir::BufferNode*> written = ir::WrittenBuffers(func->body);
-  for (const ir::Param& p : func->params) {
-    bool w = false;
-    for (const ir::BufferNode* b : written) w = w || (p.is_buffer() && p.buffer().get() == b);
-    kernel->written.push_back(w);
-    kernel->writes_buffers = kernel->writes_buffers || w;
+  for (uint32_t i = 0; i < func->params.size(); ++i) {
+    const ir::Param& p = func->params[i];
+    if (!p.is_buffer()) continue;
+    kernel->buffers.push_back(i);
+    for (const ir::BufferNode* b : written) {
+      if (p.buffer().get() == b) {
+        kernel->written.push_back(i);
+        break;
+      }
+    }
   }
   bp_object_t* out = nullptr;
   CKernel* raw = kernel.get();

@@ -151,9 +151,9 @@ std::string CUDAEmitter::ContiguousVectorStore(const ir::Buffer& buffer, ir::DTy
 std::vector<int> BlockOffsetAxes(const KernelInfo& k) {
   std::vector<int> axes;
   for (int d = 0; d < 3; ++d) {
-    const std::string name = std::string("blockIdx.") + static_cast<char>('x' + d);
-    for (const std::string& p : k.launch_params) {
-      if (p == name) axes.push_back(d);
+    const auto tag = static_cast<ir::ThreadTag>(static_cast<int>(ir::ThreadTag::kBlockIdxX) + d);
+    for (ir::ThreadTag t : k.launch_axes) {
+      if (t == tag) axes.push_back(d);
     }
   }
   return axes;
@@ -201,8 +201,7 @@ void CUDAEmitter::EmitSharedAllocation(const ir::AllocateNode& alloc, const std:
 }
 
 void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
-  auto launch = func.attrs.find("launch_params");
-  if (launch == func.attrs.end()) {
+  if (!func.launch_axes) {
     Fail(
         "is not a kernel (no launch_params attr); build through bp_build, which splits host "
         "code from kernels");
@@ -210,12 +209,7 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   KernelInfo k;
   k.name = func.name;
   k.symbol = Name(func.name);
-  for (size_t start = 0; start <= launch->second.size() && !launch->second.empty();) {
-    size_t comma = launch->second.find(',', start);
-    if (comma == std::string::npos) comma = launch->second.size();
-    k.launch_params.push_back(launch->second.substr(start, comma - start));
-    start = comma + 1;
-  }
+  k.launch_axes = *func.launch_axes;
   std::set<const ir::BufferNode*> written;
   bool has_shared = false;
   int64_t threads = 1;  // threads per block, when every threadIdx extent is a constant

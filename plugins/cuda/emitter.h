@@ -28,14 +28,14 @@ struct KernelInfo {
   std::string symbol;                      // the __global__ function's name in the PTX
   std::vector<std::string> arg_types;      // per param: "handle" or a scalar dtype ("int32")
   std::vector<bool> written;               // per param: a buffer the kernel stores to
-  std::vector<std::string> launch_params;  // "blockIdx.x", ... as the extents arrive
+  std::vector<ir::ThreadTag> launch_axes;  // the PrimFunc's, in the order the extents arrive
   int64_t dynamic_shared_bytes = 0;        // bytes of shared memory the launch passes
   // The kernel has run-time checks: it takes the fault record (bp_fault_t*) after its params.
   bool faults = false;
 };
 
 // The grid axes (0, 1, 2 for x, y, z) whose block offset kernel `k` takes after its params,
-// in that order: the blockIdx axes of its launch_params, sorted.
+// in that order: the blockIdx axes of its launch_axes, sorted.
 std::vector<int> BlockOffsetAxes(const KernelInfo& k);
 
 class CUDAEmitter : public codegen::CFamilyEmitter {

@@ -220,8 +220,7 @@ class CUDAModule : public sdk::KernelModule {
   // launch kit reads it: parameter kinds, launch axes, written buffers.
   static void CheckTable(const KernelInfo& k, const launch::KernelSignature& sig) {
     bool same = k.arg_types.size() == sig.num_params() &&
-                k.launch_params.size() == sig.axes().size() &&
-                k.written.size() == sig.num_params() &&
+                k.launch_axes.size() == sig.axes().size() && k.written.size() == sig.num_params() &&
                 k.dynamic_shared_bytes == static_cast<int64_t>(sig.static_shared_bytes());
     for (size_t i = 0; same && i < sig.num_params(); ++i) {
       const launch::ParamKind kind = sig.param(i);
@@ -230,7 +229,7 @@ class CUDAModule : public sdk::KernelModule {
              k.written[i] == sig.written(i);
     }
     for (size_t a = 0; same && a < sig.axes().size(); ++a) {
-      same = k.launch_params[a] == ir::ToString(sig.axes()[a].tag);
+      same = k.launch_axes[a] == sig.axes()[a].tag;
     }
     if (!same) {
       throw Error(BP_ERR_INVALID_ARGUMENT,
@@ -478,7 +477,7 @@ namespace {
 
 bool SameKernel(const KernelInfo& a, const KernelInfo& b) {
   return a.name == b.name && a.symbol == b.symbol && a.arg_types == b.arg_types &&
-         a.written == b.written && a.launch_params == b.launch_params &&
+         a.written == b.written && a.launch_axes == b.launch_axes &&
          a.dynamic_shared_bytes == b.dynamic_shared_bytes && a.faults == b.faults;
 }
 
@@ -545,11 +544,13 @@ std::string SerializeCUDAModule(const CUDAModuleData& data) {
       {"ir", data.ir.size()}, {"source", data.source.size()}, {"binary", data.binary.size()}};
   Json functions = Json::array();
   for (const KernelInfo& k : data.kernels) {
+    std::vector<std::string> axes;
+    for (ir::ThreadTag t : k.launch_axes) axes.push_back(ir::ToString(t));
     functions.push_back({{"name", k.name},
                          {"symbol", k.symbol},
                          {"arg_types", k.arg_types},
                          {"written", k.written},
-                         {"launch_params", k.launch_params},
+                         {"launch_params", axes},
                          {"dynamic_shared_bytes", k.dynamic_shared_bytes},
                          {"faults", k.faults}});
   }
@@ -594,7 +595,12 @@ Module LoadCUDAModule(const std::string& bytes) {
       k.symbol = f.at("symbol").get<std::string>();
       k.arg_types = f.at("arg_types").get<std::vector<std::string>>();
       k.written = f.at("written").get<std::vector<bool>>();
-      k.launch_params = f.at("launch_params").get<std::vector<std::string>>();
+      // A name that is no axis reads as kNone, which no kernel's IR lists: CheckTable refuses it.
+      for (const std::string& name : f.at("launch_params").get<std::vector<std::string>>()) {
+        ir::ThreadTag tag = ir::ThreadTag::kNone;
+        ir::ParseThreadTag(name, &tag);
+        k.launch_axes.push_back(tag);
+      }
       k.dynamic_shared_bytes = f.at("dynamic_shared_bytes").get<int64_t>();
       k.faults = f.at("faults").get<bool>();
       if (k.written.size() != k.arg_types.size()) throw bad("a function entry is inconsistent");

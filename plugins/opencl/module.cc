@@ -104,7 +104,7 @@ class OpenCLModule : public sdk::KernelModule {
       }
       kernels.push_back({{"name", f.name},
                          {"cl_name", k.cl_name},
-                         {"launch_params", f.attrs.at("launch_params")},
+                         {"launch_params", ir::ToString(f.launch_axes.value())},
                          {"args", args}});
     }
     const Json header = {{"ir", ir_text_},

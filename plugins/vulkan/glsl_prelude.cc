@@ -264,8 +264,7 @@ std::string GlslEmitter::Prelude() {
 void GlslEmitter::MakeLayout(const ir::PrimFunc& func) {
   layout = KernelLayout();
   layout.name = func.name;
-  auto attr = func.attrs.find("launch_params");
-  if (func.attrs.count("kernel") == 0 || attr == func.attrs.end()) {
+  if (func.attrs.count("kernel") == 0 || !func.launch_axes) {
     Fail(
         "it is not a kernel (no launch_params attribute); build through bp_build, which "
         "splits host code from kernels");

@@ -116,7 +116,9 @@ class Equal {
   }
 
   bool F(const PrimFunc& a, const PrimFunc& b) {
-    if (a.name != b.name || a.attrs != b.attrs || a.params.size() != b.params.size()) return false;
+    if (a.name != b.name || a.attrs != b.attrs || a.launch_axes != b.launch_axes ||
+        a.params.size() != b.params.size())
+      return false;
     for (size_t k = 0; k < a.params.size(); ++k) {
       const Param &x = a.params[k], &y = b.params[k];
       if (x.is_buffer() != y.is_buffer()) return false;

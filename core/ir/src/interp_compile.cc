@@ -760,18 +760,7 @@ class Compiler {
 std::shared_ptr<CompiledFunc> Compile(const PrimFunc& func) {
   auto out = std::make_shared<CompiledFunc>();
   out->func = &func;
-  const auto it = func.attrs.find("launch_params");
-  if (it != func.attrs.end()) {
-    std::string rest = it->second;
-    while (!rest.empty()) {
-      const size_t comma = rest.find(',');
-      const std::string tag = rest.substr(0, comma);
-      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-      for (int t = 1; t <= 6; ++t)
-        if (tag == ToString(static_cast<ThreadTag>(t)))
-          out->launch_params.push_back(static_cast<ThreadTag>(t));
-    }
-  }
+  if (func.launch_axes) out->launch_params = *func.launch_axes;
   try {
     Compiler(func, out.get()).Run();
   } catch (const CompileError& e) {

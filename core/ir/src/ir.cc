@@ -159,6 +159,16 @@ const char* ToString(ThreadTag tag) {
   return "?";
 }
 
+bool ParseThreadTag(std::string_view name, ThreadTag* tag) {
+  for (int t = 1; t <= 6; ++t) {
+    if (name == ToString(static_cast<ThreadTag>(t))) {
+      *tag = static_cast<ThreadTag>(t);
+      return true;
+    }
+  }
+  return false;
+}
+
 const char* ToString(ScheduleKind kind) {
   switch (kind) {
     case ScheduleKind::kDefault:

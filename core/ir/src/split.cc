@@ -562,7 +562,9 @@ class Splitter {
     regions_ = CountRegions(func_.body);
     DeviceBuffers(func_.body);
     Stmt body = Mutate(func_.body);
-    return PrimFunc(func_.name, func_.params, body, func_.attrs);
+    PrimFunc host(func_.name, func_.params, body, func_.attrs);
+    host.launch_axes = func_.launch_axes;
+    return host;
   }
 
   std::vector<PrimFunc> kernels;
@@ -833,7 +835,7 @@ class Splitter {
       params.emplace_back(w);
       args.push_back(Ref(w));
     }
-    std::string launch;
+    std::vector<ThreadTag> launch;
     for (int a = 0; a < 6; ++a) {
       if (!uses.extent[a]) continue;
       // The host computes the extent before the launch: it may not read device memory.
@@ -843,12 +845,12 @@ class Splitter {
                  "', which lives in device memory: the host computes launch extents and "
                  "cannot read device memory; pass the extent as a scalar param",
              region);
-      launch += (launch.empty() ? "" : ",") + std::string(ToString(static_cast<ThreadTag>(a + 1)));
+      launch.push_back(static_cast<ThreadTag>(a + 1));
       args.push_back(Cast(Int64(), uses.extent[a]));
     }
-    kernels.emplace_back(
-        name, params, lowered,
-        std::map<std::string, std::string>{{"kernel", "1"}, {"launch_params", launch}});
+    kernels.emplace_back(name, params, lowered,
+                         std::map<std::string, std::string>{{"kernel", "1"}});
+    kernels.back().launch_axes = std::move(launch);
     Stmt call = Evaluate(CallPacked(name, args));
     for (size_t k = local_ws.size(); k-- > 0;)
       call = Allocate(local_ws[k], StorageScope::kGlobal, call);

@@ -10,7 +10,6 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -77,22 +76,11 @@ void Bindings(const Stmt& s, Grid* g) {
 Grid GridOf(const PrimFunc& k) {
   Grid g;
   Bindings(k.body, &g);
-  auto it = k.attrs.find("launch_params");
-  if (it == k.attrs.end()) {
+  if (!k.launch_axes) {
     g.problems.push_back("has no launch_params attr, so it is not a kernel bp_build makes");
     return g;
   }
-  std::stringstream in(it->second);
-  for (std::string name; std::getline(in, name, ',');) {
-    bool known = false;
-    for (ThreadTag t : kTags) {
-      if (name == ToString(t)) {
-        g.launch.push_back(t);
-        known = true;
-      }
-    }
-    if (!known) g.problems.push_back("has launch param '" + name + "', which is no thread axis");
-  }
+  g.launch = *k.launch_axes;
   std::vector<ThreadTag> bound;
   for (int a = 0; a < 6; ++a) {
     if (g.extent[a]) bound.push_back(kTags[a]);
@@ -100,7 +88,7 @@ Grid GridOf(const PrimFunc& k) {
   if (g.problems.empty() && g.launch != bound) {
     std::string names;
     for (ThreadTag t : bound) names += (names.empty() ? "" : ",") + std::string(ToString(t));
-    g.problems.push_back("has launch_params \"" + it->second + "\" but binds \"" + names +
+    g.problems.push_back("has launch_params \"" + ToString(g.launch) + "\" but binds \"" + names +
                          "\" (the axes it binds, in the order blockIdx.x ... threadIdx.z)");
   }
   return g;

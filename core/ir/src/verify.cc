@@ -35,6 +35,17 @@ class Verifier {
         DefineVar(p.var());
       }
     }
+    if (func_.attrs.count("launch_params"))
+      Report(
+          "attrs holds \"launch_params\", which is the typed field PrimFunc::launch_axes; "
+          "set launch_axes instead");
+    if (func_.launch_axes) {
+      for (ThreadTag t : *func_.launch_axes)
+        if (t == ThreadTag::kNone)
+          Report(
+              "launch_axes lists ThreadTag::kNone, which is no thread axis; list only "
+              "blockIdx.x/y/z and threadIdx.x/y/z");
+    }
     if (!func_.body) {
       Report("the body is empty");
       return;

@@ -188,9 +188,9 @@ TEST(IrSplit, SeveralKernelsAndFunctionsWithout) {
             "func h(k: int32) {\n  call_packed(\"log\", k)\n}\n");
   ASSERT_EQ(r.device.functions().size(), 2u);
   EXPECT_EQ(r.device.functions()[0].name, "g_kernel0");
-  EXPECT_EQ(r.device.functions()[0].attrs.at("launch_params"), "blockIdx.x,threadIdx.x");
+  EXPECT_EQ(ToString(r.device.functions()[0].launch_axes.value()), "blockIdx.x,threadIdx.x");
   EXPECT_EQ(r.device.functions()[1].name, "g_kernel1");
-  EXPECT_EQ(r.device.functions()[1].attrs.at("launch_params"), "threadIdx.y");
+  EXPECT_EQ(ToString(r.device.functions()[1].launch_axes.value()), "threadIdx.y");
   ExpectWellFormed(r);
   ExpectPassesSplitErrors(r);
   Tensor<int32_t> a({6});

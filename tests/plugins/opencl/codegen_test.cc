@@ -342,7 +342,8 @@ TEST_F(OpenCLCodegenTest, WrongArgumentsAreCleanErrors) {
   backplane::Function kernel = m.Imports()[0].GetFunction(c->func + "_kernel");
   expect_error([&] { kernel(100, a.dl(), a.dl(), a.dl()); }, "launch extent");
   // A written buffer that overlaps an input (the kernel's pointers are restrict).
-  expect_error([&] { kernel(100, a.dl(), a.dl(), a.dl(), int64_t{1}, int64_t{256}); }, "overlaps");
+  expect_error([&] { kernel(100, a.dl(), a.dl(), a.dl(), int64_t{1}, int64_t{256}); },
+               "overlap in memory");
   // A block larger than the device allows.
   Tensor c_out = Tensor::Empty({100}, kF32, Cl());
   expect_error([&] { kernel(100, a.dl(), a.dl(), c_out.dl(), int64_t{1}, int64_t{1} << 20); },

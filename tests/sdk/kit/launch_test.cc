@@ -5,11 +5,14 @@
 // that Bind's argument check says exactly what ir::CheckArgs says for random calls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/kernel_args.hpp>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -288,8 +291,8 @@ TEST_F(LaunchKitTest, RefusesWithTheMessagesItAlwaysGave) {
            "inside it"},
       {{n, TensorValue(&over), ta, tc, IntValue(1), IntValue(1)},
        BP_ERR_INVALID_ARGUMENT,
-       k + "argument 3 'c' (written) overlaps argument 1 'a'; pass separate buffers (the "
-           "kernel's buffers may not alias)"},
+       k + "arguments 3 'c' and 1 'a' overlap in memory and the kernel writes 'c'; pass "
+           "separate tensors (its buffers are restrict pointers, which may not alias)"},
   };
   for (int round = 0; round < 2; ++round) {  // each after a good call: warm, and again
     for (const Case& e : cases) {
@@ -396,7 +399,7 @@ TEST_F(LaunchKitTest, ABoundLaunchCarriesNothingOverBetweenKernels) {
                       {IntValue(4), TensorValue(&a4), TensorValue(&a4), TensorValue(&a4),
                        IntValue(1), IntValue(1)},
                       be, &b);
-      EXPECT_NE(o.message.find("(written) overlaps"), std::string::npos) << o.message;
+      EXPECT_NE(o.message.find("overlap in memory"), std::string::npos) << o.message;
     }
     EXPECT_EQ(b.empty, extent == 0 && pick != 3);
   }
@@ -527,6 +530,389 @@ TEST_F(LaunchKitTest, SpanBytesCountsElementsAndGaps) {
   std::vector<int64_t> min_stride{INT64_MIN};
   t.strides = min_stride.data();
   EXPECT_THROW(launch::SpanBytes(t), backplane::Error);
+}
+
+// A one-thread kernel taking a scalar and a buffer of `dtype`.
+std::string DtypeKernel(const std::string& dtype) {
+  return "func k(s: " + dtype + ", a: buffer<" + dtype +
+         ">[4]) attrs(\"kernel\": \"1\", \"launch_params\": \"threadIdx.x\") {\n"
+         "  for tx in thread(threadIdx.x, 0, 1) {\n"
+         "    a[0] = s\n"
+         "  }\n"
+         "}\n";
+}
+
+// Every dtype a kernel's scalar or buffer may have. Random values in each dtype's range are
+// bound converted to the param's kind (float16 checked against the compiler's _Float16), a
+// tensor of the dtype is bound and one of any other dtype is refused, a float for an integer
+// param is refused, each message naming the argument and what was expected.
+TEST_F(LaunchKitTest, BindsScalarsAndBuffersOfEveryDtype) {
+  struct Kind {
+    const char* name;
+    launch::ParamKind kind;
+    DLDataType dl;
+    int64_t lo, hi;  // the range of the random values
+  };
+  const Kind kinds[] = {
+      {"bool", launch::ParamKind::kBool, {6, 8, 1}, 0, 1},  // DLPack's kDLBool
+      {"int8", launch::ParamKind::kInt8, {kDLInt, 8, 1}, INT8_MIN, INT8_MAX},
+      {"int16", launch::ParamKind::kInt16, {kDLInt, 16, 1}, INT16_MIN, INT16_MAX},
+      {"int32", launch::ParamKind::kInt32, {kDLInt, 32, 1}, INT32_MIN, INT32_MAX},
+      {"int64", launch::ParamKind::kInt64, {kDLInt, 64, 1}, INT64_MIN, INT64_MAX},
+      {"uint8", launch::ParamKind::kUInt8, {kDLUInt, 8, 1}, 0, UINT8_MAX},
+      {"uint16", launch::ParamKind::kUInt16, {kDLUInt, 16, 1}, 0, UINT16_MAX},
+      {"uint32", launch::ParamKind::kUInt32, {kDLUInt, 32, 1}, 0, UINT32_MAX},
+      {"uint64", launch::ParamKind::kUInt64, {kDLUInt, 64, 1}, 0, INT64_MAX},
+      {"float16", launch::ParamKind::kFloat16, {kDLFloat, 16, 1}, -65504, 65504},
+      {"float32",
+       launch::ParamKind::kFloat32,
+       {kDLFloat, 32, 1},
+       -(int64_t{1} << 40),
+       int64_t{1} << 40},
+      {"float64",
+       launch::ParamKind::kFloat64,
+       {kDLFloat, 64, 1},
+       -(int64_t{1} << 60),
+       int64_t{1} << 60},
+  };
+  FakeBackend be;
+  be.limits_ = launch::DeviceLimits();
+  char* mem = be.Alloc(64);
+  std::mt19937_64 rng(43);
+  for (const Kind& kind : kinds) {
+    SCOPED_TRACE(kind.name);
+    const ir::IRModule m = ParseKernel(DtypeKernel(kind.name).c_str());
+    const launch::KernelSignature sig(m.functions()[0], "cuda");
+    ASSERT_EQ(sig.param(0), kind.kind);
+    EXPECT_EQ(sig.param(1), launch::ParamKind::kBuffer);
+    EXPECT_EQ(std::string(launch::ToString(kind.kind)), kind.name);
+    std::vector<int64_t> shape{4};
+    DLTensor a = Tensor(mem, &shape, kind.dl);
+    launch::BoundLaunch b;
+    const bool is_float = kind.dl.code == kDLFloat;
+    std::uniform_int_distribution<int64_t> ints(kind.lo, kind.hi);
+    std::uniform_real_distribution<double> reals(static_cast<double>(kind.lo),
+                                                 static_cast<double>(kind.hi));
+    for (int i = 0; i < 200; ++i) {
+      const int64_t iv = ints(rng);
+      const double fv = reals(rng);
+      const bool pass_float = is_float && i % 2 == 0;
+      const bp_value_t s = pass_float ? FloatValue(fv) : IntValue(iv);
+      const Outcome o = BindOutcome(sig, {s, TensorValue(&a), IntValue(1)}, be, &b);
+      ASSERT_EQ(o.message, "");
+      const launch::ScalarArg& got = b.scalar(0);
+      EXPECT_EQ(got.bytes, std::max<uint32_t>(kind.dl.bits / 8, 1));
+      const double as_double = pass_float ? fv : static_cast<double>(iv);
+      switch (kind.kind) {
+        case launch::ParamKind::kBool:
+          EXPECT_EQ(got.b, iv != 0);
+          break;
+        case launch::ParamKind::kInt8:
+          EXPECT_EQ(got.i8, iv);
+          break;
+        case launch::ParamKind::kInt16:
+          EXPECT_EQ(got.i16, iv);
+          break;
+        case launch::ParamKind::kInt32:
+          EXPECT_EQ(got.i32, iv);
+          break;
+        case launch::ParamKind::kInt64:
+          EXPECT_EQ(got.i64, iv);
+          break;
+        case launch::ParamKind::kUInt8:
+          EXPECT_EQ(got.u8, static_cast<uint64_t>(iv));
+          break;
+        case launch::ParamKind::kUInt16:
+          EXPECT_EQ(got.u16, static_cast<uint64_t>(iv));
+          break;
+        case launch::ParamKind::kUInt32:
+          EXPECT_EQ(got.u32, static_cast<uint64_t>(iv));
+          break;
+        case launch::ParamKind::kUInt64:
+          EXPECT_EQ(got.u64, static_cast<uint64_t>(iv));
+          break;
+        case launch::ParamKind::kFloat16: {
+          const _Float16 h = static_cast<_Float16>(static_cast<float>(as_double));
+          uint16_t bits = 0;
+          std::memcpy(&bits, &h, 2);
+          EXPECT_EQ(got.f16, bits) << as_double;
+          break;
+        }
+        case launch::ParamKind::kFloat32:
+          EXPECT_EQ(got.f32, static_cast<float>(as_double));
+          break;
+        case launch::ParamKind::kFloat64:
+          EXPECT_EQ(got.f64, as_double);
+          break;
+        case launch::ParamKind::kBuffer:
+          FAIL();
+      }
+      EXPECT_EQ(b.buffer(1).handle, mem);
+      EXPECT_EQ(b.buffer(1).span, 4u * std::max<uint32_t>(kind.dl.bits / 8, 1));
+    }
+    // A tensor of each other dtype: refused, naming the argument and both dtypes.
+    for (const Kind& other : kinds) {
+      if (other.name == kind.name) continue;
+      DLTensor wrong = Tensor(mem, &shape, other.dl);
+      const Outcome o = BindOutcome(sig, {IntValue(0), TensorValue(&wrong), IntValue(1)}, be, &b);
+      EXPECT_EQ(o.kind, BP_ERR_INVALID_ARGUMENT);
+      EXPECT_EQ(o.message, std::string("cuda function k: argument 1 'a' has dtype ") + other.name +
+                               ", expected " + kind.name + "; pass a " + kind.name + " tensor");
+    }
+    // A float for an integer or bool param.
+    if (!is_float) {
+      const Outcome o = BindOutcome(sig, {FloatValue(0.5), TensorValue(&a), IntValue(1)}, be, &b);
+      EXPECT_EQ(o.kind, BP_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(o.message.find("argument 0 's' is a float"), std::string::npos) << o.message;
+      EXPECT_NE(o.message.find(std::string("expected ")), std::string::npos) << o.message;
+    }
+  }
+}
+
+// The number of values a call passes: the params and one extent per launch axis, or a message
+// saying both numbers, naming the axes.
+TEST_F(LaunchKitTest, RefusesTheWrongNumberOfValues) {
+  const ir::IRModule m = ParseKernel(kMixed);
+  const launch::KernelSignature sig(m.functions()[0], "vulkan");
+  FakeBackend be;
+  launch::BoundLaunch b;
+  for (size_t n : {0, 1, 10, 11, 13, 40}) {
+    const std::vector<bp_value_t> args(n, IntValue(1));
+    const Outcome o = BindOutcome(sig, args, be, &b);
+    EXPECT_EQ(o.kind, BP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(o.message,
+              "vulkan kernel 'mixed_kernel' takes 10 argument(s) and 2 launch extent(s) "
+              "(blockIdx.x, threadIdx.x), got " +
+                  std::to_string(n) +
+                  " values; call it through the host function bp_build made, which launches it");
+  }
+}
+
+// A kernel binding all six axes, listed in an order of their own: each random extent lands
+// on its axis of the grid or the block; a negative one, or one past what its loop variable
+// counts, is refused naming the axis.
+TEST_F(LaunchKitTest, PutsEachExtentOnItsAxis) {
+  const char* text =
+      "func axes_kernel(a: buffer<float32>[1]) attrs(\"kernel\": \"1\", \"launch_params\": "
+      "\"threadIdx.z,blockIdx.y,threadIdx.x,blockIdx.z,threadIdx.y,blockIdx.x\") {\n"
+      "  for bx in thread(blockIdx.x, 0, 1) {\n"
+      "    for by in thread(blockIdx.y, 0, 1) {\n"
+      "      for bz in thread(blockIdx.z, 0, 1) {\n"
+      "        for tx in thread(threadIdx.x, 0, 1) {\n"
+      "          for ty in thread(threadIdx.y, 0, 1) {\n"
+      "            for tz: int16 in thread(threadIdx.z, 0, 1) {\n"
+      "              a[0] = 1.0\n"
+      "            }\n"
+      "          }\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  const ir::IRModule m = ParseKernel(text);
+  const launch::KernelSignature sig(m.functions()[0], "cuda");
+  const ir::ThreadTag order[6] = {ir::ThreadTag::kThreadIdxZ, ir::ThreadTag::kBlockIdxY,
+                                  ir::ThreadTag::kThreadIdxX, ir::ThreadTag::kBlockIdxZ,
+                                  ir::ThreadTag::kThreadIdxY, ir::ThreadTag::kBlockIdxX};
+  ASSERT_EQ(sig.axes().size(), 6u);
+  for (size_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(sig.axes()[k].tag, order[k]);
+    EXPECT_EQ(sig.axes()[k].block, order[k] <= ir::ThreadTag::kBlockIdxZ);
+  }
+  EXPECT_EQ(sig.axes()[0].max_extent, INT16_MAX);
+  EXPECT_EQ(sig.axes()[0].var_type, "int16");
+  EXPECT_EQ(sig.axes()[1].max_extent, INT32_MAX);
+  FakeBackend be;
+  be.limits_ = launch::DeviceLimits();
+  char* mem = be.Alloc(4);
+  std::vector<int64_t> shape{1};
+  DLTensor a = Tensor(mem, &shape);
+  launch::BoundLaunch b;
+  std::mt19937_64 rng(6);
+  for (int i = 0; i < 300; ++i) {
+    int64_t e[6];
+    std::vector<bp_value_t> args = {TensorValue(&a)};
+    for (int k = 0; k < 6; ++k) {
+      e[k] = static_cast<int64_t>(rng() % (k == 0 ? 30000 : 100000));
+      args.push_back(IntValue(e[k]));
+    }
+    ASSERT_EQ(BindOutcome(sig, args, be, &b).message, "");
+    EXPECT_EQ(b.block[2], e[0]);
+    EXPECT_EQ(b.grid[1], e[1]);
+    EXPECT_EQ(b.block[0], e[2]);
+    EXPECT_EQ(b.grid[2], e[3]);
+    EXPECT_EQ(b.block[1], e[4]);
+    EXPECT_EQ(b.grid[0], e[5]);
+    EXPECT_EQ(b.empty, std::find(e, e + 6, 0) != e + 6);
+  }
+  const std::string k = "cuda kernel 'axes_kernel': ";
+  std::vector<bp_value_t> args = {TensorValue(&a), IntValue(1), IntValue(1), IntValue(1),
+                                  IntValue(-3),    IntValue(1), IntValue(1)};
+  EXPECT_EQ(BindOutcome(sig, args, be, &b).message,
+            k + "launch extent blockIdx.z = -3 is negative; pass a size >= 0");
+  args[4] = IntValue(1);
+  args[1] = IntValue(40000);
+  EXPECT_EQ(BindOutcome(sig, args, be, &b).message,
+            k + "launch extent threadIdx.z = 40000 is more than its loop variable (int16) can "
+                "count (32767); call it through the host function bp_build made, or make the "
+                "loop variable int64");
+}
+
+// The launch axes are the PrimFunc's typed field: the parser reads them from the attribute
+// launch_params (an unknown name is a parse error that names it and lists the axes), the
+// printer writes them back in the attribute's place, a builder sets the field, and the kit
+// reads it (a function without it is not a kernel; an axis listed twice is refused).
+TEST_F(LaunchKitTest, ReadsTheLaunchAxesField) {
+  const std::string text = std::string("# backplane-ir 1\n\n") +
+                           "func f(a: buffer<float32>[1]) attrs(\"a\": \"x\", \"kernel\": \"1\", "
+                           "\"launch_params\": \"threadIdx.y,blockIdx.x\", \"z\": \"\") {\n"
+                           "  a[0] = 1.0\n"
+                           "}\n";
+  const ir::IRModule m = ir::Parse(text);
+  const ir::PrimFunc& f = m.functions()[0];
+  ASSERT_TRUE(f.launch_axes.has_value());
+  EXPECT_EQ(*f.launch_axes,
+            (std::vector<ir::ThreadTag>{ir::ThreadTag::kThreadIdxY, ir::ThreadTag::kBlockIdxX}));
+  EXPECT_EQ(f.attrs.count("launch_params"), 0u);
+  EXPECT_EQ(f.attrs.size(), 3u);
+  EXPECT_EQ(ir::Print(m), text);
+  const launch::KernelSignature sig(f, "opencl");
+  ASSERT_EQ(sig.axes().size(), 2u);
+  EXPECT_EQ(sig.axes()[0].tag, ir::ThreadTag::kThreadIdxY);
+  EXPECT_EQ(sig.axes()[0].dim, 1);
+  EXPECT_FALSE(sig.axes()[0].block);
+  EXPECT_EQ(sig.axes()[1].dim, 0);
+  EXPECT_TRUE(sig.axes()[1].block);
+
+  // An empty list is a kernel with no axes, and prints as it came.
+  const std::string none = std::string("# backplane-ir 1\n\n") +
+                           "func g() attrs(\"launch_params\": \"\") {\n  barrier\n}\n";
+  const ir::IRModule n = ir::Parse(none);
+  ASSERT_TRUE(n.functions()[0].launch_axes.has_value());
+  EXPECT_TRUE(n.functions()[0].launch_axes->empty());
+  EXPECT_EQ(ir::Print(n), none);
+
+  // Unknown names, empty entries: parse errors naming the name and listing the axes.
+  for (const std::string& list :
+       {std::string("threadIdx.w"), std::string("blockIdx.x,,threadIdx.x"),
+        std::string("threadidx.x"), std::string("blockIdx.x ")}) {
+    std::string message;
+    try {
+      ir::Parse("# backplane-ir 1\n\nfunc h() attrs(\"launch_params\": \"" + list +
+                "\") {\n  barrier\n}\n");
+    } catch (const ir::Error& e) {
+      message = e.what();
+    }
+    const std::string name = list == "blockIdx.x,,threadIdx.x" ? "" : list;
+    EXPECT_NE(
+        message.find("attribute 'launch_params' lists '" + name + "', which is no thread axis"),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find("each one of blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, "
+                           "threadIdx.y, threadIdx.z"),
+              std::string::npos)
+        << message;
+  }
+
+  // Built, not parsed: the builder sets the field and the printer writes the attribute.
+  ir::IRModule built;
+  ir::PrimFunc k = f;
+  k.name = "built_kernel";
+  k.attrs = {{"kernel", "1"}};
+  k.launch_axes = std::vector<ir::ThreadTag>{ir::ThreadTag::kBlockIdxZ};
+  built.Add(k);
+  EXPECT_NE(ir::Print(built).find("attrs(\"kernel\": \"1\", \"launch_params\": \"blockIdx.z\") {"),
+            std::string::npos)
+      << ir::Print(built);
+
+  // Not a kernel, an axis twice: the kit says which.
+  auto refusal = [](const ir::PrimFunc& func) {
+    try {
+      launch::KernelSignature s(func, "cuda");
+    } catch (const ir::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  k.launch_axes.reset();
+  EXPECT_NE(refusal(k).find("cuda kernel 'built_kernel' is not a kernel (no launch_params "
+                            "attribute); build through bp_build"),
+            std::string::npos)
+      << refusal(k);
+  k.launch_axes =
+      std::vector<ir::ThreadTag>{ir::ThreadTag::kThreadIdxX, ir::ThreadTag::kThreadIdxX};
+  EXPECT_NE(refusal(k).find("cuda kernel 'built_kernel' lists launch param 'threadIdx.x' twice"),
+            std::string::npos)
+      << refusal(k);
+
+  // The attribute spelled in attrs by a builder is refused by the verifier, naming the field.
+  k.launch_axes.reset();
+  k.attrs["launch_params"] = "threadIdx.x";
+  ir::IRModule wrong;
+  wrong.Add(k);
+  const std::vector<std::string> errors = ir::VerifyErrors(wrong, ir::VerifyOptions());
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0].find("in function 'built_kernel': attrs holds \"launch_params\", which is "
+                           "the typed field PrimFunc::launch_axes"),
+            std::string::npos)
+      << errors[0];
+}
+
+// CheckWrittenApart, the one overlap check (the launch kit's and the cpu plugin's): over
+// random byte ranges in two memories it refuses exactly the calls where a written buffer meets
+// another buffer of the same memory (a brute-force reference), naming the first such pair.
+TEST_F(LaunchKitTest, RefusesAWrittenBufferOverlappingAnother) {
+  const ir::IRModule m = ParseKernel(
+      "func o_kernel(n: int32, a: buffer<float32>[4], b: buffer<float32>[4], "
+      "c: buffer<float32>[4], d: buffer<float32>[4]) attrs(\"kernel\": \"1\", \"launch_params\": "
+      "\"threadIdx.x\") {\n"
+      "  for tx in thread(threadIdx.x, 0, 1) {\n"
+      "    b[0] = a[0]\n"
+      "    d[0] = c[0]\n"
+      "  }\n"
+      "}\n");
+  const ir::PrimFunc& f = m.functions()[0];
+  const std::vector<uint32_t> buffers = {1, 2, 3, 4}, written = {2, 4};
+  std::mt19937_64 rng(7);
+  char memories[2];
+  int refused = 0;
+  for (int i = 0; i < 5000; ++i) {
+    launch::ByteRange r[5];
+    for (uint32_t p : buffers) {
+      const uint64_t begin = rng() % 64;
+      const uint64_t size = rng() % 3 == 0 ? 0 : rng() % 16;
+      r[p] = {&memories[rng() % 2], begin, begin + size};
+    }
+    // The reference: the first written buffer, in order, that meets another, and that other.
+    std::string want;
+    for (uint32_t w : written) {
+      for (uint32_t o : buffers) {
+        if (!want.empty() || o == w || r[w].memory != r[o].memory) continue;
+        const uint64_t lo = std::max(r[w].begin, r[o].begin);
+        const uint64_t hi = std::min(r[w].end, r[o].end);
+        if (lo < hi) {
+          const char* names = "nabcd";
+          want = std::string("c function 'o_kernel': arguments ") + std::to_string(w) + " '" +
+                 names[w] + "' and " + std::to_string(o) + " '" + names[o] +
+                 "' overlap in memory and the function writes '" + names[w] +
+                 "'; pass separate tensors (its buffers are restrict pointers, which may not "
+                 "alias)";
+        }
+      }
+    }
+    std::string got;
+    try {
+      launch::CheckWrittenApart("c", "function", f, written, buffers,
+                                [&r](uint32_t p) { return r[p]; });
+    } catch (const backplane::Error& e) {
+      EXPECT_EQ(e.kind(), BP_ERR_INVALID_ARGUMENT);
+      got = e.what();
+    }
+    EXPECT_EQ(got, want);
+    refused += !got.empty();
+  }
+  EXPECT_GT(refused, 500);
+  EXPECT_LT(refused, 4500);
 }
 
 }  // namespace

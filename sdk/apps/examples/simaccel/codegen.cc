@@ -42,7 +42,7 @@ Module BuildModule(SimAccelDeviceAPI* api, const std::string& ir_text, const Tar
   // BP_ERR_INVALID_ARGUMENT in sdk::RegisterCodegen's wrapper.
   ir::IRModule kernels = ir::Parse(ir_text, "target.build.simaccel input");
   for (const ir::PrimFunc& f : kernels.functions()) {
-    BACKPLANE_REQUIRE(f.attrs.count("launch_params") != 0, BP_ERR_INVALID_ARGUMENT,
+    BACKPLANE_REQUIRE(f.launch_axes.has_value(), BP_ERR_INVALID_ARGUMENT,
                       "function '" + f.name +
                           "' is not a kernel (it has no launch_params); build through "
                           "bp_build, which splits host code from kernels");

@@ -46,41 +46,33 @@ ParamKind KindOf(const ir::PrimFunc& f, const ir::Param& p, const std::string& w
 }
 
 std::vector<Axis> AxesOf(const ir::PrimFunc& f, const std::string& who) {
-  auto it = f.attrs.find("launch_params");
-  if (it == f.attrs.end()) {
+  if (!f.launch_axes) {
     throw ir::Error(ir::ErrorKind::kValue,
                     who + " kernel '" + f.name +
                         "' is not a kernel (no launch_params attribute); build through bp_build, "
                         "which splits host code from kernels");
   }
   std::vector<Axis> axes;
-  const std::string& list = it->second;
-  size_t start = 0;
-  while (start <= list.size() && !list.empty()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    const std::string name = list.substr(start, comma - start);
-    Axis a;
-    const bool block = name.rfind("blockIdx.", 0) == 0;
-    const bool thread = name.rfind("threadIdx.", 0) == 0;
-    const char last = name.empty() ? '\0' : name.back();
-    if ((!block && !thread) || name.size() != (block ? 10u : 11u) || last < 'x' || last > 'z') {
-      throw ir::Error(ir::ErrorKind::kValue, who + " kernel '" + f.name + "' has launch param '" +
-                                                 name +
-                                                 "'; expected blockIdx.x/y/z or threadIdx.x/y/z");
+  for (ir::ThreadTag tag : *f.launch_axes) {
+    if (tag == ir::ThreadTag::kNone) {
+      throw ir::Error(ir::ErrorKind::kValue,
+                      who + " kernel '" + f.name +
+                          "' has launch axis ThreadTag::kNone; expected blockIdx.x/y/z or "
+                          "threadIdx.x/y/z");
     }
-    a.block = block;
-    a.dim = last - 'x';
-    a.tag = static_cast<ir::ThreadTag>(
-        static_cast<int>(block ? ir::ThreadTag::kBlockIdxX : ir::ThreadTag::kThreadIdxX) + a.dim);
+    Axis a;
+    a.tag = tag;
+    a.block = tag <= ir::ThreadTag::kBlockIdxZ;
+    a.dim = static_cast<int>(tag) -
+            static_cast<int>(a.block ? ir::ThreadTag::kBlockIdxX : ir::ThreadTag::kThreadIdxX);
     for (const Axis& b : axes) {
       if (b.tag == a.tag) {
-        throw ir::Error(ir::ErrorKind::kValue,
-                        who + " kernel '" + f.name + "' lists launch param '" + name + "' twice");
+        throw ir::Error(
+            ir::ErrorKind::kValue,
+            who + " kernel '" + f.name + "' lists launch param '" + ir::ToString(tag) + "' twice");
       }
     }
     axes.push_back(a);
-    start = comma + 1;
   }
   // What each axis's loop variable can count: a call through the host code bp_build made
   // passes extents of the loop's own dtype, but a direct call may pass any int64.
@@ -318,6 +310,20 @@ int KernelSignature::SharedIndex(const ir::AllocateNode* alloc) const {
   return -1;
 }
 
+void FailOverlap(const char* who, const char* noun, const ir::PrimFunc& func, uint32_t written,
+                 uint32_t other) {
+  auto arg = [&func](uint32_t i) {
+    const ir::Param& p = func.params[i];
+    return std::to_string(i) + " '" + (p.is_buffer() ? p.buffer().name() : p.var().name()) + "'";
+  };
+  const ir::Param& w = func.params[written];
+  Fail(BP_ERR_INVALID_ARGUMENT,
+       std::string(who) + " " + noun + " '" + func.name + "': arguments " + arg(written) + " and " +
+           arg(other) + " overlap in memory and the " + noun + " writes '" +
+           (w.is_buffer() ? w.buffer().name() : w.var().name()) +
+           "'; pass separate tensors (its buffers are restrict pointers, which may not alias)");
+}
+
 uint64_t SpanBytes(const DLTensor& t) {
   const uint64_t elem = (static_cast<uint64_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
   // UINT64_MAX stands for "more than an address can hold" (an overflow saturates there).
@@ -427,10 +433,11 @@ void BindShared(const KernelSignature& sig, DLDevice device, const DeviceLimits&
   out->shared_bytes = end;
 }
 
-}  // namespace
+// Bind's phases, in the order it runs them. Each is called once per call (the compiler
+// inlines them: a warm launch pays for no extra calls).
 
-void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Backend& backend,
-          BoundLaunch* out) {
+// The call passes the kernel's params and then one extent per launch axis.
+void CheckArity(const KernelSignature& sig, PackedArgs args) {
   const size_t num_params = sig.num_params();
   const size_t num_axes = sig.axes().size();
   if (static_cast<size_t>(args.size()) != num_params + num_axes) {
@@ -443,21 +450,17 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
              std::to_string(args.size()) +
              " values; call it through the host function bp_build made, which launches it");
   }
-  // A warm call of the kernel the BoundLaunch was last bound for finds its vectors sized and
-  // the constant shared sizes in place.
-  const bool warm = out->bound_serial == sig.serial();
-  if (!warm) {
-    out->bound_serial = 0;  // until the vectors below are what sig needs
-    out->views.resize(num_params);
-    out->buffers.resize(num_params);
-    out->scalars.resize(num_params);
-  }
-  const bp_value_t* values = num_params > 0 ? &args[0] : nullptr;  // args.size() checked above
+}
+
+// Values to views (buffers: the handle, unchanged; the checker reads only shapes), then the
+// argument check; the device the tensors are on. Each view and buffer is built whole in a
+// local and stored once: stores of single fields that the checker then reads back wider
+// stall the load (store forwarding) on every call.
+void BindValues(const KernelSignature& sig, const bp_value_t* values, int32_t device_type,
+                BoundLaunch* out) {
+  const size_t num_params = sig.num_params();
   ir::ArgView* views = out->views.data();
   BufferArg* buffers = out->buffers.data();
-  // Values to views (buffers: the handle, unchanged; the checker reads only shapes). Each
-  // view and buffer is built whole in a local and stored once: stores of single fields that
-  // the checker then reads back wider stall the load (store forwarding) on every call.
   bool have_device = false;
   DLDevice device{static_cast<DLDeviceType>(device_type), 0};
   for (size_t i = 0; i < num_params; ++i) {
@@ -512,12 +515,16 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   const std::string problem = sig.check()(out->views);
   if (!problem.empty()) Fail(BP_ERR_INVALID_ARGUMENT, sig.who() + " function " + problem);
   out->device = device;
+}
 
-  // Extents against the device's limits.
+// The grid and block from the launch extents, each within what its loop variable counts;
+// sets `out->empty` when one is 0.
+void BindExtents(const KernelSignature& sig, PackedArgs args, BoundLaunch* out) {
+  const size_t num_params = sig.num_params();
   int64_t grid[3] = {1, 1, 1};
   int64_t block[3] = {1, 1, 1};
   bool empty = false;
-  for (size_t a = 0; a < num_axes; ++a) {
+  for (size_t a = 0; a < sig.axes().size(); ++a) {
     const Axis& axis = sig.axes()[a];
     const int64_t extent = args.Int(static_cast<int32_t>(num_params + a));
     if (extent < 0) {
@@ -544,66 +551,80 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   out->split = false;
   out->limits = nullptr;
   out->shared_bytes = 0;
-  if (empty) {  // nothing runs: nothing else to check
-    out->shared_elements.assign(sig.shared().size(), 0);
-    out->bound_serial = 0;  // the constant shared sizes are zeros now
-    return;
-  }
-  const DeviceLimits* limits = &backend.Limits(device);
-  out->limits = limits;
+}
+
+// The grid and block against the device's limits; sets `out->split` when the grid takes more
+// than one vendor launch.
+void CheckLimits(const KernelSignature& sig, const DeviceLimits& limits, BoundLaunch* out) {
+  const DLDevice device = out->device;
+  const int64_t* grid = out->grid;
+  const int64_t* block = out->block;
   static const char kAxis[3] = {'x', 'y', 'z'};
   bool split = false;
   for (int d = 0; d < 3; ++d) {
-    if (limits->grid[d] > 0 && grid[d] > limits->grid[d]) {
+    if (limits.grid[d] > 0 && grid[d] > limits.grid[d]) {
       Fail(BP_ERR_INVALID_ARGUMENT,
            sig.Describe() + ": " + std::to_string(grid[d]) + " blocks on grid axis " + kAxis[d] +
                " (blockIdx." + kAxis[d] + ") is more than " + DeviceString(device) + " allows (" +
-               std::to_string(limits->grid[d]) +
+               std::to_string(limits.grid[d]) +
                "); split the work over several launches, or bind the larger extent to "
                "blockIdx.x (up to " +
-               std::to_string(limits->grid[0]) + ")");
+               std::to_string(limits.grid[0]) + ")");
     }
-    if (limits->grid_per_launch[d] > 0 && grid[d] > limits->grid_per_launch[d]) split = true;
-    if (limits->block[d] > 0 && block[d] > limits->block[d]) {
+    if (limits.grid_per_launch[d] > 0 && grid[d] > limits.grid_per_launch[d]) split = true;
+    if (limits.block[d] > 0 && block[d] > limits.block[d]) {
       Fail(BP_ERR_INVALID_ARGUMENT,
            sig.Describe() + ": " + std::to_string(block[d]) + " threads on block axis " + kAxis[d] +
                " (threadIdx." + kAxis[d] + ") is more than " + DeviceString(device) + " allows (" +
-               std::to_string(limits->block[d]) + "); use smaller blocks");
+               std::to_string(limits.block[d]) + "); use smaller blocks");
     }
   }
   out->split = split;
   const uint64_t threads = static_cast<uint64_t>(block[0]) * static_cast<uint64_t>(block[1]) *
                            static_cast<uint64_t>(block[2]);
-  if (limits->threads_per_block > 0 && threads > static_cast<uint64_t>(limits->threads_per_block)) {
+  if (limits.threads_per_block > 0 && threads > static_cast<uint64_t>(limits.threads_per_block)) {
     Fail(BP_ERR_INVALID_ARGUMENT,
          sig.Describe() + ": a block of " + std::to_string(block[0]) + " x " +
              std::to_string(block[1]) + " x " + std::to_string(block[2]) + " = " +
              std::to_string(threads) + " threads is more than " + DeviceString(device) +
-             " allows (" + std::to_string(limits->threads_per_block) + "); use smaller blocks");
+             " allows (" + std::to_string(limits.threads_per_block) + "); use smaller blocks");
   }
+}
 
+// The shared arrays' sizes for this call: all of them on a cold call or when some are sized
+// at launch (BindShared); else the constant sizes are in place and only the total is checked.
+void BindSharedSizes(const KernelSignature& sig, const DeviceLimits& limits, bool warm,
+                     BoundLaunch* out) {
   if (!warm) out->shared_elements.assign(sig.shared().size(), 0);
   if (sig.num_launch_sized() > 0 || !warm) {
-    BindShared(sig, device, *limits, out);
-  } else {
-    // Only constant-sized arrays, their sizes already in place: BindShared's last check.
-    const uint64_t end = sig.static_shared_bytes();
-    if (limits->shared_per_block > 0 && end > static_cast<uint64_t>(limits->shared_per_block)) {
-      Fail(BP_ERR_INVALID_ARGUMENT,
-           sig.Describe() + ": its shared arrays take " + std::to_string(end) +
-               " bytes, more than a block of " + DeviceString(device) + " has (" +
-               std::to_string(limits->shared_per_block) + "); use smaller tiles");
-    }
-    out->shared_bytes = end;
+    BindShared(sig, out->device, limits, out);
+    return;
   }
+  // Only constant-sized arrays, their sizes already in place: BindShared's last check.
+  const uint64_t end = sig.static_shared_bytes();
+  if (limits.shared_per_block > 0 && end > static_cast<uint64_t>(limits.shared_per_block)) {
+    Fail(BP_ERR_INVALID_ARGUMENT,
+         sig.Describe() + ": its shared arrays take " + std::to_string(end) +
+             " bytes, more than a block of " + DeviceString(out->device) + " has (" +
+             std::to_string(limits.shared_per_block) + "); use smaller tiles");
+  }
+  out->shared_bytes = end;
+}
 
-  // Scalars converted to their params' kinds (nothing to check: ir::ArgCheck did).
+// Scalars converted to their params' kinds (nothing to check: ir::ArgCheck did).
+void ConvertScalars(const KernelSignature& sig, BoundLaunch* out) {
   const ir::ArgView* checked = out->views.data();
   ScalarArg* scalars = out->scalars.data();
-  for (size_t i = 0; i < num_params; ++i) {
+  for (size_t i = 0; i < sig.num_params(); ++i) {
     if (sig.param(i) != ParamKind::kBuffer) ConvertScalar(sig.param(i), checked[i], &scalars[i]);
   }
-  // Buffers: inside their allocations; written ones alias nothing.
+}
+
+// Buffers: each inside its allocation, the written ones writable and aliasing no other.
+void BindBuffers(const KernelSignature& sig, const bp_value_t* values, Backend& backend,
+                 BoundLaunch* out) {
+  const DLDevice device = out->device;
+  BufferArg* buffers = out->buffers.data();
   for (const uint32_t i : sig.buffer_params()) {
     BufferArg& b = buffers[i];
     b.span = SpanBytes(*b.tensor);
@@ -630,21 +651,42 @@ void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Back
   for (const uint32_t i : sig.written_params()) {
     sdk::CheckWritable(sig.func(), values[i], i, sig.who().c_str());
   }
-  for (const uint32_t i : sig.written_params()) {
-    const BufferArg& a = buffers[i];
-    if (a.span == 0) continue;
-    const uint64_t a0 = a.where.offset + a.byte_offset;
-    for (const uint32_t j : sig.buffer_params()) {
-      const BufferArg& b = buffers[j];
-      if (j == i || b.span == 0 || b.where.id != a.where.id) continue;
-      const uint64_t b0 = b.where.offset + b.byte_offset;
-      if (a0 < b0 + b.span && b0 < a0 + a.span) {
-        Fail(BP_ERR_INVALID_ARGUMENT,
-             sig.Describe() + ": " + ArgText(sig, i) + " (written) overlaps " + ArgText(sig, j) +
-                 "; pass separate buffers (the kernel's buffers may not alias)");
-      }
-    }
+  CheckWrittenApart(sig.who().c_str(), "kernel", sig.func(), sig.written_params(),
+                    sig.buffer_params(), [buffers](uint32_t i) {
+                      const BufferArg& b = buffers[i];
+                      const uint64_t at = b.where.offset + b.byte_offset;
+                      return ByteRange{b.where.id, at, at + b.span};
+                    });
+}
+
+}  // namespace
+
+void Bind(const KernelSignature& sig, PackedArgs args, int32_t device_type, Backend& backend,
+          BoundLaunch* out) {
+  CheckArity(sig, args);
+  // A warm call of the kernel the BoundLaunch was last bound for finds its vectors sized and
+  // the constant shared sizes in place.
+  const bool warm = out->bound_serial == sig.serial();
+  if (!warm) {
+    out->bound_serial = 0;  // until the vectors below are what sig needs
+    out->views.resize(sig.num_params());
+    out->buffers.resize(sig.num_params());
+    out->scalars.resize(sig.num_params());
   }
+  const bp_value_t* values = sig.num_params() > 0 ? &args[0] : nullptr;  // arity checked
+  BindValues(sig, values, device_type, out);
+  BindExtents(sig, args, out);
+  if (out->empty) {  // nothing runs: nothing else to check
+    out->shared_elements.assign(sig.shared().size(), 0);
+    out->bound_serial = 0;  // the constant shared sizes are zeros now
+    return;
+  }
+  const DeviceLimits* limits = &backend.Limits(out->device);
+  out->limits = limits;
+  CheckLimits(sig, *limits, out);
+  BindSharedSizes(sig, *limits, warm, out);
+  ConvertScalars(sig, out);
+  BindBuffers(sig, values, backend, out);
   out->bound_serial = sig.serial();
 }
 

@@ -10,6 +10,7 @@
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/interp.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/launch/launch.hpp>
 #include <backplane/sdk/kernel_args.hpp>
 #include <backplane/sdk/module.hpp>
 #include <backplane/sdk/plugin.hpp>
@@ -35,6 +36,22 @@ struct LaunchArg {
   std::shared_ptr<Buffer> buffer;
 };
 
+// The device's memory as the launch kit asks for it: the data space behind a handle. The fake
+// accelerator has no launch limits.
+class Backend final : public launch::Backend {
+ public:
+  explicit Backend(FakeAccDeviceAPI* api) : api_(api) {}
+  launch::Allocation Find(DLDevice dev, void* handle) override {
+    const std::shared_ptr<Buffer> b = api_->Resolve(dev, handle, 0, 0, "kernel argument");
+    return {b.get(), 0, b->size};
+  }
+  const launch::DeviceLimits& Limits(DLDevice) override { return limits_; }
+
+ private:
+  FakeAccDeviceAPI* api_;
+  launch::DeviceLimits limits_;
+};
+
 class FakeAccModule : public sdk::ModuleBase {
  public:
   static constexpr const char* kKind = "fakeacc";
@@ -45,9 +62,15 @@ class FakeAccModule : public sdk::ModuleBase {
   Function GetFunction(const std::string& name) override {
     const ir::PrimFunc* f = interp_.module().Find(name);
     if (f == nullptr) return Function();
+    std::shared_ptr<const launch::KernelSignature> sig;
+    try {
+      sig = std::make_shared<const launch::KernelSignature>(*f, "fakeacc");
+    } catch (const ir::Error& e) {
+      throw Error(BP_ERR_INVALID_ARGUMENT, e.what());
+    }
     auto self = std::static_pointer_cast<FakeAccModule>(shared_from_this());
-    return Function::FromCallable([self, f](PackedArgs args) {
-      self->Launch(*f, args);
+    return Function::FromCallable([self, sig](PackedArgs args) {
+      self->Launch(*sig, args);
       return Any();
     });
   }
@@ -63,50 +86,41 @@ class FakeAccModule : public sdk::ModuleBase {
   }
 
  private:
-  void Launch(const ir::PrimFunc& f, PackedArgs args) {
-    const int32_t type = api_->device_type();
-    const size_t num_params = f.params.size();
-    // The params are checked here; the trailing launch extents by the interpreter.
-    std::vector<ir::ArgView> params =
-        sdk::BindKernelArgs(f, args.size() > 0 ? &args[0] : nullptr,
-                            std::min<int32_t>(args.size(), static_cast<int32_t>(num_params)),
-                            "fakeacc", [type](DLDevice d) { return d.device_type == type; });
-    std::vector<LaunchArg> launch(static_cast<size_t>(args.size()));
-    DLDevice device{static_cast<DLDeviceType>(type), 0};
-    bool have_device = false;
-    for (size_t i = 0; i < launch.size(); ++i) {
+  // The launch kit binds and checks the call (arguments, extents, buffers inside their data
+  // spaces, no written buffer aliasing another); the kernel then runs in the interpreter on
+  // the bytes behind the handles, with the launch extents after its params.
+  void Launch(const launch::KernelSignature& sig, PackedArgs args) {
+    thread_local launch::BoundLaunch bound;
+    Backend backend(api_);
+    launch::Bind(sig, args, api_->device_type(), backend, &bound);
+    const size_t num_params = sig.num_params();
+    std::vector<LaunchArg> launch(num_params + sig.axes().size());
+    for (size_t i = 0; i < num_params; ++i) {
       LaunchArg& a = launch[i];
-      if (i >= num_params) {
-        a.view.kind = ir::ArgView::Kind::kInt;
-        a.view.i = args.Int(static_cast<int32_t>(i));
-        continue;
-      }
-      a.view = params[i];
+      a.view = bound.views[i];
       if (a.view.kind != ir::ArgView::Kind::kBuffer) continue;
-      const DLTensor* t = static_cast<const DLTensor*>(a.view.user);
-      if (have_device && t->device.device_id != device.device_id) {
-        throw Error(BP_ERR_INVALID_ARGUMENT,
-                    "fakeacc kernel '" + f.name +
-                        "': its tensors are on fakeacc:" + std::to_string(device.device_id) +
-                        " and fakeacc:" + std::to_string(t->device.device_id) +
-                        "; put them on one device");
-      }
-      device = t->device;
-      have_device = true;
-      size_t count = 1;
-      for (int d = 0; d < t->ndim; ++d) count *= static_cast<size_t>(t->shape[d]);
-      const size_t nbytes = count * ((t->dtype.bits * t->dtype.lanes + 7) / 8);
-      a.buffer = api_->Resolve(t->device, t->data, t->byte_offset, nbytes, "kernel argument");
+      const launch::BufferArg& b = bound.buffer(i);
+      const DLTensor* t = b.tensor;
       a.shape.assign(t->shape, t->shape + t->ndim);
       if (t->strides != nullptr) a.strides.assign(t->strides, t->strides + t->ndim);
-      a.view.data = a.buffer->bytes.get() + t->byte_offset;
       a.view.shape = a.shape.data();
       a.view.strides = t->strides != nullptr ? a.strides.data() : nullptr;
       a.view.user = nullptr;
+      a.view.data = nullptr;  // an empty tensor reads no bytes and may have no data space
+      if (b.span > 0) {
+        a.buffer = api_->Resolve(bound.device, b.handle, b.byte_offset, b.span, "kernel argument");
+        a.view.data = a.buffer->bytes.get() + b.byte_offset;
+      }
     }
+    for (size_t k = 0; k < sig.axes().size(); ++k) {
+      ir::ArgView& v = launch[num_params + k].view;
+      v.kind = ir::ArgView::Kind::kInt;
+      v.i = args.Int(static_cast<int32_t>(num_params + k));
+    }
+    const std::string& name = sig.name();
+    const DLDevice device = bound.device;
     auto self = std::static_pointer_cast<FakeAccModule>(shared_from_this());
     auto shared = std::make_shared<std::vector<LaunchArg>>(std::move(launch));
-    const std::string name = f.name;
     api_->Launch(device, [self, shared, name] {
       std::vector<ir::ArgView> views;
       for (const LaunchArg& a : *shared) views.push_back(a.view);
@@ -152,7 +166,7 @@ void RegisterCodegen(FakeAccDeviceAPI* api) {
         try {
           ir::IRModule m = ir::Parse(text, "target.build.fakeacc input");
           for (const ir::PrimFunc& f : m.functions()) {
-            if (f.attrs.count("launch_params") == 0) {
+            if (!f.launch_axes) {
               throw Error(BP_ERR_INVALID_ARGUMENT,
                           "target.build.fakeacc: function '" + f.name +
                               "' is not a kernel (no launch_params); build through bp_build, which "
@@ -181,7 +195,7 @@ void RegisterCodegen(FakeAccDeviceAPI* api) {
       const std::string text(static_cast<const char*>(data), size);
       const ir::IRModule saved = ir::Parse(text, "saved fakeacc module");
       for (const ir::PrimFunc& f : saved.functions()) {
-        if (f.attrs.count("launch_params") == 0) {
+        if (!f.launch_axes) {
           throw Error(BP_ERR_INVALID_ARGUMENT,
                       "runtime.module.load_from_bytes.fakeacc: function '" + f.name +
                           "' is not a kernel (no launch_params); the module is not one "

@@ -56,8 +56,8 @@ class Interpreter {
   const IRModule& module() const;
 
   // Runs `func` on `args` (one per param, as CheckArgs wants them). Buffers are read and
-  // written in place through ArgView::data. A kernel made by SplitHostDevice (attrs
-  // "kernel" = "1" and "launch_params") also accepts, after its params, one kInt argument
+  // written in place through ArgView::data. A kernel made by SplitHostDevice (attr
+  // "kernel" = "1" and launch_axes) also accepts, after its params, one kInt argument
   // per launch param: the launch extents that the host's call appends; they must equal the
   // extents the kernel's loops compute. Throws Error(kValue): no function `func` (naming it);
   // CheckArgs's message; an index out of the bounds of a buffer (naming the function, the

@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -415,6 +417,10 @@ enum class ThreadTag : uint8_t {
 };
 // "blockIdx.x", ...; "" for kNone.
 const char* ToString(ThreadTag tag);
+// The axis that ToString names ("blockIdx.x", ...); false for any other text, "" included.
+bool ParseThreadTag(std::string_view name, ThreadTag* tag);
+// A kernel's launch axes as the text form writes them: "blockIdx.x,threadIdx.x" ("" for none).
+std::string ToString(const std::vector<ThreadTag>& axes);
 
 // How a parallel loop's iterations are shared among threads (OpenMP's schedule clause):
 // kDefault lets the code generator choose (static today); chunk 0 is the runtime's default.
@@ -614,6 +620,11 @@ struct PrimFunc {
   std::vector<Param> params;
   Stmt body;
   std::map<std::string, std::string> attrs;
+  // A kernel's launch axes, in the order a launch passes their extents; unset for a function
+  // that is not a kernel. The text form writes them as the attribute "launch_params"
+  // ("blockIdx.x,threadIdx.x"): the parser reads that attribute into this field and the printer
+  // writes it back, so `attrs` never holds "launch_params" (Verify refuses it there).
+  std::optional<std::vector<ThreadTag>> launch_axes;
 };
 
 // PrimFuncs by name, in the order they were added.

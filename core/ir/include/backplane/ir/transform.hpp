@@ -30,11 +30,11 @@ struct SplitResult {
 //  4. the device workspaces it uses, outermost first: `global` allocations of host code
 //     (outside every region), which stay in the host function; the scalars their shapes
 //     mention are params in 1 or 2 (docs/ir.md, "Device workspaces").
-// Its attrs: "kernel" = "1" and "launch_params" = the thread tags used inside it, comma-
-// separated, in the order blockIdx.x,blockIdx.y,blockIdx.z,threadIdx.x,threadIdx.y,threadIdx.z
-// (e.g. "blockIdx.x,threadIdx.x"). Its body is the region, unchanged, except for `local`
-// arrays whose shape is not constant: each becomes a workspace of host code around the launch,
-// of (threads of the grid) x (its elements), each thread indexing its own zero-filled slice
+// Its attrs: "kernel" = "1"; its launch_axes: the thread tags used inside it, in the order
+// blockIdx.x,blockIdx.y,blockIdx.z,threadIdx.x,threadIdx.y,threadIdx.z (printed as the attr
+// "launch_params", e.g. "blockIdx.x,threadIdx.x"). Its body is the region, unchanged, except for
+// `local` arrays whose shape is not constant: each becomes a workspace of host code around the
+// launch, of (threads of the grid) x (its elements), each thread indexing its own zero-filled slice
 // (docs/ir.md, "Local arrays sized at run time").
 //
 // The host function keeps its params and attrs; the region is replaced by

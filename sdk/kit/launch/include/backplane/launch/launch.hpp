@@ -109,10 +109,11 @@ struct SharedArray {
 };
 
 // What a launch needs of one kernel, made once: the parameters' kinds, the launch axes (the
-// function's attribute launch_params), which buffers it writes, and what checking a call
-// costs, its shared arrays. `who` names the backend in messages ("cuda"). Throws ir::Error
-// (kValue) when `func` is not a kernel (no launch_params, an unknown axis, a parameter type no
-// kernel can take, a shared array sized by anything but its scalar parameters).
+// function's launch_axes, the text form's attribute launch_params), which buffers it writes,
+// and what checking a call costs, its shared arrays. `who` names the backend in messages
+// ("cuda"). Throws ir::Error (kValue) when `func` is not a kernel (no launch_axes, an axis
+// listed twice, a parameter type no kernel can take, a shared array sized by anything but its
+// scalar parameters).
 class KernelSignature {
  public:
   KernelSignature(const ir::PrimFunc& func, std::string who);
@@ -295,6 +296,41 @@ void ForEachGridPart(const BoundLaunch& b, Visit&& visit) {
         p.grid[0] = b.grid[0] - x < most[0] ? b.grid[0] - x : most[0];
         visit(static_cast<const GridPart&>(p));
       }
+    }
+  }
+}
+
+// The bytes one buffer argument covers, for the written-buffer check below: [begin, end) inside
+// the memory `memory` names (one id per allocation; host memory: nullptr, with addresses).
+// begin == end: it covers nothing.
+struct ByteRange {
+  const void* memory = nullptr;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// Throws Error (BP_ERR_INVALID_ARGUMENT) naming both arguments: written buffer `written` of
+// `func` overlaps buffer argument `other`. `who` and `noun` name the function as messages do
+// ("cuda", "kernel": "cuda kernel 'f'").
+[[noreturn]] void FailOverlap(const char* who, const char* noun, const ir::PrimFunc& func,
+                              uint32_t written, uint32_t other);
+
+// The check every backend makes of a call's buffers: generated code takes them as restrict
+// (non-aliasing) pointers, so no buffer the function writes may overlap another buffer
+// argument. `written` and `buffers` are param indices (KernelSignature's written_params and
+// buffer_params); `range(i)` is param i's ByteRange. Throws as FailOverlap.
+template <typename RangeOf>
+void CheckWrittenApart(const char* who, const char* noun, const ir::PrimFunc& func,
+                       const std::vector<uint32_t>& written, const std::vector<uint32_t>& buffers,
+                       RangeOf&& range) {
+  for (const uint32_t i : written) {
+    const ByteRange a = range(i);
+    if (a.begin == a.end) continue;
+    for (const uint32_t j : buffers) {
+      if (j == i) continue;
+      const ByteRange b = range(j);
+      if (b.begin == b.end || b.memory != a.memory) continue;
+      if (a.begin < b.end && b.begin < a.end) FailOverlap(who, noun, func, i, j);
     }
   }
 }
