@@ -54,14 +54,7 @@ std::string CEmitter::Prelude() {
        "};\n";
   p += PackedEntryTypes();
   if (uses_floordiv_) {
-    p += "\nstatic inline int64_t bp_floordiv(int64_t a, int64_t b) {\n"
-         "  int64_t q = a / b;\n"
-         "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
-         "}\n"
-         "static inline int64_t bp_floormod(int64_t a, int64_t b) {\n"
-         "  int64_t r = a % b;\n"
-         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
-         "}\n";
+    p += FloorDivHelpers("static inline");
   }
   if (helpers_.count("expf")) {
     p += "\n/* float32 exp: the IR's own (docs/ir.md, \"float32 exp\"). */\n" + ir::ExpF32CSource();

@@ -45,14 +45,7 @@ std::string CUDAEmitter::Prelude() {
          "}\n";
   }
   if (uses_floordiv_) {
-    p += "\n__device__ __forceinline__ int64_t bp_floordiv(int64_t a, int64_t b) {\n"
-         "  int64_t q = a / b;\n"
-         "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
-         "}\n"
-         "__device__ __forceinline__ int64_t bp_floormod(int64_t a, int64_t b) {\n"
-         "  int64_t r = a % b;\n"
-         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
-         "}\n";
+    p += FloorDivHelpers("__device__ __forceinline__");
   }
   return p;
 }

@@ -190,14 +190,7 @@ std::string OpenCLEmitter::Prelude() {
   p += FaultHelpers();
   p += NumericHelpers();
   if (uses_floordiv_) {
-    p += "\nstatic inline int64_t bp_floordiv(int64_t a, int64_t b) {\n"
-         "  int64_t q = a / b;\n"
-         "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
-         "}\n"
-         "static inline int64_t bp_floormod(int64_t a, int64_t b) {\n"
-         "  int64_t r = a % b;\n"
-         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
-         "}\n";
+    p += FloorDivHelpers("static inline");
   }
   return p;
 }

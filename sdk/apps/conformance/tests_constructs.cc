@@ -394,17 +394,11 @@ void CallWithShiftedViews(Context& ctx, const std::string& clause, const Module&
   for (size_t i = 0; i < args->size(); ++i) {
     const runner::CheckArg& a = (*args)[i];
     bp_value_t& v = values[i];
-    v.reserved0 = 0;
     if (!a.is_buffer) {
-      if (a.dtype.is_float()) {
-        v.type = BP_VALUE_FLOAT;
-        v.u.v_float64 = a.f;
-      } else {
-        v.type = BP_VALUE_INT;
-        v.u.v_int64 = a.i;
-      }
+      v = runner::ScalarValue(a);
       continue;
     }
+    v.reserved0 = 0;
     const size_t width = a.bytes.size() / a.count();
     const size_t before = static_cast<size_t>(shift) * width;
     std::vector<uint8_t> bytes(before, kPattern);

@@ -470,23 +470,29 @@ std::string CompareBuffer(const std::string& func, const CheckArg& got, const Ch
 
 // ---- Device arguments -----------------------------------------------------------------------
 
+bp_value_t ScalarValue(const CheckArg& a) {
+  bp_value_t v{};
+  if (a.dtype.is_float()) {
+    v.type = BP_VALUE_FLOAT;
+    v.u.v_float64 = a.f;
+  } else {
+    v.type = BP_VALUE_INT;
+    v.u.v_int64 = a.i;
+  }
+  return v;
+}
+
 CheckDeviceArgs::CheckDeviceArgs(const std::vector<CheckArg>& args, Device dev) {
   tensors_.resize(args.size());
   values_.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const CheckArg& a = args[i];
     bp_value_t& v = values_[i];
-    v.reserved0 = 0;
     if (!a.is_buffer) {
-      if (a.dtype.is_float()) {
-        v.type = BP_VALUE_FLOAT;
-        v.u.v_float64 = a.f;
-      } else {
-        v.type = BP_VALUE_INT;
-        v.u.v_int64 = a.i;
-      }
+      v = ScalarValue(a);
       continue;
     }
+    v.reserved0 = 0;
     tensors_[i] = Tensor::Empty(a.shape, ToDL(a.dtype), dev);
     if (!a.bytes.empty()) tensors_[i].CopyFromBytes(a.bytes.data(), a.bytes.size());
     v.type = BP_VALUE_TENSOR;

@@ -211,6 +211,19 @@ std::string CFamilyEmitter::FloatToInt(const std::string& x, DType from, DType t
   return name + "(" + x + ")";
 }
 
+std::string CFamilyEmitter::FloorDivHelpers(const std::string& qualifiers) {
+  return "\n" + qualifiers +
+         " int64_t bp_floordiv(int64_t a, int64_t b) {\n"
+         "  int64_t q = a / b;\n"
+         "  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n"
+         "}\n" +
+         qualifiers +
+         " int64_t bp_floormod(int64_t a, int64_t b) {\n"
+         "  int64_t r = a % b;\n"
+         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+         "}\n";
+}
+
 std::string CFamilyEmitter::NumericHelpers() {
   std::string text;
   for (const auto& [name, types] : float_to_int_) {

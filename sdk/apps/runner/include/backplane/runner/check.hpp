@@ -112,6 +112,9 @@ CheckResult RunChecked(const Module& m, const Oracle& oracle, const std::string&
 std::string CompareBuffer(const std::string& func, const CheckArg& got, const CheckArg& want,
                           const CheckOptions& options = {}, double* max_ratio = nullptr);
 
+// A scalar argument as the value a packed call takes (float64 for a float dtype, else int64).
+bp_value_t ScalarValue(const CheckArg& a);
+
 // The values of a call for CallPacked, with tensors on `dev` holding the buffers' bytes.
 class CheckDeviceArgs {
  public:

@@ -120,6 +120,10 @@ class CFamilyEmitter {
   std::string FloatToInt(const std::string& x, ir::DType from, ir::DType to);
   // The definitions of the helpers FloatToInt called, for the dialect's prelude ("" if none).
   std::string NumericHelpers();
+  // The definitions of bp_floordiv and bp_floormod (int64 division and remainder rounded toward
+  // negative infinity), each declared with `qualifiers` ("static inline"), for a dialect whose
+  // prelude defines int64_t.
+  static std::string FloorDivHelpers(const std::string& qualifiers);
   // The quotient of floats x / y of scalar type `t`, rounded as the IR says (correctly). The
   // base writes `(x / y)`; a dialect whose `/` may be less exact computes it its own way
   // (vulkan: OpFDiv may be 2.5 ulp off).
