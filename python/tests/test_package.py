@@ -23,7 +23,7 @@ def test_kernel_dir_holds_the_catalog_and_matches_the_sources():
     for name in CATALOG:
         with open(os.path.join(folder, name + ".bpir"), encoding="utf-8") as f:
             installed = f.read()
-        with open(os.path.join(REPO, "sdk", "kernels", name + ".bpir"), encoding="utf-8") as f:
+        with open(os.path.join(REPO, "sdk", "apps", "kernels", name + ".bpir"), encoding="utf-8") as f:
             assert installed == f.read(), f"{name}.bpir in {folder} differs from the sources'"
 
 

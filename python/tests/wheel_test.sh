@@ -121,7 +121,7 @@ for v in a b; do
   kdir="$(cd "$work/run-$v" && "${run[@]}" -c "import backplane; print(backplane.kernel_dir())")"
   [ "$(realpath "$kdir")" = "$pkg/share/backplane/kernels" ] ||
     fail "venv $v: kernel_dir() is $kdir, not the package's $pkg/share/backplane/kernels"
-  [ "$(ls "$kdir"/*.bpir | wc -l)" = "$(ls "$root"/sdk/kernels/*.bpir | wc -l)" ] ||
+  [ "$(ls "$kdir"/*.bpir | wc -l)" = "$(ls "$root"/sdk/apps/kernels/*.bpir | wc -l)" ] ||
     fail "venv $v: $kdir does not hold every kernel of sdk/apps/kernels"
   readelf -d "$pkg"/_backplane.*.so | grep -q 'R.*PATH.*\[\$ORIGIN/lib\]' ||
     fail "venv $v: the extension's RUNPATH is not \$ORIGIN/lib"
