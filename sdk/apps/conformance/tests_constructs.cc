@@ -1367,31 +1367,24 @@ void AddConstructTests(std::vector<TestCase>* out) {
   const unsigned needs = kNeedsDevice | kNeedsCodegen;
   std::vector<Dt> every(std::begin(kAllDtypes), std::end(kAllDtypes));
   every.insert(every.end(), std::begin(kMoreDtypes), std::end(kMoreDtypes));
+  // An operator on one dtype, checked bit for bit against the interpreter.
+  const auto add_operator = [&](const Construct& c, Dt t) {
+    const std::string name = "codegen.construct." + c.name + "." + IrName(t);
+    out->push_back({name,
+                    std::string(c.what) + " on " + IrName(t) +
+                        " matches the IR interpreter bit for bit on random inputs over the "
+                        "dtype's range" +
+                        (OptionalDtype(t) ? " (a device or code generator may lack the dtype: "
+                                            "its refusal skips)"
+                                          : ""),
+                    "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
+  };
   for (const Construct& c : Operators()) {
-    for (Dt t : every) {
-      const std::string name = "codegen.construct." + c.name + "." + IrName(t);
-      out->push_back({name,
-                      std::string(c.what) + " on " + IrName(t) +
-                          " matches the IR interpreter bit for bit on random inputs over the "
-                          "dtype's range" +
-                          (OptionalDtype(t) ? " (a device or code generator may lack the dtype: "
-                                              "its refusal skips)"
-                                            : ""),
-                      "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
-    }
+    for (Dt t : every) add_operator(c, t);
   }
   for (const Construct& c : IntegerOperators()) {
     for (Dt t : every) {
-      if (IsFloat(t)) continue;
-      const std::string name = "codegen.construct." + c.name + "." + IrName(t);
-      out->push_back({name,
-                      std::string(c.what) + " on " + IrName(t) +
-                          " matches the IR interpreter bit for bit on random inputs over the "
-                          "dtype's range" +
-                          (OptionalDtype(t) ? " (a device or code generator may lack the dtype: "
-                                              "its refusal skips)"
-                                            : ""),
-                      "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
+      if (!IsFloat(t)) add_operator(c, t);
     }
   }
   for (const Construct& c : ExactIntrinsics()) {
