@@ -30,7 +30,8 @@
 #include "runtime.h"
 #include "target.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 // Zeroes `bytes` bytes at `data` on `dev`: host memory in place, device memory by copies from
@@ -732,7 +733,8 @@ Ref LoadBuiltinModule(const std::string& at, const std::string& kind, const void
   return MakeHostModule(std::move(host), "", imports_only);
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

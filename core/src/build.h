@@ -9,7 +9,8 @@
 
 #include "object.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 // The largest IR text bp_build takes (docs/host-guide.md, "Input limits"); `backplane build` reads
 // kernel files with the same cap.
@@ -30,6 +31,7 @@ bool IsBuiltinModuleKind(const std::string& kind);
 Ref LoadBuiltinModule(const std::string& at, const std::string& kind, const void* data, size_t size,
                       const std::vector<Ref>& imports, bool imports_only);
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_BUILD_H_

@@ -9,7 +9,8 @@
 #include <exception>
 #include <string>
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 // The one exception type used inside the core.
 class CoreError : public std::exception {
@@ -51,7 +52,8 @@ inline std::string VersionText(uint32_t major, uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 // Every exported function body is wrapped in these: nothing thrown inside escapes.
 #define BP_API_BEGIN try {

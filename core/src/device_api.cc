@@ -20,7 +20,8 @@
 #include "registry.h"
 #include "runtime.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 // The size of a 1.0 table: the smallest a plugin may hand us.
@@ -337,7 +338,8 @@ EventObject& EventOf(const bp_object_t* obj, const char* fn) {
   return const_cast<EventObject&>(As<EventObject>(obj, BP_OBJECT_EVENT, fn));
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

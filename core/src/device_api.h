@@ -6,7 +6,8 @@
 
 #include "common.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 // The table for `device_type`; throws NOT_FOUND naming the type and the plugins seen.
 const bp_device_api_t& GetDeviceAPI(int32_t device_type);
@@ -20,6 +21,7 @@ void* WrapNative(DLDevice dev, const bp_native_buffer_t& buffer);
 // Forgets a handle from WrapNative. Never throws: a failure is written to stderr.
 void UnwrapNative(DLDevice dev, void* data) noexcept;
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_DEVICE_API_H_

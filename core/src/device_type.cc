@@ -12,7 +12,8 @@
 #include "plugin_loader.h"
 #include "runtime.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 class DeviceTypes {
@@ -142,7 +143,8 @@ std::string KnownDeviceTypes() {
   return out;
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

@@ -8,7 +8,8 @@
 
 #include "common.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 // Id of `name`, registering a fresh one for a new name.
 int32_t RegisterDeviceType(const std::string& name);
@@ -23,6 +24,7 @@ const char* DeviceTypeName(int32_t type);
 std::string KnownDeviceTypes();
 std::vector<int32_t> ListDeviceTypes();
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_DEVICE_TYPE_H_

@@ -8,7 +8,8 @@
 #include <cstring>
 #include <vector>
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 // This host's ELF: what dlopen will accept.
@@ -125,4 +126,5 @@ std::string ElfLoadProblem(const std::string& path) {
   return "";
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane

@@ -7,13 +7,15 @@
 
 #include <string>
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 // Why the shared library at `path` cannot be loaded safely, or "": it must be an ELF shared
 // object of this host's class, byte order and machine, and its program header table and
 // every segment with bytes in the file must lie inside the file.
 std::string ElfLoadProblem(const std::string& path);
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_ELF_CHECK_H_

@@ -5,7 +5,8 @@
 
 #include "common.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 struct ErrorSlot {
@@ -69,7 +70,8 @@ void CheckPluginStatus(bp_status_t status, uint64_t sequence_before, const std::
   Fail(status, context + ": " + message);
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 extern "C" {
 

@@ -8,7 +8,8 @@
 #include "common.h"
 #include "host_api_entries.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 // Each entry's place: its index in the list.
@@ -43,7 +44,8 @@ BP_HOST_ONLY_EXPORTS(BP_CHECK_DECLARED)
 #undef BP_CHECK_DECLARED
 
 }  // namespace
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 extern "C" {
 

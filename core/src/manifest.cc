@@ -11,7 +11,8 @@
 
 #include "common.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 constexpr size_t kMaxManifestBytes = 1 << 20;
@@ -113,4 +114,5 @@ Manifest ReadManifest(const std::string& path) {
   return m;
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 inline constexpr const char* kManifestSuffix = ".bpplugin.json";
 
@@ -25,6 +26,7 @@ struct Manifest {
 // Reads and checks a manifest; throws a CoreError saying what is wrong and where.
 Manifest ReadManifest(const std::string& path);
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_MANIFEST_H_

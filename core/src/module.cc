@@ -27,7 +27,8 @@
 #include "runtime.h"
 #include "target.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'M', 'O', 'D', 'U', 'L', 'E'};
@@ -248,7 +249,8 @@ Ref LoadOne(const std::string& at, const std::string& kind, const uint8_t* paylo
 }
 
 }  // namespace
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 
@@ -406,7 +408,8 @@ BP_EXPORT bp_status_t bp_module_save(const bp_object_t* module, bp_object_t** ou
 
 }  // extern "C"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 // bp_module_load and bp_module_load_with_options: the file's tree, root last.
@@ -503,7 +506,8 @@ Ref LoadModuleFile(const void* data, size_t size, uint32_t flags) {
 }
 
 }  // namespace
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 extern "C" {
 

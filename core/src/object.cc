@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 ArrayObject::~ArrayObject() {
   for (bp_value_t& v : values) {
@@ -129,7 +130,8 @@ bp_value_t CallFunctionDescribed(const bp_object_t* func, const bp_value_t* args
   return out;
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

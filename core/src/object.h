@@ -30,7 +30,8 @@ struct bp_object {
   const int32_t type_;
 };
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 struct StringObject final : bp_object {
   explicit StringObject(std::string s) : bp_object(BP_OBJECT_STRING), text(std::move(s)) {}
@@ -145,6 +146,7 @@ inline bp_value_t CallFunction(const bp_object_t* func, const bp_value_t* args, 
   return CallFunctionDescribed(func, args, n, [&what] { return what; });
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_OBJECT_H_

@@ -28,7 +28,8 @@
 
 namespace fs = boost::filesystem;
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 using namespace loader_detail;
 
@@ -248,4 +249,5 @@ void PluginLoader::AddManifest(const std::string& manifest_path,
   plugins_.push_back(std::move(rec));
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane

@@ -30,7 +30,8 @@
 
 namespace fs = boost::filesystem;
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 using namespace loader_detail;
 
@@ -638,7 +639,8 @@ std::string PluginLoader::ToJson() {
   return out.dump(2);
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

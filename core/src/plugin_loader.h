@@ -29,7 +29,8 @@
   }                                                                               \
   return BP_OK;
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 // What a plugin registered while it loads, for rollback on failure, and what it may register.
 // It is the calling thread's current init from before dlopen (a static constructor of the
@@ -172,6 +173,7 @@ class PluginLoader {
   std::vector<std::unique_ptr<PluginRecord>> plugins_;
 };
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_PLUGIN_LOADER_H_

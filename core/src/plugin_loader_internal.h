@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 struct PluginRecord {
   std::string name;
@@ -61,6 +62,7 @@ constexpr const char* kDisabledReason =
     "variable to use it";
 
 }  // namespace loader_detail
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_SRC_PLUGIN_LOADER_INTERNAL_H_

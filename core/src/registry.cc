@@ -9,7 +9,8 @@
 #include "plugin_loader.h"
 #include "runtime.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 std::optional<Registry::Entry> Registry::Set(const std::string& name, bp_object_t* func,
                                              bool allow_override, const std::string& owner,
@@ -84,7 +85,8 @@ std::string Registry::OwnerOf(const std::string& name) const {
   return it == map_.end() ? std::string() : it->second.owner;
 }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

@@ -12,7 +12,8 @@
 
 #include "object.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 class Registry {
  public:
@@ -41,6 +42,7 @@ class Registry {
   std::unordered_map<std::string, Entry> map_;
 };
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_REGISTRY_H_

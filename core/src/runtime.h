@@ -11,7 +11,8 @@
 #include "plugin_loader.h"
 #include "registry.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 struct Runtime {
   // Never destroyed: function objects may point into plugins, and loaded plugins stay mapped
@@ -28,6 +29,7 @@ struct Runtime {
   Ref FindOrLoad(const std::string& name, std::string* looked_at);
 };
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_RUNTIME_H_

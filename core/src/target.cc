@@ -6,7 +6,8 @@
 #include "plugin_loader.h"
 #include "runtime.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 const TargetObject& AsTarget(const bp_object_t* obj, const char* fn) {
@@ -75,7 +76,8 @@ KindPtr KindForDevice(DLDevice dev, const char* kind) {
 }
 
 }  // namespace
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

@@ -12,7 +12,8 @@
 
 #include "object.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 
 using Json = nlohmann::json;
 
@@ -91,6 +92,7 @@ Json ParseJson(const std::string& text, const std::string& what);
 // double) or throws naming `what`.
 Json CheckAttrValue(const Json& value, int32_t type, const std::string& what);
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 #endif  // BACKPLANE_CORE_TARGET_H_

@@ -11,7 +11,8 @@
 #include "runtime.h"
 #include "target.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 constexpr size_t kAttrDefSizeV1_1 = offsetof(bp_target_attr_def_t, doc) + sizeof(const char*);
@@ -280,7 +281,8 @@ KindDef CopyKind(const bp_target_kind_def_t* def) {
 
 }  // namespace
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

@@ -10,7 +10,8 @@
 
 #include "target.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 constexpr size_t kMaxTextBytes = 1 << 20;
@@ -519,4 +520,5 @@ Json ParseToObject(const std::string& text) {
 
 Ref ParseTarget(const std::string& text) { return TargetFromJson(ParseToObject(text), nullptr, 0); }
 
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane

@@ -10,7 +10,8 @@
 #include "device_api.h"
 #include "object.h"
 
-namespace backplane::core {
+namespace backplane {
+namespace core {
 namespace {
 
 constexpr size_t kTensorAlignment = 64;
@@ -122,7 +123,8 @@ void DeleteLegacy(DLManagedTensor* self) {
 }
 
 }  // namespace
-}  // namespace backplane::core
+}  // namespace core
+}  // namespace backplane
 
 using namespace backplane::core;  // NOLINT: the C entry points below only
 

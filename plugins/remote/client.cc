@@ -9,7 +9,8 @@
 #include <cstdlib>
 #include <utility>
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace {
 
@@ -738,4 +739,5 @@ nlohmann::json Fleet::Describe() {
   return {{"servers", servers}};
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

@@ -30,7 +30,8 @@
 
 #include "backplane/remote/remote.grpc.pb.h"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace v1 = ::backplane::remote::v1;
 
@@ -236,6 +237,7 @@ class Fleet {
 // What the server's reply code and message become here.
 [[noreturn]] void ThrowReply(const std::string& label, const std::string& what, const v1::Reply& r);
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_CLIENT_H_

@@ -13,7 +13,8 @@
 #include "client.h"
 #include "module.h"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace {
 
@@ -82,4 +83,5 @@ void RegisterRemoteCodegen() {
   });
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

@@ -6,11 +6,13 @@
 #ifndef BACKPLANE_REMOTE_CODEGEN_H_
 #define BACKPLANE_REMOTE_CODEGEN_H_
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 // Registers target.build.remote and runtime.module.load_from_bytes.remote.
 void RegisterRemoteCodegen();
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_CODEGEN_H_

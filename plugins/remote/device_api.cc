@@ -5,7 +5,8 @@
 #include <cstring>
 #include <utility>
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace {
 
@@ -460,4 +461,5 @@ void RemoteDeviceAPI::SyncStreamFromTo(DLDevice dev, bp_stream_t src, bp_stream_
   s->ThrowDeferred();
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

@@ -23,7 +23,8 @@
 
 #include "client.h"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 // A buffer (data space or workspace) of a session.
 struct RemoteBuffer {
@@ -101,6 +102,7 @@ void SetDataType(v1::DataType* out, DLDataType t);
 // A value from the server (an attribute, a property, a call's result) as a Backplane value.
 Any FromValue(const v1::Value& v);
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_DEVICE_API_H_

@@ -11,7 +11,8 @@
 
 #include "device_api.h"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace {
 
@@ -292,4 +293,5 @@ Function ServerFunction(const std::string& address, const std::string& name) {
   });
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

@@ -16,7 +16,8 @@
 
 #include "client.h"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 class RemoteModule final : public sdk::ModuleBase {
  public:
@@ -55,6 +56,7 @@ class RemoteModule final : public sdk::ModuleBase {
 // A function that calls the server's registered function `name` (it must --expose it).
 Function ServerFunction(const std::string& server, const std::string& name);
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_MODULE_H_

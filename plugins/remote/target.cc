@@ -9,7 +9,8 @@
 
 #include "client.h"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace {
 
@@ -84,4 +85,5 @@ void RegisterRemoteTarget() {
       .Register();
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

@@ -8,11 +8,13 @@
 #ifndef BACKPLANE_REMOTE_TARGET_H_
 #define BACKPLANE_REMOTE_TARGET_H_
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 // Registers the kind `remote`.
 void RegisterRemoteTarget();
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_TARGET_H_

@@ -18,7 +18,8 @@
 #include <thread>
 #include <vector>
 
-namespace backplane::bench {
+namespace backplane {
+namespace bench {
 
 inline std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -60,6 +61,7 @@ inline int WaitForPort(pid_t pid, const std::filesystem::path& port_file,
   throw std::runtime_error(std::string(what) + " wrote no port within 60 s:\n" + ReadFile(log));
 }
 
-}  // namespace backplane::bench
+}  // namespace bench
+}  // namespace backplane
 
 #endif  // BACKPLANE_TESTS_BENCH_BENCH_CHILD_H_

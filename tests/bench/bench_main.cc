@@ -32,7 +32,8 @@
 #define BACKPLANE_BENCH_PAIRS kPairs
 #endif
 
-namespace backplane::bench {
+namespace backplane {
+namespace bench {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -262,7 +263,8 @@ bool Summarize(const SummaryReporter& reporter, Json* summary) {
 }
 
 }  // namespace
-}  // namespace backplane::bench
+}  // namespace bench
+}  // namespace backplane
 
 int main(int argc, char** argv) {
   const std::string program = std::filesystem::path(argv[0]).filename().string();

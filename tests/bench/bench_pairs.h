@@ -9,7 +9,8 @@
 #include <map>
 #include <string>
 
-namespace backplane::bench {
+namespace backplane {
+namespace bench {
 
 // How a pair is compared.
 enum class Measure {
@@ -169,6 +170,7 @@ inline constexpr Pair kRemotePairs[] = {
      "gRPC unary round trip + local call + sync", Measure::kTimeRatio, 1.20, 0},
 };
 
-}  // namespace backplane::bench
+}  // namespace bench
+}  // namespace backplane
 
 #endif  // BACKPLANE_TESTS_BENCH_BENCH_PAIRS_H_

@@ -19,7 +19,9 @@
 #include "server_test.h"
 #include "subprocess.h"
 
-namespace backplane::remote::test {
+namespace backplane {
+namespace remote {
+namespace test {
 namespace {
 
 constexpr DLDataType kF32{kDLFloat, 32, 1};
@@ -747,7 +749,9 @@ int HoldClient(const std::string& address) {
 }
 
 }  // namespace
-}  // namespace backplane::remote::test
+}  // namespace test
+}  // namespace remote
+}  // namespace backplane
 
 int main(int argc, char** argv) {
   using namespace backplane::remote::test;

@@ -13,7 +13,9 @@
 #include "../module_file.h"
 #include "server_test.h"
 
-namespace backplane::remote::test {
+namespace backplane {
+namespace remote {
+namespace test {
 namespace {
 
 // vector_add built here for the c target (a module that carries native code), saved.
@@ -401,4 +403,6 @@ TEST_F(RemoteServer, KernelsAloneAreRefusedSoNoClientChoosesTheirGrid) {
 }
 
 }  // namespace
-}  // namespace backplane::remote::test
+}  // namespace test
+}  // namespace remote
+}  // namespace backplane

@@ -7,7 +7,9 @@
 #include "server_test.h"
 #include "subprocess.h"
 
-namespace backplane::remote::test {
+namespace backplane {
+namespace remote {
+namespace test {
 namespace {
 
 TEST_F(RemoteServer, HelpFitsTheTerminalAndShowsExamples) {
@@ -165,4 +167,6 @@ TEST_F(RemoteServer, ATokenIsNeededWhenTheServerHasOne) {
 }
 
 }  // namespace
-}  // namespace backplane::remote::test
+}  // namespace test
+}  // namespace remote
+}  // namespace backplane

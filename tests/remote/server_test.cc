@@ -18,7 +18,9 @@
 
 #include "subprocess.h"
 
-namespace backplane::remote::test {
+namespace backplane {
+namespace remote {
+namespace test {
 namespace {
 
 constexpr uint64_t kHoldBytes = uint64_t{64} << 20;
@@ -573,7 +575,9 @@ int HoldSession(const std::string& target) {
 }
 
 }  // namespace
-}  // namespace backplane::remote::test
+}  // namespace test
+}  // namespace remote
+}  // namespace backplane
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--hold-session") {

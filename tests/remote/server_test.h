@@ -40,7 +40,9 @@
 
 extern char** environ;
 
-namespace backplane::remote::test {
+namespace backplane {
+namespace remote {
+namespace test {
 
 namespace pb = backplane::remote::v1;
 namespace fs = std::filesystem;
@@ -435,6 +437,8 @@ class RemoteServer : public ::testing::Test {
   ServerProcess& var = Start(__VA_ARGS__); \
   ASSERT_TRUE(var.error().empty()) << var.error()
 
-}  // namespace backplane::remote::test
+}  // namespace test
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_TESTS_REMOTE_SERVER_TEST_H_

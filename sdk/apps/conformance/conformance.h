@@ -24,7 +24,8 @@ namespace backplane {
 class Error;  // backplane/backplane.hpp
 }  // namespace backplane
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 // What a test needs. Every test loads the plugin itself (Context::Load), when it is ready
 // to: a test may look at the library, or at the registry, first. The parent skips a test whose
@@ -188,6 +189,7 @@ std::string DeviceString(DLDevice dev);
 // A BP_VALUE_* type as text ("int", "string object", "type 77").
 std::string ValueTypeText(const bp_value_t& v);
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane
 
 #endif  // BACKPLANE_SDK_CONFORMANCE_CONFORMANCE_H_

@@ -9,7 +9,8 @@
 
 #include "conformance.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -535,4 +536,5 @@ std::string ValueTypeText(const bp_value_t& v) {
   }
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -4,7 +4,8 @@
 #include <random>
 #include <utility>
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 DataSpace::DataSpace(DLDevice dev, size_t size, size_t alignment) : dev_(dev), size_(size) {
   DLDataType u8{kDLUInt, 8, 1};
@@ -150,4 +151,5 @@ Target TargetFor(const Context& ctx, const std::string& kind) {
   }
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

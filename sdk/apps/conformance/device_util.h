@@ -15,7 +15,8 @@
 
 #include "conformance.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 constexpr DLDevice kHost{kDLCPU, 0};
 
@@ -97,6 +98,7 @@ std::vector<std::string> SetUpKinds(Context& ctx);
 // Target::FromDevice(the device under test, kind); fails naming the device and the kind.
 Target TargetFor(const Context& ctx, const std::string& kind);
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane
 
 #endif  // BACKPLANE_SDK_CONFORMANCE_DEVICE_UTIL_H_

@@ -8,7 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -123,4 +124,5 @@ const Expectation* Expectations::Match(const std::string& plugin,
   return nullptr;
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -17,7 +17,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 struct Expectation {
   std::string plugin = "*";
@@ -41,6 +42,7 @@ class Expectations {
   std::vector<Expectation> entries_;
 };
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane
 
 #endif  // BACKPLANE_SDK_CONFORMANCE_EXPECTATIONS_H_

@@ -15,7 +15,8 @@
 
 extern char** environ;
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -242,4 +243,5 @@ std::vector<TestResult> RunIsolated(const std::vector<const TestCase*>& tests,
   return results;
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

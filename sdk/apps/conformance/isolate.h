@@ -14,7 +14,8 @@
 
 #include "conformance.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 // What one test did.
 struct TestResult {
@@ -57,6 +58,7 @@ std::vector<TestResult> RunIsolated(const std::vector<const TestCase*>& tests,
 // "SIGSEGV (Segmentation fault)".
 std::string SignalText(int sig);
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane
 
 #endif  // BACKPLANE_SDK_CONFORMANCE_ISOLATE_H_

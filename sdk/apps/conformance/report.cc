@@ -6,7 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -269,4 +270,5 @@ std::string ToJUnit(const RunReport& r) {
   return x.str();
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

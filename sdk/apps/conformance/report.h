@@ -11,7 +11,8 @@
 #include "conformance.h"
 #include "isolate.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 // A test's final status:
 //   passed       it ran and passed
@@ -55,6 +56,7 @@ void PrintSummary(const RunReport& r, FILE* out);
 std::string ToJson(const RunReport& r);
 std::string ToJUnit(const RunReport& r);
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane
 
 #endif  // BACKPLANE_SDK_CONFORMANCE_REPORT_H_

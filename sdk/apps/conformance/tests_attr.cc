@@ -8,7 +8,8 @@
 
 #include "conformance.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -480,4 +481,5 @@ void AddAttrTests(std::vector<TestCase>* out) {
                   "BP-PLUGIN-5", kNeedsDevice, ListedDevices});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -20,7 +20,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -293,4 +294,5 @@ void AddCodegenTests(std::vector<TestCase>* out) {
                   "BP-PLUGIN-8", kNeedsDevice | kNeedsCodegen | kNeedsStreams, SetStreamRoutes});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

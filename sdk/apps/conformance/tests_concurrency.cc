@@ -10,7 +10,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -96,4 +97,5 @@ void AddConcurrencyTests(std::vector<TestCase>* out) {
                   "BP-PLUGIN-8, BP-PLUGIN-9", kNeedsDevice, SharedStream});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -26,7 +26,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -1495,4 +1496,5 @@ void AddConstructTests(std::vector<TestCase>* out) {
   }
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

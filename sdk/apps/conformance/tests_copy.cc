@@ -7,7 +7,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -281,4 +282,5 @@ void AddCopyTests(std::vector<TestCase>* out) {
                   "BP-PLUGIN-7", kNeedsDevice, HostReuse});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

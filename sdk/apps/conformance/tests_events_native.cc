@@ -12,7 +12,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -272,4 +273,5 @@ void AddEventNativeTests(std::vector<TestCase>* out) {
                   "BP-PLUGIN-14", kNeedsDevice, WrapRoundTrip});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -11,7 +11,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -482,4 +483,5 @@ void AddMemoryTests(std::vector<TestCase>* out) {
                   "BP-PLUGIN-6, BP-PLUGIN-10", kNeedsDevice | kNeedsOpaqueMemory, OutOfBounds});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -16,7 +16,8 @@
 
 #include "conformance.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -529,4 +530,5 @@ void AddPluginTests(std::vector<TestCase>* out) {
        "", kNeedsNothing, CodegenRegistered});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

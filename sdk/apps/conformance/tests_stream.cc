@@ -8,7 +8,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -201,4 +202,5 @@ void AddStreamTests(std::vector<TestCase>* out) {
        "BP-PLUGIN-8", kNeedsDevice, SetStream});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -19,7 +19,8 @@
 #include "conformance.h"
 #include "device_util.h"
 
-namespace backplane::conformance {
+namespace backplane {
+namespace conformance {
 
 namespace {
 
@@ -158,4 +159,5 @@ void AddStreamReuseTests(std::vector<TestCase>* out) {
                   "BP-PLUGIN-8", kNeedsDevice | kNeedsCodegen | kNeedsStreams, ActiveStreamFreed});
 }
 
-}  // namespace backplane::conformance
+}  // namespace conformance
+}  // namespace backplane

@@ -58,7 +58,8 @@
 #include "backplane/remote/common.hpp"
 #include "session.hpp"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 #ifdef BACKPLANE_VERSION
 const char* const kServerVersion = BACKPLANE_VERSION;
@@ -726,4 +727,5 @@ int Serve(const ServerOptions& options, std::ostream& log_out) {
   return 0;
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

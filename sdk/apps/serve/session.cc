@@ -18,7 +18,8 @@
 
 #include "backplane/remote/common.hpp"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 [[noreturn]] void Fail(bp_status_t code, const std::string& message) { throw Error(code, message); }
 
@@ -640,4 +641,5 @@ void ClientSession::Close() noexcept {
   }
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

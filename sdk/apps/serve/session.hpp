@@ -26,7 +26,8 @@
 #include "backplane/remote/remote.grpc.pb.h"
 #include "backplane/remote/server.hpp"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace pb = backplane::remote::v1;
 
@@ -226,6 +227,7 @@ class ClientSession {
   std::set<uint32_t> used_devices_;
 };
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_SESSION_H_

@@ -19,7 +19,8 @@
 #include "backplane/remote/common.hpp"
 #include "session.hpp"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 namespace {
 
@@ -407,4 +408,5 @@ void ClientSession::Call(const pb::Call& c, pb::Reply* reply) {
   ToValue(result.v, reply->mutable_value(), what);
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

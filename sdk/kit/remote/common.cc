@@ -14,7 +14,8 @@
 
 #include "backplane/remote/channel.hpp"
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 std::string Address::Target() const {
   const bool v6 = host.find(':') != std::string::npos;
@@ -144,4 +145,5 @@ grpc::ChannelArguments ClientChannelArguments() {
   return args;
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane

@@ -14,7 +14,8 @@
 #include <backplane/backplane.hpp>
 #include <string>
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 // Attaches the server at `address` ("host:port", "[v6]:port"), connecting now; its devices get
 // the next remote device ids. `options_json` (docs/remote.md, "Attaching servers"): "ca",
@@ -45,6 +46,7 @@ inline Function ServerFunction(const std::string& address, const std::string& na
   return Function(Function::Get("remote.function")(address, name).AsObject());
 }
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_HPP_

@@ -23,7 +23,8 @@
 #include "input.h"
 #include "output.h"
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -285,4 +286,5 @@ Command AddBuildCommand(CLI::App& parent) {
   return Command{app, [o] { return RunBuild(*o); }};
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

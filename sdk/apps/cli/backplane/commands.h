@@ -12,7 +12,8 @@ namespace CLI {
 class App;
 }  // namespace CLI
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 // Exit codes shared by every subcommand.
 constexpr int kExitOk = 0;
@@ -51,6 +52,7 @@ Command AddServeCommand(CLI::App& parent);
 
 // A new subcommand adds an Add<Name>Command here and one line in main.cc.
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_COMMANDS_H_

@@ -17,7 +17,8 @@
 #include "output.h"
 #include "table.h"
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -305,4 +306,5 @@ Command AddDemoCommand(CLI::App& parent) {
   return Command{app, [o] { return RunDemo(*o); }};
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

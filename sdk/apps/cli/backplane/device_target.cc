@@ -6,7 +6,8 @@
 #include <cctype>
 #include <string>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 bool LooksLikeDevice(const std::string& text) {
   const size_t colon = text.find(':');
@@ -80,4 +81,5 @@ std::string ParseTargetOrDevice(const std::string& text, Target* out, bool* from
   return "";
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

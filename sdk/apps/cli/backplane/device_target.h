@@ -9,7 +9,8 @@
 #include <backplane/backplane.hpp>
 #include <string>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 // Whether `text` has the form of a device, TYPE:INDEX ("opencl:0", "remote:1"): a name, a colon
 // and a decimal index, nothing else. No Target kind or tag has that form.
@@ -25,6 +26,7 @@ std::string DeviceListText();
 // (optional) says whether the Target came from a device.
 std::string ParseTargetOrDevice(const std::string& text, Target* out, bool* from_device = nullptr);
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_DEVICE_TARGET_H_

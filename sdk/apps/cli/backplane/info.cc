@@ -39,7 +39,8 @@
 #include "probe.h"
 #include "table.h"
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 // --plugin-path must name an existing folder; the message says what was expected. A
 // relative folder the user typed is made absolute here: the core searches only absolute
@@ -860,4 +861,5 @@ Command AddInfoCommand(CLI::App& parent) {
   return Command{app, [options] { return RunInfo(*options); }};
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

@@ -11,7 +11,8 @@
 #include <cstring>
 #include <string>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -66,4 +67,5 @@ std::string ReadInputFile(const std::string& path, const InputKind& kind, std::s
   return "";
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

@@ -9,7 +9,8 @@
 #include <cstddef>
 #include <string>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 // The largest kernel file (the IR's text form) the tool reads: the same cap bp_build puts on
 // its IR text (docs/host-guide.md, "Input limits").
@@ -31,6 +32,7 @@ struct InputKind {
 // cap. Character devices and FIFOs are read as streams, under the same cap.
 std::string ReadInputFile(const std::string& path, const InputKind& kind, std::string* out);
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_INPUT_H_

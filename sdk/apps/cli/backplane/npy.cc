@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -372,4 +373,5 @@ std::string WriteNpy(const std::string& path, ir::DType dtype, const std::vector
   return "";
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 // The largest .npy header read (numpy writes a few hundred bytes; version 1.0 caps it at
 // 64 KiB, and numpy itself refuses headers over 10,000 bytes by default).
@@ -46,6 +47,7 @@ std::string ReadNpy(const std::string& path, NpyArray* out);
 std::string WriteNpy(const std::string& path, ir::DType dtype, const std::vector<int64_t>& shape,
                      const std::vector<uint8_t>& bytes);
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_NPY_H_

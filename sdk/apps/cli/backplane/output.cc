@@ -9,7 +9,8 @@
 #include <string>
 #include <utility>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 OrderedJson JsonDocument(const std::string& command) {
   OrderedJson doc;
@@ -81,4 +82,5 @@ void ReportUnreachableRemoteServers(const std::string& command, const OrderedJso
   }
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 using OrderedJson = nlohmann::ordered_json;
 
@@ -54,6 +55,7 @@ OrderedJson UnreachableRemoteServers();
 // missing from what it printed).
 void ReportUnreachableRemoteServers(const std::string& command, const OrderedJson& servers);
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_OUTPUT_H_

@@ -15,7 +15,8 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 namespace {
 
 constexpr int kResultFd = 3;
@@ -139,4 +140,5 @@ void ProbeOne(const std::string& library, const std::vector<std::string>& plugin
   _exit(0);
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

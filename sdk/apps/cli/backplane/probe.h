@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 struct ProbeResult {
   std::string library;
@@ -29,6 +30,7 @@ std::vector<ProbeResult> ProbePlugins(const std::vector<std::string>& libraries,
 [[noreturn]] void ProbeOne(const std::string& library,
                            const std::vector<std::string>& plugin_paths);
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_PROBE_H_

@@ -31,7 +31,8 @@
 #include "output.h"
 #include "values.h"
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -1048,4 +1049,5 @@ Command AddRunCommand(CLI::App& parent) {
   return Command{app, [o] { return RunRun(*o); }};
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

@@ -16,7 +16,8 @@
 #include "backplane/remote/server.hpp"
 #endif
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -120,4 +121,5 @@ Command AddServeCommand(CLI::App& parent) {
   return Command{app, [o] { return RunServe(*o); }};
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

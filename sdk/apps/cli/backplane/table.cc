@@ -8,7 +8,8 @@
 
 #include "cli_help.hpp"
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -153,4 +154,5 @@ void Table::Print(std::ostream& out, size_t indent, size_t width) const {
   }
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

@@ -9,7 +9,8 @@
 #include <string_view>
 #include <vector>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 // The number of terminal columns `text` takes: one per UTF-8 code point (the tool prints
 // no wide or combining characters, so this is exact for its output).
@@ -54,6 +55,7 @@ class Table {
   std::vector<Row> rows_;
 };
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_TABLE_H_

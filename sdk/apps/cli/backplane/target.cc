@@ -18,7 +18,8 @@
 #include "output.h"
 #include "table.h"
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -261,4 +262,5 @@ Command AddTargetCommand(CLI::App& parent) {
                  }};
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 namespace {
 
@@ -406,4 +407,5 @@ std::string FormatBuffer(const runner::CheckArg& a, size_t limit, bool full, Ord
   return text;
 }
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane

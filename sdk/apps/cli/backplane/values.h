@@ -15,7 +15,8 @@
 #include "npy.h"
 #include "output.h"
 
-namespace backplane::cli {
+namespace backplane {
+namespace cli {
 
 // The most elements an inline input may hold: more belongs in an .npy file.
 constexpr size_t kMaxInlineElements = size_t{1} << 20;
@@ -45,6 +46,7 @@ std::string ParseInlineArray(const std::string& func, const std::string& name, i
 // {"name", "dtype", "shape", "values" (nested lists) or "first"/"last", "min", "max", "mean"}.
 std::string FormatBuffer(const runner::CheckArg& a, size_t limit, bool full, OrderedJson* json);
 
-}  // namespace backplane::cli
+}  // namespace cli
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_VALUES_H_

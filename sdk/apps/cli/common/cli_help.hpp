@@ -19,7 +19,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::tools {
+namespace backplane {
+namespace tools {
 
 // Where the documentation page `page` (e.g. "cli.md") is: the installed copy beside the
 // running program (<prefix>/share/doc/backplane/page, the real path), else "docs/page in the
@@ -145,6 +146,7 @@ class WrappingFormatter : public CLI::Formatter {
 // Installs the wrapping formatter on `app`; call before adding subcommands, which inherit it.
 inline void UseWrappingHelp(CLI::App& app) { app.formatter(std::make_shared<WrappingFormatter>()); }
 
-}  // namespace backplane::tools
+}  // namespace tools
+}  // namespace backplane
 
 #endif  // BACKPLANE_TOOLS_COMMON_CLI_HELP_HPP_

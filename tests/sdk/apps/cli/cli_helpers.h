@@ -24,7 +24,8 @@
 #error "BACKPLANE_TEST_SCRATCH_DIR must name a scratch folder"
 #endif
 
-namespace backplane::clitest {
+namespace backplane {
+namespace clitest {
 
 namespace sp = backplane::subprocess;
 namespace fs = std::filesystem;
@@ -102,6 +103,7 @@ class CliTest : public ::testing::Test {
   fs::path dir_;
 };
 
-}  // namespace backplane::clitest
+}  // namespace clitest
+}  // namespace backplane
 
 #endif  // BACKPLANE_TESTS_TOOLS_CLI_HELPERS_H_

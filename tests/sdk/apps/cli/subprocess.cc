@@ -9,7 +9,8 @@
 #include <limits>
 #include <stdexcept>
 
-namespace backplane::subprocess {
+namespace backplane {
+namespace subprocess {
 
 std::string Result::Describe() const {
   if (term_signal != 0) return "killed by signal " + std::to_string(term_signal);
@@ -46,4 +47,5 @@ Result Run(const std::vector<std::string>& argv, const Options& options) {
   return result;
 }
 
-}  // namespace backplane::subprocess
+}  // namespace subprocess
+}  // namespace backplane

@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-namespace backplane::subprocess {
+namespace backplane {
+namespace subprocess {
 
 struct Options {
   // Environment variables removed from the child's environment (e.g. BACKPLANE_PLUGIN_PATH,
@@ -36,6 +37,7 @@ struct Result {
 // printed. Throws std::runtime_error naming the program if it cannot be started.
 Result Run(const std::vector<std::string>& argv, const Options& options = {});
 
-}  // namespace backplane::subprocess
+}  // namespace subprocess
+}  // namespace backplane
 
 #endif  // BACKPLANE_TESTS_TOOLS_SUBPROCESS_H_

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::sizes_test {
+namespace backplane {
+namespace sizes_test {
 
 namespace ir = backplane::ir;
 
@@ -56,6 +57,7 @@ inline ir::Stmt Restrict(const ir::Stmt& s, const std::map<std::string, int>& la
   }
 }
 
-}  // namespace backplane::sizes_test
+}  // namespace sizes_test
+}  // namespace backplane
 
 #endif  // BACKPLANE_TESTS_KERNELS_LAST_ITERATIONS_H_

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 struct ServerOptions {
   // host:port to listen on; port 0 asks the system for a free one (see port_file). A host
@@ -43,6 +44,7 @@ struct ServerOptions {
 // and std::runtime_error when the server cannot start (the port is taken, say).
 int Serve(const ServerOptions& options, std::ostream& log);
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_SERVER_H_

@@ -6,13 +6,15 @@
 
 #include <grpcpp/support/channel_arguments.h>
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 // Messages up to kMaxMessageBytes; keepalive pings every 10 s (5 s to answer), also without
 // calls, so a vanished server ends the session; reconnect backoff 100 ms to 1 s; a connection of
 // the channel's own (each attached server has its own).
 grpc::ChannelArguments ClientChannelArguments();
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_CHANNEL_H_

@@ -9,7 +9,8 @@
 #include <optional>
 #include <string>
 
-namespace backplane::remote {
+namespace backplane {
+namespace remote {
 
 // The port `backplane serve` listens on when --listen names none.
 constexpr int kDefaultPort = 7100;
@@ -50,6 +51,7 @@ std::optional<uint64_t> ViewBytes(int ndim, const int64_t* shape, const int64_t*
 // Compares two secrets in time that does not depend on where they differ.
 bool SameSecret(const std::string& a, const std::string& b);
 
-}  // namespace backplane::remote
+}  // namespace remote
+}  // namespace backplane
 
 #endif  // BACKPLANE_REMOTE_COMMON_H_
