@@ -462,21 +462,18 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
       if (operand.is_float()) return wrap(FloatDivision(x, y, operand));
       return wrap("(" + x + " / " + y + ")");
     case BinaryOp::kFloorDiv:
-      if (operand.is_float()) return wrap(FloatFloorDivMod(false, x, y, operand));
-      if (operand.is_uint()) return wrap("(" + x + " / " + y + ")");
+    case BinaryOp::kFloorMod: {
+      const bool mod = b.op == BinaryOp::kFloorMod;
+      if (operand.is_float()) return wrap(FloatFloorDivMod(mod, x, y, operand));
+      // Unsigned division already rounds toward negative infinity.
+      if (operand.is_uint()) return wrap("(" + x + (mod ? " % " : " / ") + y + ")");
       uses_floordiv_ = true;
       return "(" +
-             CastText(TypeName(t), "bp_floordiv(" + CastText("int64_t", "(" + x + ")") + ", " +
+             CastText(TypeName(t), std::string(mod ? "bp_floormod(" : "bp_floordiv(") +
+                                       CastText("int64_t", "(" + x + ")") + ", " +
                                        CastText("int64_t", "(" + y + ")") + ")") +
              ")";
-    case BinaryOp::kFloorMod:
-      if (operand.is_float()) return wrap(FloatFloorDivMod(true, x, y, operand));
-      if (operand.is_uint()) return wrap("(" + x + " % " + y + ")");
-      uses_floordiv_ = true;
-      return "(" +
-             CastText(TypeName(t), "bp_floormod(" + CastText("int64_t", "(" + x + ")") + ", " +
-                                       CastText("int64_t", "(" + y + ")") + ")") +
-             ")";
+    }
     case BinaryOp::kMod:
       if (!operand.is_integer())
         Fail("operator % on " + ir::ToString(operand) + " in " + ir::Print(e));
@@ -488,21 +485,15 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
       if (operand.is_float()) return FloatMinMax(true, x, y, operand);
       return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
     case BinaryOp::kEq:
-      return "(" + x + " == " + y + ")";
     case BinaryOp::kNe:
-      return "(" + x + " != " + y + ")";
     case BinaryOp::kLt:
-      return "(" + x + " < " + y + ")";
     case BinaryOp::kLe:
-      return "(" + x + " <= " + y + ")";
     case BinaryOp::kGt:
-      return "(" + x + " > " + y + ")";
     case BinaryOp::kGe:
-      return "(" + x + " >= " + y + ")";
     case BinaryOp::kAnd:
-      return "(" + x + " && " + y + ")";
     case BinaryOp::kOr:
-      return "(" + x + " || " + y + ")";
+      // The IR spells its comparison and logical operators as C does.
+      return "(" + x + " " + ir::ToString(b.op) + " " + y + ")";
   }
   Fail(std::string("unknown binary operator ") + ir::ToString(b.op));
 }
@@ -594,23 +585,18 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
                                                      : "(" + x + " / " + y + ")";
           break;
         case BinaryOp::kFloorDiv:
+        case BinaryOp::kFloorMod: {
           if (ot.is_integer() && HasFaultRecord()) {
             lane = CheckedIntDivision(b.op, ot, x, y, b.b, e);
             break;
           }
           uses_floordiv_ = true;
-          lane = ot.is_float() ? FloatFloorDivMod(false, x, y, ot)
-                               : "bp_floordiv(" + x + ", " + y + ")";
+          const bool mod = b.op == BinaryOp::kFloorMod;
+          lane = ot.is_float()
+                     ? FloatFloorDivMod(mod, x, y, ot)
+                     : std::string(mod ? "bp_floormod(" : "bp_floordiv(") + x + ", " + y + ")";
           break;
-        case BinaryOp::kFloorMod:
-          if (ot.is_integer() && HasFaultRecord()) {
-            lane = CheckedIntDivision(b.op, ot, x, y, b.b, e);
-            break;
-          }
-          uses_floordiv_ = true;
-          lane = ot.is_float() ? FloatFloorDivMod(true, x, y, ot)
-                               : "bp_floormod(" + x + ", " + y + ")";
-          break;
+        }
         case BinaryOp::kMod:
           lane = HasFaultRecord() ? CheckedIntDivision(b.op, ot, x, y, b.b, e)
                                   : UncheckedRemainder(x, y, ot);
