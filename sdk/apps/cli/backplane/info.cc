@@ -10,6 +10,10 @@
 // JSON output starts with "schema_version" (kSchemaVersion), raised when a field changes
 // meaning or is removed; lists are JSON arrays, never JSON text inside a string.
 //
+// About 850 lines in one file: the tables and the JSON document describe the same fields side
+// by side, so that a field added to one is seen missing from the other; the probing of plugins
+// is probe.cc, the table layout table.cc.
+//
 // The report is collected once into a JSON value and both outputs are rendered from it, so
 // the tables and the JSON always say the same thing.
 #include <backplane/c_api.h>
