@@ -9,6 +9,9 @@
 // Errors become backplane::Error exceptions here; the edge wrappers (Function::FromCallable,
 // the SDK's entry points) turn exceptions back into statuses before anything crosses the C
 // boundary.
+//
+// One header on purpose (over 1,000 lines): a host or plugin includes one name for the whole
+// API, and each class here is a thin wrapper over a handful of C calls, read next to them.
 #ifndef BACKPLANE_BACKPLANE_HPP_
 #define BACKPLANE_BACKPLANE_HPP_
 

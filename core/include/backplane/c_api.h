@@ -12,6 +12,10 @@
  *   `struct_size`; a reader checks it before touching a field past the first version.
  *   docs/abi-changelog.md has an entry for every minor.
  *
+ * One header on purpose (about 1,000 lines): the whole contract is what a plugin author and
+ * a binding generator read, and the frozen copy of each minor (cmake/abi/) compares as one
+ * file.
+ *
  * Calling convention
  *   Every function returns a bp_status_t; BP_OK (0) is success, any other value is the
  *   kind of error (bp_error_kind_t), and the message is in this thread's error slot
