@@ -389,7 +389,8 @@ class ChildProcess {
         dup2(out_w, STDOUT_FILENO);
         const int err_fd =
             err == nullptr ? out_w : open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
+        if (err_fd < 0) _exit(127);  // as posix_spawn fails on a file it cannot open
+        dup2(err_fd, STDERR_FILENO);
       }
       if (res_w >= 0) {
         if (res_w == o_.result_fd) {
