@@ -13,12 +13,11 @@
 // must still be zero (the server zeros the gap a write leaves). Prints a line per case and
 // "N passed, N failed"; exits 1 when a case failed, 2 when it cannot run. ctest runs it against
 // a server of every device here (remote.isolation); gpu_checks.sh against one serving cuda.
-#include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <backplane/backplane.hpp>
+#include <backplane/sdk/child_process.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -29,8 +28,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace {
 
@@ -129,51 +126,30 @@ int64_t ServerBuffers(const std::string& address) {
   return nlohmann::json::parse(json).at("buffers").get<int64_t>();
 }
 
-pid_t SpawnSelf(const std::string& mode, int* out_fd) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  int fds[2] = {-1, -1};
-  if (pipe(fds) != 0) return -1;
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  std::string self = "/proc/self/exe";
-  char exe[4096] = {};
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) self.assign(exe, static_cast<size_t>(n));
-  std::vector<char*> args = {const_cast<char*>(self.c_str()), const_cast<char*>(mode.c_str()),
-                             nullptr};
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, self.c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  *out_fd = fds[0];
-  return rc == 0 ? pid : -1;
-}
-
-// Runs a writer child: "--fill" frees and exits; "--fill-and-hold" is killed while it holds.
+// Runs a writer child (this program again, its stdout and stderr on a pipe): "--fill" frees
+// and exits; "--fill-and-hold" is killed while it holds.
 bool RunWriter(const std::string& mode, std::string* why) {
-  int fd = -1;
-  const pid_t pid = SpawnSelf(mode, &fd);
-  if (pid < 0) {
-    *why = "cannot start " + mode;
+  backplane::sdk::ChildOptions o;
+  o.argv = {backplane::sdk::SelfPath(), mode};
+  o.null_stdin = false;
+  o.own_group = false;
+  backplane::sdk::ChildProcess child(o);
+  if (!child.started()) {
+    *why = "cannot start " + mode + ": " + child.start_error();
     return false;
   }
-  std::string said;
-  char buf[256];
-  ssize_t n = 0;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) {
-    said.append(buf, static_cast<size_t>(n));
-    if (said.find("filled\n") != std::string::npos) break;
+  // At most ctest's limit on the whole check (remote.isolation, 600 s).
+  const bool filled = child.WaitForOutput("filled\n", 600);
+  if (mode == "--fill-and-hold" && filled) child.Kill();
+  child.Wait();
+  const int status = child.status();
+  const bool ok =
+      filled && (mode == "--fill-and-hold" ? WIFSIGNALED(status)
+                                           : WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!ok) {
+    *why = mode + " did not fill its buffers" + (filled ? "" : std::string(" within 600 s")) +
+           ": " + child.output();
   }
-  if (mode == "--fill-and-hold" && said.find("filled\n") != std::string::npos) kill(pid, SIGKILL);
-  close(fd);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  const bool ok = said.find("filled\n") != std::string::npos &&
-                  (mode == "--fill-and-hold" ? WIFSIGNALED(status)
-                                             : WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  if (!ok) *why = mode + " did not fill its buffers: " + said;
   return ok;
 }
 

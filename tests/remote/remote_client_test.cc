@@ -494,17 +494,15 @@ TEST_F(RemoteClient, AClientKilledWhileHoldingBuffersLeavesNothingOnTheServer) {
   ASSERT_TRUE(server.error().empty()) << server.error();
   remote::Attach(server.target());
   const nlohmann::json start = ServerStatusJson(server.target());
-  int out = -1;
-  const pid_t child = Spawn({"/proc/self/exe", "--hold", server.target()}, ChildEnvironment({}),
-                            (dir / "client.log").string(), &out);
-  ASSERT_GT(child, 0);
-  char buf[16] = {0};
-  ASSERT_GT(read(out, buf, sizeof(buf) - 1), 0) << ReadFile(dir / "client.log");
-  close(out);
+  sdk::ChildProcess child(ChildOf({"/proc/self/exe", "--hold", server.target()},
+                                  ChildEnvironment({}), (dir / "client.log").string(),
+                                  /*out_pipe=*/true));
+  ASSERT_TRUE(child.started()) << child.start_error();
+  ASSERT_TRUE(child.WaitForOutput("ready", 60)) << ReadFile(dir / "client.log");
   const nlohmann::json holding = ServerStatusJson(server.target());
   EXPECT_GE(holding["bytes"].get<uint64_t>(), (uint64_t{48} << 20)) << holding.dump();
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  child.Kill();
+  child.Wait();
   const nlohmann::json end = WaitForNothingHeld(server.target(), 30);
   EXPECT_EQ(end["bytes"], start["bytes"]) << end.dump() << "\n" << server.Log();
   EXPECT_EQ(end["buffers"], start["buffers"]);
@@ -517,16 +515,16 @@ TEST_F(RemoteClient, EightClientsOfAThousandRoundTripsEachLoseNothing) {
   ASSERT_TRUE(server.error().empty()) << server.error();
   remote::Attach(server.target());
   const auto t0 = Clock::now();
-  std::vector<pid_t> clients;
+  std::vector<sdk::ChildProcess> clients;
   for (int i = 0; i < 8; ++i) {
-    clients.push_back(
-        Spawn({"/proc/self/exe", "--load", server.target(), "1000", std::to_string(100 + i)},
-              ChildEnvironment({}), (dir / ("client" + std::to_string(i) + ".log")).string()));
-    ASSERT_GT(clients.back(), 0);
+    clients.emplace_back(
+        ChildOf({"/proc/self/exe", "--load", server.target(), "1000", std::to_string(100 + i)},
+                ChildEnvironment({}), (dir / ("client" + std::to_string(i) + ".log")).string()));
+    ASSERT_TRUE(clients.back().started()) << clients.back().start_error();
   }
   for (int i = 0; i < 8; ++i) {
-    const int status = WaitFor(clients[i], 300);
-    ASSERT_NE(status, -1) << "client " << i << " did not finish within 300 s";
+    ASSERT_TRUE(clients[i].WaitFor(300)) << "client " << i << " did not finish within 300 s";
+    const int status = clients[i].status();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "client " << i << ": " << ReadFile(dir / ("client" + std::to_string(i) + ".log"));
   }

@@ -9,8 +9,6 @@
 // opens a session, allocates 64 MiB, says "ready" and waits to be killed.
 #include "server_test.h"
 
-#include <poll.h>
-
 #include <backplane/backplane.hpp>
 #include <cstdlib>
 #include <iostream>
@@ -397,31 +395,18 @@ TEST_F(RemoteServer, StoppingTheServerEndsItsSessions) {
 TEST_F(RemoteServer, AKilledClientsSessionFreesEverything) {
   START_SERVER(server);
   auto stub = Connect(server.target());
-  int out = -1;
-  const pid_t child = Spawn({"/proc/self/exe", "--hold-session", server.target()},
-                            ChildEnvironment({}), (dir_ / "client.log").string(), &out);
-  ASSERT_GT(child, 0);
+  sdk::ChildProcess child(ChildOf({"/proc/self/exe", "--hold-session", server.target()},
+                                  ChildEnvironment({}), (dir_ / "client.log").string(),
+                                  /*out_pipe=*/true));
+  ASSERT_TRUE(child.started()) << child.start_error();
   // Wait (bounded) for the child to hold its buffer.
-  std::string said;
-  pollfd p{out, POLLIN, 0};
-  const auto end = Clock::now() + std::chrono::seconds(30);
-  while (!Contains(said, "ready") && Clock::now() < end) {
-    if (poll(&p, 1, 100) > 0) {
-      char buf[64];
-      const ssize_t n = read(out, buf, sizeof(buf));
-      if (n <= 0) break;
-      said.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(out);
-  ASSERT_TRUE(Contains(said, "ready")) << ReadFile(dir_ / "client.log");
+  ASSERT_TRUE(child.WaitForOutput("ready", 30)) << ReadFile(dir_ / "client.log");
   pb::ServerStatus held = GetStatus(*stub);
   EXPECT_EQ(held.sessions(), 1u);
   EXPECT_EQ(held.buffers(), 1u);
   EXPECT_EQ(held.bytes(), kHoldBytes);
-  kill(child, SIGKILL);
-  int status = 0;
-  waitpid(child, &status, 0);
+  child.Kill();
+  child.Wait();
   pb::ServerStatus s = WaitForEmpty(*stub, 20);
   EXPECT_EQ(s.sessions(), 0u);
   EXPECT_EQ(s.buffers(), 0u);

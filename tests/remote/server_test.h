@@ -5,24 +5,24 @@
 #ifndef BACKPLANE_TESTS_REMOTE_SERVER_TEST_H_
 #define BACKPLANE_TESTS_REMOTE_SERVER_TEST_H_
 
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <backplane/sdk/child_process.hpp>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backplane/remote/common.hpp"
@@ -37,8 +37,6 @@
 #ifndef BACKPLANE_TEST_SCRATCH_DIR
 #error "BACKPLANE_TEST_SCRATCH_DIR must name a scratch folder"
 #endif
-
-extern char** environ;
 
 namespace backplane {
 namespace remote {
@@ -60,61 +58,25 @@ inline std::string ReadFile(const fs::path& path) {
 }
 
 // This process's environment without BACKPLANE_PLUGIN_PATH (the server finds the build tree's
-// plugins, as the CLI tests' tools do) and BACKPLANE_REMOTE, plus `extra`.
-inline std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    if (entry.rfind("BACKPLANE_PLUGIN_PATH=", 0) == 0) continue;
-    if (entry.rfind("BACKPLANE_REMOTE=", 0) == 0) continue;
-    env.push_back(entry);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  return env;
+// plugins, as the CLI tests' tools do) and BACKPLANE_REMOTE, plus `extra` (NAME and value).
+inline std::vector<std::string> ChildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& extra) {
+  return sdk::EnvironmentWith(extra, {"BACKPLANE_PLUGIN_PATH", "BACKPLANE_REMOTE"});
 }
 
-// Starts `argv` with stdout and stderr to `log` (or a pipe, when `out_fd` is not null); returns
-// its pid.
-inline pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                   const std::string& log, int* out_fd = nullptr) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  int pipe_fds[2] = {-1, -1};
-  if (out_fd != nullptr) {
-    if (pipe(pipe_fds) != 0) return -1;
-    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-    posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
-    posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
-    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  } else {
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  }
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (out_fd != nullptr) {
-    close(pipe_fds[1]);
-    *out_fd = pipe_fds[0];
-  }
-  return rc == 0 ? pid : -1;
-}
-
-// Waits up to `seconds` for `pid`; its wait status, or -1 if it is still running.
-inline int WaitFor(pid_t pid, double seconds) {
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  for (;;) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;
-    if (Clock::now() > end) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+// How the tests start a program (this one again, or the built tool): in this process's group,
+// stdin inherited, with `env`; stdout and stderr to `log`, or with `out_pipe` stdout to a pipe
+// (output(), WaitForOutput()) and stderr alone to `log`.
+inline sdk::ChildOptions ChildOf(const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env, const std::string& log,
+                                 bool out_pipe = false) {
+  sdk::ChildOptions o;
+  o.argv = argv;
+  o.env = env;
+  (out_pipe ? o.stderr_file : o.log_file) = log;
+  o.null_stdin = false;
+  o.own_group = false;
+  return o;
 }
 
 // A scratch folder per test.
@@ -141,9 +103,11 @@ class ServerProcess {
                                      "--listen",         "127.0.0.1:" + std::to_string(port),
                                      "--port-file",      port_file.string()};
     argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = Spawn(argv, ChildEnvironment({"XDG_CACHE_HOME=" + (dir / "cache").string()}), log_);
-    if (pid_ < 0) {
-      error_ = "cannot start " + std::string(BACKPLANE_CLI_PATH);
+    child_.emplace(
+        ChildOf(argv, ChildEnvironment({{"XDG_CACHE_HOME", (dir / "cache").string()}}), log_));
+    if (!child_->started()) {
+      error_ = "cannot start " + std::string(BACKPLANE_CLI_PATH) + ": " + child_->start_error();
+      child_.reset();
       return;
     }
     const auto end = Clock::now() + std::chrono::seconds(30);
@@ -153,13 +117,11 @@ class ServerProcess {
         port_ = std::stoi(text);
         return;
       }
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
+      if (child_->WaitFor(0.01)) {
+        child_.reset();
         error_ = "the server ended before it listened:\n" + Log();
         return;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     error_ = "no port file after 30 s:\n" + Log();
   }
@@ -167,26 +129,27 @@ class ServerProcess {
 
   // Sends SIGTERM and waits; the server's exit status (0: it stopped cleanly).
   int Stop() {
-    if (pid_ < 0) return exit_status_;
-    kill(pid_, SIGTERM);
-    int status = WaitFor(pid_, 20);
-    if (status == -1) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
+    if (!child_) return exit_status_;
+    child_->Signal(SIGTERM);
+    if (!child_->WaitFor(20)) {
+      child_->Kill();
+      child_->Wait();
       ADD_FAILURE() << "the server did not stop within 20 s of SIGTERM:\n" << Log();
     }
-    pid_ = -1;
+    const int status = child_->status();
+    child_.reset();
     exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return exit_status_;
   }
   // Kills the server with SIGKILL (a crash, a power cut) and reaps it.
   void Kill() {
-    if (pid_ < 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
+    if (!child_) return;
+    child_->Kill();
+    child_->Wait();
+    child_.reset();
   }
-  pid_t pid() const { return pid_; }
+  // Its pid while it runs, else -1.
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
   const std::string& error() const { return error_; }
   int port() const { return port_; }
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -195,7 +158,7 @@ class ServerProcess {
  private:
   fs::path dir_;
   std::string log_;
-  pid_t pid_ = -1;
+  std::optional<sdk::ChildProcess> child_;
   int port_ = 0;
   int exit_status_ = -1;
   std::string error_;

@@ -133,6 +133,42 @@ void ExpectBytes(const uint8_t* got, const uint8_t* want, size_t n, const std::s
   Fail(msg + ")");
 }
 
+StreamWaitCheck::StreamWaitCheck(DLDevice dev, bp_stream_t s1, bp_stream_t s2, size_t n,
+                                 uint64_t seed)
+    : dev_(dev),
+      s1_(s1),
+      s2_(s2),
+      n_(n),
+      seed_(seed),
+      big_(dev, kLongCopy),
+      big2_(dev, kLongCopy),
+      b_(dev, n),
+      c_(dev, n),
+      long_data_(RandomBytes(kLongCopy, ++seed_)) {}
+
+void StreamWaitCheck::Round(int round, const std::function<void()>& before,
+                            const std::function<void()>& wait, const std::string& broken) {
+  const std::vector<uint8_t> old_b = RandomBytes(n_, ++seed_);
+  const std::vector<uint8_t> new_b = DifferentBytes(old_b, ++seed_);
+  Copy(HostAt(const_cast<uint8_t*>(old_b.data())), At(b_), n_, nullptr, "setting up data space B");
+  Sync(dev_, nullptr, "setting up data space B");
+  if (before) before();
+  Copy(HostAt(long_data_.data()), At(big_), kLongCopy, s1_, "a long copy on stream 1");
+  Copy(At(big_), At(big2_), kLongCopy, s1_, "a long device copy on stream 1");
+  Copy(HostAt(const_cast<uint8_t*>(new_b.data())), At(b_), n_, s1_, "writing B on stream 1");
+  wait();
+  Copy(At(b_), At(c_), n_, s2_, "copying B to C on stream 2");
+  std::vector<uint8_t> got = DifferentBytes(new_b, ++seed_);
+  Copy(At(c_), HostAt(got.data()), n_, s2_, "reading C on stream 2");
+  Sync(dev_, s2_, "stream 2");
+  try {
+    ExpectBytes(got.data(), new_b.data(), n_, "data space C (copied from B on stream 2)",
+                old_b.data(), "B's contents before stream 1 wrote it");
+  } catch (const TestFailure& e) {
+    Fail(std::string("round ") + std::to_string(round + 1) + ": " + e.what() + ": " + broken);
+  }
+}
+
 std::vector<std::string> SetUpKinds(Context& ctx) {
   ctx.Load();
   ctx.SetUpDevice();

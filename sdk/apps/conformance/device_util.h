@@ -10,6 +10,7 @@
 #include <backplane/backplane.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,31 @@ std::vector<uint8_t> DifferentBytes(const std::vector<uint8_t>& avoid, uint64_t 
 // how many bytes differ and, when given, which other pattern the bad bytes match.
 void ExpectBytes(const uint8_t* got, const uint8_t* want, size_t n, const std::string& what,
                  const uint8_t* old = nullptr, const std::string& old_name = "");
+
+// Bytes of the copies that keep a stream busy.
+constexpr size_t kLongCopy = size_t{4} << 20;
+
+// Whether work queued on stream 2 after it was made to wait for stream 1 sees stream 1's
+// writes (BP-PLUGIN-8), in rounds over data spaces B and C of `n` bytes and two of kLongCopy
+// bytes. A round sets B to old bytes, queues on stream 1 `before` (may be empty), a long copy,
+// a long device copy and the write of B's new bytes, runs `wait` (which makes stream 2 wait
+// for that work), queues B to C and C to the host on stream 2 and syncs stream 2; it fails
+// with "round N: <the bytes that differ>: <broken>" unless the host got B's new bytes.
+class StreamWaitCheck {
+ public:
+  // The random bytes come from seed + 1, seed + 2, ...
+  StreamWaitCheck(DLDevice dev, bp_stream_t s1, bp_stream_t s2, size_t n, uint64_t seed);
+  void Round(int round, const std::function<void()>& before, const std::function<void()>& wait,
+             const std::string& broken);
+
+ private:
+  DLDevice dev_;
+  bp_stream_t s1_, s2_;
+  size_t n_;
+  uint64_t seed_;
+  DataSpace big_, big2_, b_, c_;
+  std::vector<uint8_t> long_data_;
+};
 
 // The code generators for the device's type, after loading the plugin and choosing the
 // device; skips when there is none.

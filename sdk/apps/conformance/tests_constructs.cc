@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <backplane/hash.hpp>
 #include <backplane/ir/half.hpp>
+#include <backplane/ir/ir.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/runner/check.hpp>
 #include <cmath>
@@ -33,59 +34,19 @@ namespace {
 
 constexpr int64_t kElements = 512;  // per buffer: 8 blocks of 64 threads on a GPU
 
-enum class Dt { kI32, kI64, kF32, kF64, kI8, kI16, kU8, kU16, kU32, kU64, kF16 };
-constexpr Dt kAllDtypes[] = {Dt::kI32, Dt::kI64, Dt::kF32, Dt::kF64};
-constexpr Dt kFloatDtypes[] = {Dt::kF32, Dt::kF64};
+// The dtypes are the IR's (ir::DType, spelled as ir::ToString spells them).
+using ir::DType;
+const DType kAllDtypes[] = {ir::Int(32), ir::Int(64), ir::Float(32), ir::Float(64)};
+const DType kFloatDtypes[] = {ir::Float(32), ir::Float(64)};
 // The other scalar dtypes: the operators on each, and casts between each and the four above.
-constexpr Dt kMoreDtypes[] = {Dt::kI8, Dt::kI16, Dt::kU8, Dt::kU16, Dt::kU32, Dt::kU64, Dt::kF16};
+const DType kMoreDtypes[] = {ir::Int(8),   ir::Int(16),  ir::UInt(8),  ir::UInt(16),
+                             ir::UInt(32), ir::UInt(64), ir::Float(16)};
 
-const char* IrName(Dt t) {
-  switch (t) {
-    case Dt::kI32:
-      return "int32";
-    case Dt::kI64:
-      return "int64";
-    case Dt::kF32:
-      return "float32";
-    case Dt::kF64:
-      return "float64";
-    case Dt::kI8:
-      return "int8";
-    case Dt::kI16:
-      return "int16";
-    case Dt::kU8:
-      return "uint8";
-    case Dt::kU16:
-      return "uint16";
-    case Dt::kU32:
-      return "uint32";
-    case Dt::kU64:
-      return "uint64";
-    default:
-      return "float16";
-  }
-}
-bool IsFloat(Dt t) { return t == Dt::kF32 || t == Dt::kF64 || t == Dt::kF16; }
-int Bytes(Dt t) {
-  switch (t) {
-    case Dt::kI8:
-    case Dt::kU8:
-      return 1;
-    case Dt::kI16:
-    case Dt::kU16:
-    case Dt::kF16:
-      return 2;
-    case Dt::kI32:
-    case Dt::kU32:
-    case Dt::kF32:
-      return 4;
-    default:
-      return 8;
-  }
-}
+// The bytes of one element.
+int Bytes(DType t) { return t.bits / 8; }
 // A dtype a device or its code generator may lack (its refusal, BP_ERR_UNSUPPORTED, skips):
 // every one but int32, uint32 and float32.
-bool OptionalDtype(Dt t) { return t != Dt::kI32 && t != Dt::kU32 && t != Dt::kF32; }
+bool OptionalDtype(DType t) { return t != ir::Int(32) && t != ir::UInt(32) && t != ir::Float(32); }
 
 // What a construct's inputs must avoid.
 enum class Inputs {
@@ -141,7 +102,7 @@ F RandomFloat(uint64_t r, int64_t k, bool cast_in, const F (&specials)[N]) {
 }
 
 // Random elements of `t` (fixed seed per clause) that cover its range.
-std::vector<uint8_t> RandomElements(Dt t, Inputs inputs, bool second, uint64_t seed) {
+std::vector<uint8_t> RandomElements(DType t, Inputs inputs, bool second, uint64_t seed) {
   static const int32_t kEdges32[] = {0, 1, -1, 2, -2, INT32_MIN, INT32_MAX, INT32_MIN + 1, 7};
   static const int64_t kEdges64[] = {
       0, 1, -1, INT64_MIN, INT64_MAX, INT32_MIN, INT32_MAX, int64_t{1} << 32, -(int64_t{1} << 40)};
@@ -182,19 +143,19 @@ std::vector<uint8_t> RandomElements(Dt t, Inputs inputs, bool second, uint64_t s
   for (int64_t k = 0; k < kElements; ++k) {
     uint8_t* at = bytes.data() + k * Bytes(t);
     const uint64_t r = rng();
-    if (t == Dt::kI8) {
+    if (t == ir::Int(8)) {
       put_int(RandomInt(r, k, kEdges8), at);
-    } else if (t == Dt::kI16) {
+    } else if (t == ir::Int(16)) {
       put_int(RandomInt(r, k, kEdges16), at);
-    } else if (t == Dt::kU8) {
+    } else if (t == ir::UInt(8)) {
       put_int(RandomInt(r, k, kEdgesU8), at);
-    } else if (t == Dt::kU16) {
+    } else if (t == ir::UInt(16)) {
       put_int(RandomInt(r, k, kEdgesU16), at);
-    } else if (t == Dt::kU32) {
+    } else if (t == ir::UInt(32)) {
       put_int(RandomInt(r, k, kEdgesU32), at);
-    } else if (t == Dt::kU64) {
+    } else if (t == ir::UInt(64)) {
       put_int(RandomInt(r, k, kEdgesU64), at);
-    } else if (t == Dt::kF16) {
+    } else if (t == ir::Float(16)) {
       uint16_t h = 0;
       if (cast_in && k % 2 == 0) {
         h = ir::FloatToHalf(static_cast<float>(
@@ -208,15 +169,15 @@ std::vector<uint8_t> RandomElements(Dt t, Inputs inputs, bool second, uint64_t s
         if ((h & 0x7c00u) == 0x7c00u) h ^= 0x0400u;  // not infinity or NaN
       }
       std::memcpy(at, &h, 2);
-    } else if (t == Dt::kI32) {
+    } else if (t == ir::Int(32)) {
       int32_t v = RandomInt(r, k, kEdges32);
       if (nonzero && v == 0) v = 3;
       std::memcpy(at, &v, 4);
-    } else if (t == Dt::kI64) {
+    } else if (t == ir::Int(64)) {
       int64_t v = RandomInt(r, k, kEdges64);
       if (nonzero && v == 0) v = 3;
       std::memcpy(at, &v, 8);
-    } else if (t == Dt::kF32) {
+    } else if (t == ir::Float(32)) {
       const float v = RandomFloat<float, uint32_t>(r, k, cast_in, kSpecials32);
       std::memcpy(at, &v, 4);
     } else {
@@ -601,8 +562,8 @@ runner::CheckArg Filled(const std::string& name, const std::string& dtype, size_
 // cl_khr_fp16 computes in float and rounds to half after every operation); one that cannot
 // refuses with BP_ERR_UNSUPPORTED at the build or the launch, which skips the clause with the
 // refusal as the reason (RunExact's `optional`).
-void SkipWithoutFloatType(Context& ctx, Dt t) {
-  if (t != Dt::kF64) return;
+void SkipWithoutFloatType(Context& ctx, DType t) {
+  if (t != ir::Float(64)) return;
   ctx.Load();
   ctx.SetUpDevice();
   try {
@@ -614,9 +575,9 @@ void SkipWithoutFloatType(Context& ctx, Dt t) {
 }
 
 // A construct over a[i] (and b[i]) of dtype `t`.
-void RunConstruct(Context& ctx, const Construct& c, Dt t, const std::string& clause) {
+void RunConstruct(Context& ctx, const Construct& c, DType t, const std::string& clause) {
   SkipWithoutFloatType(ctx, t);
-  const std::string dtype = IrName(t);
+  const std::string dtype = ir::ToString(t);
   const std::string result = c.result.empty() ? dtype : c.result;
   const std::string params = "a: buffer<" + dtype + ">[" + std::to_string(kElements) +
                              "], b: buffer<" + dtype + ">[" + std::to_string(kElements) +
@@ -725,20 +686,20 @@ const std::vector<Inexact>& InexactIntrinsics() {
 
 // Floats of `t`: uniform in [lo, hi], or with `positive_exp` positive normal values of every
 // exponent.
-std::vector<uint8_t> DomainElements(Dt t, double lo_value, double hi_value, bool positive_exp,
+std::vector<uint8_t> DomainElements(DType t, double lo_value, double hi_value, bool positive_exp,
                                     uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<uint8_t> bytes(static_cast<size_t>(kElements) * Bytes(t));
   for (int64_t k = 0; k < kElements; ++k) {
     double v;
     if (positive_exp) {  // 2^e * [1, 2) over the normal exponents
-      const int lo = t == Dt::kF32 ? -126 : -1022, hi = t == Dt::kF32 ? 127 : 1023;
+      const int lo = t == ir::Float(32) ? -126 : -1022, hi = t == ir::Float(32) ? 127 : 1023;
       const int e = lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1));
       v = std::ldexp(1.0 + static_cast<double>(rng() >> 11) * 0x1p-53, e);
     } else {
       v = lo_value + (hi_value - lo_value) * (static_cast<double>(rng() >> 11) * 0x1p-53);
     }
-    if (t == Dt::kF32) {
+    if (t == ir::Float(32)) {
       const float x = static_cast<float>(v);
       std::memcpy(bytes.data() + k * 4, &x, 4);
     } else {
@@ -748,9 +709,9 @@ std::vector<uint8_t> DomainElements(Dt t, double lo_value, double hi_value, bool
   return bytes;
 }
 
-void RunInexact(Context& ctx, const Inexact& f, Dt t, const std::string& clause) {
+void RunInexact(Context& ctx, const Inexact& f, DType t, const std::string& clause) {
   SkipWithoutFloatType(ctx, t);
-  const std::string dtype = IrName(t);
+  const std::string dtype = ir::ToString(t);
   const std::string n = std::to_string(kElements);
   const std::string params = "a: buffer<" + dtype + ">[" + n + "], b: buffer<" + dtype + ">[" + n +
                              "], c: buffer<" + dtype + ">[" + n + "]";
@@ -762,26 +723,26 @@ void RunInexact(Context& ctx, const Inexact& f, Dt t, const std::string& clause)
       Filled("c", dtype, kElements, 0xa5)};
   const runner::CheckArg& a = args[0];
   auto bound = [&](const std::string& kind, size_t k, double ulp) {
-    if (kind != "vulkan" || t != Dt::kF32 || f.vk_ulps < 0) return f.ulps;
+    if (kind != "vulkan" || t != ir::Float(32) || f.vk_ulps < 0) return f.ulps;
     float x;
     std::memcpy(&x, a.bytes.data() + k * 4, 4);
     return std::max(f.vk_ulps + f.vk_per_x * std::fabs(static_cast<double>(x)), f.vk_abs / ulp);
   };
   RunExact(
       ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args,
-      /*zero_sign_free=*/false, /*optional=*/t == Dt::kF64 || t == Dt::kF16, bound);
+      /*zero_sign_free=*/false, /*optional=*/t == ir::Float(64) || t == ir::Float(16), bound);
 }
 
 // A cast from `from` to `to`: in range, and (float to integer) out of range and NaN, which
 // the IR defines (NaN gives 0, out of range saturates).
-void RunCast(Context& ctx, Dt from, Dt to, const std::string& clause) {
+void RunCast(Context& ctx, DType from, DType to, const std::string& clause) {
   SkipWithoutFloatType(ctx, from);
   SkipWithoutFloatType(ctx, to);
   const Construct c{"cast",
                     "",
-                    std::string(IrName(to)) + "(a[i])",
-                    IrName(to),
-                    IsFloat(from) && !IsFloat(to) ? Inputs::kCastFloatIn : Inputs::kAny,
+                    std::string(ir::ToString(to)) + "(a[i])",
+                    ir::ToString(to),
+                    from.is_float() && !to.is_float() ? Inputs::kCastFloatIn : Inputs::kAny,
                     false};
   RunConstruct(ctx, c, from, clause);
 }
@@ -1132,7 +1093,7 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
   for (const Structural::Spec& b : st.buffers) {
     switch (b.fill) {
       case 'a': {  // normal values: these clauses check the construct, not subnormals
-        std::vector<uint8_t> bytes = DomainElements(Dt::kF32, -8, 8, false, seed);
+        std::vector<uint8_t> bytes = DomainElements(ir::Float(32), -8, 8, false, seed);
         bytes.resize(static_cast<size_t>(b.count) * 4);
         args.push_back(Buffer(b.name, "float32", std::move(bytes)));
         break;
@@ -1201,9 +1162,9 @@ Structural VectorViews() {
 // when both are. Three elements in four have a NaN (a's, b's, both; either sign), the fourth the
 // clause's random values; scalar code, or with `vector` 4 lanes a group (every group holds each
 // case).
-void RunMinMaxNaN(Context& ctx, Dt t, bool vector, const std::string& clause) {
+void RunMinMaxNaN(Context& ctx, DType t, bool vector, const std::string& clause) {
   SkipWithoutFloatType(ctx, t);
-  const std::string dtype = IrName(t);
+  const std::string dtype = ir::ToString(t);
   const std::string n = std::to_string(kElements);
   const uint64_t seed = SeedOf(clause);
   std::vector<uint8_t> a = RandomElements(t, Inputs::kAny, false, seed);
@@ -1212,10 +1173,10 @@ void RunMinMaxNaN(Context& ctx, Dt t, bool vector, const std::string& clause) {
   for (int64_t k = 0; k < kElements; ++k) {
     const bool negative = k % 8 >= 4;
     uint8_t nan[8] = {};
-    if (t == Dt::kF16) {
+    if (t == ir::Float(16)) {
       const uint16_t h = negative ? 0xfe00u : 0x7e00u;
       std::memcpy(nan, &h, 2);
-    } else if (t == Dt::kF32) {
+    } else if (t == ir::Float(32)) {
       const uint32_t f = negative ? 0xffc00000u : 0x7fc00000u;
       std::memcpy(nan, &f, 4);
     } else {
@@ -1323,6 +1284,30 @@ std::vector<uint8_t> DivisorsZeroAt37(uint64_t seed) {
   return bytes;
 }
 
+// An int32 input of a fault clause: its name and how its elements are made from a seed.
+struct Int32Input {
+  const char* name;
+  std::vector<uint8_t> (*make)(uint64_t seed);
+};
+
+// A fault clause's kernel over int32 buffers of kElements: `inputs` (the k-th made from the
+// clause's seed + k), then an output c of zeros, and `body`, which faults where the
+// interpreter does (RunFault).
+void RunInt32Fault(Context& ctx, const std::string& clause, const std::vector<Int32Input>& inputs,
+                   const std::string& body) {
+  const std::string n = std::to_string(kElements);
+  const uint64_t seed = SeedOf(clause);
+  std::string params;
+  std::vector<runner::CheckArg> buffers;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    params += std::string(inputs[k].name) + ": buffer<int32>[" + n + "], ";
+    buffers.push_back(Buffer(inputs[k].name, "int32", inputs[k].make(seed + k)));
+  }
+  params += "c: buffer<int32>[" + n + "]";
+  buffers.push_back(Filled("c", "int32", kElements, 0));
+  RunFault(ctx, clause, params, body, buffers);
+}
+
 // The division's fault: an expression of 24 loads divided by b[i], whose text (over 200
 // characters) the message quotes as the interpreter does, its middle elided.
 void RunDivisionFault(Context& ctx, const std::string& clause) {
@@ -1330,49 +1315,34 @@ void RunDivisionFault(Context& ctx, const std::string& clause) {
   std::string sum;
   for (int j = 0; j < 24; ++j)
     sum += (j ? " + " : "") + std::string("a[floormod(i + ") + std::to_string(j) + ", " + n + ")]";
-  const uint64_t seed = SeedOf(clause);
-  RunFault(ctx, clause,
-           "a: buffer<int32>[" + n + "], b: buffer<int32>[" + n + "], c: buffer<int32>[" + n + "]",
-           "c[i] = (" + sum + ") / b[i]",
-           {Buffer("a", "int32", SmallI32(seed)), Buffer("b", "int32", DivisorsZeroAt37(seed + 1)),
-            Filled("c", "int32", kElements, 0)});
+  RunInt32Fault(ctx, clause, {{"a", SmallI32}, {"b", DivisorsZeroAt37}},
+                "c[i] = (" + sum + ") / b[i]");
 }
 
 // C's remainder by zero: the same fault as a division's.
 void RunModFault(Context& ctx, const std::string& clause) {
-  const std::string n = std::to_string(kElements);
-  const uint64_t seed = SeedOf(clause);
-  RunFault(ctx, clause,
-           "a: buffer<int32>[" + n + "], b: buffer<int32>[" + n + "], c: buffer<int32>[" + n + "]",
-           "c[i] = a[i] % b[i] + 1",
-           {Buffer("a", "int32", SmallI32(seed)), Buffer("b", "int32", DivisorsZeroAt37(seed + 1)),
-            Filled("c", "int32", kElements, 0)});
+  RunInt32Fault(ctx, clause, {{"a", SmallI32}, {"b", DivisorsZeroAt37}}, "c[i] = a[i] % b[i] + 1");
 }
 
 // A store evaluates its value, then its indices (docs/ir.md, "Interpreter"): where both fault,
 // the value's fault is the one reported.
 void RunStoreOrderFault(Context& ctx, const std::string& clause) {
   const std::string n = std::to_string(kElements);
-  const uint64_t seed = SeedOf(clause);
-  RunFault(ctx, clause,
-           "a: buffer<int32>[" + n + "], k: buffer<int32>[" + n + "], b: buffer<int32>[" + n +
-               "], c: buffer<int32>[" + n + "]",
-           "c[floormod(i + k[i] / b[i], " + n + ")] = a[i] / b[i] + 1",
-           {Buffer("a", "int32", SmallI32(seed)), Buffer("k", "int32", SmallI32(seed + 1)),
-            Buffer("b", "int32", DivisorsZeroAt37(seed + 2)), Filled("c", "int32", kElements, 0)});
+  RunInt32Fault(ctx, clause, {{"a", SmallI32}, {"k", SmallI32}, {"b", DivisorsZeroAt37}},
+                "c[floormod(i + k[i] / b[i], " + n + ")] = a[i] / b[i] + 1");
 }
 
 }  // namespace
 
 void AddConstructTests(std::vector<TestCase>* out) {
   const unsigned needs = kNeedsDevice | kNeedsCodegen;
-  std::vector<Dt> every(std::begin(kAllDtypes), std::end(kAllDtypes));
+  std::vector<DType> every(std::begin(kAllDtypes), std::end(kAllDtypes));
   every.insert(every.end(), std::begin(kMoreDtypes), std::end(kMoreDtypes));
   // An operator on one dtype, checked bit for bit against the interpreter.
-  const auto add_operator = [&](const Construct& c, Dt t) {
-    const std::string name = "codegen.construct." + c.name + "." + IrName(t);
+  const auto add_operator = [&](const Construct& c, DType t) {
+    const std::string name = "codegen.construct." + c.name + "." + ir::ToString(t);
     out->push_back({name,
-                    std::string(c.what) + " on " + IrName(t) +
+                    std::string(c.what) + " on " + ir::ToString(t) +
                         " matches the IR interpreter bit for bit on random inputs over the "
                         "dtype's range" +
                         (OptionalDtype(t) ? " (a device or code generator may lack the dtype: "
@@ -1381,29 +1351,29 @@ void AddConstructTests(std::vector<TestCase>* out) {
                     "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
   };
   for (const Construct& c : Operators()) {
-    for (Dt t : every) add_operator(c, t);
+    for (DType t : every) add_operator(c, t);
   }
   for (const Construct& c : IntegerOperators()) {
-    for (Dt t : every) {
-      if (!IsFloat(t)) add_operator(c, t);
+    for (DType t : every) {
+      if (!t.is_float()) add_operator(c, t);
     }
   }
   for (const Construct& c : ExactIntrinsics()) {
-    for (Dt t : kFloatDtypes) {
-      const std::string name = "codegen.construct." + c.name + "." + IrName(t);
+    for (DType t : kFloatDtypes) {
+      const std::string name = "codegen.construct." + c.name + "." + ir::ToString(t);
       out->push_back({name,
-                      std::string(c.what) + " on " + IrName(t) +
+                      std::string(c.what) + " on " + ir::ToString(t) +
                           " matches the IR interpreter bit for bit (an exact function)",
                       "", needs, [c, t, name](Context& ctx) { RunConstruct(ctx, c, t, name); }});
     }
   }
   for (const Inexact& f : InexactIntrinsics()) {
-    for (Dt t : kFloatDtypes) {
-      const std::string name = "codegen.construct." + f.name + "." + IrName(t);
+    for (DType t : kFloatDtypes) {
+      const std::string name = "codegen.construct." + f.name + "." + ir::ToString(t);
       char bound[32];
       std::snprintf(bound, sizeof(bound), "%g", f.ulps);
       out->push_back({name,
-                      f.expr + " on " + IrName(t) + " is within " + bound +
+                      f.expr + " on " + ir::ToString(t) + " is within " + bound +
                           " ulp of the IR interpreter's result over its domain",
                       "", needs, [f, t, name](Context& ctx) { RunInexact(ctx, f, t, name); }});
     }
@@ -1438,19 +1408,19 @@ void AddConstructTests(std::vector<TestCase>* out) {
       }
     }
   }
-  for (Dt t : {Dt::kF32, Dt::kF64, Dt::kF16}) {
+  for (DType t : {ir::Float(32), ir::Float(64), ir::Float(16)}) {
     for (bool vector : {false, true}) {
-      const std::string name =
-          std::string("codegen.construct.minmax_nan.") + (vector ? "vector." : "") + IrName(t);
-      out->push_back({name,
-                      std::string("min and max of ") + IrName(t) + (vector ? " vectors" : "") +
-                          " with a NaN operand give the other operand, as C's fmin and fmax "
-                          "(NaN only when both are), bit for bit" +
-                          (OptionalDtype(t) || vector ? " (a device or code generator may lack "
-                                                        "the type: its refusal skips)"
-                                                      : ""),
-                      "", needs,
-                      [t, vector, name](Context& ctx) { RunMinMaxNaN(ctx, t, vector, name); }});
+      const std::string name = std::string("codegen.construct.minmax_nan.") +
+                               (vector ? "vector." : "") + ir::ToString(t);
+      out->push_back(
+          {name,
+           std::string("min and max of ") + ir::ToString(t) + (vector ? " vectors" : "") +
+               " with a NaN operand give the other operand, as C's fmin and fmax "
+               "(NaN only when both are), bit for bit" +
+               (OptionalDtype(t) || vector ? " (a device or code generator may lack "
+                                             "the type: its refusal skips)"
+                                           : ""),
+           "", needs, [t, vector, name](Context& ctx) { RunMinMaxNaN(ctx, t, vector, name); }});
     }
   }
   out->push_back({"codegen.construct.fault.division",
@@ -1470,25 +1440,25 @@ void AddConstructTests(std::vector<TestCase>* out) {
                   "", needs, [](Context& ctx) {
                     RunStoreOrderFault(ctx, "codegen.construct.fault.store_order");
                   }});
-  std::vector<std::pair<Dt, Dt>> casts;
-  for (Dt from : kAllDtypes) {
-    for (Dt to : kAllDtypes) {
+  std::vector<std::pair<DType, DType>> casts;
+  for (DType from : kAllDtypes) {
+    for (DType to : kAllDtypes) {
       if (from != to) casts.emplace_back(from, to);
     }
   }
-  for (Dt more : kMoreDtypes) {
-    for (Dt t : kAllDtypes) {
+  for (DType more : kMoreDtypes) {
+    for (DType t : kAllDtypes) {
       casts.emplace_back(more, t);
       casts.emplace_back(t, more);
     }
   }
-  for (const std::pair<Dt, Dt>& cast : casts) {
+  for (const std::pair<DType, DType>& cast : casts) {
     {
-      const Dt from = cast.first, to = cast.second;
+      const DType from = cast.first, to = cast.second;
       const std::string name =
-          std::string("codegen.construct.cast.") + IrName(from) + "_to_" + IrName(to);
+          std::string("codegen.construct.cast.") + ir::ToString(from) + "_to_" + ir::ToString(to);
       out->push_back({name,
-                      std::string("casting ") + IrName(from) + " to " + IrName(to) +
+                      std::string("casting ") + ir::ToString(from) + " to " + ir::ToString(to) +
                           " as the IR says (integers wrap, floats round to nearest, a float "
                           "to an integer truncates, saturates out of range, NaN gives 0)",
                       "", needs, [from, to, name](Context& ctx) { RunCast(ctx, from, to, name); }});

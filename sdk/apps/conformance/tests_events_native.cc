@@ -17,8 +17,6 @@ namespace conformance {
 
 namespace {
 
-constexpr size_t kLong = size_t{4} << 20;  // bytes of the copies that keep a stream busy
-
 struct EventRef {
   bp_object_t* obj = nullptr;
   explicit EventRef(DLDevice dev) {
@@ -55,42 +53,24 @@ void EventsOrderAndTime(Context& ctx) {
                                               : "no event entries: the core's events");
   StreamHandle s1(ctx.dev);
   StreamHandle s2(ctx.dev);
-  constexpr size_t kN = size_t{64} << 10;
-  DataSpace big(ctx.dev, kLong);
-  DataSpace big2(ctx.dev, kLong);
-  DataSpace b(ctx.dev, kN);
-  DataSpace c(ctx.dev, kN);
-  uint64_t seed = 1900;
-  const std::vector<uint8_t> big_data = RandomBytes(kLong, ++seed);
+  StreamWaitCheck check(ctx.dev, s1.get(), s2.get(), size_t{64} << 10, 1900);
   EventRef never(ctx.dev);
   if (!Done(never, "an event never recorded")) {
     Fail("an event never recorded is not passed; bp_event_query must answer 1 for it");
   }
   for (int round = 0; round < 3; ++round) {
-    const std::vector<uint8_t> old_b = RandomBytes(kN, ++seed);
-    const std::vector<uint8_t> new_b = DifferentBytes(old_b, ++seed);
-    Copy(HostAt(const_cast<uint8_t*>(old_b.data())), At(b), kN, nullptr, "setting up B");
-    Sync(ctx.dev, nullptr, "setting up B");
     EventRef start(ctx.dev), end(ctx.dev);
-    CheckCall(bp_event_record(start.obj, s1.get()), "bp_event_record(start, stream 1)");
-    Copy(HostAt(const_cast<uint8_t*>(big_data.data())), At(big), kLong, s1.get(),
-         "a long copy on stream 1");
-    Copy(At(big), At(big2), kLong, s1.get(), "a long device copy on stream 1");
-    Copy(HostAt(const_cast<uint8_t*>(new_b.data())), At(b), kN, s1.get(), "writing B on stream 1");
-    CheckCall(bp_event_record(end.obj, s1.get()), "bp_event_record(end, stream 1)");
-    CheckCall(bp_event_wait(end.obj, s2.get()), "bp_event_wait(end, stream 2)");
-    Copy(At(b), At(c), kN, s2.get(), "copying B to C on stream 2");
-    std::vector<uint8_t> got = DifferentBytes(new_b, ++seed);
-    Copy(At(c), HostAt(got.data()), kN, s2.get(), "reading C on stream 2");
-    Sync(ctx.dev, s2.get(), "stream 2");
-    try {
-      ExpectBytes(got.data(), new_b.data(), kN, "data space C (copied from B on stream 2)",
-                  old_b.data(), "B's contents before stream 1 wrote it");
-    } catch (const TestFailure& e) {
-      Fail(std::string("round ") + std::to_string(round + 1) + ": " + e.what() +
-           ": the copy queued on stream 2 after bp_event_wait(end) did not wait for the work "
-           "recorded on stream 1 before the event (BP-PLUGIN-8)");
-    }
+    check.Round(
+        round,
+        [&] {
+          CheckCall(bp_event_record(start.obj, s1.get()), "bp_event_record(start, stream 1)");
+        },
+        [&] {
+          CheckCall(bp_event_record(end.obj, s1.get()), "bp_event_record(end, stream 1)");
+          CheckCall(bp_event_wait(end.obj, s2.get()), "bp_event_wait(end, stream 2)");
+        },
+        "the copy queued on stream 2 after bp_event_wait(end) did not wait for the work "
+        "recorded on stream 1 before the event (BP-PLUGIN-8)");
     CheckCall(bp_event_sync(end.obj), "bp_event_sync(end)");
     if (!Done(end, "end, after bp_event_sync")) {
       Fail("bp_event_query(end) answers 0 after bp_event_sync(end) returned");

@@ -13,8 +13,6 @@ namespace conformance {
 
 namespace {
 
-constexpr size_t kLong = size_t{4} << 20;  // bytes of the copies that keep a stream busy
-
 std::string StreamText(bp_stream_t s) {
   return s == nullptr ? std::string("the null stream")
                       : "stream " + Hex(reinterpret_cast<uintptr_t>(s), 1);
@@ -79,20 +77,20 @@ void SyncWaits(Context& ctx) {
   if (created.get() != nullptr) streams.push_back(created.get());
   uint64_t seed = 800;
   for (bp_stream_t s : streams) {
-    DataSpace a(ctx.dev, kLong);
-    DataSpace b(ctx.dev, kLong);
+    DataSpace a(ctx.dev, kLongCopy);
+    DataSpace b(ctx.dev, kLongCopy);
     for (int round = 0; round < 3; ++round) {
-      const std::vector<uint8_t> data = RandomBytes(kLong, ++seed);
+      const std::vector<uint8_t> data = RandomBytes(kLongCopy, ++seed);
       std::vector<uint8_t> out = DifferentBytes(data, ++seed);
       const std::vector<uint8_t> before = out;
       // Three copies in a row, the last one to the host; nothing waits in between.
-      Copy(HostAt(const_cast<uint8_t*>(data.data())), At(a), kLong, s,
+      Copy(HostAt(const_cast<uint8_t*>(data.data())), At(a), kLongCopy, s,
            "host to device on " + StreamText(s));
-      Copy(At(a), At(b), kLong, s, "device to device on " + StreamText(s));
-      Copy(At(b), HostAt(out.data()), kLong, s, "device to host on " + StreamText(s));
+      Copy(At(a), At(b), kLongCopy, s, "device to device on " + StreamText(s));
+      Copy(At(b), HostAt(out.data()), kLongCopy, s, "device to host on " + StreamText(s));
       Sync(ctx.dev, s, StreamText(s));
       try {
-        ExpectBytes(out.data(), data.data(), kLong,
+        ExpectBytes(out.data(), data.data(), kLongCopy,
                     "the device-to-host copy queued before stream_sync(" + StreamText(s) + ")",
                     before.data(), "what the host buffer held before the copy");
       } catch (const TestFailure& e) {
@@ -113,37 +111,17 @@ void SyncStreamFromTo(Context& ctx) {
   if (ctx.api->sync_stream_from_to == nullptr) {
     ctx.Detail("no sync_stream_from_to entry: the core waits for the source stream on the host");
   }
-  constexpr size_t kN = size_t{64} << 10;
-  DataSpace big(ctx.dev, kLong);
-  DataSpace big2(ctx.dev, kLong);
-  DataSpace b(ctx.dev, kN);
-  DataSpace c(ctx.dev, kN);
-  uint64_t seed = 900;
-  const std::vector<uint8_t> big_data = RandomBytes(kLong, ++seed);
+  // Stream 1: long work, then the write of B. Stream 2 waits for it, then reads B.
+  StreamWaitCheck check(ctx.dev, s1.get(), s2.get(), size_t{64} << 10, 900);
   for (int round = 0; round < 3; ++round) {
-    const std::vector<uint8_t> old_b = RandomBytes(kN, ++seed);
-    const std::vector<uint8_t> new_b = DifferentBytes(old_b, ++seed);
-    Copy(HostAt(const_cast<uint8_t*>(old_b.data())), At(b), kN, nullptr, "setting up data space B");
-    Sync(ctx.dev, nullptr, "setting up data space B");
-    // Stream 1: long work, then the write of B. Stream 2 waits for it, then reads B.
-    Copy(HostAt(const_cast<uint8_t*>(big_data.data())), At(big), kLong, s1.get(),
-         "a long copy on stream 1");
-    Copy(At(big), At(big2), kLong, s1.get(), "a long device copy on stream 1");
-    Copy(HostAt(const_cast<uint8_t*>(new_b.data())), At(b), kN, s1.get(), "writing B on stream 1");
-    CheckCall(bp_device_sync_stream_from_to(ctx.dev, s1.get(), s2.get()),
-              "sync_stream_from_to(stream 1, stream 2)");
-    Copy(At(b), At(c), kN, s2.get(), "copying B to C on stream 2");
-    std::vector<uint8_t> got = DifferentBytes(new_b, ++seed);
-    Copy(At(c), HostAt(got.data()), kN, s2.get(), "reading C on stream 2");
-    Sync(ctx.dev, s2.get(), "stream 2");
-    try {
-      ExpectBytes(got.data(), new_b.data(), kN, "data space C (copied from B on stream 2)",
-                  old_b.data(), "B's contents before stream 1 wrote it");
-    } catch (const TestFailure& e) {
-      Fail(std::string("round ") + std::to_string(round + 1) + ": " + e.what() +
-           ": the copy queued on stream 2 after sync_stream_from_to(stream 1, stream 2) did not "
-           "wait for the work queued on stream 1 before it (BP-PLUGIN-8)");
-    }
+    check.Round(
+        round, nullptr,
+        [&] {
+          CheckCall(bp_device_sync_stream_from_to(ctx.dev, s1.get(), s2.get()),
+                    "sync_stream_from_to(stream 1, stream 2)");
+        },
+        "the copy queued on stream 2 after sync_stream_from_to(stream 1, stream 2) did not wait "
+        "for the work queued on stream 1 before it (BP-PLUGIN-8)");
     Sync(ctx.dev, s1.get(), "stream 1");
   }
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The child-process runner (backplane/sdk/child_process.hpp) on real processes: /bin/sh
 // scripts that print, exit, die by a signal, hang with a grandchild, or write to the result
-// descriptor; both ways of starting (posix_spawn, and fork and exec with a death signal).
+// descriptor, or run on while the test talks to them; both ways of starting (posix_spawn, and
+// fork and exec with a death signal).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -187,6 +188,74 @@ TEST_P(ChildProcessTest, ALogFileAndADetachedChild) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(status));
   fs::remove(log);
+}
+
+// A child that runs on while the caller talks to it, as the remote tests' servers and clients:
+// stdout on the pipe and stderr alone in a file; the caller waits for its "ready", asks it to
+// stop with SIGTERM and waits for its exit.
+TEST_P(ChildProcessTest, AChildThatRunsOnWhileTheCallerTalksToIt) {
+  const fs::path err =
+      fs::temp_directory_path() / ("bp_child_test_err_" + std::to_string(getpid()));
+  sdk::ChildOptions o = Shell(
+      "trap 'echo stopping; exit 7' TERM; echo to-file >&2; echo ready; "
+      "while :; do sleep 0.05; done",
+      GetParam());
+  o.stderr_file = err.string();
+  sdk::ChildProcess c(o);
+  ASSERT_TRUE(c.started()) << c.start_error();
+  ASSERT_TRUE(c.WaitForOutput("ready", 60)) << c.output();
+  EXPECT_FALSE(c.done());
+  c.Signal(SIGTERM);
+  ASSERT_TRUE(c.WaitFor(60));
+  EXPECT_TRUE(c.done());
+  EXPECT_FALSE(c.timed_out());
+  ASSERT_TRUE(WIFEXITED(c.status()));
+  EXPECT_EQ(WEXITSTATUS(c.status()), 7);
+  EXPECT_EQ(c.output(), "ready\nstopping\n");
+  std::stringstream text;
+  text << std::ifstream(err).rdbuf();
+  EXPECT_EQ(text.str(), "to-file\n");
+  fs::remove(err);
+}
+
+// WaitFor's time passing leaves the child running (unlike the deadline); WaitForOutput answers
+// false when the child ends without printing the text.
+TEST_P(ChildProcessTest, WaitingWithALimitDoesNotKill) {
+  sdk::ChildProcess sleeper(Shell("echo started; sleep 600", GetParam()));
+  ASSERT_TRUE(sleeper.WaitForOutput("started", 60)) << sleeper.output();
+  EXPECT_FALSE(sleeper.WaitFor(0.2));
+  EXPECT_FALSE(sleeper.done());
+  EXPECT_FALSE(sleeper.timed_out());
+  sleeper.Kill();
+  sleeper.Wait();
+  ASSERT_TRUE(WIFSIGNALED(sleeper.status()));
+  EXPECT_EQ(WTERMSIG(sleeper.status()), SIGKILL);
+
+  sdk::ChildProcess quiet(Shell("echo something else", GetParam()));
+  EXPECT_FALSE(quiet.WaitForOutput("ready", 60));
+  EXPECT_TRUE(quiet.done());
+  EXPECT_EQ(quiet.output(), "something else\n");
+}
+
+// stderr goes to one place: stderr_file with log_file, or with a stderr result pipe, is refused
+// at the start with a message that names both.
+TEST_P(ChildProcessTest, StderrFileWithAnotherPlaceForStderrIsRefused) {
+  sdk::ChildOptions o = Shell("echo never", GetParam());
+  o.stderr_file = "/tmp/bp_child_test_never_err";
+  o.log_file = "/tmp/bp_child_test_never_log";
+  sdk::ChildProcess with_log(o);
+  EXPECT_FALSE(with_log.started());
+  EXPECT_EQ(with_log.start_errno(), EINVAL);
+  EXPECT_EQ(with_log.start_error(),
+            "start: stderr_file \"/tmp/bp_child_test_never_err\" cannot be given with log_file "
+            "(stderr goes to one place): leave one of them out");
+  o.log_file.clear();
+  o.result_fd = STDERR_FILENO;
+  sdk::ChildProcess with_result(o);
+  EXPECT_FALSE(with_result.started());
+  EXPECT_NE(with_result.start_error().find("result_fd STDERR_FILENO"), std::string::npos)
+      << with_result.start_error();
+  EXPECT_FALSE(fs::exists("/tmp/bp_child_test_never_err"));
 }
 
 // Many children at once, polled together as the conformance kit and `info` do.

@@ -4,7 +4,9 @@
 // child's, its own process group, a signal when this process ends, and a deadline after which
 // the whole group is killed; reads what it prints without blocking, and gives its wait status.
 // It serves the conformance kit's isolation, `backplane info`'s probes, the cpu plugin's
-// compiler driver and the tests that start programs. Header-only and POSIX-only (Linux).
+// compiler driver and the tests that start programs, among them children that run on while
+// the caller talks to them (WaitForOutput(), Signal(), WaitFor()). Header-only and POSIX-only
+// (Linux).
 //
 //   sdk::ChildOptions o;
 //   o.argv = {"/usr/bin/cc", "--version"};
@@ -55,6 +57,9 @@ struct ChildOptions {
   // Where stdout and stderr go: a pipe this process reads (output()), or with log_file that
   // file, created or truncated (mode 0644).
   std::string log_file;
+  // Without log_file: stderr alone to this file (created or truncated, mode 0644), and
+  // output() holds stdout alone. Not with log_file, nor with result_fd STDERR_FILENO.
+  std::string stderr_file;
   // A second pipe, at this descriptor in the child, read into result(); -1: none. With
   // STDERR_FILENO, stderr gets this pipe of its own and output() holds stdout alone.
   int result_fd = -1;
@@ -200,15 +205,29 @@ class ChildProcess {
 
   // Runs Pump() until the child is done, waiting in poll() between.
   void Wait() {
+    while (!Pump()) PollOnce(1000);
+  }
+
+  // Runs Pump() until the child is done or `seconds` have passed, whichever is first; unlike
+  // the deadline, the time passing does not kill it. True when it is done.
+  bool WaitFor(double seconds) {
+    const Clock::time_point until = After(seconds);
     while (!Pump()) {
-      std::vector<pollfd> fds;
-      AddPollFds(&fds);
-      if (fds.empty()) {
-        // Output to a file: wait for the exit (or the deadline) in small steps.
-        usleep(10000);
-        continue;
-      }
-      poll(fds.data(), fds.size(), PollTimeoutMs(1000));
+      if (Clock::now() >= until) return false;
+      PollOnce(MsUntil(until, 1000));
+    }
+    return true;
+  }
+
+  // Runs Pump() until output() holds `text`, the child is done, or `seconds` have passed,
+  // for a child that says it is ready and then runs on. True when output() holds `text`.
+  bool WaitForOutput(const std::string& text, double seconds) {
+    const Clock::time_point until = After(seconds);
+    for (;;) {
+      const bool done = Pump();
+      if (out_.find(text) != std::string::npos) return true;
+      if (done || Clock::now() >= until) return false;
+      PollOnce(MsUntil(until, 1000));
     }
   }
 
@@ -236,6 +255,11 @@ class ChildProcess {
     kill(pid_, SIGKILL);
   }
 
+  // `sig` to the child alone (not its group), while it runs: e.g. SIGTERM to ask it to stop.
+  void Signal(int sig) {
+    if (pid_ > 0 && !exited_) kill(pid_, sig);
+  }
+
   // Whether it is done (Pump() returned true), was killed at the deadline, and its wait status.
   bool done() const { return done_; }
   bool timed_out() const { return timed_out_; }
@@ -260,10 +284,41 @@ class ChildProcess {
     errno_ = err;
   }
 
+  static Clock::time_point After(double seconds) {
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+
+  // Milliseconds to `until` (rounded up), at most `most` and at most PollTimeoutMs(most).
+  int MsUntil(Clock::time_point until, int most) const {
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    return std::min(PollTimeoutMs(most),
+                    static_cast<int>(std::clamp<int64_t>(wait.count() + 1, 0, most)));
+  }
+
+  // Waits up to `ms` in poll() for the pipes, or sleeps in small steps when there are none
+  // (output to a file: only waitpid tells its end).
+  void PollOnce(int ms) const {
+    std::vector<pollfd> fds;
+    AddPollFds(&fds);
+    if (fds.empty()) {
+      usleep(static_cast<useconds_t>(std::min(ms, 10)) * 1000);
+      return;
+    }
+    poll(fds.data(), fds.size(), PollTimeoutMs(ms));
+  }
+
   void Start() {
     start_ = Clock::now();
     if (o_.argv.empty()) {
       Fail("start", EINVAL);
+      return;
+    }
+    if (!o_.stderr_file.empty() && (!o_.log_file.empty() || o_.result_fd == STDERR_FILENO)) {
+      Fail("start", EINVAL);
+      error_ = "start: stderr_file \"" + o_.stderr_file + "\" cannot be given with " +
+               (o_.log_file.empty() ? std::string("result_fd STDERR_FILENO") : "log_file") +
+               " (stderr goes to one place): leave one of them out";
       return;
     }
     std::vector<char*> argv;
@@ -312,6 +367,7 @@ class ChildProcess {
 
   void StartWithFork(char* const* argv, char* const* env, int out_w, int res_w) {
     const char* log = o_.log_file.empty() ? nullptr : o_.log_file.c_str();
+    const char* err = o_.stderr_file.empty() ? nullptr : o_.stderr_file.c_str();
     const pid_t parent = getpid();
     std::fflush(nullptr);
     const pid_t pid = fork();
@@ -331,7 +387,10 @@ class ChildProcess {
         }
       } else {
         dup2(out_w, STDOUT_FILENO);
-        dup2(out_w, STDERR_FILENO);
+        const int err_fd =
+            err == nullptr ? out_w : open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (err_fd < 0) _exit(127);  // as posix_spawn fails on a file it cannot open
+        dup2(err_fd, STDERR_FILENO);
       }
       if (res_w >= 0) {
         if (res_w == o_.result_fd) {
@@ -364,7 +423,12 @@ class ChildProcess {
       posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
     } else {
       posix_spawn_file_actions_adddup2(&actions, out_w, STDOUT_FILENO);
-      posix_spawn_file_actions_adddup2(&actions, out_w, STDERR_FILENO);
+      if (o_.stderr_file.empty()) {
+        posix_spawn_file_actions_adddup2(&actions, out_w, STDERR_FILENO);
+      } else {
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, o_.stderr_file.c_str(),
+                                         O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      }
     }
     // dup2 onto the same descriptor clears its close-on-exec flag (glibc 2.29 and later).
     if (res_w >= 0) posix_spawn_file_actions_adddup2(&actions, res_w, o_.result_fd);
