@@ -9,6 +9,7 @@
 #include "deep.hpp"
 #include "quote.hpp"
 #include "scalar.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -157,22 +158,11 @@ void CollectVars(const Expr& e, std::vector<const VarNode*>* out) {
       out->push_back(e.As<VarNode>());
       return;
     case ExprKind::kBinary:
-      CollectVars(e.As<BinaryNode>()->a, out);
-      CollectVars(e.As<BinaryNode>()->b, out);
-      return;
     case ExprKind::kNot:
-      CollectVars(e.As<NotNode>()->a, out);
-      return;
     case ExprKind::kNeg:
-      CollectVars(e.As<NegNode>()->a, out);
-      return;
     case ExprKind::kSelect:
-      CollectVars(e.As<SelectNode>()->cond, out);
-      CollectVars(e.As<SelectNode>()->a, out);
-      CollectVars(e.As<SelectNode>()->b, out);
-      return;
     case ExprKind::kCast:
-      CollectVars(e.As<CastNode>()->value, out);
+      detail::ForEachChild(e, [out](const Expr& c) { CollectVars(c, out); });
       return;
     default:
       return;
