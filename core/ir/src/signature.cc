@@ -150,23 +150,11 @@ std::string ExprList(const std::vector<Expr>& v) {
 
 // The scalar params that `e` mentions, in order of first appearance.
 void CollectVars(const Expr& e, std::vector<const VarNode*>* out) {
-  if (!e) return;
-  switch (e.kind()) {
-    case ExprKind::kVar:
-      for (const VarNode* v : *out)
-        if (v == e.get() || v->name == e.As<VarNode>()->name) return;
-      out->push_back(e.As<VarNode>());
-      return;
-    case ExprKind::kBinary:
-    case ExprKind::kNot:
-    case ExprKind::kNeg:
-    case ExprKind::kSelect:
-    case ExprKind::kCast:
-      detail::ForEachChild(e, [out](const Expr& c) { CollectVars(c, out); });
-      return;
-    default:
-      return;
-  }
+  detail::ForEachArithmeticVar(e, [out](const VarNode* v) {
+    for (const VarNode* x : *out)
+      if (x == v || x->name == v->name) return;
+    out->push_back(v);
+  });
 }
 
 std::string DescribeScalar(const ArgView& a) {

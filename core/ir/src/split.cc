@@ -635,17 +635,14 @@ class Splitter {
     };
     // Scalar params: used, or in the shape or strides of a used buffer.
     std::unordered_set<const VarNode*> in_shapes;
+    auto add_var = [&](const VarNode* v) { in_shapes.insert(v); };
     for (const Param& p : func_.params) {
       if (!p.is_buffer() || !uses_buffer(p.buffer().get())) continue;
-      std::vector<const VarNode*> vs;
-      for (const Expr& e : p.buffer()->shape) Vars(e, &vs);
-      for (const Expr& e : p.buffer()->strides) Vars(e, &vs);
-      in_shapes.insert(vs.begin(), vs.end());
+      for (const Expr& e : p.buffer()->shape) detail::ForEachArithmeticVar(e, add_var);
+      for (const Expr& e : p.buffer()->strides) detail::ForEachArithmeticVar(e, add_var);
     }
     for (const Buffer& w : workspaces) {
-      std::vector<const VarNode*> vs;
-      for (const Expr& e : w->shape) Vars(e, &vs);
-      in_shapes.insert(vs.begin(), vs.end());
+      for (const Expr& e : w->shape) detail::ForEachArithmeticVar(e, add_var);
     }
     std::vector<Param> params;
     std::vector<Expr> args;
@@ -752,23 +749,6 @@ class Splitter {
       if (found == nullptr) found = ParamBufferLoaded(c);
     });
     return found;
-  }
-
-  static void Vars(const Expr& e, std::vector<const VarNode*>* out) {
-    switch (e.kind()) {
-      case ExprKind::kVar:
-        out->push_back(e.As<VarNode>());
-        return;
-      case ExprKind::kBinary:
-      case ExprKind::kNot:
-      case ExprKind::kNeg:
-      case ExprKind::kSelect:
-      case ExprKind::kCast:
-        detail::ForEachChild(e, [out](const Expr& c) { Vars(c, out); });
-        return;
-      default:
-        return;
-    }
   }
 
   const PrimFunc& func_;

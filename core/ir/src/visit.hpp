@@ -158,6 +158,28 @@ void ForEachChildStmt(const Stmt& s, FS&& on_stmt) {
       *s.get(), [](const Expr&) {}, on_stmt);
 }
 
+// Calls fn(const VarNode*) on each variable `e` mentions through arithmetic, selects and casts
+// (not inside a load, call, ramp or broadcast), in order, repeats included: the variables of a
+// shape expression, as the argument check and SplitHostDevice read them.
+template <typename F>
+void ForEachArithmeticVar(const Expr& e, F&& fn) {
+  if (!e) return;
+  switch (e.kind()) {
+    case ExprKind::kVar:
+      fn(static_cast<const VarNode*>(e.get()));
+      return;
+    case ExprKind::kBinary:
+    case ExprKind::kNot:
+    case ExprKind::kNeg:
+    case ExprKind::kSelect:
+    case ExprKind::kCast:
+      ForEachChild(e, [&](const Expr& c) { ForEachArithmeticVar(c, fn); });
+      return;
+    default:
+      return;
+  }
+}
+
 // The sequence `s` (a SeqNode) with each statement replaced by fn(statement) (a Stmt), or `s`
 // itself when fn returns every statement as it was: the one rewriting step the rewriting passes
 // share (their other nodes each rebuild in their own way).
