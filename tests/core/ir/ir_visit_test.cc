@@ -115,26 +115,25 @@ std::vector<std::string> TextOrder(const std::string& text) {
   return out;
 }
 
-TEST(IrVisit, ExpressionChildrenInTextOrder) {
+// For 300 seeds: the leaves of `make(gen)` as the visitor reaches them are those of its text.
+template <typename Make>
+void ExpectTextOrder(Make make) {
   for (unsigned seed = 1; seed <= 300; ++seed) {
     RandomTree gen(seed);
-    const Expr e = gen.E(5);
+    const auto tree = make(gen);
     std::vector<std::string> leaves;
-    Walk(e, &leaves);
-    const std::string text = Print(e);
-    ASSERT_EQ(leaves, TextOrder(text)) << "seed " << seed << ": " << text;
+    Walk(tree, &leaves);
+    const std::string text = Print(tree);
+    ASSERT_EQ(leaves, TextOrder(text)) << "seed " << seed << ":\n" << text;
   }
 }
 
+TEST(IrVisit, ExpressionChildrenInTextOrder) {
+  ExpectTextOrder([](RandomTree& gen) { return gen.E(5); });
+}
+
 TEST(IrVisit, StatementChildrenInTextOrder) {
-  for (unsigned seed = 1; seed <= 300; ++seed) {
-    RandomTree gen(seed);
-    const Stmt s = gen.S(4);
-    std::vector<std::string> leaves;
-    Walk(s, &leaves);
-    const std::string text = Print(s);
-    ASSERT_EQ(leaves, TextOrder(text)) << "seed " << seed << ":\n" << text;
-  }
+  ExpectTextOrder([](RandomTree& gen) { return gen.S(4); });
 }
 
 TEST(IrVisit, MapSeqKeepsAnUnchangedSequence) {
