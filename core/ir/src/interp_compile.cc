@@ -12,6 +12,7 @@
 
 #include "interp_ops.hpp"
 #include "interp_runtime.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -567,31 +568,10 @@ class Compiler {
   }
 
   static void Walk(const Stmt& s, std::vector<const ForNode*>* loops, bool* barrier) {
-    switch (s.kind()) {
-      case StmtKind::kSeq:
-        for (const Stmt& c : s.As<SeqNode>()->seq) Walk(c, loops, barrier);
-        return;
-      case StmtKind::kFor:
-        if (s.As<ForNode>()->for_kind == ForKind::kThreadBinding) loops->push_back(s.As<ForNode>());
-        Walk(s.As<ForNode>()->body, loops, barrier);
-        return;
-      case StmtKind::kIfThenElse:
-        Walk(s.As<IfThenElseNode>()->then_case, loops, barrier);
-        if (s.As<IfThenElseNode>()->else_case)
-          Walk(s.As<IfThenElseNode>()->else_case, loops, barrier);
-        return;
-      case StmtKind::kLetStmt:
-        Walk(s.As<LetStmtNode>()->body, loops, barrier);
-        return;
-      case StmtKind::kAllocate:
-        Walk(s.As<AllocateNode>()->body, loops, barrier);
-        return;
-      case StmtKind::kBarrier:
-        *barrier = true;
-        return;
-      default:
-        return;
-    }
+    if (s.kind() == StmtKind::kFor && s.As<ForNode>()->for_kind == ForKind::kThreadBinding)
+      loops->push_back(s.As<ForNode>());
+    if (s.kind() == StmtKind::kBarrier) *barrier = true;
+    detail::ForEachChildStmt(s, [&](const Stmt& c) { Walk(c, loops, barrier); });
   }
 
   // The outermost thread-bound loop: computes the grid (each axis's extent, the largest of

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "deep.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -99,118 +100,15 @@ void AddExpr(const Expr& e, std::vector<Item>* out) {
 void AddStmt(const Stmt& s, std::vector<Item>* out) {
   if (s) out->push_back({s.get(), true});
 }
-void AddExprs(const std::vector<Expr>& v, std::vector<Item>* out) {
-  for (const Expr& e : v) AddExpr(e, out);
-}
 
 void Children(const Item& it, std::vector<Item>* out) {
+  auto add_expr = [out](const Expr& e) { AddExpr(e, out); };
   if (!it.is_stmt) {
-    const auto* n = static_cast<const ExprNode*>(it.node);
-    switch (n->kind) {
-      case ExprKind::kBinary: {
-        const auto* b = static_cast<const BinaryNode*>(n);
-        AddExpr(b->a, out);
-        AddExpr(b->b, out);
-        break;
-      }
-      case ExprKind::kNot:
-        AddExpr(static_cast<const NotNode*>(n)->a, out);
-        break;
-      case ExprKind::kNeg:
-        AddExpr(static_cast<const NegNode*>(n)->a, out);
-        break;
-      case ExprKind::kSelect: {
-        const auto* s = static_cast<const SelectNode*>(n);
-        AddExpr(s->cond, out);
-        AddExpr(s->a, out);
-        AddExpr(s->b, out);
-        break;
-      }
-      case ExprKind::kCast:
-        AddExpr(static_cast<const CastNode*>(n)->value, out);
-        break;
-      case ExprKind::kLoad:
-        AddExprs(static_cast<const LoadNode*>(n)->indices, out);
-        break;
-      case ExprKind::kCall:
-        AddExprs(static_cast<const CallNode*>(n)->args, out);
-        break;
-      case ExprKind::kCallPacked:
-        AddExprs(static_cast<const CallPackedNode*>(n)->args, out);
-        break;
-      case ExprKind::kRamp: {
-        const auto* r = static_cast<const RampNode*>(n);
-        AddExpr(r->base, out);
-        AddExpr(r->stride, out);
-        break;
-      }
-      case ExprKind::kBroadcast:
-        AddExpr(static_cast<const BroadcastNode*>(n)->value, out);
-        break;
-      case ExprKind::kIntImm:
-      case ExprKind::kFloatImm:
-      case ExprKind::kVar:
-      case ExprKind::kBufferRef:
-        break;
-    }
+    detail::ForEachChild(*static_cast<const ExprNode*>(it.node), add_expr);
     return;
   }
-  const auto* n = static_cast<const StmtNode*>(it.node);
-  switch (n->kind) {
-    case StmtKind::kFor: {
-      const auto* f = static_cast<const ForNode*>(n);
-      AddExpr(f->min, out);
-      AddExpr(f->extent, out);
-      AddExpr(f->step, out);
-      AddStmt(f->body, out);
-      break;
-    }
-    case StmtKind::kIfThenElse: {
-      const auto* i = static_cast<const IfThenElseNode*>(n);
-      AddExpr(i->cond, out);
-      AddStmt(i->then_case, out);
-      AddStmt(i->else_case, out);
-      break;
-    }
-    case StmtKind::kLetStmt: {
-      const auto* l = static_cast<const LetStmtNode*>(n);
-      AddExpr(l->value, out);
-      AddStmt(l->body, out);
-      break;
-    }
-    case StmtKind::kStore: {
-      const auto* s = static_cast<const StoreNode*>(n);
-      AddExprs(s->indices, out);
-      AddExpr(s->value, out);
-      break;
-    }
-    case StmtKind::kAllocate: {
-      const auto* a = static_cast<const AllocateNode*>(n);
-      if (a->buffer) {
-        AddExprs(a->buffer->shape, out);
-        AddExprs(a->buffer->strides, out);
-      }
-      AddStmt(a->body, out);
-      break;
-    }
-    case StmtKind::kEvaluate:
-      AddExpr(static_cast<const EvaluateNode*>(n)->value, out);
-      break;
-    case StmtKind::kAssign:
-      AddExpr(static_cast<const AssignNode*>(n)->value, out);
-      break;
-    case StmtKind::kAtomic: {
-      const auto* a = static_cast<const AtomicNode*>(n);
-      AddExprs(a->indices, out);
-      AddExpr(a->value, out);
-      break;
-    }
-    case StmtKind::kSeq:
-      for (const Stmt& s : static_cast<const SeqNode*>(n)->seq) AddStmt(s, out);
-      break;
-    case StmtKind::kBarrier:
-      break;
-  }
+  detail::ForEachChild(*static_cast<const StmtNode*>(it.node), add_expr,
+                       [out](const Stmt& s) { AddStmt(s, out); });
 }
 
 // A node without children: its height is 1, and it is not remembered (most nodes of a chain

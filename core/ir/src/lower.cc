@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "deep.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -24,15 +25,8 @@ class StepLowering {
   Stmt Lower(const Stmt& s) {
     if (!s) return s;
     switch (s.kind()) {
-      case StmtKind::kSeq: {
-        std::vector<Stmt> seq;
-        bool changed = false;
-        for (const Stmt& c : s.As<SeqNode>()->seq) {
-          seq.push_back(Lower(c));
-          changed = changed || seq.back().get() != c.get();
-        }
-        return changed ? Seq(std::move(seq)) : s;
-      }
+      case StmtKind::kSeq:
+        return detail::MapSeq(s, [&](const Stmt& c) { return Lower(c); });
       case StmtKind::kFor: {
         const auto* n = s.As<ForNode>();
         Stmt body = Lower(n->body);
@@ -106,28 +100,20 @@ class StepLowering {
       todo.pop_back();
       if (s == nullptr) continue;
       switch (s->kind) {
-        case StmtKind::kSeq:
-          for (const Stmt& c : static_cast<const SeqNode*>(s)->seq) todo.push_back(c.get());
-          break;
         case StmtKind::kFor:
           names_.insert(static_cast<const ForNode*>(s)->var.name());
-          todo.push_back(static_cast<const ForNode*>(s)->body.get());
-          break;
-        case StmtKind::kIfThenElse:
-          todo.push_back(static_cast<const IfThenElseNode*>(s)->then_case.get());
-          todo.push_back(static_cast<const IfThenElseNode*>(s)->else_case.get());
           break;
         case StmtKind::kLetStmt:
           names_.insert(static_cast<const LetStmtNode*>(s)->var.name());
-          todo.push_back(static_cast<const LetStmtNode*>(s)->body.get());
           break;
         case StmtKind::kAllocate:
           names_.insert(static_cast<const AllocateNode*>(s)->buffer.name());
-          todo.push_back(static_cast<const AllocateNode*>(s)->body.get());
           break;
         default:
           break;
       }
+      detail::ForEachChild(
+          *s, [](const Expr&) {}, [&](const Stmt& c) { todo.push_back(c.get()); });
     }
   }
 

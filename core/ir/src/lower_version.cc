@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // LowerToVersion (transform.hpp): a module rewritten into the constructs of an older version of
 // the text form, for a code generator whose IR library reads only that version.
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/limits.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include "deep.hpp"
 #include "quote.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -58,123 +61,24 @@ bool FindUnlowerable(const PrimFunc& f, int version, Unlowerable* out) {
   while (!todo.empty()) {
     const Item it = std::move(todo.back());
     todo.pop_back();
+    const size_t first = todo.size();  // its children, pushed in text order, then reversed
     if (it.s) {
       if (!seen.insert(it.s.get()).second) continue;
-      switch (it.s.kind()) {
-        case StmtKind::kFor: {
-          const auto* n = it.s.As<ForNode>();
-          push_stmt(n->body);
-          push_expr(n->step);
-          push_expr(n->extent);
-          push_expr(n->min);
-          break;
-        }
-        case StmtKind::kIfThenElse: {
-          const auto* n = it.s.As<IfThenElseNode>();
-          push_stmt(n->else_case);
-          push_stmt(n->then_case);
-          push_expr(n->cond);
-          break;
-        }
-        case StmtKind::kLetStmt: {
-          const auto* n = it.s.As<LetStmtNode>();
-          push_stmt(n->body);
-          push_expr(n->value);
-          break;
-        }
-        case StmtKind::kStore: {
-          const auto* n = it.s.As<StoreNode>();
-          push_expr(n->value);
-          push_exprs(n->indices);
-          break;
-        }
-        case StmtKind::kAllocate: {
-          const auto* n = it.s.As<AllocateNode>();
-          push_stmt(n->body);
-          if (n->buffer) {
-            push_exprs(n->buffer->strides);
-            push_exprs(n->buffer->shape);
-          }
-          break;
-        }
-        case StmtKind::kEvaluate:
-          push_expr(it.s.As<EvaluateNode>()->value);
-          break;
-        case StmtKind::kAssign:
-          push_expr(it.s.As<AssignNode>()->value);
-          break;
-        case StmtKind::kAtomic: {
-          const auto* n = it.s.As<AtomicNode>();
-          if (version < 2) {
-            *out = {ToString(n->op), detail::StmtHead(it.s), 2};
-            return true;
-          }
-          push_expr(n->value);
-          push_exprs(n->indices);
-          break;
-        }
-        case StmtKind::kSeq: {
-          const auto& seq = it.s.As<SeqNode>()->seq;
-          for (size_t k = seq.size(); k-- > 0;) push_stmt(seq[k]);
-          break;
-        }
-        case StmtKind::kBarrier:
-          break;
+      if (it.s.kind() == StmtKind::kAtomic && version < 2) {
+        *out = {ToString(it.s.As<AtomicNode>()->op), detail::StmtHead(it.s), 2};
+        return true;
       }
-      continue;
+      detail::ForEachChild(it.s, push_expr, push_stmt);
+    } else {
+      if (!seen.insert(it.e.get()).second) continue;
+      if (it.e.kind() == ExprKind::kBinary && it.e.As<BinaryNode>()->op == BinaryOp::kMod &&
+          version < 3) {
+        *out = {"C's remainder %", detail::Quote(it.e), 3};
+        return true;
+      }
+      detail::ForEachChild(it.e, push_expr);
     }
-    if (!seen.insert(it.e.get()).second) continue;
-    switch (it.e.kind()) {
-      case ExprKind::kBinary: {
-        const auto* n = it.e.As<BinaryNode>();
-        if (n->op == BinaryOp::kMod && version < 3) {
-          *out = {"C's remainder %", detail::Quote(it.e), 3};
-          return true;
-        }
-        push_expr(n->b);
-        push_expr(n->a);
-        break;
-      }
-      case ExprKind::kNot:
-        push_expr(it.e.As<NotNode>()->a);
-        break;
-      case ExprKind::kNeg:
-        push_expr(it.e.As<NegNode>()->a);
-        break;
-      case ExprKind::kSelect: {
-        const auto* n = it.e.As<SelectNode>();
-        push_expr(n->b);
-        push_expr(n->a);
-        push_expr(n->cond);
-        break;
-      }
-      case ExprKind::kCast:
-        push_expr(it.e.As<CastNode>()->value);
-        break;
-      case ExprKind::kLoad:
-        push_exprs(it.e.As<LoadNode>()->indices);
-        break;
-      case ExprKind::kCall:
-        push_exprs(it.e.As<CallNode>()->args);
-        break;
-      case ExprKind::kCallPacked:
-        push_exprs(it.e.As<CallPackedNode>()->args);
-        break;
-      case ExprKind::kRamp: {
-        const auto* n = it.e.As<RampNode>();
-        push_expr(n->stride);
-        push_expr(n->base);
-        break;
-      }
-      case ExprKind::kBroadcast:
-        push_expr(it.e.As<BroadcastNode>()->value);
-        break;
-      case ExprKind::kIntImm:
-      case ExprKind::kFloatImm:
-      case ExprKind::kVar:
-      case ExprKind::kBufferRef:
-        break;
-    }
+    std::reverse(todo.begin() + static_cast<std::ptrdiff_t>(first), todo.end());
   }
   return false;
 }
@@ -268,15 +172,8 @@ class Version1Lowering {
   Stmt Lower(const Stmt& s) {
     if (!s) return s;
     switch (s.kind()) {
-      case StmtKind::kSeq: {
-        std::vector<Stmt> seq;
-        bool changed = false;
-        for (const Stmt& c : s.As<SeqNode>()->seq) {
-          seq.push_back(Lower(c));
-          changed = changed || seq.back().get() != c.get();
-        }
-        return changed ? Seq(std::move(seq)) : s;
-      }
+      case StmtKind::kSeq:
+        return detail::MapSeq(s, [&](const Stmt& c) { return Lower(c); });
       case StmtKind::kFor:
         return LowerFor(s);
       case StmtKind::kIfThenElse: {

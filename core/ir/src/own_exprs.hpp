@@ -8,6 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "visit.hpp"
+
 namespace backplane {
 namespace ir {
 namespace detail {
@@ -15,43 +17,12 @@ namespace detail {
 // Calls `fn` on each expression that statement `s` holds itself (not those of nested
 // statements).
 inline void ForEachOwnExpr(const Stmt& s, const std::function<void(const Expr&)>& fn) {
-  auto each = [&](const std::vector<Expr>& v) {
-    for (const Expr& e : v)
-      if (e) fn(e);
-  };
-  switch (s.kind()) {
-    case StmtKind::kFor: {
-      const auto* n = s.As<ForNode>();
-      each({n->min, n->extent, n->step});
-      return;
-    }
-    case StmtKind::kIfThenElse:
-      fn(s.As<IfThenElseNode>()->cond);
-      return;
-    case StmtKind::kLetStmt:
-      fn(s.As<LetStmtNode>()->value);
-      return;
-    case StmtKind::kStore:
-      each(s.As<StoreNode>()->indices);
-      fn(s.As<StoreNode>()->value);
-      return;
-    case StmtKind::kAtomic:
-      each(s.As<AtomicNode>()->indices);
-      fn(s.As<AtomicNode>()->value);
-      return;
-    case StmtKind::kAllocate:
-      each(s.As<AllocateNode>()->buffer->shape);
-      each(s.As<AllocateNode>()->buffer->strides);
-      return;
-    case StmtKind::kEvaluate:
-      fn(s.As<EvaluateNode>()->value);
-      return;
-    case StmtKind::kAssign:
-      fn(s.As<AssignNode>()->value);
-      return;
-    default:
-      return;
-  }
+  ForEachChild(
+      s,
+      [&](const Expr& e) {
+        if (e) fn(e);
+      },
+      [](const Stmt&) {});
 }
 
 }  // namespace detail

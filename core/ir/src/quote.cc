@@ -9,6 +9,7 @@
 
 #include "deep.hpp"
 #include "printer.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -20,45 +21,10 @@ using print::Printer;
 // under it is not measured, so quoting each of a run of N lets costs its line, not the run.
 int64_t HeadDepth(const Stmt& s) {
   if (!s) return 0;
+  if (s.kind() == StmtKind::kSeq) return TreeDepth(s);
   int64_t d = 0;
-  auto expr = [&](const Expr& e) { d = std::max(d, TreeDepth(e)); };
-  switch (s.kind()) {
-    case StmtKind::kFor:
-      expr(s.As<ForNode>()->min);
-      expr(s.As<ForNode>()->extent);
-      expr(s.As<ForNode>()->step);
-      break;
-    case StmtKind::kIfThenElse:
-      expr(s.As<IfThenElseNode>()->cond);
-      break;
-    case StmtKind::kLetStmt:
-      expr(s.As<LetStmtNode>()->value);
-      break;
-    case StmtKind::kStore:
-      for (const Expr& e : s.As<StoreNode>()->indices) expr(e);
-      expr(s.As<StoreNode>()->value);
-      break;
-    case StmtKind::kAllocate:
-      if (const Buffer& b = s.As<AllocateNode>()->buffer) {
-        for (const Expr& e : b->shape) expr(e);
-        for (const Expr& e : b->strides) expr(e);
-      }
-      break;
-    case StmtKind::kEvaluate:
-      expr(s.As<EvaluateNode>()->value);
-      break;
-    case StmtKind::kAssign:
-      expr(s.As<AssignNode>()->value);
-      break;
-    case StmtKind::kAtomic:
-      for (const Expr& e : s.As<AtomicNode>()->indices) expr(e);
-      expr(s.As<AtomicNode>()->value);
-      break;
-    case StmtKind::kSeq:
-      return TreeDepth(s);
-    case StmtKind::kBarrier:
-      break;
-  }
+  detail::ForEachChild(
+      s, [&](const Expr& e) { d = std::max(d, TreeDepth(e)); }, [](const Stmt&) {});
   return d + 1;
 }
 

@@ -9,6 +9,7 @@
 #include "deep.hpp"
 #include "quote.hpp"
 #include "scalar.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -149,34 +150,11 @@ std::string ExprList(const std::vector<Expr>& v) {
 
 // The scalar params that `e` mentions, in order of first appearance.
 void CollectVars(const Expr& e, std::vector<const VarNode*>* out) {
-  if (!e) return;
-  switch (e.kind()) {
-    case ExprKind::kVar:
-      for (const VarNode* v : *out)
-        if (v == e.get() || v->name == e.As<VarNode>()->name) return;
-      out->push_back(e.As<VarNode>());
-      return;
-    case ExprKind::kBinary:
-      CollectVars(e.As<BinaryNode>()->a, out);
-      CollectVars(e.As<BinaryNode>()->b, out);
-      return;
-    case ExprKind::kNot:
-      CollectVars(e.As<NotNode>()->a, out);
-      return;
-    case ExprKind::kNeg:
-      CollectVars(e.As<NegNode>()->a, out);
-      return;
-    case ExprKind::kSelect:
-      CollectVars(e.As<SelectNode>()->cond, out);
-      CollectVars(e.As<SelectNode>()->a, out);
-      CollectVars(e.As<SelectNode>()->b, out);
-      return;
-    case ExprKind::kCast:
-      CollectVars(e.As<CastNode>()->value, out);
-      return;
-    default:
-      return;
-  }
+  detail::ForEachArithmeticVar(e, [out](const VarNode* v) {
+    for (const VarNode* x : *out)
+      if (x == v || x->name == v->name) return;
+    out->push_back(v);
+  });
 }
 
 std::string DescribeScalar(const ArgView& a) {

@@ -14,6 +14,7 @@
 #include "deep.hpp"
 #include "own_exprs.hpp"
 #include "quote.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -41,28 +42,19 @@ class RegionUses {
 
   void Defs(const Stmt& s) {
     switch (s.kind()) {
-      case StmtKind::kSeq:
-        for (const Stmt& c : s.As<SeqNode>()->seq) Defs(c);
-        return;
       case StmtKind::kFor:
         defined_.insert(s.As<ForNode>()->var.get());
-        Defs(s.As<ForNode>()->body);
-        return;
-      case StmtKind::kIfThenElse:
-        Defs(s.As<IfThenElseNode>()->then_case);
-        if (s.As<IfThenElseNode>()->else_case) Defs(s.As<IfThenElseNode>()->else_case);
-        return;
+        break;
       case StmtKind::kLetStmt:
         defined_.insert(s.As<LetStmtNode>()->var.get());
-        Defs(s.As<LetStmtNode>()->body);
-        return;
+        break;
       case StmtKind::kAllocate:
         allocated_.insert(s.As<AllocateNode>()->buffer.get());
-        Defs(s.As<AllocateNode>()->body);
-        return;
+        break;
       default:
-        return;
+        break;
     }
+    detail::ForEachChildStmt(s, [&](const Stmt& c) { Defs(c); });
   }
 
   void UseVar(const VarNode* v) {
@@ -79,109 +71,44 @@ class RegionUses {
 
   void E(const Expr& e, const Stmt& at) {
     switch (e.kind()) {
-      case ExprKind::kIntImm:
-      case ExprKind::kFloatImm:
-        return;
       case ExprKind::kVar:
         UseVar(e.As<VarNode>());
         return;
-      case ExprKind::kBinary:
-        E(e.As<BinaryNode>()->a, at);
-        E(e.As<BinaryNode>()->b, at);
-        return;
-      case ExprKind::kNot:
-        E(e.As<NotNode>()->a, at);
-        return;
-      case ExprKind::kNeg:
-        E(e.As<NegNode>()->a, at);
-        return;
-      case ExprKind::kSelect:
-        E(e.As<SelectNode>()->cond, at);
-        E(e.As<SelectNode>()->a, at);
-        E(e.As<SelectNode>()->b, at);
-        return;
-      case ExprKind::kCast:
-        E(e.As<CastNode>()->value, at);
-        return;
       case ExprKind::kLoad:
         UseBuffer(e.As<LoadNode>()->buffer, at);
-        for (const Expr& i : e.As<LoadNode>()->indices) E(i, at);
-        return;
-      case ExprKind::kCall:
-        for (const Expr& a : e.As<CallNode>()->args) E(a, at);
-        return;
-      case ExprKind::kCallPacked:
-        for (const Expr& a : e.As<CallPackedNode>()->args) E(a, at);
-        return;
-      case ExprKind::kRamp:
-        E(e.As<RampNode>()->base, at);
-        E(e.As<RampNode>()->stride, at);
-        return;
-      case ExprKind::kBroadcast:
-        E(e.As<BroadcastNode>()->value, at);
-        return;
+        break;
       case ExprKind::kBufferRef:
         UseBuffer(e.As<BufferRefNode>()->buffer, at);
         return;
+      default:
+        break;
     }
+    detail::ForEachChild(e, [&](const Expr& c) { E(c, at); });
   }
 
+  // Bind reads only what Defs found, so checking a thread-bound loop before its expressions are
+  // walked finds what checking it after would.
   void Walk(const Stmt& s) {
     switch (s.kind()) {
-      case StmtKind::kSeq:
-        for (const Stmt& c : s.As<SeqNode>()->seq) Walk(c);
-        return;
       case StmtKind::kFor: {
         const auto* n = s.As<ForNode>();
-        E(n->min, s);
-        E(n->extent, s);
-        if (n->step) E(n->step, s);
         if (n->for_kind == ForKind::kThreadBinding) Bind(*n, s);
-        Walk(n->body);
-        return;
+        break;
       }
-      case StmtKind::kIfThenElse: {
-        const auto* n = s.As<IfThenElseNode>();
-        E(n->cond, s);
-        Walk(n->then_case);
-        if (n->else_case) Walk(n->else_case);
-        return;
-      }
-      case StmtKind::kLetStmt:
-        E(s.As<LetStmtNode>()->value, s);
-        Walk(s.As<LetStmtNode>()->body);
-        return;
-      case StmtKind::kStore: {
-        const auto* n = s.As<StoreNode>();
-        UseBuffer(n->buffer, s);
-        for (const Expr& i : n->indices) E(i, s);
-        E(n->value, s);
-        return;
-      }
-      case StmtKind::kAllocate: {
-        const Buffer& b = s.As<AllocateNode>()->buffer;
-        for (const Expr& e : b->shape) E(e, s);
-        for (const Expr& e : b->strides) E(e, s);
-        Walk(s.As<AllocateNode>()->body);
-        return;
-      }
-      case StmtKind::kEvaluate:
-        E(s.As<EvaluateNode>()->value, s);
-        return;
+      case StmtKind::kStore:
+        UseBuffer(s.As<StoreNode>()->buffer, s);
+        break;
+      case StmtKind::kAtomic:
+        UseBuffer(s.As<AtomicNode>()->buffer, s);
+        break;
       case StmtKind::kAssign:
         UseVar(s.As<AssignNode>()->var.get());
-        E(s.As<AssignNode>()->value, s);
-        return;
-      case StmtKind::kAtomic: {
-        const auto* n = s.As<AtomicNode>();
-        UseBuffer(n->buffer, s);
-        for (const Expr& i : n->indices) E(i, s);
-        E(n->value, s);
-        return;
-      }
-      case StmtKind::kBarrier:
-        return;
+        break;
+      default:
+        break;
     }
+    detail::ForEachChild(
+        s, [&](const Expr& e) { E(e, s); }, [&](const Stmt& c) { Walk(c); });
   }
 
   void Bind(const ForNode& n, const Stmt& at) {
@@ -205,43 +132,16 @@ class RegionUses {
     }
   }
 
+  // The variables `e` mentions (a call_packed's arguments not included).
   static void CollectVars(const Expr& e, std::vector<const VarNode*>* out) {
     switch (e.kind()) {
       case ExprKind::kVar:
         out->push_back(e.As<VarNode>());
         return;
-      case ExprKind::kBinary:
-        CollectVars(e.As<BinaryNode>()->a, out);
-        CollectVars(e.As<BinaryNode>()->b, out);
-        return;
-      case ExprKind::kNot:
-        CollectVars(e.As<NotNode>()->a, out);
-        return;
-      case ExprKind::kNeg:
-        CollectVars(e.As<NegNode>()->a, out);
-        return;
-      case ExprKind::kSelect:
-        CollectVars(e.As<SelectNode>()->cond, out);
-        CollectVars(e.As<SelectNode>()->a, out);
-        CollectVars(e.As<SelectNode>()->b, out);
-        return;
-      case ExprKind::kCast:
-        CollectVars(e.As<CastNode>()->value, out);
-        return;
-      case ExprKind::kLoad:
-        for (const Expr& i : e.As<LoadNode>()->indices) CollectVars(i, out);
-        return;
-      case ExprKind::kCall:
-        for (const Expr& a : e.As<CallNode>()->args) CollectVars(a, out);
-        return;
-      case ExprKind::kRamp:
-        CollectVars(e.As<RampNode>()->base, out);
-        CollectVars(e.As<RampNode>()->stride, out);
-        return;
-      case ExprKind::kBroadcast:
-        CollectVars(e.As<BroadcastNode>()->value, out);
+      case ExprKind::kCallPacked:
         return;
       default:
+        detail::ForEachChild(e, [out](const Expr& c) { CollectVars(c, out); });
         return;
     }
   }
@@ -576,27 +476,11 @@ class Splitter {
   }
 
   static int CountRegions(const Stmt& s) {
-    switch (s.kind()) {
-      case StmtKind::kSeq: {
-        int n = 0;
-        for (const Stmt& c : s.As<SeqNode>()->seq) n += CountRegions(c);
-        return n;
-      }
-      case StmtKind::kFor:
-        return s.As<ForNode>()->for_kind == ForKind::kThreadBinding
-                   ? 1
-                   : CountRegions(s.As<ForNode>()->body);
-      case StmtKind::kIfThenElse: {
-        const auto* n = s.As<IfThenElseNode>();
-        return CountRegions(n->then_case) + (n->else_case ? CountRegions(n->else_case) : 0);
-      }
-      case StmtKind::kLetStmt:
-        return CountRegions(s.As<LetStmtNode>()->body);
-      case StmtKind::kAllocate:
-        return CountRegions(s.As<AllocateNode>()->body);
-      default:
-        return 0;
-    }
+    if (s.kind() == StmtKind::kFor && s.As<ForNode>()->for_kind == ForKind::kThreadBinding)
+      return 1;
+    int n = 0;
+    detail::ForEachChildStmt(s, [&](const Stmt& c) { n += CountRegions(c); });
+    return n;
   }
 
   // The buffers that live in device memory besides the params: those used inside a region
@@ -620,45 +504,8 @@ class Splitter {
   // Host code: no load or store of a param buffer when the device has its own memory.
   void HostExpr(const Expr& e, const Stmt& at) {
     if (device_is_cpu_) return;
-    switch (e.kind()) {
-      case ExprKind::kBinary:
-        HostExpr(e.As<BinaryNode>()->a, at);
-        HostExpr(e.As<BinaryNode>()->b, at);
-        return;
-      case ExprKind::kNot:
-        HostExpr(e.As<NotNode>()->a, at);
-        return;
-      case ExprKind::kNeg:
-        HostExpr(e.As<NegNode>()->a, at);
-        return;
-      case ExprKind::kSelect:
-        HostExpr(e.As<SelectNode>()->cond, at);
-        HostExpr(e.As<SelectNode>()->a, at);
-        HostExpr(e.As<SelectNode>()->b, at);
-        return;
-      case ExprKind::kCast:
-        HostExpr(e.As<CastNode>()->value, at);
-        return;
-      case ExprKind::kLoad:
-        HostAccess(e.As<LoadNode>()->buffer, at);
-        for (const Expr& i : e.As<LoadNode>()->indices) HostExpr(i, at);
-        return;
-      case ExprKind::kCall:
-        for (const Expr& a : e.As<CallNode>()->args) HostExpr(a, at);
-        return;
-      case ExprKind::kCallPacked:
-        for (const Expr& a : e.As<CallPackedNode>()->args) HostExpr(a, at);
-        return;
-      case ExprKind::kRamp:
-        HostExpr(e.As<RampNode>()->base, at);
-        HostExpr(e.As<RampNode>()->stride, at);
-        return;
-      case ExprKind::kBroadcast:
-        HostExpr(e.As<BroadcastNode>()->value, at);
-        return;
-      default:
-        return;
-    }
+    if (e.kind() == ExprKind::kLoad) HostAccess(e.As<LoadNode>()->buffer, at);
+    detail::ForEachChild(e, [&](const Expr& c) { HostExpr(c, at); });
   }
   void HostAccess(const Buffer& b, const Stmt& at) {
     if (HostAlloc(b.get()) != nullptr && device_buffers_.count(b.get()))
@@ -675,15 +522,8 @@ class Splitter {
 
   Stmt Mutate(const Stmt& s) {
     switch (s.kind()) {
-      case StmtKind::kSeq: {
-        std::vector<Stmt> seq;
-        bool changed = false;
-        for (const Stmt& c : s.As<SeqNode>()->seq) {
-          seq.push_back(Mutate(c));
-          changed = changed || seq.back().get() != c.get();
-        }
-        return changed ? Seq(seq) : s;
-      }
+      case StmtKind::kSeq:
+        return detail::MapSeq(s, [&](const Stmt& c) { return Mutate(c); });
       case StmtKind::kFor: {
         const auto* n = s.As<ForNode>();
         if (n->for_kind == ForKind::kThreadBinding) return Outline(s);
@@ -795,17 +635,14 @@ class Splitter {
     };
     // Scalar params: used, or in the shape or strides of a used buffer.
     std::unordered_set<const VarNode*> in_shapes;
+    auto add_var = [&](const VarNode* v) { in_shapes.insert(v); };
     for (const Param& p : func_.params) {
       if (!p.is_buffer() || !uses_buffer(p.buffer().get())) continue;
-      std::vector<const VarNode*> vs;
-      for (const Expr& e : p.buffer()->shape) Vars(e, &vs);
-      for (const Expr& e : p.buffer()->strides) Vars(e, &vs);
-      in_shapes.insert(vs.begin(), vs.end());
+      for (const Expr& e : p.buffer()->shape) detail::ForEachArithmeticVar(e, add_var);
+      for (const Expr& e : p.buffer()->strides) detail::ForEachArithmeticVar(e, add_var);
     }
     for (const Buffer& w : workspaces) {
-      std::vector<const VarNode*> vs;
-      for (const Expr& e : w->shape) Vars(e, &vs);
-      in_shapes.insert(vs.begin(), vs.end());
+      for (const Expr& e : w->shape) detail::ForEachArithmeticVar(e, add_var);
     }
     std::vector<Param> params;
     std::vector<Expr> args;
@@ -893,63 +730,25 @@ class Splitter {
   // A param buffer that `e` loads from, or nullptr.
   const BufferNode* ParamBufferLoaded(const Expr& e) const {
     switch (e.kind()) {
-      case ExprKind::kLoad: {
-        const auto* n = e.As<LoadNode>();
-        if (param_buffers_.count(n->buffer.get())) return n->buffer.get();
-        for (const Expr& i : n->indices)
-          if (const BufferNode* b = ParamBufferLoaded(i)) return b;
-        return nullptr;
-      }
-      case ExprKind::kBinary: {
-        const BufferNode* b = ParamBufferLoaded(e.As<BinaryNode>()->a);
-        return b != nullptr ? b : ParamBufferLoaded(e.As<BinaryNode>()->b);
-      }
-      case ExprKind::kNot:
-        return ParamBufferLoaded(e.As<NotNode>()->a);
-      case ExprKind::kNeg:
-        return ParamBufferLoaded(e.As<NegNode>()->a);
-      case ExprKind::kSelect:
-        for (const Expr* x :
-             {&e.As<SelectNode>()->cond, &e.As<SelectNode>()->a, &e.As<SelectNode>()->b})
-          if (const BufferNode* b = ParamBufferLoaded(*x)) return b;
-        return nullptr;
-      case ExprKind::kCast:
-        return ParamBufferLoaded(e.As<CastNode>()->value);
-      case ExprKind::kCall:
-        for (const Expr& a : e.As<CallNode>()->args)
-          if (const BufferNode* b = ParamBufferLoaded(a)) return b;
-        return nullptr;
-      default:
-        return nullptr;
-    }
-  }
-
-  static void Vars(const Expr& e, std::vector<const VarNode*>* out) {
-    switch (e.kind()) {
-      case ExprKind::kVar:
-        out->push_back(e.As<VarNode>());
-        return;
+      case ExprKind::kLoad:
+        if (param_buffers_.count(e.As<LoadNode>()->buffer.get()))
+          return e.As<LoadNode>()->buffer.get();
+        break;
       case ExprKind::kBinary:
-        Vars(e.As<BinaryNode>()->a, out);
-        Vars(e.As<BinaryNode>()->b, out);
-        return;
       case ExprKind::kNot:
-        Vars(e.As<NotNode>()->a, out);
-        return;
       case ExprKind::kNeg:
-        Vars(e.As<NegNode>()->a, out);
-        return;
       case ExprKind::kSelect:
-        Vars(e.As<SelectNode>()->cond, out);
-        Vars(e.As<SelectNode>()->a, out);
-        Vars(e.As<SelectNode>()->b, out);
-        return;
       case ExprKind::kCast:
-        Vars(e.As<CastNode>()->value, out);
-        return;
+      case ExprKind::kCall:
+        break;
       default:
-        return;
+        return nullptr;
     }
+    const BufferNode* found = nullptr;
+    detail::ForEachChild(e, [&](const Expr& c) {
+      if (found == nullptr) found = ParamBufferLoaded(c);
+    });
+    return found;
   }
 
   const PrimFunc& func_;

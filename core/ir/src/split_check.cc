@@ -18,6 +18,7 @@
 #include "deep.hpp"
 #include "own_exprs.hpp"
 #include "quote.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -39,38 +40,19 @@ struct Grid {
 
 void Bindings(const Stmt& s, Grid* g) {
   if (!s) return;
-  switch (s.kind()) {
-    case StmtKind::kSeq:
-      for (const Stmt& c : s.As<SeqNode>()->seq) Bindings(c, g);
-      return;
-    case StmtKind::kFor: {
-      const auto* n = s.As<ForNode>();
-      if (n->for_kind == ForKind::kThreadBinding && n->thread != ThreadTag::kNone) {
-        Expr& slot = g->extent[static_cast<int>(n->thread) - 1];
-        if (!slot) {
-          slot = n->extent;
-        } else if (!StructuralEqual(slot, n->extent)) {
-          g->problems.push_back(std::string("binds ") + ToString(n->thread) +
-                                " with two extents (" + detail::Quote(slot) + " and " +
-                                detail::Quote(n->extent) + ")");
-        }
+  if (s.kind() == StmtKind::kFor) {
+    const auto* n = s.As<ForNode>();
+    if (n->for_kind == ForKind::kThreadBinding && n->thread != ThreadTag::kNone) {
+      Expr& slot = g->extent[static_cast<int>(n->thread) - 1];
+      if (!slot) {
+        slot = n->extent;
+      } else if (!StructuralEqual(slot, n->extent)) {
+        g->problems.push_back(std::string("binds ") + ToString(n->thread) + " with two extents (" +
+                              detail::Quote(slot) + " and " + detail::Quote(n->extent) + ")");
       }
-      Bindings(n->body, g);
-      return;
     }
-    case StmtKind::kIfThenElse:
-      Bindings(s.As<IfThenElseNode>()->then_case, g);
-      Bindings(s.As<IfThenElseNode>()->else_case, g);
-      return;
-    case StmtKind::kLetStmt:
-      Bindings(s.As<LetStmtNode>()->body, g);
-      return;
-    case StmtKind::kAllocate:
-      Bindings(s.As<AllocateNode>()->body, g);
-      return;
-    default:
-      return;
   }
+  detail::ForEachChildStmt(s, [g](const Stmt& c) { Bindings(c, g); });
 }
 
 Grid GridOf(const PrimFunc& k) {
@@ -191,64 +173,35 @@ class HostChecker {
     const Stmt saved = stmt_;
     if (s.kind() != StmtKind::kSeq) stmt_ = s;
     switch (s.kind()) {
-      case StmtKind::kSeq:
-        for (const Stmt& c : s.As<SeqNode>()->seq) S(c);
-        break;
       case StmtKind::kFor: {
         const auto* n = s.As<ForNode>();
         if (n->for_kind == ForKind::kThreadBinding) {
           Report(std::string("host code binds a loop to ") + ToString(n->thread) +
                  "; it runs on the CPU, and only the kernels it launches bind thread axes");
         }
-        E(n->min);
-        E(n->extent);
-        E(n->step);
-        S(n->body);
         break;
       }
-      case StmtKind::kIfThenElse: {
-        const auto* n = s.As<IfThenElseNode>();
-        E(n->cond);
-        S(n->then_case);
-        S(n->else_case);
+      case StmtKind::kStore:
+        Access(s.As<StoreNode>()->buffer, "stores to");
         break;
-      }
-      case StmtKind::kLetStmt:
-        E(s.As<LetStmtNode>()->value);
-        S(s.As<LetStmtNode>()->body);
+      case StmtKind::kAtomic:
+        Access(s.As<AtomicNode>()->buffer, "updates");
         break;
-      case StmtKind::kStore: {
-        const auto* n = s.As<StoreNode>();
-        Access(n->buffer, "stores to");
-        for (const Expr& i : n->indices) E(i);
-        E(n->value);
-        break;
-      }
-      case StmtKind::kAllocate: {
+      case StmtKind::kAllocate: {  // in scope in its body only
         const auto* n = s.As<AllocateNode>();
         for (const Expr& e : n->buffer->shape) E(e);
         for (const Expr& e : n->buffer->strides) E(e);
         allocs_.push_back(n);
         S(n->body);
         allocs_.pop_back();
-        break;
+        stmt_ = saved;
+        return;
       }
-      case StmtKind::kEvaluate:
-        E(s.As<EvaluateNode>()->value);
-        break;
-      case StmtKind::kAssign:
-        E(s.As<AssignNode>()->value);
-        break;
-      case StmtKind::kAtomic: {
-        const auto* n = s.As<AtomicNode>();
-        Access(n->buffer, "updates");
-        for (const Expr& i : n->indices) E(i);
-        E(n->value);
-        break;
-      }
-      case StmtKind::kBarrier:
+      default:
         break;
     }
+    detail::ForEachChild(
+        s, [&](const Expr& e) { E(e); }, [&](const Stmt& c) { S(c); });
     stmt_ = saved;
   }
 
@@ -267,46 +220,11 @@ class HostChecker {
 
   void E(const Expr& e) {
     if (!e) return;
-    switch (e.kind()) {
-      case ExprKind::kBinary:
-        E(e.As<BinaryNode>()->a);
-        E(e.As<BinaryNode>()->b);
-        return;
-      case ExprKind::kNot:
-        E(e.As<NotNode>()->a);
-        return;
-      case ExprKind::kNeg:
-        E(e.As<NegNode>()->a);
-        return;
-      case ExprKind::kSelect:
-        E(e.As<SelectNode>()->cond);
-        E(e.As<SelectNode>()->a);
-        E(e.As<SelectNode>()->b);
-        return;
-      case ExprKind::kCast:
-        E(e.As<CastNode>()->value);
-        return;
-      case ExprKind::kLoad:
-        Access(e.As<LoadNode>()->buffer, "loads from");
-        for (const Expr& i : e.As<LoadNode>()->indices) E(i);
-        return;
-      case ExprKind::kCall:
-        for (const Expr& a : e.As<CallNode>()->args) E(a);
-        return;
-      case ExprKind::kCallPacked:
-        for (const Expr& a : e.As<CallPackedNode>()->args) E(a);
-        Outside(*e.As<CallPackedNode>());
-        Launch(*e.As<CallPackedNode>());
-        return;
-      case ExprKind::kRamp:
-        E(e.As<RampNode>()->base);
-        E(e.As<RampNode>()->stride);
-        return;
-      case ExprKind::kBroadcast:
-        E(e.As<BroadcastNode>()->value);
-        return;
-      default:
-        return;
+    if (e.kind() == ExprKind::kLoad) Access(e.As<LoadNode>()->buffer, "loads from");
+    detail::ForEachChild(e, [&](const Expr& c) { E(c); });
+    if (e.kind() == ExprKind::kCallPacked) {
+      Outside(*e.As<CallPackedNode>());
+      Launch(*e.As<CallPackedNode>());
     }
   }
 

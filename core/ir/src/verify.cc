@@ -9,6 +9,7 @@
 
 #include "deep.hpp"
 #include "quote.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -220,7 +221,9 @@ class Verifier {
         return;
       }
       case ExprKind::kCast:
-        E(e.As<CastNode>()->value);
+      case ExprKind::kRamp:
+      case ExprKind::kBroadcast:
+        detail::ForEachChild(e, [&](const Expr& c) { E(c); });
         return;
       case ExprKind::kLoad: {
         const auto* n = e.As<LoadNode>();
@@ -245,13 +248,6 @@ class Verifier {
         for (const Expr& a : n->args) E(a, true);
         return;
       }
-      case ExprKind::kRamp:
-        E(e.As<RampNode>()->base);
-        E(e.As<RampNode>()->stride);
-        return;
-      case ExprKind::kBroadcast:
-        E(e.As<BroadcastNode>()->value);
-        return;
       case ExprKind::kBufferRef: {
         const Buffer& b = e.As<BufferRefNode>()->buffer;
         if (!BufferInScope(b.get())) Report("undefined buffer '" + b.name() + "'");
@@ -272,7 +268,9 @@ class Verifier {
     if (s.kind() != StmtKind::kSeq) stmt_ = s;
     switch (s.kind()) {
       case StmtKind::kSeq:
-        for (const Stmt& c : s.As<SeqNode>()->seq) S(c);
+      case StmtKind::kEvaluate:
+        detail::ForEachChild(
+            s, [&](const Expr& e) { E(e); }, [&](const Stmt& c) { S(c); });
         break;
       case StmtKind::kFor: {
         const auto* n = s.As<ForNode>();
@@ -447,9 +445,6 @@ class Verifier {
         PopScope();
         break;
       }
-      case StmtKind::kEvaluate:
-        E(s.As<EvaluateNode>()->value);
-        break;
       case StmtKind::kBarrier:
         if (thread_depth_ == 0)
           Report("barrier outside a thread-bound region: a barrier synchronizes the threads " +

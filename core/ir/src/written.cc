@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
+#include <cstddef>
+#include <vector>
 
 #include "deep.hpp"
+#include "visit.hpp"
 
 namespace backplane {
 namespace ir {
@@ -20,22 +24,11 @@ void CollectFromExpr(const Expr& e, std::vector<const BufferNode*>* out) {
 void Collect(const Stmt& s, std::vector<const BufferNode*>* out) {
   if (!s) return;
   switch (s.kind()) {
-    case StmtKind::kFor:
-      Collect(s.As<ForNode>()->body, out);
-      break;
-    case StmtKind::kIfThenElse:
-      Collect(s.As<IfThenElseNode>()->then_case, out);
-      Collect(s.As<IfThenElseNode>()->else_case, out);
-      break;
     case StmtKind::kLetStmt:
       CollectFromExpr(s.As<LetStmtNode>()->value, out);
-      Collect(s.As<LetStmtNode>()->body, out);
       break;
     case StmtKind::kStore:
       out->push_back(s.As<StoreNode>()->buffer.get());
-      break;
-    case StmtKind::kAllocate:
-      Collect(s.As<AllocateNode>()->body, out);
       break;
     case StmtKind::kEvaluate:
       CollectFromExpr(s.As<EvaluateNode>()->value, out);
@@ -46,12 +39,10 @@ void Collect(const Stmt& s, std::vector<const BufferNode*>* out) {
     case StmtKind::kAssign:
       CollectFromExpr(s.As<AssignNode>()->value, out);
       break;
-    case StmtKind::kBarrier:
-      break;
-    case StmtKind::kSeq:
-      for (const Stmt& x : s.As<SeqNode>()->seq) Collect(x, out);
+    default:
       break;
   }
+  detail::ForEachChildStmt(s, [out](const Stmt& c) { Collect(c, out); });
 }
 
 }  // namespace
@@ -69,28 +60,9 @@ void ForEachStmt(const Stmt& s, const std::function<void(const Stmt&)>& visit) {
     todo.pop_back();
     if (!x) continue;
     visit(x);
-    switch (x.kind()) {
-      case StmtKind::kFor:
-        todo.push_back(x.As<ForNode>()->body);
-        break;
-      case StmtKind::kIfThenElse:
-        todo.push_back(x.As<IfThenElseNode>()->else_case);
-        todo.push_back(x.As<IfThenElseNode>()->then_case);
-        break;
-      case StmtKind::kLetStmt:
-        todo.push_back(x.As<LetStmtNode>()->body);
-        break;
-      case StmtKind::kAllocate:
-        todo.push_back(x.As<AllocateNode>()->body);
-        break;
-      case StmtKind::kSeq: {
-        const std::vector<Stmt>& seq = x.As<SeqNode>()->seq;
-        todo.insert(todo.end(), seq.rbegin(), seq.rend());
-        break;
-      }
-      default:
-        break;
-    }
+    const size_t first = todo.size();
+    detail::ForEachChildStmt(x, [&](const Stmt& c) { todo.push_back(c); });
+    std::reverse(todo.begin() + static_cast<std::ptrdiff_t>(first), todo.end());
   }
 }
 
