@@ -162,11 +162,11 @@ ctest --preset asan
 # and ctest runs the tests whose names say they use threads.
 echo "==> concurrency tests (tsan: ThreadSanitizer)"
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target cpu_stress_test cpu_plugin_test fakeacc_test \
-  core_registry_test core_object_test core_target_test fakeacc_build_test ir_tests
+cmake --build --preset tsan -j "$jobs" --target cpu_stress_test cpu_plugin_test simaccel_test \
+  core_registry_test core_object_test core_target_test simaccel_build_test ir_tests
 # IrLimits (deep trees walked from threads) is a stack-depth test, not a concurrency one: it runs
 # under release and asan; under TSan its 30,000-level recursions grew to 24 GiB and were
 # killed for memory.
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j "$jobs" \
-  -R "Stress|Concurrent|Thread|FakeAcc|SlotIsPerThread|ResourceDeleter|IrInterpGrid" -E "IrLimits"
+  -R "Stress|Concurrent|Thread|SimAccel|SlotIsPerThread|ResourceDeleter|IrInterpGrid" -E "IrLimits"
 echo "==> all tests passed"

@@ -3,14 +3,14 @@
 // becomes a tensor without a copy and its deleter runs exactly once, when the last reference
 // goes; an exported tensor keeps its memory alive until the consumer's deleter call; the
 // read-only flag travels and is refused where the tensor would be written; a bad producer
-// tensor is an error that leaves it with the caller. On cpu and on the fake accelerator.
+// tensor is an error that leaves it with the caller. On cpu and on the simulated accelerator.
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "fakeacc/fakeacc_util.h"
+#include "sdk/apps/examples/simaccel/simaccel_util.h"
 #include "test_util.h"
 
 namespace {
@@ -185,11 +185,11 @@ TEST(DLPack, AReadOnlyTensorIsNotWritten) {
   EXPECT_EQ(p.values, before) << "a read-only tensor was written";
 }
 
-// A device tensor from a producer on the fake accelerator (opaque handles, asynchronous
+// A device tensor from a producer on the simulated accelerator (opaque handles, asynchronous
 // copies): imported, read through the core, and its deleter frees the device memory.
-class DLPackFakeAccTest : public bptest::FakeAccTest {};
+class DLPackSimAccelTest : public bptest::SimAccelTest {};
 
-TEST_F(DLPackFakeAccTest, ADeviceTensorIsImportedAndItsDeleterFreesIt) {
+TEST_F(DLPackSimAccelTest, ADeviceTensorIsImportedAndItsDeleterFreesIt) {
   const std::vector<float> ref = bptest::RandomFloats(500, 8);
   struct Owner {
     DLDevice dev;

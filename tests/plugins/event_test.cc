@@ -2,7 +2,7 @@
 // Events (ABI 1.6) through the core's own implementation, which a DeviceAPI without event
 // entries gets: recording waits for the stream's work and reads the host's clock, so an event
 // is passed once recorded, a stream waiting for it needs nothing more, and the time between two
-// events covers the work between them. On cpu and on the fake accelerator, whose copies run
+// events covers the work between them. On cpu and on the simulated accelerator, whose copies run
 // later on a worker thread.
 #include <chrono>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "fakeacc/fakeacc_util.h"
+#include "sdk/apps/examples/simaccel/simaccel_util.h"
 #include "test_util.h"
 
 namespace {
@@ -39,11 +39,11 @@ TEST(Events, BadArgumentsAreErrors) {
   EXPECT_EQ(e, nullptr);
 }
 
-class EventFakeAccTest : public bptest::FakeAccTest {};
+class EventSimAccelTest : public bptest::SimAccelTest {};
 
-TEST_F(EventFakeAccTest, RecordingWaitsForTheQueuedWorkAndTimesIt) {
+TEST_F(EventSimAccelTest, RecordingWaitsForTheQueuedWorkAndTimesIt) {
   // Each queued item sleeps 20 ms first: a copy queued between two events takes at least that.
-  backplane::Function::Get("fakeacc.set_delay_us")(20000);
+  backplane::Function::Get("simaccel_testing.set_delay_us")(20000);
   const size_t n = 4096;
   const std::vector<uint8_t> data = bptest::RandomBytes(n, 19);
   std::vector<uint8_t> back(n, 0);

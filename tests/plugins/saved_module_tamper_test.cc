@@ -88,7 +88,7 @@ bool Has(const bptest::Status& s, const std::string& part) {
 class HostPart : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "fakeacc") bptest::LoadTestPlugin("fakeacc");
+    if (GetParam() == "simaccel") bptest::LoadTestPlugin("simaccel_testing");
     bytes_ = Saved(GetParam());
     if (bytes_.empty()) GTEST_SKIP() << "no " << GetParam() << " code generator in this build";
     const bptest::Status s = Load(bytes_);
@@ -140,7 +140,7 @@ TEST_P(HostPart, ALaunchWithOtherArgumentsIsRefused) {
   EXPECT_TRUE(Has(s, "host code binds a loop to threadIdx.x")) << s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, HostPart, ::testing::Values("fakeacc", "opencl", "vulkan", "cuda"),
+INSTANTIATE_TEST_SUITE_P(Kinds, HostPart, ::testing::Values("simaccel", "opencl", "vulkan", "cuda"),
                          [](const auto& param_info) { return param_info.param; });
 
 // ---- Each plugin's loader: its own payload -------------------------------------------------
@@ -401,15 +401,16 @@ TEST(CUDAPayload, ATableOrPTXOtherThanTheIRsIsRefused) {
   }
 }
 
-TEST(FakeAccPayload, AFunctionThatIsNotAKernelIsRefused) {
-  bptest::LoadTestPlugin("fakeacc");
-  const std::string bytes = Saved("fakeacc");
-  const bptest::Status s = Load(Tamper(bytes, "fakeacc", [](const std::string& p) {
+TEST(SimAccelPayload, AFunctionThatIsNotAKernelIsRefused) {
+  bptest::LoadTestPlugin("simaccel_testing");
+  const std::string bytes = Saved("simaccel");
+  const bptest::Status s = Load(Tamper(bytes, "simaccel", [](const std::string& p) {
     return ReplaceOnce(
         p, " attrs(\"kernel\": \"1\", \"launch_params\": \"blockIdx.x,threadIdx.x\")", "");
   }));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
-  EXPECT_TRUE(Has(s, "function 'vector_add_gpu_kernel' is not a kernel (no launch_params)")) << s;
+  EXPECT_TRUE(Has(s, "function 'vector_add_gpu_kernel' is not a kernel (it has no launch_params)"))
+      << s;
 }
 
 // A c module is native code, trusted once allowed; its IR, which calls are checked against before

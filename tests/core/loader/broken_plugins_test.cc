@@ -150,7 +150,7 @@ TEST(BrokenPlugins, LoadingAllOfThemRecordsEachReasonAndGoesOn) {
     EXPECT_TRUE(records[0]["reason"].is_string() &&
                 !records[0]["reason"].get<std::string>().empty());
   }
-  for (const char* healthy : {"hello", "fakeacc", "cpu"}) {
+  for (const char* healthy : {"hello", "simaccel_testing", "cpu"}) {
     SCOPED_TRACE(healthy);
     const auto records = bptest::PluginRecords(healthy);
     ASSERT_EQ(records.size(), 1u);

@@ -41,10 +41,10 @@ TEST(Discovery, ListsPluginsWithoutLoadingThem) {
   ASSERT_EQ(hello.size(), 1u) << bptest::PluginList().dump(2);
   EXPECT_EQ(hello[0]["state"], "discovered");
   EXPECT_EQ(hello[0]["provides"], nlohmann::json::array({"testing.hello"}));
-  const auto fake = bptest::PluginRecords("fakeacc");
+  const auto fake = bptest::PluginRecords("simaccel_testing");
   ASSERT_EQ(fake.size(), 1u);
   EXPECT_EQ(fake[0]["state"], "discovered");
-  EXPECT_EQ(fake[0]["device_types"], nlohmann::json::array({"fakeacc", "fakeacc_host"}));
+  EXPECT_EQ(fake[0]["device_types"], nlohmann::json::array({"simaccel", "simaccel_host"}));
   // Declared names are listed before their plugin is loaded.
   const auto names = backplane::Registry::List();
   EXPECT_NE(std::find(names.begin(), names.end(), "testing.hello"), names.end());
@@ -66,7 +66,7 @@ TEST(Discovery, APluginLoadsOnFirstUseOfItsName) {
   EXPECT_EQ(bptest::PluginRecords("hello").at(0)["state"], "loaded");
   // Nothing else was loaded on the way, in particular no broken plugin.
   for (const char* other :
-       {"fakeacc", "broken_no_entry", "broken_init_throws", "broken_undefined_symbol"}) {
+       {"simaccel_testing", "broken_no_entry", "broken_init_throws", "broken_undefined_symbol"}) {
     EXPECT_EQ(bptest::PluginRecords(other).at(0)["state"], "discovered") << other;
   }
 }
@@ -75,16 +75,16 @@ TEST(Discovery, ADeviceTypeLoadsItsPluginOnFirstUse) {
   ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
   ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
   // The manifest's device type is known before the plugin loads...
-  const int32_t type = backplane::DeviceTypeFromName("fakeacc");
-  EXPECT_EQ(bptest::PluginRecords("fakeacc").at(0)["state"], "discovered");
+  const int32_t type = backplane::DeviceTypeFromName("simaccel");
+  EXPECT_EQ(bptest::PluginRecords("simaccel_testing").at(0)["state"], "discovered");
   // ...and the first use of the device loads it, keeping that id.
   const auto ref = bptest::RandomFloats(64, 11);
   auto t = backplane::Tensor::Empty(
       {64}, backplane::Float32(), backplane::Device(DLDevice{static_cast<DLDeviceType>(type), 1}));
   t.CopyFrom(ref);
   EXPECT_EQ(t.ToVector<float>(), ref);
-  EXPECT_EQ(bptest::PluginRecords("fakeacc").at(0)["state"], "loaded");
-  EXPECT_EQ(backplane::DeviceTypeFromName("fakeacc"), type);
+  EXPECT_EQ(bptest::PluginRecords("simaccel_testing").at(0)["state"], "loaded");
+  EXPECT_EQ(backplane::DeviceTypeFromName("simaccel"), type);
 }
 
 TEST(Discovery, AMissingNameSaysWhatWasLookedAt) {
@@ -240,9 +240,9 @@ TEST(Discovery, ABrokenManifestNamingAGoodPluginsLibraryDoesNotHideIt) {
 
 TEST(Discovery, ASkippedManifestLeavesNoDeviceTypeBehind) {
   ScratchDir dir;
-  bptest::CopyTestPlugin("fakeacc", dir.path());
+  bptest::CopyTestPlugin("simaccel_testing", dir.path());
   fs::copy_file(bptest::TestPluginLibrary("hello"), dir.path() + "/libbackplane_many.so");
-  // More device types than there are ids: skipped, and read before fakeacc's manifest.
+  // More device types than there are ids: skipped, and read before simaccel's manifest.
   std::vector<std::string> many;
   for (int i = 0; i < 300; ++i) many.push_back("many_t" + std::to_string(i));
   WriteManifest(dir.path(), "aaa_many.bpplugin.json",
@@ -267,11 +267,11 @@ TEST(Discovery, ASkippedManifestLeavesNoDeviceTypeBehind) {
     EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << type << " was left registered";
   }
   // The good plugin after them still gets its device type, and its device works.
-  const auto fake = bptest::PluginRecords("fakeacc");
+  const auto fake = bptest::PluginRecords("simaccel_testing");
   ASSERT_EQ(fake.size(), 1u);
   EXPECT_EQ(fake[0]["state"], "discovered") << fake[0].dump(2);
   const auto ref = bptest::RandomFloats(16, 5);
-  auto t = backplane::Tensor::Empty({16}, backplane::Float32(), backplane::Device("fakeacc", 0));
+  auto t = backplane::Tensor::Empty({16}, backplane::Float32(), backplane::Device("simaccel", 0));
   t.CopyFrom(ref);
   EXPECT_EQ(t.ToVector<float>(), ref);
 }
@@ -280,14 +280,14 @@ TEST(Discovery, ASkippedManifestLeavesNoDeviceTypeBehind) {
 // no folder, not even those the host adds or the install's (the conformance kit uses it).
 TEST(Discovery, PluginFilesReplaceTheWholeSearch) {
   const std::string files = bptest::TestPluginManifest("hello") + ":" +
-                            bptest::TestPluginLibrary("fakeacc") + ":relative/libx.so";
+                            bptest::TestPluginLibrary("simaccel_testing") + ":relative/libx.so";
   ASSERT_EQ(setenv("BACKPLANE_PLUGIN_FILES", files.c_str(), 1), 0);
   ASSERT_TRUE(Capture(bp_plugin_path_add(bptest::TestPluginDir().c_str())).ok());
   ASSERT_TRUE(Capture(bp_plugins_discover()).ok());
   const nlohmann::json list = bptest::PluginList();
   std::vector<std::string> names;
   for (const auto& p : list["plugins"]) names.push_back(p["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"hello", "fakeacc"})) << list.dump(2);
+  EXPECT_EQ(names, (std::vector<std::string>{"hello", "simaccel_testing"})) << list.dump(2);
   for (const auto& f : list["search_path"]) {
     EXPECT_EQ(f["origin"], "BACKPLANE_PLUGIN_FILES") << f.dump();
   }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every entry point whose answer depends on plugins discovers them on its first use: each
 // test is a host whose FIRST call into the core is one such entry point, with the test
-// plugins on BACKPLANE_PLUGIN_PATH (fakeacc declares the device type fakeacc, its target
+// plugins on BACKPLANE_PLUGIN_PATH (simaccel_testing declares the device type simaccel, its target
 // kind, code generator and module loader; hello declares testing.hello). ctest runs each
 // test in a process of its own, which is what makes the call the first.
 #include <algorithm>
@@ -22,23 +22,24 @@ class FirstCall : public ::testing::Test {
   }
 };
 
-// The id discovery gives fakeacc: the first dynamic id, since no manifest searched before
-// fakeacc's (broken_*) declares a device type. Asked of the core only after the test's call.
-int32_t FakeaccId() {
+// The id discovery gives simaccel: the first dynamic id, since no manifest searched before
+// simaccel_testing's (broken_*, hello) declares a device type. Asked of the core only after the
+// test's call.
+int32_t SimaccelId() {
   int32_t id = -1;
-  EXPECT_EQ(bp_device_type_from_name("fakeacc", &id), BP_OK);
+  EXPECT_EQ(bp_device_type_from_name("simaccel", &id), BP_OK);
   return id;
 }
 
 TEST_F(FirstCall, DeviceTypeFromName) {
   int32_t id = -1;
-  const auto s = Capture(bp_device_type_from_name("fakeacc", &id));
+  const auto s = Capture(bp_device_type_from_name("simaccel", &id));
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_GE(id, BP_DEVICE_TYPE_FIRST_DYNAMIC);
 }
 
 TEST_F(FirstCall, DeviceParseInTheCppApi) {
-  const backplane::Device dev = backplane::Device::Parse("fakeacc:0");
+  const backplane::Device dev = backplane::Device::Parse("simaccel:0");
   EXPECT_GE(static_cast<int32_t>(dev.dl.device_type), BP_DEVICE_TYPE_FIRST_DYNAMIC);
   EXPECT_EQ(dev.dl.device_id, 0);
 }
@@ -47,8 +48,8 @@ TEST_F(FirstCall, DeviceTypeName) {
   const char* name = nullptr;
   const auto s = Capture(bp_device_type_name(BP_DEVICE_TYPE_FIRST_DYNAMIC, &name));
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_STREQ(name, "fakeacc");
-  EXPECT_EQ(FakeaccId(), BP_DEVICE_TYPE_FIRST_DYNAMIC);
+  EXPECT_STREQ(name, "simaccel");
+  EXPECT_EQ(SimaccelId(), BP_DEVICE_TYPE_FIRST_DYNAMIC);
 }
 
 TEST_F(FirstCall, DeviceTypeList) {
@@ -56,8 +57,8 @@ TEST_F(FirstCall, DeviceTypeList) {
   size_t count = 0;
   ASSERT_TRUE(Capture(bp_device_type_list(ids.data(), ids.size(), &count)).ok());
   ids.resize(count);
-  EXPECT_NE(std::find(ids.begin(), ids.end(), FakeaccId()), ids.end())
-      << "fakeacc's type is not listed among " << count << " types";
+  EXPECT_NE(std::find(ids.begin(), ids.end(), SimaccelId()), ids.end())
+      << "simaccel's type is not listed among " << count << " types";
 }
 
 TEST_F(FirstCall, DeviceApiGet) {
@@ -65,7 +66,7 @@ TEST_F(FirstCall, DeviceApiGet) {
   const auto s = Capture(bp_device_api_get(BP_DEVICE_TYPE_FIRST_DYNAMIC, &table));
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_NE(table, nullptr);
-  EXPECT_EQ(FakeaccId(), BP_DEVICE_TYPE_FIRST_DYNAMIC);
+  EXPECT_EQ(SimaccelId(), BP_DEVICE_TYPE_FIRST_DYNAMIC);
 }
 
 TEST_F(FirstCall, TensorEmpty) {
@@ -90,7 +91,7 @@ TEST_F(FirstCall, RegistryList) {
 
 TEST_F(FirstCall, TargetParse) {
   bp_object_t* t = nullptr;
-  const auto s = Capture(bp_target_parse("fakeacc", &t));
+  const auto s = Capture(bp_target_parse("simaccel", &t));
   ASSERT_TRUE(s.ok()) << s;
   bp_object_release(t);
 }
@@ -108,9 +109,9 @@ TEST_F(FirstCall, TargetKindsDescribe) {
   ASSERT_TRUE(Capture(bp_target_kinds_describe(&out)).ok());
   const std::string text = backplane::GetString(out);
   bp_object_release(out);
-  EXPECT_NE(text.find("\"fakeacc\""), std::string::npos) << text.substr(0, 400);
+  EXPECT_NE(text.find("\"simaccel\""), std::string::npos) << text.substr(0, 400);
 }
 
-TEST_F(FirstCall, PluginsList) { EXPECT_EQ(bptest::PluginRecords("fakeacc").size(), 1u); }
+TEST_F(FirstCall, PluginsList) { EXPECT_EQ(bptest::PluginRecords("simaccel_testing").size(), 1u); }
 
 }  // namespace

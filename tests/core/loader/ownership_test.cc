@@ -118,7 +118,7 @@ TEST(Ownership, TheListShowsTheNamesEachPluginReallyOwns) {
       /*allow_override=*/true);
   EXPECT_EQ(Record("hello")["registered"], nlohmann::json::array());
   // Discovered plugins not loaded yet own nothing.
-  EXPECT_EQ(Record("fakeacc")["registered"], nlohmann::json::array());
+  EXPECT_EQ(Record("simaccel_testing")["registered"], nlohmann::json::array());
 }
 
 std::string CanonicalPath(const std::string& path) {

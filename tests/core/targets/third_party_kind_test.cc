@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A third party's kind and tag (tests/plugins/testing/targetkind/): found through the
 // plugin's manifest and loaded on first use, with an attribute of every type, a
-// canonicalizer that derives values, and FromDevice on the fake accelerator.
+// canonicalizer that derives values, and FromDevice on the simulated accelerator.
 #include <gtest/gtest.h>
 
 #include <backplane/backplane.hpp>
@@ -106,10 +106,10 @@ TEST_F(ThirdPartyKind, TheCanonicalizerNamesTheAttributeItRefuses) {
   ExpectParseError("testaccel -tile_sizes=8,x", BP_ERR_INVALID_ARGUMENT, {"tile_sizes", "'x'"});
 }
 
-TEST_F(ThirdPartyKind, FromDeviceReadsTheFakeAccelerator) {
-  const backplane::Device dev = backplane::Device::Parse("fakeacc:0");
+TEST_F(ThirdPartyKind, FromDeviceReadsTheSimAccelelerator) {
+  const backplane::Device dev = backplane::Device::Parse("simaccel:0");
   const backplane::DeviceAPI api = backplane::DeviceAPI::Get(dev);
-  // fakeacc registers its own kind too; this test is about the third party's.
+  // simaccel registers its own kind too; this test is about the third party's.
   const Target t = Target::FromDevice(dev, "testaccel");
   EXPECT_EQ(t.Kind(), "testaccel");
   EXPECT_EQ(t.GetAttr<int64_t>("max_num_threads"),
@@ -130,7 +130,7 @@ TEST_F(ThirdPartyKind, AKindOnAnotherDeviceTypeIsRefusedByFromDevice) {
       bptest::Capture(bp_target_from_device(DLDevice{kDLCPU, 0}, "testaccel", &out));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
   EXPECT_TRUE(Contains(s.message, "testaccel")) << s;
-  EXPECT_TRUE(Contains(s.message, "fakeacc")) << s;
+  EXPECT_TRUE(Contains(s.message, "simaccel")) << s;
   EXPECT_TRUE(Contains(s.message, "cpu:0")) << s;
 }
 
@@ -141,7 +141,7 @@ TEST_F(ThirdPartyKind, TheDescriptionListsTheKindAndTheTag) {
     if (k["name"] == "testaccel") kind = &k;
   }
   ASSERT_NE(kind, nullptr) << doc.dump(2);
-  EXPECT_EQ((*kind)["device_type"], "fakeacc");
+  EXPECT_EQ((*kind)["device_type"], "simaccel");
   std::vector<std::string> types;
   for (const Json& a : (*kind)["attrs"]) types.push_back(a["type"]);
   for (const char* type : {"bool", "int", "float", "string", "int array", "string array", "map"}) {

@@ -42,15 +42,8 @@ SimAccelDeviceAPI* SimAccelDeviceAPI::Global() {
   return instance;
 }
 
-SimAccelDeviceAPI::SimAccelDeviceAPI()
-    // Every optional entry but workspace (AllocWorkspace falls back to data space in the core)
-    // and native handles (a simulation has no vendor objects to hand out).
-    : sdk::DeviceAPI(Entries{.property = true,
-                             .workspace = false,
-                             .streams = true,
-                             .sync_stream_from_to = true,
-                             .events = true}),
-      num_devices_(DeviceCountFromEnvironment()) {
+SimAccelDeviceAPI::SimAccelDeviceAPI(const Entries& entries)
+    : sdk::DeviceAPI(entries), num_devices_(DeviceCountFromEnvironment()) {
   for (int32_t i = 0; i < num_devices_; ++i) {
     devices_[i].memory = std::make_unique<DeviceMemory>(i, kMemoryBytes);
   }

@@ -22,6 +22,9 @@
 //   SyncEvent, and its time is when the stream's worker reached it, so EventElapsedMs times
 //   the work between two marks as the device ran it.
 // - No workspace entries: the core falls back to data space (docs/abi.md, "The DeviceAPI table").
+// - The class is not final, and its constructors and GetStream are protected: Backplane's own
+//   tests link these sources into a second plugin whose DeviceAPI derives from this one
+//   (tests/sdk/apps/examples/simaccel). A plugin of your own can make it final.
 #ifndef SIMACCEL_DEVICE_API_H_
 #define SIMACCEL_DEVICE_API_H_
 
@@ -40,7 +43,7 @@
 
 namespace simaccel {
 
-class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
+class SimAccelDeviceAPI : public backplane::sdk::DeviceAPI {
  public:
   static constexpr int32_t kDefaultDevices = 1;
   static constexpr int32_t kMaxDevices = 8;
@@ -91,6 +94,22 @@ class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
 
   int32_t NumDevices() const { return num_devices_; }
 
+ protected:
+  // Every optional entry but workspace (AllocWorkspace falls back to data space in the core)
+  // and native handles (a simulation has no vendor objects to hand out).
+  static constexpr Entries kEntries{.property = true,
+                                    .workspace = false,
+                                    .streams = true,
+                                    .sync_stream_from_to = true,
+                                    .events = true};
+  SimAccelDeviceAPI() : SimAccelDeviceAPI(kEntries) {}
+  // A derived DeviceAPI may provide fewer entries; the core then applies their defaults.
+  explicit SimAccelDeviceAPI(const Entries& entries);
+  // The stream behind `handle` on `dev` (null: the device's default stream), or
+  // BP_ERR_INVALID_ARGUMENT for a handle that is not a live stream of `dev` (the registry's
+  // check and message).
+  std::shared_ptr<Stream> GetStream(DLDevice dev, bp_stream_t handle);
+
  private:
   struct Device {
     std::unique_ptr<DeviceMemory> memory;
@@ -103,14 +122,9 @@ class SimAccelDeviceAPI final : public backplane::sdk::DeviceAPI {
     std::shared_ptr<Event> mark;
   };
 
-  SimAccelDeviceAPI();
   bool Exists(DLDevice dev) const;
   // `dev`, or BP_ERR_NOT_FOUND naming the devices there are.
   Device& CheckDevice(DLDevice dev);
-  // The stream behind `handle` on `dev` (null: the device's default stream), or
-  // BP_ERR_INVALID_ARGUMENT for a handle that is not a live stream of `dev` (the registry's
-  // check and message).
-  std::shared_ptr<Stream> GetStream(DLDevice dev, bp_stream_t handle);
   // The mark of `event` (null: never recorded), or BP_ERR_INVALID_ARGUMENT naming `what` for
   // a handle that is not a live event of `dev`.
   std::shared_ptr<Event> MarkOf(DLDevice dev, void* event, const char* what);

@@ -80,8 +80,15 @@ std::shared_ptr<SimAccelModule> SimAccelModule::FromBytes(SimAccelDeviceAPI* api
                     "this simaccel module was saved in format " + std::to_string(version) +
                         " but this plugin reads format " + std::to_string(kFormatVersion) +
                         "; rebuild the module with this plugin");
-  const std::string text = bytes.substr(line2 + 1);
-  return std::make_shared<SimAccelModule>(api, ir::Parse(text, "saved simaccel module"), limits);
+  ir::IRModule kernels = ir::Parse(bytes.substr(line2 + 1), "saved simaccel module");
+  // As the build: kernels only (the launch kit checks each launch's extents against them).
+  for (const ir::PrimFunc& f : kernels.functions()) {
+    BACKPLANE_REQUIRE(f.launch_axes.has_value(), BP_ERR_INVALID_ARGUMENT,
+                      "function '" + f.name +
+                          "' is not a kernel (it has no launch_params); the module is not one "
+                          "target.build.simaccel makes");
+  }
+  return std::make_shared<SimAccelModule>(api, std::move(kernels), limits);
 }
 
 std::optional<std::string> SimAccelModule::SaveToBytes() {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// A third party's TargetKind, built with the SDK alone: kind "testaccel" on the fake
-// accelerator's device type, with an attribute of every type, a canonicalizer that checks
-// and derives values (and reads the device when FromDevice builds the Target), and the tag
+// A third party's TargetKind, built with the SDK alone: kind "testaccel" on the simulated
+// accelerator's device type (simaccel), with an attribute of every type, a canonicalizer that
+// checks and derives values (and reads the device when FromDevice builds the Target), and the tag
 // "testvendor/board1". It proves that a new kind needs no core edit.
 #include <backplane/sdk/plugin.hpp>
 #include <backplane/sdk/target.hpp>
@@ -46,7 +46,7 @@ std::string Canonicalize(const std::string& attrs_json, const DLDevice* device) 
 }  // namespace
 
 BACKPLANE_PLUGIN_ENTRY("targetkind", "1.0.0") {
-  sdk::TargetKindBuilder("testaccel", "fakeacc")
+  sdk::TargetKindBuilder("testaccel", "simaccel")
       .Keys({"testaccel", "accel"})
       .Attr<bool>("enabled", true, "a bool")
       .Attr<int64_t>("max_num_threads", 128, BP_ATTR_MAX_THREADS_PER_BLOCK,

@@ -132,7 +132,7 @@ TEST(CliTarget, ListShowsKindsSchemasAndTags) {
   const std::string& out = result.out;
   for (const char* part :
        {"Target kinds:", "ATTRIBUTE", "TYPE", "DEFAULT", "DOC", "device type cpu", "keys: cpu",
-        "device type fakeacc", "testaccel", "num-cores", "multi_processor_count", "string array",
+        "device type simaccel", "testaccel", "num-cores", "multi_processor_count", "string array",
         "int array", "map", "Tags:", "raspberry-pi/4b-aarch64", "testvendor/board1",
         "-mcpu=cortex-a72", "Every Target also has"}) {
     EXPECT_TRUE(Contains(out, part)) << "no '" << part << "' in:\n" << out;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs backplane-conformance as a third party would and checks what it reports: the cpu
-// plugin, fakeacc and the simulation (broken/ok.cc) pass with their code generators; each
+// plugin, simaccel_testing and the simulation (broken/ok.cc) pass with their code generators; each
 // broken plugin fails on the clause it breaks, named in the JSON report; a crash and a hang
 // fail their tests only; the expected-failure and unsupported lists and --verify-xfails
 // behave; the JSON and JUnit files parse.
@@ -243,11 +243,11 @@ TEST(ConformanceKit, FindsThePluginByNameOrManifest) {
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
   EXPECT_EQ(run.json["plugin"]["name"], "cpu");
   // By its manifest, and by name from a folder given with --plugin-path.
-  run = RunKit(
-      {std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/fakeacc.bpplugin.json", "--test", "plugin.load"},
-      "fakeacc_by_manifest");
+  run = RunKit({std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/simaccel_testing.bpplugin.json",
+                "--test", "plugin.load"},
+               "simaccel_by_manifest");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
-  EXPECT_EQ(run.json["plugin"]["name"], "fakeacc");
+  EXPECT_EQ(run.json["plugin"]["name"], "simaccel_testing");
   run = RunKit({"simok", "--plugin-path", kBroken, "--test", "plugin.load"}, "simok_by_name");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
   EXPECT_EQ(run.json["plugin"]["name"], "simok");
@@ -355,12 +355,12 @@ TEST(ConformanceKit, WithLoadsAnotherPluginBesideTheOneUnderTest) {
   EXPECT_NE(r.err.find("--with"), std::string::npos) << r.err;
 }
 
-TEST(ConformanceKit, FakeAccPassesEverything) {
+TEST(ConformanceKit, SimAccelPassesEverything) {
   // With no expected failures: its kernels run on the stream SetStream made active.
-  const KitRun run = RunKit({Lib(BACKPLANE_TEST_PLUGIN_DIR, "fakeacc")}, "fakeacc");
+  const KitRun run = RunKit({Lib(BACKPLANE_TEST_PLUGIN_DIR, "simaccel_testing")}, "simaccel");
   EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
-  EXPECT_EQ(run.json["device"], "fakeacc:0");
-  EXPECT_EQ(run.json["device_name"], "Backplane fake accelerator 0");
+  EXPECT_EQ(run.json["device"], "simaccel:0");
+  EXPECT_EQ(run.json["device_name"], "simaccel simulated accelerator 0");
   EXPECT_EQ(run.json["summary"]["failed"], 0);
   for (const char* t : {"device.memory.bad_handle", "device.memory.out_of_bounds",
                         "device.stream.sync_waits", "device.stream.sync_stream_from_to",
@@ -646,7 +646,7 @@ TEST(ConformanceKit, ExpectedFailuresAndUnsupportedFeatures) {
 
   // An entry for another plugin or device does not apply.
   const std::string other = WriteScratch("other.xfail",
-                                         "fakeacc * device.copy.* not this plugin\n"
+                                         "simaccel_testing * device.copy.* not this plugin\n"
                                          "* \"another device\" device.copy.* nor this device\n");
   args = offsets;
   args.insert(args.end(), {"--xfail", other});

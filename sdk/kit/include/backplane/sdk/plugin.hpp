@@ -111,7 +111,7 @@ inline int32_t RegisterDeviceType(const std::string& name) {
   return id;
 }
 
-// "cpu:0", "fakeacc:1", or "device type 77:0" when the id has no name.
+// "cpu:0", "simaccel:1", or "device type 77:0" when the id has no name.
 inline std::string DeviceString(DLDevice dev) {
   const char* name = nullptr;
   std::string type;

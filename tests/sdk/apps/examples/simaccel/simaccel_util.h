@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fixture for tests that use the fake accelerator: loads it from the test-plugin folder.
-#ifndef BACKPLANE_TESTS_PLUGINS_FAKEACC_FAKEACC_UTIL_H_
-#define BACKPLANE_TESTS_PLUGINS_FAKEACC_FAKEACC_UTIL_H_
+// Fixture for tests that use the simulated accelerator: loads simaccel_testing (simaccel with
+// test hooks, plugin/hooks.h) from the test-plugin folder.
+#ifndef BACKPLANE_TESTS_SDK_APPS_EXAMPLES_SIMACCEL_SIMACCEL_UTIL_H_
+#define BACKPLANE_TESTS_SDK_APPS_EXAMPLES_SIMACCEL_SIMACCEL_UTIL_H_
 
 #include <string>
 
@@ -9,28 +10,28 @@
 
 namespace bptest {
 
-class FakeAccTest : public ::testing::Test {
+class SimAccelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(LoadTestPlugin("fakeacc"));
-    type_ = backplane::DeviceTypeFromName("fakeacc");
+    ASSERT_NO_FATAL_FAILURE(LoadTestPlugin("simaccel_testing"));
+    type_ = backplane::DeviceTypeFromName("simaccel");
   }
   void TearDown() override {
     // Leave the helpers in their neutral state for the next test in this process.
-    backplane::Function::Get("fakeacc.set_delay_us")(0);
+    backplane::Function::Get("simaccel_testing.set_delay_us")(0);
   }
 
   DLDevice Dev(int32_t id) const { return DLDevice{static_cast<DLDeviceType>(type_), id}; }
   backplane::Device Device(int32_t id) const { return backplane::Device(Dev(id)); }
 
   int64_t Live(int32_t id) const {
-    return backplane::Function::Get("fakeacc.live_allocations")(id).AsInt();
+    return backplane::Function::Get("simaccel_testing.live_allocations")(id).AsInt();
   }
   void Hold(int32_t id, bp_stream_t s) const {
-    backplane::Function::Get("fakeacc.stream_hold")(id, static_cast<void*>(s));
+    backplane::Function::Get("simaccel_testing.stream_hold")(id, static_cast<void*>(s));
   }
   void Release(int32_t id, bp_stream_t s) const {
-    backplane::Function::Get("fakeacc.stream_release")(id, static_cast<void*>(s));
+    backplane::Function::Get("simaccel_testing.stream_release")(id, static_cast<void*>(s));
   }
 
   void* Alloc(int32_t id, size_t n) const {
@@ -64,4 +65,4 @@ class FakeAccTest : public ::testing::Test {
 
 }  // namespace bptest
 
-#endif  // BACKPLANE_TESTS_PLUGINS_FAKEACC_FAKEACC_UTIL_H_
+#endif  // BACKPLANE_TESTS_SDK_APPS_EXAMPLES_SIMACCEL_SIMACCEL_UTIL_H_

@@ -1,40 +1,40 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fake accelerator through the core: a device type registered at run time, opaque
+// The simulated accelerator through the core: a device type registered at run time, opaque
 // memory, attributes, and the core's workspace fallback for a table without workspace.
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "fakeacc_util.h"
+#include "simaccel_util.h"
 
 namespace {
 
 using bptest::Capture;
-using bptest::FakeAccTest;
+using bptest::SimAccelTest;
 
-TEST_F(FakeAccTest, DeviceTypeIsAFreshIdThatMapsBothWays) {
+TEST_F(SimAccelTest, DeviceTypeIsAFreshIdThatMapsBothWays) {
   EXPECT_GE(type_, BP_DEVICE_TYPE_FIRST_DYNAMIC);
   EXPECT_LT(type_, BP_DEVICE_TYPE_MAX);
-  EXPECT_EQ(backplane::DeviceTypeName(type_), "fakeacc");
-  EXPECT_EQ(Device(1).ToString(), "fakeacc:1");
-  EXPECT_EQ(backplane::Device::Parse("fakeacc:1").dl.device_type, type_);
+  EXPECT_EQ(backplane::DeviceTypeName(type_), "simaccel");
+  EXPECT_EQ(Device(1).ToString(), "simaccel:1");
+  EXPECT_EQ(backplane::Device::Parse("simaccel:1").dl.device_type, type_);
 }
 
-TEST_F(FakeAccTest, Attributes) {
+TEST_F(SimAccelTest, Attributes) {
   auto api0 = backplane::DeviceAPI::Get(Device(0));
   EXPECT_TRUE(api0.Exists());
   EXPECT_TRUE(backplane::DeviceAPI::Get(Device(1)).Exists());
   EXPECT_FALSE(backplane::DeviceAPI::Get(Device(2)).Exists());
-  EXPECT_EQ(api0.GetAttr(BP_ATTR_DEVICE_NAME).AsString(), "Backplane fake accelerator 0");
-  EXPECT_EQ(api0.GetAttr(BP_ATTR_WARP_SIZE).AsInt(), 8);
-  EXPECT_EQ(api0.GetAttr(BP_ATTR_MAX_THREAD_DIMENSIONS).AsString(), "[256, 256, 64]");
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_DEVICE_NAME).AsString(), "simaccel simulated accelerator 0");
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_WARP_SIZE).AsInt(), 32);
+  EXPECT_EQ(api0.GetAttr(BP_ATTR_MAX_THREAD_DIMENSIONS).AsString(), "[1024, 1024, 64]");
   EXPECT_TRUE(api0.GetAttr(BP_ATTR_MAX_CLOCK_RATE).is_none());
   EXPECT_TRUE(api0.GetAttr(BP_ATTR_GCN_ARCH).is_none());
   for (int32_t kind = 1; kind < BP_ATTR_COUNT; ++kind) {
     bp_value_t v;
     ASSERT_EQ(bp_device_get_attr(Dev(2), kind, &v), BP_OK);
-    EXPECT_EQ(v.type, BP_VALUE_NONE) << "fakeacc:2 kind " << kind;
+    EXPECT_EQ(v.type, BP_VALUE_NONE) << "simaccel:2 kind " << kind;
   }
   // Available memory follows allocations.
   const int64_t total = api0.GetAttr(BP_ATTR_TOTAL_GLOBAL_MEMORY).AsInt();
@@ -46,12 +46,12 @@ TEST_F(FakeAccTest, Attributes) {
   EXPECT_EQ(api0.GetAttr(BP_ATTR_AVAILABLE_GLOBAL_MEMORY).AsInt(), before);
 }
 
-TEST_F(FakeAccTest, DataSpaceIsAnOpaqueHandle) {
+TEST_F(SimAccelTest, DataSpaceIsAnOpaqueHandle) {
   void* a = Alloc(0, 256);
   void* b = Alloc(1, 0);
   // Tagged ids with a non-canonical top byte: never a host address.
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) >> 56, 0xFAu);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) >> 56, 0xFAu);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) >> 56, 0xACu);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) >> 56, 0xACu);
   EXPECT_EQ(Live(0), 1);
   EXPECT_EQ(Live(1), 1);
   Free(0, a);
@@ -60,7 +60,7 @@ TEST_F(FakeAccTest, DataSpaceIsAnOpaqueHandle) {
   EXPECT_EQ(Live(1), 0);
 }
 
-TEST_F(FakeAccTest, BadHandlesAreInvalidArgumentsNotCrashes) {
+TEST_F(SimAccelTest, BadHandlesAreInvalidArgumentsNotCrashes) {
   void* a = Alloc(0, 64);
   std::vector<uint8_t> host(64, 1);
   int64_t shape = 64;
@@ -74,7 +74,7 @@ TEST_F(FakeAccTest, BadHandlesAreInvalidArgumentsNotCrashes) {
   to = bptest::ByteView(a, Dev(1), &shape, 0);
   s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
-  EXPECT_NE(s.message.find("fakeacc:1"), std::string::npos) << s;
+  EXPECT_NE(s.message.find("simaccel:1"), std::string::npos) << s;
   // Past the end of the allocation.
   to = bptest::ByteView(a, Dev(0), &shape, 1);
   s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
@@ -84,7 +84,7 @@ TEST_F(FakeAccTest, BadHandlesAreInvalidArgumentsNotCrashes) {
   Free(0, a);
   s = Capture(bp_device_free_data_space(Dev(0), a));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
-  s = Capture(bp_device_free_data_space(Dev(0), reinterpret_cast<void*>(0xFA000000000000FFull)));
+  s = Capture(bp_device_free_data_space(Dev(0), reinterpret_cast<void*>(0xAC000000000000FFull)));
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
   to = bptest::ByteView(a, Dev(0), &shape, 0);
   s = Capture(bp_device_copy_data_from_to(&from, &to, nullptr));
@@ -92,33 +92,33 @@ TEST_F(FakeAccTest, BadHandlesAreInvalidArgumentsNotCrashes) {
   EXPECT_EQ(Live(0), 0);
 }
 
-TEST_F(FakeAccTest, DeviceOutOfRangeIsNotFound) {
+TEST_F(SimAccelTest, DeviceOutOfRangeIsNotFound) {
   void* p = nullptr;
   auto s = Capture(bp_device_alloc_data_space(Dev(2), 16, 64, backplane::UInt8(), &p));
   EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
-  EXPECT_NE(s.message.find("fakeacc:2"), std::string::npos) << s;
+  EXPECT_NE(s.message.find("simaccel:2"), std::string::npos) << s;
   s = Capture(bp_device_set(Dev(5)));
   EXPECT_EQ(s.kind, BP_ERR_NOT_FOUND) << s;
   EXPECT_TRUE(Capture(bp_device_set(Dev(1))).ok());
 }
 
-TEST_F(FakeAccTest, OutOfDeviceMemoryIsAnErrorWithTheNumbers) {
+TEST_F(SimAccelTest, OutOfDeviceMemoryIsAnErrorWithTheNumbers) {
   void* p = nullptr;
   auto s = Capture(bp_device_alloc_data_space(Dev(0), size_t{2} << 30, 64, backplane::UInt8(), &p));
   EXPECT_EQ(s.kind, BP_ERR_OUT_OF_MEMORY) << s;
-  EXPECT_NE(s.message.find("fakeacc:0"), std::string::npos) << s;
+  EXPECT_NE(s.message.find("simaccel:0"), std::string::npos) << s;
   EXPECT_NE(s.message.find(std::to_string(size_t{2} << 30)), std::string::npos) << s;
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(Live(0), 0);
 }
 
-TEST_F(FakeAccTest, WorkspaceFallsBackToDataSpace) {
+TEST_F(SimAccelTest, WorkspaceFallsBackToDataSpace) {
   const bp_device_api_t* api = backplane::DeviceAPI::Get(Device(0)).table();
-  ASSERT_EQ(api->alloc_workspace, nullptr) << "fakeacc must leave workspace to the core";
+  ASSERT_EQ(api->alloc_workspace, nullptr) << "simaccel must leave workspace to the core";
   ASSERT_EQ(api->free_workspace, nullptr);
   void* w = nullptr;
   ASSERT_TRUE(Capture(bp_device_alloc_workspace(Dev(0), 300, backplane::UInt8(), &w)).ok());
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(w) >> 56, 0xFAu);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w) >> 56, 0xACu);
   EXPECT_EQ(Live(0), 1) << "the workspace should come from data space";
   // It is real device memory: a round trip through it works.
   const auto data = bptest::RandomBytes(300, 5);
@@ -131,7 +131,7 @@ TEST_F(FakeAccTest, WorkspaceFallsBackToDataSpace) {
   EXPECT_EQ(Live(0), 0);
 }
 
-TEST_F(FakeAccTest, ByteOffsetsOnBothSidesAndWithinTheDevice) {
+TEST_F(SimAccelTest, ByteOffsetsOnBothSidesAndWithinTheDevice) {
   const size_t n = 1001;
   const auto data = bptest::RandomBytes(n, 9);
   void* a = Alloc(0, n + 100);
@@ -139,7 +139,7 @@ TEST_F(FakeAccTest, ByteOffsetsOnBothSidesAndWithinTheDevice) {
   std::vector<uint8_t> zeros(n + 100, 0);
   ToDevice(zeros.data(), 0, a, n + 100);
   ToDevice(data.data(), 0, a, n, 37);
-  // Device to device within fakeacc:0, from offset 37 to offset 11.
+  // Device to device within simaccel:0, from offset 37 to offset 11.
   int64_t shape = static_cast<int64_t>(n);
   DLTensor from = bptest::ByteView(a, Dev(0), &shape, 37);
   DLTensor to = bptest::ByteView(b, Dev(0), &shape, 11);
@@ -156,7 +156,7 @@ TEST_F(FakeAccTest, ByteOffsetsOnBothSidesAndWithinTheDevice) {
   Free(0, b);
 }
 
-TEST_F(FakeAccTest, TensorRoundTripCpuToBothDevicesAndBack) {
+TEST_F(SimAccelTest, TensorRoundTripCpuToBothDevicesAndBack) {
   for (auto shape : std::vector<std::vector<int64_t>>{{1}, {7}, {3, 17}, {2, 3, 257}}) {
     size_t n = 1;
     for (int64_t d : shape) n *= static_cast<size_t>(d);
@@ -176,7 +176,7 @@ TEST_F(FakeAccTest, TensorRoundTripCpuToBothDevicesAndBack) {
   EXPECT_EQ(Live(1), 0);
 }
 
-TEST_F(FakeAccTest, TensorCopyFromReplacesContents) {
+TEST_F(SimAccelTest, TensorCopyFromReplacesContents) {
   auto t = backplane::Tensor::Empty({4, 100}, backplane::Float32(), Device(1));
   const auto first = bptest::RandomFloats(400, 1);
   const auto second = bptest::RandomFloats(400, 2);
@@ -192,14 +192,14 @@ TEST_F(FakeAccTest, TensorCopyFromReplacesContents) {
 
 namespace {
 
-// For any vendor: a plugin with a pinned host type of its own (fakeacc_host
-// beside fakeacc, as cuda_host is beside cuda) gets the copies between the two, on the
+// For any vendor: a plugin with a pinned host type of its own (simaccel_host
+// beside simaccel, as cuda_host is beside cuda) gets the copies between the two, on the
 // caller's stream, instead of the core staging them through unpinned host memory and
 // synchronizing.
-TEST_F(FakeAccTest, CopiesWithItsOwnPinnedHostTypeGoThroughThePluginInStreamOrder) {
-  const DLDevice pinned{static_cast<DLDeviceType>(backplane::DeviceTypeFromName("fakeacc_host")),
+TEST_F(SimAccelTest, CopiesWithItsOwnPinnedHostTypeGoThroughThePluginInStreamOrder) {
+  const DLDevice pinned{static_cast<DLDeviceType>(backplane::DeviceTypeFromName("simaccel_host")),
                         0};
-  auto copies = [] { return backplane::Function::Get("fakeacc.pinned_copies")().AsInt(); };
+  auto copies = [] { return backplane::Function::Get("simaccel_testing.pinned_copies")().AsInt(); };
   const size_t n = 4099;
   const std::vector<uint8_t> data = bptest::RandomBytes(n, 18);
   int64_t shape = static_cast<int64_t>(n);
@@ -216,7 +216,7 @@ TEST_F(FakeAccTest, CopiesWithItsOwnPinnedHostTypeGoThroughThePluginInStreamOrde
   backplane::Check(bp_device_copy_data_from_to(&host, &p_view, nullptr));
   EXPECT_EQ(std::memcmp(static_cast<uint8_t*>(p) + 8, data.data(), n), 0);
 
-  // pinned -> fakeacc and back, on a created stream: the plugin does both.
+  // pinned -> simaccel and back, on a created stream: the plugin does both.
   bp_stream_t s = nullptr;
   backplane::Check(bp_device_stream_create(Dev(0), &s));
   const int64_t before = copies();
@@ -244,9 +244,9 @@ TEST_F(FakeAccTest, CopiesWithItsOwnPinnedHostTypeGoThroughThePluginInStreamOrde
   backplane::Check(bp_device_free_data_space(pinned, q));
   st = Capture(bp_device_copy_data_from_to(&d_view, &q_view, s));
   EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
-  EXPECT_NE(st.message.find("is not live fakeacc_host memory"), std::string::npos) << st;
+  EXPECT_NE(st.message.find("is not live simaccel_host memory"), std::string::npos) << st;
   st = Capture(bp_device_free_data_space(pinned, q));
-  EXPECT_NE(st.message.find("is not a live fakeacc_host data space"), std::string::npos) << st;
+  EXPECT_NE(st.message.find("is not a live simaccel_host data space"), std::string::npos) << st;
   EXPECT_EQ(copies(), before + 2) << "a refused copy was counted";
 
   backplane::Check(bp_device_stream_free(Dev(0), s));

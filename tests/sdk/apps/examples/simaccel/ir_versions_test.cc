@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // IR versions are negotiated (c_api.h, BP_FUNCTION_READS_IR; docs/ir.md, "Versions"): bp_build
 // hands each code generator its kernels in a version it reads. The code generators here are the
-// host's: each records the text it is given and builds it with the fake accelerator's real
-// code generator (which reads every version), so every kernel also runs on fakeacc:0 against
-// the float64 reference. fakeacc_v1 declares nothing (a code generator built before ABI 1.8:
-// version 1 only), fakeacc_v12 reads 1 to 2, fakeacc_v23 2 to 3, fakeacc_v9 only a version
+// host's: each records the text it is given and builds it with the simulated accelerator's real
+// code generator (which reads every version), so every kernel also runs on simaccel:0 against
+// the float64 reference. simaccel_v1 declares nothing (a code generator built before ABI 1.8:
+// version 1 only), simaccel_v12 reads 1 to 2, simaccel_v23 2 to 3, simaccel_v9 only a version
 // this Backplane does not write.
 #include <backplane/runner/runner.hpp>
 #include <mutex>
@@ -23,7 +23,7 @@ namespace kernels = backplane::kernels;
 std::mutex g_mu;
 std::vector<std::string> g_texts;  // what the recording code generators were given, in order
 
-// A code generator that records its input and builds it for the fakeacc kind.
+// A code generator that records its input and builds it for the simaccel kind.
 bp_status_t RecordAndBuild(void*, const bp_value_t* args, int32_t n, bp_value_t* out) {
   return backplane::CatchAtEdge([&] {
     if (n != 2 || args[0].type != BP_VALUE_STR) {
@@ -33,8 +33,8 @@ bp_status_t RecordAndBuild(void*, const bp_value_t* args, int32_t n, bp_value_t*
       std::lock_guard<std::mutex> lock(g_mu);
       g_texts.push_back(args[0].u.v_str);
     }
-    backplane::Any m = backplane::Function::Get("target.build.fakeacc")(
-        std::string(args[0].u.v_str), Target::Parse("fakeacc").object());
+    backplane::Any m = backplane::Function::Get("target.build.simaccel")(
+        std::string(args[0].u.v_str), Target::Parse("simaccel").object());
     *out = m.release();
   });
 }
@@ -53,7 +53,7 @@ void RegisterKind(const std::string& kind, uint32_t flags, bool declare) {
   bp_target_kind_def_t def{};
   def.struct_size = sizeof(def);
   def.name = kind.c_str();
-  def.device_type = "fakeacc";
+  def.device_type = "simaccel";
   def.default_keys = keys;
   def.num_default_keys = 2;
   def.attrs = attrs;
@@ -70,11 +70,11 @@ void RegisterKind(const std::string& kind, uint32_t flags, bool declare) {
 class IRVersionsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    bptest::LoadTestPlugin("fakeacc");
-    RegisterKind("fakeacc_v1", 0, false);
-    RegisterKind("fakeacc_v12", BP_FUNCTION_READS_IR(1, 2), true);
-    RegisterKind("fakeacc_v23", BP_FUNCTION_READS_IR(2, 3), true);
-    RegisterKind("fakeacc_v9", BP_FUNCTION_READS_IR(9, 9), true);
+    bptest::LoadTestPlugin("simaccel_testing");
+    RegisterKind("simaccel_v1", 0, false);
+    RegisterKind("simaccel_v12", BP_FUNCTION_READS_IR(1, 2), true);
+    RegisterKind("simaccel_v23", BP_FUNCTION_READS_IR(2, 3), true);
+    RegisterKind("simaccel_v9", BP_FUNCTION_READS_IR(9, 9), true);
   }
   void SetUp() override {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -103,12 +103,12 @@ TEST_F(IRVersionsTest, EveryCatalogKernelReachesAVersion1CodeGeneratorLoweredAnd
     SetUp();
     const std::string source = backplane::runner::KernelSource(c);
     Module m;
-    ASSERT_NO_THROW(m = backplane::Build(source, Target::Parse("fakeacc_v1")));
+    ASSERT_NO_THROW(m = backplane::Build(source, Target::Parse("simaccel_v1")));
     ASSERT_FALSE(Texts().empty());
     for (const std::string& h : Headers()) EXPECT_EQ(h, "# backplane-ir 1");
     if (source.rfind("# backplane-ir 1\n", 0) != 0) ++lowered;
     const backplane::runner::Result r =
-        backplane::runner::RunCase(c, m, Device("fakeacc", 0), c.small, 1);
+        backplane::runner::RunCase(c, m, Device("simaccel", 0), c.small, 1);
     EXPECT_TRUE(r.ok) << r.error;
   }
   EXPECT_GE(lowered, 4) << "the catalog's version-2 kernels should have been lowered";
@@ -151,25 +151,25 @@ std::string BuildError(const std::string& ir, const std::string& target, bp_stat
 
 TEST_F(IRVersionsTest, WhatCannotBeLoweredIsRefusedNamingTheConstructVersionAndCodeGenerator) {
   bp_status_t kind = BP_OK;
-  std::string msg = BuildError(kAtomic, "fakeacc_v1", &kind);
+  std::string msg = BuildError(kAtomic, "simaccel_v1", &kind);
   EXPECT_EQ(kind, BP_ERR_UNSUPPORTED) << msg;
-  EXPECT_NE(msg.find("bp_build for target kind 'fakeacc_v1'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bp_build for target kind 'simaccel_v1'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("function 'hist_kernel' (a kernel SplitHostDevice made of function 'hist') "
                      "uses atomic_add (`atomic_add("),
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("which needs IR text version 2"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("target.build.fakeacc_v1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("target.build.simaccel_v1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("reads IR text versions 1 to 1"), std::string::npos) << msg;
   EXPECT_TRUE(Texts().empty()) << "a refused kernel must not reach the code generator";
 
-  msg = BuildError(kRemainder, "fakeacc_v12", &kind);
+  msg = BuildError(kRemainder, "simaccel_v12", &kind);
   EXPECT_EQ(kind, BP_ERR_UNSUPPORTED) << msg;
   EXPECT_NE(msg.find("which needs IR text version 3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("reads IR text versions 1 to 2"), std::string::npos) << msg;
 
-  // Version 2 has atomics: fakeacc_v12 gets the kernel as it is, and it runs.
-  ASSERT_NO_THROW(backplane::Build(kAtomic, Target::Parse("fakeacc_v12")));
+  // Version 2 has atomics: simaccel_v12 gets the kernel as it is, and it runs.
+  ASSERT_NO_THROW(backplane::Build(kAtomic, Target::Parse("simaccel_v12")));
   EXPECT_EQ(Headers(), std::vector<std::string>{"# backplane-ir 2"});
 }
 
@@ -178,20 +178,20 @@ TEST_F(IRVersionsTest, ACodeGeneratorThatReadsNoOlderVersionGetsItsOldestAndTheR
   ASSERT_NE(c, nullptr);
   Module m;
   ASSERT_NO_THROW(
-      m = backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("fakeacc_v23")));
+      m = backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("simaccel_v23")));
   EXPECT_EQ(Headers(), std::vector<std::string>{"# backplane-ir 2"});
   const backplane::runner::Result r =
-      backplane::runner::RunCase(*c, m, Device("fakeacc", 0), c->small, 1);
+      backplane::runner::RunCase(*c, m, Device("simaccel", 0), c->small, 1);
   EXPECT_TRUE(r.ok) << r.error;
 
   SetUp();
-  ASSERT_NO_THROW(backplane::Build(kRemainder, Target::Parse("fakeacc_v23")));
+  ASSERT_NO_THROW(backplane::Build(kRemainder, Target::Parse("simaccel_v23")));
   EXPECT_EQ(Headers(), std::vector<std::string>{"# backplane-ir 3"});
 }
 
 TEST_F(IRVersionsTest, ACodeGeneratorThatReadsOnlyNewerVersionsIsAVersionMismatch) {
   bp_status_t kind = BP_OK;
-  const std::string msg = BuildError(kAtomic, "fakeacc_v9", &kind);
+  const std::string msg = BuildError(kAtomic, "simaccel_v9", &kind);
   EXPECT_EQ(kind, BP_ERR_VERSION_MISMATCH) << msg;
   EXPECT_NE(msg.find("reads IR text versions 9 to 9"), std::string::npos) << msg;
   EXPECT_NE(msg.find("upgrade libbackplane"), std::string::npos) << msg;

@@ -1,22 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fake accelerator's streams: copies are queued and run later on worker threads, so
+// The simulated accelerator's streams: copies are queued and run later on worker threads, so
 // these tests prove that the host side of a copy is read before the call returns, that
 // stream_sync waits, and that sync_stream_from_to orders two streams. Ordering is made
-// visible with fakeacc.stream_hold, which parks a stream's worker, not with timing.
+// visible with simaccel_testing.stream_hold, which parks a stream's worker, not with timing.
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
 
-#include "fakeacc_util.h"
+#include "simaccel_util.h"
 
 namespace {
 
 using bptest::Capture;
-using bptest::FakeAccTest;
+using bptest::SimAccelTest;
 
-TEST_F(FakeAccTest, HostToDeviceSnapshotsTheHostBuffer) {
+TEST_F(SimAccelTest, HostToDeviceSnapshotsTheHostBuffer) {
   const auto data = bptest::RandomBytes(4096, 1);
   std::vector<uint8_t> host = data;
   void* d = Alloc(0, host.size());
@@ -32,7 +32,7 @@ TEST_F(FakeAccTest, HostToDeviceSnapshotsTheHostBuffer) {
   Free(0, d);
 }
 
-TEST_F(FakeAccTest, DeviceToHostIsCompleteOnlyAfterStreamSync) {
+TEST_F(SimAccelTest, DeviceToHostIsCompleteOnlyAfterStreamSync) {
   const auto data = bptest::RandomBytes(1000, 2);
   void* d = Alloc(1, data.size());
   ToDevice(data.data(), 1, d, data.size());
@@ -48,8 +48,8 @@ TEST_F(FakeAccTest, DeviceToHostIsCompleteOnlyAfterStreamSync) {
   Free(1, d);
 }
 
-TEST_F(FakeAccTest, StreamSyncWaitsForDelayedWork) {
-  backplane::Function::Get("fakeacc.set_delay_us")(20000);
+TEST_F(SimAccelTest, StreamSyncWaitsForDelayedWork) {
+  backplane::Function::Get("simaccel_testing.set_delay_us")(20000);
   backplane::Stream s(Device(0));
   ASSERT_NE(s.handle(), nullptr);
   const auto data = bptest::RandomBytes(512, 3);
@@ -67,7 +67,7 @@ TEST_F(FakeAccTest, StreamSyncWaitsForDelayedWork) {
 
 // Without sync_stream_from_to, a second stream runs ahead of the first: the control case
 // that shows the ordering test below can fail.
-TEST_F(FakeAccTest, StreamsAreIndependentWithoutSync) {
+TEST_F(SimAccelTest, StreamsAreIndependentWithoutSync) {
   backplane::Stream s1(Device(0)), s2(Device(0));
   const auto old_data = bptest::RandomBytes(256, 4);
   const auto new_data = bptest::RandomBytes(256, 5);
@@ -85,7 +85,7 @@ TEST_F(FakeAccTest, StreamsAreIndependentWithoutSync) {
   Free(0, x);
 }
 
-TEST_F(FakeAccTest, SyncStreamFromToOrdersTheDestinationAfterTheSource) {
+TEST_F(SimAccelTest, SyncStreamFromToOrdersTheDestinationAfterTheSource) {
   backplane::Stream s1(Device(0)), s2(Device(0));
   const auto old_data = bptest::RandomBytes(256, 6);
   const auto new_data = bptest::RandomBytes(256, 7);
@@ -105,16 +105,16 @@ TEST_F(FakeAccTest, SyncStreamFromToOrdersTheDestinationAfterTheSource) {
   Free(0, x);
 }
 
-TEST_F(FakeAccTest, CrossDeviceCopyWaitsForTheSourceDevice) {
+TEST_F(SimAccelTest, CrossDeviceCopyWaitsForTheSourceDevice) {
   const auto data = bptest::RandomBytes(777, 8);
   void* x = Alloc(0, data.size());
   void* y = Alloc(1, data.size());
   Hold(0, nullptr);
-  ToDevice(data.data(), 0, x, data.size());  // parked on fakeacc:0's null stream
+  ToDevice(data.data(), 0, x, data.size());  // parked on simaccel:0's null stream
   int64_t shape = static_cast<int64_t>(data.size());
   DLTensor from = bptest::ByteView(x, Dev(0), &shape, 0);
   DLTensor to = bptest::ByteView(y, Dev(1), &shape, 0);
-  backplane::Check(bp_device_copy_data_from_to(&from, &to, nullptr));  // on fakeacc:1
+  backplane::Check(bp_device_copy_data_from_to(&from, &to, nullptr));  // on simaccel:1
   std::thread releaser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     Release(0, nullptr);
@@ -128,7 +128,7 @@ TEST_F(FakeAccTest, CrossDeviceCopyWaitsForTheSourceDevice) {
   Free(1, y);
 }
 
-TEST_F(FakeAccTest, StreamHandlesAreValidated) {
+TEST_F(SimAccelTest, StreamHandlesAreValidated) {
   bp_stream_t s = nullptr;
   ASSERT_TRUE(Capture(bp_device_stream_create(Dev(0), &s)).ok());
   ASSERT_NE(s, nullptr);
@@ -136,13 +136,13 @@ TEST_F(FakeAccTest, StreamHandlesAreValidated) {
   // Used on the other device.
   auto st = Capture(bp_device_stream_sync(Dev(1), s));
   EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
-  EXPECT_NE(st.message.find("belongs to fakeacc:0"), std::string::npos) << st;
+  EXPECT_NE(st.message.find("belongs to simaccel:0"), std::string::npos) << st;
   EXPECT_TRUE(Capture(bp_device_stream_set(Dev(0), s)).ok());
   EXPECT_TRUE(Capture(bp_device_stream_free(Dev(0), s)).ok());
   // Freed.
   st = Capture(bp_device_stream_sync(Dev(0), s));
   EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
-  EXPECT_NE(st.message.find("not a live stream"), std::string::npos) << st;
+  EXPECT_NE(st.message.find("not a live simaccel stream"), std::string::npos) << st;
   st = Capture(bp_device_stream_free(Dev(0), s));
   EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
   // The null stream belongs to the device; the plugin refuses to free it.
@@ -151,7 +151,7 @@ TEST_F(FakeAccTest, StreamHandlesAreValidated) {
   EXPECT_EQ(st.kind, BP_ERR_INVALID_ARGUMENT) << st;
 }
 
-TEST_F(FakeAccTest, FreeingAStreamRunsItsQueuedWork) {
+TEST_F(SimAccelTest, FreeingAStreamRunsItsQueuedWork) {
   const auto data = bptest::RandomBytes(300, 9);
   void* d = Alloc(0, data.size());
   std::vector<uint8_t> out(data.size(), 0);
@@ -164,7 +164,7 @@ TEST_F(FakeAccTest, FreeingAStreamRunsItsQueuedWork) {
   Free(0, d);
 }
 
-TEST_F(FakeAccTest, DataSpaceFreedWhileACopyIsQueuedIsSafe) {
+TEST_F(SimAccelTest, DataSpaceFreedWhileACopyIsQueuedIsSafe) {
   const auto data = bptest::RandomBytes(4096, 10);
   void* d = Alloc(0, data.size());
   Hold(0, nullptr);
@@ -175,7 +175,7 @@ TEST_F(FakeAccTest, DataSpaceFreedWhileACopyIsQueuedIsSafe) {
   Sync(0);
 }
 
-TEST_F(FakeAccTest, StressFourThreadsWithOwnStreams) {
+TEST_F(SimAccelTest, StressFourThreadsWithOwnStreams) {
   constexpr int kThreads = 4;
   constexpr int kRounds = 500;
   std::atomic<int> failures{0};
