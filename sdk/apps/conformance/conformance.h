@@ -184,7 +184,7 @@ void CheckCall(bp_status_t status, const std::string& call);
 const nlohmann::json& Member(const nlohmann::json& j, const char* key);
 // "0x9c".
 std::string Hex(uint64_t value, int digits = 2);
-// "fakeacc:0", or "type 77:0" when the type has no name.
+// "simaccel:0", or "type 77:0" when the type has no name.
 std::string DeviceString(DLDevice dev);
 // A BP_VALUE_* type as text ("int", "string object", "type 77").
 std::string ValueTypeText(const bp_value_t& v);

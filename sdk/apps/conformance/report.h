@@ -32,7 +32,7 @@ struct RunReport {
   std::string kit_version;
   std::string plugin_spec;  // what the command line named
   PluginInfo plugin;
-  std::string device;       // "fakeacc:0", or "" when the plugin has none
+  std::string device;       // "simaccel:0", or "" when the plugin has none
   std::string device_name;  // its BP_ATTR_DEVICE_NAME
   // What the search path says about the plugin beside its tests: the plugins it shadows,
   // or the one a host would load in its place (docs/discovery.md).
