@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common.h"
+#include "layers.h"
 #include "object.h"
 #include "registry.h"
 #include "runtime.h"
@@ -447,6 +448,7 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
                                ". Install the plugin that provides it (backplane info lists "
                                "the loaded plugins)");
   }
+  codegen = WrapCodegen(kind, std::move(codegen));
   const std::pair<int, int> reads = ReadsIR(codegen.get());
   const int oldest = reads.first, newest = reads.second;
   auto reader = [&] {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "device_type.h"
+#include "layers.h"
 #include "object.h"
 #include "plugin_loader.h"
 #include "registry.h"
@@ -91,11 +92,14 @@ class DeviceAPIManager {
                               "' of its bp_device_api_t is null; the SDK's DeviceAPI base class "
                               "fills every entry");
     }
+    // The layers' tables over the plugin's (the plugin's own when no layer is enabled).
+    const bp_device_api_t* top = WrapDeviceTable(type, name, copy.get());
     std::lock_guard lock(mu_);
     const bp_device_api_t* existing = g_tables[type].load(std::memory_order_acquire);
     if (existing != nullptr) return *existing;
-    g_owners[type] = new std::string(owner);            // lives as long as the process
-    const bp_device_api_t* published = copy.release();  // lives as long as the process
+    g_owners[type] = new std::string(owner);  // lives as long as the process
+    copy.release();                           // lives as long as the process, below `top`
+    const bp_device_api_t* published = top;
     g_tables[type].store(published, std::memory_order_release);
     return *published;
   }

@@ -102,7 +102,10 @@
   X(event_elapsed_ms)             \
   X(native_handle)                \
   X(tensor_from_native)           \
-  X(function_create_with_flags)
+  X(function_create_with_flags)   \
+  /* 1.9 */                       \
+  X(layers_enable)                \
+  X(layers_active)
 
 // X(name) for each exported function bp_<name> that has no entry in bp_host_api_t, so plugins
 // cannot reach it: the version and table queries, two queries that 1.0's table left out

@@ -22,6 +22,7 @@
 #include <unordered_set>
 
 #include "build.h"
+#include "layers.h"
 #include "object.h"
 #include "registry.h"
 #include "runtime.h"
@@ -309,7 +310,7 @@ BP_EXPORT bp_status_t bp_module_get_function(const bp_object_t* module, const ch
                                (query_imports != 0 ? " (its imports were searched too)." : ".") +
                                NearestNames(name, FunctionNames(m)));
   }
-  *out_func = f.release();
+  *out_func = WrapModuleFunction(m.vtable.kind, name, std::move(f)).release();
   BP_API_END
 }
 

@@ -57,8 +57,11 @@ size_t HostTableSize(unsigned minor) {
       return offsetof(bp_host_api_t, device_list) + sizeof(void*);
     case 6:
       return offsetof(bp_host_api_t, tensor_from_native) + sizeof(void*);
-    case 7:  // 1.8 appended no entry (BP_FUNCTION_READS_IR flag bits)
+    case 7:
+    case 8:  // 1.8 appended no entry (BP_FUNCTION_READS_IR flag bits)
       return offsetof(bp_host_api_t, function_create_with_flags) + sizeof(void*);
+    case 9:
+      return offsetof(bp_host_api_t, layers_active) + sizeof(void*);
     default:  // a minor made after this test was written: today's table
       return sizeof(bp_host_api_t);
   }

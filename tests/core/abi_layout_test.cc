@@ -83,7 +83,19 @@ TEST(AbiLayout, HostApiTable) {
   EXPECT_EQ(offsetof(bp_host_api_t, tensor_from_native), 75 * kPtr);
   // 1.7 appended bp_function_create_with_flags.
   EXPECT_EQ(offsetof(bp_host_api_t, function_create_with_flags), 76 * kPtr);
-  EXPECT_EQ(sizeof(bp_host_api_t), 77 * kPtr);
+  // 1.9 appended the two layer entries.
+  EXPECT_EQ(offsetof(bp_host_api_t, layers_enable), 77 * kPtr);
+  EXPECT_EQ(offsetof(bp_host_api_t, layers_active), 78 * kPtr);
+  EXPECT_EQ(sizeof(bp_host_api_t), 79 * kPtr);
+}
+
+TEST(AbiLayout, Layer) {
+  EXPECT_EQ(offsetof(bp_layer_t, struct_size), 0u);
+  EXPECT_EQ(offsetof(bp_layer_t, self), kPtr);
+  EXPECT_EQ(offsetof(bp_layer_t, wrap_device_api), 2 * kPtr);
+  EXPECT_EQ(offsetof(bp_layer_t, wrap_function), 3 * kPtr);
+  EXPECT_EQ(offsetof(bp_layer_t, wrap_build), 4 * kPtr);
+  EXPECT_EQ(sizeof(bp_layer_t), 5 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {

@@ -256,7 +256,17 @@ ABI_PIN_OFFSET(bp_host_api_t, event_elapsed_ms, ABI_HEAD + 71 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, native_handle, ABI_HEAD + 72 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, tensor_from_native, ABI_HEAD + 73 * ABI_P);
 ABI_PIN_OFFSET(bp_host_api_t, function_create_with_flags, ABI_HEAD + 74 * ABI_P);
-ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 75 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, layers_enable, ABI_HEAD + 75 * ABI_P);
+ABI_PIN_OFFSET(bp_host_api_t, layers_active, ABI_HEAD + 76 * ABI_P);
+ABI_PIN_SIZE(bp_host_api_t, ABI_HEAD + 77 * ABI_P);
+
+/* bp_layer_t (1.9). */
+ABI_PIN_OFFSET(bp_layer_t, struct_size, 0);
+ABI_PIN_OFFSET(bp_layer_t, self, ABI_P);
+ABI_PIN_OFFSET(bp_layer_t, wrap_device_api, 2 * ABI_P);
+ABI_PIN_OFFSET(bp_layer_t, wrap_function, 3 * ABI_P);
+ABI_PIN_OFFSET(bp_layer_t, wrap_build, 4 * ABI_P);
+ABI_PIN_SIZE(bp_layer_t, 5 * ABI_P);
 
 /* bp_plugin_info_t. */
 ABI_PIN_OFFSET(bp_plugin_info_t, struct_size, 0);

@@ -360,6 +360,8 @@ class PackedArgs {
   double Float(int32_t i) const { return detail::ValueAsFloat((*this)[i]); }
   std::string String(int32_t i) const { return detail::ValueAsString((*this)[i]); }
   void* Ptr(int32_t i) const { return detail::ValueAsPtr((*this)[i]); }
+  // The raw values, to pass on whole (Function::CallPacked(args.data(), args.size())).
+  const bp_value_t* data() const { return args_; }
 
  private:
   const bp_value_t* args_;
@@ -718,6 +720,26 @@ inline std::vector<DeviceEntry> ListDevices() {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+// Enables layers for this process (bp_layers_enable; docs/layer-guide.md): "validation",
+// "trace:file=run.json", "faults:seed=7:rate=0.01", or several separated by commas, outermost
+// first. Call it before the first use of a device. Throws BP_ERR_UNSUPPORTED on a host older
+// than ABI 1.9.
+inline void EnableLayers(const std::string& spec) {
+  Check(detail::HostSince(BACKPLANE_HOST_ENTRY_END(layers_enable), "layers", "1.9")
+            ->layers_enable(spec.c_str()));
+}
+
+// The enabled layers, outermost first, each "name" or "name:options" (bp_layers_active):
+// builds the chain, so a layer that cannot load throws here. Empty on a host older than 1.9.
+inline std::vector<std::string> ActiveLayers() {
+  const bp_host_api_t* api = detail::Api();
+  if (!detail::HostHas(BACKPLANE_HOST_ENTRY_END(layers_active))) return {};
+  bp_object_t* names = nullptr;
+  Check(api->layers_active(&names));
+  ObjectRef owned = ObjectRef::Adopt(names);
+  return GetStringArray(owned.get());
 }
 
 // Copies between any two tensors (see bp_device_copy_data_from_to).

@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 8
+#define BP_ABI_VERSION_MINOR 9
 
 #if defined(_WIN32)
 #define BP_EXPORT __declspec(dllexport)
@@ -930,6 +930,10 @@ typedef struct bp_host_api {
   bp_status_t (*function_create_with_flags)(bp_packed_fn_t body, void* resource,
                                             void (*resource_deleter)(void* resource),
                                             uint32_t flags, bp_object_t** out_func);
+
+  /* Since 1.9. */
+  bp_status_t (*layers_enable)(const char* spec);
+  bp_status_t (*layers_active)(bp_object_t** out_names);
 } bp_host_api_t;
 
 /* The host table of this libbackplane (borrowed, static). Host applications may call the
@@ -992,6 +996,61 @@ typedef enum {
  * [names]}. Fields not known yet are null. Also lists the folders searched:
  * the whole is {"search_path": [...], "plugins": [...]}. */
 BP_EXPORT bp_status_t bp_plugins_list(bp_object_t** out_json);
+
+/* ---------------------------------------------------------------------------------------
+ * Layers (since 1.9; docs/layer-guide.md)
+ *
+ * A layer sits between the host and every plugin: it wraps the DeviceAPI tables of the device
+ * types it chooses and, optionally, the module functions the core hands out and the code
+ * generators bp_build calls. A layer is a plugin (bp_plugin_init, a manifest) that registers
+ * the function "layer.<name>": called with one string argument, the layer's options ("" when
+ * none were given), it returns BP_VALUE_PTR to a bp_layer_t that stays valid until the process
+ * exits, or fails naming the option it refuses.
+ *
+ * The chain is fixed on the first use of any DeviceAPI: the layers named by BACKPLANE_LAYERS
+ * (read with secure_getenv, so ignored in setuid and setgid programs) first, then those the
+ * host enabled with bp_layers_enable, in the order given. The first is the outermost: it sees
+ * a call first and its table calls the second's, down to the plugin's. With no layer enabled
+ * the core calls the plugin's tables as it does without this section.
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct bp_layer {
+  size_t struct_size; /* sizeof(bp_layer_t) as the layer was built */
+  void* self;         /* passed back to every entry */
+
+  /* Required. Wraps `next`, the table below this layer for device type `device_type` (named
+   * `type_name`): the plugin's, or the next layer's. Sets *out_table to the table the core (or
+   * the layer above) calls instead, which stays valid until the process exits, or to NULL to
+   * leave this device type unwrapped. The table's optional entries must be null exactly where
+   * `next`'s are (the core applies the same defaults either way) and each entry passes on to
+   * `next` with next->self. It must not call the bp_device_* or bp_event_* functions (the
+   * chain being built is the one they would use). */
+  bp_status_t (*wrap_device_api)(void* self, int32_t device_type, const char* type_name,
+                                 const bp_device_api_t* next, const bp_device_api_t** out_table);
+  /* Optional. Wraps a function that bp_module_get_function hands out: `name` is what it was
+   * asked for, `module_kind` the kind of the module asked. Sets *out_func to a function (a new
+   * reference) to hand out instead, which calls `next` (borrowed: retain it to keep it), or to
+   * NULL to hand out `next`. */
+  bp_status_t (*wrap_function)(void* self, const char* module_kind, const char* name,
+                               bp_object_t* next, bp_object_t** out_func);
+  /* Optional. Wraps the code generator "target.build.<target_kind>" for one bp_build: as
+   * wrap_function, for `next`, the registered function bp_build would call. */
+  bp_status_t (*wrap_build)(void* self, const char* target_kind, bp_object_t* next,
+                            bp_object_t** out_func);
+} bp_layer_t;
+
+/* Enables layers for this process: `spec` is a comma-separated list of layer names, each
+ * optionally followed by ':' and its options ("validation,faults:seed=7:rate=0.01"; a layer's
+ * guide lists its options). Layers run in the order given, after those of BACKPLANE_LAYERS.
+ * Errors (BP_ERR_INVALID_ARGUMENT): a malformed spec, a layer already enabled, or a call after
+ * the chain was fixed by the first use of a DeviceAPI. A name no plugin declares is
+ * BP_ERR_NOT_FOUND when the chain is built, and fails that first use. */
+BP_EXPORT bp_status_t bp_layers_enable(const char* spec);
+
+/* The enabled layers, outermost first, as an array object (owned) of strings "name" or
+ * "name:options". Builds the chain if it is not built yet (loading the layers), so a layer
+ * that cannot load fails here with its reason. */
+BP_EXPORT bp_status_t bp_layers_active(bp_object_t** out_names);
 
 #ifdef __cplusplus
 } /* extern "C" */
