@@ -106,6 +106,22 @@ NB_MODULE(_backplane, m) {
       });
 
   m.def(
+      "enable_layers",
+      [](const std::string& spec) {
+        nb::gil_scoped_release release;
+        backplane::EnableLayers(spec);
+      },
+      "spec"_a,
+      "Enables layers (docs/layer-guide.md): 'validation', 'trace:file=run.json', or several "
+      "separated by commas, outermost first. Call it before the first use of a device.");
+  m.def(
+      "active_layers",
+      [] {
+        nb::gil_scoped_release release;
+        return backplane::ActiveLayers();
+      },
+      "The enabled layers, outermost first, each 'name' or 'name:options'.");
+  m.def(
       "devices",
       [] {
         std::vector<backplane::DeviceEntry> entries;

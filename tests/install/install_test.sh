@@ -185,6 +185,26 @@ case "$step" in
       "the example's streams and events test did not pass"
     ;;
 
+  call_counter)
+    # The example layer, built as a third party builds one, found through discovery.
+    configure_example call_counter
+    run call_counter-install "$CMAKE" --install "$SCRATCH/call_counter-build" \
+      --prefix "$SCRATCH/call_counter-prefix"
+    plugins="$SCRATCH/call_counter-prefix/lib/backplane/plugins"
+    [ -f "$plugins/call_counter.bpplugin.json" ] || fail "the layer's install lacks its manifest"
+    export BACKPLANE_PLUGIN_PATH="$plugins"
+    BACKPLANE_LAYERS=call_counter run call_counter-info "$prefix/bin/backplane" info
+    expect call_counter-info "call_counter +loaded" "the call_counter layer did not load"
+    expect call_counter-info "layer.call_counter" "backplane info does not show layer.call_counter"
+    BACKPLANE_LAYERS=call_counter:out=stdout run call_counter-demo "$prefix/bin/backplane" demo \
+      --size small --repeat 1
+    expect call_counter-demo " passed, 0 failed on [0-9]+ device" "the demo failed under the layer"
+    expect call_counter-demo "^call_counter: cpu alloc_data_space [1-9][0-9]* calls" \
+      "the layer did not count the demo's allocations on cpu"
+    expect call_counter-demo "^call_counter: [1-9][0-9]* module function calls" \
+      "the layer did not count the demo's kernel calls"
+    ;;
+
   host_app)
     configure_example host_app
     app="$SCRATCH/host_app-build/host_app"
