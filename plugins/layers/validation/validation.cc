@@ -116,6 +116,12 @@ std::string StreamName(bp_stream_t s) {
   return s == nullptr ? std::string("the null stream") : "stream " + sdk::PointerString(s);
 }
 
+// How many module function calls this thread is inside: a data handle allocated there is the
+// module's own scratch memory (an ir_host function's workspace, which falls back to a data space
+// on a device without workspace entries), freed in its stream's order after the kernels that use
+// it are queued, so BP-VALID-8 does not apply to it.
+thread_local int t_call_depth = 0;
+
 // A data handle's kind: the entry that made it and the one that frees it.
 enum class Kind { kDataSpace, kWorkspace, kWrapped };
 const char* KindName(Kind k) {
@@ -167,7 +173,8 @@ struct Allocation {
   DLDevice dev;
   size_t nbytes;
   Kind kind;
-  int count = 1;  // a plugin may hand out one address for several empty allocations
+  int count = 1;         // a plugin may hand out one address for several empty allocations
+  bool scratch = false;  // made inside a module function call (t_call_depth)
   Trace trace;
   std::vector<std::shared_ptr<const Launch>> uses;
 };
@@ -315,7 +322,7 @@ class State {
       a->count++;
       return;
     }
-    Allocation fresh{dev, nbytes, kind, 1, {}, {}};
+    Allocation fresh{dev, nbytes, kind, 1, t_call_depth > 0, {}, {}};
     fresh.trace.Capture();
     allocs_[dev.device_type].emplace(reinterpret_cast<uintptr_t>(p), std::move(fresh));
     // Addresses inside the new allocation are live again (for devices whose handles are
@@ -689,10 +696,11 @@ class ValidationTable final : public sdk::DeviceLayer {
                   p + " is a " + KindName(a->kind) + " made by " + AllocEntry(a->kind),
                   std::string("free it with ") + FreeEntry(a->kind));
     }
-    // Workspaces are stream-ordered (the host code of a module frees one after queueing the
-    // kernels that use it); data spaces and wrapped buffers are not.
+    // Workspaces and a module's scratch data spaces are stream-ordered (the host code of a
+    // module frees one after queueing the kernels that use it); the host's data spaces and
+    // wrapped buffers are not.
     for (const auto& use : a->uses) {
-      if (a->kind == Kind::kWorkspace || !s_.Pending(*use)) continue;
+      if (a->kind == Kind::kWorkspace || a->scratch || !s_.Pending(*use)) continue;
       return Make(kFreedInFlight, entry, dev,
                   std::string(KindName(a->kind)) + " " + p + " is used by " + use->function +
                       ", launched on " + StreamName(use->stream) + " of " +
@@ -902,6 +910,10 @@ class ValidationLayer final : public sdk::Layer {
     (void)module_kind;
     const std::string entry = "function " + name;
     return Function::FromCallable([this, name, entry, next](PackedArgs args) -> Any {
+      struct Depth {
+        Depth() { ++t_call_depth; }
+        ~Depth() { --t_call_depth; }
+      } depth;
       std::vector<const DLTensor*> tensors;
       Tensors(args.data(), args.size(), &tensors);
       tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
