@@ -6,9 +6,11 @@
 //   BP-VALID-<n> (<rule>): <entry> on <device>: <what is wrong>; <what to do>
 // written to stderr and returned from the entry as BP_ERR_INVALID_ARGUMENT, without passing the
 // call on. Options (BACKPLANE_LAYERS=validation:abort):
-//   abort      print the finding and a backtrace, then abort
-//   leaks=off  no leak report at exit
+//   abort           print the finding and a backtrace, then abort
+//   leaks=off       no leak report at exit
+//   backtraces=off  no backtrace of where each handle was made (cheaper creation)
 // validation.findings() answers the findings of the process so far, one a line.
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <unistd.h>
 
@@ -76,16 +78,27 @@ const char* RuleName(Rule r) {
 
 // Where a handle was made: the return addresses, symbolised only when printed.
 struct Trace {
-  static constexpr int kFrames = 24;
+  static constexpr int kFrames = 16;
   void* frames[kFrames];
   int n = 0;
   void Capture() { n = backtrace(frames, kFrames); }
-  // The frames past the layer's own (the first two: Capture's caller and the thunk).
+  static void Own() {}  // an address in this library
+  // The frames past the layer's own (those in this library).
   std::string Symbols() const {
+    if (n == 0) {
+      return "    (no backtrace: made inside a module function call, or option "
+             "backtraces=off)\n";
+    }
     std::string out;
     char** names = backtrace_symbols(frames, n);
     if (names == nullptr) return "    (no symbols)\n";
-    for (int i = 2; i < n; ++i) out += std::string("    ") + names[i] + "\n";
+    Dl_info self{}, frame{};
+    dladdr(reinterpret_cast<void*>(&Trace::Own), &self);
+    int first = 0;
+    while (first < n && dladdr(frames[first], &frame) != 0 && frame.dli_fbase == self.dli_fbase) {
+      ++first;
+    }
+    for (int i = first; i < n; ++i) out += std::string("    ") + names[i] + "\n";
     std::free(names);
     return out;
   }
@@ -245,7 +258,14 @@ Finding Make(Rule rule, const char* entry, DLDevice dev, std::string what, std::
 // The state of the process: one for every device type's table and the function wrappers.
 class State {
  public:
-  explicit State(bool abort_on_finding, bool leaks) : abort_(abort_on_finding), leaks_(leaks) {}
+  State(bool abort_on_finding, bool leaks, bool backtraces)
+      : abort_(abort_on_finding), leaks_(leaks), backtraces_(backtraces) {}
+
+  // Where a handle is made, for the leak report: a backtrace (about 3 us) unless the option
+  // backtraces=off says not to, or a module function is making its scratch memory.
+  void Capture(Trace* t) const {
+    if (backtraces_ && t_call_depth == 0) t->Capture();
+  }
 
   std::mutex mu;
 
@@ -323,7 +343,7 @@ class State {
       return;
     }
     Allocation fresh{dev, nbytes, kind, 1, t_call_depth > 0, {}, {}};
-    fresh.trace.Capture();
+    Capture(&fresh.trace);
     allocs_[dev.device_type].emplace(reinterpret_cast<uintptr_t>(p), std::move(fresh));
     // Addresses inside the new allocation are live again (for devices whose handles are
     // addresses; an opaque handle's stale neighbours are then unknown, not use after free).
@@ -393,6 +413,7 @@ class State {
   static constexpr size_t kMaxKept = 1000;
   const bool abort_;
   const bool leaks_;
+  const bool backtraces_;
   std::map<int32_t, std::map<uintptr_t, Allocation>> allocs_;
   std::mutex findings_mu_;
   std::vector<std::string> findings_;
@@ -461,7 +482,7 @@ class ValidationTable final : public sdk::DeviceLayer {
     if (st == BP_OK && *out != nullptr) {
       std::lock_guard lock(s_.mu);
       StreamInfo info{dev, {}};
-      info.trace.Capture();
+      s_.Capture(&info.trace);
       s_.streams[*out] = info;
       s_.freed_streams.Erase(*out);
       s_.work.erase(KeyOf(dev, *out));
@@ -528,7 +549,7 @@ class ValidationTable final : public sdk::DeviceLayer {
       std::lock_guard lock(s_.mu);
       EventInfo info;
       info.dev = dev;
-      info.trace.Capture();
+      s_.Capture(&info.trace);
       s_.events[*out] = info;
       s_.freed_events.Erase(*out);
     }
@@ -914,6 +935,9 @@ class ValidationLayer final : public sdk::Layer {
         Depth() { ++t_call_depth; }
         ~Depth() { --t_call_depth; }
       } depth;
+      // A call made by a module function (an ir_host function's kernels) passes the outer
+      // call's tensors, noted there, or its own scratch memory: only the outermost is checked.
+      if (t_call_depth > 1) return next.CallPacked(args.data(), args.size());
       std::vector<const DLTensor*> tensors;
       Tensors(args.data(), args.size(), &tensors);
       tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
@@ -1002,7 +1026,7 @@ BACKPLANE_PLUGIN_ENTRY_WITH((backplane::sdk::PluginDescription{
   sdk::RegisterLayer(
       "validation",
       [](const std::string& options) -> sdk::Layer* {
-        bool abort_on_finding = false, leaks = true;
+        bool abort_on_finding = false, leaks = true, backtraces = true;
         size_t start = 0;
         while (start <= options.size()) {
           size_t end = options.find_first_of(":,", start);
@@ -1014,18 +1038,24 @@ BACKPLANE_PLUGIN_ENTRY_WITH((backplane::sdk::PluginDescription{
             leaks = false;
           } else if (opt == "leaks=on") {
             leaks = true;
+          } else if (opt == "backtraces=off") {
+            backtraces = false;
+          } else if (opt == "backtraces=on") {
+            backtraces = true;
           } else if (!opt.empty()) {
             throw backplane::Error(BP_ERR_INVALID_ARGUMENT,
                                    "layer validation: unknown option '" + opt +
                                        "'; the options are abort (abort with a backtrace at the "
-                                       "first finding) and leaks=off (no leak report at exit)");
+                                       "first finding), leaks=off (no leak report at exit) and "
+                                       "backtraces=off (no backtrace of where each handle was "
+                                       "made)");
           }
           start = end + 1;
         }
         // The first backtrace() loads the unwinder; done here, not in a call being checked.
         void* warm[2];
         backtrace(warm, 2);
-        v::g_state = new v::State(abort_on_finding, leaks);  // kept until exit
+        v::g_state = new v::State(abort_on_finding, leaks, backtraces);  // kept until exit
         std::atexit([] { v::g_state->PrintLeaks(); });
         return new v::ValidationLayer(v::g_state);
       },

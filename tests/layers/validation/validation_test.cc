@@ -11,6 +11,7 @@
 #include <backplane/backplane.hpp>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plugins/test_util.h"
@@ -122,6 +123,50 @@ TEST_F(Validation, CorrectUseHasNoFinding) {
   std::vector<uint8_t> a(64), b(64);
   EXPECT_TRUE(Copy(a.data(), bptest::CpuDevice(), 0, b.data(), bptest::CpuDevice(), 0, 64).ok());
   EXPECT_EQ(Findings(), "");
+}
+
+// Four threads at once, each with its own stream and allocations, and a double free in each:
+// every round trip is intact, and each thread gets exactly its own finding.
+TEST_F(Validation, ConcurrentCallsFromSeveralThreads) {
+  constexpr int kThreads = 4, kRounds = 50;
+  std::vector<std::thread> threads;
+  std::vector<int> bad(kThreads, 0), findings(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const DLDevice dev = Acc(t % 2);
+      bp_stream_t s = nullptr;
+      if (bp_device_stream_create(dev, &s) != BP_OK) {
+        bad[t]++;
+        return;
+      }
+      for (int r = 0; r < kRounds; ++r) {
+        const size_t n = 64 + 16 * ((t * kRounds + r) % 37);
+        const auto in = bptest::RandomBytes(n, 100 + t * kRounds + r);
+        std::vector<uint8_t> out(n);
+        void* d = nullptr;
+        if (bp_device_alloc_data_space(dev, n, 64, backplane::UInt8(), &d) != BP_OK) {
+          bad[t]++;
+          continue;
+        }
+        bad[t] +=
+            !Copy(const_cast<uint8_t*>(in.data()), bptest::CpuDevice(), 0, d, dev, 0, n, s).ok();
+        bad[t] += !Copy(d, dev, 0, out.data(), bptest::CpuDevice(), 0, n, s).ok();
+        bad[t] += bp_device_stream_sync(dev, s) != BP_OK;
+        bad[t] += in != out;
+        bad[t] += bp_device_free_data_space(dev, d) != BP_OK;
+        if (r == kRounds / 2) {
+          const Status twice = Capture(bp_device_free_data_space(dev, d));
+          findings[t] += twice.message.find("BP-VALID-2 (double free)") != std::string::npos;
+        }
+      }
+      bad[t] += bp_device_stream_free(dev, s) != BP_OK;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(bad[t], 0) << "thread " << t;
+    EXPECT_EQ(findings[t], 1) << "thread " << t;
+  }
 }
 
 TEST_F(Validation, Rule1UseAfterFree) {
