@@ -491,22 +491,10 @@ class ValidationTable final : public sdk::DeviceLayer {
   }
   bp_status_t FreeStream(DLDevice dev, bp_stream_t stream) override {
     if (stream == nullptr) return DeviceLayer::FreeStream(dev, stream);
-    StreamInfo kept;
-    {
-      std::lock_guard lock(s_.mu);
-      Finding f = CheckStream("free_stream", dev, stream, /*freeing=*/true);
-      if (f) return Unlocked(f);
-      kept = s_.streams[stream];
-      s_.streams.erase(stream);
-      s_.freed_streams.Add(stream, dev, "free_stream");
-    }
-    const bp_status_t st = DeviceLayer::FreeStream(dev, stream);
-    if (st != BP_OK) {  // still alive
-      std::lock_guard lock(s_.mu);
-      s_.streams[stream] = kept;
-      s_.freed_streams.Erase(stream);
-    }
-    return st;
+    return FreeHandle(
+        s_.streams, s_.freed_streams, stream, dev, "free_stream",
+        [&] { return CheckStream("free_stream", dev, stream, /*freeing=*/true); },
+        [&] { return DeviceLayer::FreeStream(dev, stream); });
   }
   bp_status_t SetStream(DLDevice dev, bp_stream_t stream) override {
     if (Finding f = Check([&] { return CheckStream("set_stream", dev, stream, false); })) {
@@ -557,22 +545,10 @@ class ValidationTable final : public sdk::DeviceLayer {
   }
   bp_status_t EventFree(DLDevice dev, void* event) override {
     if (event == nullptr) return DeviceLayer::EventFree(dev, event);
-    EventInfo kept;
-    {
-      std::lock_guard lock(s_.mu);
-      Finding f = CheckEvent("event_free", dev, event, /*freeing=*/true);
-      if (f) return Unlocked(f);
-      kept = s_.events[event];
-      s_.events.erase(event);
-      s_.freed_events.Add(event, dev, "event_free");
-    }
-    const bp_status_t st = DeviceLayer::EventFree(dev, event);
-    if (st != BP_OK) {
-      std::lock_guard lock(s_.mu);
-      s_.events[event] = kept;
-      s_.freed_events.Erase(event);
-    }
-    return st;
+    return FreeHandle(
+        s_.events, s_.freed_events, event, dev, "event_free",
+        [&] { return CheckEvent("event_free", dev, event, /*freeing=*/true); },
+        [&] { return DeviceLayer::EventFree(dev, event); });
   }
   bp_status_t EventRecord(DLDevice dev, void* event, bp_stream_t stream) override {
     uint64_t seq = 0;
@@ -644,6 +620,29 @@ class ValidationTable final : public sdk::DeviceLayer {
   // Reports a finding made under the lock, which the caller's scope still holds: the report
   // itself takes no lock of the state's `mu`.
   bp_status_t Unlocked(const Finding& f) { return s_.Report(f); }
+
+  // Frees a stream or event: checked, forgotten and passed on; alive again if the table below
+  // fails.
+  template <typename Live, typename Freed, typename Handle, typename CheckFn, typename Next>
+  bp_status_t FreeHandle(Live& live, Freed& freed, Handle h, DLDevice dev, const char* entry,
+                         CheckFn check, Next next) {
+    typename Live::mapped_type kept;
+    {
+      std::lock_guard lock(s_.mu);
+      Finding f = check();
+      if (f) return Unlocked(f);
+      kept = live[h];
+      live.erase(h);
+      freed.Add(h, dev, entry);
+    }
+    const bp_status_t st = next();
+    if (st != BP_OK) {
+      std::lock_guard lock(s_.mu);
+      live[h] = kept;
+      freed.Erase(h);
+    }
+    return st;
+  }
 
   void Added(DLDevice dev, void* p, size_t nbytes, Kind kind) {
     if (p == nullptr) return;
