@@ -485,7 +485,8 @@ class ValidationTable final : public sdk::DeviceLayer {
       s_.Capture(&info.trace);
       s_.streams[*out] = info;
       s_.freed_streams.Erase(*out);
-      s_.work.erase(KeyOf(dev, *out));
+      // Its work counters stay: a handle made again continues them, so launches noted on the
+      // stream of that handle before keep their numbers.
     }
     return st;
   }
