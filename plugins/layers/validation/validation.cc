@@ -557,7 +557,7 @@ class ValidationTable final : public sdk::DeviceLayer {
       std::lock_guard lock(s_.mu);
       Finding f = CheckEvent("event_record", dev, event, false);
       if (!f) f = CheckStream("event_record", dev, stream, false);
-      if (f) return Unlocked(f);
+      if (f) return ReportHeld(f);
       seq = s_.work[KeyOf(dev, stream)].launched;
     }
     const bp_status_t st = DeviceLayer::EventRecord(dev, event, stream);
@@ -620,7 +620,7 @@ class ValidationTable final : public sdk::DeviceLayer {
   }
   // Reports a finding made under the lock, which the caller's scope still holds: the report
   // itself takes no lock of the state's `mu`.
-  bp_status_t Unlocked(const Finding& f) { return s_.Report(f); }
+  bp_status_t ReportHeld(const Finding& f) { return s_.Report(f); }
 
   // Frees a stream or event: checked, forgotten and passed on; alive again if the table below
   // fails.
@@ -631,7 +631,7 @@ class ValidationTable final : public sdk::DeviceLayer {
     {
       std::lock_guard lock(s_.mu);
       Finding f = check();
-      if (f) return Unlocked(f);
+      if (f) return ReportHeld(f);
       kept = live[h];
       live.erase(h);
       freed.Add(h, dev, entry);
@@ -659,7 +659,7 @@ class ValidationTable final : public sdk::DeviceLayer {
     {
       std::lock_guard lock(s_.mu);
       Finding f = CheckFree(entry, dev, data, kind);
-      if (f) return Unlocked(f);
+      if (f) return ReportHeld(f);
       auto& m = s_.Allocs(dev.device_type);
       auto it = m.find(reinterpret_cast<uintptr_t>(data));
       if (it->second.count > 1) {  // one of several empty allocations at this address
