@@ -15,7 +15,8 @@
 // Each entry counts its calls (1-based, over all devices the layer wraps). Call k of an entry
 // fails when at= names it, or when a hash of (seed, entry, k) falls under the rate, so the same
 // seed and the same sequence of calls give the same faults. faults.injected returns how many
-// were injected in this process and faults.log lists them ("entry#k", one a line).
+// were injected in this process and faults.log lists them ("entry#k", one a line; the first
+// 10,000).
 #include <array>
 #include <atomic>
 #include <backplane/sdk/layer.hpp>
@@ -214,9 +215,6 @@ class FaultTable final : public sdk::DeviceLayer {
  private:
   // The message of the fault to inject at this call of `entry` on `dev`, or "" to pass it on.
   std::string Fault(Entry entry, DLDevice dev) const;
-  std::string Where(DLDevice dev) const {
-    return type_name() + ":" + std::to_string(dev.device_id);
-  }
 
   FaultsLayer* const layer_;
 };
@@ -241,19 +239,17 @@ class FaultsLayer final : public sdk::Layer {
     if (!eligible_[kLaunch]) return Function();
     const std::string what = module_kind + "." + name;
     return Function::FromCallable([this, what, next](PackedArgs args) -> Any {
-      // The device of the launch: that of its first tensor argument.
-      bool on_wrapped = o_.devices.empty();
-      std::string where;
-      for (int32_t i = 0; i < args.size(); ++i) {
-        if (args[i].type != BP_VALUE_TENSOR || args[i].u.v_tensor == nullptr) continue;
-        const DLDevice dev = args[i].u.v_tensor->device;
-        const std::string type = TypeName(dev.device_type);
-        where = " on " + type + ":" + std::to_string(dev.device_id);
-        on_wrapped = on_wrapped || Wraps(type);
-        break;
+      // The device of the launch: that of its first tensor argument, if any.
+      const DLTensor* first = nullptr;
+      for (int32_t i = 0; i < args.size() && first == nullptr; ++i) {
+        if (args[i].type == BP_VALUE_TENSOR) first = args[i].u.v_tensor;
       }
-      if (on_wrapped) {
-        const std::string fault = Decide(kLaunch, what + where);
+      if (o_.devices.empty() || (first != nullptr && Wraps(TypeName(first->device.device_type)))) {
+        const std::string fault = Decide(kLaunch, [&] {
+          return what + (first == nullptr ? std::string()
+                                          : " on " + TypeName(first->device.device_type) + ":" +
+                                                std::to_string(first->device.device_id));
+        });
         if (!fault.empty()) throw Error(BP_ERR_DEVICE, fault);
       }
       return next.CallPacked(args.data(), args.size());
@@ -261,26 +257,28 @@ class FaultsLayer final : public sdk::Layer {
   }
 
   // Counts this call of `entry` and returns the message of the fault to inject, or "".
-  // `where` is the device ("cpu:0") or, for a launch, the function and its device.
-  std::string Decide(Entry entry, const std::string& where) {
+  // `where()` names the device ("cpu:0") or, for a launch, the function and its device; it is
+  // called only for a fault, so a call that passes builds no string.
+  template <typename Where>
+  std::string Decide(Entry entry, Where where) {
     if (!eligible_[entry]) return "";
     const uint64_t call = calls_[entry].fetch_add(1, std::memory_order_relaxed) + 1;
-    std::string why;
-    for (uint64_t k : o_.at[entry]) {
-      if (k == call) why = "at=" + std::string(kInfo[entry].name) + "#" + std::to_string(k);
-    }
-    if (why.empty() && o_.has_rate && o_.only[entry] && Draw(entry, call) < o_.rate) {
-      why = "seed " + std::to_string(o_.seed) + ", rate " + o_.rate_text;
-    }
-    if (why.empty()) return "";
+    bool at = false;
+    for (uint64_t k : o_.at[entry]) at = at || k == call;
+    if (!at && !(o_.has_rate && o_.only[entry] && Draw(entry, call) < o_.rate)) return "";
     injected_.fetch_add(1, std::memory_order_relaxed);
+    const std::string id = std::string(kInfo[entry].name) + "#" + std::to_string(call);
     {
       std::lock_guard lock(mu_);
-      log_ += std::string(kInfo[entry].name) + "#" + std::to_string(call) + "\n";
+      if (logged_ < kMaxLog) {
+        log_ += id + "\n";
+        ++logged_;
+      }
     }
     return "faults: injected " + std::string(kInfo[entry].what) + " at " + kInfo[entry].name +
-           " call " + std::to_string(call) + " " + (entry == kLaunch ? "of " : "on ") + where +
-           " (" + why + ")";
+           " call " + std::to_string(call) + " " + (entry == kLaunch ? "of " : "on ") + where() +
+           " (" + (at ? "at=" + id : "seed " + std::to_string(o_.seed) + ", rate " + o_.rate_text) +
+           ")";
   }
 
   uint64_t Injected() const { return injected_.load(); }
@@ -317,13 +315,16 @@ class FaultsLayer final : public sdk::Layer {
   std::array<std::atomic<uint64_t>, kEntryCount> calls_{};
   std::atomic<uint64_t> injected_{0};
   std::mutex mu_;
+  // faults.log keeps the first kMaxLog faults (faults.injected counts them all).
+  static constexpr int kMaxLog = 10000;
+  int logged_ = 0;
   std::string log_;
 };
 
 std::atomic<FaultsLayer*> g_layer{nullptr};  // the one layer of the process, once made
 
 std::string FaultTable::Fault(Entry entry, DLDevice dev) const {
-  return layer_->Decide(entry, Where(dev));
+  return layer_->Decide(entry, [&] { return type_name() + ":" + std::to_string(dev.device_id); });
 }
 
 bp_status_t FaultTable::AllocDataSpace(DLDevice dev, size_t nbytes, size_t alignment,
