@@ -6,6 +6,7 @@
 // - The kit on the cpu plugin with faults at a rate: the clauses that meet a fault fail with
 //   the "faults: injected" message as their reason (never a crash, a timeout or another
 //   error), the others pass.
+// - The same with the validation layer outside faults: the error paths leave no finding.
 // - `backplane serve` with faults in its environment, the kit on its remote:0 as the client:
 //   the client's failures carry the server's "faults: injected" message; the server keeps
 //   serving (a second run, then this process's own session, get their answers); when the
@@ -118,6 +119,25 @@ TEST(FaultsUnderTheKit, EveryInjectedFaultFailsItsClauseByName) {
               "--jobs", "2"},
              "kit_cpu_faults", {{"BACKPLANE_LAYERS", "faults:seed=7:rate=0.05"}}, {});
   ExpectNamedFaultsOnly(run);
+}
+
+TEST(FaultsUnderTheKit, TheValidationLayerFindsNothingOnTheErrorPaths) {
+#ifndef BACKPLANE_FAULTS_USES_VALIDATION
+  GTEST_SKIP() << "the validation layer is not built here";
+#endif
+  // validation outside faults sees every injected error as the host does: a failed
+  // allocation is no allocation, a failed copy or launch leaves nothing in flight.
+  const KitRun run =
+      RunKit({kPlugins + "/libbackplane_cpu.so", "--with", kPlugins + "/libbackplane_faults.so",
+              "--with", kPlugins + "/libbackplane_validation.so", "--jobs", "2"},
+             "kit_cpu_validation_faults",
+             {{"BACKPLANE_LAYERS", "validation,faults:seed=7:rate=0.05"}}, {});
+  ExpectNamedFaultsOnly(run);
+  if (run.json.is_discarded()) return;
+  for (const auto& t : run.json["tests"]) {
+    EXPECT_FALSE(Has(t.value("output", ""), "BP-VALID-")) << t;
+    EXPECT_FALSE(Has(t.value("message", ""), "BP-VALID-")) << t;
+  }
 }
 
 // `backplane serve` as a child process with `layers` in its environment.
