@@ -12,13 +12,9 @@
 
 #include "layers/uses/kit_run.h"
 
+namespace backplane {
+namespace layers_test {
 namespace {
-
-using backplane::layers_test::ExpectNamedFaultsOnly;
-using backplane::layers_test::Has;
-using backplane::layers_test::KitRun;
-using backplane::layers_test::kPlugins;
-using backplane::layers_test::RunKit;
 
 TEST(FaultsUnderTheKit, EveryInjectedFaultFailsItsClauseByName) {
   // The layer's plugin is named with --with: the kit's tests discover only the plugins named.
@@ -49,3 +45,5 @@ TEST(FaultsUnderTheKit, TheValidationLayerFindsNothingOnTheErrorPaths) {
 }
 
 }  // namespace
+}  // namespace layers_test
+}  // namespace backplane

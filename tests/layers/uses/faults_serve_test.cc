@@ -19,13 +19,9 @@
 
 #include "layers/uses/kit_run.h"
 
+namespace backplane {
+namespace layers_test {
 namespace {
-
-using backplane::layers_test::ExpectNamedFaultsOnly;
-using backplane::layers_test::Has;
-using backplane::layers_test::KitRun;
-using backplane::layers_test::kPlugins;
-using backplane::layers_test::RunKit;
 
 nlohmann::json ServerStatus(const std::string& address) {
   return nlohmann::json::parse(backplane::Function::Get("remote.status")(address).AsString());
@@ -92,3 +88,5 @@ TEST(FaultsUnderTheServer, ClientsGetNamedErrorsAndTheServerKeepsServing) {
 }
 
 }  // namespace
+}  // namespace layers_test
+}  // namespace backplane
