@@ -22,6 +22,7 @@
 #include <backplane/sdk/layer.hpp>
 #include <backplane/sdk/plugin.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -143,17 +144,18 @@ Options Parse(const std::string& text) {
     const size_t eq = option.find('=');
     const std::string key = option.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : option.substr(eq + 1);
-    if (eq == std::string::npos || value.empty()) {
+    if (eq == std::string::npos) {
       Refuse("'" + option + "' is not an option; " + kUsage);
+    } else if (value.empty()) {
+      Refuse("'" + option + "' has no value; " + kUsage);
     } else if (key == "seed") {
       once(&seen_seed, option);
       o.seed = ParseCount(value, 0, option, "a decimal seed, as in seed=7");
     } else if (key == "rate") {
       once(&o.has_rate, option);
-      char* end = nullptr;
-      errno = 0;
-      o.rate = std::strtod(value.c_str(), &end);
-      if (end != value.c_str() + value.size() || errno == ERANGE || !std::isfinite(o.rate) ||
+      // from_chars: a decimal point whatever the host's locale.
+      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), o.rate);
+      if (error != std::errc() || end != value.data() + value.size() || !std::isfinite(o.rate) ||
           o.rate < 0 || o.rate > 1) {
         Refuse("'" + option + "': expected a probability from 0 to 1, as in rate=0.02");
       }

@@ -357,6 +357,9 @@ TEST(FaultsLayer, UnknownOrUnreadableOptionsAreRefusedByName) {
       {"at=launch", "'at=launch': 'launch' is not ENTRY#K"},
       {"only=launch", "only= chooses the entries a rate applies to, but no rate=R is given"},
       {"rate=0.1:verbose", "'verbose' is not an option"},
+      {"seed=:rate=0.1", "'seed=' has no value"},
+      {"rate=5%", "'rate=5%': expected a probability"},
+      {"rate=nan", "'rate=nan': expected a probability"},
   };
   for (const auto& c : cases) {
     const std::string options = c.options, says = c.says;
