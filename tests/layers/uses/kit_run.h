@@ -73,7 +73,8 @@ inline KitRun RunKit(std::vector<std::string> args, const std::string& tag,
 }
 
 // Every failed clause failed on an injected fault, by name; none crashed or timed out; some
-// met a fault and some passed. Returns how many failed.
+// met a fault and some passed; no test's process printed a sanitizer's report. Returns how
+// many failed.
 inline int ExpectNamedFaultsOnly(const KitRun& run) {
   EXPECT_FALSE(run.json.is_discarded()) << "the JSON report does not parse\n" << run.Explain();
   if (run.json.is_discarded()) return 0;
@@ -82,6 +83,8 @@ inline int ExpectNamedFaultsOnly(const KitRun& run) {
   int failed = 0, passed = 0;
   for (const auto& t : run.json["tests"]) {
     const std::string name = t["name"], status = t["status"];
+    // Under the sanitizer presets: an error path that leaks or touches freed memory.
+    EXPECT_FALSE(Has(t.value("output", ""), "Sanitizer")) << name << ": " << t;
     if (status == "passed") ++passed;
     if (status != "failed") continue;
     ++failed;
