@@ -5,6 +5,7 @@
 // - The kit on the cpu plugin with faults at a rate: the clauses that meet a fault fail with
 //   the "faults: injected" message as their reason (never a crash, a timeout or another
 //   error), the others pass.
+// - The same on simaccel_testing, whose streams run asynchronously.
 // - The same with the validation layer outside faults: the error paths leave no finding.
 #include <gtest/gtest.h>
 
@@ -22,6 +23,15 @@ TEST(FaultsUnderTheKit, EveryInjectedFaultFailsItsClauseByName) {
       RunKit({kPlugins + "/libbackplane_cpu.so", "--with", kPlugins + "/libbackplane_faults.so",
               "--jobs", "2"},
              "kit_cpu_faults", {{"BACKPLANE_LAYERS", "faults:seed=7:rate=0.05"}}, {});
+  ExpectNamedFaultsOnly(run);
+}
+
+TEST(FaultsUnderTheKit, AnAsynchronousDeviceFailsByNameToo) {
+  // simaccel_testing runs its streams on threads of their own: a fault meets work in flight.
+  const KitRun run = RunKit(
+      {std::string(BACKPLANE_TEST_PLUGIN_DIR) + "/libbackplane_simaccel_testing.so", "--with",
+       kPlugins + "/libbackplane_faults.so", "--jobs", "2", "-t", "codegen.kernel.*_gpu"},
+      "kit_simaccel_faults", {{"BACKPLANE_LAYERS", "faults:seed=1:rate=0.03"}}, {});
   ExpectNamedFaultsOnly(run);
 }
 
