@@ -163,7 +163,8 @@ ctest --preset asan
 echo "==> concurrency tests (tsan: ThreadSanitizer)"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target cpu_stress_test cpu_plugin_test simaccel_test \
-  core_registry_test core_object_test core_target_test simaccel_build_test ir_tests validation_test
+  core_registry_test core_object_test core_target_test simaccel_build_test ir_tests \
+  validation_test faults_layer_test
 # IrLimits (deep trees walked from threads) is a stack-depth test, not a concurrency one: it runs
 # under release and asan; under TSan its 30,000-level recursions grew to 24 GiB and were
 # killed for memory.

@@ -8,6 +8,11 @@
 # 30 s) for the port, runs COMMAND with BACKPLANE_REMOTE=127.0.0.1:PORT and BACKPLANE_SERVER_PID
 # set, then stops the server with SIGTERM and exits with COMMAND's status. The server's log is
 # printed when COMMAND fails or the server does not start. SERVE_LISTEN overrides 127.0.0.1.
+#
+# SERVE_LAYERS=LIST runs the server under those layers (its BACKPLANE_LAYERS; COMMAND runs with
+# BACKPLANE_LAYERS unset), then, after COMMAND, stops it, prints its whole log (what a layer
+# reports, at a call or at exit, for ctest's FAIL_REGULAR_EXPRESSION) and fails unless it
+# exited 0 (docs/layers/faults.md).
 set -uo pipefail
 
 cli="$1"
@@ -27,7 +32,15 @@ work="$(mktemp -d)"
 log="$work/server.log"
 port_file="$work/port"
 listen="${SERVE_LISTEN:-127.0.0.1}"
-"$cli" serve --listen "$listen:0" --port-file "$port_file" "${serve_args[@]}" >"$log" 2>&1 &
+layers="${SERVE_LAYERS:-}"
+server_env=()
+client_env=()
+if [ -n "$layers" ]; then
+  server_env=("BACKPLANE_LAYERS=$layers")
+  client_env=(-u BACKPLANE_LAYERS)
+fi
+env "${server_env[@]}" "$cli" serve --listen "$listen:0" --port-file "$port_file" \
+  "${serve_args[@]}" >"$log" 2>&1 &
 server=$!
 cleanup() {
   kill -TERM "$server" 2>/dev/null
@@ -55,9 +68,21 @@ fi
 port="$(cat "$port_file")"
 export BACKPLANE_REMOTE="$listen:$port"
 export BACKPLANE_SERVER_PID="$server"
-"$@"
+env "${client_env[@]}" "$@"
 status=$?
-if [ $status -ne 0 ]; then
+if [ -n "$layers" ]; then
+  kill -TERM "$server"
+  for _ in $(seq 200); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server" 2>/dev/null
+  wait "$server"
+  server_status=$?
+  echo "--- the server's log (BACKPLANE_LAYERS=$layers) ---"
+  cat "$log"
+  if [ $server_status -ne 0 ]; then
+    echo "with_server.sh: the server exited with $server_status, not 0 (SIGTERM)" >&2
+    [ $status -eq 0 ] && status=1
+  fi
+elif [ $status -ne 0 ]; then
   echo "with_server.sh: '$*' exited with $status; the server's log:" >&2
   cat "$log" >&2
 fi
