@@ -384,8 +384,20 @@ class Tracer {
     ::backplane::detail::Api()->error_clear();  // a device that cannot time leaves no message
     std::lock_guard lock(mu_);
     unresolved_ += ready.size() - resolved.size();
+    // Each batch is placed by its own marker, whose host time is known to a few microseconds
+    // only; a stream runs its work in order, so a batch that would start before the end of the
+    // batch before it on its track is moved after it, whole.
+    std::map<uint32_t, int64_t> shift;  // by track
     for (const Event& e : resolved) {
-      device_clock_tids_[e.pid].insert(e.tid);
+      auto last = device_clock_end_.find({e.pid, e.tid});
+      if (last == device_clock_end_.end()) continue;
+      int64_t& s = shift[e.tid];
+      s = std::max(s, last->second - e.ts_ns);
+    }
+    for (Event e : resolved) {
+      e.ts_ns += shift[e.tid];
+      int64_t& end = device_clock_end_[{e.pid, e.tid}];
+      end = std::max(end, e.ts_ns + e.dur_ns);
       PushLocked(e);
     }
   }
@@ -483,7 +495,7 @@ class Tracer {
   std::unordered_map<uint64_t, uint32_t> device_pids_;
   std::vector<std::pair<uint32_t, const std::string*>> pid_names_;
   std::unordered_map<uint64_t, std::map<bp_stream_t, uint32_t>> stream_tids_;
-  std::map<uint32_t, std::set<uint32_t>> device_clock_tids_;
+  std::map<std::pair<uint32_t, uint32_t>, int64_t> device_clock_end_;  // by (pid, tid)
   std::unordered_map<uint64_t, bp_stream_t> current_stream_;
 };
 
@@ -493,7 +505,6 @@ void Tracer::Write() {
   uint64_t dropped = 0, unresolved = 0;
   uint32_t max_host_tid = 0;
   std::vector<std::pair<uint32_t, const std::string*>> pid_names;
-  std::map<uint32_t, std::set<uint32_t>> device_clock_tids;
   {
     std::lock_guard lock(mu_);
     if (written_) return;

@@ -243,6 +243,48 @@ TEST(TraceLayer, DemoTraceHoldsEveryCopyAndLaunchWithConsistentTimes) {
   }
 }
 
+// On a device with events (OpenCL on PoCL here), each launch and copy also has a span on its
+// stream's device-clock thread, flagged as device clock, and none is left unresolved (the demo
+// synchronises its streams).
+TEST(TraceLayer, DeviceTimesOnADeviceWithEvents) {
+  if (!fs::exists(fs::path(BACKPLANE_PLUGIN_DIR) / "libbackplane_opencl.so")) {
+    GTEST_SKIP() << "the opencl plugin is not built";
+  }
+  const std::string file = Scratch("opencl.json");
+  std::vector<std::string> argv = {BACKPLANE_CLI_PATH, "demo",     "--size", "small",   "-k",
+                                   "vector_add_gpu",   "--repeat", "2",      "--trace", file};
+  sp::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH", "BACKPLANE_LAYERS"};
+  options.set_env = {{"BACKPLANE_DISABLE_PLUGINS", "vulkan,cuda,remote"}};
+  options.timeout_s = 120;
+  sp::Result r = sp::Run(argv, options);
+  if (r.out.find("opencl:0") == std::string::npos) GTEST_SKIP() << "no opencl device here";
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.out << r.err;
+  const Json doc = ReadJson(file);
+  const std::vector<Json> spans = CheckFormat(doc);
+  CheckNesting(spans);
+  std::map<uint32_t, std::string> pid_names, thread_names;
+  for (const Json& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") pid_names[U(e, "pid")] = e["args"]["name"];
+  }
+  size_t host_side = 0, device_side = 0;
+  for (const Json& e : spans) {
+    if (pid_names[U(e, "pid")] != "opencl:0") continue;
+    if (e["cat"] == "launch" || e["cat"] == "copy") ++host_side;
+    if (e["cat"] == "device") {
+      ++device_side;
+      EXPECT_EQ(e["args"]["clock"], "device") << e;
+      EXPECT_TRUE(e["args"]["host_ts"].is_number()) << e;
+      EXPECT_GE(U(e, "tid"), 100000u) << "a device-clock span on a host-clock thread: " << e;
+    } else {
+      EXPECT_LT(U(e, "tid"), 100000u) << e;
+    }
+  }
+  EXPECT_GT(host_side, 0u);
+  EXPECT_EQ(device_side, host_side) << "every launch and copy on opencl:0 has device times";
+  EXPECT_EQ(doc["otherData"]["unresolved_device_spans"], 0);
+}
+
 TEST(TraceLayer, MaxEventsKeepsTheFirstAndCountsTheRest) {
   const std::string file = Scratch("capped.json");
   sp::Result r = RunCli({"info", "-l", "--layer", "trace:file=" + file + ":max_events=5"});
