@@ -231,7 +231,7 @@ class Tracer {
     Event e;
     e.ts_ns = t0;
     e.dur_ns = t1 - t0;
-    e.name = InternLocked(entry);
+    e.name = EntryNameLocked(entry);
     e.pid = kHostPid;
     e.tid = tid;
     e.cat = kApi;
@@ -273,7 +273,7 @@ class Tracer {
     Event e;
     e.ts_ns = t0;
     e.dur_ns = t1 - t0;
-    e.name = InternLocked("copy");
+    e.name = EntryNameLocked("copy");
     e.pid = PidLocked(dev);
     e.tid = TidLocked(dev, stream);
     e.cat = kCopy;
@@ -293,11 +293,23 @@ class Tracer {
     if (span != nullptr) AddSpanLocked(span, e);
   }
 
-  // A launch on `dev`'s `stream` track, with flows from the copies that wrote its tensors.
-  void Launch(DLDevice dev, bp_stream_t stream, const std::string* name,
-              const std::vector<const DLTensor*>& tensors, int64_t t0, int64_t t1, int32_t st,
+  // A launch: on the host track and, when `on_device`, on `dev`'s `stream` track, with flows
+  // from the copies that wrote its tensors.
+  void Launch(bool on_device, DLDevice dev, bp_stream_t stream, const std::string* name,
+              const DLTensor* const* tensors, size_t n_tensors, int64_t t0, int64_t t1, int32_t st,
               DeviceSpan* span) {
+    const uint32_t host_tid = HostTid();
     std::lock_guard lock(mu_);
+    Event h;
+    h.ts_ns = t0;
+    h.dur_ns = t1 - t0;
+    h.name = name;
+    h.pid = kHostPid;
+    h.tid = host_tid;
+    h.cat = kCall;
+    h.status = st;
+    PushLocked(h);
+    if (!on_device) return;
     Event e;
     e.ts_ns = t0;
     e.dur_ns = t1 - t0;
@@ -307,7 +319,8 @@ class Tracer {
     e.cat = kLaunch;
     e.status = st;
     PushLocked(e);
-    for (const DLTensor* t : tensors) {
+    for (size_t i = 0; i < n_tensors && !copy_dests_.empty(); ++i) {
+      const DLTensor* t = tensors[i];
       auto it = copy_dests_.find(t->data);
       if (it == copy_dests_.end()) continue;
       const size_t begin = static_cast<size_t>(t->byte_offset);
@@ -346,6 +359,7 @@ class Tracer {
           ++it;
         }
       }
+      pending_spans_.store(spans_.size(), std::memory_order_relaxed);
     }
     if (ready.empty()) return;
     // The marker: recorded now on the (idle) stream; its device time is taken as the host
@@ -402,6 +416,10 @@ class Tracer {
     }
   }
 
+  // Whether any device span waits to be read (read without the lock: a sync on a device
+  // without events costs one load).
+  bool AnySpans() const { return pending_spans_.load(std::memory_order_relaxed) > 0; }
+
   // After a sync of `stream` (or, with sync_first, after syncing it here): its spans.
   void ResolveAfterSync(TraceTable* table, DLDevice dev, bp_stream_t stream, bool sync_first);
 
@@ -423,6 +441,15 @@ class Tracer {
     const std::string* p = &name_store_.back();
     names_.emplace(s, p);
     return p;
+  }
+
+  // The DeviceAPI entries' names are literals: looked up by address, without hashing text.
+  const std::string* EntryNameLocked(const char* entry) {
+    auto it = entry_names_.find(entry);
+    if (it != entry_names_.end()) return it->second;
+    const std::string* name = InternLocked(entry);
+    entry_names_.emplace(entry, name);
+    return name;
   }
 
   const std::string& DeviceNameLocked(DLDevice dev) {
@@ -463,6 +490,7 @@ class Tracer {
     span->cat = e.cat;
     span->bytes = e.bytes;
     spans_.push_back(*span);
+    pending_spans_.store(spans_.size(), std::memory_order_relaxed);
   }
 
   void PushLocked(const Event& e) {
@@ -484,6 +512,7 @@ class Tracer {
   std::vector<Event> events_;
   std::vector<Flow> flows_;
   std::vector<DeviceSpan> spans_;
+  std::atomic<size_t> pending_spans_{0};
   std::map<void*, CopyDest> copy_dests_;
   uint64_t next_flow_id_ = 1;
   uint64_t dropped_ = 0;
@@ -491,6 +520,7 @@ class Tracer {
   uint32_t max_host_tid_ = 0;
   std::deque<std::string> name_store_;
   std::unordered_map<std::string, const std::string*> names_;
+  std::unordered_map<const char*, const std::string*> entry_names_;
   std::unordered_map<uint64_t, const std::string*> device_names_;
   std::unordered_map<uint64_t, uint32_t> device_pids_;
   std::vector<std::pair<uint32_t, const std::string*>> pid_names_;
@@ -788,6 +818,7 @@ class TraceTable final : public sdk::DeviceLayer {
 
 void Tracer::ResolveAfterSync(TraceTable* table, DLDevice dev, bp_stream_t stream,
                               bool sync_first) {
+  if (!AnySpans()) return;
   {
     std::lock_guard lock(mu_);
     bool any = false;
@@ -811,8 +842,7 @@ class TraceLayer final : public sdk::Layer {
   sdk::DeviceLayer* WrapDeviceAPI(int32_t type, const std::string& type_name,
                                   const bp_device_api_t* next) override {
     auto* table = new TraceTable(type, type_name, next, tracer_);  // kept until exit
-    std::lock_guard lock(mu_);
-    tables_[type] = table;
+    if (type >= 0 && type < BP_DEVICE_TYPE_MAX) tables_[type].store(table);
     return table;
   }
 
@@ -841,31 +871,33 @@ class TraceLayer final : public sdk::Layer {
 
  private:
   TraceTable* TableFor(int32_t type) {
-    std::lock_guard lock(mu_);
-    auto it = tables_.find(type);
-    return it == tables_.end() ? nullptr : it->second;
+    return type >= 0 && type < BP_DEVICE_TYPE_MAX ? tables_[type].load() : nullptr;
   }
 
   // A module function call: on the host track, and on the track of the device and current
   // stream of its tensors (the first non-CPU one, else the first), timed there by events.
   Any Launch(const Function& next, const std::string* name, PackedArgs args) {
-    std::vector<const DLTensor*> tensors;
-    for (int32_t i = 0; i < args.size(); ++i) {
+    // The tensors among the arguments (the first kMaxTensors: the ones flows are looked for).
+    constexpr size_t kMaxTensors = 32;
+    const DLTensor* tensors[kMaxTensors];
+    size_t n_tensors = 0;
+    for (int32_t i = 0; i < args.size() && n_tensors < kMaxTensors; ++i) {
       const bp_value_t& v = args.data()[i];
       if (v.type == BP_VALUE_TENSOR && v.u.v_tensor != nullptr) {
-        tensors.push_back(v.u.v_tensor);
+        tensors[n_tensors++] = v.u.v_tensor;
       } else if (v.type == BP_VALUE_OBJECT && v.u.v_obj != nullptr) {
         int32_t type = 0;
         DLTensor* t = nullptr;
         const bp_host_api_t* api = ::backplane::detail::Api();
         if (api->object_type(v.u.v_obj, &type) == BP_OK && type == BP_OBJECT_TENSOR &&
             api->tensor_get(v.u.v_obj, &t) == BP_OK && t != nullptr) {
-          tensors.push_back(t);
+          tensors[n_tensors++] = t;
         }
       }
     }
     const DLTensor* on = nullptr;
-    for (const DLTensor* t : tensors) {
+    for (size_t i = 0; i < n_tensors; ++i) {
+      const DLTensor* t = tensors[i];
       if (on == nullptr || (on->device.device_type == kDLCPU && t->device.device_type != kDLCPU)) {
         on = t;
       }
@@ -888,31 +920,28 @@ class TraceLayer final : public sdk::Layer {
       result = next.CallPacked(args.data(), args.size());
     } catch (const Error& e) {
       st = e.kind();
-      Finish(name, on, dev, stream, table, timed, &span, tensors, t0, st);
+      Finish(name, on, dev, stream, table, timed, &span, tensors, n_tensors, t0, st);
       throw;
     } catch (...) {
-      Finish(name, on, dev, stream, table, timed, &span, tensors, t0, BP_ERR_INTERNAL);
+      Finish(name, on, dev, stream, table, timed, &span, tensors, n_tensors, t0, BP_ERR_INTERNAL);
       throw;
     }
-    Finish(name, on, dev, stream, table, timed, &span, tensors, t0, st);
+    Finish(name, on, dev, stream, table, timed, &span, tensors, n_tensors, t0, st);
     return result;
   }
 
   void Finish(const std::string* name, const DLTensor* on, DLDevice dev, bp_stream_t stream,
-              TraceTable* table, bool timed, DeviceSpan* span,
-              const std::vector<const DLTensor*>& tensors, int64_t t0, int32_t st) {
+              TraceTable* table, bool timed, DeviceSpan* span, const DLTensor* const* tensors,
+              size_t n_tensors, int64_t t0, int32_t st) {
     const int64_t t1 = tracer_->Now();
     const bool keep = timed && st == BP_OK && table->EndSpan(span);
     if (timed && !keep && st != BP_OK) table->FreeSpan(*span);
-    tracer_->Host(kCall, name, t0, t1, st);
-    if (on != nullptr) {
-      tracer_->Launch(dev, stream, name, tensors, t0, t1, st, keep ? span : nullptr);
-    }
+    tracer_->Launch(on != nullptr, dev, stream, name, tensors, n_tensors, t0, t1, st,
+                    keep ? span : nullptr);
   }
 
   Tracer* const tracer_;
-  std::mutex mu_;
-  std::unordered_map<int32_t, TraceTable*> tables_;
+  std::atomic<TraceTable*> tables_[BP_DEVICE_TYPE_MAX] = {};
 };
 
 Tracer* g_tracer = nullptr;
