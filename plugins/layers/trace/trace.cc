@@ -75,6 +75,20 @@ struct Event {
   int64_t host_ts_ns = -1;              // kDevice: the host start of the launch or copy
 };
 
+// A span from t0 to t1 (ns from the origin) on track pid/tid.
+Event MakeSpan(Category cat, const std::string* name, uint32_t pid, uint32_t tid, int64_t t0,
+               int64_t t1, int32_t status) {
+  Event e;
+  e.ts_ns = t0;
+  e.dur_ns = t1 - t0;
+  e.name = name;
+  e.pid = pid;
+  e.tid = tid;
+  e.cat = cat;
+  e.status = status;
+  return e;
+}
+
 struct Flow {
   uint64_t id;
   int64_t from_ts_ns;
@@ -228,14 +242,7 @@ class Tracer {
   void Api(const char* entry, const DLDevice* dev, int64_t t0, int64_t t1, bp_status_t st) {
     const uint32_t tid = HostTid();
     std::lock_guard lock(mu_);
-    Event e;
-    e.ts_ns = t0;
-    e.dur_ns = t1 - t0;
-    e.name = EntryNameLocked(entry);
-    e.pid = kHostPid;
-    e.tid = tid;
-    e.cat = kApi;
-    e.status = st;
+    Event e = MakeSpan(kApi, EntryNameLocked(entry), kHostPid, tid, t0, t1, st);
     e.device = dev != nullptr ? &DeviceNameLocked(*dev) : nullptr;
     PushLocked(e);
   }
@@ -244,15 +251,7 @@ class Tracer {
   void Host(Category cat, const std::string* name, int64_t t0, int64_t t1, int32_t st) {
     const uint32_t tid = HostTid();
     std::lock_guard lock(mu_);
-    Event e;
-    e.ts_ns = t0;
-    e.dur_ns = t1 - t0;
-    e.name = name;
-    e.pid = kHostPid;
-    e.tid = tid;
-    e.cat = cat;
-    e.status = st;
-    PushLocked(e);
+    PushLocked(MakeSpan(cat, name, kHostPid, tid, t0, t1, st));
   }
 
   // The stream `dev` works on now (set_stream; null until set).
@@ -270,14 +269,8 @@ class Tracer {
   void Copy(DLDevice dev, bp_stream_t stream, const DLTensor* to, uint64_t bytes, int64_t t0,
             int64_t t1, bp_status_t st, DeviceSpan* span) {
     std::lock_guard lock(mu_);
-    Event e;
-    e.ts_ns = t0;
-    e.dur_ns = t1 - t0;
-    e.name = EntryNameLocked("copy");
-    e.pid = PidLocked(dev);
-    e.tid = TidLocked(dev, stream);
-    e.cat = kCopy;
-    e.status = st;
+    Event e = MakeSpan(kCopy, EntryNameLocked("copy"), PidLocked(dev), TidLocked(dev, stream), t0,
+                       t1, st);
     e.bytes = bytes;
     e.device = &DeviceNameLocked(to->device);
     PushLocked(e);
@@ -300,24 +293,9 @@ class Tracer {
               DeviceSpan* span) {
     const uint32_t host_tid = HostTid();
     std::lock_guard lock(mu_);
-    Event h;
-    h.ts_ns = t0;
-    h.dur_ns = t1 - t0;
-    h.name = name;
-    h.pid = kHostPid;
-    h.tid = host_tid;
-    h.cat = kCall;
-    h.status = st;
-    PushLocked(h);
+    PushLocked(MakeSpan(kCall, name, kHostPid, host_tid, t0, t1, st));
     if (!on_device) return;
-    Event e;
-    e.ts_ns = t0;
-    e.dur_ns = t1 - t0;
-    e.name = name;
-    e.pid = PidLocked(dev);
-    e.tid = TidLocked(dev, stream);
-    e.cat = kLaunch;
-    e.status = st;
+    const Event e = MakeSpan(kLaunch, name, PidLocked(dev), TidLocked(dev, stream), t0, t1, st);
     PushLocked(e);
     for (size_t i = 0; i < n_tensors && !copy_dests_.empty(); ++i) {
       const DLTensor* t = tensors[i];
@@ -380,13 +358,9 @@ class Tracer {
           api->event_elapsed_ms(api->self, dev, s.start, marker, &start_ms) == BP_OK &&
           api->event_elapsed_ms(api->self, dev, s.end, marker, &end_ms) == BP_OK &&
           start_ms >= end_ms) {
-        Event e;
-        e.ts_ns = marker_host - static_cast<int64_t>(start_ms * 1e6);
-        e.dur_ns = static_cast<int64_t>((start_ms - end_ms) * 1e6);
-        e.name = s.name;
-        e.pid = s.pid;
-        e.tid = s.tid + kDeviceClockTid;
-        e.cat = kDevice;
+        const int64_t t0 = marker_host - static_cast<int64_t>(start_ms * 1e6);
+        Event e = MakeSpan(kDevice, s.name, s.pid, s.tid + kDeviceClockTid, t0,
+                           t0 + static_cast<int64_t>((start_ms - end_ms) * 1e6), BP_OK);
         e.bytes = s.bytes;
         e.host_ts_ns = s.host_ts_ns;
         resolved.push_back(e);
