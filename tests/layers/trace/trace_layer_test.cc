@@ -285,6 +285,31 @@ TEST(TraceLayer, DeviceTimesOnADeviceWithEvents) {
   EXPECT_EQ(doc["otherData"]["unresolved_device_spans"], 0);
 }
 
+// A build through a layer that wraps the code generator still gets the IR text versions the
+// plugin's generator reads (the wrapper has none of its own): C's remainder needs version 3,
+// which cannot be lowered, so a build given version 1 would be refused.
+TEST(TraceLayer, ABuildThroughTheLayerReadsTheGeneratorsIRVersions) {
+  const std::string kernel = Scratch("rem.bpir");
+  std::ofstream(kernel) << "func rem(n: int32, x: buffer<int32>[n]) {\n"
+                           "  for i in serial(0, n) {\n"
+                           "    x[i] = x[i] % 4\n"
+                           "  }\n"
+                           "}\n";
+  const std::string file = Scratch("build.json");
+  sp::Options options;
+  options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
+  options.set_env = {{"BACKPLANE_DISABLE_PLUGINS", "opencl,vulkan,cuda,remote"},
+                     {"BACKPLANE_LAYERS", "trace:file=" + file}};
+  options.timeout_s = 120;
+  sp::Result r = sp::Run(
+      {BACKPLANE_CLI_PATH, "build", kernel, "-t", "c", "-o", Scratch("rem.bpmod")}, options);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
+  const Json doc = ReadJson(file);
+  size_t builds = 0;
+  for (const Json& e : CheckFormat(doc)) builds += e["cat"] == "build" && e["name"] == "build c";
+  EXPECT_EQ(builds, 1u);
+}
+
 TEST(TraceLayer, MaxEventsKeepsTheFirstAndCountsTheRest) {
   const std::string file = Scratch("capped.json");
   sp::Result r = RunCli({"info", "-l", "--layer", "trace:file=" + file + ":max_events=5"});
