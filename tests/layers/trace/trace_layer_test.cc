@@ -287,8 +287,9 @@ TEST(TraceLayer, DeviceTimesOnADeviceWithEvents) {
 
 // A build through a layer that wraps the code generator still gets the IR text versions the
 // plugin's generator reads (the wrapper has none of its own): C's remainder needs version 3,
-// which cannot be lowered, so a build given version 1 would be refused.
-TEST(TraceLayer, ABuildThroughTheLayerReadsTheGeneratorsIRVersions) {
+// which cannot be lowered, so a build given version 1 would be refused. Then `run --trace` of
+// the module, and `run --layer` of a layer no plugin declares.
+TEST(TraceLayer, BuildAndRunUnderTheLayer) {
   const std::string kernel = Scratch("rem.bpir");
   std::ofstream(kernel) << "func rem(n: int32, x: buffer<int32>[n]) {\n"
                            "  for i in serial(0, n) {\n"
@@ -296,18 +297,37 @@ TEST(TraceLayer, ABuildThroughTheLayerReadsTheGeneratorsIRVersions) {
                            "  }\n"
                            "}\n";
   const std::string file = Scratch("build.json");
+  const std::string module = Scratch("rem.bpmod");
   sp::Options options;
   options.unset_env = {"BACKPLANE_PLUGIN_PATH"};
   options.set_env = {{"BACKPLANE_DISABLE_PLUGINS", "opencl,vulkan,cuda,remote"},
                      {"BACKPLANE_LAYERS", "trace:file=" + file}};
   options.timeout_s = 120;
-  sp::Result r = sp::Run(
-      {BACKPLANE_CLI_PATH, "build", kernel, "-t", "c", "-o", Scratch("rem.bpmod")}, options);
+  sp::Result r = sp::Run({BACKPLANE_CLI_PATH, "build", kernel, "-t", "c", "-o", module}, options);
   ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
   const Json doc = ReadJson(file);
   size_t builds = 0;
   for (const Json& e : CheckFormat(doc)) builds += e["cat"] == "build" && e["name"] == "build c";
   EXPECT_EQ(builds, 1u);
+
+  // `backplane run --trace` on that module: the checked call and the two timed ones.
+  const std::string run_file = Scratch("run.json");
+  r = RunCli({"run", module, "-f", "rem", "--dim", "n=64", "--allow-native", "-r", "2", "--trace",
+              run_file});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe() << "\n" << r.err;
+  const Json run_doc = ReadJson(run_file);
+  const std::vector<Json> spans = CheckFormat(run_doc);
+  CheckNesting(spans);
+  size_t calls = 0, launches = 0;
+  for (const Json& e : spans) {
+    calls += e["cat"] == "call" && e["name"] == "rem";
+    launches += e["cat"] == "launch" && e["name"] == "rem";
+  }
+  EXPECT_EQ(calls, 3u);
+  EXPECT_EQ(launches, 3u);
+  r = RunCli({"run", module, "-f", "rem", "--layer", "no_such_layer"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_NE(r.err.find("--layer no_such_layer: layer 'no_such_layer'"), std::string::npos) << r.err;
 }
 
 TEST(TraceLayer, MaxEventsKeepsTheFirstAndCountsTheRest) {
