@@ -525,11 +525,22 @@ void Tracer::Write() {
   for (const Event& e : events) {
     if (e.pid != kHostPid) tids[e.pid].insert(e.tid);
   }
+  // Never a half-written file: a temporary beside it, renamed over it once complete. The
+  // text goes out in pieces of about 1 MiB, so writing needs little memory beyond the spans.
+  const std::string& path = options_.file;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* file = std::fopen(tmp.c_str(), "wb");
+  bool ok = file != nullptr;
   std::string out;
-  out.reserve(events.size() * 180 + 4096);
+  out.reserve((1 << 20) + 4096);
+  auto flush = [&] {
+    if (ok) ok = std::fwrite(out.data(), 1, out.size(), file) == out.size();
+    out.clear();
+  };
   out += "{\"traceEvents\":[\n";
   bool first = true;
   auto begin = [&] {
+    if (out.size() >= (1 << 20)) flush();
     if (!first) out += ",\n";
     first = false;
   };
@@ -615,19 +626,15 @@ void Tracer::Write() {
          ",\"dropped_events\":" + std::to_string(dropped) +
          ",\"unresolved_device_spans\":" + std::to_string(unresolved) + "}}\n";
 
-  // Never a half-written file: a temporary beside it, then rename over it.
-  const std::string& path = options_.file;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  bool ok = f != nullptr;
-  if (ok) {
-    ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-    ok = std::fflush(f) == 0 && ok;
-    ok = ::fsync(::fileno(f)) == 0 && ok;
-    ok = std::fclose(f) == 0 && ok;
+  flush();
+  if (file != nullptr) {
+    ok = std::fflush(file) == 0 && ok;
+    ok = ::fsync(::fileno(file)) == 0 && ok;
+    ok = std::fclose(file) == 0 && ok;
   }
   if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
   if (!ok) {
+    // errno is that of the last call that failed (fopen, fwrite, fsync, fclose or rename).
     std::fprintf(stderr, "backplane trace layer: cannot write the trace file '%s': %s\n",
                  path.c_str(), std::strerror(errno));
     std::remove(tmp.c_str());
@@ -949,7 +956,14 @@ BACKPLANE_PLUGIN_ENTRY_WITH((::backplane::sdk::PluginDescription{"trace", BACKPL
         tl::Options o = tl::ParseOptions(options);
         tl::CheckWritable(o.file);
         tl::g_tracer = new tl::Tracer(std::move(o));  // kept until exit, as the layer
-        std::atexit([] { tl::g_tracer->Write(); });
+        std::atexit([] {
+          try {
+            tl::g_tracer->Write();
+          } catch (const std::exception& e) {  // std::bad_alloc: no half file, a message
+            std::fprintf(stderr, "backplane trace layer: the trace file was not written: %s\n",
+                         e.what());
+          }
+        });
         return new tl::TraceLayer(tl::g_tracer);
       },
       sdk::LayerWraps{/*functions=*/true, /*builds=*/true});
