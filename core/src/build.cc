@@ -448,8 +448,10 @@ Ref CallCodegen(const std::string& kind, const ir::IRModule& module, const bp_ob
                                ". Install the plugin that provides it (backplane info lists "
                                "the loaded plugins)");
   }
-  codegen = WrapCodegen(kind, std::move(codegen));
+  // The IR versions the plugin's code generator reads: a layer's wrapper (WrapCodegen) is a
+  // plain function that carries no BP_FUNCTION_READS_IR, and passes the text on unchanged.
   const std::pair<int, int> reads = ReadsIR(codegen.get());
+  codegen = WrapCodegen(kind, std::move(codegen));
   const int oldest = reads.first, newest = reads.second;
   auto reader = [&] {
     return "the code generator " + name + " (" +

@@ -36,6 +36,10 @@ std::atomic<const bp_device_api_t*> g_tables[BP_DEVICE_TYPE_MAX] = {};
 // table is published and never changed after, so a reader that saw the table sees it.
 const std::string* g_owners[BP_DEVICE_TYPE_MAX] = {};
 
+// Set while this thread has the layers wrap a table, under the manager's lock: a layer that
+// asks for a table from there is refused instead of waiting for itself.
+thread_local bool t_wrapping = false;
+
 class DeviceAPIManager {
  public:
   const bp_device_api_t& Load(int32_t type) {
@@ -92,11 +96,31 @@ class DeviceAPIManager {
                               "' of its bp_device_api_t is null; the SDK's DeviceAPI base class "
                               "fills every entry");
     }
-    // The layers' tables over the plugin's (the plugin's own when no layer is enabled).
-    const bp_device_api_t* top = WrapDeviceTable(type, name, copy.get());
+    // The layers' tables over the plugin's (the plugin's own when no layer is enabled), made
+    // under the lock once the chain is built: threads that race to the first use of a type
+    // would otherwise each have every layer wrap it, and the tables of all but one would be
+    // lost with the `copy` below them still referenced (a leak, and a dangling `next` in any
+    // layer that kept its table). A layer's wrap_device_api must not use a device.
+    LayerChain();
+    if (t_wrapping) {
+      Fail(BP_ERR_PLUGIN, std::string("a layer used a device while it wrapped a DeviceAPI table "
+                                      "(that of '") +
+                              name +
+                              "' was asked for); a layer's wrap_device_api must not use "
+                              "a device");
+    }
     std::lock_guard lock(mu_);
     const bp_device_api_t* existing = g_tables[type].load(std::memory_order_acquire);
     if (existing != nullptr) return *existing;
+    t_wrapping = true;
+    const bp_device_api_t* top = nullptr;
+    try {
+      top = WrapDeviceTable(type, name, copy.get());
+    } catch (...) {
+      t_wrapping = false;
+      throw;
+    }
+    t_wrapping = false;
     g_owners[type] = new std::string(owner);  // lives as long as the process
     copy.release();                           // lives as long as the process, below `top`
     const bp_device_api_t* published = top;

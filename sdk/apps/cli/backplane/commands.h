@@ -32,6 +32,16 @@ struct Command {
 // has it. The folder must exist and be a folder; a relative path is made absolute.
 void AddPluginPathOption(CLI::App* app, std::vector<std::string>* paths);
 
+// Adds --layer NAME[:OPTIONS] (repeatable) to `app`, filling `layers`; with `trace` non-null
+// also --trace FILE (the trace layer, trace:file=FILE). layers.cc.
+void AddLayerOptions(CLI::App* app, std::vector<std::string>* layers, std::string* trace);
+
+// Enables the layers of --trace and --layer (trace first, so it is the outermost and records
+// the calls as the command makes them; then the --layer ones in the order given) and loads
+// them. Call before the first device use. Returns "" or the message of a usage error, which
+// names the option and the layer.
+std::string EnableCliLayers(const std::vector<std::string>& layers, const std::string& trace);
+
 // `backplane info`: plugins, device types, devices and their attributes, global functions.
 Command AddInfoCommand(CLI::App& parent);
 

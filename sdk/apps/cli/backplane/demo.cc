@@ -27,6 +27,8 @@ struct DemoOptions {
   int repeat = 3;
   std::vector<std::string> kernels;
   std::vector<std::string> plugin_paths;
+  std::vector<std::string> layers;
+  std::string trace;
   bool json = false;
   bool verbose = false;
 };
@@ -126,6 +128,10 @@ class DemoTable {
 
 int RunDemo(const DemoOptions& o) {
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
+  if (const std::string bad = EnableCliLayers(o.layers, o.trace); !bad.empty()) {
+    std::cerr << "backplane demo: " << bad << "\n";
+    return kExitUsage;
+  }
   std::vector<const kernels::Case*> cases;
   for (const kernels::Case& c : kernels::Catalog()) {
     // A variant (kernels::Case::base) runs in place of its base on the devices that choose
@@ -286,6 +292,7 @@ Command AddDemoCommand(CLI::App& parent) {
   app->add_option("--kernel,-k", o->kernels, "Only this kernel (repeat for several)")
       ->type_name("NAME");
   AddPluginPathOption(app, &o->plugin_paths);
+  AddLayerOptions(app, &o->layers, &o->trace);
   app->add_flag("--json", o->json,
                 "Print the results as one JSON document (schema_version 1, docs/cli.md) "
                 "instead of the table");
@@ -300,6 +307,7 @@ Command AddDemoCommand(CLI::App& parent) {
       "  backplane demo\n"
       "  backplane demo --size small -k vector_add -k saxpy_gpu\n"
       "  backplane demo --json > demo.json\n"
+      "  backplane demo --size small -k vector_add --trace demo.json\n"
       "Exit codes: 0 every kernel passed, 1 one failed or none ran, 2 a usage error.\n"
       "Environment: BACKPLANE_PLUGIN_PATH, BACKPLANE_DISABLE_PLUGINS, XDG_CACHE_HOME (the "
       "compile cache; a warm cache makes builds fast); docs/cli.md.");

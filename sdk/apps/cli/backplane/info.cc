@@ -94,9 +94,10 @@ struct InfoOptions {
   std::string device;  // -d TYPE:INDEX: one device
   std::string prop;    // --prop NAME: one attribute or property on every device
   std::vector<std::string> plugin_paths;
-  bool no_probe = false;      // load in this process only (for a debugger)
-  double probe_timeout = 10;  // seconds a plugin may take to load in its probe
-  std::string probe_one;      // hidden: the child's side of a probe
+  std::vector<std::string> layers;  // --layer
+  bool no_probe = false;            // load in this process only (for a debugger)
+  double probe_timeout = 10;        // seconds a plugin may take to load in its probe
+  std::string probe_one;            // hidden: the child's side of a probe
 };
 
 // Reads the calling thread's error message after a failed call.
@@ -315,8 +316,16 @@ Json CollectReport() {
     }
     function_entries.push_back(std::move(entry));
   }
+  // The layers (docs/layer-guide.md), outermost first; loading them may fail, which is shown.
+  Json layers = Json::array();
+  try {
+    for (const std::string& l : ActiveLayers()) layers.push_back(l);
+  } catch (const Error& e) {
+    report["layers_error"] = e.what();
+  }
   report["search_path"] = listing.value("search_path", Json::array());
   report["plugins"] = std::move(plugins);
+  report["layers"] = std::move(layers);
   report["device_types"] = std::move(device_types);
   report["devices"] = std::move(devices);
   report["functions"] = std::move(function_entries);
@@ -482,6 +491,19 @@ void PrintReport(const Json& report, std::ostream& out) {
       }
     }
     table.Print(out, 2, width);
+  }
+
+  const Json& layers = report["layers"];
+  Heading(out, "Layers: " + std::to_string(layers.size()) +
+                   " active, outermost first (BACKPLANE_LAYERS, then --layer)");
+  if (layers.empty() && !report.contains("layers_error")) {
+    out << "  None. Enable one with --layer NAME[:OPTIONS] or BACKPLANE_LAYERS=NAME.\n";
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    out << "  " << i + 1 << ". " << Text(layers[i]) << "\n";
+  }
+  if (report.contains("layers_error")) {
+    out << "  error: " << Text(report["layers_error"]) << "\n";
   }
 
   const Json& types = report["device_types"];
@@ -812,6 +834,10 @@ int RunInfo(const InfoOptions& options) {
   std::map<std::string, std::string> failures;
   if (!options.no_probe) failures = ProbeAndDisable(options);
   Check(bp_plugins_load_all());
+  if (const std::string bad = EnableCliLayers(options.layers, ""); !bad.empty()) {
+    std::cerr << "backplane info: " << bad << '\n';
+    return kExitUsage;
+  }
   // An attached remote server that cannot be reached is named on stderr, and the command, which
   // was asked for every device, fails: what it printed lacks that server's devices.
   auto unless_unreachable = [](int rc) {
@@ -853,6 +879,7 @@ Command AddInfoCommand(CLI::App& parent) {
       ->type_name("NAME")
       ->excludes(list);
   AddPluginPathOption(app, &options->plugin_paths);
+  AddLayerOptions(app, &options->layers, nullptr);
   app->add_flag("--no-probe", options->no_probe,
                 "Load the plugins in this process only, without loading each in a child "
                 "process first (for a debugger; a plugin that crashes then ends the command)");

@@ -71,6 +71,8 @@ struct RunOptions {
   bool json = false;
   bool verbose = false;
   std::vector<std::string> plugin_paths;
+  std::vector<std::string> layers;
+  std::string trace;
   bool allow_native = false;  // load modules that carry native code (a c module's library)
   bool list = false;          // list the module's functions with their signatures
   bool print = false;         // print the buffers the call wrote
@@ -505,6 +507,10 @@ int RunRun(const RunOptions& options) {
   RunOptions o = options;
   if (o.print_full) o.print = true;
   for (const std::string& p : o.plugin_paths) Check(bp_plugin_path_add(p.c_str()));
+  if (const std::string bad = EnableCliLayers(o.layers, o.trace); !bad.empty()) {
+    std::cerr << "backplane run: " << bad << "\n";
+    return kExitUsage;
+  }
   std::map<std::string, std::string> values;
   std::string bad;
   if (!ParseValues(o.dims, &values, &bad)) {
@@ -722,9 +728,11 @@ Command AddRunCommand(CLI::App& parent) {
                 "which runs in this process with your rights: only for a module you built "
                 "yourself or got from a source you trust (docs/security.md)");
   AddPluginPathOption(app, &o->plugin_paths);
+  AddLayerOptions(app, &o->layers, &o->trace);
   app->footer(
       "Examples:\n"
       "  backplane run va.bpmod -f vector_add --dim n=1000000 --allow-native\n"
+      "  backplane run va.bpmod -f vector_add --allow-native --trace va.json\n"
       "  backplane run va_gpu.bpmod -f vector_add_gpu -i a=a.npy -i b=b.npy -o c=c.npy\n"
       "  backplane run sx.bpmod -f saxpy_gpu --arg alpha=1.5 --check --json\n"
       "  backplane run va.bpmod --list\n"
