@@ -514,8 +514,10 @@ class ValidationTable final : public sdk::DeviceLayer {
       std::lock_guard lock(s_.mu);
       upto = s_.work[KeyOf(dev, stream)].launched;
     }
+    // A sync that returns has waited for the stream's work, which either ended or faulted (the
+    // error reports the fault): neither way is it still running, so its memory may be freed.
     const bp_status_t st = DeviceLayer::StreamSync(dev, stream);
-    if (st == BP_OK) {
+    {
       std::lock_guard lock(s_.mu);
       s_.Complete(KeyOf(dev, stream), upto);
     }

@@ -477,10 +477,20 @@ void RunFault(Context& ctx, const std::string& clause, const std::string& params
     try {
       std::vector<runner::CheckArg> out = args;
       const runner::CheckDeviceArgs dargs(out, Device(ctx.dev));
-      m.GetFunction("construct")
-          .CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
-      dargs.Download(&out);
-      DeviceAPI::Get(Device(ctx.dev)).StreamSync(nullptr);
+      try {
+        m.GetFunction("construct")
+            .CallPacked(dargs.values().data(), static_cast<int32_t>(dargs.values().size()));
+        dargs.Download(&out);
+        DeviceAPI::Get(Device(ctx.dev)).StreamSync(nullptr);
+      } catch (const Error&) {
+        // The launch's work ends before its buffers are freed, whatever failed (a host that
+        // frees memory a faulted launch may still use is what the validation layer flags).
+        try {
+          DeviceAPI::Get(Device(ctx.dev)).StreamSync(nullptr);
+        } catch (const Error&) {
+        }
+        throw;
+      }
     } catch (const Error& e) {
       got = e.what();
       kind_got = e.kind();

@@ -25,6 +25,10 @@ std::vector<std::string>& Log() {
   static auto* log = new std::vector<std::string>();
   return *log;
 }
+std::vector<sdk::DeviceLayer*>& Tables() {
+  static auto* tables = new std::vector<sdk::DeviceLayer*>();
+  return *tables;
+}
 void Note(const std::string& line) {
   std::lock_guard lock(g_mu);
   Log().push_back(line);
@@ -75,7 +79,12 @@ class Probe final : public sdk::Layer {
       throw backplane::Error(BP_ERR_INTERNAL, name_ + " cannot wrap " + type_name);
     }
     if (mode_ == "skip_cpu" && type_name == "cpu") return nullptr;
-    auto* table = new ProbeTable(name_, mode_, type, type_name, next);  // kept until exit
+    auto* table = new ProbeTable(name_, mode_, type, type_name, next);
+    {
+      // Kept until exit, reachable (a table the core refuses is still the layer's).
+      std::lock_guard lock(g_mu);
+      Tables().push_back(table);
+    }
     if (mode_ == "small") {
       const_cast<bp_device_api_t*>(table->Table())->struct_size = 16;
     }
