@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -208,13 +209,67 @@ std::vector<std::string> ShadowNotes(const Options& o, const std::string& librar
   return notes;
 }
 
-// BACKPLANE_PLUGIN_FILES for the tests: the plugin under test, then the --with plugins.
-// Throws std::runtime_error when a --with plugin is not found.
+// The libraries of the layers BACKPLANE_LAYERS names (docs/layer-guide.md): for each, the
+// first plugin on the search path, not skipped, that provides layer.<name>. The tests load only
+// the plugins BACKPLANE_PLUGIN_FILES lists, so without these the chain would fail every device
+// test; a layer nothing provides throws std::runtime_error naming it.
+std::vector<std::string> LayerLibraries(const Options& o) {
+  const char* env = secure_getenv("BACKPLANE_LAYERS");
+  if (env == nullptr || *env == '\0') return {};
+  for (const std::string& p : o.plugin_paths) bp_plugin_path_add(Absolute(p).c_str());
+  nlohmann::json all;
+  bp_object_t* list = nullptr;
+  if (bp_plugins_discover() == BP_OK && bp_plugins_list(&list) == BP_OK) {
+    all = nlohmann::json::parse(backplane::GetString(list), nullptr, false);
+    bp_object_release(list);
+  }
+  bp_error_clear();
+  std::vector<std::string> out;
+  const std::string spec = env;
+  for (size_t start = 0, end = 0; end != std::string::npos; start = end + 1) {
+    end = spec.find(',', start);
+    std::string layer = spec.substr(start, end == std::string::npos ? end : end - start);
+    layer = layer.substr(0, layer.find(':'));
+    layer.erase(0, layer.find_first_not_of(" \t"));
+    layer.erase(layer.find_last_not_of(" \t") + 1);
+    if (layer.empty()) continue;
+    std::string library;
+    for (const auto& p : Member(all, "plugins")) {
+      if (Member(p, "state") == "skipped" || !Member(p, "library").is_string()) continue;
+      for (const auto& n : Member(p, "provides")) {
+        if (n == "layer." + layer) library = Member(p, "library").get<std::string>();
+      }
+      if (!library.empty()) break;
+    }
+    if (library.empty()) {
+      throw std::runtime_error("BACKPLANE_LAYERS names the layer '" + layer +
+                               "', and no plugin found here provides layer." + layer +
+                               "; add its folder with --plugin-path DIR, or its library with "
+                               "--with PLUGIN");
+    }
+    out.push_back(library);
+  }
+  return out;
+}
+
+// BACKPLANE_PLUGIN_FILES for the tests: the plugin under test, then the --with plugins, then
+// the layers BACKPLANE_LAYERS names. Throws std::runtime_error when one is not found.
 std::string PluginFiles(const Options& o, const std::string& library) {
   std::string files = library;
+  std::vector<std::string> have{Absolute(library)};
   for (const std::string& w : o.with) {
     std::string name;
-    files += ":" + ResolvePlugin(o, w, &name);
+    try {
+      have.push_back(ResolvePlugin(o, w, &name));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("--with: ") + e.what());
+    }
+    files += ":" + have.back();
+  }
+  for (const std::string& l : LayerLibraries(o)) {
+    if (std::find(have.begin(), have.end(), Absolute(l)) != have.end()) continue;
+    have.push_back(Absolute(l));
+    files += ":" + l;
   }
   return files;
 }
@@ -429,8 +484,21 @@ int Run(const Options& o) {
     plugin_files = PluginFiles(o, library);
     iso.env = {{"BACKPLANE_PLUGIN_FILES", plugin_files}};
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "backplane-conformance: --with: %s\n", e.what());
+    std::fprintf(stderr, "backplane-conformance: %s\n", e.what());
     return kExitUsage;
+  }
+  // Layers that cannot be used (an option refused, a layer that fails to load) would turn
+  // every device test into a skip: the kit refuses to run instead.
+  if (const char* layers = secure_getenv("BACKPLANE_LAYERS"); layers != nullptr && *layers) {
+    bp_object_t* names = nullptr;
+    if (bp_layers_active(&names) != BP_OK) {
+      const char* why = nullptr;
+      bp_error_last(nullptr, &why);
+      std::fprintf(stderr, "backplane-conformance: BACKPLANE_LAYERS=%s cannot be used: %s\n",
+                   layers, why != nullptr ? why : "");
+      return kExitUsage;
+    }
+    bp_object_release(names);
   }
   std::vector<std::string> base_args = iso.args;
   base_args.push_back(library);
