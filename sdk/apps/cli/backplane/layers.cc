@@ -3,6 +3,7 @@
 // enabled before its first device use.
 #include <CLI/CLI.hpp>
 #include <backplane/backplane.hpp>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -51,11 +52,13 @@ std::string EnableCliLayers(const std::vector<std::string>& layers, const std::s
       return option + ": " + e.what();
     }
   }
-  if (specs.empty()) return "";
+  const char* env = secure_getenv("BACKPLANE_LAYERS");
+  const bool from_env = env != nullptr && *env != '\0';
+  if (specs.empty() && !from_env) return "";
   try {
     ActiveLayers();  // loads them now, so a bad name or option is a usage error
   } catch (const Error& e) {
-    std::string options;
+    std::string options = from_env ? "BACKPLANE_LAYERS=" + std::string(env) : "";
     for (const auto& spec : specs) options += (options.empty() ? "" : " ") + spec.first;
     return options + ": " + e.what();
   }
