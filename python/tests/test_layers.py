@@ -34,14 +34,15 @@ def test_validation_layer_is_active_and_a_clean_run_has_no_finding():
     assert "BP-VALID-" not in r.stderr, r.stderr
 
 
-def test_layers_from_the_environment_come_first():
+def test_layers_from_the_environment_come_first(tmp_path):
+    trace = str(tmp_path / "trace.json")
     r = run("""
         import backplane as bp
         bp.enable_layers("validation")
         print(bp.active_layers())
-    """, BACKPLANE_LAYERS="trace:file=" + os.devnull)
+    """, BACKPLANE_LAYERS="trace:file=" + trace)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "['trace:file=" + os.devnull + "', 'validation']" in r.stdout, r.stdout
+    assert "['trace:file=" + trace + "', 'validation']" in r.stdout, r.stdout
 
 
 def test_an_unknown_layer_fails_the_first_use_naming_it():
