@@ -118,7 +118,8 @@ void Load(EnabledLayer* l) {
   bp_value_t v = CallFunction(func.get(), &arg, 1, who);
   if (v.type != BP_VALUE_PTR || v.u.v_ptr == nullptr) {
     if (v.type == BP_VALUE_OBJECT) bp_object_release(v.u.v_obj);
-    Fail(BP_ERR_PLUGIN, who + " must return a pointer to a bp_layer_t, but returned something else");
+    Fail(BP_ERR_PLUGIN,
+         who + " must return a pointer to a bp_layer_t, but returned something else");
   }
   const auto* layer = static_cast<const bp_layer_t*>(v.u.v_ptr);
   if (layer->struct_size < kMinLayerSize) {
@@ -161,20 +162,33 @@ struct Entry {
   size_t offset;
   bool required;
 };
-#define BP_ENTRY(field, required) {#field, offsetof(bp_device_api_t, field), required}
+#define BP_ENTRY(field, required) \
+  { #field, offsetof(bp_device_api_t, field), required }
 constexpr Entry kEntries[] = {
-    BP_ENTRY(get_attr, true),           BP_ENTRY(get_property, false),
-    BP_ENTRY(set_device, false),        BP_ENTRY(alloc_data_space, true),
-    BP_ENTRY(free_data_space, true),    BP_ENTRY(alloc_workspace, false),
-    BP_ENTRY(free_workspace, false),    BP_ENTRY(copy_data_from_to, true),
-    BP_ENTRY(create_stream, false),     BP_ENTRY(free_stream, false),
-    BP_ENTRY(set_stream, false),        BP_ENTRY(stream_sync, true),
-    BP_ENTRY(sync_stream_from_to, false), BP_ENTRY(list_properties, false),
-    BP_ENTRY(event_create, false),      BP_ENTRY(event_free, false),
-    BP_ENTRY(event_record, false),      BP_ENTRY(stream_wait_event, false),
-    BP_ENTRY(event_query, false),       BP_ENTRY(event_sync, false),
-    BP_ENTRY(event_elapsed_ms, false),  BP_ENTRY(native_handle, false),
-    BP_ENTRY(wrap_native, false),       BP_ENTRY(unwrap_native, false),
+    BP_ENTRY(get_attr, true),
+    BP_ENTRY(get_property, false),
+    BP_ENTRY(set_device, false),
+    BP_ENTRY(alloc_data_space, true),
+    BP_ENTRY(free_data_space, true),
+    BP_ENTRY(alloc_workspace, false),
+    BP_ENTRY(free_workspace, false),
+    BP_ENTRY(copy_data_from_to, true),
+    BP_ENTRY(create_stream, false),
+    BP_ENTRY(free_stream, false),
+    BP_ENTRY(set_stream, false),
+    BP_ENTRY(stream_sync, true),
+    BP_ENTRY(sync_stream_from_to, false),
+    BP_ENTRY(list_properties, false),
+    BP_ENTRY(event_create, false),
+    BP_ENTRY(event_free, false),
+    BP_ENTRY(event_record, false),
+    BP_ENTRY(stream_wait_event, false),
+    BP_ENTRY(event_query, false),
+    BP_ENTRY(event_sync, false),
+    BP_ENTRY(event_elapsed_ms, false),
+    BP_ENTRY(native_handle, false),
+    BP_ENTRY(wrap_native, false),
+    BP_ENTRY(unwrap_native, false),
 };
 #undef BP_ENTRY
 

@@ -73,7 +73,7 @@ for f in "$build"/bin/cuda_* "$build"/bin/bench_cuda; do
   [ -e "$f" ] || continue
   [ -x "$bundle/bin/$(basename "$f")" ] || fail "the bundle lacks bin/$(basename "$f") (built in $build/bin)"
 done
-# Only the cpu, cuda and (where they were built) vulkan and remote plugins: the others'
+# Only the cpu, cuda and (where they were built) vulkan and remote plugins and the layers: the others'
 # libraries need what the bundle does not carry.
 plugins="$(find "$bundle/lib/backplane/plugins" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')"
 want_list=(cpu.bpplugin.json cuda.bpplugin.json libbackplane_cpu.so libbackplane_cuda.so)
@@ -81,6 +81,10 @@ want_list=(cpu.bpplugin.json cuda.bpplugin.json libbackplane_cpu.so libbackplane
   want_list+=(libbackplane_vulkan.so vulkan.bpplugin.json)
 [ -e "$build/lib/backplane/plugins/libbackplane_remote.so" ] &&
   want_list+=(libbackplane_remote.so remote.bpplugin.json)
+for layer in validation trace faults; do
+  [ -e "$build/lib/backplane/plugins/libbackplane_$layer.so" ] &&
+    want_list+=("libbackplane_$layer.so" "$layer.bpplugin.json")
+done
 want="$(printf '%s\n' "${want_list[@]}" | sort | tr '\n' ' ')"
 [ "$plugins" = "$want" ] ||
   fail "lib/backplane/plugins holds '$plugins', not '$want'"
@@ -234,7 +238,8 @@ EOF_SMI
   }
   summary="$SCRATCH/all-steps/summary.txt"
   for step in bundle glibc nvidia_smi toolkit info tests_cuda_gpu_test tests_cuda_plugin_test \
-    conformance_cuda conformance_cuda_host remote_cuda cross_build demo bench launch_phases \
+    conformance_cuda conformance_cuda_host remote_cuda cross_build demo demo_validation bench \
+    launch_phases \
     sanitizer_memcheck \
     sanitizer_racecheck sanitizer_synccheck; do
     grep -qE "^$step +(ok|FAILED|skipped|TIMEOUT) +[0-9]+s$" "$summary" ||

@@ -21,17 +21,15 @@ void UseTestPlugins() {
   unsetenv("BACKPLANE_LAYERS");
 }
 
-std::string ProbeLog() {
-  return backplane::Function::Get("layer_probe.log")().AsString();
-}
+std::string ProbeLog() { return backplane::Function::Get("layer_probe.log")().AsString(); }
 
 // Allocates, fills with random bytes, copies back and frees through the C API on cpu:0;
 // returns the failure, if any.
 bptest::Status RoundTrip() {
   const DLDevice cpu{kDLCPU, 0};
   void* data = nullptr;
-  bptest::Status s = bptest::Capture(bp_device_alloc_data_space(cpu, 256, 64, backplane::UInt8(),
-                                                                &data));
+  bptest::Status s =
+      bptest::Capture(bp_device_alloc_data_space(cpu, 256, 64, backplane::UInt8(), &data));
   if (!s.ok()) return s;
   std::vector<uint8_t> in = bptest::RandomBytes(256, 11), out(256);
   int64_t shape[1] = {256};
@@ -56,8 +54,8 @@ TEST(Layers, NoLayerMeansThePluginsOwnTable) {
   ASSERT_EQ(bp_device_api_get(kDLCPU, &api), BP_OK);
   // The plugin's table, as device_api.cpu hands it out: the same entries and self, so a call
   // costs what it did before layers existed.
-  const auto* plugin = static_cast<const bp_device_api_t*>(
-      backplane::Function::Get("device_api.cpu")().AsPtr());
+  const auto* plugin =
+      static_cast<const bp_device_api_t*>(backplane::Function::Get("device_api.cpu")().AsPtr());
   EXPECT_EQ(api->self, plugin->self);
   EXPECT_EQ(api->alloc_data_space, plugin->alloc_data_space);
   EXPECT_EQ(api->copy_data_from_to, plugin->copy_data_from_to);
@@ -179,7 +177,8 @@ TEST(Layers, ModuleFunctionsAndBuildsAreWrapped) {
   UseTestPlugins();
   bptest::LoadTestPlugin("simaccel_testing");
   backplane::EnableLayers("probe_a,probe_b");
-  backplane::Module m = backplane::Build(bptest::kScaleAddGpuIr, backplane::Target::Parse("simaccel"));
+  backplane::Module m =
+      backplane::Build(bptest::kScaleAddGpuIr, backplane::Target::Parse("simaccel"));
   std::string log = ProbeLog();
   EXPECT_NE(Find(log, "probe_a:build simaccel"), std::string::npos) << log;
   EXPECT_LT(Find(log, "probe_a:build simaccel"), Find(log, "probe_b:build simaccel")) << log;
@@ -187,7 +186,8 @@ TEST(Layers, ModuleFunctionsAndBuildsAreWrapped) {
 
   const int rows = 3;
   const Device acc("simaccel", 0);
-  std::vector<float> x = bptest::RandomFloats(rows * 256, 5), y = bptest::RandomFloats(rows * 256, 6);
+  std::vector<float> x = bptest::RandomFloats(rows * 256, 5),
+                     y = bptest::RandomFloats(rows * 256, 6);
   backplane::Tensor tx = backplane::Tensor::Empty({rows, 256}, backplane::Float32(), acc);
   backplane::Tensor ty = backplane::Tensor::Empty({rows, 256}, backplane::Float32(), acc);
   backplane::Tensor to = backplane::Tensor::Empty({rows, 256}, backplane::Float32(), acc);

@@ -44,8 +44,8 @@ class ProbeTable final : public sdk::DeviceLayer {
                              void** out) override {
     Note(layer_ + ":alloc_data_space");
     if (mode_ == "fail_alloc") {
-      return Refuse(BP_ERR_OUT_OF_MEMORY, layer_ + " refused an allocation of " +
-                                              std::to_string(nbytes) + " bytes");
+      return Refuse(BP_ERR_OUT_OF_MEMORY,
+                    layer_ + " refused an allocation of " + std::to_string(nbytes) + " bytes");
     }
     return DeviceLayer::AllocDataSpace(dev, nbytes, alignment, hint, out);
   }
@@ -120,8 +120,8 @@ sdk::Layer* Make(const std::string& name, const std::string& options) {
   if (options.rfind("mode=", 0) == 0) {
     mode = options.substr(5);
   } else if (!options.empty()) {
-    throw backplane::Error(BP_ERR_INVALID_ARGUMENT,
-                           "layer " + name + ": unknown option '" + options + "'; it takes mode=...");
+    throw backplane::Error(BP_ERR_INVALID_ARGUMENT, "layer " + name + ": unknown option '" +
+                                                        options + "'; it takes mode=...");
   }
   Note(name + ":made" + (mode.empty() ? "" : " " + mode));
   return new Probe(name, mode);

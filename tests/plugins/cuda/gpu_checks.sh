@@ -43,6 +43,9 @@
 #                run on cuda:0 with `backplane run --check` (against the IR interpreter)
 #   demo         `backplane demo --size small -k <each GPU kernel>`: every GPU kernel of the
 #                catalog on cuda:0 against its float64 reference, through the CLI
+#   demo_validation
+#                the same under the validation layer (BACKPLANE_LAYERS=validation,
+#                docs/layers/validation.md): every kernel passes and no BP-VALID- finding
 #   vulkan_info, conformance_vulkan, demo_vulkan, ir_features_vulkan
 #                where the bundle has the vulkan plugin: the GPU's own Vulkan driver (NVIDIA's
 #                ICD manifest, VK_DRIVER_FILES) through the bundle's Vulkan loader: vulkan:0
@@ -565,6 +568,21 @@ elif run "$bin/backplane" demo --size small --repeat 1 "${kernel_args[@]}"; then
     expect "^$ran +cuda:0 +ok" "the demo did not pass $k ($ran) on cuda:0"
   done
   expect " passed, 0 failed" "the demo reported failures"
+fi
+step_end
+
+# --- the same under the validation layer: a correct run has no finding ---
+step_begin demo_validation 180
+if [ ! -e "$bundle/lib/backplane/plugins/libbackplane_validation.so" ]; then
+  step_skip "the bundle has no validation layer"
+elif [ "${#kernel_args[@]}" -eq 0 ]; then
+  step_fail "no catalog GPU kernel is known (cuda_gpu_test lists none)"
+elif run env BACKPLANE_LAYERS=validation "$bin/backplane" demo --size small --repeat 1 \
+  "${kernel_args[@]}"; then
+  expect " passed, 0 failed" "the demo reported failures under the validation layer"
+  if grep -q "BP-VALID-" "$cur_log"; then
+    step_fail "the validation layer reported findings on cuda:0 (BP-VALID- in $cur_log)"
+  fi
 fi
 step_end
 

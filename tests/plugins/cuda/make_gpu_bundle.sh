@@ -117,7 +117,7 @@ cmake --install "$build" --prefix "$bundle" >/dev/null
 cmake --install "$build" --prefix "$bundle" --component gpu_bundle >/dev/null
 
 # What a GPU run does not need: headers, static libraries, CMake and pkg-config files, the
-# example sources, and the plugins other than cpu, cuda, vulkan and remote (OpenCL's ICD loader is not
+# example sources, and the plugins other than cpu, cuda, vulkan, remote and the layers (OpenCL's ICD loader is not
 # carried; the vulkan plugin carries shaderc inside it and Debian's Vulkan loader beside it,
 # for gpu_checks.sh's vulkan steps on the GPU's own Vulkan driver).
 rm -rf "$bundle/include" "$bundle/lib/cmake" "$bundle/lib/pkgconfig" \
@@ -128,6 +128,9 @@ for f in "$bundle"/lib/backplane/plugins/*; do
     libbackplane_cpu.so | cpu.bpplugin.json | libbackplane_cuda.so | cuda.bpplugin.json) ;;
     libbackplane_vulkan.so | vulkan.bpplugin.json) ;;
     libbackplane_remote.so | remote.bpplugin.json) ;;
+    # The layers (docs/layer-guide.md): the catalog runs under validation on the GPU too.
+    libbackplane_validation.so | validation.bpplugin.json) ;;
+    libbackplane_trace.so | trace.bpplugin.json | libbackplane_faults.so | faults.bpplugin.json) ;;
     *) rm -rf "$f" ;;
   esac
 done

@@ -101,8 +101,7 @@ class DeviceLayer {
   virtual bp_status_t FreeWorkspace(DLDevice dev, void* data) {
     return next_->free_workspace(next_->self, dev, data);
   }
-  virtual bp_status_t CopyDataFromTo(const DLTensor* from, const DLTensor* to,
-                                     bp_stream_t stream) {
+  virtual bp_status_t CopyDataFromTo(const DLTensor* from, const DLTensor* to, bp_stream_t stream) {
     return next_->copy_data_from_to(next_->self, from, to, stream);
   }
   virtual bp_status_t CreateStream(DLDevice dev, bp_stream_t* out_stream) {
@@ -147,8 +146,7 @@ class DeviceLayer {
   virtual bp_status_t NativeHandle(DLDevice dev, int32_t kind, void* object, uint64_t* out) {
     return next_->native_handle(next_->self, dev, kind, object, out);
   }
-  virtual bp_status_t WrapNative(DLDevice dev, const bp_native_buffer_t* buffer,
-                                 void** out_data) {
+  virtual bp_status_t WrapNative(DLDevice dev, const bp_native_buffer_t* buffer, void** out_data) {
     return next_->wrap_native(next_->self, dev, buffer, out_data);
   }
   virtual bp_status_t UnwrapNative(DLDevice dev, void* data) {
