@@ -275,44 +275,46 @@ const bp_device_api_t* WrapDeviceTable(int32_t type, const char* type_name,
   return below;
 }
 
-Ref WrapModuleFunction(const char* module_kind, const std::string& name, Ref func) {
-  const std::vector<EnabledLayer>& chain = LayerChain();
-  if (!State().wraps_functions) return func;
+// `func` wrapped by the layers of the chain that have an entry for it, innermost first:
+// `wrap(layer, func, &out)` calls that entry; `what` names the function in messages.
+template <typename Wrap>
+Ref WrapByLayers(const std::vector<EnabledLayer>& chain, Ref func, const std::string& what,
+                 Wrap wrap) {
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    if (it->layer->wrap_function == nullptr) continue;
     bp_object_t* out = nullptr;
     const uint64_t seq = ErrorSequence();
-    Check(it->layer->wrap_function(it->layer->self, module_kind, name.c_str(), func.get(), &out),
-          seq, "layer '" + it->name + "' wrapping function '" + name + "'");
+    const std::string who = "layer '" + it->name + "' wrapping " + what;
+    Check(wrap(*it->layer, func.get(), &out), seq, who);
     if (out == nullptr) continue;
     Ref wrapped = Ref::Adopt(out);
     if (wrapped.get()->type() != BP_OBJECT_FUNCTION) {
-      Fail(BP_ERR_PLUGIN, "layer '" + it->name + "' wrapping function '" + name +
-                              "': returned an object that is not a function");
+      Fail(BP_ERR_PLUGIN, who + ": returned an object that is not a function");
     }
     func = std::move(wrapped);
   }
   return func;
 }
 
+Ref WrapModuleFunction(const char* module_kind, const std::string& name, Ref func) {
+  const std::vector<EnabledLayer>& chain = LayerChain();
+  if (!State().wraps_functions) return func;
+  return WrapByLayers(chain, std::move(func), "function '" + name + "'",
+                      [&](const bp_layer_t& l, bp_object_t* next, bp_object_t** out) {
+                        return l.wrap_function == nullptr
+                                   ? BP_OK
+                                   : l.wrap_function(l.self, module_kind, name.c_str(), next, out);
+                      });
+}
+
 Ref WrapCodegen(const std::string& target_kind, Ref codegen) {
   const std::vector<EnabledLayer>& chain = LayerChain();
   if (!State().wraps_builds) return codegen;
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    if (it->layer->wrap_build == nullptr) continue;
-    bp_object_t* out = nullptr;
-    const uint64_t seq = ErrorSequence();
-    Check(it->layer->wrap_build(it->layer->self, target_kind.c_str(), codegen.get(), &out), seq,
-          "layer '" + it->name + "' wrapping target.build." + target_kind);
-    if (out == nullptr) continue;
-    Ref wrapped = Ref::Adopt(out);
-    if (wrapped.get()->type() != BP_OBJECT_FUNCTION) {
-      Fail(BP_ERR_PLUGIN, "layer '" + it->name + "' wrapping target.build." + target_kind +
-                              ": returned an object that is not a function");
-    }
-    codegen = std::move(wrapped);
-  }
-  return codegen;
+  return WrapByLayers(chain, std::move(codegen), "target.build." + target_kind,
+                      [&](const bp_layer_t& l, bp_object_t* next, bp_object_t** out) {
+                        return l.wrap_build == nullptr
+                                   ? BP_OK
+                                   : l.wrap_build(l.self, target_kind.c_str(), next, out);
+                      });
 }
 
 }  // namespace core
