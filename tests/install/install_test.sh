@@ -196,6 +196,7 @@ case "$step" in
     BACKPLANE_LAYERS=call_counter run call_counter-info "$prefix/bin/backplane" info
     expect call_counter-info "call_counter +loaded" "the call_counter layer did not load"
     expect call_counter-info "layer.call_counter" "backplane info does not show layer.call_counter"
+    expect call_counter-info "^  1\. call_counter$" "backplane info does not list the active layer"
     BACKPLANE_LAYERS=call_counter:out=stdout run call_counter-demo "$prefix/bin/backplane" demo \
       --size small --repeat 1
     expect call_counter-demo " passed, 0 failed on [0-9]+ device" "the demo failed under the layer"
