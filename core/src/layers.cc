@@ -6,9 +6,11 @@
 #include "layers.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 
@@ -146,6 +148,10 @@ void Build(ChainState& s) {
   } catch (const CoreError& e) {
     s.error = e.what();
     s.error_kind = e.kind();
+    return;
+  } catch (const std::exception& e) {  // out of memory: the chain is still not dropped
+    s.error = std::string("the layer chain could not be built: ") + e.what();
+    s.error_kind = BP_ERR_OUT_OF_MEMORY;
     return;
   }
   for (const EnabledLayer& l : chain) {

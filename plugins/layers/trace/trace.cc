@@ -13,6 +13,7 @@
 // where device times were measured. Flows join a copy to the first launch that takes the
 // memory it wrote.
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -214,6 +215,39 @@ std::string TypeName(int32_t type) {
 uint64_t DeviceKey(DLDevice dev) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(dev.device_type)) << 32) |
          static_cast<uint32_t>(dev.device_id);
+}
+
+// A new file beside `path`, `path`.tmp.XXXXXX, created by mkstemp (O_EXCL: never an existing
+// file or a link someone planted in a shared folder such as /tmp, which a predictable name
+// would let them aim at any file of this user); *tmp receives its name. Null, with errno, when
+// it cannot.
+FILE* CreateTemporaryBeside(const std::string& path, std::string* tmp) {
+  std::string name = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) return nullptr;
+  // The mode fopen would give (0666 less the umask), read without umask(), which would change
+  // it for the process's other threads meanwhile; where it cannot be read, mkstemp's 0600.
+  if (FILE* status = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    unsigned mask = 0;
+    while (std::fgets(line, sizeof(line), status) != nullptr) {
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) {
+        ::fchmod(fd, 0666 & ~static_cast<mode_t>(mask));
+        break;
+      }
+    }
+    std::fclose(status);
+  }
+  FILE* f = ::fdopen(fd, "wb");
+  if (f == nullptr) {
+    const int saved = errno;
+    ::close(fd);
+    ::unlink(name.c_str());
+    errno = saved;
+    return nullptr;
+  }
+  *tmp = std::move(name);
+  return f;
 }
 
 class TraceTable;
@@ -528,8 +562,8 @@ void Tracer::Write() {
   // Never a half-written file: a temporary beside it, renamed over it once complete. The
   // text goes out in pieces of about 1 MiB, so writing needs little memory beyond the spans.
   const std::string& path = options_.file;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* file = std::fopen(tmp.c_str(), "wb");
+  std::string tmp;
+  FILE* file = CreateTemporaryBeside(path, &tmp);
   bool ok = file != nullptr;
   std::string out;
   out.reserve((1 << 20) + 4096);
@@ -637,7 +671,7 @@ void Tracer::Write() {
     // errno is that of the last call that failed (fopen, fwrite, fsync, fclose or rename).
     std::fprintf(stderr, "backplane trace layer: cannot write the trace file '%s': %s\n",
                  path.c_str(), std::strerror(errno));
-    std::remove(tmp.c_str());
+    if (!tmp.empty()) std::remove(tmp.c_str());  // only the file this process created
   }
 }
 
@@ -929,8 +963,8 @@ Tracer* g_tracer = nullptr;
 
 // The folder of the trace file must take a file now, not only at exit.
 void CheckWritable(const std::string& path) {
-  const std::string probe = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(probe.c_str(), "wb");
+  std::string probe;
+  FILE* f = CreateTemporaryBeside(path, &probe);
   if (f == nullptr) {
     throw Error(BP_ERR_INVALID_ARGUMENT, "layer trace: option file=" + path +
                                              ": cannot create a file there (" +
