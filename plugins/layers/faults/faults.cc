@@ -8,8 +8,10 @@
 //
 // Allocations (alloc_data_space, alloc_workspace, create_stream, event_create) fail with
 // BP_ERR_OUT_OF_MEMORY; a copy (copy_data_from_to) or a launch (a module function call) with
-// BP_ERR_DEVICE; a stream sync or an event sync "times out" with BP_ERR_DEVICE. A failed call is
-// not passed on: nothing is allocated, copied or run. Every message starts "faults: injected"
+// BP_ERR_DEVICE; a stream sync or an event sync "times out" with BP_ERR_DEVICE. A failed
+// allocation, copy or launch is not passed on: nothing is allocated, copied or run. A failed sync
+// still waits on the plugin first, so no queued work is left writing to memory the caller frees
+// once it sees the error; then it reports the fault. Every message starts "faults: injected"
 // and names the entry, the call number, the device and the option that chose it.
 //
 // Each entry counts its calls (1-based, over all devices the layer wraps). Call k of an entry
@@ -365,14 +367,17 @@ bp_status_t FaultTable::CopyDataFromTo(const DLTensor* from, const DLTensor* to,
 
 bp_status_t FaultTable::StreamSync(DLDevice dev, bp_stream_t stream) {
   const std::string fault = Fault(kStreamSync, dev);
-  if (!fault.empty()) return Refuse(BP_ERR_DEVICE, fault);
-  return DeviceLayer::StreamSync(dev, stream);
+  const bp_status_t status = DeviceLayer::StreamSync(dev, stream);
+  // The work is drained either way (see the top); the plugin's own error wins over the fault.
+  if (fault.empty() || status != BP_OK) return status;
+  return Refuse(BP_ERR_DEVICE, fault);
 }
 
 bp_status_t FaultTable::EventSync(DLDevice dev, void* event) {
   const std::string fault = Fault(kEventSync, dev);
-  if (!fault.empty()) return Refuse(BP_ERR_DEVICE, fault);
-  return DeviceLayer::EventSync(dev, event);
+  const bp_status_t status = DeviceLayer::EventSync(dev, event);
+  if (fault.empty() || status != BP_OK) return status;
+  return Refuse(BP_ERR_DEVICE, fault);
 }
 
 }  // namespace

@@ -3,9 +3,10 @@
 // APIs: at= fails exactly the call it names with the named error and the next call succeeds; a
 // rate with a seed gives the same faults for the same calls, in another process too, and
 // another seed other faults; the calls counted from several threads give the faults one thread
-// gets; launches fail through module functions; a failed allocation allocates nothing; options
-// it does not know or cannot read are refused by name. The chain is fixed once per process:
-// ctest runs every case alone, and a case that needs several chains forks a child for each.
+// gets; launches fail through module functions; a failed allocation allocates nothing; a failed
+// sync returns only once the work queued before it is done; options it does not know or cannot
+// read are refused by name. The chain is fixed once per process: ctest runs every case alone,
+// and a case that needs several chains forks a child for each.
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -400,6 +401,38 @@ TEST(FaultsLayer, AFailedAllocationLeavesNothingAlive) {
     ASSERT_EQ(bp_device_free_data_space(kCpu, data), BP_OK);
   }
   EXPECT_FALSE(Has(FaultLog(), "cpu"));
+}
+
+TEST(FaultsLayer, AFailedSyncLeavesNoWorkRunning) {
+  // A copy to host memory is queued on simaccel (its copies wait 100 ms first); the sync after
+  // it is failed. The error must not come back before the copy is done: a caller frees its
+  // buffer once it sees the error, and queued work writing there afterwards is a use after free.
+  UseTestPlugins();
+  bptest::LoadTestPlugin("simaccel_testing");
+  backplane::EnableLayers("faults:at=stream_sync#1:device=simaccel");
+  const DLDevice acc = Device("simaccel", 0).dl;
+  const std::vector<uint8_t> in = bptest::RandomBytes(4096, 7);
+  void* data = nullptr;
+  ASSERT_TRUE(
+      bptest::Capture(bp_device_alloc_data_space(acc, in.size(), 64, backplane::UInt8(), &data))
+          .ok());
+  int64_t shape[1] = {static_cast<int64_t>(in.size())};
+  DLTensor h_in = bptest::ByteView(const_cast<uint8_t*>(in.data()), kCpu, shape, 0);
+  DLTensor d = bptest::ByteView(data, acc, shape, 0);
+  ASSERT_TRUE(bptest::Capture(bp_device_copy_data_from_to(&h_in, &d, nullptr)).ok());
+  backplane::Function::Get("simaccel_testing.set_delay_us")(100000);
+  std::vector<uint8_t> out(in.size(), 0);
+  DLTensor h_out = bptest::ByteView(out.data(), kCpu, shape, 0);
+  ASSERT_TRUE(bptest::Capture(bp_device_copy_data_from_to(&d, &h_out, nullptr)).ok());
+  const bptest::Status s = bptest::Capture(bp_device_stream_sync(acc, nullptr));
+  std::vector<uint8_t> seen = out;  // what the caller's buffer holds when the error comes back
+  backplane::Function::Get("simaccel_testing.set_delay_us")(0);
+  EXPECT_EQ(s.kind, BP_ERR_DEVICE) << s;
+  EXPECT_TRUE(Has(s.message, "faults: injected timeout at stream_sync call 1 on simaccel:0")) << s;
+  EXPECT_EQ(seen, in) << "the failed sync returned with the copy still queued";
+  EXPECT_TRUE(bptest::Capture(bp_device_stream_sync(acc, nullptr)).ok());
+  EXPECT_EQ(bp_device_free_data_space(acc, data), BP_OK);
+  EXPECT_EQ(FaultLog(), "stream_sync#1\n");
 }
 
 TEST(FaultsLayer, UnknownOrUnreadableOptionsAreRefusedByName) {
