@@ -616,6 +616,7 @@ const TargetObject& AsTarget(const bp_object_t* obj, const char* what) {
 Ref Build(const std::string& text, const bp_object_t* target, const bp_object_t* host,
           const std::string& source_name) {
   const TargetObject& t = AsTarget(target, "bp_build target");
+  LayerChain();  // built first, so that the layers are told of every module this makes
   const std::string kind = t.kind->name;
   std::string host_json;
   if (host == nullptr && t.json.contains("host") && t.json["host"].is_object()) {

@@ -33,6 +33,7 @@ struct ChainState {
   bp_status_t error_kind = BP_OK;
   bool wraps_functions = false;
   bool wraps_builds = false;
+  std::vector<const bp_layer_t*> told_of_modules;  // the layers with on_module, outermost first
 };
 
 ChainState& State() {
@@ -41,6 +42,14 @@ ChainState& State() {
 }
 
 std::atomic<bool> g_built{false};
+// Set once the chain is built without error and a layer in it has on_module.
+std::atomic<bool> g_tells_modules{false};
+
+// A layer's on_module, or null when it has none (or was built before the field).
+auto OnModuleOf(const bp_layer_t& l) -> decltype(l.on_module) {
+  if (l.struct_size < offsetof(bp_layer_t, on_module) + sizeof(void*)) return nullptr;
+  return l.on_module;
+}
 
 bool ValidName(const std::string& name) {
   if (name.empty()) return false;
@@ -157,8 +166,10 @@ void Build(ChainState& s) {
   for (const EnabledLayer& l : chain) {
     s.wraps_functions = s.wraps_functions || l.layer->wrap_function != nullptr;
     s.wraps_builds = s.wraps_builds || l.layer->wrap_build != nullptr;
+    if (OnModuleOf(*l.layer) != nullptr) s.told_of_modules.push_back(l.layer);
   }
   s.chain = std::move(chain);
+  g_tells_modules.store(!s.told_of_modules.empty(), std::memory_order_release);
 }
 
 // Every entry of bp_device_api_t after `self`, in order: which are required, and each one's
@@ -310,6 +321,14 @@ Ref WrapModuleFunction(const char* module_kind, const std::string& name, Ref fun
                                    ? BP_OK
                                    : l.wrap_function(l.self, module_kind, name.c_str(), next, out);
                       });
+}
+
+bool TellLayersOfModule(const bp_object_t* module, const char* kind, bool alive) {
+  if (!g_tells_modules.load(std::memory_order_acquire)) return false;
+  for (const bp_layer_t* l : State().told_of_modules) {
+    OnModuleOf (*l)(l->self, module, kind, alive ? 1 : 0);
+  }
+  return true;
 }
 
 Ref WrapCodegen(const std::string& target_kind, Ref codegen) {

@@ -39,6 +39,12 @@ const bp_device_api_t* WrapDeviceTable(int32_t type, const char* type_name,
 // functions (itself when none does).
 Ref WrapModuleFunction(const char* module_kind, const std::string& name, Ref func);
 
+// Tells the layers with on_module that `module` (of `kind`, static) was made (`alive`) or is
+// about to be destroyed. Does nothing until the chain is built (and when it failed); returns
+// whether any layer was told, which the module keeps so that its end is told exactly when its
+// start was. Never throws.
+bool TellLayersOfModule(const bp_object_t* module, const char* kind, bool alive);
+
 // The code generator `codegen` of `target_kind`, wrapped by the layers that wrap builds.
 Ref WrapCodegen(const std::string& target_kind, Ref codegen);
 

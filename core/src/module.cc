@@ -47,12 +47,14 @@ struct ModuleObject final : bp_object {
     vtable.struct_size = sizeof(vtable);
   }
   ~ModuleObject() override {
+    if (told_layers) TellLayersOfModule(this, vtable.kind, false);
     imports.clear();
     RunReleaseHook("a module's destroy", vtable.destroy, self);
   }
   bp_module_vtable_t vtable;
   void* const self;
-  mutable std::mutex mu;  // guards imports
+  bool told_layers = false;  // whether layers with on_module were told it was made
+  mutable std::mutex mu;     // guards imports
   std::vector<Ref> imports;
 
   std::vector<Ref> Imports() const {
@@ -282,7 +284,9 @@ BP_EXPORT bp_status_t bp_module_create(const bp_module_vtable_t* vtable, void* s
       Fail(BP_ERR_INVALID_ARGUMENT, "bp_module_create: module kind '" + kind +
                                         "' must provide get_function and list_functions");
     }
-    *out_module = new ModuleObject(*vtable, self);
+    auto* m = new ModuleObject(*vtable, self);
+    m->told_layers = TellLayersOfModule(m, m->vtable.kind, true);
+    *out_module = m;
     return BP_OK;
   } catch (...) {
     bp_status_t st = StatusFromCurrentException();
@@ -415,6 +419,7 @@ namespace {
 
 // bp_module_load and bp_module_load_with_options: the file's tree, root last.
 Ref LoadModuleFile(const void* data, size_t size, uint32_t flags) {
+  LayerChain();  // built first, so that the layers are told of every module this makes
   const auto* p = static_cast<const uint8_t*>(data);
   if (size < sizeof(kMagic) + 8 + 8 || std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
     Fail(BP_ERR_INVALID_ARGUMENT,

@@ -95,7 +95,8 @@ TEST(AbiLayout, Layer) {
   EXPECT_EQ(offsetof(bp_layer_t, wrap_device_api), 2 * kPtr);
   EXPECT_EQ(offsetof(bp_layer_t, wrap_function), 3 * kPtr);
   EXPECT_EQ(offsetof(bp_layer_t, wrap_build), 4 * kPtr);
-  EXPECT_EQ(sizeof(bp_layer_t), 5 * kPtr);
+  EXPECT_EQ(offsetof(bp_layer_t, on_module), 5 * kPtr);
+  EXPECT_EQ(sizeof(bp_layer_t), 6 * kPtr);
 }
 
 TEST(AbiLayout, BuildOptions) {

@@ -266,7 +266,8 @@ ABI_PIN_OFFSET(bp_layer_t, self, ABI_P);
 ABI_PIN_OFFSET(bp_layer_t, wrap_device_api, 2 * ABI_P);
 ABI_PIN_OFFSET(bp_layer_t, wrap_function, 3 * ABI_P);
 ABI_PIN_OFFSET(bp_layer_t, wrap_build, 4 * ABI_P);
-ABI_PIN_SIZE(bp_layer_t, 5 * ABI_P);
+ABI_PIN_OFFSET(bp_layer_t, on_module, 5 * ABI_P);
+ABI_PIN_SIZE(bp_layer_t, 6 * ABI_P);
 
 /* bp_plugin_info_t. */
 ABI_PIN_OFFSET(bp_plugin_info_t, struct_size, 0);

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The layer chain (c_api.h, "Layers"): with no layer the core calls the plugin's own table;
 // layers from BACKPLANE_LAYERS and bp_layers_enable wrap it in the documented order and see
-// every call; module functions and code generators are wrapped; a broken layer, an unknown
-// one or a refused option fails every use with a message that names it, never dropped
-// silently. The chain is fixed once per process, so each test runs in a process of its own
-// (ctest runs every case alone; by hand, pick one with --gtest_filter).
+// every call; module functions and code generators are wrapped, and layers are told of every
+// module made and ended; a broken layer, an unknown one or a refused option fails every use
+// with a message that names it, never dropped silently. The chain is fixed once per process, so
+// each test runs in a process of its own (ctest runs every case alone; by hand, pick one with
+// --gtest_filter).
 #include <stdlib.h>
 
 #include <string>
@@ -202,6 +203,50 @@ TEST(Layers, ModuleFunctionsAndBuildsAreWrapped) {
   const size_t b = Find(log, "probe_b:call ir_host.scale_add");
   ASSERT_NE(a, std::string::npos) << log;
   EXPECT_LT(a, b) << log;
+}
+
+TEST(Layers, LayersAreToldOfEveryModuleMadeAndEnded) {
+  // on_module: each module bp_build and bp_module_load make (one of kind ir_host importing one
+  // of kind simaccel) is told to every layer that asks, as made and, when the last reference
+  // goes, as ending; nothing else is.
+  UseTestPlugins();
+  bptest::LoadTestPlugin("simaccel_testing");
+  backplane::EnableLayers("probe_a,probe_b");
+  auto modules = [] {
+    std::string only;
+    const std::string log = ProbeLog();
+    size_t start = 0;
+    while (start < log.size()) {
+      const size_t end = log.find('\n', start);
+      const std::string line = log.substr(start, end - start);
+      if (line.find(":module ") != std::string::npos) only += line + "\n";
+      start = end + 1;
+    }
+    backplane::Function::Get("layer_probe.clear")();
+    return only;
+  };
+  backplane::Module built =
+      backplane::Build(bptest::kScaleAddGpuIr, backplane::Target::Parse("simaccel"));
+  EXPECT_EQ(modules(),
+            "probe_a:module made simaccel\nprobe_b:module made simaccel\n"
+            "probe_a:module made ir_host\nprobe_b:module made ir_host\n");
+  const std::string bytes = built.SaveToBytes();
+  EXPECT_EQ(modules(), "") << "saving makes no module";
+  backplane::Module loaded = backplane::Module::LoadFromBytes(bytes);
+  EXPECT_EQ(modules(),
+            "probe_a:module made simaccel\nprobe_b:module made simaccel\n"
+            "probe_a:module made ir_host\nprobe_b:module made ir_host\n");
+  backplane::Module copy = loaded;  // a second reference: nothing ends
+  loaded = backplane::Module();
+  EXPECT_EQ(modules(), "");
+  copy = backplane::Module();  // the root ends, then its import
+  EXPECT_EQ(modules(),
+            "probe_a:module ends ir_host\nprobe_b:module ends ir_host\n"
+            "probe_a:module ends simaccel\nprobe_b:module ends simaccel\n");
+  built = backplane::Module();
+  EXPECT_EQ(modules(),
+            "probe_a:module ends ir_host\nprobe_b:module ends ir_host\n"
+            "probe_a:module ends simaccel\nprobe_b:module ends simaccel\n");
 }
 
 TEST(Layers, TheExampleLayerCountsAndReportsAtExit) {

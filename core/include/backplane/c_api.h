@@ -1037,6 +1037,12 @@ typedef struct bp_layer {
    * wrap_function, for `next`, the registered function bp_build would call. */
   bp_status_t (*wrap_build)(void* self, const char* target_kind, bp_object_t* next,
                             bp_object_t** out_func);
+  /* Optional. Told of each module object made once the chain is built (bp_module_create, which
+   * bp_build, bp_module_load and plugins make theirs with): `alive` is 1 when it is made and 0
+   * when it dies, just before its implementation's destroy runs. `module` only names it: the
+   * layer must not retain, release or use it. `kind` is its kind (static). bp_build and
+   * bp_module_load build the chain first, so every module they make is told. */
+  void (*on_module)(void* self, const bp_object_t* module, const char* kind, int32_t alive);
 } bp_layer_t;
 
 /* Enables layers for this process: `spec` is a comma-separated list of layer names, each

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The validation layer (docs/layers/validation.md): between the host and every device's
 // DeviceAPI table and module function calls, it keeps the live data spaces, workspaces,
-// wrapped buffers, streams and events with the device each belongs to, and refuses a call that
-// misuses one. Each finding is one message
+// wrapped buffers, streams and events with the device each belongs to (and the module objects,
+// for the leak report), and refuses a call that misuses one. Each finding is one message
 //   BP-VALID-<n> (<rule>): <entry> on <device>: <what is wrong>; <what to do>
 // written to stderr and returned from the entry as BP_ERR_INVALID_ARGUMENT, without passing the
 // call on. Options (BACKPLANE_LAYERS=validation:abort):
@@ -197,6 +197,11 @@ struct StreamInfo {
   Trace trace;
 };
 
+struct ModuleInfo {
+  std::string kind;
+  Trace trace;
+};
+
 struct EventInfo {
   DLDevice dev;
   Trace trace;
@@ -359,6 +364,10 @@ class State {
   std::unordered_map<void*, EventInfo> events;
   FreedSet<void*> freed_events;
   std::map<StreamKey, StreamWork> work;
+  // The live module objects the core told of (on_module), in the order they were made.
+  std::map<uint64_t, const void*> module_order;
+  std::unordered_map<const void*, std::pair<uint64_t, ModuleInfo>> modules;
+  uint64_t modules_made = 0;
 
   // A launch that is not known complete.
   bool Pending(const Launch& l) const {
@@ -399,6 +408,15 @@ class State {
                                  "event " + sdk::PointerString(e) + " is still alive at exit",
                                  "free it with event_free; made at:")) +
                     "\n" + info.trace.Symbols());
+    }
+    for (auto& [serial, m] : module_order) {
+      const ModuleInfo& info = modules.at(m).second;
+      out.push_back("BP-VALID-10 (leak): bp_module_create: module " + sdk::PointerString(m) +
+                    " of kind '" + info.kind +
+                    "' is still alive at exit; release it, or the module that imports it "
+                    "(bp_object_release; a C++ Module or a Python Module releases it when it "
+                    "goes); made at:\n" +
+                    info.trace.Symbols());
     }
     for (const std::string& m : out) {
       std::fprintf(stderr, "%s", m.c_str());
@@ -925,6 +943,26 @@ class ValidationLayer final : public sdk::Layer {
     return new ValidationTable(&s_, type, name, next);  // kept until exit
   }
 
+  // Modules are noted for the leak report only: the core checks each use of a module itself.
+  void OnModule(const bp_object_t* module, const std::string& kind, bool alive) override {
+    ModuleInfo info;
+    if (alive) {
+      info.kind = kind;
+      s_.Capture(&info.trace);
+    }
+    std::lock_guard lock(s_.mu);
+    auto it = s_.modules.find(module);
+    if (it != s_.modules.end()) {  // its end was not told (it cannot be): the newer one counts
+      s_.module_order.erase(it->second.first);
+      s_.modules.erase(it);
+    }
+    if (alive) {
+      const uint64_t serial = ++s_.modules_made;
+      s_.module_order.emplace(serial, module);
+      s_.modules[module] = {serial, std::move(info)};
+    }
+  }
+
   // A launch notes the data handles of its tensors on the device's current stream, so that
   // freeing one before that stream is synchronised is found. The CPU runs a function on the
   // calling thread, done when the call returns, so its tensors are not noted.
@@ -1061,7 +1099,7 @@ BACKPLANE_PLUGIN_ENTRY_WITH((backplane::sdk::PluginDescription{
         std::atexit([] { v::g_state->PrintLeaks(); });
         return new v::ValidationLayer(v::g_state);
       },
-      sdk::LayerWraps{/*functions=*/true, /*builds=*/false});
+      sdk::LayerWraps{/*functions=*/true, /*builds=*/false, /*modules=*/true});
   sdk::RegisterFunction("validation.findings", [](backplane::PackedArgs) -> backplane::Any {
     return sdk::StringValue(v::g_state != nullptr ? v::g_state->Findings() : std::string());
   });

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // layer_probe: two layers for the tests of the layer chain (tests/layers/layers_test.cc),
 // probe_a and probe_b. Each writes "<name>:<entry>" to one shared log for every DeviceAPI call,
-// function call and build it sees, so a test reads the order in which the chain passes a call
-// down. An option makes a layer misbehave as a broken third-party layer would:
+// function call, build and module (made, ends) it sees, so a test reads the order in which the
+// chain passes a call down. An option makes a layer misbehave as a broken third-party layer would:
 //   mode=throw        wrap_device_api throws
 //   mode=small        hands the core a table shorter than 1.9's
 //   mode=drop_entry   leaves an entry null (get_attr) that the table below has
@@ -101,6 +101,11 @@ class Probe final : public sdk::Layer {
     });
   }
 
+  void OnModule(const bp_object_t* module, const std::string& kind, bool alive) override {
+    (void)module;
+    Note(name_ + ":module " + (alive ? "made " : "ends ") + kind);
+  }
+
   backplane::Function WrapBuild(const std::string& target_kind,
                                 const backplane::Function& next) override {
     const std::string tag = name_ + ":build " + target_kind;
@@ -132,7 +137,7 @@ sdk::Layer* Make(const std::string& name, const std::string& options) {
 
 BACKPLANE_PLUGIN_ENTRY("layer_probe", "1.0.0") {
   namespace sdk = backplane::sdk;
-  const sdk::LayerWraps wraps{/*functions=*/true, /*builds=*/true};
+  const sdk::LayerWraps wraps{/*functions=*/true, /*builds=*/true, /*modules=*/true};
   sdk::RegisterLayer(
       "probe_a", [](const std::string& o) { return probe::Make("probe_a", o); }, wraps);
   sdk::RegisterLayer(

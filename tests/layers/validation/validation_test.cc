@@ -395,6 +395,35 @@ TEST_F(Validation, Rule10LeaksAreReportedAtExitWithWhereTheyWereMade) {
               "alive at exit");
 }
 
+// Builds scale_add for simaccel (a module of kind ir_host importing one of kind simaccel) and,
+// unless `release`, keeps it to exit; leaks one data space either way, so the report's count
+// shows whether the modules were in it.
+void ModulesAndExit(int32_t type, bool release) {
+  const DLDevice acc{static_cast<DLDeviceType>(type), 0};
+  backplane::Module m =
+      backplane::Build(bptest::kScaleAddGpuIr, backplane::Target::Parse("simaccel"));
+  if (!release) (void)backplane::ObjectRef(m.object()).release();  // one reference never let go
+  m = backplane::Module();
+  void* d = nullptr;
+  if (bp_device_alloc_data_space(acc, 64, 64, backplane::UInt8(), &d) != BP_OK) std::_Exit(3);
+  std::exit(0);
+}
+
+TEST_F(Validation, Rule10ModulesAliveAtExitAreLeaksToo) {
+  EXPECT_EXIT(ModulesAndExit(type_, false), ::testing::ExitedWithCode(0),
+              "BP-VALID-10 \\(leak\\): bp_module_create: module 0x[0-9a-f]+ of kind 'simaccel' "
+              "is still alive at exit; release it, or the module that imports it "
+              "\\(bp_object_release[^\n]*; made at:\n"
+              "    [^\n]*\n(.|\n)*"
+              "BP-VALID-10 \\(leak\\): bp_module_create: module 0x[0-9a-f]+ of kind 'ir_host' "
+              "is still alive at exit(.|\n)*"
+              "validation layer: 3 handle\\(s\\) leaked");
+  // Released, they are not: the count is the data space alone.
+  EXPECT_EXIT(ModulesAndExit(type_, true), ::testing::ExitedWithCode(0),
+              "data space 0x[0-9a-f]+ of 64 bytes is still alive at exit(.|\n)*"
+              "validation layer: 1 handle\\(s\\) leaked");
+}
+
 void DoubleFreeUnderAbort() {
   unsetenv("BACKPLANE_LAYERS");
   backplane::EnableLayers("validation:abort");

@@ -212,12 +212,20 @@ class Layer {
     (void)next;
     return Function();
   }
+  // With LayerWraps::modules: `module` (of `kind`) was made (`alive`) or is about to die. It
+  // only names the module: do not retain, release or use it. Must not throw.
+  virtual void OnModule(const bp_object_t* module, const std::string& kind, bool alive) {
+    (void)module;
+    (void)kind;
+    (void)alive;
+  }
 };
 
-// What a layer wraps besides the DeviceAPI tables.
+// What a layer wraps, or is told of, besides the DeviceAPI tables.
 struct LayerWraps {
   bool functions = false;
   bool builds = false;
+  bool modules = false;  // OnModule is called
 };
 
 namespace detail_layer {
@@ -249,6 +257,14 @@ inline bp_status_t WrapBuild(void* self, const char* target_kind, bp_object_t* n
   });
 }
 
+inline void OnModule(void* self, const bp_object_t* module, const char* kind,
+                     int32_t alive) noexcept {
+  try {
+    static_cast<Layer*>(self)->OnModule(module, kind, alive != 0);
+  } catch (...) {  // a notification has no one to report to: the layer's own state is its care
+  }
+}
+
 }  // namespace detail_layer
 
 // Registers "layer.<name>": the core calls it once, with the layer's options ("" when none),
@@ -265,6 +281,7 @@ void RegisterLayer(const std::string& name, Make make, LayerWraps wraps = {}) {
     c->wrap_device_api = &detail_layer::WrapDeviceApi;
     c->wrap_function = wraps.functions ? &detail_layer::WrapFunction : nullptr;
     c->wrap_build = wraps.builds ? &detail_layer::WrapBuild : nullptr;
+    c->on_module = wraps.modules ? &detail_layer::OnModule : nullptr;
     return PtrValue(c);
   });
 }
