@@ -169,7 +169,7 @@ std::string GlslEmitter::FloatDivision(const std::string& x, const std::string& 
     // Vulkan lets a float16 OpFDiv be 2.5 ulp off: bp_fdiv in float32, then one rounding to
     // half (float32 holds a half quotient's correctly rounded value: 24 >= 2 * 11 + 2).
     uses_fdiv_ = true;
-    return "float16_t(bp_fdiv(float(" + x + "), float(" + y + ")))";
+    return CastText("float16_t", "bp_fdiv(float(" + x + "), float(" + y + "))");
   }
   if (t.bits != 32) return "(" + x + " / " + y + ")";
   uses_fdiv_ = true;
@@ -386,7 +386,7 @@ void GlslEmitter::EmitFunction(const ir::PrimFunc& func) {
       Line("const bool " + name + " = bp_push." + name + " != 0;");
     } else if (v.dtype().is_float() && v.dtype().bits == 16) {
       // Passed as a float32 push constant (no 16-bit push constants needed), rounded here.
-      Line("const float16_t " + name + " = float16_t(bp_push." + name + ");");
+      Line("const float16_t " + name + " = " + CastText("float16_t", "bp_push." + name) + ";");
     } else {
       Line("const " + TypeName(v.dtype()) + " " + name + " = bp_push." + name + ";");
     }

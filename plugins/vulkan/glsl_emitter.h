@@ -90,7 +90,13 @@ class GlslEmitter : public codegen::CFamilyEmitter {
 
   std::string EmitIntLiteral(int64_t v, ir::DType t) override;
 
+  // A conversion to float16 rounds through bp_f16 (glsl_prelude.cc says why); any other is
+  // GLSL's constructor.
   std::string CastText(const std::string& type, const std::string& operand) override {
+    if (type == "float16_t" || type.rfind("f16vec", 0) == 0) {
+      uses_f16_ = true;
+      return "bp_f16(" + operand + ")";
+    }
     return type + "(" + operand + ")";
   }
 
@@ -241,6 +247,7 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   std::vector<std::string> index_temps_;  // "int bp_t3;": checked loads' index variables
   bool uses_round_ = false;
   bool uses_fdiv_ = false;     // a float32 division: bp_fdiv
+  bool uses_f16_ = false;      // a conversion to float16: bp_f16
   bool uses_fminmax_ = false;  // a float min or max: bp_fmin, bp_fmax
   bool uses_erf_ = false;
   bool uses_fmaf_ = false;  // a float32 fma: bp_fmaf

@@ -79,6 +79,62 @@ const char* const kFminMaxGlsl16 =
     "float16_t bp_fmax(float16_t a, float16_t b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); "
     "}\n";
 
+// bp_f16: a value converted to float16, rounded to the nearest half (ties to even) on its bits.
+// NVIDIA's Vulkan compiler folds float(float16_t(x)) to x, so a plain conversion whose result is
+// read back as float32 kept float32's extra bits (the IR rounds to half: docs/vulkan.md,
+// "float16"). A float is rounded by integer arithmetic here, and the conversion of the result,
+// a half exactly, is exact whether or not a compiler folds it.
+const char* const kFloat16RoundGlsl =
+    "float bp_f16_round(float x) {\n"
+    "  uint b = floatBitsToUint(x);\n"
+    "  uint a = b & 0x7fffffffu, s = b & 0x80000000u;\n"
+    "  if (a >= 0x7f800000u) return x;  // inf, NaN\n"
+    "  if (a >= 0x477ff000u) return uintBitsToFloat(s | 0x7f800000u);  // 65520 or more: inf\n"
+    "  uint e = a >> 23u;\n"
+    "  if (e < 102u) return uintBitsToFloat(s);  // under 2^-25: zero\n"
+    "  uint m = (a & 0x7fffffu) | 0x800000u;\n"
+    "  // The bits under a half's last place: 13, more for a subnormal half (steps of 2^-24).\n"
+    "  uint d = e >= 113u ? 13u : 126u - e;\n"
+    "  uint keep = m >> d, rem = m & ((1u << d) - 1u), tie = 1u << (d - 1u);\n"
+    "  if (rem > tie || (rem == tie && (keep & 1u) != 0u)) keep += 1u;\n"
+    "  return uintBitsToFloat(floatBitsToUint(ldexp(float(keep), int(e) - 150 + int(d))) | s);\n"
+    "}\n"
+    "float16_t bp_f16(float16_t x) { return x; }\n"
+    "float16_t bp_f16(float x) { return float16_t(bp_f16_round(x)); }\n"
+    "float16_t bp_f16(int x) { return bp_f16(float(x)); }\n"
+    "float16_t bp_f16(uint x) { return bp_f16(float(x)); }\n"
+    "float16_t bp_f16(bool x) { return x ? float16_t(1.0) : float16_t(0.0); }\n";
+
+// bp_f16 of a double: rounded to odd at float's precision first (truncated, the last bit set
+// when anything was cut off), which the rounding to half then rounds as it would round x
+// (24 >= 11 + 2 bits). Built from the bits, since a compiler may fold double(float(x)) too.
+const char* const kFloat16RoundGlsl64 =
+    "float16_t bp_f16(double x) {\n"
+    "  uvec2 w = unpackDouble2x32(x);\n"
+    "  uint s = w.y & 0x80000000u, e = (w.y >> 20u) & 0x7ffu;\n"
+    "  if (e == 0x7ffu) return float16_t(float(x));  // inf, NaN\n"
+    "  if (e < 997u) return float16_t(uintBitsToFloat(s));  // under 2^-26: zero\n"
+    "  if (e > 1039u) return float16_t(uintBitsToFloat(s | 0x7f800000u));  // 2^17 or more: inf\n"
+    "  uint m = ((w.y & 0xfffffu) << 3u) | (w.x >> 29u);\n"
+    "  if ((w.x & 0x1fffffffu) != 0u) m |= 1u;\n"
+    "  return bp_f16(uintBitsToFloat(s | ((e - 896u) << 23u) | m));\n"
+    "}\n";
+
+// bp_f16 of a vector: lane by lane, for the lane types `scalars` (GLSL's vector prefixes:
+// "", "f16", "i", "u", "d", "i64", "u64").
+std::string Float16RoundVectors(const std::vector<std::string>& prefixes) {
+  std::string out;
+  for (const std::string& p : prefixes) {
+    for (int n = 2; n <= 4; ++n) {
+      const std::string N = std::to_string(n);
+      out += "f16vec" + N + " bp_f16(" + p + "vec" + N + " v) { return f16vec" + N + "(";
+      for (int l = 0; l < n; ++l) out += std::string(l ? ", " : "") + "bp_f16(v." + "xyzw"[l] + ")";
+      out += "); }\n";
+    }
+  }
+  return out;
+}
+
 // bp_fdiv on vectors, lane by lane.
 const char* const kFdivVectorGlsl =
     "vec2 bp_fdiv(vec2 a, vec2 b) { return vec2(bp_fdiv(a.x, b.x), bp_fdiv(a.y, b.y)); }\n"
@@ -196,6 +252,21 @@ std::string GlslEmitter::Prelude() {
     helpers += "int bp_rem_i32(int a, int b) { return a - (a / b) * b; }\n";
   if (helpers_.count("rem_i64"))
     helpers += "int64_t bp_rem_i64(int64_t a, int64_t b) { return a - (a / b) * b; }\n";
+  if (uses_f16_) {
+    helpers += kFloat16RoundGlsl;
+    std::vector<std::string> prefixes = {"f16", "", "i", "u"};
+    if (layout.uses_float64) {
+      helpers += kFloat16RoundGlsl64;
+      prefixes.push_back("d");
+    }
+    if (layout.uses_int64) {
+      helpers +=
+          "float16_t bp_f16(int64_t x) { return bp_f16(float(x)); }\n"
+          "float16_t bp_f16(uint64_t x) { return bp_f16(float(x)); }\n";
+      prefixes.insert(prefixes.end(), {"i64", "u64"});
+    }
+    helpers += Float16RoundVectors(prefixes);
+  }
   if (uses_fdiv_) helpers += std::string(kFdivGlsl) + kFdivVectorGlsl;
   if (uses_fminmax_) {
     helpers += kFminMaxGlsl;
