@@ -325,9 +325,8 @@ Ref WrapModuleFunction(const char* module_kind, const std::string& name, Ref fun
 
 bool TellLayersOfModule(const bp_object_t* module, const char* kind, bool alive) {
   if (!g_tells_modules.load(std::memory_order_acquire)) return false;
-  for (const bp_layer_t* l : State().told_of_modules) {
-    OnModuleOf (*l)(l->self, module, kind, alive ? 1 : 0);
-  }
+  // Each has on_module (Build kept only those), and the list is fixed once g_tells_modules is.
+  for (const bp_layer_t* l : State().told_of_modules) l->on_module(l->self, module, kind, alive);
   return true;
 }
 

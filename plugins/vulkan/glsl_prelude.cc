@@ -120,8 +120,8 @@ const char* const kFloat16RoundGlsl64 =
     "  return bp_f16(uintBitsToFloat(s | ((e - 896u) << 23u) | m));\n"
     "}\n";
 
-// bp_f16 of a vector: lane by lane, for the lane types `scalars` (GLSL's vector prefixes:
-// "", "f16", "i", "u", "d", "i64", "u64").
+// bp_f16 of a vector: lane by lane, for the lane types named by `prefixes` (GLSL's vector
+// prefixes: "", "f16", "i", "u", "b", "d", "i64", "u64").
 std::string Float16RoundVectors(const std::vector<std::string>& prefixes) {
   std::string out;
   for (const std::string& p : prefixes) {
@@ -254,7 +254,7 @@ std::string GlslEmitter::Prelude() {
     helpers += "int64_t bp_rem_i64(int64_t a, int64_t b) { return a - (a / b) * b; }\n";
   if (uses_f16_) {
     helpers += kFloat16RoundGlsl;
-    std::vector<std::string> prefixes = {"f16", "", "i", "u"};
+    std::vector<std::string> prefixes = {"f16", "", "i", "u", "b"};
     if (layout.uses_float64) {
       helpers += kFloat16RoundGlsl64;
       prefixes.push_back("d");

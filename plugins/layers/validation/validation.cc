@@ -952,7 +952,9 @@ class ValidationLayer final : public sdk::Layer {
     }
     std::lock_guard lock(s_.mu);
     auto it = s_.modules.find(module);
-    if (it != s_.modules.end()) {  // its end was not told (it cannot be): the newer one counts
+    // Its end; or, for a module made, a stale entry at the same address (its end was missed):
+    // the newer one counts.
+    if (it != s_.modules.end()) {
       s_.module_order.erase(it->second.first);
       s_.modules.erase(it);
     }
