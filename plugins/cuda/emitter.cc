@@ -73,10 +73,15 @@ static int VectorAlign(ir::DType t) { return VectorBytes(t) < 16 ? VectorBytes(t
 // A vector of N lanes is `struct bp_<dtype> { E v[N]; }` (bool lanes are int8_t holding 0 or 1,
 // as in C), aligned to its size up to 16 bytes, with lane subscripts and + - * / lane by lane
 // (the base writes every other operation lane by lane itself). A contiguous access goes
-// through bp_vload_<dtype> / bp_vstore_<dtype>: one vector access where the element's address
-// is aligned to the struct's alignment, checked in the kernel (a user's view may start at any
-// element, and a ramp's base need not be a multiple of the lanes), and lane by lane otherwise,
-// so that no access faults or reads other data.
+// through bp_vload_<dtype>(base, i) / bp_vstore_<dtype>(base, i, v): one vector access where
+// the buffer's base and the byte offset of element i are both multiples of the struct's
+// alignment, checked in the kernel (a user's view may start at any element, and a ramp's base
+// need not be a multiple of the lanes), and lane by lane otherwise, so that no access faults
+// or reads other data. The two are checked apart, not as one address: the base's test is the
+// same in every access to a buffer, so the compiler computes it once and keeps the loads of an
+// unrolled loop together (one test an address kept each load behind a branch of its own,
+// which let a thread have only one or two loads in flight), and the offset's folds away where
+// the index is a known multiple of the lanes (`i * 1024 + tx * 4`).
 std::string CUDAEmitter::VectorDefinitions() {
   std::string p;
   for (const auto& [name, t] : vector_structs_) {
@@ -102,20 +107,23 @@ std::string CUDAEmitter::VectorDefinitions() {
     const bool fast = !t.is_bool();
     const std::string loop = "  for (int l = 0; l < " + n + "; ++l) ";
     const std::string suffix = ir::ToString(t);
+    // Aligned: the base and the element's byte offset both multiples of the alignment.
+    const std::string aligned = "((reinterpret_cast<unsigned long long>(b) & " + mask +
+                                ") == 0 && ((static_cast<unsigned long long>(i) * sizeof(" + e +
+                                ")) & " + mask + ") == 0)";
     p += "static __device__ __forceinline__ " + name + " bp_vload_" + suffix + "(const " + e +
-         "* p) {\n";
+         "* b, int64_t i) {\n";
     if (fast) {
-      p += "  if ((reinterpret_cast<unsigned long long>(p) & " + mask +
-           ") == 0) return *reinterpret_cast<const " + name + "*>(p);\n";
+      p += "  if " + aligned + " return *reinterpret_cast<const " + name + "*>(b + i);\n";
     }
-    p += "  " + name + " r;\n" + loop + "r.v[l] = p[l];\n  return r;\n}\n";
-    p += "static __device__ __forceinline__ void bp_vstore_" + suffix + "(" + e + "* p, const " +
-         name + "& v) {\n";
+    p += "  " + name + " r;\n" + loop + "r.v[l] = b[i + l];\n  return r;\n}\n";
+    p += "static __device__ __forceinline__ void bp_vstore_" + suffix + "(" + e +
+         "* b, int64_t i, const " + name + "& v) {\n";
     if (fast) {
-      p += "  if ((reinterpret_cast<unsigned long long>(p) & " + mask + ") == 0) {\n";
-      p += "    *reinterpret_cast<" + name + "*>(p) = v;\n    return;\n  }\n";
+      p += "  if " + aligned + " {\n";
+      p += "    *reinterpret_cast<" + name + "*>(b + i) = v;\n    return;\n  }\n";
     }
-    p += loop + "p[l] = v.v[l];\n}\n";
+    p += loop + "b[i + l] = v.v[l];\n}\n";
   }
   return p;
 }
@@ -131,13 +139,13 @@ std::string CUDAEmitter::VectorLiteral(ir::DType t, const std::vector<std::strin
 std::string CUDAEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
                                               const std::string& flat) {
   vector_access_.emplace(TypeName(t), t);
-  return "bp_vload_" + ir::ToString(t) + "(&" + Name(buffer.name()) + "[" + flat + "])";
+  return "bp_vload_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ")";
 }
 
 std::string CUDAEmitter::ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t,
                                                const std::string& flat, const std::string& value) {
   vector_access_.emplace(TypeName(t), t);
-  return "bp_vstore_" + ir::ToString(t) + "(&" + Name(buffer.name()) + "[" + flat + "], " + value +
+  return "bp_vstore_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " + value +
          ");";
 }
 

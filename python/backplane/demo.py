@@ -85,7 +85,8 @@ _FILES = {"vector_add": "vector_add", "saxpy": "saxpy", "matmul_tiled": "matmul"
 # (variant function, whether a device takes it), the first that a device takes replacing it.
 _VARIANTS = {
     "vector_add_gpu": [("vector_add4_gpu", lambda dev: dev.type == "cuda")],
-    "matmul_tiled_gpu": [("matmul_smem_gpu", lambda dev: dev.type == "cuda")],
+    "sum_gpu": [("sum4_gpu", lambda dev: dev.type == "cuda")],
+    "matmul_tiled_gpu": [("matmul_reg_gpu", lambda dev: dev.type == "cuda")],
 }
 
 
@@ -140,7 +141,7 @@ def run(devices: List[bp.Device], kernels: List[str], small: bool, repeat: int,
                         block *= 4
                     tensors.insert(block_param_at, block)
                     at += 1
-                if name == "sum_gpu":
+                if name in ("sum_gpu", "sum4_gpu"):
                     tensors.insert(1, grid_blocks(dev))
                     at += 1
                 times = []

@@ -12,13 +12,15 @@
 //   vector_add: bytes/s of the catalog's vector_add_gpu variant for cuda:0 (runner::
 //             ChooseVariant: vector_add4_gpu, float32x4 accesses) vs a device-to-device
 //             copy (goal >= 95%), and of the base vector_add_gpu next to it
-//   sum:      bytes/s of the catalog's sum_gpu (grid-wide: a block a part of x, 8 blocks a
-//             multiprocessor as runner::DimsForDevice gives them, then one block over the
-//             parts) on 64 Mi floats vs the device-to-device copy (goal >= 0.9 of its
-//             bandwidth: the copy reads and writes, so the sum's reads alone are compared)
-//   matmul:   the catalog's matmul_tiled_gpu variant for cuda:0 (matmul_smem_gpu, shared-memory
-//             tiles) vs cuBLAS sgemm at 4096 (goal >= 0.6), and the base matmul_tiled_gpu
-//             next to it; each benchmark's label names the function it ran
+//   sum:      bytes/s of the catalog's sum_gpu variant for cuda:0 (sum4_gpu, float32x4 loads;
+//             grid-wide: a block a part of x, 8 blocks a multiprocessor as
+//             runner::DimsForDevice gives them, then one block over the parts) on 64 Mi floats
+//             vs the device-to-device copy (goal >= 0.9 of its bandwidth: the copy reads and
+//             writes, so the sum's reads alone are compared), and of the base sum_gpu next to it
+//   matmul:   the catalog's matmul_tiled_gpu variant for cuda:0 (matmul_reg_gpu, 8 x 8
+//             register tiles over double-buffered shared tiles) vs cuBLAS sgemm at 4096
+//             (goal >= 0.6), and the named variant matmul_smem_gpu and the base
+//             matmul_tiled_gpu next to it; each benchmark's label names the function it ran
 // Every benchmark skips with the reason where there is no CUDA device (or no cuBLAS).
 // Run: build/release/bin/bench_cuda (tests/plugins/cuda/gpu_checks.sh does).
 #include <benchmark/benchmark.h>
@@ -282,6 +284,11 @@ const backplane::kernels::Case& Variant(const std::string& func, bool base) {
   return base ? *c : *backplane::runner::ChooseVariant(*c, Device(Gpu()));
 }
 
+// A variant by its name (kernels::FindVariant), e.g. "smem" of matmul_tiled_gpu.
+const backplane::kernels::Case& Named(const std::string& func, const std::string& name) {
+  return *backplane::kernels::FindVariant(*backplane::kernels::Find(func), name);
+}
+
 // c = a + b on 64 Mi elements with the catalog's vector_add_gpu (base) or the variant chosen
 // for the GPU (vector_add4_gpu: four elements a thread through float32x4 accesses); the
 // label names the function.
@@ -318,11 +325,14 @@ void BM_DeviceCopy_RawDriver(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kVectorElems * 4 * 2);  // read + write
 }
 
-// out = sum(x) over 64 Mi floats with the catalog's sum_gpu, its block count from
-// runner::DimsForDevice (8 a multiprocessor); the bytes are those read, 4 an element.
-void BM_Sum_Backplane(benchmark::State& state) {
+// out = sum(x) over 64 Mi floats with the catalog's sum_gpu (base) or the variant chosen for the
+// GPU (sum4_gpu: float32x4 loads, two in flight a thread), the block count from
+// runner::DimsForDevice (8 a multiprocessor); the bytes are those read, 4 an element; the label
+// names the function.
+void Sum(benchmark::State& state, bool base) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
-  const backplane::kernels::Case& c = *backplane::kernels::Find("sum_gpu");
+  const backplane::kernels::Case& c = Variant("sum_gpu", base);
+  state.SetLabel(c.func);
   Module m = BuildKernel(c.func);
   backplane::Function f = m.GetFunction(c.func);
   const int64_t blocks = backplane::runner::DimsForDevice(c, Device(Gpu()), {}).at(c.grid_param);
@@ -337,13 +347,15 @@ void BM_Sum_Backplane(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * kVectorElems * 4);
 }
+void BM_Sum_Backplane(benchmark::State& s) { Sum(s, false); }
+void BM_SumBase_Backplane(benchmark::State& s) { Sum(s, true); }
 
 // c = a b at 4096 with the catalog's matmul_tiled_gpu (base; its block as the tools give it,
-// runner::DimsForDevice: 4 warps on a GPU) or the variant chosen for the GPU (matmul_smem_gpu:
-// 64 x 64 tiles through shared memory, 4 x 4 a thread in registers); the label names it.
-void Matmul(benchmark::State& state, bool base) {
+// runner::DimsForDevice: 4 warps on a GPU), the variant chosen for the GPU (matmul_reg_gpu:
+// 128 x 128 tiles double-buffered in shared memory, 8 x 8 a thread in registers, fma) or the
+// named variant matmul_smem_gpu (64 x 64 tiles, 4 x 4 a thread); the label names it.
+void Matmul(benchmark::State& state, const backplane::kernels::Case& c) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
-  const backplane::kernels::Case& c = Variant("matmul_tiled_gpu", base);
   state.SetLabel(c.func);
   Module m = BuildKernel(c.func);
   backplane::Function f = m.GetFunction(c.func);
@@ -372,8 +384,9 @@ void Matmul(benchmark::State& state, bool base) {
   state.counters["flops"] =
       benchmark::Counter(2.0 * s * s * s * state.iterations(), benchmark::Counter::kIsRate);
 }
-void BM_Matmul_Backplane(benchmark::State& s) { Matmul(s, false); }
-void BM_MatmulBase_Backplane(benchmark::State& s) { Matmul(s, true); }
+void BM_Matmul_Backplane(benchmark::State& s) { Matmul(s, Variant("matmul_tiled_gpu", false)); }
+void BM_MatmulSmem_Backplane(benchmark::State& s) { Matmul(s, Named("matmul_tiled_gpu", "smem")); }
+void BM_MatmulBase_Backplane(benchmark::State& s) { Matmul(s, Variant("matmul_tiled_gpu", true)); }
 
 void BM_Matmul_cuBLAS(benchmark::State& state) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
@@ -426,7 +439,9 @@ BENCHMARK(BM_VectorAdd_Backplane)->UseRealTime();
 BENCHMARK(BM_VectorAddBase_Backplane)->UseRealTime();
 BENCHMARK(BM_DeviceCopy_RawDriver)->UseRealTime();
 BENCHMARK(BM_Sum_Backplane)->UseRealTime();
+BENCHMARK(BM_SumBase_Backplane)->UseRealTime();
 BENCHMARK(BM_Matmul_Backplane)->UseRealTime();
+BENCHMARK(BM_MatmulSmem_Backplane)->UseRealTime();
 BENCHMARK(BM_MatmulBase_Backplane)->UseRealTime();
 BENCHMARK(BM_Matmul_cuBLAS)->UseRealTime();
 

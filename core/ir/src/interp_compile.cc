@@ -249,9 +249,21 @@ class Compiler {
     a.off = s.dims_off;
     a.nd = s.ndim;
     *lanes = 1;
-    for (const Expr& index : indices) {
-      // The index as the IR computes it: its +, -, * in int64 (docs/ir.md, "Index arithmetic").
-      CE c = E(WidenIndex(index));
+    for (size_t k = 0; k < indices.size(); ++k) {
+      // The index as the IR computes it: its +, -, * in int64 (docs/ir.md, "Index arithmetic"),
+      // and so the base and the lanes of a contiguous last index, ramp(base, 1, lanes).
+      const Expr& index = indices[k];
+      const RampNode* r = index.As<RampNode>();
+      const IntImmNode* one = r != nullptr ? r->stride.As<IntImmNode>() : nullptr;
+      const bool contiguous = k + 1 == indices.size() && one != nullptr && one->value == 1 &&
+                              r->base.dtype().is_integer() && r->base.dtype().bits < 64;
+      Expr wide = WidenIndex(index);
+      if (contiguous) {
+        Expr base = WidenIndex(r->base);
+        if (base.dtype().bits != 64) base = Cast(Int64(), base);
+        wide = Ramp(base, IntImm(Int64(), 1), index.dtype().lanes);
+      }
+      CE c = E(wide);
       a.reg.push_back(c.reg);
       a.lanes.push_back(c.lanes);
       if (c.fn) a.fns.push_back(std::move(c.fn));

@@ -387,6 +387,19 @@ class Analyzer {
     if (t.lanes == 1 && t.is_integer() && t.bits < 64) return EvalWide(e);
     return Eval(e);
   }
+  // The indices of an access. A contiguous last index, ramp(base, 1, lanes), is the scalar index
+  // `base` and the lanes after it: its base is index arithmetic and its lanes are exact too.
+  void EvalIndices(const std::vector<Expr>& indices) {
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const RampNode* r = indices[k].As<RampNode>();
+      const IntImmNode* one = r != nullptr ? r->stride.As<IntImmNode>() : nullptr;
+      if (k + 1 == indices.size() && one != nullptr && one->value == 1) {
+        EvalIndex(r->base);
+      } else {
+        EvalIndex(indices[k]);
+      }
+    }
+  }
   Range EvalWide(const Expr& e) {
     if (e.kind() == ExprKind::kNeg) {
       const Range x = EvalWide(e.As<NegNode>()->a);
@@ -460,7 +473,7 @@ class Analyzer {
         return Clamp(x, t.Element());  // an explicit cast wraps by definition: not reported
       }
       case ExprKind::kLoad:
-        for (const Expr& i : e.As<LoadNode>()->indices) EvalIndex(i);
+        EvalIndices(e.As<LoadNode>()->indices);
         return TypeRange(t.Element());
       case ExprKind::kCall:
         for (const Expr& a : e.As<CallNode>()->args) Eval(a);
@@ -651,13 +664,13 @@ class Analyzer {
       }
       case StmtKind::kStore: {
         const auto& n = *s.As<StoreNode>();
-        for (const Expr& i : n.indices) EvalIndex(i);
+        EvalIndices(n.indices);
         Eval(n.value);
         return;
       }
       case StmtKind::kAtomic: {
         const auto& n = *s.As<AtomicNode>();
-        for (const Expr& i : n.indices) EvalIndex(i);
+        EvalIndices(n.indices);
         Eval(n.value);
         return;
       }

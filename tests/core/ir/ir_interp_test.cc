@@ -238,6 +238,26 @@ TEST(IrInterp, IndexArithmeticIsComputedInInt64) {
   EXPECT_EQ(k[0], INT32_MIN + 1);
 }
 
+// A contiguous vector index, ramp(base, 1, lanes) as the last index, is index arithmetic too:
+// its base and lanes are exact, as the C-family code generators compute them (the base in
+// int64, then the lanes after it). With i * m * m = 2^32 the access is out of bounds by its
+// exact value, not element 1..4, which int32 lanes would wrap it to.
+TEST(IrInterp, AContiguousVectorIndexIsComputedInInt64) {
+  Interpreter in =
+      Of("func f(i: int32, m: int32, a: buffer<float32>[8], o: buffer<float32>[4]) {\n"
+         "  o[ramp(0, 1, 4)] = a[ramp(i * m * m + 1, 1, 4)]\n"
+         "}\n");
+  Tensor<float> a({8}), o({4});
+  for (int k = 0; k < 8; ++k) a[k] = 0.5f * static_cast<float>(k) + 0.25f;
+  EXPECT_EQ(ErrorOf([&] {
+              in.Run("f", {IntArg(1), IntArg(65536), a.View(), o.View()});
+            }),
+            "f: index 4294967297 is out of bounds for dimension 0 of buffer 'a' (extent 8) in "
+            "`a[ramp(i * m * m + 1, 1, 4)]`");
+  in.Run("f", {IntArg(0), IntArg(65536), a.View(), o.View()});
+  EXPECT_EQ(o.data, (std::vector<float>{a[1], a[2], a[3], a[4]}));
+}
+
 TEST(IrInterp, AllocationsAreZeroFilledAndScoped) {
   Interpreter in =
       Of("func f(o: buffer<int32>[3]) {\n"

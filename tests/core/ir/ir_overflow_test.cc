@@ -129,6 +129,23 @@ func f(n: int32, a: buffer<float32>[n, 65536], out: buffer<int32>[1]) {
       << r[0];
 }
 
+// A contiguous last index, ramp(base, 1, lanes), is index arithmetic like a scalar one: its base
+// and lanes are exact (docs/ir.md, "Index arithmetic"). A ramp of another stride, or one that is
+// not the last index, is a vector of int32 lanes, still checked.
+TEST(Int32Overflow, AContiguousRampIndexIsIndexArithmetic) {
+  const std::vector<std::string> r = Risks(R"(# backplane-ir 2
+func f(n: int32, m: int32, a: buffer<float32>[n], b: buffer<float32>[4, n]) {
+  for i in serial(0, n / 8) {
+    a[ramp(i * 8 + m, 1, 4)] = a[ramp(i * 8 + m + 4, 1, 4)]
+    a[ramp(i * 8, 1000, 4)] = broadcast(1.0, 4)
+    b[ramp(0, 1, 4), i] = broadcast(2.0, 4)
+  }
+}
+)");
+  ASSERT_EQ(r.size(), 1u) << Join(r);
+  EXPECT_EQ(r[0].rfind("lanes of `ramp(i * 8, 1000, 4)`", 0), 0u) << r[0];
+}
+
 TEST(Int32Overflow, ALoopVariableThatWrapsIsReported) {
   const std::vector<std::string> r = Risks(R"(# backplane-ir 1
 func f(n: int32, a: buffer<float32>[n]) {

@@ -54,9 +54,11 @@
 #                against the interpreter; skipped with a note where the machine has no NVIDIA ICD
 #   bench        bench_cuda: launch vs raw cuLaunchKernel, pinned copies vs raw, vector_add
 #                (the catalog's variant for cuda:0, vector_add4_gpu, and the base
-#                vector_add_gpu) vs a device copy, sum_gpu (grid-wide) vs the device
+#                vector_add_gpu) vs a device copy, sum (the variant for cuda:0, sum4_gpu, and
+#                the base sum_gpu; grid-wide) vs the device
 #                copy's bandwidth, matmul (the variant for cuda:0,
-#                matmul_smem_gpu, and the base matmul_tiled_gpu) vs cuBLAS; each ratio's
+#                matmul_reg_gpu, the named variant matmul_smem_gpu and the base
+#                matmul_tiled_gpu) vs cuBLAS; each ratio's
 #                line names the function that ran; no benchmark may report an error;
 #                the ratios go to summary.txt
 #   launch_phases
@@ -562,7 +564,8 @@ elif run "$bin/backplane" demo --size small --repeat 1 "${kernel_args[@]}"; then
   # A kernel with a variant for CUDA devices runs that variant on cuda:0, and the row names the
   # function that ran (docs/host-guide.md, "Variants of a GPU kernel"; the variants of
   # sdk/apps/kernels/src/catalog.cc); cuda_gpu_test runs the base kernels themselves.
-  declare -A cuda_variant=([vector_add_gpu]=vector_add4_gpu [matmul_tiled_gpu]=matmul_smem_gpu)
+  declare -A cuda_variant=([vector_add_gpu]=vector_add4_gpu [sum_gpu]=sum4_gpu
+    [matmul_tiled_gpu]=matmul_reg_gpu)
   for k in "${gpu_kernels[@]}"; do
     ran="${cuda_variant[$k]:-$k}"
     expect "^$ran +cuda:0 +ok" "the demo did not pass $k ($ran) on cuda:0"
@@ -692,10 +695,14 @@ rows = [("launch: Backplane / raw cuLaunchKernel, time (goal <= 1.1)", "BM_Launc
          "BM_VectorAdd_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
         ("vector_add, base vector_add_gpu / device copy, bytes/s",
          "BM_VectorAddBase_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
-        ("sum_gpu, bytes read / device copy, bytes/s (goal >= 0.9)",
+        ("sum, variant for cuda, bytes read / device copy, bytes/s (goal >= 0.9)",
          "BM_Sum_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
+        ("sum, base sum_gpu, bytes read / device copy, bytes/s",
+         "BM_SumBase_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
         ("matmul 4096, variant for cuda / cuBLAS sgemm, flop/s (goal >= 0.6)",
          "BM_Matmul_Backplane", "BM_Matmul_cuBLAS", "flops"),
+        ("matmul 4096, named variant smem / cuBLAS sgemm, flop/s",
+         "BM_MatmulSmem_Backplane", "BM_Matmul_cuBLAS", "flops"),
         ("matmul 4096, base matmul_tiled_gpu / cuBLAS sgemm, flop/s",
          "BM_MatmulBase_Backplane", "BM_Matmul_cuBLAS", "flops")]
 print("bench_cuda ratios")

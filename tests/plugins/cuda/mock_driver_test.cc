@@ -695,7 +695,7 @@ TEST(CudaMockDriverTest, CatalogBlocksAreWarpsOfTheDevice) {
 }
 
 // The variant of a catalog kernel the tools run on a CUDA device (runner::ChooseVariant, from
-// the device's own attributes): the float32x4 vector_add and the shared-memory matmul; a
+// the device's own attributes): the float32x4 vector_add and sum and the register-tiled matmul; a
 // variant's own function and a kernel without variants are themselves.
 TEST(CudaMockDriverTest, CatalogVariantsForACudaDevice) {
   UseMock();
@@ -706,7 +706,8 @@ TEST(CudaMockDriverTest, CatalogVariantsForACudaDevice) {
   EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("vector_add_gpu"), Device(kGpu))->func,
             "vector_add4_gpu");
   EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("matmul_tiled_gpu"), Device(kGpu))->func,
-            "matmul_smem_gpu");
+            "matmul_reg_gpu");
+  EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("sum_gpu"), Device(kGpu))->func, "sum4_gpu");
   EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("softmax_gpu"), Device(kGpu))->func,
             "softmax_gpu");
   EXPECT_EQ(backplane::runner::ChooseVariant(*bk::Find("matmul_smem_gpu"), Device(kGpu))->func,

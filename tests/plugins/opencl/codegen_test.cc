@@ -107,11 +107,11 @@ TEST_P(OpenCLKernelTest, BuildsRunsAndMatchesTheReference) {
   EXPECT_EQ(m.Kind(), "ir_host");
   ASSERT_EQ(m.Imports().size(), 1u);
   EXPECT_EQ(m.Imports()[0].Kind(), "opencl");
-  // sum_gpu's grid-wide reduction is two kernels sharing a workspace (docs/ir.md).
+  // A grid-wide reduction (sum_gpu, sum4_gpu) is two kernels sharing a workspace (docs/ir.md).
   EXPECT_EQ(
       m.Imports()[0].ListFunctions(),
-      (c->func == "sum_gpu" ? std::vector<std::string>{c->func + "_kernel0", c->func + "_kernel1"}
-                            : std::vector<std::string>{c->func + "_kernel"}));
+      (!c->grid_param.empty() ? std::vector<std::string>{c->func + "_kernel0", c->func + "_kernel1"}
+                              : std::vector<std::string>{c->func + "_kernel"}));
   backplane::runner::Result r = backplane::runner::RunCase(*c, m, Cl(), c->small, 1);
   EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
   EXPECT_LE(r.max_error, c->tolerance);

@@ -166,6 +166,14 @@ std::vector<Case> MakeCatalog() {
       {{"n", 4099}, {"blocks", 3}}, {{"n", 1 << 24}, {"blocks", 1024}}, detail::Sum, 1e-5,
       MemoryBound, Bytes({"x", "out"}));
   cases.back().grid_param = "blocks";
+  // 9693 with 3 blocks: chunks of 4096, two whole passes in the first two blocks, and a last
+  // chunk of 1501 where threads take the vector path, both halves one by one, the first half
+  // only, or nothing.
+  add("sum.bpir", "sum4_gpu", true,
+      {Dim("n"), Dim("blocks"), In("x", {"n"}, 0.25, 1.0), Out("out", {"1"})},
+      {{"n", 9693}, {"blocks", 3}}, {{"n", 1 << 24}, {"blocks", 1024}}, detail::Sum, 1e-5,
+      MemoryBound, Bytes({"x", "out"}));
+  cases.back().grid_param = "blocks";
   // 301 columns: 16 vectors of 16 and a tail of 13 (CPU); with 32 threads a row (GPU), 9
   // full strides and a partial one, so some threads see only -inf and 0 partials.
   add("softmax.bpir", "softmax", false,
@@ -209,6 +217,11 @@ std::vector<Case> MakeCatalog() {
   // a in rows, and a last step of k of 3 (131 = 8 * 16 + 3), so every edge path runs.
   add("matmul.bpir", "matmul_smem_gpu", true, mm, mm_small, mm_tiled_demo, detail::Matmul, 1e-4,
       mm_flops, Bytes({"a", "b", "c"}));
+  // 151 x 259 x 21: a whole and a partial row of 128 x 128 tiles, two whole and one partial
+  // column (259 = 2 * 128 + 3: columns 256..258 one by one, threads whose columns are all
+  // outside c), and a last step of k of 5 (21 = 2 * 8 + 5), half a float32x4 of a inside.
+  add("matmul.bpir", "matmul_reg_gpu", true, mm, {{"m", 151}, {"n", 259}, {"k", 21}}, mm_tiled_demo,
+      detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
 
   // 37 x 45: full and edge blocks of 16 (CPU and GPU), not square.
   both("transpose.bpir", "transpose",
@@ -249,8 +262,8 @@ std::vector<Case> MakeCatalog() {
       },
       Bytes({"x", "f", "y"}));
 
-  // Variants (catalog.hpp, "Variants"): the float32x4 vector_add and the shared-memory matmul
-  // on CUDA devices, where they move fewer instructions a byte and reuse each load 16 times
+  // Variants (catalog.hpp, "Variants"): the float32x4 vector_add and sum and the shared-memory
+  // matmul on CUDA devices, where they move fewer instructions a byte and reuse each load 16 times
   // (tests/plugins/cuda/gpu_checks.sh measures them); the base kernels elsewhere, as the
   // others run 1.0-7x slower on PoCL and lavapipe (docs/performance.md).
   auto on_cuda = [](const DeviceTraits& t) { return t.type == "cuda"; };
@@ -267,7 +280,11 @@ std::vector<Case> MakeCatalog() {
     }
   };
   variants("vector_add_gpu", {Variant{"vec4", "vector_add4_gpu", "device type cuda", on_cuda}});
-  variants("matmul_tiled_gpu", {Variant{"smem", "matmul_smem_gpu", "device type cuda", on_cuda}});
+  variants("sum_gpu", {Variant{"vec4", "sum4_gpu", "device type cuda", on_cuda}});
+  // The register-tiled matmul is the one for CUDA devices; the shared-memory one stays a named
+  // variant (--variant smem), measured beside it by bench_cuda.
+  variants("matmul_tiled_gpu", {Variant{"reg", "matmul_reg_gpu", "device type cuda", on_cuda},
+                                Variant{"smem", "matmul_smem_gpu", "by name only", nullptr}});
   return cases;
 }
 

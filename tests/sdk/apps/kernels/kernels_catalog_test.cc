@@ -221,7 +221,8 @@ TEST(KernelCatalog, VariantsComputeTheSameAsTheirBase) {
       if (vc != &c) {
         EXPECT_TRUE(vc->variants.empty()) << v.func;
         EXPECT_EQ(vc->base, c.func) << v.func;
-        EXPECT_TRUE(v.selects) << v.func;
+        // A device property selects it, or it is taken by name only (and says so).
+        EXPECT_TRUE(v.selects || v.when == "by name only") << v.func;
       }
       EXPECT_EQ(bk::VariantName(*vc), v.name);
       // The same buffers, and the same reference outputs from the same inputs.
@@ -247,7 +248,7 @@ TEST(KernelCatalog, VariantsComputeTheSameAsTheirBase) {
       }
     }
   }
-  EXPECT_EQ(with_variants, 2);
+  EXPECT_EQ(with_variants, 3);  // vector_add_gpu, sum_gpu, matmul_tiled_gpu
 }
 
 TEST(KernelCatalog, ChoosesAVariantByTheDevicesProperties) {
@@ -264,7 +265,8 @@ TEST(KernelCatalog, ChoosesAVariantByTheDevicesProperties) {
     EXPECT_EQ(bk::ChooseVariant(*mm, other), mm) << other.type;
   }
   EXPECT_EQ(bk::ChooseVariant(*va, cuda)->func, "vector_add4_gpu");
-  EXPECT_EQ(bk::ChooseVariant(*mm, cuda)->func, "matmul_smem_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*mm, cuda)->func, "matmul_reg_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*bk::Find("sum_gpu"), cuda)->func, "sum4_gpu");
   // A variant's own function, or a kernel without variants: itself on any device.
   const bk::Case* vec4 = bk::Find("vector_add4_gpu");
   EXPECT_EQ(bk::ChooseVariant(*vec4, bk::DeviceTraits{"opencl", "cpu", 8}), vec4);
@@ -282,6 +284,11 @@ TEST(KernelCatalog, FindsAVariantByItsNameOrFunction) {
   EXPECT_EQ(bk::FindVariant(*vec4, "vec4"), vec4);
   EXPECT_EQ(bk::FindVariant(*va, "smem"), nullptr);
   EXPECT_EQ(bk::FindVariant(*bk::Find("matmul_tiled_gpu"), "smem"), bk::Find("matmul_smem_gpu"));
+  EXPECT_EQ(bk::FindVariant(*bk::Find("matmul_tiled_gpu"), "reg"), bk::Find("matmul_reg_gpu"));
+  // A variant taken by name only (no device selects it) is never chosen, but found.
+  EXPECT_EQ(bk::FindVariant(*bk::Find("matmul_reg_gpu"), "smem"), bk::Find("matmul_smem_gpu"));
+  EXPECT_EQ(bk::VariantNames(*bk::Find("matmul_tiled_gpu")),
+            "base (matmul_tiled_gpu), reg (matmul_reg_gpu), smem (matmul_smem_gpu)");
   const bk::Case* sm = bk::Find("softmax_gpu");
   EXPECT_EQ(bk::FindVariant(*sm, "base"), sm);
   EXPECT_EQ(bk::FindVariant(*sm, "softmax_gpu"), sm);

@@ -161,8 +161,8 @@ TEST(Sizes, TheOldTileCountLeftTheOutputUnwritten) {
   EXPECT_EQ(RightTail(kOldVectorAdd, "vector_add", "o", 3, kTwo31 - 1, 2048), 0);
 }
 
-// sum's last chunk of 64 (CPU) and sum_gpu's last passes, at n = 2^31 - 1: out is the sum of
-// the elements they cover, against a float64 sum.
+// sum's last chunk of 64 (CPU) and the last passes of sum_gpu and sum4_gpu, at n = 2^31 - 1:
+// out is the sum of the elements they cover, against a float64 sum.
 TEST(Sizes, SumAddsItsLastChunkNear2To31) {
   for (const int64_t n : {kTwo31 - 1, kTwo31 - 1025}) {
     // CPU: chunk 63 covers [63 * cs, n) with cs = ceil(n / 1024) * 16.
@@ -179,30 +179,35 @@ TEST(Sizes, SumAddsItsLastChunkNear2To31) {
       for (int64_t i = 63 * cs; i < n; ++i) want += x[i];
       EXPECT_EQ(out, static_cast<float>(want)) << n << ": " << n - 63 * cs << " elements";
     }
-    // GPU: the last 2 passes of 256 elements of each thread's loop, in every block: 2 blocks
-    // (chunks of 2^30, the largest; the last pass of the last one stops at n, past which it
-    // reads nothing) and 3 (a last chunk too short to reach its last 2 passes, which then add
-    // nothing). The chunk and the grid as sum_gpu computes them.
-    for (const int64_t blocks : {2, 3}) {
-      const ir::Interpreter interp = Restricted(Catalog("sum.bpir"), "sum_gpu", {{"i", 2}});
-      Sparse x(n);
-      float out = kNaN;
-      const int64_t one = 1;
-      const int64_t tiles = (n + 1023) / 1024;
-      const int64_t chunk = (tiles + blocks - 1) / blocks * 1024;
-      const int64_t grid = (n + chunk - 1) / chunk;
-      ASSERT_EQ(grid, blocks) << n;
-      double want = 0;
-      for (int64_t b = 0; b < grid; ++b) {
-        const int64_t lo = b * chunk, len = std::min(chunk, n - lo);
-        const int64_t first = lo + (chunk / 256 - 2) * 256;
-        Fill(x, first, lo + len, static_cast<uint64_t>(4 + b), 0.25f, 1.0f);
-        for (int64_t i = first; i < lo + len; ++i) want += x[i];
+    // GPU: the last 2 passes of each thread's loop, in every block: 2 blocks (chunks of 2^30,
+    // the largest; the last pass of the last one stops at n, past which it reads nothing) and
+    // 3 (a last chunk too short to reach its last 2 passes, which then add nothing). A pass is
+    // 256 elements in sum_gpu and 2048 in sum4_gpu (its float32x4 variant), whose tiles are
+    // 2048 too. The chunk and the grid as each kernel computes them.
+    for (const auto& [func, pass] :
+         {std::pair<std::string, int64_t>{"sum_gpu", 256}, {"sum4_gpu", 2048}}) {
+      const int64_t tile = std::max<int64_t>(pass, 1024);
+      for (const int64_t blocks : {2, 3}) {
+        const ir::Interpreter interp = Restricted(Catalog("sum.bpir"), func, {{"i", 2}});
+        Sparse x(n);
+        float out = kNaN;
+        const int64_t one = 1;
+        const int64_t tiles = (n + tile - 1) / tile;
+        const int64_t chunk = (tiles + blocks - 1) / blocks * tile;
+        const int64_t grid = (n + chunk - 1) / chunk;
+        ASSERT_EQ(grid, blocks) << func << " " << n;
+        double want = 0;
+        for (int64_t b = 0; b < grid; ++b) {
+          const int64_t lo = b * chunk, len = std::min(chunk, n - lo);
+          const int64_t first = lo + (chunk / pass - 2) * pass;
+          Fill(x, first, lo + len, static_cast<uint64_t>(4 + b), 0.25f, 1.0f);
+          for (int64_t i = first; i < lo + len; ++i) want += x[i];
+        }
+        interp.Run(
+            func, {ir::IntArg(n), ir::IntArg(blocks), ir::BufferArg(x.data(), ir::Float32(), 1, &n),
+                   ir::BufferArg(&out, ir::Float32(), 1, &one)});
+        EXPECT_NEAR(out, want, 1e-5 * want) << func << ": " << n << ", " << blocks << " blocks";
       }
-      interp.Run("sum_gpu",
-                 {ir::IntArg(n), ir::IntArg(blocks), ir::BufferArg(x.data(), ir::Float32(), 1, &n),
-                  ir::BufferArg(&out, ir::Float32(), 1, &one)});
-      EXPECT_NEAR(out, want, 1e-5 * want) << n << ", " << blocks << " blocks";
     }
   }
 }

@@ -44,12 +44,12 @@ TEST_P(SimAccelKernelTest, SplitBuildRunsAndMatchesTheReference) {
   ASSERT_EQ(m.Imports().size(), 1u);
   EXPECT_EQ(m.Imports()[0].Kind(), "simaccel");
   // The host function keeps its name; the kernel is <func>_kernel in the device module, or
-  // <func>_kernel0, <func>_kernel1 for a function of two (sum_gpu's grid-wide reduction, whose
-  // host part allocates the workspace the two share).
+  // <func>_kernel0, <func>_kernel1 for a function of two (the grid-wide reductions sum_gpu and
+  // sum4_gpu, whose host part allocates the workspace the two share).
   EXPECT_EQ(m.ListFunctions(), std::vector<std::string>{c->func});
   const std::vector<std::string> one{c->func + "_kernel"},
       two{c->func + "_kernel0", c->func + "_kernel1"};
-  EXPECT_EQ(m.Imports()[0].ListFunctions(), c->func == "sum_gpu" ? two : one);
+  EXPECT_EQ(m.Imports()[0].ListFunctions(), !c->grid_param.empty() ? two : one);
   backplane::runner::Result r = backplane::runner::RunCase(*c, m, Acc(), c->small, 1);
   EXPECT_TRUE(r.ok) << c->func << ": " << r.error;
 
