@@ -253,12 +253,9 @@ class Compiler {
       // The index as the IR computes it: its +, -, * in int64 (docs/ir.md, "Index arithmetic"),
       // and so the base and the lanes of a contiguous last index, ramp(base, 1, lanes).
       const Expr& index = indices[k];
-      const RampNode* r = index.As<RampNode>();
-      const IntImmNode* one = r != nullptr ? r->stride.As<IntImmNode>() : nullptr;
-      const bool contiguous = k + 1 == indices.size() && one != nullptr && one->value == 1 &&
-                              r->base.dtype().is_integer() && r->base.dtype().bits < 64;
+      const RampNode* r = k + 1 == indices.size() ? ContiguousRamp(index) : nullptr;
       Expr wide = WidenIndex(index);
-      if (contiguous) {
+      if (r != nullptr && r->base.dtype().is_integer() && r->base.dtype().bits < 64) {
         Expr base = WidenIndex(r->base);
         if (base.dtype().bits != 64) base = Cast(Int64(), base);
         wide = Ramp(base, IntImm(Int64(), 1), index.dtype().lanes);

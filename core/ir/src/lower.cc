@@ -153,6 +153,12 @@ Expr Widen(const Expr& e) {
 
 }  // namespace
 
+const RampNode* ContiguousRamp(const Expr& last_index) {
+  const RampNode* r = last_index.As<RampNode>();
+  const IntImmNode* stride = r != nullptr ? r->stride.As<IntImmNode>() : nullptr;
+  return stride != nullptr && stride->value == 1 ? r : nullptr;
+}
+
 Expr WidenIndex(const Expr& index) {
   const DType t = index.dtype();
   if (!index || t.lanes != 1 || !t.is_integer() || t.bits >= 64 || !IsIndexArithmetic(index)) {

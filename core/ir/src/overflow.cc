@@ -8,6 +8,7 @@
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/limits.hpp>
 #include <backplane/ir/text.hpp>
+#include <backplane/ir/transform.hpp>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -391,13 +392,8 @@ class Analyzer {
   // `base` and the lanes after it: its base is index arithmetic and its lanes are exact too.
   void EvalIndices(const std::vector<Expr>& indices) {
     for (size_t k = 0; k < indices.size(); ++k) {
-      const RampNode* r = indices[k].As<RampNode>();
-      const IntImmNode* one = r != nullptr ? r->stride.As<IntImmNode>() : nullptr;
-      if (k + 1 == indices.size() && one != nullptr && one->value == 1) {
-        EvalIndex(r->base);
-      } else {
-        EvalIndex(indices[k]);
-      }
+      const RampNode* r = k + 1 == indices.size() ? ContiguousRamp(indices[k]) : nullptr;
+      EvalIndex(r != nullptr ? r->base : indices[k]);
     }
   }
   Range EvalWide(const Expr& e) {

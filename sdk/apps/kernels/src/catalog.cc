@@ -262,8 +262,9 @@ std::vector<Case> MakeCatalog() {
       },
       Bytes({"x", "f", "y"}));
 
-  // Variants (catalog.hpp, "Variants"): the float32x4 vector_add and sum and the shared-memory
-  // matmul on CUDA devices, where they move fewer instructions a byte and reuse each load 16 times
+  // Variants (catalog.hpp, "Variants"): the float32x4 vector_add and sum and the register-tiled
+  // matmul on CUDA devices, where they move fewer instructions a byte and feed 64 fused
+  // multiply-adds a thread from 16 values of shared memory
   // (tests/plugins/cuda/gpu_checks.sh measures them); the base kernels elsewhere, as the
   // others run 1.0-7x slower on PoCL and lavapipe (docs/performance.md).
   auto on_cuda = [](const DeviceTraits& t) { return t.type == "cuda"; };

@@ -144,6 +144,11 @@ IRModule LowerToVersion(const IRModule& module, int version);
 // interpreter's and the code generators' walks are).
 Expr WidenIndex(const Expr& index);
 
+// The ramp of a contiguous access's last index, `ramp(base, 1, lanes)`, whose base and lanes
+// are index arithmetic too (docs/ir.md, "Index arithmetic"); nullptr for any other index.
+// Pass the last index of an access only.
+const RampNode* ContiguousRamp(const Expr& last_index);
+
 }  // namespace ir
 }  // namespace backplane
 
