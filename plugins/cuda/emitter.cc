@@ -73,15 +73,17 @@ static int VectorAlign(ir::DType t) { return VectorBytes(t) < 16 ? VectorBytes(t
 // A vector of N lanes is `struct bp_<dtype> { E v[N]; }` (bool lanes are int8_t holding 0 or 1,
 // as in C), aligned to its size up to 16 bytes, with lane subscripts and + - * / lane by lane
 // (the base writes every other operation lane by lane itself). A contiguous access goes
-// through bp_vload_<dtype>(base, i) / bp_vstore_<dtype>(base, i, v): one vector access where
-// the buffer's base and the byte offset of element i are both multiples of the struct's
-// alignment, checked in the kernel (a user's view may start at any element, and a ramp's base
-// need not be a multiple of the lanes), and lane by lane otherwise, so that no access faults
-// or reads other data. The two are checked apart, not as one address: the base's test is the
-// same in every access to a buffer, so the compiler computes it once and keeps the loads of an
-// unrolled loop together (one test an address kept each load behind a branch of its own,
-// which let a thread have only one or two loads in flight), and the offset's folds away where
-// the index is a known multiple of the lanes (`i * 1024 + tx * 4`).
+// through bp_vload_<dtype>(base, i, known) / bp_vstore_<dtype>(base, i, known, v): one vector
+// access where the buffer's base and the byte offset of element i are both multiples of the
+// struct's alignment, checked in the kernel (a user's view may start at any element, and a
+// ramp's base need not be a multiple of the lanes), and lane by lane otherwise, so that no
+// access faults or reads other data. The two are checked apart, not as one address: the base's
+// test is the same in every access to a buffer, so the compiler computes it once and keeps the
+// loads of an unrolled loop together (one test an address kept each load behind a branch of
+// its own, which let a thread have only one or two loads in flight), and the offset's folds
+// away where the index is a known multiple of the lanes (`i * 1024 + tx * 4`). `known` is true
+// for a shared array, whose base the layout aligns (aligned_bases_): NVRTC cannot see that
+// through the shared-to-generic address conversion, and would test it at every access.
 std::string CUDAEmitter::VectorDefinitions() {
   std::string p;
   for (const auto& [name, t] : vector_structs_) {
@@ -108,17 +110,17 @@ std::string CUDAEmitter::VectorDefinitions() {
     const std::string loop = "  for (int l = 0; l < " + n + "; ++l) ";
     const std::string suffix = ir::ToString(t);
     // Aligned: the base and the element's byte offset both multiples of the alignment.
-    const std::string aligned = "((reinterpret_cast<unsigned long long>(b) & " + mask +
-                                ") == 0 && ((static_cast<unsigned long long>(i) * sizeof(" + e +
+    const std::string aligned = "((known || (reinterpret_cast<unsigned long long>(b) & " + mask +
+                                ") == 0) && ((static_cast<unsigned long long>(i) * sizeof(" + e +
                                 ")) & " + mask + ") == 0)";
     p += "static __device__ __forceinline__ " + name + " bp_vload_" + suffix + "(const " + e +
-         "* b, int64_t i) {\n";
+         "* b, int64_t i, bool known) {\n";
     if (fast) {
       p += "  if " + aligned + " return *reinterpret_cast<const " + name + "*>(b + i);\n";
     }
     p += "  " + name + " r;\n" + loop + "r.v[l] = b[i + l];\n  return r;\n}\n";
     p += "static __device__ __forceinline__ void bp_vstore_" + suffix + "(" + e +
-         "* b, int64_t i, const " + name + "& v) {\n";
+         "* b, int64_t i, bool known, const " + name + "& v) {\n";
     if (fast) {
       p += "  if " + aligned + " {\n";
       p += "    *reinterpret_cast<" + name + "*>(b + i) = v;\n    return;\n  }\n";
@@ -139,14 +141,17 @@ std::string CUDAEmitter::VectorLiteral(ir::DType t, const std::vector<std::strin
 std::string CUDAEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
                                               const std::string& flat) {
   vector_access_.emplace(TypeName(t), t);
-  return "bp_vload_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ")";
+  const char* known = aligned_bases_.count(buffer.get()) != 0 ? "true" : "false";
+  return "bp_vload_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " + known +
+         ")";
 }
 
 std::string CUDAEmitter::ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t,
                                                const std::string& flat, const std::string& value) {
   vector_access_.emplace(TypeName(t), t);
-  return "bp_vstore_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " + value +
-         ");";
+  const char* known = aligned_bases_.count(buffer.get()) != 0 ? "true" : "false";
+  return "bp_vstore_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " + known +
+         ", " + value + ");";
 }
 
 std::vector<int> BlockOffsetAxes(const KernelInfo& k) {
@@ -199,6 +204,8 @@ void CUDAEmitter::EmitSharedAllocation(const ir::AllocateNode& alloc, const std:
   if (at == shared_at_.end())
     Fail("shared allocation '" + alloc.buffer.name() + "' was not laid out");
   Line(type + "* " + name + " = reinterpret_cast<" + type + "*>(bp_shared + " + at->second + ");");
+  static_assert(launch::kSharedAlign % 16 == 0, "a vector access takes shared arrays as aligned");
+  aligned_bases_.insert(alloc.buffer.get());
 }
 
 void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
@@ -263,6 +270,7 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   // offsets computed here from the scalar params as the kit computes them on the host.
   const launch::KernelSignature sig(func, "cuda");
   shared_at_.clear();
+  aligned_bases_.clear();
   if (has_shared) Line("extern __shared__ __align__(16) unsigned char bp_shared[];");
   std::string previous;  // the offset and bytes of the last launch-sized array
   for (const launch::SharedArray& a : sig.shared()) {

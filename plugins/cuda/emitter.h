@@ -16,6 +16,7 @@
 #include <backplane/codegen/c_family.hpp>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,10 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   // Where each shared array of the kernel being emitted starts in bp_shared (launch.hpp's
   // layout): a number, or for one sized at launch the name of the offset computed at the top.
   std::map<const ir::AllocateNode*, std::string> shared_at_;
+  // The buffers whose start is known to be aligned to 16 bytes: the shared arrays (bp_shared is
+  // __align__(16) and each array starts at a multiple of launch::kSharedAlign), for which a
+  // vector access tests only the element's offset.
+  std::set<const ir::BufferNode*> aligned_bases_;
   bool uses_f64_atomic_add_ = false;  // bp_atomic_add_f64 in the prelude
 };
 

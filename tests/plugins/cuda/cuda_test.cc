@@ -250,6 +250,35 @@ TEST(CudaCodegenTest, ContiguousVectorAccessesAreVectorInstructionsWhereAligned)
   EXPECT_NE(checked.Imports()[0].InspectSource("cuda").find("bp_chkv("), std::string::npos);
 }
 
+// A shared array starts 16-byte aligned (the launch layout), so its vector accesses test only
+// the element's offset, which folds away at indices that are multiples of 4: NVRTC never tests
+// the shared base as a generic address (`cvta.shared`, then `and.b64 ..., 15`), and each access
+// is one ld.shared.v4 / st.shared.v4 with no second copy behind a branch (where the base was
+// tested, each access had two copies).
+TEST(CudaCodegenTest, VectorAccessesToSharedArraysAreOneInstruction) {
+  LoadCuda();
+  const std::string text =
+      "func v(a: buffer<float32>[64], c: buffer<float32>[64]) {\n"
+      "  for i in thread(threadIdx.x, 0, 16) {\n"
+      "    alloc s: float32[2, 64] shared\n"
+      "    s[1, ramp(i * 4, 1, 4)] = a[ramp(i * 4, 1, 4)]\n"
+      "    barrier\n"
+      "    c[ramp(i * 4, 1, 4)] = s[1, ramp(60 - i * 4, 1, 4)]\n"
+      "  }\n}\n";
+  const Module m = backplane::Build(text, Target::Parse("cuda -arch=sm_90"));
+  const std::string source = m.Imports()[0].InspectSource("cuda");
+  EXPECT_NE(source.find("bp_vstore_float32x4(s, "), std::string::npos) << source;
+  const std::string ptx = m.Imports()[0].InspectSource("ptx");
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("cvta.shared"), 0) << ptx;
+  EXPECT_EQ(count("st.shared.v4.f32"), 1) << ptx;
+  EXPECT_EQ(count("ld.shared.v4.f32"), 1) << ptx;
+}
+
 TEST(CudaCodegenTest, MissingNvrtcIsNotFoundNamingTheToolkit) {
   setenv("BACKPLANE_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
   LoadCuda();
