@@ -279,6 +279,54 @@ TEST(CudaCodegenTest, VectorAccessesToSharedArraysAreOneInstruction) {
   EXPECT_EQ(count("ld.shared.v4.f32"), 1) << ptx;
 }
 
+// The variants for CUDA devices are laid out for a number of blocks an SM, which ptxas's
+// register count decides (65,536 registers an SM on sm_90): matmul_reg_gpu's 256 threads fit
+// twice in 128 registers each, sum4_gpu's eight times in 32, and neither may keep anything in
+// local memory. matmul_reg_gpu took 162 registers, one block an SM, while its edge stores read acc
+// element by element (matmul.bpir). The counts are the toolkit's ptxas's on NVRTC's PTX, as
+// the driver's JIT compiles it; a toolkit that needs more fails here, naming the count.
+TEST(CudaCodegenTest, TheCudaVariantsFitTheirBlocksAnSM) {
+  LoadCuda();
+  struct Expected {
+    const char* func;
+    int max_registers;
+  };
+  for (const Expected& e : {Expected{"matmul_reg_gpu", 128}, Expected{"sum4_gpu", 32}}) {
+    SCOPED_TRACE(e.func);
+    const kernels::Case* c = kernels::Find(e.func);
+    ASSERT_NE(c, nullptr);
+    const Module m =
+        backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("cuda -arch=sm_90"));
+    const std::string path =
+        std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + c->func + "_occupancy.ptx";
+    std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+    std::ofstream(path) << m.Imports()[0].InspectSource("ptx");
+    std::string out;
+    ASSERT_EQ(RunCommand(std::string(BACKPLANE_CUDA_PTXAS) + " -v -arch=sm_90 " + path + " -o " +
+                             path + ".cubin",
+                         &out),
+              0)
+        << out;
+    // One "Used N registers" and one "N bytes spill stores" line a kernel.
+    int kernels_seen = 0;
+    for (size_t at = out.find("Used "); at != std::string::npos; at = out.find("Used ", at + 1)) {
+      ++kernels_seen;
+      EXPECT_LE(std::stoi(out.substr(at + 5)), e.max_registers) << out;
+    }
+    EXPECT_EQ(kernels_seen, static_cast<int>(m.Imports()[0].ListFunctions().size())) << out;
+    // Neither a stack frame (a local array ptxas left in memory) nor a spill, in any kernel.
+    for (const std::string what : {" bytes stack frame", " bytes spill stores"}) {
+      int seen = 0;
+      for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) {
+        ++seen;
+        const size_t start = out.rfind(' ', at - 1) + 1;
+        EXPECT_EQ(out.substr(start, at - start), "0") << what << "\n" << out;
+      }
+      EXPECT_EQ(seen, kernels_seen) << what << "\n" << out;
+    }
+  }
+}
+
 TEST(CudaCodegenTest, MissingNvrtcIsNotFoundNamingTheToolkit) {
   setenv("BACKPLANE_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13", 1);
   LoadCuda();
