@@ -282,8 +282,8 @@ TEST(CudaCodegenTest, VectorAccessesToSharedArraysAreOneInstruction) {
 // The variants for CUDA devices are laid out for a number of blocks an SM, which ptxas's
 // register count decides (65,536 registers an SM on sm_90): matmul_reg_gpu's 256 threads fit
 // twice in 128 registers each, sum4_gpu's eight times in 32, and neither may keep anything in
-// local memory. matmul_reg_gpu took 162 registers, one block an SM, while its edge stores read acc
-// element by element (matmul.bpir). The counts are the toolkit's ptxas's on NVRTC's PTX, as
+// local memory. matmul_reg_gpu took 162 registers, one block an SM, while its edge stores read
+// acc element by element (matmul.bpir). The counts are the toolkit's ptxas's on NVRTC's PTX, as
 // the driver's JIT compiles it; a toolkit that needs more fails here, naming the count.
 TEST(CudaCodegenTest, TheCudaVariantsFitTheirBlocksAnSM) {
   LoadCuda();
@@ -307,7 +307,8 @@ TEST(CudaCodegenTest, TheCudaVariantsFitTheirBlocksAnSM) {
                          &out),
               0)
         << out;
-    // One "Used N registers" and one "N bytes spill stores" line a kernel.
+    // ptxas prints "Used N registers, ..." and "N bytes stack frame, N bytes spill stores, ..."
+    // for each kernel.
     int kernels_seen = 0;
     for (size_t at = out.find("Used "); at != std::string::npos; at = out.find("Used ", at + 1)) {
       ++kernels_seen;
