@@ -41,6 +41,18 @@ int RunCommand(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Writes `ptx` to the tests' scratch directory as <name>.ptx and runs the toolkit's ptxas on it
+// with `flags` (such as "-arch=sm_90"), returning its exit status and its output.
+int Ptxas(const std::string& ptx, const std::string& name, const std::string& flags,
+          std::string* output) {
+  std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
+  const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + name + ".ptx";
+  std::ofstream(path) << ptx;
+  return RunCommand(
+      std::string(BACKPLANE_CUDA_PTXAS) + " " + flags + " " + path + " -o " + path + ".cubin",
+      output);
+}
+
 std::vector<std::string> GpuKernels() {
   std::vector<std::string> names;
   for (const kernels::Case& c : kernels::Catalog()) {
@@ -141,12 +153,8 @@ TEST_P(CudaKernelBuildTest, CompilesToPtxThatPtxasAcceptsAndSaves) {
   const std::string source = dev.InspectSource("cuda");
   EXPECT_NE(source.find("extern \"C\" __global__ void"), std::string::npos) << source;
 
-  const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + c->func + ".ptx";
-  std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
-  std::ofstream(path) << ptx;
   std::string out;
-  const int rc = RunCommand(
-      std::string(BACKPLANE_CUDA_PTXAS) + " -arch=sm_90 " + path + " -o " + path + ".cubin", &out);
+  const int rc = Ptxas(ptx, c->func, "-arch=sm_90", &out);
   EXPECT_EQ(rc, 0) << "ptxas refused the PTX of " << c->func << ":\n" << out;
 
   // The whole tree saves and loads back with the same PTX, needing no device.
@@ -165,12 +173,8 @@ TEST_P(CudaKernelBuildTest, BuildsWithBoundsCheck) {
   Module m = backplane::Build(backplane::runner::KernelSource(*c),
                               Target::Parse("cuda -arch=sm_90 -bounds-check"));
   EXPECT_NE(m.Imports()[0].InspectSource("cuda").find("bp_chk("), std::string::npos);
-  const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + c->func + "_bc.ptx";
-  std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
-  std::ofstream(path) << m.Imports()[0].InspectSource("ptx");
   std::string out;
-  const int rc = RunCommand(
-      std::string(BACKPLANE_CUDA_PTXAS) + " -arch=sm_90 " + path + " -o " + path + ".cubin", &out);
+  const int rc = Ptxas(m.Imports()[0].InspectSource("ptx"), c->func + "_bc", "-arch=sm_90", &out);
   EXPECT_EQ(rc, 0) << "ptxas refused the PTX of " << c->func << ":\n" << out;
 }
 
@@ -297,15 +301,10 @@ TEST(CudaCodegenTest, TheCudaVariantsFitTheirBlocksAnSM) {
     ASSERT_NE(c, nullptr);
     const Module m =
         backplane::Build(backplane::runner::KernelSource(*c), Target::Parse("cuda -arch=sm_90"));
-    const std::string path =
-        std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/" + c->func + "_occupancy.ptx";
-    std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
-    std::ofstream(path) << m.Imports()[0].InspectSource("ptx");
     std::string out;
-    ASSERT_EQ(RunCommand(std::string(BACKPLANE_CUDA_PTXAS) + " -v -arch=sm_90 " + path + " -o " +
-                             path + ".cubin",
-                         &out),
-              0)
+    ASSERT_EQ(
+        Ptxas(m.Imports()[0].InspectSource("ptx"), c->func + "_occupancy", "-v -arch=sm_90", &out),
+        0)
         << out;
     // ptxas prints "Used N registers, ..." and "N bytes stack frame, N bytes spill stores, ..."
     // for each kernel.
@@ -469,14 +468,8 @@ func f(n: int32, d: int32, a: buffer<int32>[n], q: buffer<int32>[n, 3]) {
     EXPECT_EQ(src.find("bp_chk(") != std::string::npos, bounds) << src;
     const std::string ptx = dev.InspectSource("ptx");
     EXPECT_NE(ptx.find("atom.global.cas.b32"), std::string::npos) << ptx;
-    const std::string path =
-        std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/checks" + (bounds ? "_bounds" : "") + ".ptx";
-    std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
-    std::ofstream(path) << ptx;
     std::string out;
-    const int rc = RunCommand(
-        std::string(BACKPLANE_CUDA_PTXAS) + " -arch=sm_90 " + path + " -o " + path + ".cubin",
-        &out);
+    const int rc = Ptxas(ptx, bounds ? "checks_bounds" : "checks", "-arch=sm_90", &out);
     EXPECT_EQ(rc, 0) << "ptxas refused the PTX:\n" << out;
     Module loaded = Module::LoadFromBytes(m.SaveToBytes());
     EXPECT_EQ(loaded.Imports()[0].SaveToBytes(), dev.SaveToBytes());
@@ -537,13 +530,8 @@ TEST(CudaCodegenTest, CFormsBuildToPtxThatPtxasAccepts) {
     EXPECT_NE(ptx.find("atom.global.cas.b64"), std::string::npos) << ptx;
     const std::string arch =
         std::string(target).find("sm_75") != std::string::npos ? "sm_75" : "sm_90";
-    const std::string path = std::string(BACKPLANE_TEST_SCRATCH_DIR) + "/c_forms_" + arch + ".ptx";
-    std::filesystem::create_directories(BACKPLANE_TEST_SCRATCH_DIR);
-    std::ofstream(path) << ptx;
     std::string out;
-    const int rc = RunCommand(std::string(BACKPLANE_CUDA_PTXAS) + " -arch=" + arch + " " + path +
-                                  " -o " + path + ".cubin",
-                              &out);
+    const int rc = Ptxas(ptx, "c_forms_" + arch, "-arch=" + arch, &out);
     EXPECT_EQ(rc, 0) << "ptxas refused the PTX:\n" << out;
   }
 }
