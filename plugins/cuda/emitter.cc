@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "emitter.h"
 
+#include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/text.hpp>
@@ -208,6 +209,36 @@ void CUDAEmitter::EmitSharedAllocation(const ir::AllocateNode& alloc, const std:
   aligned_bases_.insert(alloc.buffer.get());
 }
 
+// The kernel's "cuda.min_blocks_per_sm" (docs/cuda.md, "Blocks an SM"): a whole number from
+// 1 to 32 (the most blocks an SM holds) in decimal without leading zeros, for a block whose
+// size every threadIdx extent fixes, of at most 2048 threads an SM in all; anything else is
+// refused, naming the attr.
+int CUDAEmitter::MinBlocksPerSM(const std::string& value, int64_t threads) const {
+  const std::string attr = std::string("attrs \"") + kMinBlocksAttr + "\"";
+  int blocks = 0;
+  const bool digits =
+      !value.empty() && value.size() <= 2 && value[0] != '0' &&
+      std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) blocks = std::stoi(value);
+  if (blocks < 1 || blocks > 32) {
+    Fail(attr + " is \"" + value +
+         "\"; expected a whole number from 1 to 32: how many blocks of the kernel each "
+         "multiprocessor should hold at once (ptxas keeps the registers a thread to what that "
+         "allows)");
+  }
+  if (threads <= 0 || threads > 1024) {
+    Fail(attr +
+         " needs the block's size: give every threadIdx loop a constant extent (at most "
+         "1024 threads a block), or drop the attr");
+  }
+  if (threads * blocks > 2048) {
+    Fail(attr + " asks for " + value + " blocks of " + std::to_string(threads) +
+         " threads a multiprocessor; one holds at most 2048 threads: ask for at most " +
+         std::to_string(2048 / threads));
+  }
+  return blocks;
+}
+
 void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   if (!func.launch_axes) {
     Fail(
@@ -256,9 +287,13 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
     params += std::string(params.empty() ? "" : ", ") + "const int64_t bp_block_offset_" +
               static_cast<char>('x' + d);
   }
-  const std::string bounds = threads > 0 && threads <= 1024
-                                 ? "__launch_bounds__(" + std::to_string(threads) + ") "
-                                 : std::string();
+  std::string bounds = threads > 0 && threads <= 1024
+                           ? "__launch_bounds__(" + std::to_string(threads) + ") "
+                           : std::string();
+  if (auto hint = func.attrs.find(kMinBlocksAttr); hint != func.attrs.end()) {
+    const int blocks = MinBlocksPerSM(hint->second, threads);
+    bounds = "__launch_bounds__(" + std::to_string(threads) + ", " + std::to_string(blocks) + ") ";
+  }
   // The body first, into a stream of its own: whether the kernel takes the fault record is
   // known once its checks were emitted.
   const std::string before = out_.str();

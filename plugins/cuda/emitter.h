@@ -39,6 +39,11 @@ struct KernelInfo {
 // in that order: the blockIdx axes of its launch_axes, sorted.
 std::vector<int> BlockOffsetAxes(const KernelInfo& k);
 
+// The kernel attr that asks ptxas to fit this many blocks on each multiprocessor at once
+// (__launch_bounds__'s second argument); the function's attrs go with its kernels
+// (SplitHostDevice).
+inline constexpr char kMinBlocksAttr[] = "cuda.min_blocks_per_sm";
+
 class CUDAEmitter : public codegen::CFamilyEmitter {
  public:
   // The function table of the last Emit, one entry per PrimFunc in module order.
@@ -75,6 +80,9 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   }
 
  private:
+  // The blocks an SM of attr kMinBlocksAttr's `value` for a block of `threads` (-1: not fixed),
+  // or Fail with what is wrong.
+  int MinBlocksPerSM(const std::string& value, int64_t threads) const;
   std::vector<KernelInfo> kernels_;
   // The vector types used (struct bp_<dtype>, e.g. bp_float32x4), and those with a contiguous
   // access (bp_vload_/bp_vstore_ helpers), for the prelude.

@@ -19,7 +19,8 @@
 //             writes, so the sum's reads alone are compared), and of the base sum_gpu next to it
 //   matmul:   the catalog's matmul_tiled_gpu variant for cuda:0 (matmul_reg_gpu, 8 x 8
 //             register tiles over double-buffered shared tiles) vs cuBLAS sgemm at 4096
-//             (goal >= 0.6), and the named variant matmul_smem_gpu and the base
+//             (goal >= 0.6), and the named variants matmul_reg16_gpu (steps of 16 along k,
+//             two blocks an SM by "cuda.min_blocks_per_sm") and matmul_smem_gpu and the base
 //             matmul_tiled_gpu next to it; each benchmark's label names the function it ran
 // Every benchmark skips with the reason where there is no CUDA device (or no cuBLAS).
 // Run: build/release/bin/bench_cuda (tests/plugins/cuda/gpu_checks.sh does).
@@ -352,8 +353,9 @@ void BM_SumBase_Backplane(benchmark::State& s) { Sum(s, true); }
 
 // c = a b at 4096 with the catalog's matmul_tiled_gpu (base; its block as the tools give it,
 // runner::DimsForDevice: 4 warps on a GPU), the variant chosen for the GPU (matmul_reg_gpu:
-// 128 x 128 tiles double-buffered in shared memory, 8 x 8 a thread in registers, fma) or the
-// named variant matmul_smem_gpu (64 x 64 tiles, 4 x 4 a thread); the label names it.
+// 128 x 128 tiles double-buffered in shared memory, 8 x 8 a thread in registers, fma) or a
+// named variant: matmul_reg16_gpu (the same with steps of 16 along k) or matmul_smem_gpu
+// (64 x 64 tiles, 4 x 4 a thread); the label names it.
 void Matmul(benchmark::State& state, const backplane::kernels::Case& c) {
   if (!NoDevice().empty()) return state.SkipWithError(NoDevice().c_str());
   state.SetLabel(c.func);
@@ -385,6 +387,9 @@ void Matmul(benchmark::State& state, const backplane::kernels::Case& c) {
       benchmark::Counter(2.0 * s * s * s * state.iterations(), benchmark::Counter::kIsRate);
 }
 void BM_Matmul_Backplane(benchmark::State& s) { Matmul(s, Variant("matmul_tiled_gpu", false)); }
+void BM_MatmulReg16_Backplane(benchmark::State& s) {
+  Matmul(s, Named("matmul_tiled_gpu", "reg16"));
+}
 void BM_MatmulSmem_Backplane(benchmark::State& s) { Matmul(s, Named("matmul_tiled_gpu", "smem")); }
 void BM_MatmulBase_Backplane(benchmark::State& s) { Matmul(s, Variant("matmul_tiled_gpu", true)); }
 
@@ -441,6 +446,7 @@ BENCHMARK(BM_DeviceCopy_RawDriver)->UseRealTime();
 BENCHMARK(BM_Sum_Backplane)->UseRealTime();
 BENCHMARK(BM_SumBase_Backplane)->UseRealTime();
 BENCHMARK(BM_Matmul_Backplane)->UseRealTime();
+BENCHMARK(BM_MatmulReg16_Backplane)->UseRealTime();
 BENCHMARK(BM_MatmulSmem_Backplane)->UseRealTime();
 BENCHMARK(BM_MatmulBase_Backplane)->UseRealTime();
 BENCHMARK(BM_Matmul_cuBLAS)->UseRealTime();

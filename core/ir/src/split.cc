@@ -685,8 +685,11 @@ class Splitter {
       launch.push_back(static_cast<ThreadTag>(a + 1));
       args.push_back(Cast(Int64(), uses.extent[a]));
     }
-    kernels.emplace_back(name, params, lowered,
-                         std::map<std::string, std::string>{{"kernel", "1"}});
+    // The function's attrs go with each kernel (a backend's hints, such as CUDA's
+    // "cuda.min_blocks_per_sm", are read from the kernel it compiles), marked as a kernel.
+    std::map<std::string, std::string> attrs = func_.attrs;
+    attrs["kernel"] = "1";
+    kernels.emplace_back(name, params, lowered, std::move(attrs));
     kernels.back().launch_axes = std::move(launch);
     Stmt call = Evaluate(CallPacked(name, args));
     for (size_t k = local_ws.size(); k-- > 0;)

@@ -191,6 +191,11 @@ TEST(IrSplit, SeveralKernelsAndFunctionsWithout) {
   EXPECT_EQ(ToString(r.device.functions()[0].launch_axes.value()), "blockIdx.x,threadIdx.x");
   EXPECT_EQ(r.device.functions()[1].name, "g_kernel1");
   EXPECT_EQ(ToString(r.device.functions()[1].launch_axes.value()), "threadIdx.y");
+  // Each kernel carries its function's attrs (a backend's hints) and "kernel": "1".
+  for (const PrimFunc& k : r.device.functions()) {
+    EXPECT_EQ(k.attrs, (std::map<std::string, std::string>{{"kernel", "1"}, {"target", "cuda"}}))
+        << k.name;
+  }
   ExpectWellFormed(r);
   ExpectPassesSplitErrors(r);
   Tensor<int32_t> a({6});

@@ -285,17 +285,20 @@ TEST(CudaCodegenTest, VectorAccessesToSharedArraysAreOneInstruction) {
 
 // The variants for CUDA devices are laid out for a number of blocks an SM, which ptxas's
 // register count decides (65,536 registers an SM on sm_90): matmul_reg_gpu's 256 threads fit
-// twice in 128 registers each, sum4_gpu's eight times in 32, and neither may keep anything in
+// twice in 128 registers each, sum4_gpu's eight times in 32, and none may keep anything in
 // local memory. matmul_reg_gpu took 162 registers, one block an SM, while its edge stores read
-// acc element by element (matmul.bpir). The counts are the toolkit's ptxas's on NVRTC's PTX, as
-// the driver's JIT compiles it; a toolkit that needs more fails here, naming the count.
+// acc element by element (matmul.bpir). matmul_reg16_gpu takes 146 on its own and asks for two
+// blocks an SM with "cuda.min_blocks_per_sm" (without the attr it fails here: 146 vs 128). The
+// counts are the toolkit's ptxas's on NVRTC's PTX, as the driver's JIT compiles it; a toolkit
+// that needs more fails here, naming the count.
 TEST(CudaCodegenTest, TheCudaVariantsFitTheirBlocksAnSM) {
   LoadCuda();
   struct Expected {
     const char* func;
     int max_registers;
   };
-  for (const Expected& e : {Expected{"matmul_reg_gpu", 128}, Expected{"sum4_gpu", 32}}) {
+  for (const Expected& e : {Expected{"matmul_reg_gpu", 128}, Expected{"matmul_reg16_gpu", 128},
+                            Expected{"sum4_gpu", 32}}) {
     SCOPED_TRACE(e.func);
     const kernels::Case* c = kernels::Find(e.func);
     ASSERT_NE(c, nullptr);
@@ -325,6 +328,60 @@ TEST(CudaCodegenTest, TheCudaVariantsFitTheirBlocksAnSM) {
       EXPECT_EQ(seen, kernels_seen) << what << "\n" << out;
     }
   }
+}
+
+// "cuda.min_blocks_per_sm" on a function goes with its kernels (SplitHostDevice) and becomes
+// __launch_bounds__'s second argument, which ptxas reads as .minnctapersm; a kernel without it
+// keeps the one-argument form.
+TEST(CudaCodegenTest, MinBlocksPerSMBecomesTheLaunchBoundsSecondArgument) {
+  LoadCuda();
+  const std::string text =
+      "func v(a: buffer<float32>[512], c: buffer<float32>[512]) attrs(\"cuda.min_blocks_per_sm\": "
+      "\"3\") {\n"
+      "  for b in thread(blockIdx.x, 0, 2) {\n"
+      "    for i in thread(threadIdx.x, 0, 256) {\n      c[b * 256 + i] = a[b * 256 + i] * 2.0\n"
+      "    }\n  }\n}\n"
+      "func w(a: buffer<float32>[512], c: buffer<float32>[512]) {\n"
+      "  for i in thread(threadIdx.x, 0, 512) {\n    c[i] = a[i] + 1.0\n  }\n}\n";
+  const Module m = backplane::Build(text, Target::Parse("cuda -arch=sm_90"));
+  const std::string source = m.Imports()[0].InspectSource("cuda");
+  EXPECT_NE(source.find("__launch_bounds__(256, 3) v_kernel("), std::string::npos) << source;
+  EXPECT_NE(source.find("__launch_bounds__(512) w_kernel("), std::string::npos) << source;
+  const std::string ptx = m.Imports()[0].InspectSource("ptx");
+  EXPECT_NE(ptx.find(".minnctapersm 3"), std::string::npos) << ptx;
+  EXPECT_EQ(ptx.find(".minnctapersm", ptx.find(".minnctapersm 3") + 1), std::string::npos) << ptx;
+}
+
+// A value that is no whole number from 1 to 32, a block whose size no constant fixes, and more
+// threads an SM than one holds are refused at build, naming the attr and what it takes.
+TEST(CudaCodegenTest, MinBlocksPerSMIsCheckedAtBuild) {
+  LoadCuda();
+  auto build = [](const std::string& value, const std::string& threads) {
+    const std::string text =
+        "func v(t: int32, a: buffer<float32>[t], c: buffer<float32>[t]) "
+        "attrs(\"cuda.min_blocks_per_sm\": \"" +
+        value + "\") {\n  for i in thread(threadIdx.x, 0, " + threads +
+        ") {\n    c[i] = a[i]\n  }\n}\n";
+    return bptest::CaptureError([&] { backplane::Build(text, Target::Parse("cuda -arch=sm_90")); });
+  };
+  for (const std::string bad : {"0", "33", "-1", "2.5", "two", "", "02", " 2", "2 "}) {
+    SCOPED_TRACE("\"" + bad + "\"");
+    const bptest::Status s = build(bad, "64");
+    EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
+    EXPECT_NE(s.message.find("\"cuda.min_blocks_per_sm\" is \"" + bad + "\""), std::string::npos)
+        << s;
+    EXPECT_NE(s.message.find("from 1 to 32"), std::string::npos) << s;
+  }
+  const bptest::Status unsized = build("2", "t");
+  EXPECT_EQ(unsized.kind, BP_ERR_INVALID_ARGUMENT) << unsized;
+  EXPECT_NE(unsized.message.find("needs the block's size"), std::string::npos) << unsized;
+  const bptest::Status crowded = build("3", "1024");
+  EXPECT_EQ(crowded.kind, BP_ERR_INVALID_ARGUMENT) << crowded;
+  EXPECT_NE(crowded.message.find("asks for 3 blocks of 1024 threads"), std::string::npos)
+      << crowded;
+  EXPECT_NE(crowded.message.find("ask for at most 2"), std::string::npos) << crowded;
+  EXPECT_EQ(build("2", "1024").kind, BP_OK);
+  EXPECT_EQ(build("32", "64").kind, BP_OK);
 }
 
 TEST(CudaCodegenTest, MissingNvrtcIsNotFoundNamingTheToolkit) {

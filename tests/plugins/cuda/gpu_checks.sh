@@ -57,8 +57,8 @@
 #                vector_add_gpu) vs a device copy, sum (the variant for cuda:0, sum4_gpu, and
 #                the base sum_gpu; grid-wide) vs the device
 #                copy's bandwidth, matmul (the variant for cuda:0,
-#                matmul_reg_gpu, the named variant matmul_smem_gpu and the base
-#                matmul_tiled_gpu) vs cuBLAS; each ratio's
+#                matmul_reg_gpu, the named variants matmul_reg16_gpu and matmul_smem_gpu
+#                and the base matmul_tiled_gpu) vs cuBLAS; each ratio's
 #                line names the function that ran; no benchmark may report an error;
 #                the ratios go to summary.txt
 #   launch_phases
@@ -701,6 +701,8 @@ rows = [("launch: Backplane / raw cuLaunchKernel, time (goal <= 1.1)", "BM_Launc
          "BM_SumBase_Backplane", "BM_DeviceCopy_RawDriver", "bytes_per_second"),
         ("matmul 4096, variant for cuda / cuBLAS sgemm, flop/s (goal >= 0.6)",
          "BM_Matmul_Backplane", "BM_Matmul_cuBLAS", "flops"),
+        ("matmul 4096, named variant reg16 / cuBLAS sgemm, flop/s",
+         "BM_MatmulReg16_Backplane", "BM_Matmul_cuBLAS", "flops"),
         ("matmul 4096, named variant smem / cuBLAS sgemm, flop/s",
          "BM_MatmulSmem_Backplane", "BM_Matmul_cuBLAS", "flops"),
         ("matmul 4096, base matmul_tiled_gpu / cuBLAS sgemm, flop/s",

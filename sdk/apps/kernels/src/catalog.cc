@@ -222,6 +222,10 @@ std::vector<Case> MakeCatalog() {
   // outside c), and a last step of k of 5 (21 = 2 * 8 + 5), half a float32x4 of a inside.
   add("matmul.bpir", "matmul_reg_gpu", true, mm, {{"m", 151}, {"n", 259}, {"k", 21}}, mm_tiled_demo,
       detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
+  // The same tiles with a last step of k of 5 of 16 (37 = 2 * 16 + 5): a's second float32x4 a
+  // row and b's second row a thread (br + 8) outside k.
+  add("matmul.bpir", "matmul_reg16_gpu", true, mm, {{"m", 151}, {"n", 259}, {"k", 37}},
+      mm_tiled_demo, detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
 
   // 37 x 45: full and edge blocks of 16 (CPU and GPU), not square.
   both("transpose.bpir", "transpose",
@@ -282,9 +286,11 @@ std::vector<Case> MakeCatalog() {
   };
   variants("vector_add_gpu", {Variant{"vec4", "vector_add4_gpu", "device type cuda", on_cuda}});
   variants("sum_gpu", {Variant{"vec4", "sum4_gpu", "device type cuda", on_cuda}});
-  // The register-tiled matmul is the one for CUDA devices; the shared-memory one stays a named
-  // variant (--variant smem), measured beside it by bench_cuda.
+  // The register-tiled matmul is the one for CUDA devices; the one with steps of 16 along k and
+  // the shared-memory one stay named variants (--variant reg16, --variant smem), measured beside
+  // it by bench_cuda.
   variants("matmul_tiled_gpu", {Variant{"reg", "matmul_reg_gpu", "device type cuda", on_cuda},
+                                Variant{"reg16", "matmul_reg16_gpu", "by name only", nullptr},
                                 Variant{"smem", "matmul_smem_gpu", "by name only", nullptr}});
   return cases;
 }

@@ -288,7 +288,8 @@ TEST(KernelCatalog, FindsAVariantByItsNameOrFunction) {
   // A variant taken by name only (no device selects it) is never chosen, but found.
   EXPECT_EQ(bk::FindVariant(*bk::Find("matmul_reg_gpu"), "smem"), bk::Find("matmul_smem_gpu"));
   EXPECT_EQ(bk::VariantNames(*bk::Find("matmul_tiled_gpu")),
-            "base (matmul_tiled_gpu), reg (matmul_reg_gpu), smem (matmul_smem_gpu)");
+            "base (matmul_tiled_gpu), reg (matmul_reg_gpu), reg16 (matmul_reg16_gpu), smem "
+            "(matmul_smem_gpu)");
   const bk::Case* sm = bk::Find("softmax_gpu");
   EXPECT_EQ(bk::FindVariant(*sm, "base"), sm);
   EXPECT_EQ(bk::FindVariant(*sm, "softmax_gpu"), sm);
