@@ -287,8 +287,8 @@ TEST(CudaCodegenTest, VectorAccessesToSharedArraysAreOneInstruction) {
 // register count decides (65,536 registers an SM on sm_90): matmul_reg_gpu's 256 threads fit
 // twice in 128 registers each, sum4_gpu's eight times in 32, and none may keep anything in
 // local memory. matmul_reg_gpu took 162 registers, one block an SM, while its edge stores read
-// acc element by element (matmul.bpir). matmul_reg16_gpu takes 146 on its own and asks for two
-// blocks an SM with "cuda.min_blocks_per_sm" (without the attr it fails here: 146 vs 128). The
+// acc element by element (matmul.bpir). matmul_reg16_gpu asks for two blocks an SM with
+// "cuda.min_blocks_per_sm" (fully unrolled over k, it took 146 without the attr). The
 // counts are the toolkit's ptxas's on NVRTC's PTX, as the driver's JIT compiles it; a toolkit
 // that needs more fails here, naming the count.
 TEST(CudaCodegenTest, TheCudaVariantsFitTheirBlocksAnSM) {
