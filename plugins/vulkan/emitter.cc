@@ -63,9 +63,28 @@ std::string GlslEmitter::VectorLiteral(ir::DType t, const std::vector<std::strin
   return text + ")";
 }
 
+std::string GlslEmitter::VectorView(const ir::Buffer& buffer, ir::DType t) {
+  // vec2 and vec4 of 32-bit lanes: std430 packs their arrays as tightly as the scalars'.
+  if (t.lanes != 2 && t.lanes != 4) return "";
+  if (t.bits != 32 || !(t.is_float() || t.is_int() || t.is_uint())) return "";
+  if (func_prelude_ == nullptr || written_.count(buffer.get()) != 0) return "";
+  for (size_t i = 0; i < layout.bindings.size(); ++i) {
+    const ir::Buffer& b = func_prelude_->params[layout.bindings[i]].buffer();
+    if (b.get() != buffer.get()) continue;
+    const std::string name = "bp_v" + std::to_string(t.lanes) + "_" + Name(b.name());
+    vector_views_[name] = {i, TypeName(t)};
+    return name;
+  }
+  return "";
+}
+
 std::string GlslEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
                                               const std::string& flat) {
   const std::string at = Bind(ir::Int32(), flat);
+  if (ContiguousAlignment() % t.lanes == 0) {
+    const std::string view = VectorView(buffer, t);
+    if (!view.empty()) return view + "[" + at + (t.lanes == 4 ? " >> 2]" : " >> 1]");
+  }
   std::string text = TypeName(t) + "(";
   for (int l = 0; l < t.lanes; ++l) {
     text += (l ? ", " : "") +
@@ -393,6 +412,11 @@ void GlslEmitter::EmitFunction(const ir::PrimFunc& func) {
   }
   const size_t top = out_.str().size();
   index_temps_.clear();
+  written_.clear();
+  ir::ForEachStmt(func.body, [&](const ir::Stmt& s) {
+    if (const auto* store = s.As<ir::StoreNode>()) written_.insert(store->buffer.get());
+    if (const auto* atomic = s.As<ir::AtomicNode>()) written_.insert(atomic->buffer.get());
+  });
   EmitStmt(func.body);
   if (!fault_sites().empty()) {
     // The invocation's first fault, noted by the check helpers, into the error buffer.

@@ -8,6 +8,7 @@
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/ir.hpp>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -253,8 +254,18 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   bool uses_fmaf_ = false;  // a float32 fma: bp_fmaf
   // Storage buffers (by GLSL name) a float atomic min/max updates through a uint view.
   std::set<std::string> cas_buffers_;
-  std::set<std::string> shared_bits_;  // shared float arrays kept as uint (SharedBits)
-  std::set<std::string> f64_math_;     // float64 intrinsics computed by our helpers
+  // Aligned contiguous loads of a storage buffer that the kernel does not write read a view of
+  // its binding as an array of GLSL vectors (`vec4 bp_v4_a[]`, declared in the Prelude): one
+  // access a lane where the scalar view takes one a lane and element. Only buffers the kernel
+  // never writes: SPIR-V lets a driver assume that two variables do not alias, so a store
+  // through one view and a load through the other could be reordered. Returns the view's name,
+  // or "" where `t` or `buffer` has none (not 2 or 4 lanes of 32 bits; a shared or local array;
+  // a buffer the kernel writes).
+  std::string VectorView(const ir::Buffer& buffer, ir::DType t);
+  std::map<std::string, std::pair<size_t, std::string>> vector_views_;  // name -> binding, type
+  std::set<const ir::BufferNode*> written_;  // buffers the kernel stores to or updates
+  std::set<std::string> shared_bits_;        // shared float arrays kept as uint (SharedBits)
+  std::set<std::string> f64_math_;           // float64 intrinsics computed by our helpers
 };
 
 }  // namespace vulkan

@@ -170,6 +170,10 @@ std::string GlslEmitter::Prelude() {
                "[]; };\n";
     }
   }
+  for (const auto& [name, view] : vector_views_) {
+    decls += "layout(std430, set = 0, binding = " + std::to_string(view.first) + ") buffer " +
+             name + "_block { " + view.second + " " + name + "[]; };\n";
+  }
   if (!layout.push.empty()) {
     decls += "layout(push_constant) uniform bp_push_block {\n";
     for (const PushField& f : layout.push) {

@@ -86,7 +86,11 @@ _FILES = {"vector_add": "vector_add", "saxpy": "saxpy", "matmul_tiled": "matmul"
 _VARIANTS = {
     "vector_add_gpu": [("vector_add4_gpu", lambda dev: dev.type == "cuda")],
     "sum_gpu": [("sum4_gpu", lambda dev: dev.type == "cuda")],
-    "matmul_tiled_gpu": [("matmul_reg_gpu", lambda dev: dev.type == "cuda")],
+    "softmax_gpu": [("softmax_rows_gpu",
+                     lambda dev: dev.type == "vulkan" and dev.attr("device_kind") == "cpu")],
+    "matmul_tiled_gpu": [("matmul_reg_gpu", lambda dev: dev.type == "cuda"),
+                         ("matmul_tiled4_gpu",
+                          lambda dev: dev.type == "vulkan" and dev.attr("device_kind") == "cpu")],
 }
 
 
@@ -131,13 +135,14 @@ def run(devices: List[bp.Device], kernels: List[str], small: bool, repeat: int,
                 tensors = [bp.from_numpy(a, dev) if isinstance(a, np.ndarray) else a for a in args]
                 fn = module[name]
                 at = out_index
-                block_param_at = {"softmax_gpu": 2, "matmul_tiled_gpu": 3}.get(name)
+                block_param_at = {"softmax_gpu": 2, "softmax_rows_gpu": 2, "matmul_tiled_gpu": 3,
+                                  "matmul_tiled4_gpu": 3}.get(name)
                 if block_param_at is not None:
                     # Its threads a block are a parameter: the device's warp (SIMD) width,
                     # 4 warps for matmul_tiled_gpu where the warp is a GPU's (32 lanes or
                     # more), as runner::DimsForDevice gives (Case::block_warps).
                     block = dev.attr("warp_size") or 32
-                    if name == "matmul_tiled_gpu" and block >= 32:
+                    if name in ("matmul_tiled_gpu", "matmul_tiled4_gpu") and block >= 32:
                         block *= 4
                     tensors.insert(block_param_at, block)
                     at += 1

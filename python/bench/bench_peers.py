@@ -62,6 +62,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS)
 
 import backplane as bp  # noqa: E402
+from backplane.demo import choose_variant  # noqa: E402
 from backplane.demo import grid_blocks, kernel_dir, split_functions  # noqa: E402
 
 MATMUL_MLIR = """
@@ -487,9 +488,13 @@ def run_backplane(o):
             a, b = inputs
             m, k = a.shape
             n = b.shape[1]
-            names = ["matmul_gpu", "matmul_tiled_gpu"] if gpu else ["matmul", "matmul_tiled"]
+            # The tiled GPU matmul as the catalog runs it on this device: its variant
+            # (matmul_tiled4_gpu on lavapipe; catalog.cc, "Variants").
+            names = (["matmul_gpu", choose_variant("matmul_tiled_gpu", dev)] if gpu
+                     else ["matmul", "matmul_tiled"])
             for name in names[1:] if o.no_naive else names:
-                block = [warp * 4 if warp >= 32 else warp] if name == "matmul_tiled_gpu" else []
+                threads = name in ("matmul_tiled_gpu", "matmul_tiled4_gpu")
+                block = [warp * 4 if warp >= 32 else warp] if threads else []
                 c = poisoned((m, n))
                 args = [m, n, k] + block + [on_device(a), on_device(b), c]
                 ms, got = time_backplane(kernel("matmul.bpir", name), args, dev, o.repeat, c.numpy)
@@ -497,6 +502,7 @@ def run_backplane(o):
             continue
         name = problem + gpu_suffix
         if problem == "softmax":
+            name = choose_variant(name, dev) if gpu else name  # softmax_rows_gpu on lavapipe
             (x,) = inputs
             r, cols = x.shape
             y = poisoned((r, cols))

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <backplane/ir/interp.hpp>
 #include <backplane/ir/signature.hpp>
 #include <backplane/ir/text.hpp>
@@ -21,6 +22,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "plugins/test_util.h"
@@ -368,6 +370,143 @@ TEST_F(VulkanCodegenTest, LongLoopsRunEveryIteration) {
     // term is ~1e-5, and the loop limiter would drop thousands.
     EXPECT_NEAR(got[r], want, 1e-4 * scale) << "row " << r;
     EXPECT_NEAR(got[r], want, 1e-6 * scale) << "row " << r;
+  }
+}
+
+// Aligned vector loads (docs/vulkan.md, "Vectors"): a float32x4 load whose flat index the code
+// generator can prove a multiple of 4, from a buffer the kernel does not write, reads a vec4
+// view of the binding (one access a lane where the scalar view takes four); any other stays
+// lane by lane. What it may prove from: `floormod(v, c) == r` in the ifs around the access (and
+// nowhere after them), lets, products, loop steps. Each kernel runs on the device against the
+// same computation on the host, on sizes that take every branch.
+constexpr const char* kVectorViewIR = R"(# backplane-ir 2
+func vcopy(m: int32, n: int32, off: int32, a: buffer<float32>[m, n], b: buffer<float32>[m, n]) {
+  for i in thread(blockIdx.x, 0, m) {
+    for t in thread(threadIdx.x, 0, 1) {
+      for j in serial(0, (n - off) / 4) {
+        if (floormod(n, 4) == 0 && floormod(off, 4) == 0) {
+          b[i, ramp(j * 4, 1, 4)] = a[i, ramp(j * 4 + off, 1, 4)] * broadcast(2.0, 4)
+        } else {
+          b[i, ramp(j * 4, 1, 4)] = a[i, ramp(j * 4 + off, 1, 4)] * broadcast(3.0, 4)
+        }
+      }
+    }
+  }
+}
+func vfacts(m: int32, n: int32, a: buffer<float32>[m, n], b: buffer<float32>[m, n]) {
+  for i in thread(blockIdx.x, 0, m) {
+    for t in thread(threadIdx.x, 0, 1) {
+      if (floormod(n, 4) == 1) {
+        b[i, ramp(0, 1, 4)] = a[i, ramp(1, 1, 4)]
+      }
+      if (floormod(n, 8) == 0) {
+        let x: int32 = t * 2 + 2
+        for j in serial(0, n / 8, 8) {
+          b[i, ramp(j + 4, 1, 4)] = a[i, ramp(j + x * 2, 1, 4)]
+        }
+      }
+      b[i, ramp(n - 4, 1, 4)] = a[i, ramp(n - 8, 1, 4)]
+    }
+  }
+}
+func vwritten(m: int32, n: int32, a: buffer<float32>[m, n]) {
+  for i in thread(blockIdx.x, 0, m) {
+    for t in thread(threadIdx.x, 0, 1) {
+      if (floormod(n, 4) == 0) {
+        a[i, ramp(0, 1, 4)] = a[i, ramp(4, 1, 4)] * broadcast(2.0, 4)
+      }
+    }
+  }
+}
+)";
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+TEST_F(VulkanCodegenTest, AlignedVectorLoadsReadAVectorView) {
+  Module m = backplane::Build(kVectorViewIR, Target::FromDevice(Device(kDev)));
+  std::string glsl;
+  for (const Module& imp : m.Imports()) glsl += imp.InspectSource("");
+  // A view of `a` in vcopy's shader and vfacts', none in vwritten's (`a` is written there), and
+  // none of `b`, which every kernel writes. Where a view is used wrongly (an index not a
+  // multiple of 4 read through it), the runs below read the wrong elements: vcopy with an
+  // offset of 2 or rows of 26, vfacts' first arm (n = 1 modulo 4) and its last store (after the
+  // ifs nothing is known of n).
+  EXPECT_EQ(Count(glsl, "vec4 bp_v4_a[]"), 2u) << glsl;
+  EXPECT_GE(Count(glsl, "bp_v4_a["), 4u) << glsl;
+  EXPECT_EQ(Count(glsl, "bp_v4_b"), 0u) << glsl;
+
+  const DLDataType f32{kDLFloat, 32, 1};
+  const int rows = 3;
+  auto run = [&](const std::string& func, int n, int off, uint32_t seed) {
+    const std::vector<float> a = bptest::RandomFloats(rows * n, seed);
+    std::vector<float> b = bptest::RandomFloats(rows * n, seed + 1);
+    backplane::Tensor ta = backplane::Tensor::Empty({rows, n}, f32, Device(kDev));
+    backplane::Tensor tb = backplane::Tensor::Empty({rows, n}, f32, Device(kDev));
+    ta.CopyFromBytes(a.data(), a.size() * sizeof(float));
+    tb.CopyFromBytes(b.data(), b.size() * sizeof(float));
+    std::vector<float> want = b;
+    for (int i = 0; i < rows; ++i) {
+      const float* ar = &a[i * n];
+      float* br = &want[i * n];
+      if (func == "vcopy") {
+        const float scale = n % 4 == 0 && off % 4 == 0 ? 2.0f : 3.0f;
+        for (int j = 0; j < (n - off) / 4 * 4; ++j) br[j] = ar[j + off] * scale;
+      } else {
+        if (n % 4 == 1) std::copy(ar + 1, ar + 5, br);
+        if (n % 8 == 0) {
+          for (int j = 0; j < n / 8 * 8; j += 8) std::copy(ar + j + 4, ar + j + 8, br + j + 4);
+        }
+        std::copy(ar + n - 8, ar + n - 4, br + n - 4);
+      }
+    }
+    if (func == "vcopy") {
+      m.GetFunction(func)(rows, n, off, ta.dl(), tb.dl());
+    } else {
+      m.GetFunction(func)(rows, n, ta.dl(), tb.dl());
+    }
+    std::vector<float> got(b.size());
+    tb.CopyToBytes(got.data(), got.size() * sizeof(float));
+    EXPECT_EQ(got, want) << func << " n = " << n << ", off = " << off;
+  };
+  run("vcopy", 24, 4, 1);  // aligned: the view
+  run("vcopy", 24, 8, 2);
+  run("vcopy", 24, 2, 3);  // the same rows, an offset of 2: lane by lane
+  run("vcopy", 26, 4, 4);  // rows of 26: lane by lane
+  run("vfacts", 24, 0, 5);
+  run("vfacts", 21, 0, 6);
+  run("vfacts", 22, 0, 7);
+
+  // vwritten's result (from the scalar views) too.
+  const int n = 12;
+  std::vector<float> a = bptest::RandomFloats(rows * n, 8);
+  backplane::Tensor ta = backplane::Tensor::Empty({rows, n}, f32, Device(kDev));
+  ta.CopyFromBytes(a.data(), a.size() * sizeof(float));
+  m.GetFunction("vwritten")(rows, n, ta.dl());
+  for (int i = 0; i < rows; ++i) {
+    for (int l = 0; l < 4; ++l) a[i * n + l] = a[i * n + 4 + l] * 2.0f;
+  }
+  std::vector<float> got(a.size());
+  ta.CopyToBytes(got.data(), got.size() * sizeof(float));
+  EXPECT_EQ(got, a);
+}
+
+// matmul_tiled4_gpu, the catalog's matmul for lavapipe, on sizes whose n and k are multiples of
+// 4 (its float32x4 tiles and vec4 views) and sizes that are not (matmul_tiled_gpu's code),
+// against the float64 reference.
+TEST_F(VulkanCodegenTest, TheFloat32x4MatmulIsRightOnEverySize) {
+  const kernels::Case* c = kernels::Find("matmul_tiled4_gpu");
+  ASSERT_NE(c, nullptr);
+  Module m = BuildFor(*c);
+  EXPECT_NE(m.Imports()[0].InspectSource("").find("bp_v4_b["), std::string::npos);
+  for (const auto& [mm, nn, kk] : std::vector<std::tuple<int, int, int>>{
+           {37, 200, 20}, {8, 64, 4}, {9, 67, 20}, {9, 68, 21}, {1, 1, 1}, {5, 3, 0}}) {
+    backplane::runner::Result r = backplane::runner::RunCase(
+        *c, m, Device(kDev), {{"m", mm}, {"n", nn}, {"k", kk}, {"threads", 8}}, 1);
+    EXPECT_TRUE(r.ok) << mm << " x " << nn << " x " << kk << ": " << r.error;
   }
 }
 

@@ -180,12 +180,18 @@ std::vector<Case> MakeCatalog() {
       {Dim("rows"), Dim("cols"), In("x", {"rows", "cols"}, 86.0, 94.0), Out("y", {"rows", "cols"})},
       {{"rows", 7}, {"cols", 301}}, {{"rows", 2048}, {"cols", 1024}}, detail::Softmax, 1e-4,
       MemoryBound, Bytes({"x", "y"}));
-  add("softmax.bpir", "softmax_gpu", true,
-      {Dim("rows"), Dim("cols"), Dim("threads"), In("x", {"rows", "cols"}, 86.0, 94.0),
-       Out("y", {"rows", "cols"})},
-      {{"rows", 7}, {"cols", 301}}, {{"rows", 2048}, {"cols", 1024}}, detail::Softmax, 1e-4,
-      MemoryBound, Bytes({"x", "y"}));
-  cases.back().block_param = "threads";
+  // The GPU softmaxes: softmax_gpu and its variant for lavapipe, softmax_rows_gpu, whose cols
+  // is a multiple of 4 (300) so that its float32x4 passes run; 7 rows, a block of 8 with one
+  // invocation idle at lavapipe's 8 threads, less than one block at 32.
+  for (const auto& [func, cols] : {std::pair<const char*, int64_t>{"softmax_gpu", 301},
+                                   std::pair<const char*, int64_t>{"softmax_rows_gpu", 300}}) {
+    add("softmax.bpir", func, true,
+        {Dim("rows"), Dim("cols"), Dim("threads"), In("x", {"rows", "cols"}, 86.0, 94.0),
+         Out("y", {"rows", "cols"})},
+        {{"rows", 7}, {"cols", cols}}, {{"rows", 2048}, {"cols", 1024}}, detail::Softmax, 1e-4,
+        MemoryBound, Bytes({"x", "y"}));
+    cases.back().block_param = "threads";
+  }
 
   // Matmul: 11 x 71 x 131 has partial 16 x 16 blocks everywhere (GPU). The CPU tiled kernel
   // gets 11 x 71 x 1027: a full 8 x 32 tile, 3 edge rows and a last sliver of 7 columns, a full
@@ -210,6 +216,13 @@ std::vector<Case> MakeCatalog() {
   std::vector<ParamSpec> mm_threads = mm;
   mm_threads.insert(mm_threads.begin() + 3, Dim("threads"));
   add("matmul.bpir", "matmul_tiled_gpu", true, mm_threads, {{"m", 11}, {"n", 301}, {"k", 131}},
+      mm_tiled_demo, detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
+  cases.back().block_param = "threads";
+  cases.back().block_warps = 4;
+  // 11 x 268 x 132: n and k multiples of 4, so the float32x4 tiles run, beside a partial tile in
+  // rows (11 = 2 * 4 + 3) and a last block of 12 columns (268 = 256 + 12 for blocks of 32
+  // threads, 4 * 64 + 12 for 8), which run matmul_tiled_gpu's code.
+  add("matmul.bpir", "matmul_tiled4_gpu", true, mm_threads, {{"m", 11}, {"n", 268}, {"k", 132}},
       mm_tiled_demo, detail::Matmul, 1e-4, mm_flops, Bytes({"a", "b", "c"}));
   cases.back().block_param = "threads";
   cases.back().block_warps = 4;
@@ -269,9 +282,13 @@ std::vector<Case> MakeCatalog() {
   // Variants (catalog.hpp, "Variants"): the float32x4 vector_add and sum and the register-tiled
   // matmul on CUDA devices, where they move fewer instructions a byte and feed 64 fused
   // multiply-adds a thread from 16 values of shared memory
-  // (tests/plugins/cuda/gpu_checks.sh measures them); the base kernels elsewhere, as the
-  // others run 1.0-7x slower on PoCL and lavapipe (docs/performance.md).
+  // (tests/plugins/cuda/gpu_checks.sh measures them); on lavapipe, whose loads take one lane
+  // at a time and whose barriers split a block's loop, matmul_tiled_gpu's float32x4 tiles and
+  // a softmax of one row an invocation read as float32x4; the base kernels elsewhere, as the others
+  // run 1.0-7x slower on PoCL and lavapipe (docs/performance.md).
   auto on_cuda = [](const DeviceTraits& t) { return t.type == "cuda"; };
+  // Vulkan on a CPU (lavapipe), whose loads from a storage buffer take one lane at a time.
+  auto on_vulkan_cpu = [](const DeviceTraits& t) { return t.type == "vulkan" && t.kind == "cpu"; };
   auto variants = [&](const std::string& base, std::vector<Variant> others) {
     Case* b = nullptr;
     for (Case& c : cases) b = c.func == base ? &c : b;
@@ -286,10 +303,14 @@ std::vector<Case> MakeCatalog() {
   };
   variants("vector_add_gpu", {Variant{"vec4", "vector_add4_gpu", "device type cuda", on_cuda}});
   variants("sum_gpu", {Variant{"vec4", "sum4_gpu", "device type cuda", on_cuda}});
+  variants("softmax_gpu", {Variant{"rows", "softmax_rows_gpu",
+                                   "device type vulkan, device kind cpu", on_vulkan_cpu}});
   // The register-tiled matmul is the one for CUDA devices; the one with steps of 16 along k and
   // the shared-memory one stay named variants (--variant reg16, --variant smem), measured beside
   // it by bench_cuda.
   variants("matmul_tiled_gpu", {Variant{"reg", "matmul_reg_gpu", "device type cuda", on_cuda},
+                                Variant{"vec4", "matmul_tiled4_gpu",
+                                        "device type vulkan, device kind cpu", on_vulkan_cpu},
                                 Variant{"reg16", "matmul_reg16_gpu", "by name only", nullptr},
                                 Variant{"smem", "matmul_smem_gpu", "by name only", nullptr}});
   return cases;

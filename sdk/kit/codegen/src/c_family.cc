@@ -688,7 +688,11 @@ std::string CFamilyEmitter::EmitLoad(const ir::Expr& e) {
   if (Contiguous(load.buffer, load.indices, &base)) {
     std::vector<ir::Expr> idx = load.indices;
     idx.back() = base;
-    return ContiguousVectorLoad(load.buffer, t, FlatIndex(load.buffer, idx));
+    const std::string flat = FlatIndex(load.buffer, idx);
+    contiguous_alignment_ = AlignmentOf(load.buffer, idx);
+    std::string text = ContiguousVectorLoad(load.buffer, t, flat);
+    contiguous_alignment_ = 1;
+    return text;
   }
   const std::string v = Temp();
   // Gather lane by lane.

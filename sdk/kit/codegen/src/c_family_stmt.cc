@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -219,8 +220,10 @@ void CFamilyEmitter::EmitStore(const ir::Stmt& s) {
     idx.back() = base;
     const std::string flat = FlatIndex(store.buffer, idx);
     KeepInOrder(&value);
-    Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; " +
-         ContiguousVectorStore(store.buffer, t, flat, v) + " }");
+    contiguous_alignment_ = AlignmentOf(store.buffer, idx);
+    const std::string access = ContiguousVectorStore(store.buffer, t, flat, v);
+    contiguous_alignment_ = 1;
+    Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; " + access + " }");
     return;
   }
   const std::string l = Temp();
@@ -240,6 +243,19 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       const auto& f = *s.As<ir::ForNode>();
       const std::string var = Name(f.var.name());
       const std::string type = TypeName(f.var.dtype());
+      // The loop variable is min + i * step: known modulo what divides the step.
+      CongruenceScope scope;
+      Congruence known;  // nothing
+      if (f.for_kind != ir::ForKind::kThreadBinding && f.step) {
+        const Congruence lo = CongruenceOf(f.min, 0), step = CongruenceOf(f.step, 0);
+        known = Known(std::gcd(lo.modulus, std::gcd(step.modulus, step.residue)), lo.residue);
+      }
+      Bound(f.var, known, &scope);
+      struct RestoreAtEnd {
+        CFamilyEmitter* e;
+        CongruenceScope* s;
+        ~RestoreAtEnd() { e->Restore(s); }
+      } restore{this, &scope};
       if (f.for_kind == ir::ForKind::kThreadBinding) {
         Line("{");
         ++indent_;
@@ -310,7 +326,11 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       if (n.assignable) assignable_.insert(n.var.get());
       Line((n.assignable ? "" : "const ") + TypeName(n.var.dtype()) + " " + Name(n.var.name()) +
            " = " + EmitExpr(n.value) + ";");
+      CongruenceScope scope;
+      // An assignable variable may change: nothing is known of it.
+      Bound(n.var, n.assignable ? Congruence{} : CongruenceOf(n.value, 0), &scope);
       EmitStmt(n.body);
+      Restore(&scope);
       return;
     }
     case StmtKind::kAssign: {

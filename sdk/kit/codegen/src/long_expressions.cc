@@ -181,7 +181,10 @@ void CFamilyEmitter::EmitIf(const ir::IfThenElseNode& first) {
   bool flat = false;  // inside the do-while block
   for (;;) {
     ++indent_;
+    CongruenceScope scope;
+    Assume(n->cond, &scope);
     EmitStmt(n->then_case);
+    Restore(&scope);
     if (flat) Line("break;");
     --indent_;
     if (!n->else_case) {

@@ -248,7 +248,7 @@ TEST(KernelCatalog, VariantsComputeTheSameAsTheirBase) {
       }
     }
   }
-  EXPECT_EQ(with_variants, 3);  // vector_add_gpu, sum_gpu, matmul_tiled_gpu
+  EXPECT_EQ(with_variants, 4);  // vector_add_gpu, sum_gpu, softmax_gpu, matmul_tiled_gpu
 }
 
 TEST(KernelCatalog, ChoosesAVariantByTheDevicesProperties) {
@@ -257,21 +257,28 @@ TEST(KernelCatalog, ChoosesAVariantByTheDevicesProperties) {
   ASSERT_NE(va, nullptr);
   ASSERT_NE(mm, nullptr);
   const bk::DeviceTraits cuda{"cuda", "gpu", 32};
-  // PoCL and lavapipe as they report themselves here, and a discrete GPU under Vulkan: the base.
+  // PoCL and lavapipe as they report themselves here, and a discrete GPU under Vulkan: the base
+  // (but lavapipe's matmul, below).
+  const bk::DeviceTraits lavapipe{"vulkan", "cpu", 8};
   for (const bk::DeviceTraits& other :
-       {bk::DeviceTraits{"opencl", "cpu", 8}, bk::DeviceTraits{"vulkan", "cpu", 8},
-        bk::DeviceTraits{"vulkan", "gpu", 32}, bk::DeviceTraits{"", "", 0}}) {
+       {bk::DeviceTraits{"opencl", "cpu", 8}, lavapipe, bk::DeviceTraits{"vulkan", "gpu", 32},
+        bk::DeviceTraits{"", "", 0}}) {
     EXPECT_EQ(bk::ChooseVariant(*va, other), va) << other.type;
-    EXPECT_EQ(bk::ChooseVariant(*mm, other), mm) << other.type;
+    if (other.type != "vulkan" || other.kind != "cpu") {
+      EXPECT_EQ(bk::ChooseVariant(*mm, other), mm) << other.type;
+    }
   }
   EXPECT_EQ(bk::ChooseVariant(*va, cuda)->func, "vector_add4_gpu");
   EXPECT_EQ(bk::ChooseVariant(*mm, cuda)->func, "matmul_reg_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*mm, lavapipe)->func, "matmul_tiled4_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*bk::Find("softmax_gpu"), lavapipe)->func, "softmax_rows_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*bk::Find("softmax_gpu"), cuda)->func, "softmax_gpu");
   EXPECT_EQ(bk::ChooseVariant(*bk::Find("sum_gpu"), cuda)->func, "sum4_gpu");
   // A variant's own function, or a kernel without variants: itself on any device.
   const bk::Case* vec4 = bk::Find("vector_add4_gpu");
   EXPECT_EQ(bk::ChooseVariant(*vec4, bk::DeviceTraits{"opencl", "cpu", 8}), vec4);
-  const bk::Case* sm = bk::Find("softmax_gpu");
-  EXPECT_EQ(bk::ChooseVariant(*sm, cuda), sm);
+  const bk::Case* tr = bk::Find("transpose_gpu");
+  EXPECT_EQ(bk::ChooseVariant(*tr, cuda), tr);
 }
 
 TEST(KernelCatalog, FindsAVariantByItsNameOrFunction) {
@@ -288,15 +295,16 @@ TEST(KernelCatalog, FindsAVariantByItsNameOrFunction) {
   // A variant taken by name only (no device selects it) is never chosen, but found.
   EXPECT_EQ(bk::FindVariant(*bk::Find("matmul_reg_gpu"), "smem"), bk::Find("matmul_smem_gpu"));
   EXPECT_EQ(bk::VariantNames(*bk::Find("matmul_tiled_gpu")),
-            "base (matmul_tiled_gpu), reg (matmul_reg_gpu), reg16 (matmul_reg16_gpu), smem "
-            "(matmul_smem_gpu)");
-  const bk::Case* sm = bk::Find("softmax_gpu");
-  EXPECT_EQ(bk::FindVariant(*sm, "base"), sm);
-  EXPECT_EQ(bk::FindVariant(*sm, "softmax_gpu"), sm);
-  EXPECT_EQ(bk::FindVariant(*sm, "vec4"), nullptr);
+            "base (matmul_tiled_gpu), reg (matmul_reg_gpu), vec4 (matmul_tiled4_gpu), reg16 "
+            "(matmul_reg16_gpu), smem (matmul_smem_gpu)");
+  EXPECT_EQ(bk::FindVariant(*bk::Find("softmax_gpu"), "rows"), bk::Find("softmax_rows_gpu"));
+  const bk::Case* tr = bk::Find("transpose_gpu");  // no variants
+  EXPECT_EQ(bk::FindVariant(*tr, "base"), tr);
+  EXPECT_EQ(bk::FindVariant(*tr, "transpose_gpu"), tr);
+  EXPECT_EQ(bk::FindVariant(*tr, "vec4"), nullptr);
   EXPECT_EQ(bk::VariantNames(*va), "base (vector_add_gpu), vec4 (vector_add4_gpu)");
-  EXPECT_EQ(bk::VariantNames(*sm), "base");
-  EXPECT_EQ(bk::VariantName(*sm), "base");
+  EXPECT_EQ(bk::VariantNames(*tr), "base");
+  EXPECT_EQ(bk::VariantName(*tr), "base");
   EXPECT_EQ(bk::VariantName(*vec4), "vec4");
 }
 
@@ -376,6 +384,13 @@ TEST_P(KernelCase, SmallSizesAreOdd) {
   const bk::Case& c = TheCase();
   for (const auto& kv : c.small) {
     if (kv.first == "pad") continue;
+    if ((c.func == "matmul_tiled4_gpu" && (kv.first == "n" || kv.first == "k")) ||
+        (c.func == "softmax_rows_gpu" && kv.first == "cols")) {
+      // Their float32x4 code runs only where these are multiples of 4; at other sizes they run
+      // matmul_tiled_gpu's and softmax_gpu's code, which those cases run at odd sizes.
+      EXPECT_EQ(kv.second % 4, 0) << kv.first;
+      continue;
+    }
     EXPECT_EQ(kv.second % 2, 1) << kv.first;
   }
   EXPECT_EQ(c.small.size(), c.demo.size());

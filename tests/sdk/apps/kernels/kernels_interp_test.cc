@@ -188,11 +188,12 @@ TEST(InterpConv2d, ChunksOfChannelsAndColumnsMatchTheReference) {
 }
 
 // -inf inputs: a column of -inf adds nothing to a row's sum (exp(-inf - max) is 0). softmax_gpu's
-// online sum must not compute -inf - -inf (NaN) when a thread's first columns are -inf. A NaN
+// online sum (and softmax_rows_gpu's, four values at a time) must not compute -inf - -inf (NaN)
+// when a thread's first columns are -inf. A NaN
 // input makes its whole row NaN, as the reference does (RelativeError wants NaN where it has
 // NaN).
 TEST(InterpSoftmax, MinusInfinityColumnsAddNothing) {
-  for (const char* func : {"softmax", "softmax_gpu"}) {
+  for (const char* func : {"softmax", "softmax_gpu", "softmax_rows_gpu"}) {
     const bk::Case& c = *bk::Find(func);
     std::vector<bk::Arg> args = c.make_args(c.small, 7);
     const int64_t cols = c.small.at("cols");

@@ -14,6 +14,7 @@
 
 #include <backplane/ir/ir.hpp>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -172,6 +173,14 @@ class CFamilyEmitter {
   // at `buffer`[flat .. flat + lanes of t).
   virtual std::string ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t,
                                             const std::string& flat, const std::string& value);
+  // The largest power of two, at most 64, that the flat index of the contiguous access being
+  // emitted (inside ContiguousVectorLoad and ContiguousVectorStore) is known to be a multiple
+  // of; 1 when nothing is known. What the emitter knows: constants, sums, products, min, max,
+  // selects and floormod of them, the values of lets, and the conjuncts `floormod(v, c) == r`
+  // and `v % c == 0` of the ifs around the access (so a kernel tests `floormod(n, 4) == 0` once
+  // and its vector accesses of rows n long are aligned inside). A dialect whose aligned vector
+  // access is cheaper when this is a multiple of the lanes uses it without a run-time test.
+  int64_t ContiguousAlignment() const { return contiguous_alignment_; }
   // Whether a constant-size local or small global allocation is declared as an array that the
   // code reaches only through a restrict pointer (C), rather than used as the array itself.
   virtual bool RestrictStackArrays() const { return false; }
@@ -375,6 +384,34 @@ class CFamilyEmitter {
   // The bounds-check site of a load or store of `buffer` (0 when checking is off).
   int AccessSite(const ir::Buffer& buffer, const std::string& text);
   int temp_counter_ = 0;
+
+  // ---- What is known of integers modulo powers of two (alignment.cc) ----
+  // value == residue (mod modulus), modulus a power of two from 1 (nothing known) to 64.
+  struct Congruence {
+    int64_t modulus = 1, residue = 0;
+  };
+  // The variables changed in a scope, with what they were before (none: not known).
+  struct CongruenceScope {
+    std::vector<std::pair<const ir::ExprNode*, std::optional<Congruence>>> saved;
+  };
+  // `residue` modulo the largest power of two dividing `modulus` (0: any), at most 64.
+  static Congruence Known(int64_t modulus, int64_t residue);
+  // What is known of x + y, of x * y, and of a value that is either x or y.
+  static Congruence Sum(Congruence x, Congruence y);
+  static Congruence Product(Congruence x, Congruence y);
+  static Congruence Either(Congruence x, Congruence y);
+  Congruence CongruenceOf(const ir::Expr& e, int depth) const;
+  Congruence FlatCongruence(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // The largest power of two (at most 64) known to divide the flat index of `indices`.
+  int64_t AlignmentOf(const ir::Buffer& buffer, const std::vector<ir::Expr>& indices);
+  // Records what `cond` says of variables modulo powers of two, for the arm it guards.
+  void Assume(const ir::Expr& cond, CongruenceScope* scope);
+  // Records what `var` is modulo powers of two (`known`) in the scope being emitted.
+  void Bound(const ir::Var& var, Congruence known, CongruenceScope* scope);
+  void Set(const ir::ExprNode* var, Congruence known, CongruenceScope* scope);
+  void Restore(CongruenceScope* scope);
+  std::map<const ir::ExprNode*, Congruence> congruences_;
+  int64_t contiguous_alignment_ = 1;
 };
 
 }  // namespace codegen
