@@ -84,7 +84,9 @@ static int VectorAlign(ir::DType t) { return VectorBytes(t) < 16 ? VectorBytes(t
 // its own, which let a thread have only one or two loads in flight), and the offset's folds
 // away where the index is a known multiple of the lanes (`i * 1024 + tx * 4`). `known` is true
 // for a shared array, whose base the layout aligns (aligned_bases_): NVRTC cannot see that
-// through the shared-to-generic address conversion, and would test it at every access.
+// through the shared-to-generic address conversion, and would test it at every access. `at` is
+// true where the code generator proved the offset aligned (ContiguousAlignment), which NVRTC
+// cannot where the proof comes from an enclosing test such as `floormod(n, 4) == 0`.
 std::string CUDAEmitter::VectorDefinitions() {
   std::string p;
   for (const auto& [name, t] : vector_structs_) {
@@ -112,16 +114,16 @@ std::string CUDAEmitter::VectorDefinitions() {
     const std::string suffix = ir::ToString(t);
     // Aligned: the base and the element's byte offset both multiples of the alignment.
     const std::string aligned = "((known || (reinterpret_cast<unsigned long long>(b) & " + mask +
-                                ") == 0) && ((static_cast<unsigned long long>(i) * sizeof(" + e +
-                                ")) & " + mask + ") == 0)";
+                                ") == 0) && (at || ((static_cast<unsigned long long>(i) * sizeof(" +
+                                e + ")) & " + mask + ") == 0))";
     p += "static __device__ __forceinline__ " + name + " bp_vload_" + suffix + "(const " + e +
-         "* b, int64_t i, bool known) {\n";
+         "* b, int64_t i, bool known, bool at) {\n";
     if (fast) {
       p += "  if " + aligned + " return *reinterpret_cast<const " + name + "*>(b + i);\n";
     }
     p += "  " + name + " r;\n" + loop + "r.v[l] = b[i + l];\n  return r;\n}\n";
     p += "static __device__ __forceinline__ void bp_vstore_" + suffix + "(" + e +
-         "* b, int64_t i, bool known, const " + name + "& v) {\n";
+         "* b, int64_t i, bool known, bool at, const " + name + "& v) {\n";
     if (fast) {
       p += "  if " + aligned + " {\n";
       p += "    *reinterpret_cast<" + name + "*>(b + i) = v;\n    return;\n  }\n";
@@ -139,20 +141,30 @@ std::string CUDAEmitter::VectorLiteral(ir::DType t, const std::vector<std::strin
   return text + "}}";
 }
 
+// The flags of a contiguous access: whether the buffer's base is known aligned (a shared
+// array), and whether the element's offset is (the base's alignment analysis proved the flat
+// index a multiple of the struct's alignment in elements: `(bx * (cs / 4) + q) * 4`, or a row
+// of a size the kernel tested with `floormod(n, 4) == 0`), so that the helper tests only what
+// is not known.
+std::string CUDAEmitter::AlignmentFlags(const ir::Buffer& buffer, ir::DType t) const {
+  const int64_t element = t.is_bool() ? 1 : t.bits / 8;
+  const bool base = aligned_bases_.count(buffer.get()) != 0;
+  const bool at = ContiguousAlignment() * element % VectorAlign(t) == 0;
+  return std::string(base ? "true" : "false") + ", " + (at ? "true" : "false");
+}
+
 std::string CUDAEmitter::ContiguousVectorLoad(const ir::Buffer& buffer, ir::DType t,
                                               const std::string& flat) {
   vector_access_.emplace(TypeName(t), t);
-  const char* known = aligned_bases_.count(buffer.get()) != 0 ? "true" : "false";
-  return "bp_vload_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " + known +
-         ")";
+  return "bp_vload_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " +
+         AlignmentFlags(buffer, t) + ")";
 }
 
 std::string CUDAEmitter::ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t,
                                                const std::string& flat, const std::string& value) {
   vector_access_.emplace(TypeName(t), t);
-  const char* known = aligned_bases_.count(buffer.get()) != 0 ? "true" : "false";
-  return "bp_vstore_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " + known +
-         ", " + value + ");";
+  return "bp_vstore_" + ir::ToString(t) + "(" + Name(buffer.name()) + ", " + flat + ", " +
+         AlignmentFlags(buffer, t) + ", " + value + ");";
 }
 
 std::vector<int> BlockOffsetAxes(const KernelInfo& k) {

@@ -65,6 +65,8 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
                                    const std::string& flat) override;
   std::string ContiguousVectorStore(const ir::Buffer& buffer, ir::DType t, const std::string& flat,
                                     const std::string& value) override;
+  // "known, at": the base-aligned and offset-aligned flags of the access being emitted.
+  std::string AlignmentFlags(const ir::Buffer& buffer, ir::DType t) const;
   const char* DialectName() const override { return "cuda"; }
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                               const std::string& value, bool shared) override;

@@ -532,6 +532,9 @@ int Run(const Options& o) {
     return kExitUsage;
   }
   const size_t total = all_selected.size();
+  report.tests = o.tests;
+  report.excludes = o.excludes;
+  report.all_tests = AllTests().size();
   size_t finished = 0;
   std::fprintf(console, "backplane-conformance %s: checking %s\n", BACKPLANE_VERSION,
                library.c_str());
@@ -761,8 +764,9 @@ int main(int argc, char** argv) {
       "  backplane-conformance cpu\n"
       "  backplane-conformance build/lib/backplane/plugins/libfoo.so --json foo.json\n"
       "  backplane-conformance foo -t 'device.copy.*' --json - | jq .summary\n"
-      "Exit codes: 0 conformant, 1 a test failed, 2 a usage error (a --test that matches no "
-      "test, a bad file).\n"
+      "Exit codes: 0 every test that ran passed (conformant when no --test or --exclude "
+      "narrowed the run), 1 a test failed, 2 a usage error (a --test that matches no test, a "
+      "bad file).\n"
       "Environment: BACKPLANE_PLUGIN_PATH (where a plugin named by name is looked for); each "
       "test sees the plugin under test only.\nDocumentation: " +
       backplane::tools::DocsPath("conformance.md"));

@@ -146,9 +146,20 @@ void PrintSummary(const RunReport& r, FILE* out) {
                    o.test->name.c_str(), o.expectation.c_str());
     }
   }
-  std::fprintf(out, "%s\n",
-               r.Ok() ? "CONFORMANT (every test that applies passed or is expected to fail)"
-                      : "NOT CONFORMANT");
+  if (!r.Ok()) {
+    std::fprintf(out, "NOT CONFORMANT\n");
+  } else if (r.Subset()) {
+    // A pass of some tests says nothing of the others: no verdict, and the line says why.
+    std::fprintf(out,
+                 "PASSED, NO VERDICT: %s chose %zu of the kit's %zu tests; run them all (no "
+                 "--test or --exclude) for a conformance verdict\n",
+                 r.tests.empty()      ? "--exclude"
+                 : r.excludes.empty() ? "--test"
+                                      : "--test and --exclude",
+                 r.outcomes.size(), r.all_tests);
+  } else {
+    std::fprintf(out, "CONFORMANT (every test that applies passed or is expected to fail)\n");
+  }
 }
 
 std::string ToJson(const RunReport& r) {
@@ -184,6 +195,12 @@ std::string ToJson(const RunReport& r) {
       {"notes", r.notes},
       {"verify_xfails", r.verify_xfails},
       {"ok", r.Ok()},
+      {"conformant", r.Conformant()},
+      {"selection",
+       {{"test", r.tests},
+        {"exclude", r.excludes},
+        {"ran", r.outcomes.size()},
+        {"of", r.all_tests}}},
       {"seconds", r.seconds},
       {"summary",
        {{"total", r.outcomes.size()},
@@ -227,7 +244,9 @@ std::string ToJUnit(const RunReport& r) {
       {"device", r.device},
       {"device_name", CleanUtf8(r.device_name)},
       {"kit_version", r.kit_version},
-      {"verify_xfails", r.verify_xfails ? "true" : "false"}};
+      {"verify_xfails", r.verify_xfails ? "true" : "false"},
+      {"conformant", r.Conformant() ? "true" : "false"},
+      {"selection", std::to_string(r.outcomes.size()) + " of " + std::to_string(r.all_tests)}};
   for (const auto& [k, v] : props)
     x << "      <property name=\"" << k << "\" value=\"" << Xml(v) << "\"/>\n";
   x << "    </properties>\n";

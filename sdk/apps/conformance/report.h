@@ -41,11 +41,20 @@ struct RunReport {
   double seconds = 0;
   std::string timestamp;  // ISO 8601, when the run started
   bool verify_xfails = false;
+  // The --test and --exclude globs, and how many tests the kit has: a run they narrow is a
+  // subset, whose pass is no conformance verdict.
+  std::vector<std::string> tests;
+  std::vector<std::string> excludes;
+  size_t all_tests = 0;
 
   int Count(const std::string& status) const;
   // True when everything not expected to fail or unsupported passed (or did not apply), and,
   // under --verify-xfails, every expected failure failed.
   bool Ok() const;
+  // True when --test or --exclude chose the tests that ran.
+  bool Subset() const { return !tests.empty() || !excludes.empty(); }
+  // The verdict: Ok() over every test of the kit.
+  bool Conformant() const { return Ok() && !Subset(); }
 };
 
 // One line for a finished test ("PASS  device.copy.host_to_device  0.01 s"), with its

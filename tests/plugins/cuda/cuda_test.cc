@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,46 @@ TEST(CudaCodegenTest, ContiguousVectorAccessesAreVectorInstructionsWhereAligned)
   // With -bounds-check each access is checked over its lanes first (bp_chkv), in NVRTC's C++.
   const Module checked = backplane::Build(text, Target::Parse("cuda -arch=sm_90 -bounds-check"));
   EXPECT_NE(checked.Imports()[0].InspectSource("cuda").find("bp_chkv("), std::string::npos);
+}
+
+// Where the code generator proves a contiguous access's index a multiple of the lanes (here
+// from the kernel's test `floormod(n, 4) == 0`, which NVRTC cannot carry into `r * n + j * 4`),
+// the helper is told so and tests only the buffers' bases, once, outside the loop: the PTX
+// tests each base (`& 15`) and no element offset (`& 3`). Without the proof (a test that says
+// nothing of n % 4) the offset is tested in the loop.
+TEST(CudaCodegenTest, AProvenAlignedIndexIsNotTestedInTheKernel) {
+  LoadCuda();
+  auto build = [](const std::string& guard) {
+    const std::string text =
+        "func v(n: int32, a: buffer<float32>[8, n], c: buffer<float32>[8, n]) {\n"
+        "  for r in thread(threadIdx.x, 0, 8) {\n"
+        "    if (" +
+        guard +
+        ") {\n"
+        "      for j in serial(0, n / 4) {\n"
+        "        c[r, ramp(j * 4, 1, 4)] = a[r, ramp(j * 4, 1, 4)] * broadcast(2.0, 4)\n"
+        "      }\n    }\n  }\n}\n";
+    return backplane::Build(text, Target::Parse("cuda -arch=sm_90"));
+  };
+  auto count = [](const std::string& ptx, const std::string& mask) {
+    const std::regex test("and\\.b64\\s+%rd\\d+, %rd\\d+, " + mask + ";");
+    return std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), test),
+                         std::sregex_iterator());
+  };
+  const Module proven = build("floormod(n, 4) == 0");
+  const std::string source = proven.Imports()[0].InspectSource("cuda");
+  EXPECT_NE(source.find("(int64_t)((((int64_t)(j)) * ((int64_t)4ll))), false, true)"),
+            std::string::npos)
+      << source;
+  const std::string ptx = proven.Imports()[0].InspectSource("ptx");
+  EXPECT_EQ(count(ptx, "15"), 2) << ptx;
+  EXPECT_EQ(count(ptx, "3"), 0) << ptx;
+  EXPECT_NE(ptx.find("ld.global.nc.v4.f32"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("st.global.v4.f32"), std::string::npos) << ptx;
+
+  const Module unproven = build("n > 0");
+  EXPECT_NE(unproven.Imports()[0].InspectSource("cuda").find(", false, false)"), std::string::npos);
+  EXPECT_GT(count(unproven.Imports()[0].InspectSource("ptx"), "3"), 0);
 }
 
 // A shared array starts 16-byte aligned (the launch layout), so its vector accesses test only

@@ -204,7 +204,42 @@ TEST(ConformanceKit, CpuPluginPasses) {
   // GPU kernels and the checks of opaque handles do not apply to the host.
   EXPECT_EQ(run.Status("codegen.kernel.vector_add_gpu"), "skipped");
   EXPECT_EQ(run.Status("device.memory.bad_handle"), "skipped");
-  EXPECT_NE(run.process.out.find("CONFORMANT"), std::string::npos);
+  EXPECT_NE(run.process.out.find("\nCONFORMANT (every test"), std::string::npos) << run.Explain();
+  EXPECT_EQ(run.json["conformant"], true);
+  EXPECT_EQ(run.json["selection"]["ran"], run.json["selection"]["of"]);
+  EXPECT_EQ(run.json["selection"]["ran"], run.json["tests"].size());
+  EXPECT_NE(run.junit.find("<property name=\"conformant\" value=\"true\"/>"), std::string::npos);
+}
+
+// A run that --test or --exclude narrows passes (exit 0) but gives no verdict: the summary says
+// how many of the kit's tests ran and how to get one, and the reports say it is no verdict. A
+// failure in a subset is still NOT CONFORMANT.
+TEST(ConformanceKit, ASubsetThatPassesIsNoVerdict) {
+  const KitRun run = RunKit({Lib(BACKPLANE_PLUGIN_DIR, "cpu"), "--test", "device.copy.*",
+                             "--exclude", "device.copy.host_reuse"},
+                            "cpu_subset");
+  EXPECT_EQ(run.process.exit_code, 0) << run.Explain();
+  EXPECT_EQ(run.json["ok"], true);
+  EXPECT_EQ(run.json["conformant"], false);
+  const size_t ran = run.json["tests"].size();
+  const size_t of = run.json["selection"]["of"].get<size_t>();
+  EXPECT_EQ(run.json["selection"]["ran"], ran);
+  EXPECT_GT(ran, 2u);
+  EXPECT_GT(of, ran + 100) << "the kit has hundreds of tests";
+  EXPECT_EQ(run.json["selection"]["test"], nlohmann::json::array({"device.copy.*"}));
+  EXPECT_EQ(run.json["selection"]["exclude"], nlohmann::json::array({"device.copy.host_reuse"}));
+  EXPECT_EQ(run.Status("device.copy.host_reuse"), "(absent)");
+  EXPECT_EQ(run.process.out.find("CONFORMANT"), std::string::npos) << run.Explain();
+  EXPECT_NE(run.process.out.find("PASSED, NO VERDICT: --test and --exclude chose " +
+                                 std::to_string(ran) + " of the kit's " + std::to_string(of) +
+                                 " tests; run them all (no --test or --exclude) for a conformance "
+                                 "verdict"),
+            std::string::npos)
+      << run.Explain();
+  EXPECT_NE(run.junit.find("<property name=\"conformant\" value=\"false\"/>"), std::string::npos);
+  EXPECT_NE(run.junit.find("<property name=\"selection\" value=\"" + std::to_string(ran) + " of " +
+                           std::to_string(of) + "\"/>"),
+            std::string::npos);
 }
 
 // With --jobs, a test that reads device-wide state (device.memory.free: the free memory) runs

@@ -177,6 +177,31 @@ TEST_P(InterpCase, ZeroSizesMatchTheReference) {
   RunAndCheck(c, zero, 5);
 }
 
+// A block of 0 threads is refused, not an empty launch: every kernel with a block size
+// param divides by it on the host (its grid or, for softmax_gpu, its passes over a row), so
+// the host stops with the division naming the expression before any kernel runs. A block of 0
+// with rows > 0 used to launch nothing and leave the output unwritten, silently.
+TEST(InterpBlock, ABlockOfZeroThreadsIsRefused) {
+  std::vector<std::string> tried;
+  for (const bk::Case& c : bk::Catalog()) {
+    if (c.block_param.empty()) continue;
+    tried.push_back(c.func);
+    bk::Dims dims = c.small;
+    dims[c.block_param] = 0;
+    try {
+      Errors(InterpreterFor(c.file), c, dims, 6);
+      ADD_FAILURE() << c.func << " ran with a block of 0 threads";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("integer division by zero in `"), std::string::npos)
+          << c.func << ": " << what;
+      EXPECT_NE(what.find(c.block_param), std::string::npos) << c.func << ": " << what;
+    }
+  }
+  EXPECT_EQ(tried, (std::vector<std::string>{"softmax_gpu", "softmax_rows_gpu", "matmul_tiled_gpu",
+                                             "matmul_tiled4_gpu"}));
+}
+
 // conv2d's CPU chunks in the interpreter: 33 input channels (a chunk of 32 and one of 1, the
 // second starting from what the first stored) and 65 columns (a chunk of 64 and one of 1), kept
 // small: the interpreter under AddressSanitizer is slow.
