@@ -47,29 +47,33 @@ inline void UseScratchCache() {
 struct Buf {
   DLDataType dtype;
   std::vector<uint32_t> bits;  // the elements' bits (two words an int64)
+  std::vector<int64_t> shape;  // empty: 1-D, Elements() long
   int64_t Elements() const { return static_cast<int64_t>(bits.size() * 32 / dtype.bits); }
+  std::vector<int64_t> Shape() const {
+    return shape.empty() ? std::vector<int64_t>{Elements()} : shape;
+  }
   ir::DType IrType() const {
     if (dtype.code == kDLFloat) return dtype.bits == 64 ? ir::Float64() : ir::Float32();
     return dtype.bits == 64 ? ir::Int64() : ir::Int32();
   }
 };
 inline Buf Floats(const std::vector<float>& v) {
-  Buf b{kF32, std::vector<uint32_t>(v.size())};
+  Buf b{kF32, std::vector<uint32_t>(v.size()), {}};
   std::memcpy(b.bits.data(), v.data(), v.size() * 4);
   return b;
 }
 inline Buf Ints(const std::vector<int32_t>& v) {
-  Buf b{kI32, std::vector<uint32_t>(v.size())};
+  Buf b{kI32, std::vector<uint32_t>(v.size()), {}};
   std::memcpy(b.bits.data(), v.data(), v.size() * 4);
   return b;
 }
 inline Buf Doubles(const std::vector<double>& v) {
-  Buf b{DLDataType{kDLFloat, 64, 1}, std::vector<uint32_t>(v.size() * 2)};
+  Buf b{DLDataType{kDLFloat, 64, 1}, std::vector<uint32_t>(v.size() * 2), {}};
   std::memcpy(b.bits.data(), v.data(), v.size() * 8);
   return b;
 }
 inline Buf Longs(const std::vector<int64_t>& v) {
-  Buf b{DLDataType{kDLInt, 64, 1}, std::vector<uint32_t>(v.size() * 2)};
+  Buf b{DLDataType{kDLInt, 64, 1}, std::vector<uint32_t>(v.size() * 2), {}};
   std::memcpy(b.bits.data(), v.data(), v.size() * 8);
   return b;
 }
@@ -113,7 +117,7 @@ inline std::vector<Buf> Call(const Module& m, const std::string& func, Device de
     values.push_back(v);
   }
   for (const Buf& b : args) {
-    tensors.push_back(Tensor::Empty({b.Elements()}, b.dtype, dev));
+    tensors.push_back(Tensor::Empty(b.Shape(), b.dtype, dev));
     tensors.back().CopyFromBytes(b.bits.data(), b.bits.size() * 4);
   }
   for (const Tensor& t : tensors) {
@@ -132,15 +136,42 @@ inline std::vector<Buf> Call(const Module& m, const std::string& func, Device de
 // The interpreter's result for the same call.
 inline std::vector<Buf> Interpret(const ir::IRModule& module, const std::string& func,
                                   std::vector<Buf> args) {
-  std::vector<int64_t> shapes;
+  std::vector<std::vector<int64_t>> shapes;
   shapes.reserve(args.size());
   std::vector<ir::ArgView> views;
   for (Buf& b : args) {
-    shapes.push_back(b.Elements());
-    views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), 1, &shapes.back()));
+    shapes.push_back(b.Shape());
+    views.push_back(ir::BufferArg(b.bits.data(), b.IrType(), static_cast<int>(shapes.back().size()),
+                                  shapes.back().data()));
   }
   ir::Interpreter(module).Run(func, views);
   return args;
+}
+
+// Expects `got` to hold `want`'s elements bit for bit, but any NaN matches any NaN: docs/ir.md
+// leaves a NaN's sign (and payload) to the hardware, as the conformance kit does (NVIDIA's
+// Vulkan driver makes 0x7fffffff).
+inline void ExpectSameBits(const std::vector<Buf>& got, const std::vector<Buf>& want) {
+  for (size_t k = 0; k < want.size(); ++k) {
+    size_t wrong = 0, first = 0;
+    const bool is_float = want[k].dtype.code == kDLFloat;
+    const size_t words = is_float && want[k].dtype.bits == 64 ? 2 : 1;
+    auto is_nan = [&](const uint32_t* p) {
+      if (!is_float) return false;
+      if (words == 1) return (p[0] & 0x7fffffffu) > 0x7f800000u;
+      // little-endian: p[1] holds the sign and exponent
+      return (p[1] & 0x7fffffffu) > 0x7ff00000u ||
+             ((p[1] & 0x7fffffffu) == 0x7ff00000u && p[0] != 0u);
+    };
+    for (size_t i = 0; i < want[k].bits.size(); i += words) {
+      bool same = true;
+      for (size_t w = 0; w < words; ++w) same = same && got[k].bits[i + w] == want[k].bits[i + w];
+      if (!same) same = is_nan(&got[k].bits[i]) && is_nan(&want[k].bits[i]);
+      if (!same && wrong++ == 0) first = i / words;
+    }
+    EXPECT_EQ(wrong, 0u) << "buffer " << k << ": " << wrong << " elements differ from the "
+                         << "interpreter's, the first at " << first;
+  }
 }
 
 // A call: the function, its arguments, the Target's options after its kind.
@@ -166,28 +197,7 @@ inline std::optional<Module> ExpectTheInterpretersResults(const std::string& kin
   const std::vector<Buf> got = Call(m, c.func, dev, c.args);
   const std::vector<Buf> want =
       Interpret(ir::Parse(reference_text.empty() ? text : reference_text), c.func, c.args);
-  for (size_t k = 0; k < want.size(); ++k) {
-    // Bit for bit, but any NaN matches any NaN: docs/ir.md leaves a NaN's sign (and payload)
-    // to the hardware, as the conformance kit does (NVIDIA's Vulkan driver makes 0x7fffffff).
-    size_t wrong = 0, first = 0;
-    const bool is_float = want[k].dtype.code == kDLFloat;
-    const size_t words = is_float && want[k].dtype.bits == 64 ? 2 : 1;
-    auto is_nan = [&](const uint32_t* p) {
-      if (!is_float) return false;
-      if (words == 1) return (p[0] & 0x7fffffffu) > 0x7f800000u;
-      // little-endian: p[1] holds the sign and exponent
-      return (p[1] & 0x7fffffffu) > 0x7ff00000u ||
-             ((p[1] & 0x7fffffffu) == 0x7ff00000u && p[0] != 0u);
-    };
-    for (size_t i = 0; i < want[k].bits.size(); i += words) {
-      bool same = true;
-      for (size_t w = 0; w < words; ++w) same = same && got[k].bits[i + w] == want[k].bits[i + w];
-      if (!same) same = is_nan(&got[k].bits[i]) && is_nan(&want[k].bits[i]);
-      if (!same && wrong++ == 0) first = i / words;
-    }
-    EXPECT_EQ(wrong, 0u) << "buffer " << k << ": " << wrong << " elements differ from the "
-                         << "interpreter's, the first at " << first;
-  }
+  ExpectSameBits(got, want);
   if (kind == "vulkan") {
     const int64_t errors = Function::Get("vulkan.validation_errors")().AsInt();
     if (errors >= 0) {
