@@ -272,7 +272,7 @@ class Printer {
       }
       case ExprKind::kCast: {
         const auto* n = e.As<CastNode>();
-        if (n->dtype.is_float()) Force(n->value, n->dtype);
+        if (n->dtype.is_float()) Force(n->value, n->dtype, /*cast=*/true);
         out += ToString(n->dtype);
         out += '(';
         Expr_(n->value);
@@ -545,10 +545,13 @@ class Printer {
   // The parser types a literal written without a suffix (int32, float32) from its context
   // (docs/ir.md, "Literals without a suffix"): where the context has another type, such a
   // literal is written with its suffix so that the text parses back to the same tree.
-  void Force(const Expr& lit, DType context) {
+  // `cast`: the context is an explicit cast, which types float literals only.
+  void Force(const Expr& lit, DType context, bool cast = false) {
     if (!lit || lit.dtype() == context || !Suffix(lit.dtype()).empty()) return;
-    // As the parser's TypeLiteral: an integer takes an integer type, a float a float type.
-    if (lit.kind() == ExprKind::kIntImm && lit.dtype().is_int() && context.is_integer())
+    // As the parser's TypeLiteral: an integer takes an integer type, or a float type outside a
+    // cast (`y[i] = 0`); a float a float type.
+    if (lit.kind() == ExprKind::kIntImm && lit.dtype().is_int() &&
+        (context.is_integer() || (context.is_float() && !cast)))
       force_.insert(lit.get());
     if (lit.kind() == ExprKind::kFloatImm && context.is_float() &&
         std::isfinite(lit.As<FloatImmNode>()->value))
