@@ -78,6 +78,8 @@ class CEmitter : public CFamilyEmitter {
   const char* DialectName() const override { return "c"; }
   bool RestrictStackArrays() const override { return true; }
   bool HasFaultRecord() const override { return true; }
+  // The c target compiles with -fwrapv: signed arithmetic wraps as the IR's does.
+  bool SignedArithmeticWraps() const override { return true; }
   // 512 KiB: a kernel runs on the caller's thread or an OpenMP thread, whose stacks are a few
   // MiB (8 with glibc's defaults); an array past the budget goes to the heap, so no IR makes
   // the stack overflow (a `local` array of 400 MB crashed the host process).

@@ -49,6 +49,8 @@ class GlslEmitter : public codegen::CFamilyEmitter {
   // checks call bp_div_i32(bp_fault, site, a, b) and friends, which GLSL cannot pass a buffer
   // to; `bp_fault` is a constant 0 that the helpers ignore, writing the global bp_status.
   bool HasFaultRecord() const override { return true; }
+  // GLSL's (and SPIR-V's) integer +, - and * keep the low bits of the result: they wrap.
+  bool SignedArithmeticWraps() const override { return true; }
   std::string FaultRecordType() override { return "int"; }
 
   std::string Name(const std::string& ir_name) const override;

@@ -1368,12 +1368,8 @@ TEST_P(IrFeatures, RandomIndicesOfVectorLoadsReadTheRightElements) {
   if (!runs) return;
   const ir::IRModule ir_module = ir::Parse(text);
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  auto floats = [&](size_t count) {
-    std::vector<float> v(count);
-    for (float& x : v) x = dist(rng);
-    return v;
-  };
+  uint32_t seed = 0;
+  auto floats = [&](size_t count) { return bptest::RandomFloats(count, ++seed); };
   for (int i = 0; i < kKernels; ++i) {
     const RandomIndexKernel& k = kernels[i];
     SCOPED_TRACE(k.text);

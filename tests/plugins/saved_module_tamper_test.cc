@@ -153,8 +153,8 @@ TEST(OpenCLPayload, CodeThatIsNotWhatTheIRGivesIsRefused) {
         Tamper(bytes, "opencl", [&](const std::string& p) { return ReplaceOnce(p, from, to); }));
   };
   // The kernel's OpenCL C writes past its buffer (PoCL runs it in this process).
-  bptest::Status s = load("c[((((int64_t)(bx)) * ((int64_t)256ll)) + ((int64_t)(tx)))] =",
-                          "c[((((int64_t)(bx)) * ((int64_t)256ll)) + ((int64_t)(tx))) * 4096] =");
+  bptest::Status s = load("c[((((int64_t)(bx)) * ((int64_t)256l)) + ((int64_t)(tx)))] =",
+                          "c[((((int64_t)(bx)) * ((int64_t)256l)) + ((int64_t)(tx))) * 4096] =");
   EXPECT_EQ(s.kind, BP_ERR_INVALID_ARGUMENT) << s;
   EXPECT_TRUE(Has(s,
                   "runtime.module.load_from_bytes.opencl: the opencl module holds OpenCL C that "

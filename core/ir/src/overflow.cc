@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "visit.hpp"
+
 namespace backplane {
 namespace ir {
 
@@ -33,8 +35,6 @@ struct Range {
 // this on CUDA, OpenCL and Vulkan devices): a scalar param that is the extent of a threadIdx
 // loop is taken to be at most this.
 constexpr int64_t kMaxBlockThreads = 1024;
-
-bool IsCheckedInt(DType t) { return t.is_int() && t.bits <= 32; }
 
 Range TypeRange(DType t) {
   if (t.is_bool()) return {0, 1};
@@ -88,8 +88,11 @@ struct Risk {
 // One run of the analysis over a function, with optional bounds on some params.
 class Analyzer {
  public:
-  Analyzer(const PrimFunc& func, const std::map<const VarNode*, Range>& param_bounds, bool describe)
-      : func_(func), describe_(describe) {
+  // `int64`: int64 expressions are checked too (SignedOverflowRiskNodes), their index
+  // arithmetic excepted as int32's is.
+  Analyzer(const PrimFunc& func, const std::map<const VarNode*, Range>& param_bounds, bool describe,
+           bool int64 = false)
+      : func_(func), describe_(describe), int64_(int64) {
     // Params: their dtype's range; a dimension of a buffer param is >= 0 (CheckArgs refuses a
     // negative extent); a threadIdx extent is at most kMaxBlockThreads.
     for (const Param& p : func.params) {
@@ -370,7 +373,7 @@ class Analyzer {
         return TypeRange(t);
     }
     if (wide) return r;
-    if (IsCheckedInt(t.Element())) {
+    if (IsChecked(t.Element())) {
       const Range full = TypeRange(t.Element());
       if (r.lo < full.lo || r.hi > full.hi) {
         Report(
@@ -386,7 +389,27 @@ class Analyzer {
   Range EvalIndex(const Expr& e) {
     const DType t = e.dtype();
     if (t.lanes == 1 && t.is_integer() && t.bits < 64) return EvalWide(e);
+    if (int64_ && t.lanes == 1 && t.is_int() && t.bits == 64) return EvalIndex64(e);
     return Eval(e);
+  }
+  // The +, -, * and negation on top of an int64 index, not reported: an index past int64 is out
+  // of bounds whatever it wraps to. Clamped to int64, so no product passes the 128 bits.
+  Range EvalIndex64(const Expr& e) {
+    const DType t = e.dtype();
+    if (e.kind() == ExprKind::kNeg) {
+      const Range x = EvalIndex64(e.As<NegNode>()->a);
+      return Clamp({-x.hi, -x.lo}, t);
+    }
+    const BinaryNode* b = e.As<BinaryNode>();
+    if (b == nullptr ||
+        (b->op != BinaryOp::kAdd && b->op != BinaryOp::kSub && b->op != BinaryOp::kMul)) {
+      return Eval(e);
+    }
+    const Range x = EvalIndex64(b->a), y = EvalIndex64(b->b);
+    if (b->op == BinaryOp::kAdd) return Clamp({x.lo + y.lo, x.hi + y.hi}, t);
+    if (b->op == BinaryOp::kSub) return Clamp({x.lo - y.hi, x.hi - y.lo}, t);
+    const I128 c[4] = {x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi};
+    return Clamp({*std::min_element(c, c + 4), *std::max_element(c, c + 4)}, t);
   }
   // The indices of an access. A contiguous last index, ramp(base, 1, lanes), is the scalar index
   // `base` and the lanes after it: its base is index arithmetic and its lanes are exact too.
@@ -432,7 +455,7 @@ class Analyzer {
         const Range x = Eval(e.As<NegNode>()->a);
         if (!t.is_integer()) return {0, 0};
         const Range r{-x.hi, -x.lo};
-        if (IsCheckedInt(t.Element())) {
+        if (IsChecked(t.Element())) {
           const Range full = TypeRange(t.Element());
           if (r.lo < full.lo || r.hi > full.hi) {
             Report(
@@ -483,7 +506,7 @@ class Analyzer {
         if (!t.is_integer()) return {0, 0};
         const I128 k = t.lanes - 1;
         const Range out{b.lo + std::min<I128>(0, k * s.lo), b.hi + std::max<I128>(0, k * s.hi)};
-        if (IsCheckedInt(t.Element())) {
+        if (IsChecked(t.Element())) {
           const Range full = TypeRange(t.Element());
           if (out.lo < full.lo || out.hi > full.hi) {
             Report(
@@ -596,7 +619,7 @@ class Analyzer {
       const I128 c[4] = {0, k * st.lo, 0, k * st.hi};
       last = {mn.lo + *std::min_element(c, c + 4), mn.hi + *std::max_element(c, c + 4)};
     }
-    if (t.is_integer() && IsCheckedInt(t)) {
+    if (t.is_integer() && IsChecked(t)) {
       const Range full = TypeRange(t);
       if (last.lo < full.lo || last.hi > full.hi) {
         Report(
@@ -696,8 +719,11 @@ class Analyzer {
     bool strict;  // a < b; else a <= b
   };
 
+  bool IsChecked(DType t) const { return t.is_int() && (t.bits <= 32 || (int64_ && t.bits == 64)); }
+
   const PrimFunc& func_;
   const bool describe_;
+  const bool int64_;
   // Expression nodes evaluated, at most: refining a condition evaluates its operands again, so
   // selects nested in conditions could cost exponential time without a bound.
   int64_t budget_ = 2000000;
@@ -818,6 +844,34 @@ std::vector<std::string> RisksOf(const PrimFunc& f) {
 std::vector<std::string> Int32OverflowRisks(const PrimFunc& func) {
   std::vector<std::string> out;
   RunForDepth(TreeDepth(func), [&] { out = RisksOf(func); });
+  return out;
+}
+
+SignedOverflowNodes SignedOverflowRiskNodes(const PrimFunc& func) {
+  SignedOverflowNodes out;
+  RunForDepth(TreeDepth(func), [&] {
+    Analyzer analyzer(func, {}, /*describe=*/false, /*int64=*/true);
+    analyzer.Run();
+    for (const Risk& r : analyzer.risks()) out.nodes.insert(r.node);
+    out.complete = !analyzer.gave_up();
+  });
+  if (out.complete || !func.body) return out;
+  // Past the budget nothing is known: every signed +, -, * and negation is a risk.
+  auto collect = [&](const Expr& root) {
+    AnyExpr(root, [&](const Expr& e) {
+      const DType t = e.dtype().Element();
+      if (!t.is_int()) return false;
+      const BinaryNode* b = e.As<BinaryNode>();
+      if (e.kind() == ExprKind::kNeg ||
+          (b != nullptr &&
+           (b->op == BinaryOp::kAdd || b->op == BinaryOp::kSub || b->op == BinaryOp::kMul))) {
+        out.nodes.insert(e.get());
+      }
+      return false;
+    });
+  };
+  ForEachStmt(func.body,
+              [&](const Stmt& s) { detail::ForEachChild(s, collect, [](const Stmt&) {}); });
   return out;
 }
 

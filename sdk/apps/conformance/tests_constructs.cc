@@ -262,6 +262,15 @@ const std::vector<Construct>& IntegerOperators() {
        "a[i] % (b[i] - b[i] - 1)", "", Inputs::kAny, false},
       {"mod.constant", "a % 7 and a % 6 (constant divisors)", "a[i] % 7 + a[i] % 6", "",
        Inputs::kAny, false},
+      // C and C++ (OpenCL C, CUDA) leave signed overflow undefined and their compilers fold
+      // these tests as if it never happened; the IR wraps, so each is false where the
+      // arithmetic wraps.
+      {"wrap",
+       "+, - and * wrap at the type's width where a compiler may assume they do not: a + b > a, "
+       "a - b < a, a * 2 / 2 == a, (-a < 0) == (a > 0)",
+       "select(a[i] + b[i] > a[i], 1, 0) + select(a[i] - b[i] < a[i], 2, 0) + "
+       "select(a[i] * 2 / 2 == a[i], 4, 0) + select((-a[i] < 0) == (a[i] > 0), 8, 0)",
+       "int32", Inputs::kAny, false},
   };
   return kOps;
 }

@@ -231,3 +231,61 @@ func f(n: int32, out: buffer<int32>[1]) {
 }
 
 }  // namespace
+
+// The findings as nodes, for code generators whose language leaves a signed overflow undefined
+// (docs/codegen-guide.md, "Integer arithmetic"): the expressions that may wrap, int64 ones too,
+// and none that cannot (a thread index times 2 plus 1) nor the arithmetic of an index.
+namespace {
+
+// The Print of each node of `func` that SignedOverflowRiskNodes names, in the order of the text.
+std::vector<std::string> RiskTexts(const ir::PrimFunc& f, bool* complete) {
+  const ir::SignedOverflowNodes found = ir::SignedOverflowRiskNodes(f);
+  *complete = found.complete;
+  std::vector<std::string> out;
+  std::vector<ir::Expr> todo;
+  ir::ForEachStmt(f.body, [&](const ir::Stmt& s) {
+    if (const auto* st = s.As<ir::StoreNode>()) todo.push_back(st->value);
+  });
+  for (const ir::Expr& root : todo) {
+    ir::AnyExpr(root, [&](const ir::Expr& e) {
+      if (found.nodes.count(e.get()) != 0) out.push_back(ir::Print(e));
+      return false;
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(SignedOverflowNodes, NameWhatMayWrapInt64IncludedAndNothingElse) {
+  const ir::IRModule m = ir::Parse(R"(
+func f(n: int32, w: int64, a: buffer<int32>[64], b: buffer<int64>[64], o: buffer<int32>[64]) {
+  for tx in thread(threadIdx.x, 0, 64) {
+    o[tx] = a[tx] + 1
+    o[tx * 2 / 2] = tx * 2 + 1
+    b[tx] = w * 3
+    b[tx + 0] = int64(tx) + 5i64
+    o[tx + 0] = a[tx * n + n - n * tx]
+  }
+}
+)");
+  bool complete = false;
+  EXPECT_EQ(RiskTexts(m.functions()[0], &complete),
+            (std::vector<std::string>{"a[tx] + 1", "w * 3i64"}));
+  EXPECT_TRUE(complete);
+}
+
+TEST(SignedOverflowNodes, PastTheBudgetEveryArithmeticNodeIsNamed) {
+  std::string e = "n";
+  for (int i = 0; i < 40; ++i) {
+    e = "select(" + e + " < " + std::to_string(i) + ", n + " + std::to_string(i) + ", n - " +
+        std::to_string(i) + ")";
+  }
+  const ir::IRModule m =
+      ir::Parse("func f(n: int32, a: buffer<int32>[1]) {\n  a[0] = " + e + " + 0\n}\n");
+  bool complete = true;
+  const std::vector<std::string> named = RiskTexts(m.functions()[0], &complete);
+  EXPECT_FALSE(complete);
+  // The 40 sums, 40 differences (`n - 0` included) and the outer + 0.
+  EXPECT_EQ(named.size(), 81u);
+}

@@ -281,7 +281,7 @@ TEST(CudaCodegenTest, AProvenAlignedIndexIsNotTestedInTheKernel) {
   };
   const Module proven = build("floormod(n, 4) == 0");
   const std::string source = proven.Imports()[0].InspectSource("cuda");
-  EXPECT_NE(source.find("(int64_t)((((int64_t)(j)) * ((int64_t)4ll))), false, true)"),
+  EXPECT_NE(source.find("(int64_t)((((int64_t)(j)) * ((int64_t)4l))), false, true)"),
             std::string::npos)
       << source;
   const std::string ptx = proven.Imports()[0].InspectSource("ptx");

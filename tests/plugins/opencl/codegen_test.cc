@@ -669,6 +669,80 @@ TEST_F(OpenCLCodegenTest, IntegerDivisionByZeroIsAnErrorAndIntMinByMinusOneWraps
   }
 }
 
+// Signed +, - and * wrap as the IR says (docs/codegen-guide.md, "Integer arithmetic"): OpenCL C
+// leaves a signed overflow undefined, and PoCL's clang folded `a + 1 > a` to true and
+// `a * 2 / 2 == a` to true; the code generator computes each expression that may overflow in
+// the unsigned type of its width. One that cannot (`tx * 2 + 1`, tx below 1024) stays plain
+// signed arithmetic, which the compiler optimizes as before. uint64: 64-bit literals are
+// written `2ul` (PoCL's clang gave `2ull` a type wider than 64 bits, so `a * 2ull` did not
+// wrap). The conformance clauses codegen.construct.wrap.* check the same on every plugin.
+TEST_F(OpenCLCodegenTest, SignedOverflowWrapsAndArithmeticInRangeStaysPlain) {
+  for (const char* dtype : {"int32", "int64", "uint64"}) {
+    SCOPED_TRACE(dtype);
+    const std::string t = dtype;
+    const std::string text = "func f(n: int32, a: buffer<" + t +
+                             ">[n], q: buffer<int32>[n, 4]) {\n"
+                             "  for tx in thread(threadIdx.x, 0, n) {\n"
+                             "    q[tx, 0] = select(a[tx] + 1 > a[tx], 1, 0)\n"
+                             "    q[tx, 1] = select(a[tx] * 2 / 2 == a[tx], 1, 0)\n"
+                             "    q[tx, 2] = select((-a[tx] < 0) == (a[tx] > 0), 1, 0)\n"
+                             "    q[tx, 3] = tx * 2 + 1\n"
+                             "  }\n}\n";
+    Module m = backplane::Build(text, ClTarget());
+    const std::string source = m.Imports()[0].InspectSource();
+    if (t == "int32") {
+      EXPECT_NE(source.find("((int32_t)((uint32_t)(a[tx]) + (uint32_t)(1)))"), std::string::npos)
+          << source;
+      EXPECT_NE(source.find("((tx * 2) + 1)"), std::string::npos) << source;
+    }
+    const int64_t n = 9;
+    std::vector<int32_t> q(4 * n);
+    Tensor tq = Tensor::Empty({n, 4}, DLDataType{kDLInt, 32, 1}, Cl());
+    std::vector<int32_t> want(4 * n);
+    if (t == "uint64") {
+      const std::vector<uint64_t> a = {UINT64_MAX, uint64_t{1} << 63, 0,
+                                       1,          UINT64_MAX - 41,   (uint64_t{1} << 63) - 1,
+                                       12345,      uint64_t{1} << 62, 7};
+      Tensor ta = Tensor::Empty({n}, DLDataType{kDLUInt, 64, 1}, Cl());
+      ta.CopyFrom(a);
+      m.GetFunction("f")(n, ta.dl(), tq.dl());
+      for (int64_t i = 0; i < n; ++i) {
+        want[4 * i] = a[i] + 1 > a[i];
+        want[4 * i + 1] = a[i] * 2 / 2 == a[i];
+        want[4 * i + 2] = a[i] == 0;  // -a < 0 is false for an unsigned a
+        want[4 * i + 3] = static_cast<int32_t>(i * 2 + 1);
+      }
+    } else {
+      const bool wide = t == "int64";
+      const int64_t hi = wide ? INT64_MAX : INT32_MAX, lo = wide ? INT64_MIN : INT32_MIN;
+      const std::vector<int64_t> a = {hi, lo, 0, 1, -1, hi / 2 + 1, lo / 2 - 1, 12345, -7};
+      Tensor ta =
+          Tensor::Empty({n}, DLDataType{kDLInt, static_cast<uint8_t>(wide ? 64 : 32), 1}, Cl());
+      if (wide) {
+        ta.CopyFrom(a);
+      } else {
+        ta.CopyFrom(std::vector<int32_t>(a.begin(), a.end()));
+      }
+      m.GetFunction("f")(n, ta.dl(), tq.dl());
+      // The IR's results: the arithmetic wraps at the type's width.
+      const uint64_t mask = wide ? UINT64_MAX : 0xffffffffu;
+      auto wrap = [&](uint64_t bits) {
+        bits &= mask;
+        return wide ? static_cast<int64_t>(bits)
+                    : static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(bits)));
+      };
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t u = static_cast<uint64_t>(a[i]);
+        want[4 * i] = wrap(u + 1) > a[i];
+        want[4 * i + 1] = wrap(u * 2) / 2 == a[i];
+        want[4 * i + 2] = (wrap(0 - u) < 0) == (a[i] > 0);
+        want[4 * i + 3] = static_cast<int32_t>(i * 2 + 1);
+      }
+    }
+    EXPECT_EQ(tq.ToVector<int32_t>(), want);
+  }
+}
+
 const char* kWrongExtentParams =
     "n: int32, m: int32, a: buffer<float32>[m], b: buffer<float32>[m], c: buffer<float32>[m]";
 

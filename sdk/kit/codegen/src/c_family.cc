@@ -68,6 +68,8 @@ std::string CFamilyEmitter::Emit(const ir::IRModule& module) {
   shared_allocs_.clear();
   for (const ir::PrimFunc& f : lowered.functions()) {
     func_ = &f;
+    overflow_ =
+        SignedArithmeticWraps() ? ir::SignedOverflowNodes{} : ir::SignedOverflowRiskNodes(f);
     indent_ = 0;
     parallel_depth_ = 0;
     temp_counter_ = 0;
@@ -272,14 +274,18 @@ std::string CFamilyEmitter::FloatLiteral(double v, DType t) {
 
 std::string CFamilyEmitter::EmitIntLiteral(int64_t v, DType t) {
   if (t.is_bool()) return v != 0 ? "1" : "0";
+  // 64-bit literals take the suffix `l` and a cast to the type: OpenCL C's long is 64 bits
+  // and its `long long` is reserved (PoCL's clang gives `2ull` a type wider than 64 bits, so
+  // `a * 2ull` did not wrap at 64 bits), while in C and C++ a decimal literal with `l` that
+  // does not fit a long takes the next wider type.
   if (t.is_uint()) {
     std::string text = std::to_string(static_cast<uint64_t>(v)) + "u";
-    if (t.bits == 64) text += "ll";
-    return t.bits == 32 || t.bits == 64 ? text : "((" + TypeName(t) + ")" + text + ")";
+    if (t.bits == 64) return "((" + TypeName(t) + ")" + text + "l)";
+    return t.bits == 32 ? text : "((" + TypeName(t) + ")" + text + ")";
   }
   if (t.bits == 64) {
-    if (v == INT64_MIN) return "(-9223372036854775807ll - 1)";
-    return "((int64_t)" + std::to_string(v) + "ll)";
+    if (v == INT64_MIN) return "((" + TypeName(t) + ")(-9223372036854775807l - 1))";
+    return "((" + TypeName(t) + ")" + std::to_string(v) + "l)";
   }
   std::string text;
   if (t.bits == 32 && v == INT32_MIN) {
@@ -338,7 +344,7 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
       }
       const bool native_vector = b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub ||
                                  b.op == BinaryOp::kMul || (b.op == BinaryOp::kDiv && t.is_float());
-      if (t.lanes > 1 && !native_vector) return EmitVectorElementwise(e);
+      if (t.lanes > 1 && (!native_vector || NeedsWrapping(e))) return EmitVectorElementwise(e);
       return EmitBinary(b, e);
     }
     case ExprKind::kNot:
@@ -346,6 +352,9 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
       return "(!" + EmitExpr(e.As<ir::NotNode>()->a) + ")";
     case ExprKind::kNeg: {
       if (t.lanes > 1) return EmitVectorElementwise(e);
+      if (NeedsWrapping(e)) {
+        return WrappingArithmetic("-", t, ir::UInt(t.bits), "", EmitExpr(e.As<ir::NegNode>()->a));
+      }
       const std::string neg = "(-" + EmitExpr(e.As<ir::NegNode>()->a) + ")";
       // C promotes int8/int16 (and their unsigned kinds) to int; the IR wraps at the width.
       if (t.is_integer() && t.bits < 32) return "(" + CastText(TypeName(t), neg) + ")";
@@ -414,6 +423,30 @@ std::string CFamilyEmitter::FloatFloorDivMod(bool mod, const std::string& x, con
   return mod ? "(" + a + " - " + q + " * " + b + ")" : q;
 }
 
+bool CFamilyEmitter::NeedsWrapping(const ir::Expr& e) const {
+  const DType t = e.dtype().Element();
+  if (SignedArithmeticWraps() || !t.is_int() || t.bits < 32) return false;
+  if (e.kind() == ExprKind::kBinary) {
+    const BinaryOp op = e.As<ir::BinaryNode>()->op;
+    if (op != BinaryOp::kAdd && op != BinaryOp::kSub && op != BinaryOp::kMul) return false;
+  } else if (e.kind() != ExprKind::kNeg) {
+    return false;
+  }
+  return overflow_.nodes.count(e.get()) != 0;
+}
+
+std::string CFamilyEmitter::WrappingArithmetic(const std::string& op, DType t, DType u,
+                                               const std::string& x, const std::string& y) {
+  // Unsigned arithmetic wraps in C and C++ alike; the conversion back to a signed type of the
+  // same width keeps the bits (two's complement: C++20 defines it, C and OpenCL C leave it to
+  // the implementation, and every compiler here keeps them).
+  const std::string un = TypeName(u);
+  const std::string left = x.empty() ? CastText(un, "0") : CastText(un, "(" + x + ")");
+  return "(" +
+         CastText(TypeName(t), "(" + left + " " + op + " " + CastText(un, "(" + y + ")") + ")") +
+         ")";
+}
+
 std::string CFamilyEmitter::UncheckedRemainder(const std::string& x, const std::string& y,
                                                DType t) {
   // C's %, where nothing checks the divisor (cuda, opencl): by -1 it is x % 1, 0, as the IR
@@ -451,12 +484,20 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
     return "(" +
            CastText(TypeName(t), "(" + CheckedIntDivision(b.op, operand, x, y, b.b, e) + ")") + ")";
   }
+  if (NeedsWrapping(e) &&
+      (b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub || b.op == BinaryOp::kMul)) {
+    return WrappingArithmetic(ir::ToString(b.op), t, ir::UInt(t.bits), x, y);
+  }
   switch (b.op) {
     case BinaryOp::kAdd:
       return wrap("(" + x + " + " + y + ")");
     case BinaryOp::kSub:
       return wrap("(" + x + " - " + y + ")");
     case BinaryOp::kMul:
+      // uint16 promotes to int, whose product can overflow: multiply in the unsigned int.
+      if (t.is_uint() && t.bits == 16 && !SignedArithmeticWraps()) {
+        return WrappingArithmetic("*", t, ir::UInt(32), x, y);
+      }
       return wrap("(" + x + " * " + y + ")");
     case BinaryOp::kDiv:
       if (operand.is_float()) return wrap(FloatDivision(x, y, operand));
@@ -608,7 +649,14 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
           lane = "(" + x + " || " + y + ")";
           break;
         default:
-          lane = "(" + x + " " + ir::ToString(b.op) + " " + y + ")";
+          if (NeedsWrapping(e)) {
+            lane = WrappingArithmetic(ir::ToString(b.op), ot, ir::UInt(ot.bits), x, y);
+          } else if (b.op == BinaryOp::kMul && ot.is_uint() && ot.bits == 16 &&
+                     !SignedArithmeticWraps()) {
+            lane = WrappingArithmetic("*", ot, ir::UInt(32), x, y);
+          } else {
+            lane = "(" + x + " " + ir::ToString(b.op) + " " + y + ")";
+          }
           break;
       }
       break;
@@ -618,7 +666,9 @@ std::string CFamilyEmitter::EmitVectorElementwise(const ir::Expr& e) {
       break;
     case ExprKind::kNeg:
       lane =
-          t.is_integer() && t.bits < 32
+          NeedsWrapping(e)
+              ? WrappingArithmetic("-", st, ir::UInt(st.bits), "", operand(e.As<ir::NegNode>()->a))
+          : t.is_integer() && t.bits < 32
               ? "(" +
                     CastText(TypeName(t.Element()), "(-" + operand(e.As<ir::NegNode>()->a) + ")") +
                     ")"

@@ -6,6 +6,7 @@
 
 #include <backplane/ir/ir.hpp>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,20 @@ void ForEachStmt(const Stmt& s, const std::function<void(const Stmt&)>& visit);
 // in one. Runs with the stack the function's depth needs (limits.hpp).
 std::vector<std::string> Int32OverflowRisks(const PrimFunc& func);
 std::vector<std::string> Int32OverflowRisks(const IRModule& module);
+
+// What Int32OverflowRisks finds, as nodes, and the same for int64, for a code generator whose
+// dialect leaves signed overflow undefined (OpenCL C, CUDA C++; docs/codegen-guide.md, "Integer
+// arithmetic"): the signed integer expressions (and the loops, for their variables) that may
+// pass their type's range for some arguments. A signed expression that is not in `nodes` stays
+// within its type for every argument, so plain signed arithmetic computes it exactly; one in it
+// may wrap and must be computed so that it wraps. The +, - and * of an index are exact (int64:
+// docs/ir.md, "Index arithmetic") and never in it. When the analysis stops early (its step
+// budget), `complete` is false and `nodes` holds every signed +, -, * and negation of `func`.
+struct SignedOverflowNodes {
+  std::set<const void*> nodes;
+  bool complete = true;
+};
+SignedOverflowNodes SignedOverflowRiskNodes(const PrimFunc& func);
 
 }  // namespace ir
 }  // namespace backplane

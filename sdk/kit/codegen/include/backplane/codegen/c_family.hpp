@@ -12,6 +12,7 @@
 #ifndef BACKPLANE_CODEGEN_C_FAMILY_HPP_
 #define BACKPLANE_CODEGEN_C_FAMILY_HPP_
 
+#include <backplane/ir/analysis.hpp>
 #include <backplane/ir/ir.hpp>
 #include <map>
 #include <optional>
@@ -298,6 +299,14 @@ class CFamilyEmitter {
   // x % y on signed integers, y a constant other than 0 and -1: C's `(x % y)`. A dialect whose
   // `%` is not C's on negative operands (GLSL) overrides it.
   virtual std::string SignedRemainder(const std::string& x, const std::string& y, ir::DType t);
+  // Whether the dialect's signed integer +, - and * and negation wrap at the type's width, as the
+  // IR's do (C compiled with -fwrapv; GLSL). Where they do not (C and C++ as OpenCL C and CUDA
+  // compile them: an overflow is undefined, and the compiler may assume none, folding
+  // `x + 1 > x` to true), the base computes each such operation that may overflow in the
+  // unsigned type of its width and converts back: those that ir::SignedOverflowRiskNodes finds
+  // (an expression it proves in range stays plain signed arithmetic, which the compiler
+  // optimizes as before, and the arithmetic of an index is exact). The default is false.
+  virtual bool SignedArithmeticWraps() const { return false; }
   // The same message, as ir::Error(kUnsupported): valid IR the dialect cannot express (a dtype
   // its language or target lacks), BP_ERR_UNSUPPORTED to the caller of bp_build.
   [[noreturn]] void Unsupported(const std::string& what) const;
@@ -306,6 +315,12 @@ class CFamilyEmitter {
   int64_t ConstantElements(const ir::Buffer& buffer, bool must_be_constant) const;
   // A fresh temporary name (bp_t0, bp_t1, ...).
   std::string Temp();
+  // Whether the integer +, -, * or negation `e` must be computed so that it wraps (above,
+  // SignedArithmeticWraps), and the text of one so computed: `x op y` (op "-" with x empty for a
+  // negation) in the unsigned type `u`, converted to `t`.
+  bool NeedsWrapping(const ir::Expr& e) const;
+  std::string WrappingArithmetic(const std::string& op, ir::DType t, ir::DType u,
+                                 const std::string& x, const std::string& y);
   // Whether `e` reads a variable declared assignable (`var`) in the function being emitted.
   bool MentionsAssignable(const ir::Expr& e) const;
   // The dialect's name for messages ("c", "opencl").
@@ -319,8 +334,11 @@ class CFamilyEmitter {
   int64_t stack_bytes_ = 0;  // the bytes of the arrays on the stack where the emitter is
   // FloatToInt's helpers used: name -> (from, to).
   std::map<std::string, std::pair<ir::DType, ir::DType>> float_to_int_;
-  int parallel_depth_ = 0;                         // > 0 inside a parallel loop
-  std::set<const ir::VarNode*> assignable_;        // variables declared with `var`
+  int parallel_depth_ = 0;                   // > 0 inside a parallel loop
+  std::set<const ir::VarNode*> assignable_;  // variables declared with `var`
+  // The signed expressions of the function being emitted that may overflow, where the dialect's
+  // signed arithmetic does not wrap (NeedsWrapping).
+  ir::SignedOverflowNodes overflow_;
   std::set<const ir::BufferNode*> shared_allocs_;  // `shared` allocations
   CheckOptions checks_;
   std::vector<FaultSite> sites_;   // of the whole module
