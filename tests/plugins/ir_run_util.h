@@ -54,7 +54,7 @@ struct Buf {
   }
   ir::DType IrType() const {
     if (dtype.code == kDLFloat) return dtype.bits == 64 ? ir::Float64() : ir::Float32();
-    return dtype.bits == 64 ? ir::Int64() : ir::Int32();
+    return dtype.code == kDLUInt ? ir::UInt(dtype.bits) : ir::Int(dtype.bits);
   }
 };
 inline Buf Floats(const std::vector<float>& v) {
