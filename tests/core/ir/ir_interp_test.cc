@@ -418,7 +418,7 @@ TEST(IrInterp, Errors) {
   EXPECT_EQ(ErrorOf([] { Of("func f(a: buffer<float32>[4]) {\n  a[0] = 1i32\n}\n"); },
                     ErrorKind::kVerify),
             "in function 'f': type mismatch: storing int32 into buffer 'a' of float32: cast the "
-            "value in `a[0] = 1`");
+            "value in `a[0] = 1i32`");
   Interpreter in = irtest::KernelInterpreter("vector_add.bpir");
   EXPECT_EQ(ErrorOf([&] { in.Run("vector_sub", {}); }),
             "Interpreter::Run: no function 'vector_sub' in the module (it has: vector_add, "

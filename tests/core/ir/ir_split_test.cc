@@ -514,7 +514,7 @@ TEST(IrSplit, Errors) {
   // The input must verify.
   EXPECT_EQ(error("func f(a: buffer<float32>[1]) {\n  a[0] = 1i32\n}\n"),
             "in function 'f': type mismatch: storing int32 into buffer 'a' of float32: cast the "
-            "value in `a[0] = 1`");
+            "value in `a[0] = 1i32`");
 }
 
 // SplitErrors: what SplitHostDevice guarantees, checked on halves read back from a file. The

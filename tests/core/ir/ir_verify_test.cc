@@ -59,7 +59,7 @@ TEST(IrVerify, TypeMismatchInLetAndLoop) {
             (Msgs{"in function 'f': type mismatch: loop variable 'i' is int32 but a bound is "
                   "int64 in `for i in serial(0, n) { ... }`",
                   "in function 'f': type mismatch: let 'x' is float32 but its value is int32 in "
-                  "`let x: float32 = 1`"}));
+                  "`let x: float32 = 1i32`"}));
 }
 
 TEST(IrVerify, ConditionsAreBool) {
