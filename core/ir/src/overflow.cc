@@ -26,6 +26,23 @@ namespace {
 // Exact for every sum and product of two int64 values (__extension__: -Wpedantic accepts it).
 __extension__ typedef __int128 I128;
 
+// Bounds saturate at +-2^120 (Add, Sub, Mul): every value of an IR type is within 2^64, so a
+// bound past 2^120 is past every type's range whatever its exact value, and a sum or product
+// of two saturated bounds never overflows the 128 bits (two uint64 maxima multiplied do:
+// undefined behaviour that UBSan reported).
+constexpr I128 kSaturated = static_cast<I128>(1) << 120;
+I128 Sat(I128 v) { return v > kSaturated ? kSaturated : v < -kSaturated ? -kSaturated : v; }
+I128 Add(I128 a, I128 b) { return Sat(Sat(a) + Sat(b)); }
+I128 Sub(I128 a, I128 b) { return Sat(Sat(a) - Sat(b)); }
+I128 Mul(I128 a, I128 b) {
+  a = Sat(a);
+  b = Sat(b);
+  if (a == 0 || b == 0) return 0;
+  const I128 ma = a < 0 ? -a : a, mb = b < 0 ? -b : b;
+  if (ma > kSaturated / mb) return (a < 0) != (b < 0) ? -kSaturated : kSaturated;
+  return a * b;
+}
+
 // Inclusive bounds of an integer value; lo > hi means no value (unreachable code).
 struct Range {
   I128 lo = 0, hi = 0;
@@ -309,11 +326,11 @@ class Analyzer {
     Range r;
     switch (b.op) {
       case BinaryOp::kAdd:
-        r = {x.lo + y.lo, x.hi + y.hi};
+        r = {Add(x.lo, y.lo), Add(x.hi, y.hi)};
         if (Range c; CeilCount(self, &c)) r = {std::max(r.lo, c.lo), std::min(r.hi, c.hi)};
         break;
       case BinaryOp::kSub:
-        r = {x.lo - y.hi, x.hi - y.lo};
+        r = {Sub(x.lo, y.hi), Sub(x.hi, y.lo)};
         if (b.a.kind() == ExprKind::kVar && b.b.kind() == ExprKind::kVar) {
           if (Known(b.b.As<VarNode>(), b.a.As<VarNode>(), true)) {
             r.lo = std::max<I128>(r.lo, 1);
@@ -323,7 +340,7 @@ class Analyzer {
         }
         break;
       case BinaryOp::kMul: {
-        const I128 c[4] = {x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi};
+        const I128 c[4] = {Mul(x.lo, y.lo), Mul(x.lo, y.hi), Mul(x.hi, y.lo), Mul(x.hi, y.hi)};
         r = {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
         Range tile;
         if (TileProduct(b.a, b.b, &tile) || TileProduct(b.b, b.a, &tile)) {
@@ -406,9 +423,9 @@ class Analyzer {
       return Eval(e);
     }
     const Range x = EvalIndex64(b->a), y = EvalIndex64(b->b);
-    if (b->op == BinaryOp::kAdd) return Clamp({x.lo + y.lo, x.hi + y.hi}, t);
-    if (b->op == BinaryOp::kSub) return Clamp({x.lo - y.hi, x.hi - y.lo}, t);
-    const I128 c[4] = {x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi};
+    if (b->op == BinaryOp::kAdd) return Clamp({Add(x.lo, y.lo), Add(x.hi, y.hi)}, t);
+    if (b->op == BinaryOp::kSub) return Clamp({Sub(x.lo, y.hi), Sub(x.hi, y.lo)}, t);
+    const I128 c[4] = {Mul(x.lo, y.lo), Mul(x.lo, y.hi), Mul(x.hi, y.lo), Mul(x.hi, y.hi)};
     return Clamp({*std::min_element(c, c + 4), *std::max_element(c, c + 4)}, t);
   }
   // The indices of an access. A contiguous last index, ramp(base, 1, lanes), is the scalar index
@@ -505,7 +522,8 @@ class Analyzer {
         const Range b = Eval(r.base), s = Eval(r.stride);
         if (!t.is_integer()) return {0, 0};
         const I128 k = t.lanes - 1;
-        const Range out{b.lo + std::min<I128>(0, k * s.lo), b.hi + std::max<I128>(0, k * s.hi)};
+        const Range out{Add(b.lo, std::min<I128>(0, Mul(k, s.lo))),
+                        Add(b.hi, std::max<I128>(0, Mul(k, s.hi)))};
         if (IsChecked(t.Element())) {
           const Range full = TypeRange(t.Element());
           if (out.lo < full.lo || out.hi > full.hi) {
@@ -616,8 +634,8 @@ class Analyzer {
       last = {mn.lo, end.hi - 1};
     } else {
       const I128 k = ex.hi - 1;
-      const I128 c[4] = {0, k * st.lo, 0, k * st.hi};
-      last = {mn.lo + *std::min_element(c, c + 4), mn.hi + *std::max_element(c, c + 4)};
+      const I128 c[4] = {0, Mul(k, st.lo), 0, Mul(k, st.hi)};
+      last = {Add(mn.lo, *std::min_element(c, c + 4)), Add(mn.hi, *std::max_element(c, c + 4))};
     }
     if (t.is_integer() && IsChecked(t)) {
       const Range full = TypeRange(t);

@@ -289,3 +289,24 @@ TEST(SignedOverflowNodes, PastTheBudgetEveryArithmeticNodeIsNamed) {
   // The 40 sums, 40 differences (`n - 0` included) and the outer + 0.
   EXPECT_EQ(named.size(), 81u);
 }
+
+// Bounds past every type's range saturate: the product of two uint64 maxima, and products of
+// products, were past the analysis's 128 bits (undefined behaviour that UBSan reported when the
+// OpenCL code generator ran the analysis on the uint64 construct clauses). Under the asan preset
+// this runs with UBSan.
+TEST(SignedOverflowNodes, ProductsOfTheLargestValuesAreBounded) {
+  const ir::IRModule m = ir::Parse(R"(
+func f(u: uint64, v: uint64, w: int64, a: buffer<uint64>[4], b: buffer<int64>[4]) {
+  for i in serial(0, 4) {
+    a[i] = u * v * u * v + u * v
+    b[i] = w * w * w * w - w * w * w
+  }
+}
+)");
+  bool complete = false;
+  const std::vector<std::string> named = RiskTexts(m.functions()[0], &complete);
+  EXPECT_TRUE(complete);
+  // The int64 products and the difference may wrap; uint64 arithmetic is never a signed risk.
+  EXPECT_EQ(named.size(), 6u);
+  EXPECT_EQ(Join(ir::Int32OverflowRisks(m.functions()[0])), "");
+}
