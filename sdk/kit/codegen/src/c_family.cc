@@ -484,10 +484,7 @@ std::string CFamilyEmitter::EmitBinary(const ir::BinaryNode& b, const ir::Expr& 
     return "(" +
            CastText(TypeName(t), "(" + CheckedIntDivision(b.op, operand, x, y, b.b, e) + ")") + ")";
   }
-  if (NeedsWrapping(e) &&
-      (b.op == BinaryOp::kAdd || b.op == BinaryOp::kSub || b.op == BinaryOp::kMul)) {
-    return WrappingArithmetic(ir::ToString(b.op), t, ir::UInt(t.bits), x, y);
-  }
+  if (NeedsWrapping(e)) return WrappingArithmetic(ir::ToString(b.op), t, ir::UInt(t.bits), x, y);
   switch (b.op) {
     case BinaryOp::kAdd:
       return wrap("(" + x + " + " + y + ")");
