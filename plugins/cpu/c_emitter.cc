@@ -196,14 +196,12 @@ std::string CEmitter::AtomicStatement(ir::AtomicOp op, DType t, const std::strin
       update = o + " + " + value;
       break;
     case ir::AtomicOp::kMin:
-      update = t.is_float()
-                   ? std::string(t.bits == 64 ? "fmin(" : "fminf(") + o + ", " + value + ")"
-                   : "(" + value + " < " + o + " ? " + value + " : " + o + ")";
+      update = t.is_float() ? FloatMinMax(false, o, value, t)
+                            : "(" + value + " < " + o + " ? " + value + " : " + o + ")";
       break;
     case ir::AtomicOp::kMax:
-      update = t.is_float()
-                   ? std::string(t.bits == 64 ? "fmax(" : "fmaxf(") + o + ", " + value + ")"
-                   : "(" + value + " > " + o + " ? " + value + " : " + o + ")";
+      update = t.is_float() ? FloatMinMax(true, o, value, t)
+                            : "(" + value + " > " + o + " ? " + value + " : " + o + ")";
       break;
   }
   return "{ " + type + "* " + p + " = &" + element + "; " + type + " " + o + ", " + n +

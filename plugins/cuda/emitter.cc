@@ -355,6 +355,16 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
 // CUDA's atomicAdd (int32, int64 as unsigned long long: the same bits, float32, float64 on
 // sm_60 and later), atomicMin and atomicMax (int32, int64 as long long, sm_35 and later); float
 // min and max: a compare-and-swap loop on the element's bits (atomicCAS of 32 or 64 bits).
+std::string CUDAEmitter::FloatMinMax(bool is_max, const std::string& x, const std::string& y,
+                                     ir::DType t) {
+  const bool wide = t.bits == 64;
+  const std::string to = wide ? "__double_as_longlong(" : "__float_as_uint(";
+  return "(" + x + " == " + y + " ? " + (wide ? "__longlong_as_double(" : "__uint_as_float(") + to +
+         x + ")" + (is_max ? " & " : " | ") + to + y +
+         ")) : " + (is_max ? (wide ? "fmax(" : "fmaxf(") : (wide ? "fmin(" : "fminf(")) + x + ", " +
+         y + "))";
+}
+
 std::string CUDAEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                                          const std::string& value, bool) {
   const char* name = op == ir::AtomicOp::kAdd   ? "atomicAdd"
@@ -372,16 +382,16 @@ std::string CUDAEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std
   if (op == ir::AtomicOp::kAdd) return "atomicAdd(&" + element + ", " + value + ");";
   if (t.bits == 64) {  // float64 min and max: the same loop on the 64 bits
     const std::string p = Temp(), o = Temp(), seen = Temp();
-    const std::string update = std::string(op == ir::AtomicOp::kMin ? "fmin" : "fmax") +
-                               "(__longlong_as_double((long long)" + o + "), " + value + ")";
+    const std::string update = FloatMinMax(op == ir::AtomicOp::kMax,
+                                           "__longlong_as_double((long long)" + o + ")", value, t);
     return "{ unsigned long long* " + p + " = (unsigned long long*)&" + element +
            "; unsigned long long " + o + " = *" + p + "; for (;;) { const unsigned long long " +
            seen + " = atomicCAS(" + p + ", " + o + ", (unsigned long long)__double_as_longlong(" +
            update + ")); if (" + seen + " == " + o + ") break; " + o + " = " + seen + "; } }";
   }
   const std::string p = Temp(), o = Temp(), seen = Temp();
-  const std::string update = std::string(op == ir::AtomicOp::kMin ? "fminf" : "fmaxf") +
-                             "(__uint_as_float(" + o + "), " + value + ")";
+  const std::string update =
+      FloatMinMax(op == ir::AtomicOp::kMax, "__uint_as_float(" + o + ")", value, t);
   return "{ unsigned int* " + p + " = (unsigned int*)&" + element + "; unsigned int " + o + " = *" +
          p + "; for (;;) { const unsigned int " + seen + " = atomicCAS(" + p + ", " + o +
          ", __float_as_uint(" + update + ")); if (" + seen + " == " + o + ") break; " + o + " = " +

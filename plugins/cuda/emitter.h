@@ -70,6 +70,10 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   const char* DialectName() const override { return "cuda"; }
   std::string AtomicStatement(ir::AtomicOp op, ir::DType t, const std::string& element,
                               const std::string& value, bool shared) override;
+  // CUDA's fminf/fmin (min.f32/min.f64: a NaN gives the other operand), and equal operands'
+  // bits ORed (min) or ANDed (max), which orders -0 below +0.
+  std::string FloatMinMax(bool is_max, const std::string& x, const std::string& y,
+                          ir::DType t) override;
   bool HasFaultRecord() const override { return true; }
   std::string FaultClaim(const std::string& record, const std::string& site) override {
     return "atomicCAS(&" + record + "->site, 0, " + site + ") == 0";

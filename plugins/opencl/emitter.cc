@@ -130,18 +130,18 @@ std::string OpenCLEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const s
   if (t.bits == 64) {  // float64: the loop on 64 bits, cl_khr_int64_base_atomics' atom_cmpxchg
     uses_int64_atomics_ = true;
     const std::string old = "as_double(" + o + ")";
-    const std::string update = op == ir::AtomicOp::kAdd   ? old + " + " + value
-                               : op == ir::AtomicOp::kMin ? "fmin(" + old + ", " + value + ")"
-                                                          : "fmax(" + old + ", " + value + ")";
+    const std::string update = op == ir::AtomicOp::kAdd
+                                   ? old + " + " + value
+                                   : FloatMinMax(op == ir::AtomicOp::kMax, old, value, t);
     return "{ volatile " + space + " ulong* " + p + " = (volatile " + space + " ulong*)&" +
            element + "; ulong " + o + " = *" + p + "; for (;;) { const ulong " + seen +
            " = atom_cmpxchg(" + p + ", " + o + ", as_ulong(" + update + ")); if (" + seen +
            " == " + o + ") break; " + o + " = " + seen + "; } }";
   }
   const std::string old = "as_float(" + o + ")";
-  const std::string update = op == ir::AtomicOp::kAdd   ? old + " + " + value
-                             : op == ir::AtomicOp::kMin ? "fmin(" + old + ", " + value + ")"
-                                                        : "fmax(" + old + ", " + value + ")";
+  const std::string update = op == ir::AtomicOp::kAdd
+                                 ? old + " + " + value
+                                 : FloatMinMax(op == ir::AtomicOp::kMax, old, value, t);
   return "{ volatile " + space + " uint* " + p + " = (volatile " + space + " uint*)&" + element +
          "; uint " + o + " = *" + p + "; for (;;) { const uint " + seen + " = atomic_cmpxchg(" + p +
          ", " + o + ", as_uint(" + update + ")); if (" + seen + " == " + o + ") break; " + o +
@@ -185,6 +185,12 @@ std::string OpenCLEmitter::Prelude() {
            "0x7fc00000u);\n"
            "  ushort u; vstore_half_rte(x, 0, (half*)&u); return vload_half(0, (const half*)&u);\n"
            "}\n";
+      // An integer converted to float16 matches neither overload better than the other: it
+      // goes through float, exactly below 2^24, and above that half is infinite either way.
+      for (const char* t : {"char", "uchar", "short", "ushort", "int", "uint", "long", "ulong"}) {
+        p += std::string("static inline float __attribute__((overloadable)) bp_round_half(") + t +
+             " x) { return bp_round_half((float)x); }\n";
+      }
     }
   }
   p += FaultHelpers();
@@ -373,6 +379,17 @@ void OpenCLEmitter::EmitLoopPragma(const ir::ForNode& loop, const std::string&) 
 std::string OpenCLEmitter::CastText(const std::string& type, const std::string& operand) {
   if (type == "bp_half_t") return "bp_round_half(" + operand + ")";
   return CFamilyEmitter::CastText(type, operand);
+}
+
+std::string OpenCLEmitter::FloatMinMax(bool is_max, const std::string& x, const std::string& y,
+                                       DType t) {
+  // float16 without cl_khr_fp16 is a float (bp_half_t), with it a half.
+  const std::string type = TypeName(t);
+  const std::string bits = type == "double" ? "ulong" : type == "half" ? "ushort" : "uint";
+  const std::string as = type == "double" ? "as_double" : type == "half" ? "as_half" : "as_float";
+  return "(" + x + " == " + y + " ? " + as + "(as_" + bits + "(" + x + ")" +
+         (is_max ? " & " : " | ") + "as_" + bits + "(" + y +
+         ")) : " + (is_max ? "fmax(" : "fmin(") + x + ", " + y + "))";
 }
 
 std::string OpenCLEmitter::FloatLiteral(double v, DType t) {

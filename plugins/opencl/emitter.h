@@ -84,6 +84,10 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   // to it rounds to half, and buffers of halves go through vload_half / vstore_half_rte.
   std::string CastText(const std::string& type, const std::string& operand) override;
   std::string FloatLiteral(double v, ir::DType t) override;
+  // OpenCL C's fmin/fmax (a NaN gives the other operand), and equal operands' bits ORed (min)
+  // or ANDed (max), which orders -0 below +0: one compare, one select and the built-in.
+  std::string FloatMinMax(bool is_max, const std::string& x, const std::string& y,
+                          ir::DType t) override;
   std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override;
   std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
                            const std::string& value) override;

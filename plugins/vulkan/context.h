@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "emitter.h"
+#include "float_controls.h"
 
 namespace backplane {
 namespace vulkan {
@@ -106,9 +107,10 @@ struct Device {
   // buffers and shared memory; enabled when the device is opened.
   uint32_t atomics = 0;
   // Float controls (Vulkan 1.2 or VK_KHR_shader_float_controls): whether a shader may ask to
-  // keep subnormal floats (shaderDenormPreserveFloat32/64); pipelines then do
-  // (WithDenormPreserve, denorm.h).
-  bool denorm_preserve32 = false, denorm_preserve64 = false;
+  // keep subnormal floats (shaderDenormPreserveFloat32/64) and signed zeros, infinities and
+  // NaNs (shaderSignedZeroInfNanPreserveFloat16/32/64); pipelines then do (WithFloatControls,
+  // float_controls.h).
+  FloatControls float_controls;
   bool float_controls_extension = false;  // enabled when the device is opened (before 1.2)
   std::set<std::string> extensions;
   // Identity and limits from vkGetPhysicalDeviceProperties2 (QueryIdentity), where the

@@ -53,8 +53,7 @@ bool DeviceScope::shader_int64() const { return d_->features.shaderInt64 == VK_T
 bool DeviceScope::shader_float64() const { return d_->features.shaderFloat64 == VK_TRUE; }
 bool DeviceScope::float16() const { return d_->float16 && d_->buffer16; }
 uint32_t DeviceScope::atomics() const { return d_->atomics; }
-bool DeviceScope::denorm_preserve32() const { return d_->denorm_preserve32; }
-bool DeviceScope::denorm_preserve64() const { return d_->denorm_preserve64; }
+const FloatControls& DeviceScope::float_controls() const { return d_->float_controls; }
 
 namespace {
 

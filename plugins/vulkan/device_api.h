@@ -35,9 +35,9 @@ class DeviceScope {
   bool float16() const;
   // The KernelLayout::atomics bits the device has (and were enabled).
   uint32_t atomics() const;
-  // Whether shaders may keep subnormal 32-bit (64-bit) floats (shaderDenormPreserveFloat32).
-  bool denorm_preserve32() const;
-  bool denorm_preserve64() const;
+  // What shaders may ask their float controls to keep (subnormals; signed zeros, infinities
+  // and NaNs), by width.
+  const FloatControls& float_controls() const;
   // The device's pipeline cache, read from disk on first use (docs/vulkan.md).
   VkPipelineCache PipelineCache();
   // Writes the pipeline cache to disk (atomically) when its data differs from what the file

@@ -276,9 +276,14 @@ Any VulkanDeviceAPI::GetProperty(DLDevice dev, const std::string& key) {
     return has(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   }
   if (key == "supports_push_descriptor") return has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-  // Whether kernels keep subnormal floats (their pipelines ask for DenormPreserve).
-  if (key == "denorm_preserve_float32") return sdk::IntValue(d.denorm_preserve32 ? 1 : 0);
-  if (key == "denorm_preserve_float64") return sdk::IntValue(d.denorm_preserve64 ? 1 : 0);
+  // Whether kernels keep subnormal floats (their pipelines ask for DenormPreserve) and signed
+  // zeros, infinities and NaNs (SignedZeroInfNanPreserve).
+  const FloatControls& f = d.float_controls;
+  if (key == "denorm_preserve_float32") return sdk::IntValue(f.denorm32 ? 1 : 0);
+  if (key == "denorm_preserve_float64") return sdk::IntValue(f.denorm64 ? 1 : 0);
+  if (key == "signed_zero_inf_nan_preserve_float16") return sdk::IntValue(f.specials16 ? 1 : 0);
+  if (key == "signed_zero_inf_nan_preserve_float32") return sdk::IntValue(f.specials32 ? 1 : 0);
+  if (key == "signed_zero_inf_nan_preserve_float64") return sdk::IntValue(f.specials64 ? 1 : 0);
   if (key == "supports_cooperative_matrix") return has(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   if (key == "driver_name") {
     return d.driver_name.empty() ? sdk::NoneValue() : sdk::StringValue(d.driver_name);
@@ -379,6 +384,9 @@ std::vector<std::string> VulkanDeviceAPI::ListProperties(DLDevice dev) {
                           "supports_cooperative_matrix",
                           "denorm_preserve_float32",
                           "denorm_preserve_float64",
+                          "signed_zero_inf_nan_preserve_float16",
+                          "signed_zero_inf_nan_preserve_float32",
+                          "signed_zero_inf_nan_preserve_float64",
                           "driver_name",
                           "memory_heap_sizes",
                           "memory_heap_flags",

@@ -230,25 +230,29 @@ std::string GlslEmitter::IntrinsicName(const std::string& name, ir::DType t) {
   return name;
 }
 
+// A float constant as its bits ORed with a zero the shader compiler cannot see
+// (`bp_opaque()`, glsl_prelude.cc), so that no constant reaches its optimizer: lavapipe (Mesa
+// 22.3) takes `x * 0.0` for 0, `0.0 + x` for x and `0.0 - x` for -x, for every constant that
+// folds to zero and even with SignedZeroInfNanPreserve, which is wrong for an infinite or NaN
+// x and for signed zeros (docs/vulkan.md, "Float constants"). The value follows in a comment.
 std::string GlslEmitter::FloatLiteral(double v, ir::DType t) {
-  std::string text;
-  if (std::isnan(v)) {
-    text = "uintBitsToFloat(0x7fc00000u)";
-  } else if (std::isinf(v)) {
-    text = v < 0 ? "uintBitsToFloat(0xff800000u)" : "uintBitsToFloat(0x7f800000u)";
-  } else {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), t.bits == 64 ? "%.17g" : "%.9g", v);
-    text = buf;
-    if (text.find_first_of(".en") == std::string::npos) text += ".0";
-    if (t.bits == 64) text += "lf";
-    if (v < 0) text = "(" + text + ")";
-    // A float16 literal: the float32 text converted (GLSL has no implicit narrowing).
-    return t.bits == 16 ? "float16_t(" + text + ")" : text;
+  char value[64];
+  std::snprintf(value, sizeof(value), t.bits == 64 ? "%.17g" : "%.9g", v);
+  char buf[128];
+  if (t.bits == 64) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    std::snprintf(buf, sizeof(buf), "bp_k64(0x%08xu, 0x%08xu /* %s */)",
+                  static_cast<unsigned>(bits & 0xffffffffu), static_cast<unsigned>(bits >> 32),
+                  value);
+    return buf;
   }
-  if (t.bits == 64) return "double(" + text + ")";
-  if (t.bits == 16) return "float16_t(" + text + ")";
-  return text;
+  // float16: the float32 of the same value, converted (exactly: the value is a half's).
+  const float f = static_cast<float>(v);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  std::snprintf(buf, sizeof(buf), "bp_k32(0x%08xu /* %s */)", static_cast<unsigned>(bits), value);
+  return t.bits == 16 ? "float16_t(" + std::string(buf) + ")" : std::string(buf);
 }
 
 std::string GlslEmitter::EmitIntLiteral(int64_t v, ir::DType t) {

@@ -64,20 +64,34 @@ const char* const kFdivGlsl =
     "  return uintBitsToFloat(sgn | bits);\n"
     "}\n";
 
-// bp_fmin/bp_fmax: the IR's float min and max (C's fmin and fmax: a NaN operand gives the
-// other one), which GLSL's min and max leave undefined; float and double (GLSL overloads).
+// bp_fmin/bp_fmax: the IR's float min and max (IEEE 754-2019's minimumNumber and
+// maximumNumber: a NaN operand gives the other one, -0 is below +0), which GLSL's min and max
+// leave undefined for a NaN and unordered for zeros. Equal operands give their bits ORed (min)
+// or ANDed (max): the same value, or -0 (+0) from two zeros. float and double (GLSL overloads).
 const char* const kFminMaxGlsl =
-    "float bp_fmin(float a, float b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); }\n"
-    "float bp_fmax(float a, float b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }\n";
-const char* const kFminMaxGlsl64 =
-    "double bp_fmin(double a, double b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); }\n"
-    "double bp_fmax(double a, double b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); }\n";
-// The same on float16_t (exact: min and max do not round).
-const char* const kFminMaxGlsl16 =
-    "float16_t bp_fmin(float16_t a, float16_t b) { return isnan(a) ? b : isnan(b) ? a : min(a, b); "
+    "float bp_fmin(float a, float b) {\n"
+    "  return isnan(a) ? b : isnan(b) ? a : a == b ? "
+    "uintBitsToFloat(floatBitsToUint(a) | floatBitsToUint(b)) : min(a, b);\n"
     "}\n"
-    "float16_t bp_fmax(float16_t a, float16_t b) { return isnan(a) ? b : isnan(b) ? a : max(a, b); "
+    "float bp_fmax(float a, float b) {\n"
+    "  return isnan(a) ? b : isnan(b) ? a : a == b ? "
+    "uintBitsToFloat(floatBitsToUint(a) & floatBitsToUint(b)) : max(a, b);\n"
     "}\n";
+const char* const kFminMaxGlsl64 =
+    "double bp_fmin(double a, double b) {\n"
+    "  return isnan(a) ? b : isnan(b) ? a : a == b ? "
+    "packDouble2x32(unpackDouble2x32(a) | unpackDouble2x32(b)) : min(a, b);\n"
+    "}\n"
+    "double bp_fmax(double a, double b) {\n"
+    "  return isnan(a) ? b : isnan(b) ? a : a == b ? "
+    "packDouble2x32(unpackDouble2x32(a) & unpackDouble2x32(b)) : max(a, b);\n"
+    "}\n";
+// The same on float16_t, through float (exact: min and max do not round).
+const char* const kFminMaxGlsl16 =
+    "float16_t bp_fmin(float16_t a, float16_t b) { return float16_t(bp_fmin(float(a), "
+    "float(b))); }\n"
+    "float16_t bp_fmax(float16_t a, float16_t b) { return float16_t(bp_fmax(float(a), "
+    "float(b))); }\n";
 
 // bp_f16: a value converted to float16, rounded to the nearest half (ties to even) on its bits.
 // NVIDIA's Vulkan compiler folds float(float16_t(x)) to x, so a plain conversion whose result is
@@ -188,7 +202,16 @@ std::string GlslEmitter::Prelude() {
   }
   for (const std::string& s : shared_) decls += s + "\n";
   if (uses_floordiv_) layout.uses_int64 = true;
-  std::string helpers;
+  // Float constants (GlslEmitter::FloatLiteral): a zero the compiler cannot prove, as a
+  // dispatch has at least one workgroup.
+  std::string helpers =
+      "uint bp_opaque() { return uint(gl_NumWorkGroups.x == 0u); }\n"
+      "float bp_k32(uint bits) { return uintBitsToFloat(bits | bp_opaque()); }\n";
+  if (layout.uses_float64) {
+    helpers +=
+        "double bp_k64(uint lo, uint hi) { return packDouble2x32(uvec2(lo | bp_opaque(), hi)); "
+        "}\n";
+  }
   if (!layout.sites.empty() || !fault_sites().empty()) {
     // The error buffer (docs/vulkan.md, "Errors the shader reports"): the first error of a
     // dispatch wins the compare-and-swap on word 0 and fills in the rest.
@@ -256,6 +279,8 @@ std::string GlslEmitter::Prelude() {
     helpers += "int bp_rem_i32(int a, int b) { return a - (a / b) * b; }\n";
   if (helpers_.count("rem_i64"))
     helpers += "int64_t bp_rem_i64(int64_t a, int64_t b) { return a - (a / b) * b; }\n";
+  // The float-to-integer helpers first: their types (int64) decide the float16 ones.
+  const std::string numeric = NumericHelpers();
   if (uses_f16_) {
     helpers += kFloat16RoundGlsl;
     std::vector<std::string> prefixes = {"f16", "", "i", "u", "b"};
@@ -277,7 +302,7 @@ std::string GlslEmitter::Prelude() {
     if (layout.uses_float64) helpers += kFminMaxGlsl64;
     if (layout.uses_float16) helpers += kFminMaxGlsl16;
   }
-  helpers += NumericHelpers();
+  helpers += numeric;
   if (!f64_math_.empty()) helpers += Float64MathGlsl(f64_math_);
   if (uses_fmaf_) {
     helpers +=

@@ -197,9 +197,13 @@ void QueryIdentity(Device& d) {
   if (p2.pNext == nullptr) return;  // a Vulkan 1.0 device without those extensions
   vkGetPhysicalDeviceProperties2(d.physical, &p2);
   if (has_floats) {
-    d.denorm_preserve32 = floats.shaderDenormPreserveFloat32 == VK_TRUE;
-    d.denorm_preserve64 = floats.shaderDenormPreserveFloat64 == VK_TRUE;
-    d.float_controls_extension = !v12 && d.denorm_preserve32;
+    FloatControls& f = d.float_controls;
+    f.denorm32 = floats.shaderDenormPreserveFloat32 == VK_TRUE;
+    f.denorm64 = floats.shaderDenormPreserveFloat64 == VK_TRUE;
+    f.specials16 = floats.shaderSignedZeroInfNanPreserveFloat16 == VK_TRUE;
+    f.specials32 = floats.shaderSignedZeroInfNanPreserveFloat32 == VK_TRUE;
+    f.specials64 = floats.shaderSignedZeroInfNanPreserveFloat64 == VK_TRUE;
+    d.float_controls_extension = !v12 && f.Any();
   }
   if (v11) {
     d.has_uuid = true;

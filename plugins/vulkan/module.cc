@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "denorm.h"
 #include "device_api.h"
+#include "float_controls.h"
 #include "spirv_check.h"
 
 namespace backplane {
@@ -330,9 +330,10 @@ class VulkanModule : public sdk::KernelModule {
     VkDevice dev = s.device();
     Pipeline p;
     try {
-      // The IR keeps subnormal floats; a device that can keep them is asked to.
+      // The IR keeps subnormal floats, signed zeros, infinities and NaNs; a device that can
+      // keep them is asked to.
       const std::vector<uint32_t> code =
-          s.denorm_preserve32() ? WithDenormPreserve(k.spirv, s.denorm_preserve64()) : k.spirv;
+          s.float_controls().Any() ? WithFloatControls(k.spirv, s.float_controls()) : k.spirv;
       VkShaderModuleCreateInfo smi{};
       smi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
       smi.codeSize = code.size() * sizeof(uint32_t);

@@ -42,6 +42,22 @@ inline Val F(double v) {
 }
 inline uint64_t U(int64_t v) { return static_cast<uint64_t>(v); }
 
+// The IR's float min and max (docs/ir.md, "Floats"): IEEE 754-2019's minimumNumber and
+// maximumNumber. A NaN operand gives the other one, and -0 is below +0 (C's fmin leaves the
+// sign of a zero from two zeros unspecified; glibc's depends on the operands' order).
+template <typename T>
+T MinNum(T x, T y) {
+  if (x < y || std::isnan(y)) return x;
+  if (y < x || std::isnan(x)) return y;
+  return std::signbit(x) ? x : y;
+}
+template <typename T>
+T MaxNum(T x, T y) {
+  if (x > y || std::isnan(y)) return x;
+  if (y > x || std::isnan(x)) return y;
+  return std::signbit(x) ? y : x;
+}
+
 // ---- memory -----------------------------------------------------------------------------------
 
 template <Elem K>
@@ -256,14 +272,10 @@ Fn MakeAtomic(Access a, Fn fv, int rv, AtomicOp op) {
     Val r;
     if constexpr (K == Elem::kF32) {
       const float x = static_cast<float>(old.f), y = static_cast<float>(v.f);
-      r = F(op == AtomicOp::kAdd   ? x + y
-            : op == AtomicOp::kMin ? std::fmin(x, y)
-                                   : std::fmax(x, y));
+      r = F(op == AtomicOp::kAdd ? x + y : op == AtomicOp::kMin ? MinNum(x, y) : MaxNum(x, y));
     } else if constexpr (K == Elem::kF64) {
       const double x = old.f, y = v.f;
-      r = F(op == AtomicOp::kAdd   ? x + y
-            : op == AtomicOp::kMin ? std::fmin(x, y)
-                                   : std::fmax(x, y));
+      r = F(op == AtomicOp::kAdd ? x + y : op == AtomicOp::kMin ? MinNum(x, y) : MaxNum(x, y));
     } else {
       const int64_t x = old.i, y = v.i;
       r = I(op == AtomicOp::kAdd   ? static_cast<int64_t>(U(x) + U(y))
@@ -405,10 +417,10 @@ Fn FloatBinary(BinaryOp op, CE& a, CE& b, int out) {
       });
     case BinaryOp::kMin:
       return Lanes2(a, b, out,
-                    [](Frame&, Val x, Val y) { return F(T::Out(std::fmin(C(x.f), C(y.f)))); });
+                    [](Frame&, Val x, Val y) { return F(T::Out(MinNum(C(x.f), C(y.f)))); });
     case BinaryOp::kMax:
       return Lanes2(a, b, out,
-                    [](Frame&, Val x, Val y) { return F(T::Out(std::fmax(C(x.f), C(y.f)))); });
+                    [](Frame&, Val x, Val y) { return F(T::Out(MaxNum(C(x.f), C(y.f)))); });
     case BinaryOp::kEq:
       return Lanes2(a, b, out, [](Frame&, Val x, Val y) { return I(x.f == y.f); });
     case BinaryOp::kNe:

@@ -69,21 +69,6 @@ bool IsNaN(const uint8_t* p, const std::string& dtype) {
   return false;
 }
 
-bool IsZero(const uint8_t* p, const std::string& dtype) {
-  if (dtype == "float16") return (HalfBits(p) & 0x7fffu) == 0;
-  if (dtype == "float32") {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f == 0.0f;
-  }
-  if (dtype == "float64") {
-    double d;
-    std::memcpy(&d, p, 8);
-    return d == 0.0;
-  }
-  return false;
-}
-
 // |got - want| in units in the last place of `want` (its dtype's spacing at |want|; at least
 // the spacing of the smallest normal, so a result near zero is judged by an absolute error of
 // that size). Infinite: one of them infinite or NaN and the other not the same.
@@ -270,7 +255,7 @@ void CallWithShiftedViews(Context& ctx, const std::string& clause, const Module&
 // (DLTensor::byte_offset), whose elements before the view must come back untouched.
 void RunExact(Context& ctx, const std::string& clause,
               const std::function<std::string(bool gpu)>& text_for,
-              const std::vector<runner::CheckArg>& args, bool zero_sign_free, bool optional,
+              const std::vector<runner::CheckArg>& args, bool optional,
               const std::function<double(const std::string& kind, size_t k, double ulp)>& ulp_bound,
               int64_t view_shift) {
   const std::vector<std::string> kinds = SetUpKinds(ctx);
@@ -326,7 +311,6 @@ void RunExact(Context& ctx, const std::string& clause,
         const uint8_t* pg = g.bytes.data() + k * width;
         if (std::memcmp(pw, pg, width) == 0) continue;
         if (IsNaN(pw, dtype) && IsNaN(pg, dtype)) continue;
-        if (zero_sign_free && IsZero(pw, dtype) && IsZero(pg, dtype)) continue;
         if (ulp_bound && (dtype == "float32" || dtype == "float64")) {
           double ulp = 0;
           const double e = UlpError(pg, pw, dtype, &ulp);

@@ -43,7 +43,7 @@ std::string KernelText(const std::string& params, const std::string& body, bool 
 // floats within it); tests_constructs.cc says the rest.
 void RunExact(
     Context& ctx, const std::string& clause, const std::function<std::string(bool gpu)>& text_for,
-    const std::vector<runner::CheckArg>& args, bool zero_sign_free, bool optional,
+    const std::vector<runner::CheckArg>& args, bool optional,
     const std::function<double(const std::string& kind, size_t k, double ulp)>& ulp_bound = {},
     int64_t view_shift = 0);
 

@@ -6,8 +6,7 @@
 // random inputs that cover the dtype's range (wrapping integers, subnormal, infinite and NaN
 // floats) and compared with the IR interpreter bit for bit: the IR defines these results
 // exactly (docs/ir.md, "The interpreter"), so a code generator whose language rounds, flushes
-// or saturates otherwise must compute them the IR's way. A NaN matches any NaN, and a zero of
-// min/max either zero (fmin's sign of zero is unspecified).
+// or saturates otherwise must compute them the IR's way. A NaN matches any NaN.
 #include <algorithm>
 #include <backplane/hash.hpp>
 #include <backplane/ir/half.hpp>
@@ -61,8 +60,7 @@ struct Construct {
   std::string expr;
   std::string result;  // "int32", or "" for the operands' dtype
   Inputs inputs = Inputs::kAny;
-  bool zero_sign_free = false;  // min/max: +0 and -0 compare equal
-  bool optional = false;        // a type inside `expr` that a device may lack (its refusal skips)
+  bool optional = false;  // a type inside `expr` that a device may lack (its refusal skips)
 };
 
 // A stable seed for a clause: FNV-1a of its name (std::hash differs between standard
@@ -223,30 +221,29 @@ void RunConstruct(Context& ctx, const Construct& c, DType t, const std::string& 
       c.optional || OptionalDtype(t) ||
       (!c.result.empty() && c.result != "int32" && c.result != "uint32" && c.result != "float32");
   RunExact(
-      ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args, c.zero_sign_free,
-      optional);
+      ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args, optional);
 }
 
 const std::vector<Construct>& Operators() {
   static const std::vector<Construct> kOps = {
-      {"add", "a + b", "a[i] + b[i]", "", Inputs::kAny, false},
-      {"sub", "a - b", "a[i] - b[i]", "", Inputs::kAny, false},
-      {"mul", "a * b", "a[i] * b[i]", "", Inputs::kAny, false},
-      {"div", "a / b (integers: truncating, b != 0)", "a[i] / b[i]", "", Inputs::kNonzeroB, false},
+      {"add", "a + b", "a[i] + b[i]", "", Inputs::kAny},
+      {"sub", "a - b", "a[i] - b[i]", "", Inputs::kAny},
+      {"mul", "a * b", "a[i] * b[i]", "", Inputs::kAny},
+      {"div", "a / b (integers: truncating, b != 0)", "a[i] / b[i]", "", Inputs::kNonzeroB},
       {"floordiv", "floordiv(a, b) (b != 0 for integers)", "floordiv(a[i], b[i])", "",
-       Inputs::kNonzeroB, false},
+       Inputs::kNonzeroB},
       {"floormod", "floormod(a, b) (b != 0 for integers)", "floormod(a[i], b[i])", "",
-       Inputs::kNonzeroB, false},
-      {"min", "min(a, b)", "min(a[i], b[i])", "", Inputs::kAny, true},
-      {"max", "max(a, b)", "max(a[i], b[i])", "", Inputs::kAny, true},
-      {"neg", "-a", "-a[i]", "", Inputs::kAny, false},
-      {"select", "select(a < b, a, b)", "select(a[i] < b[i], a[i], b[i])", "", Inputs::kAny, false},
-      {"lt", "a < b", "select(a[i] < b[i], 1, 0)", "int32", Inputs::kAny, false},
-      {"le", "a <= b", "select(a[i] <= b[i], 1, 0)", "int32", Inputs::kAny, false},
-      {"gt", "a > b", "select(a[i] > b[i], 1, 0)", "int32", Inputs::kAny, false},
-      {"ge", "a >= b", "select(a[i] >= b[i], 1, 0)", "int32", Inputs::kAny, false},
-      {"eq", "a == b", "select(a[i] == b[i], 1, 0)", "int32", Inputs::kAny, false},
-      {"ne", "a != b", "select(a[i] != b[i], 1, 0)", "int32", Inputs::kAny, false},
+       Inputs::kNonzeroB},
+      {"min", "min(a, b)", "min(a[i], b[i])", "", Inputs::kAny},
+      {"max", "max(a, b)", "max(a[i], b[i])", "", Inputs::kAny},
+      {"neg", "-a", "-a[i]", "", Inputs::kAny},
+      {"select", "select(a < b, a, b)", "select(a[i] < b[i], a[i], b[i])", "", Inputs::kAny},
+      {"lt", "a < b", "select(a[i] < b[i], 1, 0)", "int32", Inputs::kAny},
+      {"le", "a <= b", "select(a[i] <= b[i], 1, 0)", "int32", Inputs::kAny},
+      {"gt", "a > b", "select(a[i] > b[i], 1, 0)", "int32", Inputs::kAny},
+      {"ge", "a >= b", "select(a[i] >= b[i], 1, 0)", "int32", Inputs::kAny},
+      {"eq", "a == b", "select(a[i] == b[i], 1, 0)", "int32", Inputs::kAny},
+      {"ne", "a != b", "select(a[i] != b[i], 1, 0)", "int32", Inputs::kAny},
   };
   return kOps;
 }
@@ -256,12 +253,11 @@ const std::vector<Construct>& Operators() {
 // constant (the code generators' unchecked form; GLSL's own % differs on negative operands).
 const std::vector<Construct>& IntegerOperators() {
   static const std::vector<Construct> kOps = {
-      {"mod", "a % b (C's remainder: the sign of a, b != 0)", "a[i] % b[i]", "", Inputs::kNonzeroB,
-       false},
+      {"mod", "a % b (C's remainder: the sign of a, b != 0)", "a[i] % b[i]", "", Inputs::kNonzeroB},
       {"mod.minus_one", "a % -1 (0 for every a, INT_MIN too; the divisor computed at run time)",
-       "a[i] % (b[i] - b[i] - 1)", "", Inputs::kAny, false},
+       "a[i] % (b[i] - b[i] - 1)", "", Inputs::kAny},
       {"mod.constant", "a % 7 and a % 6 (constant divisors)", "a[i] % 7 + a[i] % 6", "",
-       Inputs::kAny, false},
+       Inputs::kAny},
       // C and C++ (OpenCL C, CUDA) leave signed overflow undefined and their compilers fold
       // these tests as if it never happened; the IR wraps, so each is false where the
       // arithmetic wraps.
@@ -270,23 +266,23 @@ const std::vector<Construct>& IntegerOperators() {
        "a - b < a, a * 2 / 2 == a, (-a < 0) == (a > 0)",
        "select(a[i] + b[i] > a[i], 1, 0) + select(a[i] - b[i] < a[i], 2, 0) + "
        "select(a[i] * 2 / 2 == a[i], 4, 0) + select((-a[i] < 0) == (a[i] > 0), 8, 0)",
-       "int32", Inputs::kAny, false},
+       "int32", Inputs::kAny},
   };
   return kOps;
 }
 
 const std::vector<Construct>& ExactIntrinsics() {
   static const std::vector<Construct> kFns = {
-      {"fabs", "fabs(a)", "fabs(a[i])", "", Inputs::kAny, false},
-      {"floor", "floor(a)", "floor(a[i])", "", Inputs::kAny, false},
-      {"ceil", "ceil(a)", "ceil(a[i])", "", Inputs::kAny, false},
-      {"trunc", "trunc(a)", "trunc(a[i])", "", Inputs::kAny, false},
-      {"round", "round(a) (half away from zero)", "round(a[i])", "", Inputs::kAny, false},
-      {"sqrt", "sqrt(a), correctly rounded", "sqrt(a[i])", "", Inputs::kAny, false},
+      {"fabs", "fabs(a)", "fabs(a[i])", "", Inputs::kAny},
+      {"floor", "floor(a)", "floor(a[i])", "", Inputs::kAny},
+      {"ceil", "ceil(a)", "ceil(a[i])", "", Inputs::kAny},
+      {"trunc", "trunc(a)", "trunc(a[i])", "", Inputs::kAny},
+      {"round", "round(a) (half away from zero)", "round(a[i])", "", Inputs::kAny},
+      {"sqrt", "sqrt(a), correctly rounded", "sqrt(a[i])", "", Inputs::kAny},
       // The product's rounding error: 0 where a*b is rounded before the add, so only a fused
       // multiply-add (the IR's: rounded once) passes.
       {"fma", "fma(a, b, -(a * b)), rounded once", "fma(a[i], b[i], -(a[i] * b[i]))", "",
-       Inputs::kAny, false},
+       Inputs::kAny},
   };
   return kFns;
 }
@@ -371,7 +367,7 @@ void RunInexact(Context& ctx, const Inexact& f, DType t, const std::string& clau
   };
   RunExact(
       ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args,
-      /*zero_sign_free=*/false, /*optional=*/t == ir::Float(64) || t == ir::Float(16), bound);
+      /*optional=*/t == ir::Float(64) || t == ir::Float(16), bound);
 }
 
 // A cast from `from` to `to`: in range, and (float to integer) out of range and NaN, which
@@ -379,12 +375,8 @@ void RunInexact(Context& ctx, const Inexact& f, DType t, const std::string& clau
 void RunCast(Context& ctx, DType from, DType to, const std::string& clause) {
   SkipWithoutFloatType(ctx, from);
   SkipWithoutFloatType(ctx, to);
-  const Construct c{"cast",
-                    "",
-                    std::string(ir::ToString(to)) + "(a[i])",
-                    ir::ToString(to),
-                    from.is_float() && !to.is_float() ? Inputs::kCastFloatIn : Inputs::kAny,
-                    false};
+  const Construct c{"cast", "", std::string(ir::ToString(to)) + "(a[i])", ir::ToString(to),
+                    from.is_float() && !to.is_float() ? Inputs::kCastFloatIn : Inputs::kAny};
   RunConstruct(ctx, c, from, clause);
 }
 
@@ -413,10 +405,11 @@ std::vector<uint8_t> SmallI32(uint64_t seed) {
 
 // ---- fmin/fmax with NaN, a fault's text, the order of a store's faults ---------------------
 
-// min and max of floats are C's fmin and fmax: with one NaN operand the other operand, NaN only
-// when both are. Three elements in four have a NaN (a's, b's, both; either sign), the fourth the
-// clause's random values; scalar code, or with `vector` 4 lanes a group (every group holds each
-// case).
+// min and max of floats are IEEE 754-2019's minimumNumber and maximumNumber: with one NaN
+// operand the other operand, NaN only when both are, and -0 below +0. Three elements in four
+// have a NaN (a's, b's, both; either sign), the fourth the clause's random values or, in one
+// of four groups each, zeros of opposite signs either way round or both -0; scalar code, or
+// with `vector` 4 lanes a group (every group holds each case).
 void RunMinMaxNaN(Context& ctx, DType t, bool vector, const std::string& clause) {
   SkipWithoutFloatType(ctx, t);
   const std::string dtype = ir::ToString(t);
@@ -440,6 +433,13 @@ void RunMinMaxNaN(Context& ctx, DType t, bool vector, const std::string& clause)
     }
     if (k % 4 == 0 || k % 4 == 2) std::memcpy(a.data() + k * w, nan, static_cast<size_t>(w));
     if (k % 4 == 1 || k % 4 == 2) std::memcpy(b.data() + k * w, nan, static_cast<size_t>(w));
+    if (k % 4 == 3 && k % 16 != 15) {
+      // -0 and +0, +0 and -0, -0 and -0: the sign bit alone (every float dtype's top bit).
+      std::memset(a.data() + k * w, 0, static_cast<size_t>(w));
+      std::memset(b.data() + k * w, 0, static_cast<size_t>(w));
+      if (k % 16 != 7) a[static_cast<size_t>((k + 1) * w - 1)] = 0x80;
+      if (k % 16 != 3) b[static_cast<size_t>((k + 1) * w - 1)] = 0x80;
+    }
   }
   const std::string params = "a: buffer<" + dtype + ">[" + n + "], b: buffer<" + dtype + ">[" + n +
                              "], c: buffer<" + dtype + ">[" + n + "], d: buffer<" + dtype + ">[" +
@@ -455,7 +455,7 @@ void RunMinMaxNaN(Context& ctx, DType t, bool vector, const std::string& clause)
       Filled("c", dtype, kElements, 0xa5), Filled("d", dtype, kElements, 0xa5)};
   RunExact(
       ctx, clause, [&](bool gpu) { return KernelText(params, body, gpu); }, args,
-      /*zero_sign_free=*/true, /*optional=*/OptionalDtype(t) || vector);
+      /*optional=*/OptionalDtype(t) || vector);
 }
 
 // A kernel that faults at one element (i = 37): the device's call fails with
@@ -655,8 +655,9 @@ void AddConstructTests(std::vector<TestCase>* out) {
       out->push_back(
           {name,
            std::string("min and max of ") + ir::ToString(t) + (vector ? " vectors" : "") +
-               " with a NaN operand give the other operand, as C's fmin and fmax "
-               "(NaN only when both are), bit for bit" +
+               " with a NaN operand give the other operand (NaN only when both are) and "
+               "order -0 below +0, as IEEE 754-2019's minimumNumber and maximumNumber, bit "
+               "for bit" +
                (OptionalDtype(t) || vector ? " (a device or code generator may lack "
                                              "the type: its refusal skips)"
                                            : ""),

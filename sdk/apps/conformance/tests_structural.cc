@@ -389,7 +389,7 @@ void RunStructural(Context& ctx, const Structural& st, const std::string& clause
   const bool optional =
       (st.name.rfind("atomic.", 0) == 0 && st.name.find(".int32") == std::string::npos) ||
       st.name.rfind("vector.", 0) == 0;
-  RunExact(ctx, clause, text_for, args, /*zero_sign_free=*/false, optional, {}, view_shift);
+  RunExact(ctx, clause, text_for, args, optional, {}, view_shift);
 }
 
 // Contiguous vector accesses at indices that are multiples of the lanes (a code generator's

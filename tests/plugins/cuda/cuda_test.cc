@@ -618,8 +618,9 @@ TEST(CudaCodegenTest, CFormsBuildToPtxThatPtxasAccepts) {
     Module m = backplane::Build(ir, Target::Parse(target));
     Module dev = m.Imports()[0];
     const std::string src = dev.InspectSource("cuda");
-    for (const char* want : {"bp_mod_i32(bp_fault, ", "bp_atomic_add_f64(&",
-                             "__double_as_longlong(fmin(", "__double_as_longlong(fmax("}) {
+    for (const char* want :
+         {"bp_mod_i32(bp_fault, ", "bp_atomic_add_f64(&", ": fmin(__longlong_as_double((long long)",
+          ": fmax(__longlong_as_double((long long)"}) {
       EXPECT_NE(src.find(want), std::string::npos) << "no '" << want << "' in\n" << src;
     }
     const std::string ptx = dev.InspectSource("ptx");

@@ -14,12 +14,13 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "denorm.h"
+#include "float_controls.h"
 #include "plugins/test_util.h"
 
 namespace {
@@ -91,11 +92,14 @@ Contraction CountNoContraction(const std::vector<uint32_t>& spirv) {
   return c;
 }
 
-// Subnormal floats: WithDenormPreserve (plugins/vulkan/denorm.h) asks a pipeline to keep them,
-// on devices whose float controls allow it (NVIDIA's Vulkan driver flushed float32 subnormals
-// without it: codegen.construct.*.float32 on an H200). lavapipe keeps them and does not offer
-// the property, so here the patched SPIR-V is checked by spirv-val and by its words.
-TEST(VulkanDenormals, ThePatchedSpirvAsksToKeepSubnormalsAndIsValid) {
+// Float controls: WithFloatControls (plugins/vulkan/float_controls.h) asks a pipeline to keep
+// subnormals (NVIDIA's Vulkan driver flushed float32 subnormals without it:
+// codegen.construct.*.float32 on an H200) and signed zeros, infinities and NaNs (lavapipe
+// folded `0.0 * x` to 0 for an infinite x without it: IrFeatures.
+// RandomFloatExpressionsMatchTheInterpreter), for the widths each kernel uses, on devices
+// whose float controls allow it. Here the patched SPIR-V is checked by spirv-val and by its
+// words.
+TEST(VulkanFloatControls, ThePatchedSpirvAsksForEachModeAndIsValid) {
   if (std::system("command -v spirv-val >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "spirv-val is not installed (Debian: spirv-tools)";
   }
@@ -103,46 +107,66 @@ TEST(VulkanDenormals, ThePatchedSpirvAsksToKeepSubnormalsAndIsValid) {
       "func f32_gpu(a: buffer<float32>[64], b: buffer<float32>[64]) {\n"
       "  for tx in thread(threadIdx.x, 0, 64) {\n    b[tx] = a[tx] * 0.5\n  }\n}\n",
       "func f64_gpu(a: buffer<float64>[64], b: buffer<float64>[64]) {\n"
-      "  for tx in thread(threadIdx.x, 0, 64) {\n    b[tx] = a[tx] * 0.5\n  }\n}\n"};
+      "  for tx in thread(threadIdx.x, 0, 64) {\n    b[tx] = a[tx] * 0.5\n  }\n}\n",
+      "func f16_gpu(a: buffer<float16>[64], b: buffer<float16>[64]) {\n"
+      "  for tx in thread(threadIdx.x, 0, 64) {\n    b[tx] = a[tx] * float16(0.5)\n  }\n}\n"};
+  using backplane::vulkan::FloatControls;
+  using backplane::vulkan::WithFloatControls;
+  FloatControls all;
+  all.denorm32 = all.denorm64 = all.specials16 = all.specials32 = all.specials64 = true;
+  FloatControls specials32;
+  specials32.specials32 = true;
   bptest::ScratchDir dir;
   int n = 0;
   for (const char* text : kernels) {
     const bool f64 = std::string(text).find("float64") != std::string::npos;
-    Module m = backplane::Build(text, Target::Parse("vulkan -supports_float64"));
+    const bool f16 = std::string(text).find("float16") != std::string::npos;
+    Module m = backplane::Build(text, Target::Parse("vulkan -supports_float64 -supports_float16 "
+                                                    "-supports_16bit_buffer"));
     for (const auto& spirv : SpirvOf(m.Imports()[0].SaveToBytes())) {
-      const std::vector<uint32_t> patched = backplane::vulkan::WithDenormPreserve(spirv, true);
-      // OpExecutionMode <entry> DenormPreserve (4459) 32, and 64 for the float64 kernel; the
-      // capability (4464) once.
-      int modes32 = 0, modes64 = 0, capabilities = 0;
+      const std::vector<uint32_t> patched = WithFloatControls(spirv, all);
+      // OpExecutionMode <entry> DenormPreserve (4459) / SignedZeroInfNanPreserve (4461)
+      // <width>, for 32 bits and the kernel's other width; each capability (4464, 4466) once.
+      std::map<std::pair<uint32_t, uint32_t>, int> modes;
+      int denorm_caps = 0, specials_caps = 0;
       for (size_t at = 5; at < patched.size() && (patched[at] >> 16) != 0;
            at += patched[at] >> 16) {
         const uint32_t op = patched[at] & 0xffffu;
-        if (op == 16 && patched[at + 2] == 4459) (patched[at + 3] == 32 ? modes32 : modes64)++;
-        if (op == 17 && patched[at + 1] == 4464) ++capabilities;
+        if (op == 16 && (patched[at + 2] == 4459 || patched[at + 2] == 4461)) {
+          ++modes[{patched[at + 2], patched[at + 3]}];
+        }
+        if (op == 17 && patched[at + 1] == 4464) ++denorm_caps;
+        if (op == 17 && patched[at + 1] == 4466) ++specials_caps;
       }
-      EXPECT_EQ(modes32, 1);
-      EXPECT_EQ(modes64, f64 ? 1 : 0);
-      EXPECT_EQ(capabilities, 1);
-      EXPECT_EQ(backplane::vulkan::WithDenormPreserve(spirv, false).size(),
-                patched.size() - (f64 ? 4 : 0));
-      const std::string path = dir.path() + "/k" + std::to_string(n++) + ".spv";
-      FILE* f = std::fopen(path.c_str(), "wb");
-      ASSERT_NE(f, nullptr);
-      std::fwrite(patched.data(), 4, patched.size(), f);
-      std::fclose(f);
-      const std::string cmd = "spirv-val --target-env vulkan1.2 " + path + " 2>&1";
-      FILE* p = popen(cmd.c_str(), "r");
-      ASSERT_NE(p, nullptr);
-      std::string out;
-      char buf[512];
-      while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-      EXPECT_EQ(pclose(p), 0) << "spirv-val refused the patched SPIR-V: " << out;
+      std::map<std::pair<uint32_t, uint32_t>, int> want = {{{4459, 32}, 1}, {{4461, 32}, 1}};
+      if (f64) want[{4459, 64}] = want[{4461, 64}] = 1;
+      if (f16) want[{4461, 16}] = 1;
+      EXPECT_EQ(modes, want) << text;
+      EXPECT_EQ(denorm_caps, 1);
+      EXPECT_EQ(specials_caps, 1);
+      // One mode, one capability; nothing asked, nothing changed.
+      const std::vector<uint32_t> one = WithFloatControls(spirv, specials32);
+      EXPECT_EQ(one.size(), spirv.size() + 4 + 2 + (spirv[1] < 0x10400 ? 7 : 0));
+      EXPECT_EQ(WithFloatControls(spirv, FloatControls{}), spirv);
+      for (const std::vector<uint32_t>* code : {&patched, &one}) {
+        const std::string path = dir.path() + "/k" + std::to_string(n++) + ".spv";
+        FILE* f = std::fopen(path.c_str(), "wb");
+        ASSERT_NE(f, nullptr);
+        std::fwrite(code->data(), 4, code->size(), f);
+        std::fclose(f);
+        const std::string cmd = "spirv-val --target-env vulkan1.2 " + path + " 2>&1";
+        FILE* p = popen(cmd.c_str(), "r");
+        ASSERT_NE(p, nullptr);
+        std::string out;
+        char buf[512];
+        while (std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+        EXPECT_EQ(pclose(p), 0) << "spirv-val refused the patched SPIR-V: " << out;
+      }
     }
   }
-  EXPECT_EQ(n, 2);
+  EXPECT_EQ(n, 6);
   // Damaged SPIR-V is an error, not a crash.
-  EXPECT_THROW(backplane::vulkan::WithDenormPreserve({0x07230203u, 0x10000u, 0, 1, 0, 0}, true),
-               backplane::Error);
+  EXPECT_THROW(WithFloatControls({0x07230203u, 0x10000u, 0, 1, 0, 0}, all), backplane::Error);
 }
 
 // d = a * b + c, one invocation an element.

@@ -201,10 +201,15 @@ void CFamilyEmitter::EmitZeroedArray(const std::string& declaration, const std::
 
 std::string CFamilyEmitter::FloatMinMax(bool is_max, const std::string& x, const std::string& y,
                                         DType) {
-  // fmax(x, y): x when x > y or y is NaN, else y (so a NaN x gives y). A compare and a select,
-  // which compilers vectorize; a call of fmaxf would not be.
-  return "(" + x + (is_max ? " > " : " < ") + y + " || " + IsNanText(y) + " ? " + x + " : " + y +
-         ")";
+  // min(x, y): x when x < y; else y when y < x or x is NaN; else (equal, or y NaN) x when y is
+  // NaN or x is -0, y otherwise; max alike. Nested selects on compares, which compilers
+  // vectorize (a call of fminf would not be, nor does it order the zeros). Not one condition
+  // `x < y || isnan(y) || (x == y && signbit(x))`: GCC 12 with -fno-trapping-math takes the
+  // `x == y` of that for `!(x < y)` when y is a constant, and picked a NaN x over infinity.
+  const std::string lt = is_max ? " > " : " < ";
+  return "(" + x + lt + y + " ? " + x + " : (" + y + lt + x + " || " + IsNanText(x) + ") ? " + y +
+         " : (" + IsNanText(y) + " || " + (is_max ? "!" : "") + "signbit(" + x + ")) ? " + x +
+         " : " + y + ")";
 }
 
 std::string CFamilyEmitter::FloatToInt(const std::string& x, DType from, DType to) {

@@ -119,7 +119,7 @@ void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
   KeepInOrder(&value);
   const std::string decl = TypeName(t) + " " + v + " = " + value.text + "; ";
   if (scalar) {
-    Line("{ const " + decl + a.decls + "const int64_t " + a.index + " = " +
+    Line("{ " + decl + a.decls + "const int64_t " + a.index + " = " +
          CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf + "[" +
          a.index + "] = " + v + "; }");
     return;
@@ -166,7 +166,7 @@ void CFamilyEmitter::EmitAtomic(const ir::Stmt& s) {
   const std::string flat = FlatIndex(a.buffer, a.indices);
   KeepInOrder(&value);
   const std::string v = Temp();
-  Line("{ const " + TypeName(t) + " " + v + " = " + value.text + "; " +
+  Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; " +
        AtomicStatement(a.op, t, Name(a.buffer.name()) + "[" + flat + "]", v, IsShared(a.buffer)) +
        " }");
 }
@@ -178,7 +178,7 @@ void CFamilyEmitter::EmitCheckedAtomic(const ir::AtomicNode& atomic, int site) {
   const CheckedAccess a = BeginCheckedAccess();
   std::vector<std::string> idx = EmitInOrder(AsIndexed(atomic.indices));
   KeepInOrder(&value);
-  Line("{ const " + TypeName(t) + " " + v + " = " + value.text + "; " + a.decls + "const int64_t " +
+  Line("{ " + TypeName(t) + " " + v + " = " + value.text + "; " + a.decls + "const int64_t " +
        a.index + " = " + CheckedAccessIndex(atomic.buffer, idx, 1, site, a.ok) + "; if (" + a.ok +
        ") { " +
        AtomicStatement(atomic.op, t, Name(atomic.buffer.name()) + "[" + a.index + "]", v,
@@ -324,8 +324,10 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
     case StmtKind::kLetStmt: {
       const auto& n = *s.As<ir::LetStmtNode>();
       if (n.assignable) assignable_.insert(n.var.get());
-      Line((n.assignable ? "" : "const ") + TypeName(n.var.dtype()) + " " + Name(n.var.name()) +
-           " = " + EmitExpr(n.value) + ";");
+      // Not `const`: clang evaluates a const local's initializer as a constant expression, in
+      // time exponential in its nested conditionals (a 40-deep chain of the IR's float max
+      // did not compile in minutes; docs/codegen-guide.md, "Long expressions").
+      Line(TypeName(n.var.dtype()) + " " + Name(n.var.name()) + " = " + EmitExpr(n.value) + ";");
       CongruenceScope scope;
       // An assignable variable may change: nothing is known of it.
       Bound(n.var, n.assignable ? Congruence{} : CongruenceOf(n.value, 0), &scope);

@@ -69,8 +69,7 @@ std::string CFamilyEmitter::TempQualifier(DType) { return ""; }
 
 std::string CFamilyEmitter::Bind(DType t, const std::string& text) {
   const std::string name = Temp();
-  pending_.back().push_back(TempQualifier(t) + "const " + TypeName(t) + " " + name + " = " + text +
-                            ";");
+  pending_.back().push_back(TempQualifier(t) + TypeName(t) + " " + name + " = " + text + ";");
   return name;
 }
 
@@ -106,9 +105,9 @@ void CFamilyEmitter::KeepInOrder(Operand* op, bool duplicated) {
 void CFamilyEmitter::BindAt(Operand* op) {
   std::vector<std::string>& pending = pending_.back();
   const std::string name = Temp();
-  pending.insert(pending.begin() + static_cast<std::ptrdiff_t>(op->end),
-                 TempQualifier(op->dtype) + "const " + TypeName(op->dtype) + " " + name + " = " +
-                     op->text + ";");
+  pending.insert(
+      pending.begin() + static_cast<std::ptrdiff_t>(op->end),
+      TempQualifier(op->dtype) + TypeName(op->dtype) + " " + name + " = " + op->text + ";");
   op->text = name;
 }
 

@@ -110,8 +110,9 @@ class CFamilyEmitter {
   virtual std::string IntrinsicName(const std::string& name, ir::DType t);
   // A floating-point literal of type `t`.
   virtual std::string FloatLiteral(double v, ir::DType t);
-  // The IR's min/max of floats x and y of scalar type `t` (C's fmin/fmax: a NaN operand gives
-  // the other one). The base writes a compare and a select (x, y may be written twice).
+  // The IR's min/max of floats x and y of scalar type `t` (IEEE 754-2019's minimumNumber and
+  // maximumNumber: a NaN operand gives the other one, -0 is below +0). The base writes compares
+  // and a select with C's `signbit` (x, y may be written several times).
   virtual std::string FloatMinMax(bool is_max, const std::string& x, const std::string& y,
                                   ir::DType t);
   // Whether float `x` is a NaN, as an expression (`(x != x)`; GLSL: isnan).
