@@ -880,7 +880,7 @@ SignedOverflowNodes SignedOverflowRiskNodes(const PrimFunc& func) {
       const DType t = e.dtype().Element();
       if (!t.is_int()) return false;
       const BinaryNode* b = e.As<BinaryNode>();
-      if (e.kind() == ExprKind::kNeg ||
+      if (e.kind() == ExprKind::kNeg || e.kind() == ExprKind::kRamp ||
           (b != nullptr &&
            (b->op == BinaryOp::kAdd || b->op == BinaryOp::kSub || b->op == BinaryOp::kMul))) {
         out.nodes.insert(e.get());

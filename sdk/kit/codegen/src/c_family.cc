@@ -397,8 +397,20 @@ std::string CFamilyEmitter::EmitExprText(const ir::Expr& e) {
       const std::vector<std::string> ops = EmitInOrder({r.base, r.stride}, /*duplicated=*/true);
       const std::string &base = ops[0], &stride = ops[1];
       std::vector<std::string> lanes;
+      // Lanes that may pass the type's range wrap (SignedArithmeticWraps): base + l * stride
+      // in the unsigned type.
+      const bool wrapping = NeedsWrapping(e);
+      const DType u = ir::UInt(t.bits);
       for (int l = 0; l < t.lanes; ++l) {
-        lanes.push_back(base + (l ? " + " + std::to_string(l) + " * " + stride : ""));
+        if (l == 0) {
+          lanes.push_back(base);
+        } else if (wrapping) {
+          lanes.push_back(WrappingArithmetic("+", t.Element(), u, base,
+                                             CastText(TypeName(u), std::to_string(l)) + " * " +
+                                                 CastText(TypeName(u), "(" + stride + ")")));
+        } else {
+          lanes.push_back(base + " + " + std::to_string(l) + " * " + stride);
+        }
       }
       return VectorLiteral(t, lanes);
     }
@@ -434,7 +446,7 @@ bool CFamilyEmitter::NeedsWrapping(const ir::Expr& e) const {
   if (e.kind() == ExprKind::kBinary) {
     const BinaryOp op = e.As<ir::BinaryNode>()->op;
     if (op != BinaryOp::kAdd && op != BinaryOp::kSub && op != BinaryOp::kMul) return false;
-  } else if (e.kind() != ExprKind::kNeg) {
+  } else if (e.kind() != ExprKind::kNeg && e.kind() != ExprKind::kRamp) {
     return false;
   }
   return overflow_.nodes.count(e.get()) != 0;

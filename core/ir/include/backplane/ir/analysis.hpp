@@ -71,8 +71,9 @@ std::vector<std::string> Int32OverflowRisks(const IRModule& module);
 // pass their type's range for some arguments. A signed expression that is not in `nodes` stays
 // within its type for every argument, so plain signed arithmetic computes it exactly; one in it
 // may wrap and must be computed so that it wraps. The +, - and * of an index are exact (int64:
-// docs/ir.md, "Index arithmetic") and never in it. When the analysis stops early (its step
-// budget), `complete` is false and `nodes` holds every signed +, -, * and negation of `func`.
+// docs/ir.md, "Index arithmetic") and never in it. A ramp whose lanes `base + l * stride' may
+// pass the range is in it too. When the analysis stops early (its step budget), `complete` is
+// false and `nodes` holds every signed +, -, *, negation and ramp of `func`.
 struct SignedOverflowNodes {
   std::set<const void*> nodes;
   bool complete = true;

@@ -316,7 +316,7 @@ class CFamilyEmitter {
   int64_t ConstantElements(const ir::Buffer& buffer, bool must_be_constant) const;
   // A fresh temporary name (bp_t0, bp_t1, ...).
   std::string Temp();
-  // Whether the integer +, -, * or negation `e` must be computed so that it wraps (above,
+  // Whether the integer +, -, *, negation or ramp `e` must be computed so that it wraps (above,
   // SignedArithmeticWraps), and the text of one so computed: `x op y` (op "-" with x empty for a
   // negation) in the unsigned type `u`, converted to `t`.
   bool NeedsWrapping(const ir::Expr& e) const;
