@@ -240,6 +240,7 @@ std::string GlslEmitter::FloatLiteral(double v, ir::DType t) {
   std::snprintf(value, sizeof(value), t.bits == 64 ? "%.17g" : "%.9g", v);
   char buf[128];
   if (t.bits == 64) {
+    TypeName(t);  // a float64 literal alone declares bp_k64 (layout.uses_float64)
     uint64_t bits;
     std::memcpy(&bits, &v, 8);
     std::snprintf(buf, sizeof(buf), "bp_k64(0x%08xu, 0x%08xu /* %s */)",

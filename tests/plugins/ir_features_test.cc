@@ -1568,6 +1568,20 @@ TEST_P(IrFeatures, RampLanesWrapAsTheInterpretersDo) {
   }
 }
 
+// A float constant of a type the kernel uses nowhere else: vulkan writes float literals through
+// helpers (docs/vulkan.md, "Float constants"), and a float64 one alone must declare its own
+// (`bp_k64` was undefined when nothing else in the kernel was float64).
+TEST_P(IrFeatures, AFloatConstantOfAnotherTypeAloneRuns) {
+  const std::string kind = GetParam();
+  if (!Runs(kind)) GTEST_SKIP() << kind;
+  const std::string loop = kind == "c" ? "serial(0, 4)" : "thread(threadIdx.x, 0, 4)";
+  const std::string text =
+      "func alone(a: buffer<float32>[4], o: buffer<float32>[4]) {\n  for t in " + loop +
+      " {\n    o[t] = a[t] + float32(2.5f64) * float32(-0.0f64)\n  }\n}\n";
+  ExpectTheInterpretersResults(
+      kind, text, Case{"alone", {Floats({1.0f, -0.0f, NAN, INFINITY}), Floats({7, 7, 7, 7})}, ""});
+}
+
 // ---- Random float expressions --------------------------------------------------------------
 
 // Float expressions of random shape in float32, float64 and float16, against the interpreter
