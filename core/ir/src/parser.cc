@@ -96,9 +96,31 @@ class Parser {
   [[noreturn]] void Fail(const std::string& expected) const {
     err_.Throw(Cur().offset, expected + ", got " + Describe(Cur()));
   }
+  // The same for a literal: the string is made out of line, only on failure.
+  [[noreturn]] [[gnu::noinline]] [[gnu::cold]] void Fail(const char* expected) const {
+    Fail(std::string(expected));
+  }
   // Takes punctuation `p` or fails with "expected 'p' <context>, got ...".
   void Expect(const char* p, const std::string& context) {
     if (!TakePunct(p)) Fail(std::string("expected '") + p + "' " + context);
+  }
+  void Expect(const char* p, const char* context) {
+    if (!TakePunct(p)) FailExpecting(p, context);
+  }
+  [[noreturn]] [[gnu::noinline]] [[gnu::cold]] void FailExpecting(const char* p,
+                                                                  const char* context) {
+    Fail(std::string("expected '") + p + "' " + context);
+  }
+  // Expect with the context made only on failure (`context()` returns it), out of line: on the
+  // recursive paths of nesting, no string is built or held in the frame.
+  template <typename MakeContext>
+  void ExpectLazy(const char* p, const MakeContext& context) {
+    if (!TakePunct(p)) FailExpecting(p, context);
+  }
+  template <typename MakeContext>
+  [[noreturn]] [[gnu::noinline]] [[gnu::cold]] void FailExpecting(const char* p,
+                                                                  const MakeContext& context) {
+    Fail(std::string("expected '") + p + "' " + context());
   }
   std::string ExpectIdent(const std::string& what) {
     if (Cur().kind != Tok::kIdent) Fail("expected " + what);
@@ -262,25 +284,12 @@ class Parser {
     while (!IsPunct("}")) {
       if (Cur().kind == Tok::kEnd) Fail("expected '}' to close the block");
       if (IsKeyword("let") || IsKeyword("alloc") || IsVarDeclaration()) {
-        OpenScope o = ScopedHead();
-        o.before = std::move(out);
-        out.clear();
-        open.push_back(std::move(o));
+        OpenLet(&open, &out);
         continue;
       }
       out.push_back(Statement());
     }
-    while (!open.empty()) {
-      OpenScope& o = open.back();
-      Stmt body = Seq(std::move(out));
-      Stmt s = !o.var         ? Allocate(o.buffer, o.scope, body)
-               : o.assignable ? DeclareVar(o.var, o.value, body)
-                              : LetStmt(o.var, o.value, body);
-      out = std::move(o.before);
-      out.push_back(std::move(s));
-      open.pop_back();
-      PopScope();
-    }
+    CloseLets(&open, &out);
     return out;
   }
 
@@ -297,7 +306,7 @@ class Parser {
 
   // `let name: T = value` or `alloc name: T[shape] scope`, up to the end of the statement;
   // defines the name in a new scope, which Stmts closes after the body.
-  OpenScope ScopedHead() {
+  [[gnu::noinline]] OpenScope ScopedHead() {
     const std::string keyword = Cur().text;
     const bool is_let = keyword != "alloc";
     Take();
@@ -338,11 +347,38 @@ class Parser {
     return o;
   }
 
+  // A let, var or alloc read: the statements before it wait in `open` for the body.
+  [[gnu::noinline]] void OpenLet(std::vector<OpenScope>* open, std::vector<Stmt>* out) {
+    OpenScope o = ScopedHead();
+    o.before = std::move(*out);
+    out->clear();
+    open->push_back(std::move(o));
+  }
+  // At the block's end: each open let, var or alloc takes the statements after it as its body.
+  [[gnu::noinline]] void CloseLets(std::vector<OpenScope>* open, std::vector<Stmt>* out) {
+    while (!open->empty()) {
+      OpenScope& o = open->back();
+      Stmt body = Seq(std::move(*out));
+      Stmt s = !o.var         ? Allocate(o.buffer, o.scope, body)
+               : o.assignable ? DeclareVar(o.var, o.value, body)
+                              : LetStmt(o.var, o.value, body);
+      *out = std::move(o.before);
+      out->push_back(std::move(s));
+      open->pop_back();
+      PopScope();
+    }
+  }
+
   void EndOfStatement() {
     if (!Cur().bol && !IsPunct("}") && Cur().kind != Tok::kEnd)
       Fail("expected the end of the statement (a new line or '}')");
   }
 
+  // Block -> Stmts -> Statement (-> ForStmt or IfStmt) is the path a level of nesting takes, so
+  // these keep small frames: what parses a statement's head, or a statement that holds no block,
+  // is out of line. Under AddressSanitizer at -O1 the inlined heads made a level of braces
+  // ~16 KiB, and an error 10,000 levels deep unwound more stack than ASan cleans up after an
+  // exception (64 MiB), which it then reported as a stack-use-after-scope.
   Stmt Statement() {
     if (IsPunct("{")) return Block();
     if (IsKeyword("for")) return ForStmt();
@@ -355,6 +391,11 @@ class Parser {
     if (IsAtomic()) return AtomicStmt();
     if (IsKeyword("else")) Fail("expected a statement ('else' must follow the '}' of an 'if')");
     if (IsKeyword("func")) Fail("expected a statement or '}' (is a '}' missing before 'func'?)");
+    return AssignOrEvaluate();
+  }
+
+  // `target = value`, `target op= value` or an expression evaluated for its effect.
+  [[gnu::noinline]] Stmt AssignOrEvaluate() {
     const Token& at = Cur();
     Expr e = Expression();
     BinaryOp op = BinaryOp::kAdd;
@@ -399,7 +440,7 @@ class Parser {
             Cur().text == "atomic_max") &&
            Next().kind == Tok::kPunct && Next().text == "(";
   }
-  Stmt AtomicStmt() {
+  [[gnu::noinline]] Stmt AtomicStmt() {
     const std::string name = Cur().text;
     const AtomicOp op = name == "atomic_add"   ? AtomicOp::kAdd
                         : name == "atomic_min" ? AtomicOp::kMin
@@ -453,13 +494,33 @@ class Parser {
     }
   }
 
-  Stmt ForStmt() {
+  // A loop's head, up to its body's '{' (not taken), with the loop variable defined in a new
+  // scope that ForStmt closes after the body.
+  struct ForHead {
+    Var var;
+    ForKind kind = ForKind::kSerial;
+    ThreadTag tag = ThreadTag::kNone;
+    Expr min, end, extent, step;
+    int64_t range_step = 1;
+    ScheduleKind schedule = ScheduleKind::kDefault;
+    int64_t chunk = 0;
+  };
+
+  [[gnu::noinline]] Stmt ForStmt() {
+    ForHead h = ForHeader();
+    Stmt body = Block();
+    PopScope();
+    return MakeLoop(h, body);
+  }
+
+  [[gnu::noinline]] ForHead ForHeader() {
     Take();
     const Token& at = Cur();
     std::string name = ExpectIdent("the loop variable after 'for'");
     DType t = Int32();
     if (TakePunct(":")) t = ExpectDType("for the loop variable '" + Q(name) + "'");
-    Var v = MakeVar(at, name, t);
+    ForHead h;
+    h.var = MakeVar(at, name, t);
     if (!IsKeyword("in")) Fail("expected 'in' after the loop variable");
     Take();
     static const struct {
@@ -474,22 +535,19 @@ class Parser {
     for (const auto& k : kKinds)
       if (IsKeyword(k.name)) kind = &k.kind;
     if (!kind) Fail("expected the loop kind (serial, parallel, vectorized, unrolled or thread)");
+    h.kind = *kind;
     std::string kind_name = Cur().text;
     Take();
     Expect("(", "after '" + kind_name + "'");
     ++nest_;
-    ThreadTag tag = ThreadTag::kNone;
-    if (*kind == ForKind::kThreadBinding) {
-      tag = Thread();
+    if (h.kind == ForKind::kThreadBinding) {
+      h.tag = Thread();
       Expect(",", "after the thread axis");
     }
-    Expr min = TypeLiteral(Expression(), t);
+    h.min = TypeLiteral(Expression(), t);
     // `begin .. end[, step]`: C's loop by its end (ForRange), else `start, count[, step]`.
-    Expr end;
-    int64_t range_step = 1;
-    Expr extent, step;
     if (TakePunct("..")) {
-      end = TypeLiteral(Expression(), t);
+      h.end = TypeLiteral(Expression(), t);
       if (TakePunct(",")) {
         const Token& step_at = Cur();
         Expr e = TypeLiteral(Expression(), t);
@@ -501,39 +559,39 @@ class Parser {
                          Q(Print(e)) +
                          "': write a number (-1 counts down), or use the form (start, count, "
                          "step) for a step computed at run time");
-        range_step = imm->value;
-        if (*kind == ForKind::kThreadBinding)
+        h.range_step = imm->value;
+        if (h.kind == ForKind::kThreadBinding)
           err_.Throw(step_at.offset,
                      "a thread-bound loop takes no step: write thread(axis, begin .. end)");
       }
       Expect(")", "after the loop's range (begin .. end[, step])");
     } else {
       Expect(",", "after the loop's start (or '..' and its end)");
-      extent = TypeLiteral(Expression(), t);
-      if (TakePunct(",")) step = TypeLiteral(Expression(), t);
-      Expect(")", step ? "after the loop's step" : "after the loop's extent (its trip count)");
+      h.extent = TypeLiteral(Expression(), t);
+      if (TakePunct(",")) h.step = TypeLiteral(Expression(), t);
+      Expect(")", h.step ? "after the loop's step" : "after the loop's extent (its trip count)");
     }
     --nest_;
-    ScheduleKind schedule = ScheduleKind::kDefault;
-    int64_t chunk = 0;
-    if (IsKeyword("schedule")) Schedule(&schedule, &chunk);
+    if (IsKeyword("schedule")) Schedule(&h.schedule, &h.chunk);
     scopes_.emplace_back();
-    Define(at, name, Binding{v, Buffer(), 0});
+    Define(at, name, Binding{h.var, Buffer(), 0});
     if (!IsPunct("{")) Fail("expected '{' to start the loop body");
-    Stmt body = Block();
-    PopScope();
-    if (tag != ThreadTag::kNone) {
-      Stmt s = ThreadFor(v, tag, min, end ? end - min : extent, body);
-      if (!step) return s;
-      return WithStep(s, step);
+    return h;
+  }
+
+  [[gnu::noinline]] static Stmt MakeLoop(const ForHead& h, const Stmt& body) {
+    if (h.tag != ThreadTag::kNone) {
+      Stmt s = ThreadFor(h.var, h.tag, h.min, h.end ? h.end - h.min : h.extent, body);
+      if (!h.step) return s;
+      return WithStep(s, h.step);
     }
-    Stmt s = end    ? ForRange(v, min, end, range_step, *kind, body)
-             : step ? For(v, min, extent, step, *kind, body)
-                    : For(v, min, extent, *kind, body);
-    if (schedule == ScheduleKind::kDefault && chunk == 0) return s;
+    Stmt s = h.end    ? ForRange(h.var, h.min, h.end, h.range_step, h.kind, body)
+             : h.step ? For(h.var, h.min, h.extent, h.step, h.kind, body)
+                      : For(h.var, h.min, h.extent, h.kind, body);
+    if (h.schedule == ScheduleKind::kDefault && h.chunk == 0) return s;
     auto n = std::make_shared<ForNode>(*s.As<ForNode>());
-    n->schedule = schedule;
-    n->chunk = chunk;
+    n->schedule = h.schedule;
+    n->chunk = h.chunk;
     return Stmt(std::move(n));
   }
 
@@ -620,17 +678,11 @@ class Parser {
 
   // if (...) { } else if (...) { } ... else { }: the else-if chain is read in a loop and the
   // nested IfThenElse nodes made at the end, so a long chain needs no stack.
-  Stmt IfStmt() {
+  [[gnu::noinline]] Stmt IfStmt() {
     std::vector<std::pair<Expr, Stmt>> arms;
     Stmt else_case;
     while (true) {
-      Take();  // if
-      Expect("(", "after 'if'");
-      ++nest_;
-      Expr cond = Expression();
-      Expect(")", "after the condition of 'if'");
-      --nest_;
-      if (!IsPunct("{")) Fail("expected '{' after the condition of 'if'");
+      Expr cond = IfCondition();
       Stmt then_case = Block();
       arms.emplace_back(cond, then_case);
       if (!IsKeyword("else")) {
@@ -643,11 +695,27 @@ class Parser {
       else_case = Block();
       break;
     }
-    while (!arms.empty()) {
-      else_case = IfThenElse(arms.back().first, arms.back().second, else_case);
-      arms.pop_back();
+    return MakeIfChain(&arms, else_case);
+  }
+  [[gnu::noinline]] static Stmt MakeIfChain(std::vector<std::pair<Expr, Stmt>>* arms,
+                                            Stmt else_case) {
+    while (!arms->empty()) {
+      else_case = IfThenElse(arms->back().first, arms->back().second, else_case);
+      arms->pop_back();
     }
     return else_case;
+  }
+
+  // `if (cond)` up to the '{' of its block (not taken).
+  [[gnu::noinline]] Expr IfCondition() {
+    Take();  // if
+    Expect("(", "after 'if'");
+    ++nest_;
+    Expr cond = Expression();
+    Expect(")", "after the condition of 'if'");
+    --nest_;
+    if (!IsPunct("{")) Fail("expected '{' after the condition of 'if'");
+    return cond;
   }
 
   // ---- expressions ----
@@ -702,6 +770,10 @@ class Parser {
   // before inf) is part of the literal. A run of them is read in a loop and applied from the
   // inside out, so `!-!-...x` needs no stack however long it is (its tree depth is bounded).
   Expr Unary() {
+    if (!IsPunct("!") && !IsPunct("-")) return Primary();
+    return PrefixRun();
+  }
+  [[gnu::noinline]] Expr PrefixRun() {
     std::vector<bool> nots;  // the run, outermost first: true for '!', false for '-'
     Expr e;
     while (true) {
@@ -736,7 +808,7 @@ class Parser {
     return e;
   }
 
-  Expr Number(bool negative, const Token& at) {
+  [[gnu::noinline]] Expr Number(bool negative, const Token& at) {
     const Token t = Cur();
     Take();
     std::string text = t.text;
@@ -796,6 +868,8 @@ class Parser {
     return IntImm(type, v);
   }
 
+  // Parentheses, an index and a call's arguments nest expressions (BinaryExpr -> Unary -> Primary
+  // -> ...), so Primary keeps a small frame: names, calls and errors are parsed out of line.
   Expr Primary() {
     const Token& t = Cur();
     if (t.kind == Tok::kInt || t.kind == Tok::kFloat) return Number(false, t);
@@ -807,8 +881,14 @@ class Parser {
       --nest_;
       return e;
     }
+    return NamedPrimary();
+  }
+
+  // A name: true/false, inf/nan, a call, a variable or a buffer's element.
+  [[gnu::noinline]] Expr NamedPrimary() {
+    const Token& t = Cur();
     if (t.kind != Tok::kIdent) Fail("expected an expression");
-    const std::string name = t.text;
+    const std::string& name = t.text;
     if (name == "true" || name == "false") {
       Take();
       return BoolImm(name == "true");
@@ -818,60 +898,145 @@ class Parser {
       return Number(false, t);
     if (Next().kind == Tok::kPunct && Next().text == "(") return CallExpr();
     const Binding* b = Lookup(name);
-    if (!b) {
-      if (detail::IsIdentifier(name)) {
-        std::vector<std::string> in_scope;
-        for (const auto& [known, binding] : names_) in_scope.push_back(known);
-        err_.Throw(t.offset, "undefined variable '" + Q(name) +
-                                 "': expected a parameter, a loop variable, a let or an alloc "
-                                 "in scope" +
-                                 detail::DidYouMean(name, in_scope));
-      }
-      Fail("expected an expression");
-    }
+    if (!b) Undefined(t);
     Take();
-    if (b->buffer) {
-      if (IsPunct("[") && !(nest_ == 0 && Cur().bol)) {
-        Take();
-        ++nest_;
-        std::vector<Expr> idx;
-        if (!IsPunct("]")) idx = Exprs();
-        Expect("]", "after the indices of '" + Q(name) + "'");
-        --nest_;
-        return Load(b->buffer, idx);
-      }
-      if (!in_packed_args_)
-        err_.Throw(t.offset, "buffer '" + Q(name) + "' used as a value: expected an element (" +
-                                 Q(name) +
-                                 "[i]); a whole buffer is only an argument of call_packed");
-      return Ref(b->buffer);
-    }
+    if (b->buffer) return BufferUse(t, b->buffer);
     return b->var;
   }
 
+  // After buffer `t`'s name: an element, `name[indices]`, or the whole buffer (call_packed's
+  // argument).
+  [[gnu::noinline]] Expr BufferUse(const Token& t, const Buffer& buffer) {
+    if (IsPunct("[") && !(nest_ == 0 && Cur().bol)) {
+      Take();
+      ++nest_;
+      std::vector<Expr> idx;
+      if (!IsPunct("]")) idx = Exprs();
+      ExpectLazy("]", [&] { return "after the indices of '" + Q(t.text) + "'"; });
+      --nest_;
+      return Load(buffer, idx);
+    }
+    if (!in_packed_args_) BufferAsValue(t);
+    return Ref(buffer);
+  }
+
+  [[noreturn]] [[gnu::noinline]] [[gnu::cold]] void Undefined(const Token& t) {
+    const std::string& name = t.text;
+    if (detail::IsIdentifier(name)) {
+      std::vector<std::string> in_scope;
+      for (const auto& [known, binding] : names_) in_scope.push_back(known);
+      err_.Throw(t.offset, "undefined variable '" + Q(name) +
+                               "': expected a parameter, a loop variable, a let or an alloc "
+                               "in scope" +
+                               detail::DidYouMean(name, in_scope));
+    }
+    Fail("expected an expression");
+  }
+
+  [[noreturn]] [[gnu::noinline]] [[gnu::cold]] void BufferAsValue(const Token& t) {
+    const std::string& name = t.text;
+    err_.Throw(t.offset, "buffer '" + Q(name) + "' used as a value: expected an element (" +
+                             Q(name) + "[i]); a whole buffer is only an argument of call_packed");
+  }
+
   // name(args): a cast, select, ramp, broadcast, call_packed, floordiv/floormod/min/max, or a
-  // math intrinsic.
-  Expr CallExpr() {
-    const Token at = Cur();
-    const std::string name = at.text;
+  // math intrinsic. A call inside a call's arguments nests, so this frame holds only the
+  // arguments: the call is made, and any error reported, out of line.
+  [[gnu::noinline]] Expr CallExpr() {
+    const Token& at = Cur();
+    const std::string& name = at.text;
+    if (name == "ramp" || name == "broadcast" || name == "call_packed") return SpecialCall();
+    size_t arity = 0;
+    if (!CallArity(name, &arity)) UnknownFunction(at, name);
     Take();
     Take();  // (
     ++nest_;
-    Expr result;
+    std::vector<Expr> v;
+    if (!IsPunct(")")) v = Exprs();
+    if (v.size() != arity) WrongArgumentCount(at, arity, v.size());
+    CloseCall(name);
+    return MakeCall(name, &v);
+  }
+
+  // The number of arguments of a cast, select, floordiv/floormod/min/max or intrinsic `name`;
+  // false for no such function.
+  static bool CallArity(const std::string& name, size_t* arity) {
+    DType t;
+    if (ParseDType(name, &t)) {
+      *arity = 1;
+    } else if (name == "select") {
+      *arity = 3;
+    } else if (BinaryFunction(name, nullptr)) {
+      *arity = 2;
+    } else if (const Intrinsic* in = FindIntrinsic(name)) {
+      *arity = static_cast<size_t>(in->arity);
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // floordiv, floormod, min and max: their operator in `*op` (when not null).
+  static bool BinaryFunction(const std::string& name, BinaryOp* op) {
+    static const struct {
+      const char* name;
+      BinaryOp op;
+    } kFns[] = {{"floordiv", BinaryOp::kFloorDiv},
+                {"floormod", BinaryOp::kFloorMod},
+                {"min", BinaryOp::kMin},
+                {"max", BinaryOp::kMax}};
+    for (const auto& f : kFns) {
+      if (name == f.name) {
+        if (op) *op = f.op;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void CloseCall(const std::string& name) {
+    ExpectLazy(")", [&] { return "after the arguments of " + name; });
+    --nest_;
+  }
+
+  // The call `name(v...)`, its arguments counted already.
+  [[gnu::noinline]] Expr MakeCall(const std::string& name, std::vector<Expr>* args) {
+    std::vector<Expr>& v = *args;
     DType cast_type;
-    auto close = [&] {
-      Expect(")", "after the arguments of " + name);
-      --nest_;
-    };
-    auto args = [&](size_t n) {
-      std::vector<Expr> v;
-      if (!IsPunct(")")) v = Exprs();
-      if (v.size() != n)
-        err_.Throw(at.offset, name + " takes " + std::to_string(n) + " argument" +
-                                  (n == 1 ? "" : "s") + ", got " + std::to_string(v.size()) +
-                                  ": write " + Usage(name));
-      return v;
-    };
+    if (ParseDType(name, &cast_type))
+      return Cast(cast_type, TypeLiteral(v[0], cast_type, /*cast=*/true));
+    if (name == "select") {
+      TypeLiterals(&v[1], &v[2]);
+      return Select(v[0], v[1], v[2]);
+    }
+    BinaryOp op = BinaryOp::kAdd;
+    if (BinaryFunction(name, &op)) {
+      TypeLiterals(&v[0], &v[1]);
+      return Binary(op, v[0], v[1]);
+    }
+    for (const Expr& typed : v) {  // an intrinsic
+      if (untyped_.count(typed.get())) continue;
+      for (Expr& x : v) x = TypeLiteral(x, typed.dtype());
+      break;
+    }
+    return Call(name, v);
+  }
+
+  [[noreturn]] [[gnu::noinline]] [[gnu::cold]] void WrongArgumentCount(const Token& at, size_t n,
+                                                                       size_t got) {
+    const std::string& name = at.text;
+    err_.Throw(at.offset, name + " takes " + std::to_string(n) + " argument" + (n == 1 ? "" : "s") +
+                              ", got " + std::to_string(got) + ": write " + Usage(name));
+  }
+
+  // ramp(base, stride, lanes), broadcast(value, lanes) and call_packed("name", args...): their
+  // own forms.
+  [[gnu::noinline]] Expr SpecialCall() {
+    const Token& at = Cur();
+    const std::string& name = at.text;
+    Take();
+    Take();  // (
+    ++nest_;
     auto lanes = [&] {
       if (Cur().kind != Tok::kInt ||
           Cur().text.find_first_not_of("0123456789") != std::string::npos)
@@ -882,70 +1047,35 @@ class Parser {
       Take();
       return static_cast<int>(n);
     };
-    if (ParseDType(name, &cast_type)) {
-      std::vector<Expr> v = args(1);
-      close();
-      return Cast(cast_type, TypeLiteral(v[0], cast_type, /*cast=*/true));
-    }
-    if (name == "select") {
-      std::vector<Expr> v = args(3);
-      close();
-      TypeLiterals(&v[1], &v[2]);
-      return Select(v[0], v[1], v[2]);
-    }
     if (name == "ramp") {
       Expr base = Expression();
       Expect(",", "after the base of ramp");
       Expr stride = Expression();
       Expect(",", "after the stride of ramp");
       int n = lanes();
-      close();
+      CloseCall(name);
       return Ramp(base, stride, n);
     }
     if (name == "broadcast") {
       Expr value = Expression();
       Expect(",", "after the value of broadcast");
       int n = lanes();
-      close();
+      CloseCall(name);
       return Broadcast(value, n);
     }
-    if (name == "call_packed") {
-      if (Cur().kind != Tok::kString)
-        Fail("expected the name of a global function as a string after 'call_packed('");
-      std::string fn = Cur().text;
-      Take();
-      std::vector<Expr> v;
-      in_packed_args_ = true;
-      while (TakePunct(",")) v.push_back(Expression());
-      in_packed_args_ = false;
-      close();
-      return CallPacked(fn, v);
-    }
-    static const struct {
-      const char* name;
-      BinaryOp op;
-    } kFns[] = {{"floordiv", BinaryOp::kFloorDiv},
-                {"floormod", BinaryOp::kFloorMod},
-                {"min", BinaryOp::kMin},
-                {"max", BinaryOp::kMax}};
-    for (const auto& f : kFns) {
-      if (name == f.name) {
-        std::vector<Expr> v = args(2);
-        close();
-        TypeLiterals(&v[0], &v[1]);
-        return Binary(f.op, v[0], v[1]);
-      }
-    }
-    if (const Intrinsic* in = FindIntrinsic(name)) {
-      std::vector<Expr> v = args(static_cast<size_t>(in->arity));
-      close();
-      for (const Expr& typed : v) {
-        if (untyped_.count(typed.get())) continue;
-        for (Expr& x : v) x = TypeLiteral(x, typed.dtype());
-        break;
-      }
-      return Call(name, v);
-    }
+    if (Cur().kind != Tok::kString)
+      Fail("expected the name of a global function as a string after 'call_packed('");
+    std::string fn = Cur().text;
+    Take();
+    std::vector<Expr> v;
+    in_packed_args_ = true;
+    while (TakePunct(",")) v.push_back(Expression());
+    in_packed_args_ = false;
+    CloseCall(name);
+    return CallPacked(fn, v);
+  }
+
+  [[noreturn]] [[gnu::noinline]] void UnknownFunction(const Token& at, const std::string& name) {
     std::vector<std::string> known = {"select",   "ramp",     "broadcast", "call_packed",
                                       "floordiv", "floormod", "min",       "max"};
     for (const Intrinsic& in : Intrinsics()) known.push_back(in.name);
@@ -1043,7 +1173,7 @@ class Parser {
   }
 
   // Two operands: a literal without a suffix takes the other's type.
-  void TypeLiterals(Expr* a, Expr* b) {
+  [[gnu::noinline]] void TypeLiterals(Expr* a, Expr* b) {
     const bool la = untyped_.count(a->get()) > 0, lb = untyped_.count(b->get()) > 0;
     if (la && !lb) *a = TypeLiteral(*a, b->dtype());
     if (lb && !la) *b = TypeLiteral(*b, a->dtype());
