@@ -82,10 +82,13 @@ fi
 jobs="$(nproc)"
 
 # Builds go through ccache when it is there. Paths are taken relative to the repository root,
-# so two clones of the same commit share cached objects.
+# and the build folder is left out of the hash of objects with debug information (the debug
+# presets', libbackplane's), so two clones of the same commit share cached objects: a CI clone
+# compiles only what differs from the last build on the machine. Such an object's debug
+# information names the folder it was first compiled in.
 if command -v ccache >/dev/null 2>&1; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
-  export CCACHE_BASEDIR="$root"
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 fi
 
 build() {
@@ -120,9 +123,9 @@ fi
 # the plugins itself (in build/wheel-<tag>/, beside build/release, through ccache: the objects
 # the release build made hit) and puts them inside the package (python/README.md). With the
 # presets' -Werror and CMake's own compilers (cc, c++: scikit-build-core would take Python's
-# gcc, g++, which ccache tells apart), so that the compile commands are the release build's;
-# CCACHE_NOHASHDIR: libbackplane's objects (-g) hit too, although their build folder differs
-# (the wheel strips the debug information that names it). An empty Backplane_DIR: the
+# gcc, g++, which ccache tells apart), so that the compile commands are the release build's
+# (libbackplane's objects, -g, hit too: the wheel strips the debug information that names the
+# other folder). An empty Backplane_DIR: the
 # self-contained build even where the build folder was configured over an install before.
 python_package() {
   local py="${BACKPLANE_PYTHON:-python3}"
@@ -136,7 +139,7 @@ python_package() {
   if .venv/bin/python -m pip show -q backplane >/dev/null 2>&1; then
     .venv/bin/python -m pip uninstall -q -y backplane
   fi
-  CC="${CC:-cc}" CXX="${CXX:-c++}" CCACHE_NOHASHDIR=1 .venv/bin/python -m pip install -q \
+  CC="${CC:-cc}" CXX="${CXX:-c++}" .venv/bin/python -m pip install -q \
     --disable-pip-version-check --no-build-isolation ./python -C cmake.define.BACKPLANE_WERROR=ON \
     -C cmake.define.Backplane_DIR=
 }
