@@ -227,12 +227,14 @@ Any CUDADeviceAPI::GetAttr(DLDevice dev, bp_device_attr_kind_t kind) {
     }
     case BP_ATTR_SUPPORTS_FP64:
       return sdk::IntValue(1);  // every compute capability this driver API supports has it
-    case BP_ATTR_SUPPORTS_FP16:
-      // "Kernels can compute in float16": not through this plugin, whose code generator refuses
-      // float16 (docs/cuda.md), so the attribute does not claim it. The hardware's
-      // half arithmetic (compute capability 5.3 and later) shows in the properties
-      // compute_capability_major and compute_capability_minor.
-      return sdk::IntValue(0);
+    case BP_ATTR_SUPPORTS_FP16: {
+      // "Kernels can compute in float16": the hardware's half arithmetic, compute capability
+      // 5.3 and later. The code generator computes float16 in float rounded to half after
+      // every operation (docs/cuda.md, "float16"), the same values on every device.
+      const int major = Attribute(id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+      const int minor = Attribute(id, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+      return sdk::IntValue(major > 5 || (major == 5 && minor >= 3) ? 1 : 0);
+    }
     case BP_ATTR_SUBGROUP_SIZES:
       return sdk::IntArrayValue({Attribute(id, CU_DEVICE_ATTRIBUTE_WARP_SIZE)});
     case BP_ATTR_DRIVER_INFO: {

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -26,6 +28,7 @@ std::string CUDAEmitter::Prelude() {
       "#define NAN __int_as_float(0x7fc00000)\n"
       "#define INFINITY __int_as_float(0x7f800000)\n";
   p += VectorDefinitions();
+  if (uses_half_) p += HalfHelpers();
   p += FaultHelpers();
   p += NumericHelpers();
   if (uses_f64_atomic_add_) {
@@ -51,9 +54,53 @@ std::string CUDAEmitter::Prelude() {
   return p;
 }
 
+// The float16 helpers: bp_f2h rounds a float or double to the bits of the nearest half (ties to
+// even; PTX's cvt.rn, which keeps subnormals), bp_h2f gives a half's value (exact), and
+// bp_round_half rounds a value of any arithmetic type to a float that a half holds. A NaN is
+// the interpreter's, its sign kept, quiet, no payload (ir/half.hpp), which cvt does not promise.
+// An integer goes through float: exact below 2^24, and from 65520 up a half is infinite anyway.
+std::string CUDAEmitter::HalfHelpers() {
+  return "typedef float bp_half_t;\n"
+         "static __device__ __forceinline__ uint16_t bp_f2h(float x) {\n"
+         "  if (x != x) return (uint16_t)((__float_as_uint(x) >> 16 & 0x8000u) | 0x7e00u);\n"
+         "  uint16_t h;\n"
+         "  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x));\n"
+         "  return h;\n"
+         "}\n"
+         "static __device__ __forceinline__ uint16_t bp_f2h(double x) {\n"
+         "  if (x != x) return (uint16_t)(((unsigned)(__double_as_longlong(x) >> 48) & 0x8000u) | "
+         "0x7e00u);\n"
+         "  uint16_t h;\n"
+         "  asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h) : \"d\"(x));\n"
+         "  return h;\n"
+         "}\n"
+         "static __device__ __forceinline__ float bp_h2f(uint16_t h) {\n"
+         "  if ((h & 0x7fffu) > 0x7c00u) return __uint_as_float(((unsigned)h & 0x8000u) << 16 | "
+         "0x7fc00000u);\n"
+         "  float f;\n"
+         "  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+         "  return f;\n"
+         "}\n"
+         "static __device__ __forceinline__ float bp_round_half(float x) { return "
+         "bp_h2f(bp_f2h(x)); }\n"
+         "static __device__ __forceinline__ float bp_round_half(double x) { return "
+         "bp_h2f(bp_f2h(x)); }\n"
+         "template <typename T>\n"
+         "static __device__ __forceinline__ float bp_round_half(T x) { return "
+         "bp_round_half((float)x); }\n";
+}
+
+bool CUDAEmitter::IsHalf(ir::DType t) { return t.is_float() && t.bits == 16; }
+
 std::string CUDAEmitter::TypeName(ir::DType t) {
-  if (t.is_float() && t.bits == 16) {
-    Unsupported("float16 is not supported by the cuda code generator yet; compute in float32");
+  if (IsHalf(t)) {
+    if (t.lanes != 1) {
+      Unsupported("vector type " + ir::ToString(t) +
+                  " is not supported by the cuda code generator, which computes float16 one "
+                  "element at a time; use scalar float16 or float32 vectors");
+    }
+    uses_half_ = true;
+    return "bp_half_t";
   }
   if (t.lanes == 1) return CFamilyEmitter::TypeName(t);
   if (t.is_handle()) Fail("a vector of handles has no CUDA type");
@@ -216,7 +263,12 @@ void CUDAEmitter::EmitSharedAllocation(const ir::AllocateNode& alloc, const std:
   auto at = shared_at_.find(&alloc);
   if (at == shared_at_.end())
     Fail("shared allocation '" + alloc.buffer.name() + "' was not laid out");
-  Line(type + "* " + name + " = reinterpret_cast<" + type + "*>(bp_shared + " + at->second + ");");
+  // A float16 array holds halves, as the launch kit lays it out (2 bytes an element).
+  const bool half = IsHalf(alloc.buffer.dtype());
+  if (half) half_buffers_.insert(alloc.buffer.get());
+  const std::string element = half ? "uint16_t" : type;
+  Line(element + "* " + name + " = reinterpret_cast<" + element + "*>(bp_shared + " + at->second +
+       ");");
   static_assert(launch::kSharedAlign % 16 == 0, "a vector access takes shared arrays as aligned");
   aligned_bases_.insert(alloc.buffer.get());
 }
@@ -281,16 +333,28 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
     }
   });
   std::string params;
+  std::vector<std::string> unpack;  // float16 scalars: their value from their bits
   for (const ir::Param& p : func.params) {
     if (!params.empty()) params += ", ";
     if (p.is_buffer()) {
       const bool w = written.count(p.buffer().get()) != 0;
-      params += std::string(w ? "" : "const ") + TypeName(p.buffer().dtype()) + "* __restrict__ " +
-                Name(p.buffer().name());
+      std::string type = TypeName(p.buffer().dtype());
+      if (IsHalf(p.buffer().dtype())) {
+        type = "uint16_t";
+        half_buffers_.insert(p.buffer().get());
+      }
+      params += std::string(w ? "" : "const ") + type + "* __restrict__ " + Name(p.buffer().name());
       k.arg_types.push_back("handle");
       k.written.push_back(w);
     } else {
-      params += "const " + TypeName(p.var().dtype()) + " " + Name(p.var().name());
+      const std::string name = Name(p.var().name());
+      if (IsHalf(p.var().dtype())) {
+        params += "const uint16_t bp_s_" + name;
+        unpack.push_back("const " + TypeName(p.var().dtype()) + " " + name + " = bp_h2f(bp_s_" +
+                         name + ");");
+      } else {
+        params += "const " + TypeName(p.var().dtype()) + " " + name;
+      }
       k.arg_types.push_back(ir::ToString(p.var().dtype()));
       k.written.push_back(false);
     }
@@ -312,6 +376,7 @@ void CUDAEmitter::EmitFunction(const ir::PrimFunc& func) {
   out_.str("");
   const size_t sites_before = sites_.size();
   ++indent_;
+  for (const std::string& u : unpack) Line(u);
   // Every shared array lives in the launch's dynamic shared memory, at the offset of the launch
   // kit's layout: the constant-sized ones at numbers, those sized at launch after them, at
   // offsets computed here from the scalar params as the kit computes them on the host.
@@ -396,6 +461,32 @@ std::string CUDAEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std
          p + "; for (;;) { const unsigned int " + seen + " = atomicCAS(" + p + ", " + o +
          ", __float_as_uint(" + update + ")); if (" + seen + " == " + o + ") break; " + o + " = " +
          seen + "; } }";
+}
+
+std::string CUDAEmitter::CastText(const std::string& type, const std::string& operand) {
+  if (type == "bp_half_t") return "bp_round_half(" + operand + ")";
+  return CFamilyEmitter::CastText(type, operand);
+}
+
+// A float16 literal is the float its half holds, rounded here once.
+std::string CUDAEmitter::FloatLiteral(double v, ir::DType t) {
+  if (!IsHalf(t)) return CFamilyEmitter::FloatLiteral(v, t);
+  if (std::isnan(v)) return "NAN";
+  return CFamilyEmitter::FloatLiteral(ir::HalfToFloat(ir::FloatToHalf(static_cast<float>(v))),
+                                      ir::Float32());
+}
+
+std::string CUDAEmitter::ElementRead(const ir::Buffer& buffer, const std::string& element) {
+  if (half_buffers_.count(buffer.get()) == 0) return CFamilyEmitter::ElementRead(buffer, element);
+  return "bp_h2f(" + element + ")";
+}
+
+std::string CUDAEmitter::ElementWrite(const ir::Buffer& buffer, const std::string& element,
+                                      const std::string& value) {
+  if (half_buffers_.count(buffer.get()) == 0) {
+    return CFamilyEmitter::ElementWrite(buffer, element, value);
+  }
+  return element + " = bp_f2h(" + value + ")";
 }
 
 }  // namespace cuda

@@ -74,6 +74,15 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   // bits ORed (min) or ANDed (max), which orders -0 below +0.
   std::string FloatMinMax(bool is_max, const std::string& x, const std::string& y,
                           ir::DType t) override;
+  // float16 (docs/cuda.md, "float16"): a value is a float rounded to half after every
+  // operation (bp_half_t, CastText: bp_round_half), as the interpreter computes it; float16
+  // buffers and shared arrays hold halves (uint16_t), converted where an element is read or
+  // written (half_buffers_), and a float16 scalar param arrives as its 16 bits.
+  std::string CastText(const std::string& type, const std::string& operand) override;
+  std::string FloatLiteral(double v, ir::DType t) override;
+  std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override;
+  std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
+                           const std::string& value) override;
   bool HasFaultRecord() const override { return true; }
   std::string FaultClaim(const std::string& record, const std::string& site) override {
     return "atomicCAS(&" + record + "->site, 0, " + site + ") == 0";
@@ -94,6 +103,8 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   // access (bp_vload_/bp_vstore_ helpers), for the prelude.
   std::map<std::string, ir::DType> vector_structs_, vector_access_;
   std::string VectorDefinitions();
+  static std::string HalfHelpers();
+  static bool IsHalf(ir::DType t);  // float16, any lanes
   // Where each shared array of the kernel being emitted starts in bp_shared (launch.hpp's
   // layout): a number, or for one sized at launch the name of the offset computed at the top.
   std::map<const ir::AllocateNode*, std::string> shared_at_;
@@ -102,6 +113,10 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   // vector access tests only the element's offset.
   std::set<const ir::BufferNode*> aligned_bases_;
   bool uses_f64_atomic_add_ = false;  // bp_atomic_add_f64 in the prelude
+  bool uses_half_ = false;            // the float16 helpers in the prelude
+  // The float16 buffers and shared arrays: halves in memory, read and written through
+  // bp_h2f / bp_f2h.
+  std::set<const ir::BufferNode*> half_buffers_;
 };
 
 }  // namespace cuda

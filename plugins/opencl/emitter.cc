@@ -2,8 +2,10 @@
 #include "emitter.h"
 
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
+#include <cmath>
 #include <map>
 #include <sstream>
 #include <string>
@@ -394,6 +396,8 @@ std::string OpenCLEmitter::FloatMinMax(bool is_max, const std::string& x, const 
 
 std::string OpenCLEmitter::FloatLiteral(double v, DType t) {
   if (t.bits == 16 && !options_.float16) {
+    // The value of the half nearest v, exactly (the base's literal rounds it the same way).
+    if (!std::isnan(v)) v = ir::HalfToFloat(ir::DoubleToHalf(v));
     return CastText("bp_half_t", CFamilyEmitter::FloatLiteral(v, ir::Float32()));
   }
   return CFamilyEmitter::FloatLiteral(v, t);

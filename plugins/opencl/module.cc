@@ -5,6 +5,7 @@
 #include <atomic>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/module.hpp>
@@ -214,9 +215,9 @@ class OpenCLModule : public sdk::KernelModule {
         set(sizeof(cl_mem), &mem);
         set(sizeof(cl_long), &offset);
       } else if (kind == launch::ParamKind::kFloat16) {
-        // OpenCL takes no half argument: the __kernel takes a float (KernelArgSpecs).
-        const ir::ArgView& v = b.views[i];
-        const float x = static_cast<float>(v.kind == ir::ArgView::Kind::kFloat ? v.f : v.i);
+        // OpenCL takes no half argument: the __kernel takes a float (KernelArgSpecs), the
+        // value of the half the launch kit rounded the argument to (rounded once).
+        const float x = ir::HalfToFloat(b.scalar(i).f16);
         set(sizeof(x), &x);
       } else {
         set(b.scalar(i).bytes, &b.scalar(i).raw);

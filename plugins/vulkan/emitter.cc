@@ -6,6 +6,7 @@
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
 #include <cmath>
@@ -248,8 +249,10 @@ std::string GlslEmitter::FloatLiteral(double v, ir::DType t) {
                   value);
     return buf;
   }
-  // float16: the float32 of the same value, converted (exactly: the value is a half's).
-  const float f = static_cast<float>(v);
+  // float16: the float32 value of the half nearest v (rounded once, as the interpreter rounds
+  // it), converted exactly.
+  const float f =
+      t.bits == 16 && !std::isnan(v) ? ir::HalfToFloat(ir::DoubleToHalf(v)) : static_cast<float>(v);
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
   std::snprintf(buf, sizeof(buf), "bp_k32(0x%08xu /* %s */)", static_cast<unsigned>(bits), value);

@@ -10,6 +10,7 @@
 #include <backplane/codegen/c_family.hpp>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
 #include <backplane/sdk/module.hpp>
@@ -434,7 +435,7 @@ class VulkanModule : public sdk::KernelModule {
                                 static_cast<uint32_t>(bound.grid[1]),
                                 static_cast<uint32_t>(bound.grid[2])};
     const DLDevice device = bound.device;
-    const std::string push = PushConstants(l, bound.views);
+    const std::string push = PushConstants(l, sig, bound);
     api->WithDevice(device, [&](DeviceScope& s) {
       CheckFeatures(l, s);
       s.CheckStatus();  // an earlier kernel's error, found since, is raised before more work
@@ -468,15 +469,22 @@ class VulkanModule : public sdk::KernelModule {
   }
 
   // The push constants of the scalar params, laid out as the shader declares them.
-  static std::string PushConstants(const KernelLayout& l, const std::vector<ir::ArgView>& views) {
+  // A float16 param is a float push constant holding the half the launch kit rounded the
+  // argument to (once), which the shader's rounding keeps.
+  static std::string PushConstants(const KernelLayout& l, const launch::KernelSignature& sig,
+                                   const launch::BoundLaunch& bound) {
     std::string push(l.push_size, '\0');
     for (const PushField& p : l.push) {
-      const ir::ArgView& v = views[p.param];
+      const ir::ArgView& v = bound.views[p.param];
       char* at = push.data() + p.offset;
       auto put = [at](auto x) { std::memcpy(at, &x, sizeof(x)); };
       switch (p.kind) {
         case 'f':
-          put(static_cast<float>(v.kind == ir::ArgView::Kind::kFloat ? v.f : v.i));
+          if (sig.param(static_cast<size_t>(p.param)) == launch::ParamKind::kFloat16) {
+            put(ir::HalfToFloat(bound.scalar(static_cast<size_t>(p.param)).f16));
+          } else {
+            put(static_cast<float>(v.kind == ir::ArgView::Kind::kFloat ? v.f : v.i));
+          }
           break;
         case 'd':
           put(v.kind == ir::ArgView::Kind::kFloat ? v.f : static_cast<double>(v.i));

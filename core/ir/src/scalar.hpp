@@ -52,14 +52,15 @@ inline int64_t FloorModInt(int64_t a, int64_t b, bool is_unsigned) {
 }
 
 // IEEE binary16 <-> float (backplane/ir/half.hpp).
+using ::backplane::ir::DoubleToHalf;
 using ::backplane::ir::FloatToHalf;
 using ::backplane::ir::HalfToFloat;
 inline float RoundToHalf(float f) { return HalfToFloat(FloatToHalf(f)); }
 
-// A float value of dtype `t` held as a double: rounded to float32 or float16 as `t` says.
+// A float value of dtype `t` held as a double: rounded (once) to float32 or float16 as `t` says.
 inline double RoundFloat(double v, DType t) {
   if (t.bits == 32) return static_cast<float>(v);
-  if (t.bits == 16) return RoundToHalf(static_cast<float>(v));
+  if (t.bits == 16) return HalfToFloat(DoubleToHalf(v));
   return v;
 }
 

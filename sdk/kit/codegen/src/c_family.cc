@@ -6,6 +6,7 @@
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
 #include <backplane/ir/expf.hpp>
+#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/ir/transform.hpp>
 #include <cinttypes>
@@ -260,6 +261,9 @@ std::string CFamilyEmitter::FloatDivision(const std::string& x, const std::strin
 }
 
 std::string CFamilyEmitter::FloatLiteral(double v, DType t) {
+  // float16: the value of the half nearest v (rounded once, as the interpreter rounds it),
+  // written as the float32 it is exactly.
+  if (t.bits == 16 && !std::isnan(v)) v = ir::HalfToFloat(ir::DoubleToHalf(v));
   std::string text;
   if (std::isnan(v)) {
     text = "NAN";

@@ -65,10 +65,10 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
   std::vector<std::string> idx;
   if (t.lanes == 1) {
     idx = EmitInOrder(AsIndexed(load.indices));
-    return StatementExpression(
-        a.decls + "const int64_t " + a.index + " = " +
-            CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + ";",
-        a.ok + " ? " + buf + "[" + a.index + "] : " + CastText(TypeName(t), "0"));
+    return StatementExpression(a.decls + "const int64_t " + a.index + " = " +
+                                   CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + ";",
+                               a.ok + " ? " + ElementRead(load.buffer, buf + "[" + a.index + "]") +
+                                   " : " + CastText(TypeName(t), "0"));
   }
   const std::string v = Temp(), l = Temp();
   const std::string zero = "for (int " + l + " = 0; " + l + " < " + std::to_string(t.lanes) +
@@ -94,12 +94,12 @@ std::string CFamilyEmitter::EmitCheckedLoad(const ir::LoadNode& load, int site) 
       idx[k] = iv + "[" + l + "]";
     }
   }
-  return StatementExpression(TypeName(t) + " " + v + "; " + decls + a.decls + "for (int " + l +
-                                 " = 0; " + l + " < " + std::to_string(t.lanes) + "; ++" + l +
-                                 ") { const int64_t " + a.index + " = " +
-                                 CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + "; " + v +
-                                 "[" + l + "] = " + a.ok + " ? " + buf + "[" + a.index + "] : 0; }",
-                             v);
+  return StatementExpression(
+      TypeName(t) + " " + v + "; " + decls + a.decls + "for (int " + l + " = 0; " + l + " < " +
+          std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
+          CheckedAccessIndex(load.buffer, idx, 1, site, a.ok) + "; " + v + "[" + l + "] = " + a.ok +
+          " ? " + ElementRead(load.buffer, buf + "[" + a.index + "]") + " : 0; }",
+      v);
 }
 
 void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
@@ -120,8 +120,8 @@ void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
   const std::string decl = TypeName(t) + " " + v + " = " + value.text + "; ";
   if (scalar) {
     Line("{ " + decl + a.decls + "const int64_t " + a.index + " = " +
-         CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf + "[" +
-         a.index + "] = " + v + "; }");
+         CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " +
+         ElementWrite(store.buffer, buf + "[" + a.index + "]", v) + "; }");
     return;
   }
   if (contiguous) {
@@ -142,8 +142,9 @@ void CFamilyEmitter::EmitCheckedStore(const ir::StoreNode& store, int site) {
   }
   Line("{ " + decl + decls + a.decls + "for (int " + l + " = 0; " + l + " < " +
        std::to_string(t.lanes) + "; ++" + l + ") { const int64_t " + a.index + " = " +
-       CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " + buf + "[" +
-       a.index + "] = " + (t.lanes > 1 ? v + "[" + l + "]" : v) + "; } }");
+       CheckedAccessIndex(store.buffer, idx, 1, site, a.ok) + "; if (" + a.ok + ") " +
+       ElementWrite(store.buffer, buf + "[" + a.index + "]", t.lanes > 1 ? v + "[" + l + "]" : v) +
+       "; } }");
 }
 
 std::string CFamilyEmitter::AtomicStatement(ir::AtomicOp op, DType t, const std::string&,

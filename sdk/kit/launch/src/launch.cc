@@ -231,7 +231,7 @@ void ConvertScalar(ParamKind kind, const ir::ArgView& v, ScalarArg* s) {
       s->bytes = 8;
       break;
     case ParamKind::kFloat16:
-      s->f16 = ir::FloatToHalf(static_cast<float>(is_float ? v.f : static_cast<double>(v.i)));
+      s->f16 = is_float ? ir::DoubleToHalf(v.f) : ir::FloatToHalf(static_cast<float>(v.i));
       s->bytes = 2;
       break;
     case ParamKind::kFloat32:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// IEEE binary16 <-> float32, rounding to nearest even: the conversion the interpreter and the
-// launch kit (a float16 scalar argument) share, so a value rounds the same everywhere.
+// IEEE binary16 <-> float32 and float64, rounding to nearest even: the conversions the
+// interpreter, the launch kit (a float16 scalar argument) and the code generators (a float16
+// literal) share, so a value rounds the same everywhere.
 #ifndef BACKPLANE_IR_HALF_HPP_
 #define BACKPLANE_IR_HALF_HPP_
 
@@ -36,6 +37,25 @@ inline uint16_t FloatToHalf(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
   return static_cast<uint16_t>(sign | h);
 }
+// The binary16 bits of `d`, rounded once to nearest even, as C converts a double to _Float16
+// and PTX's cvt.rn.f16.f64 does. Through float with round to odd: when the float nearest `d`
+// is not exact, the float toward zero with its last bit set stands for it, which rounds to the
+// same half as `d` itself (float has 24 bits, more than a half's 11 + 2); a plain float cast
+// would round twice (1 + 2^-11 + 2^-40 would give the tie 1 + 2^-11, then 1.0).
+inline uint16_t DoubleToHalf(double d) {
+  float f = static_cast<float>(d);
+  if (d == d && static_cast<double>(f) != d) {
+    const bool away = (f < 0 ? -static_cast<double>(f) : static_cast<double>(f)) >
+                      (d < 0 ? -d : d);  // f's magnitude is past d's (inf included)
+    uint32_t x;
+    std::memcpy(&x, &f, sizeof(x));
+    if (away) --x;  // the float next toward zero: one less in magnitude
+    x |= 1u;
+    std::memcpy(&f, &x, sizeof(f));
+  }
+  return FloatToHalf(f);
+}
+
 // The float32 value of the binary16 bits `h` (exact).
 inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
