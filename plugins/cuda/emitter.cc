@@ -4,10 +4,8 @@
 #include <algorithm>
 #include <backplane/ir/analysis.hpp>
 #include <backplane/ir/error.hpp>
-#include <backplane/ir/half.hpp>
 #include <backplane/ir/text.hpp>
 #include <backplane/launch/launch.hpp>
-#include <cmath>
 #include <set>
 #include <string>
 
@@ -466,14 +464,6 @@ std::string CUDAEmitter::AtomicStatement(ir::AtomicOp op, ir::DType t, const std
 std::string CUDAEmitter::CastText(const std::string& type, const std::string& operand) {
   if (type == "bp_half_t") return "bp_round_half(" + operand + ")";
   return CFamilyEmitter::CastText(type, operand);
-}
-
-// A float16 literal is the float its half holds, rounded here once.
-std::string CUDAEmitter::FloatLiteral(double v, ir::DType t) {
-  if (!IsHalf(t)) return CFamilyEmitter::FloatLiteral(v, t);
-  if (std::isnan(v)) return "NAN";
-  return CFamilyEmitter::FloatLiteral(ir::HalfToFloat(ir::FloatToHalf(static_cast<float>(v))),
-                                      ir::Float32());
 }
 
 std::string CUDAEmitter::ElementRead(const ir::Buffer& buffer, const std::string& element) {

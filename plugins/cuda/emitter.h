@@ -75,11 +75,11 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   std::string FloatMinMax(bool is_max, const std::string& x, const std::string& y,
                           ir::DType t) override;
   // float16 (docs/cuda.md, "float16"): a value is a float rounded to half after every
-  // operation (bp_half_t, CastText: bp_round_half), as the interpreter computes it; float16
+  // operation (bp_half_t, CastText: bp_round_half), as the interpreter computes it (a literal
+  // is the base's: the float value of its half, rounded once); float16
   // buffers and shared arrays hold halves (uint16_t), converted where an element is read or
   // written (half_buffers_), and a float16 scalar param arrives as its 16 bits.
   std::string CastText(const std::string& type, const std::string& operand) override;
-  std::string FloatLiteral(double v, ir::DType t) override;
   std::string ElementRead(const ir::Buffer& buffer, const std::string& element) override;
   std::string ElementWrite(const ir::Buffer& buffer, const std::string& element,
                            const std::string& value) override;

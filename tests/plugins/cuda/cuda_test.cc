@@ -241,6 +241,9 @@ TEST(CudaCodegenTest, Float16IsComputedInFloatAndStoredAsHalves) {
     EXPECT_NE(source.find("uint16_t* tile = reinterpret_cast<uint16_t*>"), std::string::npos)
         << source;
     EXPECT_NE(source.find("bp_round_half("), std::string::npos) << source;
+    // The literal rounded once to its half, 1.5 here; and in `given` below, 1 + 2^-10
+    // (1.00097656f, the float nearest it, exactly; through float it was 1.0).
+    EXPECT_NE(source.find("((bp_half_t)1.5f)"), std::string::npos) << source;
     const std::string ptx = m.Imports()[0].InspectSource("ptx");
     for (const char* cvt : {"cvt.rn.f16.f32", "cvt.f32.f16", "cvt.rn.f16.f64"}) {
       EXPECT_NE(ptx.find(cvt), std::string::npos) << cvt;
@@ -248,6 +251,12 @@ TEST(CudaCodegenTest, Float16IsComputedInFloatAndStoredAsHalves) {
     std::string out;
     EXPECT_EQ(Ptxas(ptx, "half_mix", "-arch=sm_90", &out), 0) << out;
   }
+  const Module given = backplane::Build(
+      "func given(o: buffer<float32>[1]) {\n  for i in thread(threadIdx.x, 0, 1) {\n"
+      "    o[0] = float32(float16(1.0004882812509095))\n  }\n}\n",
+      Target::Parse("cuda -arch=sm_90"));
+  const std::string literal = given.Imports()[0].InspectSource("cuda");
+  EXPECT_NE(literal.find("((bp_half_t)1.00097656f)"), std::string::npos) << literal;
   // float16 vectors are refused by name (atomics on float16 the IR's verifier refuses).
   const std::string vectors =
       "func h(a: buffer<float16>[64], c: buffer<float16>[64]) {\n"
