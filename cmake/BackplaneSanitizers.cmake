@@ -17,3 +17,14 @@ if(BACKPLANE_TSAN)
   add_link_options(-fsanitize=thread)
 endif()
 add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fno-strict-enums>)
+
+# backplane_unoptimized_under_asan(): the targets the calling directory adds from here on are
+# compiled at -O0 under the asan preset, which compiles the rest at -O1 (CMakePresets.json;
+# docs/architecture.md says why). For code that does little work of its own at run time (the
+# tests, the command-line tools over libbackplane), where -O1 under ASan and UBSan more than
+# doubles the compile time (sdk/apps/cli/backplane/info.cc: 38 s of CPU at -O1, 16 s at -O0).
+function(backplane_unoptimized_under_asan)
+  if(BACKPLANE_SANITIZE)
+    add_compile_options($<$<CONFIG:Debug>:-O0>)
+  endif()
+endfunction()
