@@ -56,6 +56,10 @@ class CUDAEmitter : public codegen::CFamilyEmitter {
   std::string ThreadIndex(ir::ThreadTag tag) override;
   std::string BarrierStatement() override { return "__syncthreads();"; }
   std::string StorageQualifier(ir::StorageScope scope) override;
+  // A float16 element of a local array is a bp_half_t, a float: 4 bytes.
+  int64_t ArrayElementBytes(ir::DType t) override {
+    return IsHalf(t) ? 4 : CFamilyEmitter::ArrayElementBytes(t);
+  }
   void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   void EmitSharedAllocation(const ir::AllocateNode& alloc, const std::string& type,
                             const std::string& name, int64_t count) override;

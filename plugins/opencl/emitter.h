@@ -64,6 +64,11 @@ class OpenCLEmitter : public codegen::CFamilyEmitter {
   std::string ThreadIndex(ir::ThreadTag tag) override;
   std::string BarrierStatement() override;
   std::string StorageQualifier(ir::StorageScope scope) override;
+  // Without cl_khr_fp16 a float16 element of a local array is a bp_half_t, a float: 4 bytes.
+  int64_t ArrayElementBytes(ir::DType t) override {
+    return t.is_float() && t.bits == 16 && !options_.float16 ? 4 * t.lanes
+                                                             : CFamilyEmitter::ArrayElementBytes(t);
+  }
   void EmitLoopPragma(const ir::ForNode& loop, const std::string& trips) override;
   std::string IntrinsicName(const std::string& name, ir::DType t) override;
   const char* DialectName() const override { return "opencl"; }

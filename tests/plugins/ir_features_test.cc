@@ -1128,12 +1128,13 @@ TEST_P(IrFeatures, IndexArithmeticIsExact) {
 TEST_P(IrFeatures, LargeLocalArraysOfDeviceCodeAreRefused) {
   const std::string kind = GetParam();
   if (kind == "c" || !HasKind(kind)) GTEST_SKIP() << kind;
-  auto text = [](int64_t elements) {
+  auto text = [](int64_t elements, const std::string& dtype = "float32") {
     const std::string n = std::to_string(elements);
-    return "func big(a: buffer<float32>[4]) {\n"
+    return "func big(a: buffer<" + dtype +
+           ">[4]) {\n"
            "  for t in thread(threadIdx.x, 0, 4) {\n"
-           "    alloc p: float32[" +
-           n +
+           "    alloc p: " +
+           dtype + "[" + n +
            "] local\n"
            "    p[t] = a[t]\n"
            "    a[t] = p[t] + p[" +
@@ -1151,6 +1152,20 @@ TEST_P(IrFeatures, LargeLocalArraysOfDeviceCodeAreRefused) {
     ExpectPtxasAccepts(text(512 * 1024 / 4), "big");
   } else {
     EXPECT_NO_THROW(backplane::Build(text(512 * 1024 / 4), Target::Parse(kind)));
+  }
+  // float16 counts as the dialect holds it: a float (4 bytes) in cuda, and in opencl without
+  // cl_khr_fp16 (the Target's supports_float16, false unless given), a float16_t (2) in vulkan.
+  const std::string half_text = text(512 * 1024 / 4 + 1, "float16");
+  if (kind == "vulkan") {
+    EXPECT_NO_THROW(backplane::Build(half_text, Target::Parse(kind)));
+  } else {
+    const std::string half_message =
+        bptest::CaptureError([&] { backplane::Build(half_text, Target::Parse(kind)); }).message;
+    EXPECT_NE(half_message.find("allocation 'p' (float16, 131073 elements of 4 bytes, as " + kind +
+                                " device code holds them, local) takes more than 524288 bytes "
+                                "a thread"),
+              std::string::npos)
+        << half_message;
   }
   // Nested arrays add up: two of 256 KiB + 4 bytes each are refused at the inner one.
   const std::string nested =

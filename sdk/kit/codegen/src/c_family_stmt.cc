@@ -358,16 +358,23 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
         EmitStmt(n.body);
         return;
       }
-      const int64_t bytes = count * ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
+      const int64_t element_bytes = ArrayElementBytes(n.buffer.dtype());
+      const int64_t bytes = count * element_bytes;
       // Device code keeps a `local` array in each thread's private memory, which no GPU has
       // more than 512 KiB of (CUDA's local memory a thread): a larger one is refused here, as
       // a 400 MB one made lavapipe exhaust the host's memory when the kernel ran. The arrays
       // it is nested in count too (stack_bytes_): they all live while its body runs.
       if (StackBudget() < 0 && n.scope == ir::StorageScope::kLocal && count >= 0 &&
           (count > kDevicePrivateBytes || bytes > kDevicePrivateBytes - stack_bytes_)) {
+        const bool wider =
+            element_bytes != ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
         Fail("allocation '" + n.buffer.name() + "' (" + ir::ToString(n.buffer.dtype()) + ", " +
-             std::to_string(count) + " elements, local) takes more than " +
-             std::to_string(kDevicePrivateBytes - stack_bytes_) + " bytes a thread" +
+             std::to_string(count) + " elements" +
+             (wider ? " of " + std::to_string(element_bytes) + " bytes, as " + DialectName() +
+                          " device code holds them"
+                    : std::string()) +
+             ", local) takes more than " + std::to_string(kDevicePrivateBytes - stack_bytes_) +
+             " bytes a thread" +
              (stack_bytes_ > 0 ? " (with the " + std::to_string(stack_bytes_) +
                                      " bytes of the local arrays it is nested in, " +
                                      std::to_string(kDevicePrivateBytes) + ")"

@@ -194,6 +194,10 @@ class CFamilyEmitter {
   // The largest `local` array device code may have, in bytes a thread (512 KiB, CUDA's local
   // memory a thread); a larger one is refused at build.
   static constexpr int64_t kDevicePrivateBytes = 512 * 1024;
+  // The bytes an element of a `local` or stack array of dtype `t` takes as TypeName declares
+  // it: its bits in whole bytes, times its lanes, unless the dialect computes the type in a
+  // wider one (float16 as a float: 4).
+  virtual int64_t ArrayElementBytes(ir::DType t) { return ((t.bits + 7) / 8) * t.lanes; }
 
   // ---- Atomics (docs/codegen-guide.md, "Atomics") ----
   // The statement (one line; a block `{ ... }` where it needs several) that makes
