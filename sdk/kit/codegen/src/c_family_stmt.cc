@@ -366,8 +366,7 @@ void CFamilyEmitter::EmitStmt(const ir::Stmt& s) {
       // it is nested in count too (stack_bytes_): they all live while its body runs.
       if (StackBudget() < 0 && n.scope == ir::StorageScope::kLocal && count >= 0 &&
           (count > kDevicePrivateBytes || bytes > kDevicePrivateBytes - stack_bytes_)) {
-        const bool wider =
-            element_bytes != ((n.buffer.dtype().bits + 7) / 8) * n.buffer.dtype().lanes;
+        const bool wider = element_bytes != CFamilyEmitter::ArrayElementBytes(n.buffer.dtype());
         Fail("allocation '" + n.buffer.name() + "' (" + ir::ToString(n.buffer.dtype()) + ", " +
              std::to_string(count) + " elements" +
              (wider ? " of " + std::to_string(element_bytes) + " bytes, as " + DialectName() +
