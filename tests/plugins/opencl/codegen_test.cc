@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../f64_math_cases.h"
+#include "plugins/half_mix.h"
 #include "plugins/test_util.h"
 
 namespace {
@@ -255,20 +256,10 @@ TEST_F(OpenCLCodegenTest, ABuildErrorCarriesTheBuildLog) {
 // halves), also after save and load and with -bounds-check. A module built for a Target that claims
 // cl_khr_fp16 is refused by name on a device without it, before the driver compiles anything.
 TEST_F(OpenCLCodegenTest, Float16RunsWithOrWithoutClKhrFp16) {
-  const char* text = R"(# backplane-ir 1
-func half_mix(n: int32, s: float16, a: buffer<float16>[n], b: buffer<float16>[n], o: buffer<float16>[n]) {
-  for t in thread(threadIdx.x, 0, 64) {
-    alloc tile: float16[64] shared
-    tile[t] = a[t] * s + b[t]
-    barrier
-    o[t] = (tile[63 - t] - b[t]) / (max(tile[t], a[t]) + float16(1.5))
-  }
-}
-)";
+  const char* text = bptest::kHalfMixText;
   const bool has_fp16 = backplane::DeviceAPI::Get(Cl()).GetAttr(BP_ATTR_SUPPORTS_FP16).AsInt() == 1;
   EXPECT_EQ(ClTarget().GetAttr<bool>("supports_float16").value_or(!has_fp16), has_fp16);
   const DLDataType kF16{kDLFloat, 16, 1};
-  const backplane::ir::IRModule ir = backplane::ir::Parse(text);
   // Also with -bounds-check, whose checked accesses read and write the halves the same way.
   nlohmann::json checked = nlohmann::json::parse(ClTarget().ToJson());
   checked["bounds-check"] = true;
@@ -279,28 +270,12 @@ func half_mix(n: int32, s: float16, a: buffer<float16>[n], b: buffer<float16>[n]
         << source;
     const Module loaded = Module::LoadFromBytes(m.SaveToBytes());
     for (uint32_t seed : {1u, 2u, 3u}) {
-      // Finite halves from 2^-5 to 2^3, either sign: random sign, exponent and significand.
-      std::mt19937 rng(seed);
-      std::vector<uint16_t> a(64), b(64), want(64, 0);
-      for (uint16_t& h : a) h = static_cast<uint16_t>((rng() & 0x83ff) | ((10 + rng() % 8) << 10));
-      for (uint16_t& h : b) h = static_cast<uint16_t>((rng() & 0x83ff) | ((10 + rng() % 8) << 10));
-      const int64_t shape = 64;
-      std::vector<uint16_t> a_in = a, b_in = b;
-      backplane::ir::Interpreter(ir).Run(
-          "half_mix", {backplane::ir::IntArg(64), backplane::ir::FloatArg(1.25),
-                       backplane::ir::BufferArg(a_in.data(), backplane::ir::Float16(), 1, &shape),
-                       backplane::ir::BufferArg(b_in.data(), backplane::ir::Float16(), 1, &shape),
-                       backplane::ir::BufferArg(want.data(), backplane::ir::Float16(), 1, &shape)});
+      const bptest::HalfMixInputs in(seed);
+      const std::vector<uint16_t> want = bptest::HalfMixReference(in);
       for (const Module* mod : std::vector<const Module*>{&m, &loaded}) {
-        Tensor ta = Tensor::Empty({64}, kF16, Cl()), tb = Tensor::Empty({64}, kF16, Cl());
-        Tensor to = Tensor::Empty({64}, kF16, Cl());
-        ta.CopyFromBytes(a.data(), 128);
-        tb.CopyFromBytes(b.data(), 128);
-        mod->GetFunction("half_mix")(64, 1.25, ta.dl(), tb.dl(), to.dl());
-        std::vector<uint16_t> got(64, 0xffff);
-        to.CopyToBytes(got.data(), 128);
-        EXPECT_EQ(got, want) << "seed " << seed << (mod == &m ? "" : ", saved and loaded back")
-                             << " for " << target.ToJson();
+        EXPECT_EQ(bptest::RunHalfMix(*mod, Cl(), in), want)
+            << "seed " << seed << (mod == &m ? "" : ", saved and loaded back") << " for "
+            << target.ToJson();
       }
     }
   }

@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "plugins/half_mix.h"
 #include "plugins/test_util.h"
 
 namespace {
@@ -661,21 +662,11 @@ TEST_F(VulkanCodegenTest, ThePipelineCacheIsKeptOnDisk) {
 // halves per seed; the module saved and loaded back runs too. The attribute supports_fp16 says
 // whether this runs.
 TEST_F(VulkanCodegenTest, Float16MatchesTheInterpreterBitForBit) {
-  const char* text = R"(# backplane-ir 1
-func half_mix(n: int32, s: float16, a: buffer<float16>[n], b: buffer<float16>[n], o: buffer<float16>[n]) {
-  for t in thread(threadIdx.x, 0, 64) {
-    alloc tile: float16[64] shared
-    tile[t] = a[t] * s + b[t]
-    barrier
-    o[t] = (tile[63 - t] - b[t]) / (max(tile[t], a[t]) + float16(1.5))
-  }
-}
-)";
   const int64_t fp16 = DeviceAPI::Get(Device(kDev)).GetAttr(BP_ATTR_SUPPORTS_FP16).AsInt();
-  Module m = backplane::Build(text, Target::FromDevice(Device(kDev)));
+  Module m = backplane::Build(bptest::kHalfMixText, Target::FromDevice(Device(kDev)));
   EXPECT_NE(m.Imports()[0].InspectSource().find("float16_t"), std::string::npos);
-  const DLDataType kF16{kDLFloat, 16, 1};
   if (fp16 == 0) {
+    const DLDataType kF16{kDLFloat, 16, 1};
     backplane::Tensor a = backplane::Tensor::Empty({64}, kF16, Device(kDev));
     try {
       m.GetFunction("half_mix")(64, 1.25, a.dl(), a.dl(), a.dl());
@@ -686,33 +677,13 @@ func half_mix(n: int32, s: float16, a: buffer<float16>[n], b: buffer<float16>[n]
     }
     return;
   }
-  const backplane::ir::IRModule ir = backplane::ir::Parse(text);
   const Module loaded = Module::LoadFromBytes(m.SaveToBytes());
   for (uint32_t seed : {1u, 2u, 3u}) {
-    // Finite halves from 2^-5 to 2^3, either sign: random sign, exponent and significand.
-    std::mt19937 rng(seed);
-    std::vector<uint16_t> a(64), b(64), want(64, 0), got(64, 0xffff), got_loaded(64, 0xffff);
-    for (uint16_t& h : a) h = static_cast<uint16_t>((rng() & 0x83ff) | ((10 + rng() % 8) << 10));
-    for (uint16_t& h : b) h = static_cast<uint16_t>((rng() & 0x83ff) | ((10 + rng() % 8) << 10));
-    const int64_t shape = 64;
-    std::vector<uint16_t> a_in = a, b_in = b;
-    backplane::ir::Interpreter(ir).Run(
-        "half_mix", {backplane::ir::IntArg(64), backplane::ir::FloatArg(1.25),
-                     backplane::ir::BufferArg(a_in.data(), backplane::ir::Float16(), 1, &shape),
-                     backplane::ir::BufferArg(b_in.data(), backplane::ir::Float16(), 1, &shape),
-                     backplane::ir::BufferArg(want.data(), backplane::ir::Float16(), 1, &shape)});
-    for (const Module* mod : std::vector<const Module*>{&m, &loaded}) {
-      backplane::Tensor ta = backplane::Tensor::Empty({64}, kF16, Device(kDev));
-      backplane::Tensor tb = backplane::Tensor::Empty({64}, kF16, Device(kDev));
-      backplane::Tensor to = backplane::Tensor::Empty({64}, kF16, Device(kDev));
-      ta.CopyFromBytes(a.data(), 128);
-      tb.CopyFromBytes(b.data(), 128);
-      mod->GetFunction("half_mix")(64, 1.25, ta.dl(), tb.dl(), to.dl());
-      std::vector<uint16_t>& out = mod == &m ? got : got_loaded;
-      to.CopyToBytes(out.data(), 128);
-    }
-    EXPECT_EQ(got, want) << "seed " << seed;
-    EXPECT_EQ(got_loaded, want) << "seed " << seed << ", the module saved and loaded back";
+    const bptest::HalfMixInputs in(seed);
+    const std::vector<uint16_t> want = bptest::HalfMixReference(in);
+    EXPECT_EQ(bptest::RunHalfMix(m, Device(kDev), in), want) << "seed " << seed;
+    EXPECT_EQ(bptest::RunHalfMix(loaded, Device(kDev), in), want)
+        << "seed " << seed << ", the module saved and loaded back";
   }
 }
 
